@@ -1,0 +1,1 @@
+//! nodecert: acceptance tests and signed certificates for multi-GPU AI servers.
