@@ -1,1 +1,19 @@
 //! nodecert: acceptance tests and signed certificates for multi-GPU AI servers.
+//!
+//! The flow, one way: suite (TOML) -> [`suite::load`] -> [`checks`] planned against the node ->
+//! measured on a [`backend::Backend`] (real GPUs or a simulated node) -> evaluated into
+//! [`evidence::Evidence`] -> rendered by [`report`].
+
+pub mod backend;
+pub mod checks;
+pub mod cli;
+pub mod config;
+pub mod console;
+pub mod error;
+pub mod evidence;
+pub mod inventory;
+pub mod inventory_text;
+pub mod report;
+pub mod runner;
+pub mod suite;
+pub mod units;

@@ -1,0 +1,163 @@
+//! The hardware boundary. Checks ask a [`Backend`] to measure; the real backend drives the GPUs
+//! through NVML and CUDA, the simulated node computes the same measurements from a description.
+//! Both return the same plain types, so everything downstream cannot tell them apart, except by
+//! [`BackendInfo::simulated`], which is carried into the evidence and onto every page.
+
+pub mod real;
+pub mod sim;
+
+use crate::error::HwError;
+use crate::inventory::Inventory;
+use crate::suite::{CollectiveOp, TrainingCheck};
+use serde::{Deserialize, Serialize};
+
+/// Direction of a host<->device copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HostDir {
+    H2d,
+    D2h,
+    /// H2D and D2H at once; the figure is the sum of both.
+    Bidir,
+}
+
+/// Kind of peer copy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum P2pMode {
+    /// The destination GPU's copy engine reads from the source.
+    Read,
+    /// The source GPU's copy engine writes into the destination.
+    Write,
+    /// Both directions at once; the figure is the sum of both.
+    Bidir,
+}
+
+/// Repeated timings of one operation.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Samples {
+    /// One value per timed repetition, in the unit the call documents.
+    pub values: Vec<f64>,
+    /// Whether the data was checked after the copies and found right (None: not checked).
+    pub verified: Option<bool>,
+}
+
+/// Result of one peer copy measurement.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct P2pSample {
+    /// GB/s per repetition.
+    pub gbps: Samples,
+    /// Peer access was enabled; false means copies were staged through host memory.
+    pub peer_access: bool,
+}
+
+/// Result of one collective at one message size.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CollectiveSample {
+    /// Time per operation, microseconds, one value per timed repetition.
+    pub time_us: Vec<f64>,
+    /// Elements checked after the last repetition, and how many were wrong (nccl-tests' #wrong).
+    pub elements_checked: u64,
+    pub wrong_elements: u64,
+    /// Ranks taking part.
+    pub ranks: usize,
+}
+
+/// What a training run produced.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainingRun {
+    /// Mean loss per step (over all replicas).
+    pub losses: Vec<f64>,
+    /// The CPU golden trajectory for the first steps (same data, same init).
+    pub golden_losses: Vec<f64>,
+    /// SHA-256 of each replica's parameters at the end, one per GPU.
+    pub replica_hashes: Vec<String>,
+    /// Step time, milliseconds, per step (after warm-up).
+    pub step_ms: Vec<f64>,
+    /// Part of the step spent in gradient exchange that compute did not hide, milliseconds.
+    pub exposed_comm_ms: Vec<f64>,
+    /// Total gradient exchange time per step, milliseconds (overlapped or not).
+    pub comm_ms: Vec<f64>,
+    /// Per-GPU batch and number of GPUs.
+    pub batch_per_gpu: usize,
+    pub gpus: usize,
+    /// Samples per second of the one-GPU run of the same model (for scaling efficiency).
+    pub single_gpu_samples_per_s: Option<f64>,
+    /// Gradient bytes exchanged per step.
+    pub gradient_bytes: u64,
+}
+
+/// What kind of backend produced the measurements.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct BackendInfo {
+    /// True for the simulated node: its figures are computed, not measured.
+    pub simulated: bool,
+    /// "simulated node h100-sxm-8 (seed 1)" or "nvml+cuda".
+    pub name: String,
+    /// Libraries used, with their paths and versions where known.
+    pub libraries: Vec<LibraryInfo>,
+    /// NCCL version, and the NCCL_* environment variables in effect.
+    pub nccl_version: Option<String>,
+    pub nccl_env: Vec<(String, String)>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LibraryInfo {
+    pub name: String,
+    pub path: Option<String>,
+    pub version: Option<String>,
+}
+
+/// The hardware boundary. Bandwidths are GB/s (10^9 bytes/s), latencies microseconds.
+pub trait Backend {
+    fn info(&self) -> BackendInfo;
+    /// Read what the node is.
+    fn inventory(&mut self) -> Result<Inventory, HwError>;
+    /// Host<->device copies of `bytes` from pinned memory on one GPU; GB/s per repetition.
+    fn host_copy(
+        &mut self,
+        gpu: usize,
+        dir: HostDir,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
+    ) -> Result<Samples, HwError>;
+    /// The same on every GPU at once; one Samples per GPU.
+    fn host_copy_all(
+        &mut self,
+        dir: HostDir,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
+    ) -> Result<Vec<Samples>, HwError>;
+    /// Device-local copy, bytes read plus written, GB/s.
+    fn device_copy(
+        &mut self,
+        gpu: usize,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
+    ) -> Result<Samples, HwError>;
+    /// Peer copy between two GPUs.
+    fn p2p_copy(
+        &mut self,
+        src: usize,
+        dst: usize,
+        mode: P2pMode,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
+    ) -> Result<P2pSample, HwError>;
+    /// One-way latency of a small peer transfer, microseconds.
+    fn p2p_latency(&mut self, src: usize, dst: usize, iters: u32) -> Result<Samples, HwError>;
+    /// A collective over all GPUs at one message size (bytes per rank as nccl-tests counts).
+    fn collective(
+        &mut self,
+        op: CollectiveOp,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
+    ) -> Result<CollectiveSample, HwError>;
+    /// The reference data-parallel training run.
+    fn training(&mut self, cfg: &TrainingCheck) -> Result<TrainingRun, HwError>;
+}

@@ -1,0 +1,1218 @@
+//! The simulated node: a description of a machine (GPUs, links, PCIe, virtualization, health and
+//! the bandwidth each path delivers) from which every measurement is computed with seeded,
+//! bounded noise. Same description, same seed, same numbers. Faults can be injected to prove that
+//! each check catches what it exists to catch. Nothing produced here is ever a measurement of
+//! real hardware, and the evidence says so.
+
+use super::*;
+use crate::config::{self, Source};
+use crate::error::InputError;
+use crate::inventory::*;
+use crate::suite::CollectiveOp;
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, StandardNormal};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+
+pub const FORMAT_VERSION: u32 = 1;
+
+/// Node descriptions shipped inside the binary, one per shipped suite.
+pub const EMBEDDED: &[(&str, &str)] = &[
+    (
+        "h100-sxm-8",
+        include_str!("../../suites/nodes/h100-sxm-8.toml"),
+    ),
+    (
+        "h200-sxm-8",
+        include_str!("../../suites/nodes/h200-sxm-8.toml"),
+    ),
+    (
+        "a100-sxm-80gb-8",
+        include_str!("../../suites/nodes/a100-sxm-80gb-8.toml"),
+    ),
+    (
+        "l40s-pcie-4",
+        include_str!("../../suites/nodes/l40s-pcie-4.toml"),
+    ),
+    (
+        "h200-vm-1",
+        include_str!("../../suites/nodes/h200-vm-1.toml"),
+    ),
+];
+
+/// A simulated node's description (`suites/nodes/*.toml`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SimNode {
+    pub format_version: u32,
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    pub hostname: String,
+    pub driver_version: String,
+    pub cuda_driver_version: String,
+    pub gpu: SimGpu,
+    pub links: SimLinks,
+    pub perf: SimPerf,
+    pub virtualization: SimVirt,
+    #[serde(default)]
+    pub health: SimHealth,
+    /// Faults that are part of the node itself (command-line `--inject` adds more).
+    #[serde(default)]
+    pub faults: Vec<Fault>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SimGpu {
+    pub count: usize,
+    pub name: String,
+    pub memory_bytes: u64,
+    pub vbios: String,
+    pub pcie_gen: u32,
+    pub pcie_width: u32,
+    /// NUMA node of each GPU; empty: not reported (as in many VMs).
+    #[serde(default)]
+    pub numa_nodes: Vec<i32>,
+    /// CPU list of each NUMA node, e.g. ["0-55,112-167", "56-111,168-223"].
+    #[serde(default)]
+    pub numa_cpus: Vec<String>,
+    pub ecc: bool,
+    pub power_limit_w: f64,
+    pub temperature_c: f64,
+    pub sm_clock_max_mhz: u32,
+    /// First PCI bus number; GPU i sits at bus `first_bus + i * bus_stride`.
+    pub first_bus: u32,
+    pub bus_stride: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SimLinks {
+    /// NVLinks per GPU. With NVSwitch all go to the switches; without, see `direct`.
+    #[serde(default)]
+    pub nvlinks_per_gpu: u32,
+    #[serde(default)]
+    pub nvswitch: bool,
+    /// Number of NVSwitches (for the inventory).
+    #[serde(default)]
+    pub nvswitches: u32,
+    /// Direct GPU-to-GPU links when there is no switch: [a, b, links].
+    #[serde(default)]
+    pub direct: Vec<[u32; 3]>,
+    /// PCIe path label between GPUs on the same NUMA node, and across nodes.
+    pub pcie_same_numa: String,
+    pub pcie_cross_numa: String,
+    /// Peer access available between GPUs.
+    pub p2p: bool,
+    pub nvlink_version: Option<u32>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SimPerf {
+    /// Per GPU, GB/s.
+    pub h2d_gbps: f64,
+    pub d2h_gbps: f64,
+    pub bidir_gbps: f64,
+    /// Limit on the sum of all GPUs' H2D at once (shared switches, root ports); 0: none.
+    pub host_aggregate_gbps: f64,
+    /// Device-local copy, bytes read plus written.
+    pub device_copy_gbps: f64,
+    /// Per ordered pair over NVLink at full link count, one way; and both ways (sum).
+    #[serde(default)]
+    pub p2p_nvlink_gbps: f64,
+    #[serde(default)]
+    pub p2p_nvlink_bidir_gbps: f64,
+    /// Per ordered pair over PCIe with peer access, one way; and both ways.
+    pub p2p_pcie_gbps: f64,
+    pub p2p_pcie_bidir_gbps: f64,
+    /// Peer copies staged through the host when peer access is off.
+    pub staged_gbps: f64,
+    pub p2p_latency_us: f64,
+    pub staged_latency_us: f64,
+    /// Peak bus bandwidth per collective at large sizes, GB/s.
+    pub collective_busbw_gbps: BTreeMap<CollectiveOp, f64>,
+    /// Fixed cost of one collective, microseconds (dominates small messages).
+    pub collective_latency_us: f64,
+    /// Sustained fp32 GEMM rate per GPU, TFLOP/s (for the training model).
+    pub fp32_tflops: f64,
+    /// Relative standard deviation of a sample, percent (noise is bounded at 3 sigma).
+    pub noise_pct: f64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SimVirt {
+    pub mode: VirtMode,
+    pub hypervisor: Option<String>,
+    #[serde(default)]
+    pub iommu_groups: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SimHealth {
+    #[serde(default)]
+    pub pcie_replays: u64,
+    #[serde(default)]
+    pub aggregate_corrected: u64,
+}
+
+/// A fault to inject: `--inject NAME[:key=value,...]` or `[[faults]]` in a node file.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+#[serde(deny_unknown_fields)]
+pub struct Fault {
+    pub kind: FaultKind,
+    /// The GPU concerned (default 0, or the last GPU for gpu-missing and replica-mismatch).
+    pub gpu: Option<usize>,
+    /// The other GPU of a pair (default: gpu + 1).
+    pub peer: Option<usize>,
+    /// The collective concerned (default all_reduce).
+    pub op: Option<CollectiveOp>,
+    /// Multiplier on the affected figure (defaults per fault).
+    pub factor: Option<f64>,
+    /// For pcie-downtrained: the generation and width the link trained at.
+    pub gen: Option<u32>,
+    pub width: Option<u32>,
+    /// For xid: the XID code.
+    pub code: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum FaultKind {
+    #[default]
+    GpuMissing,
+    NvlinkDown,
+    PcieDowntrained,
+    P2pDisabled,
+    SlowHostBandwidth,
+    SlowGpuPair,
+    SlowCollective,
+    EccUncorrectable,
+    RowRemapPending,
+    CollectiveCorrupt,
+    ReplicaMismatch,
+    WrongLoss,
+    Xid,
+    ThermalThrottle,
+    Vgpu,
+}
+
+impl FaultKind {
+    pub const ALL: [FaultKind; 15] = [
+        FaultKind::GpuMissing,
+        FaultKind::NvlinkDown,
+        FaultKind::PcieDowntrained,
+        FaultKind::P2pDisabled,
+        FaultKind::SlowHostBandwidth,
+        FaultKind::SlowGpuPair,
+        FaultKind::SlowCollective,
+        FaultKind::EccUncorrectable,
+        FaultKind::RowRemapPending,
+        FaultKind::CollectiveCorrupt,
+        FaultKind::ReplicaMismatch,
+        FaultKind::WrongLoss,
+        FaultKind::Xid,
+        FaultKind::ThermalThrottle,
+        FaultKind::Vgpu,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            FaultKind::GpuMissing => "gpu-missing",
+            FaultKind::NvlinkDown => "nvlink-down",
+            FaultKind::PcieDowntrained => "pcie-downtrained",
+            FaultKind::P2pDisabled => "p2p-disabled",
+            FaultKind::SlowHostBandwidth => "slow-host-bandwidth",
+            FaultKind::SlowGpuPair => "slow-gpu-pair",
+            FaultKind::SlowCollective => "slow-collective",
+            FaultKind::EccUncorrectable => "ecc-uncorrectable",
+            FaultKind::RowRemapPending => "row-remap-pending",
+            FaultKind::CollectiveCorrupt => "collective-corrupt",
+            FaultKind::ReplicaMismatch => "replica-mismatch",
+            FaultKind::WrongLoss => "wrong-loss",
+            FaultKind::Xid => "xid",
+            FaultKind::ThermalThrottle => "thermal-throttle",
+            FaultKind::Vgpu => "vgpu",
+        }
+    }
+
+    pub fn describe(self) -> &'static str {
+        match self {
+            FaultKind::GpuMissing => "a GPU does not show up (gpu=N)",
+            FaultKind::NvlinkDown => {
+                "one NVLink of a GPU (or of a directly linked pair) is down (gpu=N, peer=M)"
+            }
+            FaultKind::PcieDowntrained => {
+                "a GPU's PCIe link trained below spec (gpu=N, gen=G, width=W; default half width)"
+            }
+            FaultKind::P2pDisabled => {
+                "peer access is off, as in a VM that hides it (gpu=N, peer=M; default all pairs)"
+            }
+            FaultKind::SlowHostBandwidth => "one GPU's host bandwidth is 40% low (gpu=N, factor=F)",
+            FaultKind::SlowGpuPair => {
+                "one GPU pair's peer bandwidth is 40% low (gpu=N, peer=M, factor=F)"
+            }
+            FaultKind::SlowCollective => {
+                "a collective's bus bandwidth is 30% low (op=all_reduce, factor=F)"
+            }
+            FaultKind::EccUncorrectable => "an uncorrectable ECC error on a GPU (gpu=N)",
+            FaultKind::RowRemapPending => "a row remap is pending on a GPU (gpu=N)",
+            FaultKind::CollectiveCorrupt => {
+                "a collective returns wrong data (op=all_reduce, gpu=N)"
+            }
+            FaultKind::ReplicaMismatch => {
+                "one training replica ends with different parameters (gpu=N)"
+            }
+            FaultKind::WrongLoss => {
+                "the training losses drift from the golden trajectory (factor=F)"
+            }
+            FaultKind::Xid => "an XID event on a GPU (gpu=N, code=79)",
+            FaultKind::ThermalThrottle => "a GPU is held back by hardware thermal slowdown (gpu=N)",
+            FaultKind::Vgpu => "the GPUs are vGPUs rather than passed through",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == s)
+    }
+}
+
+impl Fault {
+    /// Parse `NAME[:key=value,...]`.
+    pub fn parse(spec: &str) -> Result<Fault, String> {
+        let (name, args) = spec.split_once(':').unwrap_or((spec, ""));
+        let kind = FaultKind::parse(name.trim()).ok_or_else(|| {
+            let names: Vec<&str> = FaultKind::ALL.iter().map(|k| k.name()).collect();
+            format!("unknown fault '{name}' (known: {})", names.join(", "))
+        })?;
+        let mut f = Fault {
+            kind,
+            ..Default::default()
+        };
+        for kv in args.split(',').filter(|s| !s.trim().is_empty()) {
+            let (k, v) = kv
+                .split_once('=')
+                .ok_or_else(|| format!("fault '{spec}': expected key=value, got '{kv}'"))?;
+            let (k, v) = (k.trim(), v.trim());
+            let num = |v: &str| -> Result<u64, String> {
+                v.parse()
+                    .map_err(|_| format!("fault '{spec}': {k}={v} is not a whole number"))
+            };
+            match k {
+                "gpu" => f.gpu = Some(num(v)? as usize),
+                "peer" => f.peer = Some(num(v)? as usize),
+                "gen" => f.gen = Some(num(v)? as u32),
+                "width" => f.width = Some(num(v)? as u32),
+                "code" => f.code = Some(num(v)? as u32),
+                "op" => {
+                    f.op = Some(CollectiveOp::parse(v).ok_or_else(|| format!("fault '{spec}': unknown collective '{v}'"))?)
+                }
+                "factor" => {
+                    let x: f64 = v.parse().map_err(|_| format!("fault '{spec}': factor={v} is not a number"))?;
+                    if !(x.is_finite() && x >= 0.0) {
+                        return Err(format!("fault '{spec}': factor must be >= 0"));
+                    }
+                    f.factor = Some(x)
+                }
+                other => return Err(format!("fault '{spec}': unknown key '{other}' (gpu, peer, op, factor, gen, width, code)")),
+            }
+        }
+        Ok(f)
+    }
+
+    /// `nvlink-down:gpu=0,peer=1` as written on the command line.
+    pub fn label(&self) -> String {
+        let mut parts = Vec::new();
+        if let Some(g) = self.gpu {
+            parts.push(format!("gpu={g}"));
+        }
+        if let Some(p) = self.peer {
+            parts.push(format!("peer={p}"));
+        }
+        if let Some(o) = self.op {
+            parts.push(format!("op={o}"));
+        }
+        if let Some(x) = self.factor {
+            parts.push(format!("factor={x}"));
+        }
+        if let Some(x) = self.gen {
+            parts.push(format!("gen={x}"));
+        }
+        if let Some(x) = self.width {
+            parts.push(format!("width={x}"));
+        }
+        if let Some(x) = self.code {
+            parts.push(format!("code={x}"));
+        }
+        if parts.is_empty() {
+            self.kind.name().to_string()
+        } else {
+            format!("{}:{}", self.kind.name(), parts.join(","))
+        }
+    }
+}
+
+/// Load a node description by embedded name or path.
+pub fn load_node(spec: &str) -> Result<SimNode, InputError> {
+    let src = if let Some((_, t)) = EMBEDDED.iter().find(|(n, _)| *n == spec) {
+        Source {
+            name: format!("embedded:nodes/{spec}"),
+            text: t.to_string(),
+        }
+    } else if std::path::Path::new(spec).exists() || spec.ends_with(".toml") {
+        let text = std::fs::read_to_string(spec).map_err(|e| InputError::Read {
+            path: spec.into(),
+            source: e,
+        })?;
+        Source {
+            name: spec.to_string(),
+            text,
+        }
+    } else {
+        let names: Vec<&str> = EMBEDDED.iter().map(|(n, _)| *n).collect();
+        return Err(InputError::Other(format!(
+            "no simulated node file or embedded node named '{spec}' (embedded: {})",
+            names.join(", ")
+        )));
+    };
+    let node: SimNode = config::load_single(&src, FORMAT_VERSION)?;
+    node.validate().map_err(|(path, msg)| {
+        config::error_at(std::slice::from_ref(&src), &config::key_path(&path), msg)
+    })?;
+    Ok(node)
+}
+
+impl SimNode {
+    fn validate(&self) -> Result<(), (String, String)> {
+        let n = self.gpu.count;
+        if n == 0 {
+            return Err(("gpu.count".into(), "a node needs at least one GPU".into()));
+        }
+        if !self.gpu.numa_nodes.is_empty() && self.gpu.numa_nodes.len() != n {
+            return Err((
+                "gpu.numa_nodes".into(),
+                format!(
+                    "numa_nodes lists {} GPUs, gpu.count is {n}",
+                    self.gpu.numa_nodes.len()
+                ),
+            ));
+        }
+        for (i, d) in self.links.direct.iter().enumerate() {
+            if d[0] as usize >= n || d[1] as usize >= n || d[0] == d[1] {
+                return Err((
+                    format!("links.direct[{i}]"),
+                    format!("pair {}-{} is not two GPUs of 0..{}", d[0], d[1], n - 1),
+                ));
+            }
+        }
+        if !(0.0..50.0).contains(&self.perf.noise_pct) {
+            return Err((
+                "perf.noise_pct".into(),
+                "noise_pct must be in [0, 50)".into(),
+            ));
+        }
+        for (i, f) in self.faults.iter().enumerate() {
+            check_fault(f, n).map_err(|m| (format!("faults[{i}]"), m))?;
+        }
+        Ok(())
+    }
+}
+
+fn check_fault(f: &Fault, n: usize) -> Result<(), String> {
+    for (k, v) in [("gpu", f.gpu), ("peer", f.peer)] {
+        if let Some(v) = v {
+            if v >= n {
+                return Err(format!(
+                    "{}: {k}={v} is out of range: the node has {n} GPUs",
+                    f.kind.name()
+                ));
+            }
+        }
+    }
+    if f.gpu.is_some() && f.gpu == f.peer {
+        return Err(format!("{}: gpu and peer must differ", f.kind.name()));
+    }
+    let pair_fault =
+        matches!(f.kind, FaultKind::SlowGpuPair | FaultKind::NvlinkDown) && f.peer.is_some();
+    if pair_fault && n < 2 {
+        return Err(format!("{}: the node has only one GPU", f.kind.name()));
+    }
+    Ok(())
+}
+
+/// The simulated backend: a node description, faults and a seed.
+pub struct SimBackend {
+    node: SimNode,
+    faults: Vec<Fault>,
+    seed: u64,
+    /// GPUs after `gpu-missing` faults: original indices of the GPUs that remain.
+    present: Vec<usize>,
+}
+
+impl SimBackend {
+    pub fn new(node: SimNode, extra_faults: Vec<Fault>, seed: u64) -> Result<Self, InputError> {
+        let n = node.gpu.count;
+        let mut faults = node.faults.clone();
+        for f in extra_faults {
+            check_fault(&f, n)
+                .map_err(|m| InputError::Other(format!("--inject {}: {m}", f.label())))?;
+            faults.push(f);
+        }
+        let missing: Vec<usize> = faults
+            .iter()
+            .filter(|f| f.kind == FaultKind::GpuMissing)
+            .map(|f| f.gpu.unwrap_or(n - 1))
+            .collect();
+        let present: Vec<usize> = (0..n).filter(|i| !missing.contains(i)).collect();
+        Ok(SimBackend {
+            node,
+            faults,
+            seed,
+            present,
+        })
+    }
+
+    pub fn node(&self) -> &SimNode {
+        &self.node
+    }
+
+    pub fn faults(&self) -> &[Fault] {
+        &self.faults
+    }
+
+    fn faults_of(&self, kind: FaultKind) -> impl Iterator<Item = &Fault> {
+        self.faults.iter().filter(move |f| f.kind == kind)
+    }
+
+    /// Original index of the GPU at CUDA ordinal `i`.
+    fn orig(&self, i: usize) -> usize {
+        self.present[i]
+    }
+
+    fn bus_id(&self, orig: usize) -> String {
+        format!(
+            "0000:{:02x}:00.0",
+            self.node.gpu.first_bus + orig as u32 * self.node.gpu.bus_stride
+        )
+    }
+
+    /// A deterministic generator for one measurement: depends on the seed and what is measured,
+    /// not on the order measurements are taken in.
+    fn rng(&self, what: &str) -> ChaCha8Rng {
+        let mut h = Sha256::new();
+        h.update(self.seed.to_le_bytes());
+        h.update(what.as_bytes());
+        let d = h.finalize();
+        let mut s = [0u8; 32];
+        s.copy_from_slice(&d);
+        ChaCha8Rng::from_seed(s)
+    }
+
+    /// `iters` samples around `mean`, relative noise bounded at 3 sigma.
+    fn samples(&self, what: &str, mean: f64, iters: u32) -> Vec<f64> {
+        let mut rng = self.rng(what);
+        let sd = self.node.perf.noise_pct / 100.0;
+        (0..iters.clamp(1, 200))
+            .map(|_| {
+                let z: f64 = StandardNormal.sample(&mut rng);
+                mean * (1.0 + sd * z.clamp(-3.0, 3.0))
+            })
+            .collect()
+    }
+
+    /// Active NVLinks each original GPU has (after nvlink-down faults on switched systems).
+    fn gpu_links(&self, orig: usize) -> u32 {
+        let down = self
+            .faults_of(FaultKind::NvlinkDown)
+            .filter(|f| self.node.links.nvswitch && self.orig(f.gpu.unwrap_or(0)) == orig)
+            .count() as u32;
+        self.node.links.nvlinks_per_gpu.saturating_sub(down)
+    }
+
+    /// Active NVLinks between two CUDA ordinals.
+    fn pair_links(&self, a: usize, b: usize) -> u32 {
+        let (oa, ob) = (self.orig(a), self.orig(b));
+        if self.node.links.nvswitch {
+            return self.gpu_links(oa).min(self.gpu_links(ob));
+        }
+        let base = self
+            .node
+            .links
+            .direct
+            .iter()
+            .find(|d| {
+                (d[0] as usize, d[1] as usize) == (oa, ob)
+                    || (d[0] as usize, d[1] as usize) == (ob, oa)
+            })
+            .map(|d| d[2])
+            .unwrap_or(0);
+        let down = self
+            .faults_of(FaultKind::NvlinkDown)
+            .filter(|f| {
+                let g = f.gpu.unwrap_or(0);
+                let p = f.peer.unwrap_or(g + 1);
+                (g, p) == (a, b) || (g, p) == (b, a)
+            })
+            .count() as u32;
+        base.saturating_sub(down)
+    }
+
+    /// Full NVLink count a pair would have without faults.
+    fn pair_links_nominal(&self, a: usize, b: usize) -> u32 {
+        let (oa, ob) = (self.orig(a), self.orig(b));
+        if self.node.links.nvswitch {
+            return self.node.links.nvlinks_per_gpu;
+        }
+        self.node
+            .links
+            .direct
+            .iter()
+            .find(|d| {
+                (d[0] as usize, d[1] as usize) == (oa, ob)
+                    || (d[0] as usize, d[1] as usize) == (ob, oa)
+            })
+            .map(|d| d[2])
+            .unwrap_or(0)
+    }
+
+    fn p2p_enabled(&self, a: usize, b: usize) -> bool {
+        if !self.node.links.p2p {
+            return false;
+        }
+        !self.faults_of(FaultKind::P2pDisabled).any(|f| match f.gpu {
+            None => true,
+            Some(g) => {
+                let p = f.peer;
+                (a == g && p.is_none_or(|p| p == b)) || (b == g && p.is_none_or(|p| p == a))
+            }
+        })
+    }
+
+    fn pcie_of(&self, i: usize) -> (u32, u32) {
+        let mut gen = self.node.gpu.pcie_gen;
+        let mut width = self.node.gpu.pcie_width;
+        for f in self.faults_of(FaultKind::PcieDowntrained) {
+            if f.gpu.unwrap_or(0) == i {
+                if f.gen.is_none() && f.width.is_none() {
+                    width /= 2;
+                }
+                gen = f.gen.unwrap_or(gen);
+                width = f.width.unwrap_or(width);
+            }
+        }
+        (gen, width)
+    }
+
+    /// Host bandwidth multiplier for GPU i: PCIe training and slow-host faults.
+    fn host_factor(&self, i: usize) -> f64 {
+        let (gen, width) = self.pcie_of(i);
+        let per_lane = |g: u32| 2f64.powi(g as i32 - 1);
+        let mut f = (per_lane(gen) * width as f64)
+            / (per_lane(self.node.gpu.pcie_gen) * self.node.gpu.pcie_width as f64);
+        for x in self.faults_of(FaultKind::SlowHostBandwidth) {
+            if x.gpu.unwrap_or(0) == i {
+                f *= x.factor.unwrap_or(0.6);
+            }
+        }
+        f.min(1.0)
+    }
+
+    fn pair_factor(&self, a: usize, b: usize) -> f64 {
+        let mut f = 1.0;
+        for x in self.faults_of(FaultKind::SlowGpuPair) {
+            let g = x.gpu.unwrap_or(0);
+            let p = x.peer.unwrap_or(g + 1);
+            if (g, p) == (a, b) || (g, p) == (b, a) {
+                f *= x.factor.unwrap_or(0.6);
+            }
+        }
+        f
+    }
+
+    /// One-way and both-way peer bandwidth of a pair, before noise.
+    fn pair_gbps(&self, a: usize, b: usize) -> (f64, f64) {
+        let p = &self.node.perf;
+        if !self.p2p_enabled(a, b) {
+            return (p.staged_gbps, p.staged_gbps * 1.4);
+        }
+        let links = self.pair_links(a, b);
+        let nominal = self.pair_links_nominal(a, b);
+        let (one, both) = if links > 0 && nominal > 0 {
+            let r = links as f64 / nominal as f64;
+            (p.p2p_nvlink_gbps * r, p.p2p_nvlink_bidir_gbps * r)
+        } else {
+            (p.p2p_pcie_gbps, p.p2p_pcie_bidir_gbps)
+        };
+        let f = self.pair_factor(a, b);
+        (one * f, both * f)
+    }
+
+    fn n(&self) -> usize {
+        self.present.len()
+    }
+
+    fn check_gpu(&self, i: usize) -> Result<(), HwError> {
+        if i >= self.n() {
+            return Err(HwError::Call {
+                call: "simulated device lookup".into(),
+                detail: format!("GPU {i} does not exist (the node has {})", self.n()),
+            });
+        }
+        Ok(())
+    }
+
+    /// Bus bandwidth of a collective at large sizes on this node (after faults).
+    fn coll_peak(&self, op: CollectiveOp) -> f64 {
+        let p = &self.node.perf;
+        let mut peak = p.collective_busbw_gbps.get(&op).copied().unwrap_or(0.0);
+        let n = self.n();
+        // Collectives ride the slowest path between GPUs.
+        if n > 1 {
+            let mut worst = f64::INFINITY;
+            let mut nominal_worst = f64::INFINITY;
+            for a in 0..n {
+                for b in (a + 1)..n {
+                    worst = worst.min(self.pair_gbps(a, b).0);
+                    let nominal = if self.pair_links_nominal(a, b) > 0 {
+                        p.p2p_nvlink_gbps
+                    } else {
+                        p.p2p_pcie_gbps
+                    };
+                    nominal_worst = nominal_worst.min(nominal);
+                }
+            }
+            if worst.is_finite() && nominal_worst.is_finite() && nominal_worst > 0.0 {
+                peak *= (worst / nominal_worst).min(1.0);
+            }
+        }
+        for f in self.faults_of(FaultKind::SlowCollective) {
+            if f.op.unwrap_or(CollectiveOp::AllReduce) == op {
+                peak *= f.factor.unwrap_or(0.7);
+            }
+        }
+        peak
+    }
+
+    /// Modelled time of one collective, microseconds.
+    fn coll_time_us(&self, op: CollectiveOp, bytes: u64) -> f64 {
+        let n = self.n();
+        let factor = op.busbw_factor(n);
+        let peak = self.coll_peak(op);
+        let lat = self.node.perf.collective_latency_us * (1.0 + (n as f64).log2().max(0.0) * 0.25);
+        if factor == 0.0 || peak <= 0.0 {
+            // One rank: a local copy at device speed.
+            return lat * 0.1 + bytes as f64 / (self.node.perf.device_copy_gbps * 1e3);
+        }
+        lat + bytes as f64 * factor / (peak * 1e3)
+    }
+}
+
+impl Backend for SimBackend {
+    fn info(&self) -> BackendInfo {
+        let faults: Vec<String> = self.faults.iter().map(Fault::label).collect();
+        BackendInfo {
+            simulated: true,
+            name: format!(
+                "simulated node {} (seed {}{})",
+                self.node.name,
+                self.seed,
+                if faults.is_empty() {
+                    String::new()
+                } else {
+                    format!(", faults: {}", faults.join(" "))
+                }
+            ),
+            libraries: vec![],
+            nccl_version: None,
+            nccl_env: vec![],
+        }
+    }
+
+    fn inventory(&mut self) -> Result<Inventory, HwError> {
+        let node = &self.node;
+        let n = self.n();
+        let mut gpus = Vec::new();
+        for i in 0..n {
+            let o = self.orig(i);
+            let (gen, width) = self.pcie_of(i);
+            let numa = node.gpu.numa_nodes.get(o).copied();
+            let cpus = numa.and_then(|m| node.gpu.numa_cpus.get(m as usize).cloned());
+            let mut throttle = Vec::new();
+            let mut ecc = EccCounts {
+                volatile_corrected: Some(0),
+                volatile_uncorrected: Some(0),
+                aggregate_corrected: Some(node.health.aggregate_corrected),
+                aggregate_uncorrected: Some(0),
+                sram_corrected: Some(0),
+                sram_uncorrected: Some(0),
+                dram_errors: Some(node.health.aggregate_corrected),
+            };
+            let mut rows = RemappedRows::default();
+            let mut xids = Vec::new();
+            for f in &self.faults {
+                if f.gpu.unwrap_or(0) != i {
+                    continue;
+                }
+                match f.kind {
+                    FaultKind::EccUncorrectable => {
+                        ecc.volatile_uncorrected = Some(1);
+                        ecc.aggregate_uncorrected = Some(1);
+                        ecc.sram_uncorrected = Some(1);
+                    }
+                    FaultKind::RowRemapPending => {
+                        rows.pending = true;
+                        rows.uncorrectable = 1;
+                    }
+                    FaultKind::Xid => xids.push(XidEvent {
+                        code: f.code.unwrap_or(79),
+                        source: "nvml event".into(),
+                        detail: Some("simulated".into()),
+                    }),
+                    FaultKind::ThermalThrottle => throttle.push("hw_thermal_slowdown".to_string()),
+                    _ => {}
+                }
+            }
+            let mut nvlinks = Vec::new();
+            if node.links.nvswitch {
+                let active = self.gpu_links(o);
+                for l in 0..node.links.nvlinks_per_gpu {
+                    nvlinks.push(NvLink {
+                        link: l,
+                        active: l < active,
+                        version: node.links.nvlink_version,
+                        remote: LinkRemote {
+                            kind: RemoteKind::NvSwitch,
+                            pci_bus_id: Some(format!(
+                                "0000:{:02x}:00.0",
+                                0xf0 + (l % node.links.nvswitches.max(1))
+                            )),
+                            gpu: None,
+                        },
+                        errors: NvLinkErrors {
+                            replay: Some(0),
+                            recovery: Some(0),
+                            crc_flit: Some(0),
+                            crc_data: Some(0),
+                        },
+                    });
+                }
+            } else {
+                let mut l = 0;
+                for j in 0..n {
+                    if j == i {
+                        continue;
+                    }
+                    let nominal = self.pair_links_nominal(i, j);
+                    let active = self.pair_links(i, j);
+                    for k in 0..nominal {
+                        nvlinks.push(NvLink {
+                            link: l,
+                            active: k < active,
+                            version: node.links.nvlink_version,
+                            remote: LinkRemote {
+                                kind: RemoteKind::Gpu,
+                                pci_bus_id: Some(self.bus_id(self.orig(j))),
+                                gpu: Some(j),
+                            },
+                            errors: NvLinkErrors::default(),
+                        });
+                        l += 1;
+                    }
+                }
+            }
+            gpus.push(Gpu {
+                index: i,
+                name: node.gpu.name.clone(),
+                uuid: sim_uuid(&node.name, o),
+                serial: Some(format!("SIM{:010}", 1_652_000_000u64 + o as u64)),
+                vbios: Some(node.gpu.vbios.clone()),
+                pci_bus_id: self.bus_id(o),
+                memory_bytes: node.gpu.memory_bytes,
+                pcie: PcieLink {
+                    gen_current: Some(gen),
+                    gen_max: Some(node.gpu.pcie_gen),
+                    width_current: Some(width),
+                    width_max: Some(node.gpu.pcie_width),
+                    replay_counter: Some(node.health.pcie_replays),
+                },
+                numa_node: numa,
+                cpu_affinity: cpus,
+                persistence_mode: Some(true),
+                mig_enabled: Some(false),
+                ecc_enabled: Some(node.gpu.ecc),
+                ecc,
+                remapped_rows: Some(rows),
+                retired_pages: None,
+                throttle_reasons: throttle,
+                sm_clock_mhz: Some(node.gpu.sm_clock_max_mhz),
+                sm_clock_max_mhz: Some(node.gpu.sm_clock_max_mhz),
+                power_limit_w: Some(node.gpu.power_limit_w),
+                temperature_c: Some(node.gpu.temperature_c),
+                nvlinks,
+                xids,
+            });
+        }
+        let mut pairs = Vec::new();
+        for a in 0..n {
+            for b in (a + 1)..n {
+                let links = self.pair_links(a, b);
+                let same_numa =
+                    gpus[a].numa_node.is_some() && gpus[a].numa_node == gpus[b].numa_node;
+                let p2p = self.p2p_enabled(a, b);
+                pairs.push(GpuPair {
+                    a,
+                    b,
+                    nvlinks: links,
+                    pcie_path: Some(if same_numa || gpus[a].numa_node.is_none() {
+                        node.links.pcie_same_numa.clone()
+                    } else {
+                        node.links.pcie_cross_numa.clone()
+                    }),
+                    p2p: P2pStatus {
+                        read: Some(p2p),
+                        write: Some(p2p),
+                        nvlink: Some(p2p && links > 0),
+                        atomics: Some(p2p && links > 0),
+                    },
+                });
+            }
+        }
+        let mut mode = node.virtualization.mode;
+        if self.faults_of(FaultKind::Vgpu).next().is_some() {
+            mode = VirtMode::Vgpu;
+        }
+        let mut witnesses = vec![Witness {
+            source: "nvml virtualization mode".into(),
+            finding: match mode {
+                VirtMode::BareMetal => "None (bare metal)".into(),
+                VirtMode::Passthrough => "PassThrough".into(),
+                VirtMode::Vgpu => "VGPU".into(),
+                VirtMode::Unknown => "not available".into(),
+            },
+        }];
+        witnesses.push(Witness {
+            source: "cpuinfo hypervisor flag".into(),
+            finding: if mode == VirtMode::BareMetal {
+                "absent".into()
+            } else {
+                "present".into()
+            },
+        });
+        if let Some(h) = &node.virtualization.hypervisor {
+            witnesses.push(Witness {
+                source: "cpuid 0x40000000".into(),
+                finding: h.clone(),
+            });
+        }
+        let mut unavailable = Vec::new();
+        for g in &gpus {
+            unavailable.push(format!(
+                "gpu{} retired pages: not supported (Hopper and later remap rows)",
+                g.index
+            ));
+            if g.numa_node.is_none() {
+                unavailable.push(format!("gpu{} numa node: not reported", g.index));
+            }
+        }
+        Ok(Inventory {
+            hostname: node.hostname.clone(),
+            driver_version: Some(node.driver_version.clone()),
+            cuda_driver_version: Some(node.cuda_driver_version.clone()),
+            nvml_version: Some(format!("sim.{}", node.driver_version)),
+            gpus,
+            pairs,
+            nvswitches: Some(if node.links.nvswitch {
+                node.links.nvswitches
+            } else {
+                0
+            }),
+            virtualization: Virtualization {
+                mode,
+                hypervisor: node.virtualization.hypervisor.clone(),
+                witnesses,
+                iommu_groups: node.virtualization.iommu_groups,
+                acs_enabled_bridges: vec![],
+            },
+            unavailable,
+        })
+    }
+
+    fn host_copy(
+        &mut self,
+        gpu: usize,
+        dir: HostDir,
+        _bytes: u64,
+        _warmup: u32,
+        iters: u32,
+    ) -> Result<Samples, HwError> {
+        self.check_gpu(gpu)?;
+        let p = &self.node.perf;
+        let base = match dir {
+            HostDir::H2d => p.h2d_gbps,
+            HostDir::D2h => p.d2h_gbps,
+            HostDir::Bidir => p.bidir_gbps,
+        };
+        let mean = base * self.host_factor(gpu);
+        Ok(Samples {
+            values: self.samples(&format!("host {dir:?} {gpu}"), mean, iters),
+            verified: Some(true),
+        })
+    }
+
+    fn host_copy_all(
+        &mut self,
+        dir: HostDir,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
+    ) -> Result<Vec<Samples>, HwError> {
+        let n = self.n();
+        let mut each: Vec<f64> = (0..n)
+            .map(|i| {
+                let p = &self.node.perf;
+                let base = match dir {
+                    HostDir::H2d => p.h2d_gbps,
+                    HostDir::D2h => p.d2h_gbps,
+                    HostDir::Bidir => p.bidir_gbps,
+                };
+                base * self.host_factor(i)
+            })
+            .collect();
+        let agg = self.node.perf.host_aggregate_gbps;
+        let total: f64 = each.iter().sum();
+        if agg > 0.0 && total > agg {
+            each.iter_mut().for_each(|x| *x *= agg / total);
+        }
+        let _ = (bytes, warmup);
+        Ok(each
+            .iter()
+            .enumerate()
+            .map(|(i, m)| Samples {
+                values: self.samples(&format!("host-all {dir:?} {i}"), *m, iters),
+                verified: Some(true),
+            })
+            .collect())
+    }
+
+    fn device_copy(
+        &mut self,
+        gpu: usize,
+        _bytes: u64,
+        _warmup: u32,
+        iters: u32,
+    ) -> Result<Samples, HwError> {
+        self.check_gpu(gpu)?;
+        Ok(Samples {
+            values: self.samples(
+                &format!("d2d {gpu}"),
+                self.node.perf.device_copy_gbps,
+                iters,
+            ),
+            verified: Some(true),
+        })
+    }
+
+    fn p2p_copy(
+        &mut self,
+        src: usize,
+        dst: usize,
+        mode: P2pMode,
+        _bytes: u64,
+        _warmup: u32,
+        iters: u32,
+    ) -> Result<P2pSample, HwError> {
+        self.check_gpu(src)?;
+        self.check_gpu(dst)?;
+        let (one, both) = self.pair_gbps(src, dst);
+        let mean = match mode {
+            P2pMode::Read => one,
+            P2pMode::Write => one * 0.995,
+            P2pMode::Bidir => both,
+        };
+        Ok(P2pSample {
+            gbps: Samples {
+                values: self.samples(&format!("p2p {mode:?} {src} {dst}"), mean, iters),
+                verified: Some(true),
+            },
+            peer_access: self.p2p_enabled(src, dst),
+        })
+    }
+
+    fn p2p_latency(&mut self, src: usize, dst: usize, iters: u32) -> Result<Samples, HwError> {
+        self.check_gpu(src)?;
+        self.check_gpu(dst)?;
+        let p = &self.node.perf;
+        let mean = if self.p2p_enabled(src, dst) {
+            p.p2p_latency_us
+        } else {
+            p.staged_latency_us
+        };
+        Ok(Samples {
+            values: self.samples(&format!("lat {src} {dst}"), mean, iters.min(100)),
+            verified: None,
+        })
+    }
+
+    fn collective(
+        &mut self,
+        op: CollectiveOp,
+        bytes: u64,
+        _warmup: u32,
+        iters: u32,
+    ) -> Result<CollectiveSample, HwError> {
+        let t = self.coll_time_us(op, bytes);
+        let elements = (bytes / 4).max(1);
+        let corrupt = self
+            .faults_of(FaultKind::CollectiveCorrupt)
+            .any(|f| f.op.unwrap_or(CollectiveOp::AllReduce) == op);
+        // A corrupted reduction shows up once buffers span more than a few pages.
+        let wrong = if corrupt && bytes >= 1 << 16 {
+            (elements / 1024).max(1)
+        } else {
+            0
+        };
+        Ok(CollectiveSample {
+            time_us: self.samples(&format!("coll {op} {bytes}"), t, iters),
+            elements_checked: elements * self.n() as u64,
+            wrong_elements: wrong,
+            ranks: self.n(),
+        })
+    }
+
+    fn training(&mut self, cfg: &crate::suite::TrainingCheck) -> Result<TrainingRun, HwError> {
+        let n = self.n();
+        let params: u64 = cfg
+            .layers
+            .windows(2)
+            .map(|w| (w[0] * w[1] + w[1]) as u64)
+            .sum();
+        let flops_per_sample = 6.0 * params as f64;
+        let tflops = self.node.perf.fp32_tflops
+            * match cfg.precision {
+                crate::suite::Precision::Fp32 => 1.0,
+                crate::suite::Precision::Tf32 => 4.0,
+                crate::suite::Precision::Bf16 => 8.0,
+            };
+        let compute_ms = cfg.batch as f64 * flops_per_sample / (tflops * 1e12) * 1e3;
+        let grad_bytes = params * 4;
+        let comm_ms = if n > 1 {
+            self.coll_time_us(CollectiveOp::AllReduce, grad_bytes) / 1e3
+        } else {
+            0.0
+        };
+        // Bucketed all-reduce overlaps with the backward pass (about 2/3 of the compute).
+        let exposed = (comm_ms - 0.6 * compute_ms).max(0.05 * comm_ms);
+        let step = compute_ms + exposed;
+        let steps = cfg.steps as u32;
+        let step_ms = self.samples("train step", step, steps);
+        let comm = self.samples("train comm", comm_ms, steps);
+        let exposed_ms = self.samples("train exposed", exposed, steps);
+        // Loss: a learnable task from ln(classes) down toward a floor, with seeded jitter.
+        let classes = *cfg.layers.last().unwrap_or(&10) as f64;
+        let start = classes.ln();
+        let floor = 0.25 * start;
+        let mut rng = self.rng("train loss");
+        let golden: Vec<f64> = (0..cfg.steps)
+            .map(|t| floor + (start - floor) * (-(t as f64) / (cfg.steps as f64 / 4.0)).exp())
+            .map(|l| l * (1.0 + 0.002 * rng.random_range(-1.0..1.0)))
+            .collect();
+        let drift = self
+            .faults_of(FaultKind::WrongLoss)
+            .next()
+            .map(|f| f.factor.unwrap_or(1.05));
+        let losses: Vec<f64> = golden
+            .iter()
+            .enumerate()
+            .map(|(t, l)| match drift {
+                Some(d) if t > 0 => l * d,
+                _ => l * (1.0 + 1e-7),
+            })
+            .collect();
+        let hash = hex::encode(Sha256::digest(format!(
+            "{}-{}-{:?}",
+            self.node.name, self.seed, cfg.layers
+        )));
+        let mut hashes = vec![hash.clone(); n];
+        for f in self.faults_of(FaultKind::ReplicaMismatch) {
+            let g = f.gpu.unwrap_or(n - 1).min(n - 1);
+            hashes[g] = hex::encode(Sha256::digest(format!("{hash}-diverged")));
+        }
+        Ok(TrainingRun {
+            golden_losses: golden[..cfg.golden_steps.min(golden.len())].to_vec(),
+            losses,
+            replica_hashes: hashes,
+            step_ms,
+            exposed_comm_ms: exposed_ms,
+            comm_ms: comm,
+            batch_per_gpu: cfg.batch,
+            gpus: n,
+            single_gpu_samples_per_s: Some(cfg.batch as f64 / (compute_ms / 1e3)),
+            gradient_bytes: grad_bytes,
+        })
+    }
+}
+
+fn sim_uuid(node: &str, i: usize) -> String {
+    let h = hex::encode(Sha256::digest(format!("{node}/{i}")));
+    format!(
+        "GPU-{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_embedded_node_loads() {
+        for (name, _) in EMBEDDED {
+            let n = load_node(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(&n.name, name);
+        }
+    }
+
+    #[test]
+    fn faults_parse() {
+        let f = Fault::parse("nvlink-down:gpu=2,peer=5").unwrap();
+        assert_eq!(
+            (f.kind, f.gpu, f.peer),
+            (FaultKind::NvlinkDown, Some(2), Some(5))
+        );
+        assert_eq!(f.label(), "nvlink-down:gpu=2,peer=5");
+        assert!(Fault::parse("nvlink-up").is_err());
+        assert!(Fault::parse("slow-collective:op=all_sum").is_err());
+        assert!(Fault::parse("slow-gpu-pair:gpu=x").is_err());
+    }
+
+    #[test]
+    fn same_seed_same_numbers() {
+        let node = load_node("h100-sxm-8").unwrap();
+        let mut a = SimBackend::new(node.clone(), vec![], 7).unwrap();
+        let mut b = SimBackend::new(node.clone(), vec![], 7).unwrap();
+        let mut c = SimBackend::new(node, vec![], 8).unwrap();
+        let x = a.host_copy(3, HostDir::H2d, 1, 1, 10).unwrap();
+        assert_eq!(x, b.host_copy(3, HostDir::H2d, 1, 1, 10).unwrap());
+        assert_ne!(x, c.host_copy(3, HostDir::H2d, 1, 1, 10).unwrap());
+    }
+
+    #[test]
+    fn out_of_range_fault_is_rejected() {
+        let node = load_node("h200-vm-1").unwrap();
+        assert!(SimBackend::new(
+            node,
+            vec![Fault::parse("slow-gpu-pair:gpu=0,peer=1").unwrap()],
+            1
+        )
+        .is_err());
+    }
+}

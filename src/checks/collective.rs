@@ -1,0 +1,238 @@
+//! NCCL collectives over all GPUs, swept over message sizes, with nccl-tests' algbw and busbw,
+//! and the result data checked (any wrong element fails).
+
+use super::judge::{finding, fmt_num};
+use super::{Check, Ctx, Measured, Progress};
+use crate::backend::Backend;
+use crate::error::HwError;
+use crate::evidence::{Fact, Finding, Metric, Status, Subject};
+use crate::suite::{CollectiveCheck, CollectiveOp};
+use crate::units::{format_bytes, size_sweep};
+
+pub struct Collective {
+    pub op: CollectiveOp,
+    pub cfg: CollectiveCheck,
+}
+
+/// algbw in GB/s for `bytes` moved in `time_us` (nccl-tests: size / time).
+pub fn algbw_gbps(bytes: u64, time_us: f64) -> f64 {
+    if time_us <= 0.0 {
+        return f64::NAN;
+    }
+    bytes as f64 / (time_us * 1e-6) / 1e9
+}
+
+/// busbw = algbw x the collective's factor for `ranks` (nccl-tests doc/PERFORMANCE.md).
+pub fn busbw_gbps(op: CollectiveOp, ranks: usize, bytes: u64, time_us: f64) -> f64 {
+    algbw_gbps(bytes, time_us) * op.busbw_factor(ranks)
+}
+
+impl Check for Collective {
+    fn id(&self) -> String {
+        format!("collective.{}", self.op)
+    }
+    fn kind(&self) -> &'static str {
+        "collective"
+    }
+    fn title(&self) -> String {
+        format!("NCCL {}", self.op)
+    }
+
+    fn plan(&self, ctx: &Ctx) -> Result<Vec<String>, String> {
+        let n = ctx.inventory.gpus.len();
+        if n == 0 {
+            return Err("no GPUs".into());
+        }
+        let c = &self.cfg;
+        let sizes = size_sweep(c.min_size.0, c.max_size.0, c.factor);
+        let mut p = vec![format!(
+            "{} over {n} rank{}: {} sizes from {} to {} (x{}), {} warm-up + {} timed, data checked",
+            self.op,
+            if n == 1 { "" } else { "s" },
+            sizes.len(),
+            format_bytes(c.min_size.0),
+            format_bytes(c.max_size.0),
+            c.factor,
+            c.warmup,
+            c.iterations
+        )];
+        if n == 1 {
+            p.push("one rank: bus bandwidth is 0 by definition; only the data is judged".into());
+        }
+        Ok(p)
+    }
+
+    fn measure(
+        &self,
+        _: &Ctx,
+        b: &mut dyn Backend,
+        progress: Progress,
+    ) -> Result<Measured, HwError> {
+        let c = &self.cfg;
+        let sizes = size_sweep(c.min_size.0, c.max_size.0, c.factor);
+        let mut m = Measured::default();
+        for (i, &s) in sizes.iter().enumerate() {
+            let r = b.collective(self.op, s, c.warmup, c.iterations)?;
+            let algbw: Vec<f64> = r.time_us.iter().map(|t| algbw_gbps(s, *t)).collect();
+            let busbw: Vec<f64> = r
+                .time_us
+                .iter()
+                .map(|t| busbw_gbps(self.op, r.ranks, s, *t))
+                .collect();
+            m.metrics
+                .push(Metric::new("time", Subject::size(s), "us", r.time_us));
+            m.metrics
+                .push(Metric::new("algbw", Subject::size(s), "GB/s", algbw));
+            m.metrics
+                .push(Metric::new("busbw", Subject::size(s), "GB/s", busbw));
+            m.facts.push(Fact {
+                name: "wrong_elements".into(),
+                subject: Subject::size(s),
+                value: format!("{}/{}", r.wrong_elements, r.elements_checked),
+            });
+            if i == 0 {
+                m.facts.push(Fact {
+                    name: "ranks".into(),
+                    subject: Subject::node(),
+                    value: r.ranks.to_string(),
+                });
+            }
+            progress(i + 1, sizes.len());
+        }
+        Ok(m)
+    }
+
+    fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
+        let c = &self.cfg;
+        let op = self.op;
+        let mut out = Vec::new();
+        let ranks: usize = m
+            .facts
+            .iter()
+            .find(|f| f.name == "ranks")
+            .and_then(|f| f.value.parse().ok())
+            .unwrap_or(ctx.inventory.gpus.len());
+        // Correct data first: a fast wrong answer fails.
+        let mut wrong_total = 0u64;
+        for f in m.facts.iter().filter(|f| f.name == "wrong_elements") {
+            let (w, t) = f.value.split_once('/').unwrap_or(("0", "0"));
+            let w: u64 = w.parse().unwrap_or(0);
+            if w > 0 {
+                wrong_total += w;
+                out.push(finding(
+                    Status::Fail,
+                    format!("{op} {}", f.subject.describe()),
+                    format!("{w} wrong of {t}"),
+                    "0 wrong elements",
+                    format!(
+                        "{op} at {}: {w} of {t} elements wrong after the collective",
+                        f.subject.describe()
+                    ),
+                ));
+            }
+        }
+        if wrong_total == 0 {
+            out.push(finding(
+                Status::Pass,
+                op.to_string(),
+                "0 wrong elements",
+                "0 wrong elements",
+                format!("{op}: data correct at every size"),
+            ));
+        }
+        if ranks < 2 {
+            out.push(finding(
+                Status::Skip,
+                op.to_string(),
+                "1 rank",
+                "bus bandwidth floors",
+                format!("{op}: one rank, bus bandwidth is 0 by definition: floors not applicable"),
+            ));
+            return out;
+        }
+        let floors = CollectiveCheck::floors(&c.min_busbw_gbps);
+        let warns = CollectiveCheck::floors(&c.warn_busbw_gbps);
+        let busbw: Vec<&Metric> = m.metrics.iter().filter(|x| x.name == "busbw").collect();
+        for x in &busbw {
+            let s = x.subject.bytes.unwrap_or(0);
+            let fl = CollectiveCheck::floor_for(&floors, s);
+            let wl = CollectiveCheck::floor_for(&warns, s);
+            if fl.is_none() && wl.is_none() {
+                continue;
+            }
+            let limit = crate::suite::Limit {
+                fail_below: fl,
+                warn_below: wl,
+                ..Default::default()
+            };
+            if let Some(f) = super::judge::judge(
+                &format!("{op} {}", format_bytes(s)),
+                "bus bandwidth",
+                x.median,
+                "GB/s",
+                &limit,
+            ) {
+                out.push(f.on("busbw"));
+            }
+        }
+        if let Some(frac) = c.min_fraction_of_p2p {
+            let slowest = ctx
+                .earlier
+                .iter()
+                .find(|r| r.id == "p2p_bandwidth")
+                .map(|r| {
+                    r.metrics
+                        .iter()
+                        .filter(|x| x.name == "p2p_read")
+                        .map(|x| x.median)
+                        .collect::<Vec<_>>()
+                })
+                .filter(|v| !v.is_empty())
+                .map(|v| v.into_iter().fold(f64::INFINITY, f64::min));
+            let largest = busbw.iter().max_by_key(|x| x.subject.bytes.unwrap_or(0));
+            match (slowest, largest) {
+                (Some(p2p), Some(x)) => {
+                    let need = frac * p2p;
+                    let ok = x.median >= need;
+                    let s = format_bytes(x.subject.bytes.unwrap_or(0));
+                    out.push(finding(
+                        if ok { Status::Pass } else { Status::Fail },
+                        format!("{op} {s}"),
+                        format!("{} GB/s", fmt_num(x.median)),
+                        format!(">= {} x slowest peer read {} = {} GB/s", fmt_num(frac), fmt_num(p2p), fmt_num(need)),
+                        format!(
+                            "{op} at {s}: bus bandwidth {} GB/s is {} {} x the slowest peer path ({} GB/s)",
+                            fmt_num(x.median),
+                            if ok { "at least" } else { "below" },
+                            fmt_num(frac),
+                            fmt_num(p2p)
+                        ),
+                    ));
+                }
+                _ => out.push(finding(
+                    Status::Skip,
+                    op.to_string(),
+                    "no peer measurements",
+                    "relative floor",
+                    format!("{op}: min_fraction_of_p2p needs the p2p_bandwidth check's results"),
+                )),
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bandwidth_formulas_match_nccl_tests() {
+        // 1 GiB in 4 ms: algbw 268.4 GB/s; all_reduce on 8 ranks x 1.75.
+        let a = algbw_gbps(1 << 30, 4000.0);
+        assert!((a - 268.435).abs() < 0.01, "{a}");
+        let b = busbw_gbps(CollectiveOp::AllReduce, 8, 1 << 30, 4000.0);
+        assert!((b - 469.76).abs() < 0.01, "{b}");
+        assert_eq!(busbw_gbps(CollectiveOp::AllReduce, 1, 1 << 30, 4000.0), 0.0);
+    }
+}

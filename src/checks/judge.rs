@@ -1,0 +1,229 @@
+//! Threshold judgements shared by the checks: absolute limits and the in-node outlier rule.
+
+use crate::evidence::{Finding, Status};
+use crate::suite::Limit;
+
+/// "12.3", "396", "0.0123": a figure rounded for people.
+pub fn fmt_num(v: f64) -> String {
+    if !v.is_finite() {
+        return "n/a".into();
+    }
+    let a = v.abs();
+    if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 0.1 {
+        format!("{v:.2}")
+    } else if a == 0.0 {
+        "0".into()
+    } else {
+        format!("{v:.3e}")
+    }
+}
+
+/// "fail < 48, warn < 52 GB/s".
+pub fn describe_limit(l: &Limit, unit: &str) -> String {
+    let mut parts = Vec::new();
+    if let Some(v) = l.fail_below {
+        parts.push(format!("fail < {}", fmt_num(v)));
+    }
+    if let Some(v) = l.warn_below {
+        parts.push(format!("warn < {}", fmt_num(v)));
+    }
+    if let Some(v) = l.fail_above {
+        parts.push(format!("fail > {}", fmt_num(v)));
+    }
+    if let Some(v) = l.warn_above {
+        parts.push(format!("warn > {}", fmt_num(v)));
+    }
+    if parts.is_empty() {
+        "no limit".into()
+    } else {
+        format!("{} {unit}", parts.join(", "))
+            .trim_end()
+            .to_string()
+    }
+}
+
+/// Judge `value` against `limit`. None when the limit is empty.
+pub fn judge(subject: &str, what: &str, value: f64, unit: &str, limit: &Limit) -> Option<Finding> {
+    if limit.is_empty() {
+        return None;
+    }
+    let found = format!("{} {unit}", fmt_num(value)).trim_end().to_string();
+    let expected = describe_limit(limit, unit);
+    let (status, reason) = if !value.is_finite() {
+        (
+            Status::Fail,
+            format!("{subject}: {what} could not be computed"),
+        )
+    } else if limit.fail_below.is_some_and(|f| value < f) {
+        (
+            Status::Fail,
+            format!(
+                "{subject}: {what} {found} is below the floor of {} {unit}",
+                fmt_num(limit.fail_below.unwrap_or(0.0))
+            ),
+        )
+    } else if limit.fail_above.is_some_and(|f| value > f) {
+        (
+            Status::Fail,
+            format!(
+                "{subject}: {what} {found} is above the ceiling of {} {unit}",
+                fmt_num(limit.fail_above.unwrap_or(0.0))
+            ),
+        )
+    } else if limit.warn_below.is_some_and(|f| value < f) {
+        (
+            Status::Warn,
+            format!(
+                "{subject}: {what} {found} is below the warning level of {} {unit}",
+                fmt_num(limit.warn_below.unwrap_or(0.0))
+            ),
+        )
+    } else if limit.warn_above.is_some_and(|f| value > f) {
+        (
+            Status::Warn,
+            format!(
+                "{subject}: {what} {found} is above the warning level of {} {unit}",
+                fmt_num(limit.warn_above.unwrap_or(0.0))
+            ),
+        )
+    } else {
+        (
+            Status::Pass,
+            format!("{subject}: {what} {found} within limits"),
+        )
+    };
+    Some(Finding {
+        status,
+        subject: subject.into(),
+        found,
+        expected,
+        reason,
+        metric: None,
+    })
+}
+
+/// The in-node outlier rule: each item must be within `pct` percent of the node's median, on
+/// the bad side only (`higher_is_better`: bandwidth; otherwise latency). Catches the slow but
+/// otherwise healthy GPU that passes every absolute floor. Returns failing items only.
+pub fn outliers(
+    items: &[(String, f64)],
+    pct: f64,
+    higher_is_better: bool,
+    what: &str,
+    unit: &str,
+) -> Vec<Finding> {
+    let vals: Vec<f64> = items
+        .iter()
+        .map(|x| x.1)
+        .filter(|v| v.is_finite())
+        .collect();
+    if vals.len() < 2 {
+        return vec![];
+    }
+    let med = crate::evidence::median(&vals);
+    if med <= 0.0 {
+        return vec![];
+    }
+    items
+        .iter()
+        .filter_map(|(subject, v)| {
+            let dev = (v - med) / med * 100.0;
+            let bad = if higher_is_better { dev < -pct } else { dev > pct };
+            bad.then(|| Finding {
+                status: Status::Fail,
+                subject: subject.clone(),
+                found: format!("{} {unit}", fmt_num(*v)),
+                expected: format!("within {}% of the node median {} {unit}", fmt_num(pct), fmt_num(med)),
+                reason: format!(
+                    "{subject}: {what} {} {unit} is {:.1}% {} the node median of {} {unit} (outlier rule: {}%)",
+                    fmt_num(*v),
+                    dev.abs(),
+                    if dev < 0.0 { "below" } else { "above" },
+                    fmt_num(med),
+                    fmt_num(pct)
+                ),
+                metric: None,
+            })
+        })
+        .collect()
+}
+
+pub fn finding(
+    status: Status,
+    subject: impl Into<String>,
+    found: impl Into<String>,
+    expected: impl Into<String>,
+    reason: impl Into<String>,
+) -> Finding {
+    Finding {
+        status,
+        subject: subject.into(),
+        found: found.into(),
+        expected: expected.into(),
+        reason: reason.into(),
+        metric: None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lim(fb: Option<f64>, wb: Option<f64>) -> Limit {
+        Limit {
+            fail_below: fb,
+            warn_below: wb,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn judges_levels() {
+        let l = lim(Some(48.0), Some(52.0));
+        assert_eq!(
+            judge("GPU 0", "h2d", 55.0, "GB/s", &l).unwrap().status,
+            Status::Pass
+        );
+        assert_eq!(
+            judge("GPU 0", "h2d", 50.0, "GB/s", &l).unwrap().status,
+            Status::Warn
+        );
+        let f = judge("GPU 3", "h2d", 30.0, "GB/s", &l).unwrap();
+        assert_eq!(f.status, Status::Fail);
+        assert!(f.reason.contains("GPU 3"), "{}", f.reason);
+        assert_eq!(
+            judge("GPU 0", "h2d", f64::NAN, "GB/s", &l).unwrap().status,
+            Status::Fail
+        );
+        assert!(judge("GPU 0", "h2d", 1.0, "GB/s", &Limit::default()).is_none());
+        let ceil = Limit {
+            fail_above: Some(10.0),
+            ..Default::default()
+        };
+        assert_eq!(
+            judge("p", "latency", 12.0, "us", &ceil).unwrap().status,
+            Status::Fail
+        );
+    }
+
+    #[test]
+    fn outlier_rule_flags_only_the_slow_one() {
+        let items: Vec<(String, f64)> = (0..8)
+            .map(|i| (format!("GPU {i}"), if i == 5 { 33.0 } else { 55.0 }))
+            .collect();
+        let f = outliers(&items, 10.0, true, "h2d", "GB/s");
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].subject, "GPU 5");
+        let lat: Vec<(String, f64)> = (0..4)
+            .map(|i| (format!("p{i}"), if i == 2 { 9.0 } else { 2.5 }))
+            .collect();
+        assert_eq!(
+            outliers(&lat, 20.0, false, "latency", "us")[0].subject,
+            "p2"
+        );
+    }
+}

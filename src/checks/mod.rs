@@ -1,0 +1,93 @@
+//! Checks: one module per kind behind one trait, one registry.
+//!
+//! A check plans against the node (or says why it cannot run here), measures through a
+//! [`Backend`], and evaluates its measurements against the suite's thresholds. Measuring and
+//! evaluating are separate so that evaluation is a pure function of plain data.
+
+pub mod collective;
+pub mod health;
+pub mod host_bandwidth;
+pub mod judge;
+pub mod p2p_bandwidth;
+pub mod p2p_latency;
+pub mod topology;
+pub mod training;
+pub mod virtualization;
+
+use crate::backend::Backend;
+use crate::error::HwError;
+use crate::evidence::{CheckRecord, Fact, Finding, Metric};
+use crate::inventory::Inventory;
+use crate::suite::Suite;
+
+/// What a check can see while it plans and evaluates.
+pub struct Ctx<'a> {
+    pub suite: &'a Suite,
+    pub inventory: &'a Inventory,
+    /// Records of the checks that ran before this one (collectives read the p2p results).
+    pub earlier: &'a [CheckRecord],
+}
+
+/// What a check measured.
+#[derive(Debug, Default, Clone)]
+pub struct Measured {
+    pub metrics: Vec<Metric>,
+    pub facts: Vec<Fact>,
+}
+
+/// Reports progress: (steps done, steps planned).
+pub type Progress<'a> = &'a mut dyn FnMut(usize, usize);
+
+pub trait Check {
+    /// Stable key, e.g. "host_bandwidth" or "collective.all_reduce".
+    fn id(&self) -> String;
+    /// The kind, e.g. "collective".
+    fn kind(&self) -> &'static str;
+    /// Human title.
+    fn title(&self) -> String;
+    /// What this check will do on this node, or why it cannot run here (a skip, not a failure).
+    fn plan(&self, ctx: &Ctx) -> Result<Vec<String>, String>;
+    /// Take the measurements. Hardware errors end this check (as an error), not the run.
+    fn measure(
+        &self,
+        ctx: &Ctx,
+        backend: &mut dyn Backend,
+        progress: Progress,
+    ) -> Result<Measured, HwError>;
+    /// Judge the measurements against the suite's thresholds.
+    fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding>;
+}
+
+/// The checks a suite asks for, in the order they run: cheap reads first, then bandwidth,
+/// collectives (which may compare with peer bandwidth) and training last.
+pub fn from_suite(suite: &Suite) -> Vec<Box<dyn Check>> {
+    let c = &suite.checks;
+    let mut out: Vec<Box<dyn Check>> = Vec::new();
+    if c.topology.as_ref().is_some_and(|x| x.enabled) {
+        out.push(Box::new(topology::Topology));
+    }
+    if let Some(x) = c.virtualization.as_ref().filter(|x| x.enabled) {
+        out.push(Box::new(virtualization::Virtualization(x.clone())));
+    }
+    if let Some(x) = c.health.as_ref().filter(|x| x.enabled) {
+        out.push(Box::new(health::Health(x.clone())));
+    }
+    if let Some(x) = c.host_bandwidth.as_ref().filter(|x| x.enabled) {
+        out.push(Box::new(host_bandwidth::HostBandwidth(x.clone())));
+    }
+    if let Some(x) = c.p2p_bandwidth.as_ref().filter(|x| x.enabled) {
+        out.push(Box::new(p2p_bandwidth::P2pBandwidth(x.clone())));
+    }
+    if let Some(x) = c.p2p_latency.as_ref().filter(|x| x.enabled) {
+        out.push(Box::new(p2p_latency::P2pLatency(x.clone())));
+    }
+    for op in crate::suite::CollectiveOp::ALL {
+        if let Some(x) = c.collective.get(&op).filter(|x| x.enabled) {
+            out.push(Box::new(collective::Collective { op, cfg: x.clone() }));
+        }
+    }
+    if let Some(x) = c.training.as_ref().filter(|x| x.enabled) {
+        out.push(Box::new(training::Training(x.clone())));
+    }
+    out
+}

@@ -1,0 +1,153 @@
+//! Peer-to-peer bandwidth for every ordered GPU pair: read and write copies one way, and both
+//! ways at once for every pair.
+
+use super::host_bandwidth::{verification_findings, verified};
+use super::judge::{finding, fmt_num, judge, outliers};
+use super::{Check, Ctx, Measured, Progress};
+use crate::backend::{Backend, P2pMode};
+use crate::error::HwError;
+use crate::evidence::{Fact, Finding, Metric, Status, Subject};
+use crate::suite::P2pBandwidthCheck;
+use crate::units::format_bytes;
+
+pub struct P2pBandwidth(pub P2pBandwidthCheck);
+
+impl Check for P2pBandwidth {
+    fn id(&self) -> String {
+        "p2p_bandwidth".into()
+    }
+    fn kind(&self) -> &'static str {
+        "p2p_bandwidth"
+    }
+    fn title(&self) -> String {
+        "Peer-to-peer bandwidth".into()
+    }
+
+    fn plan(&self, ctx: &Ctx) -> Result<Vec<String>, String> {
+        let n = ctx.inventory.gpus.len();
+        if n < 2 {
+            return Err(format!(
+                "no peer pairs: the node has {n} GPU{}",
+                if n == 1 { "" } else { "s" }
+            ));
+        }
+        let c = &self.0;
+        Ok(vec![format!(
+            "{} ordered pairs x read and write, {} pairs both ways: {} buffers, {} warm-up + {} timed copies",
+            n * (n - 1),
+            n * (n - 1) / 2,
+            format_bytes(c.size.0),
+            c.warmup,
+            c.iterations
+        )])
+    }
+
+    fn measure(
+        &self,
+        ctx: &Ctx,
+        b: &mut dyn Backend,
+        progress: Progress,
+    ) -> Result<Measured, HwError> {
+        let c = &self.0;
+        let pairs = ctx.inventory.ordered_pairs();
+        let n = ctx.inventory.gpus.len();
+        let total = pairs.len() * 2 + n * (n - 1) / 2;
+        let mut m = Measured::default();
+        let mut done = 0;
+        for &(a, z) in &pairs {
+            for (mode, name) in [(P2pMode::Read, "read"), (P2pMode::Write, "write")] {
+                let s = b.p2p_copy(a, z, mode, c.size.0, c.warmup, c.iterations)?;
+                if !s.peer_access && mode == P2pMode::Read {
+                    m.facts.push(Fact {
+                        name: "peer_access".into(),
+                        subject: Subject::pair(a, z),
+                        value: "disabled".into(),
+                    });
+                }
+                verified(&mut m, &format!("p2p_{name}"), a, s.gbps.verified);
+                m.metrics.push(Metric::new(
+                    &format!("p2p_{name}"),
+                    Subject::pair(a, z),
+                    "GB/s",
+                    s.gbps.values,
+                ));
+                done += 1;
+                progress(done, total);
+            }
+        }
+        for &(a, z) in pairs.iter().filter(|(a, z)| a < z) {
+            let s = b.p2p_copy(a, z, P2pMode::Bidir, c.size.0, c.warmup, c.iterations)?;
+            verified(&mut m, "p2p_bidir", a, s.gbps.verified);
+            m.metrics.push(Metric::new(
+                "p2p_bidir",
+                Subject::pair(a, z),
+                "GB/s",
+                s.gbps.values,
+            ));
+            done += 1;
+            progress(done, total);
+        }
+        Ok(m)
+    }
+
+    fn evaluate(&self, _: &Ctx, m: &Measured) -> Vec<Finding> {
+        let c = &self.0;
+        let mut out = verification_findings(m);
+        for f in m
+            .facts
+            .iter()
+            .filter(|f| f.name == "peer_access" && f.value == "disabled")
+        {
+            let (a, z) = (f.subject.gpu.unwrap_or(0), f.subject.peer.unwrap_or(0));
+            let bw = m
+                .metrics
+                .iter()
+                .find(|x| x.name == "p2p_read" && x.subject == f.subject)
+                .map(|x| fmt_num(x.median))
+                .unwrap_or_default();
+            out.push(finding(
+                if c.require_peer_access { Status::Fail } else { Status::Warn },
+                f.subject.describe(),
+                "no peer access",
+                "peer access",
+                format!("peer access disabled between GPU {a} and GPU {z}: copies are staged through host memory ({bw} GB/s)"),
+            ).on("p2p_read"));
+        }
+        for (name, human, limit) in [
+            ("p2p_read", "peer read", &c.read),
+            ("p2p_write", "peer write", &c.write),
+            ("p2p_bidir", "peer both ways", &c.bidir),
+        ] {
+            let items: Vec<(String, f64)> = m
+                .metrics
+                .iter()
+                .filter(|x| x.name == name)
+                .map(|x| {
+                    let who = if name == "p2p_bidir" {
+                        format!(
+                            "GPU {} <-> GPU {}",
+                            x.subject.gpu.unwrap_or(0),
+                            x.subject.peer.unwrap_or(0)
+                        )
+                    } else {
+                        x.subject.describe()
+                    };
+                    (who, x.median)
+                })
+                .collect();
+            for (who, v) in &items {
+                if let Some(f) = judge(who, human, *v, "GB/s", limit) {
+                    out.push(f.on(name));
+                }
+            }
+            if let Some(pct) = c.outlier_pct {
+                out.extend(
+                    outliers(&items, pct, true, human, "GB/s")
+                        .into_iter()
+                        .map(|f| f.on(name)),
+                );
+            }
+        }
+        out
+    }
+}

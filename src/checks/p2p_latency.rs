@@ -1,0 +1,76 @@
+//! Peer-to-peer latency for every ordered GPU pair (small transfers).
+
+use super::judge::{judge, outliers};
+use super::{Check, Ctx, Measured, Progress};
+use crate::backend::Backend;
+use crate::error::HwError;
+use crate::evidence::{Finding, Metric, Subject};
+use crate::suite::P2pLatencyCheck;
+
+pub struct P2pLatency(pub P2pLatencyCheck);
+
+impl Check for P2pLatency {
+    fn id(&self) -> String {
+        "p2p_latency".into()
+    }
+    fn kind(&self) -> &'static str {
+        "p2p_latency"
+    }
+    fn title(&self) -> String {
+        "Peer-to-peer latency".into()
+    }
+
+    fn plan(&self, ctx: &Ctx) -> Result<Vec<String>, String> {
+        let n = ctx.inventory.gpus.len();
+        if n < 2 {
+            return Err(format!(
+                "no peer pairs: the node has {n} GPU{}",
+                if n == 1 { "" } else { "s" }
+            ));
+        }
+        Ok(vec![format!(
+            "{} ordered pairs x {} small transfers",
+            n * (n - 1),
+            self.0.iterations
+        )])
+    }
+
+    fn measure(
+        &self,
+        ctx: &Ctx,
+        b: &mut dyn Backend,
+        progress: Progress,
+    ) -> Result<Measured, HwError> {
+        let pairs = ctx.inventory.ordered_pairs();
+        let mut m = Measured::default();
+        for (i, &(a, z)) in pairs.iter().enumerate() {
+            let s = b.p2p_latency(a, z, self.0.iterations)?;
+            m.metrics
+                .push(Metric::new("latency", Subject::pair(a, z), "us", s.values));
+            progress(i + 1, pairs.len());
+        }
+        Ok(m)
+    }
+
+    fn evaluate(&self, _: &Ctx, m: &Measured) -> Vec<Finding> {
+        let items: Vec<(String, f64)> = m
+            .metrics
+            .iter()
+            .map(|x| (x.subject.describe(), x.median))
+            .collect();
+        let mut out: Vec<Finding> = items
+            .iter()
+            .filter_map(|(who, v)| {
+                judge(who, "latency", *v, "us", &self.0.latency_us).map(|f| f.on("latency"))
+            })
+            .collect();
+        if let Some(pct) = self.0.outlier_pct {
+            out.extend(
+                outliers(&items, pct, false, "latency", "us")
+                    .into_iter()
+                    .map(|f| f.on("latency")),
+            );
+        }
+        out
+    }
+}

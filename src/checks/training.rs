@@ -1,0 +1,255 @@
+//! The reference data-parallel training run: the loss goes down, replicas stay bit-identical,
+//! the first steps match the CPU golden trajectory, and throughput and scaling meet the floor.
+
+use super::judge::{finding, fmt_num, judge};
+use super::{Check, Ctx, Measured, Progress};
+use crate::backend::Backend;
+use crate::error::HwError;
+use crate::evidence::{Fact, Finding, Metric, Status, Subject};
+use crate::suite::TrainingCheck;
+
+pub struct Training(pub TrainingCheck);
+
+impl Check for Training {
+    fn id(&self) -> String {
+        "training".into()
+    }
+    fn kind(&self) -> &'static str {
+        "training"
+    }
+    fn title(&self) -> String {
+        "Reference training run".into()
+    }
+
+    fn plan(&self, ctx: &Ctx) -> Result<Vec<String>, String> {
+        let n = ctx.inventory.gpus.len();
+        if n == 0 {
+            return Err("no GPUs".into());
+        }
+        let c = &self.0;
+        let params: usize = c.layers.windows(2).map(|w| w[0] * w[1] + w[1]).sum();
+        Ok(vec![format!(
+            "MLP {:?} ({:.1}M parameters, {:.0} MB of fp32 gradients a step), batch {} per GPU on {n} GPU{}, {} steps, {:?}; golden check on the first {} steps",
+            c.layers,
+            params as f64 / 1e6,
+            params as f64 * 4.0 / 1e6,
+            c.batch,
+            if n == 1 { "" } else { "s" },
+            c.steps,
+            c.precision,
+            c.golden_steps
+        )])
+    }
+
+    fn measure(
+        &self,
+        _: &Ctx,
+        b: &mut dyn Backend,
+        progress: Progress,
+    ) -> Result<Measured, HwError> {
+        let r = b.training(&self.0)?;
+        progress(1, 1);
+        let mut m = Measured::default();
+        let node = Subject::node;
+        m.metrics
+            .push(Metric::new("loss", node(), "", r.losses.clone()));
+        m.metrics.push(Metric::new(
+            "golden_loss",
+            node(),
+            "",
+            r.golden_losses.clone(),
+        ));
+        m.metrics
+            .push(Metric::new("step_time", node(), "ms", r.step_ms.clone()));
+        m.metrics
+            .push(Metric::new("comm_time", node(), "ms", r.comm_ms.clone()));
+        m.metrics.push(Metric::new(
+            "exposed_comm_time",
+            node(),
+            "ms",
+            r.exposed_comm_ms.clone(),
+        ));
+        let sps: Vec<f64> = r
+            .step_ms
+            .iter()
+            .map(|ms| (r.batch_per_gpu * r.gpus) as f64 / (ms / 1e3))
+            .collect();
+        let med_sps = crate::evidence::median(&sps);
+        m.metrics
+            .push(Metric::new("samples_per_s", node(), "samples/s", sps));
+        if let (Some(single), true) = (r.single_gpu_samples_per_s, r.gpus > 1) {
+            m.metrics.push(Metric::new(
+                "scaling_efficiency",
+                node(),
+                "",
+                vec![med_sps / (r.gpus as f64 * single)],
+            ));
+        }
+        let step = crate::evidence::median(&r.step_ms);
+        let exposed = crate::evidence::median(&r.exposed_comm_ms);
+        if step > 0.0 {
+            m.metrics.push(Metric::new(
+                "comm_fraction",
+                node(),
+                "",
+                vec![exposed / step],
+            ));
+        }
+        for (g, h) in r.replica_hashes.iter().enumerate() {
+            m.facts.push(Fact {
+                name: "params_sha256".into(),
+                subject: Subject::gpu(g),
+                value: h.clone(),
+            });
+        }
+        m.facts.push(Fact {
+            name: "gradient_bytes".into(),
+            subject: node(),
+            value: r.gradient_bytes.to_string(),
+        });
+        Ok(m)
+    }
+
+    fn evaluate(&self, _: &Ctx, m: &Measured) -> Vec<Finding> {
+        let c = &self.0;
+        let mut out = Vec::new();
+        let get = |n: &str| m.metrics.iter().find(|x| x.name == n);
+        let losses = get("loss").map(|x| x.samples.clone()).unwrap_or_default();
+        let golden = get("golden_loss")
+            .map(|x| x.samples.clone())
+            .unwrap_or_default();
+        // Golden trajectory: the node computes right answers.
+        if golden.is_empty() {
+            out.push(finding(
+                Status::Skip,
+                "node",
+                "no golden losses",
+                "golden trajectory",
+                "golden trajectory: not computed",
+            ));
+        } else {
+            let mut worst = (0usize, 0.0f64);
+            for (i, (g, l)) in golden.iter().zip(&losses).enumerate() {
+                let rel = (l - g).abs() / g.abs().max(1e-12);
+                if !rel.is_finite() || rel > worst.1 {
+                    worst = (i, if rel.is_finite() { rel } else { f64::INFINITY });
+                }
+            }
+            let ok = worst.1 <= c.golden_rel_tol && losses.len() >= golden.len();
+            out.push(finding(
+                if ok { Status::Pass } else { Status::Fail },
+                "node",
+                format!("max relative deviation {:.2e} (step {})", worst.1, worst.0),
+                format!("<= {:.1e} over the first {} steps", c.golden_rel_tol, golden.len()),
+                if ok {
+                    format!("losses of the first {} steps match the CPU golden trajectory", golden.len())
+                } else {
+                    format!(
+                        "step {}: loss {} differs from the CPU golden {} by {:.2e} (tolerance {:.1e}): this node computes wrong answers",
+                        worst.0,
+                        losses.get(worst.0).map(|v| format!("{v:.6}")).unwrap_or_default(),
+                        golden.get(worst.0).map(|v| format!("{v:.6}")).unwrap_or_default(),
+                        worst.1,
+                        c.golden_rel_tol
+                    )
+                },
+            ));
+        }
+        // The loss goes down and reaches the target.
+        if let (Some(first), Some(last)) = (losses.first(), losses.last()) {
+            let down = last < first;
+            let target_ok = c.loss_target.is_none_or(|t| *last < t);
+            out.push(finding(
+                if down && target_ok {
+                    Status::Pass
+                } else {
+                    Status::Fail
+                },
+                "node",
+                format!("loss {first:.4} -> {last:.4}"),
+                match c.loss_target {
+                    Some(t) => format!("decreasing, final < {t}"),
+                    None => "decreasing".into(),
+                },
+                if !down {
+                    format!("the loss did not decrease ({first:.4} -> {last:.4})")
+                } else if !target_ok {
+                    format!(
+                        "final loss {last:.4} is not below the target {}",
+                        c.loss_target.unwrap_or(0.0)
+                    )
+                } else {
+                    format!("loss went down from {first:.4} to {last:.4}")
+                },
+            ));
+        }
+        // Replicas bit-identical.
+        let hashes: Vec<&Fact> = m
+            .facts
+            .iter()
+            .filter(|f| f.name == "params_sha256")
+            .collect();
+        if let Some(first) = hashes.first() {
+            let odd: Vec<String> = hashes
+                .iter()
+                .filter(|h| h.value != first.value)
+                .map(|h| h.subject.describe())
+                .collect();
+            out.push(if odd.is_empty() {
+                finding(Status::Pass, "node", format!("{} identical replicas", hashes.len()), "identical parameters", format!("all {} replicas hold bit-identical parameters", hashes.len()))
+            } else {
+                finding(
+                    Status::Fail,
+                    odd.join(", "),
+                    "parameters differ",
+                    "identical parameters",
+                    format!("replica mismatch: {} ended with parameters different from GPU 0 (silent data corruption or a broken all-reduce)", odd.join(", ")),
+                )
+            });
+        }
+        if let Some(x) = get("samples_per_s") {
+            if let Some(f) = judge(
+                "node",
+                "throughput",
+                x.median,
+                "samples/s",
+                &c.samples_per_s,
+            ) {
+                out.push(f);
+            }
+        }
+        if let (Some(x), Some(min)) = (get("scaling_efficiency"), c.min_scaling_efficiency) {
+            let e = x.median;
+            out.push(finding(
+                if e >= min { Status::Pass } else { Status::Fail },
+                "node",
+                format!("{:.1}%", e * 100.0),
+                format!(">= {:.0}%", min * 100.0),
+                format!(
+                    "scaling efficiency {:.1}% of linear (floor {:.0}%)",
+                    e * 100.0,
+                    min * 100.0
+                ),
+            ));
+        }
+        if let Some(x) = get("comm_fraction") {
+            let f = x.median;
+            out.push(finding(
+                Status::Pass,
+                "node",
+                format!("{:.1}% of step time in exposed communication", f * 100.0),
+                "-",
+                format!(
+                    "{} of each step waits on gradient exchange: this node makes such a job {}",
+                    format!("{}%", fmt_num(f * 100.0)),
+                    if f > 0.2 {
+                        "communication-bound"
+                    } else {
+                        "compute-bound"
+                    }
+                ),
+            ));
+        }
+        out
+    }
+}

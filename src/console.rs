@@ -1,0 +1,135 @@
+//! What the console shows: progress while checks run, a summary table at the end. Progress goes
+//! to stderr (a bar on a terminal, plain lines otherwise); the summary to stdout.
+
+use crate::evidence::{CheckRecord, Evidence, Status};
+use crate::runner::Observer;
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+
+pub struct Console {
+    quiet: bool,
+    color: bool,
+    bar: Option<ProgressBar>,
+    tty: bool,
+    index: usize,
+    total: usize,
+}
+
+impl Console {
+    pub fn new(quiet: bool) -> Self {
+        let tty = std::io::stderr().is_terminal();
+        let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        Console {
+            quiet,
+            color,
+            bar: None,
+            tty,
+            index: 0,
+            total: 0,
+        }
+    }
+
+    pub fn color(&self) -> bool {
+        self.color
+    }
+}
+
+pub fn paint(s: Status, color: bool) -> String {
+    let l = s.label();
+    if !color {
+        return l.to_string();
+    }
+    let code = match s {
+        Status::Pass => "32",
+        Status::Warn => "33",
+        Status::Fail => "31",
+        Status::Error => "35",
+        Status::Skip => "90",
+    };
+    format!("\x1b[1;{code}m{l}\x1b[0m")
+}
+
+impl Observer for Console {
+    fn check_started(&mut self, index: usize, total: usize, title: &str, _plan: &[String]) {
+        self.index = index;
+        self.total = total;
+        if self.quiet {
+            return;
+        }
+        if self.tty {
+            let bar = ProgressBar::with_draw_target(Some(1), ProgressDrawTarget::stderr());
+            bar.set_style(
+                ProgressStyle::with_template("{prefix:>7} {msg:32} [{bar:30}] {pos}/{len}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar())
+                    .progress_chars("=> "),
+            );
+            bar.set_prefix(format!("[{}/{}]", index + 1, total));
+            bar.set_message(title.to_string());
+            self.bar = Some(bar);
+        }
+    }
+
+    fn progress(&mut self, done: usize, total: usize) {
+        if let Some(b) = &self.bar {
+            b.set_length(total as u64);
+            b.set_position(done as u64);
+        }
+    }
+
+    fn check_finished(&mut self, r: &CheckRecord) {
+        if let Some(b) = self.bar.take() {
+            b.finish_and_clear();
+        }
+        if self.quiet {
+            return;
+        }
+        eprintln!(
+            "[{}/{}] {:<32} {:>5}  {:.1}s",
+            self.index + 1,
+            self.total,
+            r.title,
+            paint(r.status, self.tty && self.color),
+            r.duration_s
+        );
+    }
+}
+
+/// The table printed at the end of a run.
+pub fn summary(ev: &Evidence, color: bool) -> String {
+    let mut s = String::new();
+    if ev.simulated {
+        s.push_str("SIMULATED: these figures come from a simulated node, not from hardware.\n");
+    }
+    let w = ev
+        .checks
+        .iter()
+        .map(|c| c.title.len())
+        .max()
+        .unwrap_or(5)
+        .max(5);
+    s.push_str(&format!("{:<w$}  {:<6} {}\n", "CHECK", "RESULT", "WHY"));
+    for c in &ev.checks {
+        let label = paint(c.status, color);
+        let pad = 6usize.saturating_sub(c.status.label().len());
+        s.push_str(&format!(
+            "{:<w$}  {label}{} {}\n",
+            c.title,
+            " ".repeat(pad),
+            c.summary
+        ));
+    }
+    let overall = ev.overall();
+    s.push_str(&format!(
+        "\n{}: {} on {} ({}), suite {}\n",
+        paint(overall, color),
+        if overall == Status::Pass {
+            "node passed"
+        } else {
+            "node did not pass"
+        },
+        ev.node.hostname,
+        ev.node.summary(),
+        ev.suite.name
+    ));
+    s
+}

@@ -1,0 +1,104 @@
+//! Errors and the exit codes they map to.
+//!
+//! A failed threshold, an invalid suite, a hardware error and a bad signature are different
+//! things and get different exit codes: a broken driver must never look like a slow link.
+
+use std::path::PathBuf;
+
+/// Documented exit codes (also printed by `nodecert --help` and listed in README.md).
+pub mod exit {
+    /// Every check passed (warnings and skips allowed).
+    pub const PASS: u8 = 0;
+    /// At least one check failed, or reported an error while measuring.
+    pub const CHECK_FAILED: u8 = 1;
+    /// Invalid input: suite, node description, flags or evidence.
+    pub const INVALID_INPUT: u8 = 2;
+    /// The node could not be tested: no driver, no GPU, a hardware or runtime error.
+    pub const NODE_UNTESTABLE: u8 = 3;
+    /// A signature or digest did not verify.
+    pub const VERIFY_FAILED: u8 = 4;
+}
+
+/// A place in a text file: 1-based line and column.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Location {
+    pub file: String,
+    pub line: usize,
+    pub column: usize,
+}
+
+impl std::fmt::Display for Location {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}:{}", self.file, self.line, self.column)
+    }
+}
+
+/// Invalid input: the user must change a file or a flag.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("{location}: {message}")]
+    Located { location: Location, message: String },
+    #[error("{file}: {message}")]
+    File { file: String, message: String },
+    #[error("cannot read {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Other(String),
+}
+
+/// The node (or the library stack on it) could not be tested.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum HwError {
+    /// A library (driver, NVML, NCCL, ...) is absent; `hint` says what to do.
+    #[error("{what} is not available: {detail}")]
+    Unavailable { what: String, detail: String },
+    /// A driver or library call failed.
+    #[error("{call} failed: {detail}")]
+    Call { call: String, detail: String },
+    /// An operation did not finish in time.
+    #[error("{what} did not finish within {seconds} s")]
+    Timeout { what: String, seconds: f64 },
+    /// The node does not support what was asked (not a failure of the node).
+    #[error("not available here: {0}")]
+    NotSupported(String),
+}
+
+/// Top-level error of a command, carrying its exit code.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("{0}")]
+    Hardware(HwError),
+    #[error("cannot write {path}: {source}")]
+    Write {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("{0}")]
+    Render(String),
+    #[error("{0}")]
+    Verify(String),
+}
+
+impl From<HwError> for Error {
+    fn from(e: HwError) -> Self {
+        Error::Hardware(e)
+    }
+}
+
+impl Error {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Input(_) => exit::INVALID_INPUT,
+            Error::Hardware(_) => exit::NODE_UNTESTABLE,
+            Error::Write { .. } | Error::Render(_) => exit::NODE_UNTESTABLE,
+            Error::Verify(_) => exit::VERIFY_FAILED,
+        }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,362 @@
+//! Evidence: everything a run found, as plain serde structs, versioned. Written atomically after
+//! each check so that a crash loses nothing already done. Reports are rendered from this alone.
+
+use crate::backend::BackendInfo;
+use crate::inventory::Inventory;
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Evidence format written by this nodecert. Readers accept this version and older ones.
+pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_NAME: &str = "nodecert-evidence";
+
+/// Outcome of a check or of one finding, from best to worst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum Status {
+    Pass,
+    /// Could not run here (no peer pairs, query not available): neither pass nor fail.
+    Skip,
+    Warn,
+    Fail,
+    /// The measurement itself failed (driver error, timeout): the node could not be tested.
+    Error,
+}
+
+impl Status {
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Pass => "PASS",
+            Status::Skip => "SKIP",
+            Status::Warn => "WARN",
+            Status::Fail => "FAIL",
+            Status::Error => "ERROR",
+        }
+    }
+}
+
+/// What was measured about whom. Unused fields are omitted.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord, Hash)]
+pub struct Subject {
+    /// A GPU (CUDA ordinal), or the source of a pair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu: Option<usize>,
+    /// The destination of a pair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<usize>,
+    /// Message size, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes: Option<u64>,
+}
+
+impl Subject {
+    pub fn node() -> Self {
+        Subject::default()
+    }
+    pub fn gpu(g: usize) -> Self {
+        Subject {
+            gpu: Some(g),
+            ..Default::default()
+        }
+    }
+    pub fn pair(a: usize, b: usize) -> Self {
+        Subject {
+            gpu: Some(a),
+            peer: Some(b),
+            ..Default::default()
+        }
+    }
+    pub fn size(bytes: u64) -> Self {
+        Subject {
+            bytes: Some(bytes),
+            ..Default::default()
+        }
+    }
+    /// "GPU 3", "GPU 0 -> GPU 5", "node", "1 GiB".
+    pub fn describe(&self) -> String {
+        match (self.gpu, self.peer, self.bytes) {
+            (Some(a), Some(b), _) => format!("GPU {a} -> GPU {b}"),
+            (Some(a), None, _) => format!("GPU {a}"),
+            (None, None, Some(s)) => crate::units::format_bytes(s),
+            _ => "node".into(),
+        }
+    }
+}
+
+/// One measured figure with its raw samples.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Metric {
+    /// What it is, e.g. "h2d", "p2p_read", "busbw", "latency".
+    pub name: String,
+    pub subject: Subject,
+    /// "GB/s", "us", "ms", "samples/s", "" for plain numbers.
+    pub unit: String,
+    /// Median of the samples (the figure judged).
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    /// Raw samples, one per timed repetition.
+    pub samples: Vec<f64>,
+}
+
+impl Metric {
+    pub fn new(name: &str, subject: Subject, unit: &str, samples: Vec<f64>) -> Self {
+        let (median, min, max) = stats(&samples);
+        Metric {
+            name: name.into(),
+            subject,
+            unit: unit.into(),
+            median,
+            min,
+            max,
+            samples,
+        }
+    }
+}
+
+/// Median, min and max; NaN for an empty list.
+pub fn stats(v: &[f64]) -> (f64, f64, f64) {
+    if v.is_empty() {
+        return (f64::NAN, f64::NAN, f64::NAN);
+    }
+    let mut s: Vec<f64> = v.to_vec();
+    s.sort_by(|a, b| a.total_cmp(b));
+    let n = s.len();
+    let median = if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    };
+    (median, s[0], s[n - 1])
+}
+
+pub fn median(v: &[f64]) -> f64 {
+    stats(v).0
+}
+
+/// A non-numeric fact a check recorded (a replica hash, a library path).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Fact {
+    pub name: String,
+    pub subject: Subject,
+    pub value: String,
+}
+
+/// One judgement: a subject against a threshold.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Finding {
+    pub status: Status,
+    /// "GPU 3", "GPU 0 -> GPU 5", "GPU 2 link 7", "all_reduce 8 GiB", "node".
+    pub subject: String,
+    /// What was found, with its unit.
+    pub found: String,
+    /// What was expected: the threshold applied.
+    pub expected: String,
+    /// One sentence that says why (names the GPU, pair or link).
+    pub reason: String,
+    /// The metric judged, when the finding is about one ("h2d", "p2p_read", "busbw").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<String>,
+}
+
+impl Finding {
+    /// Tag the finding with the metric it judges.
+    pub fn on(mut self, metric: &str) -> Self {
+        self.metric = Some(metric.to_string());
+        self
+    }
+}
+
+/// A check as run: its plan, measurements, facts and findings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckRecord {
+    /// Stable key: "host_bandwidth", "collective.all_reduce".
+    pub id: String,
+    /// Check kind: topology, virtualization, health, host_bandwidth, p2p_bandwidth,
+    /// p2p_latency, collective, training.
+    pub kind: String,
+    pub title: String,
+    pub status: Status,
+    /// One line: why this status.
+    pub summary: String,
+    /// What was planned (GPUs, pairs, sizes).
+    pub plan: Vec<String>,
+    pub metrics: Vec<Metric>,
+    pub facts: Vec<Fact>,
+    pub findings: Vec<Finding>,
+    pub started_at: DateTime<Utc>,
+    /// Wall time of the check, seconds.
+    pub duration_s: f64,
+}
+
+impl CheckRecord {
+    pub fn metric(&self, name: &str, subject: &Subject) -> Option<&Metric> {
+        self.metrics
+            .iter()
+            .find(|m| m.name == name && &m.subject == subject)
+    }
+}
+
+/// The suite as used.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SuiteRecord {
+    pub name: String,
+    pub description: String,
+    /// The file given, or "embedded:NAME".
+    pub origin: String,
+    /// SHA-256 of that file.
+    pub sha256: String,
+    /// Files of the `extends` chain, the given one first.
+    pub chain: Vec<String>,
+    /// The suite after inheritance and defaults, exactly as applied.
+    pub resolved: crate::suite::Suite,
+}
+
+/// Where and how the run happened.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+pub struct Environment {
+    pub os: String,
+    pub kernel: Option<String>,
+    pub cpu_model: Option<String>,
+    pub command_line: Vec<String>,
+}
+
+/// Simulation parameters, present only for simulated runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SimulationRecord {
+    /// Name of the simulated node description.
+    pub node: String,
+    pub seed: u64,
+    /// Faults injected, as `--inject` spells them.
+    pub faults: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunState {
+    /// Checks are still being run (or the run was interrupted).
+    Running,
+    Complete,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Evidence {
+    /// Always "nodecert-evidence".
+    pub format: String,
+    pub format_version: u32,
+    pub nodecert_version: String,
+    /// True when the figures come from a simulated node: never a certification of hardware.
+    pub simulated: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub simulation: Option<SimulationRecord>,
+    pub backend: BackendInfo,
+    pub suite: SuiteRecord,
+    pub node: Inventory,
+    pub environment: Environment,
+    pub started_at: DateTime<Utc>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub state: RunState,
+    /// Overall verdict (worst check status; warnings and skips still pass).
+    pub verdict: Status,
+    pub checks: Vec<CheckRecord>,
+}
+
+impl Evidence {
+    /// Worst status over all checks.
+    pub fn worst(&self) -> Status {
+        self.checks
+            .iter()
+            .map(|c| c.status)
+            .max()
+            .unwrap_or(Status::Pass)
+    }
+
+    /// Pass or fail, as the certificate states it: warnings and skips still pass.
+    pub fn overall(&self) -> Status {
+        match self.worst() {
+            Status::Fail => Status::Fail,
+            Status::Error => Status::Error,
+            _ => Status::Pass,
+        }
+    }
+
+    pub fn check(&self, id: &str) -> Option<&CheckRecord> {
+        self.checks.iter().find(|c| c.id == id)
+    }
+
+    /// Write atomically: a temp file in the same folder, then rename.
+    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+        let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
+        write_atomic(path, &json)
+    }
+
+    /// Read and check the format version.
+    pub fn read(path: &Path) -> Result<Evidence, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+            format!(
+                "{}:{}:{}: not JSON: {e}",
+                path.display(),
+                e.line(),
+                e.column()
+            )
+        })?;
+        if v.get("format").and_then(|f| f.as_str()) != Some(FORMAT_NAME) {
+            return Err(format!(
+                "{}: not a nodecert evidence file (no \"format\": \"{FORMAT_NAME}\")",
+                path.display()
+            ));
+        }
+        match v.get("format_version").and_then(|f| f.as_u64()) {
+            Some(x) if x as u32 <= FORMAT_VERSION && x >= 1 => {}
+            Some(x) => {
+                return Err(format!(
+                    "{}: evidence format_version {x} is newer than this nodecert reads ({FORMAT_VERSION}); use a newer nodecert",
+                    path.display()
+                ))
+            }
+            None => return Err(format!("{}: missing format_version", path.display())),
+        }
+        serde_json::from_value(v).map_err(|e| format!("{}: invalid evidence: {e}", path.display()))
+    }
+}
+
+/// Write bytes to `path` atomically (temp file + rename in the same folder).
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("out");
+    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn median_of_even_and_odd() {
+        assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
+        assert!(median(&[]).is_nan());
+    }
+
+    #[test]
+    fn status_orders_by_severity() {
+        assert!(
+            Status::Error > Status::Fail
+                && Status::Fail > Status::Warn
+                && Status::Warn > Status::Skip
+        );
+    }
+}

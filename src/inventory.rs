@@ -1,0 +1,289 @@
+//! What a node is, as read before anything is measured: GPUs, links, PCIe, virtualization and
+//! health counters. A real backend fills this from NVML and the OS; the simulated node from its
+//! description. Every optional field is `None` when the platform does not answer that query
+//! ("not available here"), and the reason is kept in [`Inventory::unavailable`].
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Inventory {
+    /// Host name of the node.
+    pub hostname: String,
+    /// NVIDIA driver version, e.g. "580.159.04".
+    pub driver_version: Option<String>,
+    /// CUDA version the driver supports, e.g. "13.0".
+    pub cuda_driver_version: Option<String>,
+    /// NVML library version.
+    pub nvml_version: Option<String>,
+    /// GPUs in CUDA ordinal order (matched with NVML by UUID or bus id, never by index).
+    pub gpus: Vec<Gpu>,
+    /// Every unordered GPU pair (a < b).
+    pub pairs: Vec<GpuPair>,
+    /// Number of NVSwitches seen at the far end of NVLinks (None: could not be read).
+    pub nvswitches: Option<u32>,
+    /// How the node is virtualized, with the witnesses that say so.
+    pub virtualization: Virtualization,
+    /// Queries the platform did not answer, as "gpu0 retired pages: not supported".
+    #[serde(default)]
+    pub unavailable: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Gpu {
+    /// CUDA ordinal.
+    pub index: usize,
+    /// Product name, e.g. "NVIDIA H200".
+    pub name: String,
+    pub uuid: String,
+    pub serial: Option<String>,
+    pub vbios: Option<String>,
+    /// Normalised PCI bus id, "0000:3b:00.0" (lowercase, 4-digit domain).
+    pub pci_bus_id: String,
+    /// Total memory in bytes.
+    pub memory_bytes: u64,
+    pub pcie: PcieLink,
+    /// NUMA node of the GPU (None: not reported, e.g. -1 in a VM).
+    pub numa_node: Option<i32>,
+    /// CPUs close to the GPU, as a list like "0-15,32-47".
+    pub cpu_affinity: Option<String>,
+    pub persistence_mode: Option<bool>,
+    pub mig_enabled: Option<bool>,
+    pub ecc_enabled: Option<bool>,
+    pub ecc: EccCounts,
+    pub remapped_rows: Option<RemappedRows>,
+    pub retired_pages: Option<RetiredPages>,
+    /// Active clock-throttle reasons, snake_case (e.g. "hw_slowdown"); empty when none.
+    pub throttle_reasons: Vec<String>,
+    /// Current SM clock and its maximum, MHz.
+    pub sm_clock_mhz: Option<u32>,
+    pub sm_clock_max_mhz: Option<u32>,
+    /// Enforced power limit, watts.
+    pub power_limit_w: Option<f64>,
+    /// GPU temperature, degrees Celsius.
+    pub temperature_c: Option<f64>,
+    pub nvlinks: Vec<NvLink>,
+    /// XID events seen while nodecert ran (and from the kernel log where readable).
+    pub xids: Vec<XidEvent>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct PcieLink {
+    pub gen_current: Option<u32>,
+    pub gen_max: Option<u32>,
+    pub width_current: Option<u32>,
+    pub width_max: Option<u32>,
+    /// PCIe replay counter since the driver loaded.
+    pub replay_counter: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct EccCounts {
+    /// Volatile (since driver load) corrected / uncorrected errors.
+    pub volatile_corrected: Option<u64>,
+    pub volatile_uncorrected: Option<u64>,
+    /// Lifetime corrected / uncorrected errors.
+    pub aggregate_corrected: Option<u64>,
+    pub aggregate_uncorrected: Option<u64>,
+    /// Lifetime SRAM corrected / uncorrected errors (where reported separately).
+    pub sram_corrected: Option<u64>,
+    pub sram_uncorrected: Option<u64>,
+    /// Lifetime DRAM errors, corrected plus uncorrected (where reported separately).
+    pub dram_errors: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct RemappedRows {
+    pub correctable: u64,
+    pub uncorrectable: u64,
+    /// A remap is pending: the GPU must be reset for it to take effect.
+    pub pending: bool,
+    /// A remap failed: the GPU has run out of spare rows.
+    pub failure: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct RetiredPages {
+    pub single_bit: u64,
+    pub double_bit: u64,
+    pub pending: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct NvLink {
+    pub link: u32,
+    pub active: bool,
+    pub version: Option<u32>,
+    pub remote: LinkRemote,
+    /// Error counters: replay, recovery, CRC (flit), CRC (data).
+    pub errors: NvLinkErrors,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum RemoteKind {
+    Gpu,
+    NvSwitch,
+    #[default]
+    Unknown,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct LinkRemote {
+    pub kind: RemoteKind,
+    /// Bus id of the remote end (normalised).
+    pub pci_bus_id: Option<String>,
+    /// CUDA ordinal of the remote GPU, when the remote end is a GPU of this node.
+    pub gpu: Option<usize>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct NvLinkErrors {
+    pub replay: Option<u64>,
+    pub recovery: Option<u64>,
+    pub crc_flit: Option<u64>,
+    pub crc_data: Option<u64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct XidEvent {
+    pub code: u32,
+    /// Where it was seen: "nvml event" or "kernel log".
+    pub source: String,
+    pub detail: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct GpuPair {
+    pub a: usize,
+    pub b: usize,
+    /// Active NVLinks between the two GPUs. With NVSwitch, the links each GPU has into the
+    /// switch fabric (the bandwidth a pair can use), as `nvidia-smi topo -m` prints NV18.
+    pub nvlinks: u32,
+    /// How the pair connects over PCIe when not over NVLink: "PIX", "PXB", "PHB", "NODE", "SYS".
+    pub pcie_path: Option<String>,
+    /// Peer access as the driver reports it.
+    pub p2p: P2pStatus,
+}
+
+impl GpuPair {
+    /// Cell text as `nvidia-smi topo -m` prints it.
+    pub fn topo_label(&self) -> String {
+        if self.nvlinks > 0 {
+            format!("NV{}", self.nvlinks)
+        } else {
+            self.pcie_path.clone().unwrap_or_else(|| "?".into())
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct P2pStatus {
+    pub read: Option<bool>,
+    pub write: Option<bool>,
+    pub nvlink: Option<bool>,
+    pub atomics: Option<bool>,
+}
+
+impl P2pStatus {
+    /// Peer copies possible (read or write). None when not reported.
+    pub fn usable(&self) -> Option<bool> {
+        match (self.read, self.write) {
+            (None, None) => None,
+            (r, w) => Some(r.unwrap_or(false) || w.unwrap_or(false)),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "kebab-case")]
+pub enum VirtMode {
+    BareMetal,
+    Passthrough,
+    Vgpu,
+    #[default]
+    Unknown,
+}
+
+impl std::fmt::Display for VirtMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            VirtMode::BareMetal => "bare metal",
+            VirtMode::Passthrough => "passthrough VM",
+            VirtMode::Vgpu => "vGPU",
+            VirtMode::Unknown => "unknown",
+        })
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct Virtualization {
+    /// The conclusion drawn from the witnesses.
+    pub mode: VirtMode,
+    /// Hypervisor vendor, when one is present ("KVM", "Microsoft Hv", "Firecracker", ...).
+    pub hypervisor: Option<String>,
+    /// Each source consulted and what it said.
+    pub witnesses: Vec<Witness>,
+    /// Number of IOMMU groups (None: could not be read).
+    pub iommu_groups: Option<u32>,
+    /// PCIe bridges above the GPUs with ACS redirection enabled (bare metal only).
+    pub acs_enabled_bridges: Vec<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Witness {
+    /// e.g. "cpuinfo hypervisor flag", "cpuid 0x40000000", "dmi sys_vendor", "nvml".
+    pub source: String,
+    /// What it said, e.g. "present", "KVMKVMKVM", "PassThrough", "not available".
+    pub finding: String,
+}
+
+impl Inventory {
+    pub fn pair(&self, a: usize, b: usize) -> Option<&GpuPair> {
+        let (a, b) = if a < b { (a, b) } else { (b, a) };
+        self.pairs.iter().find(|p| p.a == a && p.b == b)
+    }
+
+    /// Ordered pairs (src, dst) of distinct GPUs.
+    pub fn ordered_pairs(&self) -> Vec<(usize, usize)> {
+        let n = self.gpus.len();
+        (0..n)
+            .flat_map(|a| (0..n).filter(move |&b| b != a).map(move |b| (a, b)))
+            .collect()
+    }
+
+    /// A short model string for the node, e.g. "8x NVIDIA H100 80GB HBM3".
+    pub fn summary(&self) -> String {
+        match self.gpus.first() {
+            None => "no GPUs".into(),
+            Some(g) if self.gpus.iter().all(|x| x.name == g.name) => {
+                format!("{}x {}", self.gpus.len(), g.name)
+            }
+            Some(_) => format!("{} GPUs (mixed models)", self.gpus.len()),
+        }
+    }
+}
+
+/// Normalise a PCI bus id: NVML writes "00000000:3B:00.0", CUDA "0000:3B:00.0".
+pub fn normalize_bus_id(s: &str) -> String {
+    let s = s.trim().to_ascii_lowercase();
+    match s.split_once(':') {
+        Some((dom, rest)) if dom.len() > 4 && rest.contains(':') => {
+            let dom = u32::from_str_radix(dom, 16).unwrap_or(0);
+            format!("{:04x}:{}", dom, rest)
+        }
+        Some((_, rest)) if !rest.contains(':') => format!("0000:{s}"),
+        _ => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bus_ids_normalise() {
+        assert_eq!(normalize_bus_id("00000000:3B:00.0"), "0000:3b:00.0");
+        assert_eq!(normalize_bus_id("0000:3B:00.0"), "0000:3b:00.0");
+        assert_eq!(normalize_bus_id("3B:00.0"), "0000:3b:00.0");
+    }
+}

@@ -1,0 +1,107 @@
+//! Rendering: evidence in, HTML and Markdown out, through minijinja templates that are embedded
+//! in the binary and can be overridden with `--templates DIR`. Nothing here touches hardware;
+//! everything shown is derived from the evidence alone.
+
+pub mod view;
+
+use crate::evidence::Evidence;
+use minijinja::value::Serde;
+use minijinja::{Environment, Value};
+use std::path::Path;
+
+pub const HTML_TEMPLATE: &str = "report.html.j2";
+pub const MD_TEMPLATE: &str = "report.md.j2";
+const EMBEDDED_HTML: &str = include_str!("../../templates/report.html.j2");
+const EMBEDDED_MD: &str = include_str!("../../templates/report.md.j2");
+
+/// The rendered pages.
+pub struct Rendered {
+    pub html: String,
+    pub markdown: String,
+}
+
+/// Extra facts about the certificate that are not part of the evidence (the signature).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct Signing {
+    /// SHA-256 fingerprint of the signer's key, as ssh-keygen prints it.
+    pub fingerprint: Option<String>,
+    /// SHA-256 of evidence.json.
+    pub evidence_sha256: Option<String>,
+    /// The exact command to verify with stock OpenSSH.
+    pub verify_command: Option<String>,
+}
+
+fn env(templates: Option<&Path>) -> Result<Environment<'static>, String> {
+    let mut env = Environment::new();
+    // HTML is escaped; Markdown is not.
+    env.set_auto_escape_callback(|name| {
+        if name.ends_with(".html.j2") || name.ends_with(".html") {
+            minijinja::AutoEscape::Html
+        } else {
+            minijinja::AutoEscape::None
+        }
+    });
+    env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    env.add_filter("num", |v: f64| crate::checks::judge::fmt_num(v));
+    env.add_filter("bytes", |v: u64| crate::units::format_bytes(v));
+    env.add_filter("pct", |v: f64| format!("{:.1}%", v * 100.0));
+    let mut html = EMBEDDED_HTML.to_string();
+    let mut md = EMBEDDED_MD.to_string();
+    if let Some(dir) = templates {
+        if !dir.is_dir() {
+            return Err(format!("--templates {}: not a folder", dir.display()));
+        }
+        let mut found = false;
+        for (name, slot) in [(HTML_TEMPLATE, &mut html), (MD_TEMPLATE, &mut md)] {
+            let p = dir.join(name);
+            if p.exists() {
+                *slot = std::fs::read_to_string(&p)
+                    .map_err(|e| format!("cannot read {}: {e}", p.display()))?;
+                found = true;
+            }
+        }
+        if !found {
+            return Err(format!(
+                "--templates {}: neither {HTML_TEMPLATE} nor {MD_TEMPLATE} found there",
+                dir.display()
+            ));
+        }
+    }
+    env.add_template_owned(HTML_TEMPLATE, html)
+        .map_err(|e| template_error(&e))?;
+    env.add_template_owned(MD_TEMPLATE, md)
+        .map_err(|e| template_error(&e))?;
+    Ok(env)
+}
+
+fn template_error(e: &minijinja::Error) -> String {
+    let mut s = format!("template error: {e}");
+    if let (Some(name), Some(line)) = (e.name(), e.line()) {
+        s = format!("{name}:{line}: {}", e.detail().unwrap_or(&e.to_string()));
+    }
+    s
+}
+
+/// Render both pages from evidence.
+pub fn render(
+    ev: &Evidence,
+    templates: Option<&Path>,
+    signing: &Signing,
+) -> Result<Rendered, String> {
+    let env = env(templates)?;
+    let v = view::build(ev);
+    let ctx = minijinja::context! {
+        ev => Value::from(Serde(ev)),
+        v => Value::from(Serde(&v)),
+        signing => Value::from(Serde(signing)),
+    };
+    let html = env
+        .get_template(HTML_TEMPLATE)
+        .and_then(|t| t.render(&ctx))
+        .map_err(|e| template_error(&e))?;
+    let markdown = env
+        .get_template(MD_TEMPLATE)
+        .and_then(|t| t.render(&ctx))
+        .map_err(|e| template_error(&e))?;
+    Ok(Rendered { html, markdown })
+}

@@ -1,0 +1,172 @@
+//! Runs a suite's checks on a backend and keeps the evidence file current after each check.
+
+use crate::backend::Backend;
+use crate::checks::{self, Ctx};
+use crate::evidence::*;
+use crate::inventory::Inventory;
+use crate::suite::load::LoadedSuite;
+use chrono::Utc;
+use std::path::Path;
+use std::time::Instant;
+
+/// Told about progress while checks run (the console, or nothing).
+pub trait Observer {
+    fn check_started(&mut self, _index: usize, _total: usize, _title: &str, _plan: &[String]) {}
+    fn progress(&mut self, _done: usize, _total: usize) {}
+    fn check_finished(&mut self, _record: &CheckRecord) {}
+}
+
+/// An observer that says nothing.
+pub struct Silent;
+impl Observer for Silent {}
+
+/// Evidence for a run about to start.
+pub fn new_evidence(
+    suite: &LoadedSuite,
+    backend: &dyn Backend,
+    inventory: Inventory,
+    simulation: Option<SimulationRecord>,
+    environment: Environment,
+) -> Evidence {
+    let info = backend.info();
+    Evidence {
+        format: FORMAT_NAME.into(),
+        format_version: FORMAT_VERSION,
+        nodecert_version: env!("CARGO_PKG_VERSION").into(),
+        simulated: info.simulated,
+        simulation,
+        backend: info,
+        suite: SuiteRecord {
+            name: suite.suite.name.clone(),
+            description: suite.suite.description.clone(),
+            origin: suite.origin.clone(),
+            sha256: suite.sha256.clone(),
+            chain: suite.chain.iter().map(|s| s.name.clone()).collect(),
+            resolved: suite.suite.clone(),
+        },
+        node: inventory,
+        environment,
+        started_at: Utc::now(),
+        finished_at: None,
+        state: RunState::Running,
+        verdict: Status::Pass,
+        checks: vec![],
+    }
+}
+
+/// Run every check of the suite. `evidence_path`, when given, is rewritten after each check.
+pub fn run(
+    suite: &LoadedSuite,
+    backend: &mut dyn Backend,
+    mut ev: Evidence,
+    evidence_path: Option<&Path>,
+    observer: &mut dyn Observer,
+) -> std::io::Result<Evidence> {
+    let list = checks::from_suite(&suite.suite);
+    let total = list.len();
+    if let Some(p) = evidence_path {
+        ev.write(p)?;
+    }
+    for (i, check) in list.iter().enumerate() {
+        let started_at = Utc::now();
+        let t0 = Instant::now();
+        let inventory = ev.node.clone();
+        let ctx = Ctx {
+            suite: &suite.suite,
+            inventory: &inventory,
+            earlier: &ev.checks,
+        };
+        let planned = check.plan(&ctx);
+        let plan_lines = planned.clone().unwrap_or_default();
+        observer.check_started(i, total, &check.title(), &plan_lines);
+        let (status, summary, metrics, facts, findings) = match planned {
+            Err(reason) => (
+                Status::Skip,
+                format!("skipped: {reason}"),
+                vec![],
+                vec![],
+                vec![],
+            ),
+            Ok(_) => {
+                let mut prog = |d: usize, t: usize| observer.progress(d, t);
+                match check.measure(&ctx, backend, &mut prog) {
+                    Err(e) => (
+                        Status::Error,
+                        format!("could not measure: {e}"),
+                        vec![],
+                        vec![],
+                        vec![],
+                    ),
+                    Ok(m) => {
+                        let findings = check.evaluate(&ctx, &m);
+                        let (status, summary) = summarize(&findings);
+                        (status, summary, m.metrics, m.facts, findings)
+                    }
+                }
+            }
+        };
+        let record = CheckRecord {
+            id: check.id(),
+            kind: check.kind().into(),
+            title: check.title(),
+            status,
+            summary,
+            plan: plan_lines,
+            metrics,
+            facts,
+            findings,
+            started_at,
+            duration_s: t0.elapsed().as_secs_f64(),
+        };
+        observer.check_finished(&record);
+        ev.checks.push(record);
+        ev.verdict = ev.overall();
+        if let Some(p) = evidence_path {
+            ev.write(p)?;
+        }
+    }
+    ev.finished_at = Some(Utc::now());
+    ev.state = RunState::Complete;
+    ev.verdict = ev.overall();
+    if let Some(p) = evidence_path {
+        ev.write(p)?;
+    }
+    Ok(ev)
+}
+
+/// Status of a check from its findings, and the sentence that says why.
+pub fn summarize(findings: &[Finding]) -> (Status, String) {
+    let judged: Vec<&Finding> = findings
+        .iter()
+        .filter(|f| f.status != Status::Skip)
+        .collect();
+    let Some(worst) = judged.iter().map(|f| f.status).max() else {
+        return match findings.first() {
+            Some(f) => (Status::Skip, format!("skipped: {}", f.reason)),
+            None => (Status::Skip, "skipped: nothing to judge".into()),
+        };
+    };
+    let bad: Vec<&&Finding> = judged.iter().filter(|f| f.status == worst).collect();
+    let skipped = findings.len() - judged.len();
+    let tail = if skipped > 0 {
+        format!(" ({skipped} not available here)")
+    } else {
+        String::new()
+    };
+    if worst == Status::Pass {
+        return (
+            worst,
+            format!(
+                "{} of {} judgements within limits{tail}",
+                judged.len(),
+                judged.len()
+            ),
+        );
+    }
+    let more = if bad.len() > 1 {
+        format!(" (and {} more)", bad.len() - 1)
+    } else {
+        String::new()
+    };
+    (worst, format!("{}{more}", bad[0].reason))
+}

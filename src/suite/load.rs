@@ -1,0 +1,185 @@
+//! Loading suites: embedded ones by name, files by path, `extends` chains, strict validation.
+
+use super::{Suite, FORMAT_VERSION};
+use crate::config::{self, Source};
+use crate::error::InputError;
+use sha2::{Digest, Sha256};
+use std::path::{Path, PathBuf};
+
+/// Suites shipped inside the binary: (name, TOML text).
+pub const EMBEDDED: &[(&str, &str)] = &[
+    ("base", include_str!("../../suites/base.toml")),
+    ("h100-sxm-8", include_str!("../../suites/h100-sxm-8.toml")),
+    ("h200-sxm-8", include_str!("../../suites/h200-sxm-8.toml")),
+    (
+        "a100-sxm-80gb-8",
+        include_str!("../../suites/a100-sxm-80gb-8.toml"),
+    ),
+    ("l40s-pcie-4", include_str!("../../suites/l40s-pcie-4.toml")),
+    ("h200-vm-1", include_str!("../../suites/h200-vm-1.toml")),
+];
+
+/// A suite with where it came from.
+#[derive(Debug, Clone)]
+pub struct LoadedSuite {
+    pub suite: Suite,
+    /// The file given (or "embedded:NAME").
+    pub origin: String,
+    /// SHA-256 of the file given, hex.
+    pub sha256: String,
+    /// The chain of files, the given one first.
+    pub chain: Vec<Source>,
+}
+
+pub fn embedded(name: &str) -> Option<&'static str> {
+    EMBEDDED.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+}
+
+/// Load a suite given as a path or as the name of an embedded suite.
+pub fn load(spec: &str) -> Result<LoadedSuite, InputError> {
+    let src = if Path::new(spec).exists() || spec.ends_with(".toml") || spec.contains('/') {
+        read_source(Path::new(spec))?
+    } else if let Some(text) = embedded(spec) {
+        Source {
+            name: format!("embedded:{spec}"),
+            text: text.to_string(),
+        }
+    } else {
+        let names: Vec<&str> = EMBEDDED.iter().map(|(n, _)| *n).collect();
+        return Err(InputError::Other(format!(
+            "no suite file or embedded suite named '{spec}' (embedded: {})",
+            names.join(", ")
+        )));
+    };
+    load_source(src)
+}
+
+fn read_source(path: &Path) -> Result<Source, InputError> {
+    let text = std::fs::read_to_string(path).map_err(|e| InputError::Read {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    Ok(Source {
+        name: path.display().to_string(),
+        text,
+    })
+}
+
+/// Load from an already-read source (used for files and embedded suites alike).
+pub fn load_source(src: Source) -> Result<LoadedSuite, InputError> {
+    let sha256 = hex::encode(Sha256::digest(src.text.as_bytes()));
+    let origin = src.name.clone();
+    let mut chain = Vec::new();
+    let table = resolve(src, &mut chain)?;
+    let suite: Suite = config::deserialize(&chain, table)?;
+    if let Some((path, msg)) = suite.validate().into_iter().next() {
+        return Err(config::error_at(&chain, &path, msg));
+    }
+    Ok(LoadedSuite {
+        suite,
+        origin,
+        sha256,
+        chain,
+    })
+}
+
+/// Parse `src`, follow its `extends`, and return the merged table; `chain` collects the files.
+fn resolve(src: Source, chain: &mut Vec<Source>) -> Result<toml::Table, InputError> {
+    if chain.iter().any(|s| s.name == src.name) {
+        let names: Vec<String> = chain.iter().map(|s| s.name.clone()).collect();
+        return Err(InputError::File {
+            file: src.name,
+            message: format!("`extends` forms a cycle: {} -> itself", names.join(" -> ")),
+        });
+    }
+    let mut table = config::parse_table(&src)?;
+    config::check_format_version(&src, &table, FORMAT_VERSION)?;
+    let parent = match table.remove("extends") {
+        None => None,
+        Some(toml::Value::String(p)) => Some(p),
+        Some(_) => {
+            return Err(config::error_at(
+                std::slice::from_ref(&src),
+                &config::key_path("extends"),
+                "extends must be a string: an embedded suite's name or a path",
+            ))
+        }
+    };
+    let here = src.clone();
+    chain.push(src);
+    let Some(parent) = parent else {
+        return Ok(table);
+    };
+    let parent_src = if let Some(text) = embedded(&parent) {
+        Source {
+            name: format!("embedded:{parent}"),
+            text: text.to_string(),
+        }
+    } else {
+        let base: PathBuf = if here.name.starts_with("embedded:") {
+            PathBuf::from(".")
+        } else {
+            Path::new(&here.name)
+                .parent()
+                .map(Path::to_path_buf)
+                .unwrap_or_default()
+        };
+        let p = base.join(&parent);
+        if !p.exists() {
+            return Err(config::error_at(
+                std::slice::from_ref(&here),
+                &config::key_path("extends"),
+                format!(
+                    "extends = \"{parent}\": no embedded suite of that name and no file {}",
+                    p.display()
+                ),
+            ));
+        }
+        read_source(&p)?
+    };
+    let mut merged = resolve(parent_src, chain)?;
+    // The parent's own name and description do not carry over to the child.
+    config::merge(&mut merged, table);
+    Ok(merged)
+}
+
+/// The embedded suite that fits a node of `count` GPUs named `gpu_name`, if any.
+pub fn matching_embedded(gpu_name: &str, count: usize, virtualized: bool) -> Option<&'static str> {
+    let mut best: Option<(&str, usize)> = None;
+    for (name, _) in EMBEDDED {
+        let Ok(l) = load(name) else { continue };
+        let n = &l.suite.node;
+        let (Some(model), Some(c)) = (&n.gpu_model, n.gpu_count) else {
+            continue;
+        };
+        if c != count || !gpu_name.to_lowercase().contains(&model.to_lowercase()) {
+            continue;
+        }
+        // Prefer the suite whose virtualization expectation fits, then the most specific model.
+        let virt_fit = match n.virtualization {
+            Some(super::VirtExpect::BareMetal) => !virtualized,
+            Some(
+                super::VirtExpect::Passthrough | super::VirtExpect::Vgpu | super::VirtExpect::Vm,
+            ) => virtualized,
+            _ => true,
+        };
+        let score = model.len() + if virt_fit { 1000 } else { 0 };
+        if best.is_none_or(|(_, s)| score > s) {
+            best = Some((name, score));
+        }
+    }
+    best.map(|(n, _)| n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_embedded_suite_loads() {
+        for (name, _) in EMBEDDED {
+            let l = load(name).unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(&l.suite.name, name);
+        }
+    }
+}

@@ -1,0 +1,835 @@
+//! The suite: what the node must be and do. Loaded strictly from TOML (see [`load`]), then
+//! validated; every error names file, line and column.
+
+pub mod load;
+
+use crate::config::{key_path, KeyPath, Seg};
+use crate::units::ByteSize;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The suite format this nodecert reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Suite {
+    /// Suite format version; this nodecert reads 1.
+    pub format_version: u32,
+    /// Short name, e.g. "h100-sxm-8".
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Another suite this one inherits from: an embedded suite's name, or a path relative to
+    /// this file. Resolved while loading; empty afterwards.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extends: Option<String>,
+    #[serde(default)]
+    pub node: NodeExpect,
+    #[serde(default)]
+    pub topology: TopologyExpect,
+    #[serde(default)]
+    pub checks: Checks,
+}
+
+/// What the node must be.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NodeExpect {
+    /// Number of GPUs.
+    pub gpu_count: Option<usize>,
+    /// Case-insensitive substring of every GPU's name, e.g. "H100".
+    pub gpu_model: Option<String>,
+    /// Minimum memory per GPU, GiB.
+    pub memory_gib_min: Option<f64>,
+    /// Minimum driver version, e.g. "535.104".
+    pub driver_min: Option<String>,
+    /// bare-metal, passthrough, vgpu, vm (passthrough or vgpu) or any.
+    pub virtualization: Option<VirtExpect>,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum VirtExpect {
+    BareMetal,
+    Passthrough,
+    Vgpu,
+    Vm,
+    Any,
+}
+
+/// How the GPUs must be connected.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TopologyExpect {
+    /// Active NVLinks between every pair (18 for "NV18"); 0 means no NVLink at all.
+    pub nvlinks_per_pair: Option<u32>,
+    /// Per-pair exceptions to `nvlinks_per_pair`, e.g. an H100 NVL pair with 12 links.
+    #[serde(default)]
+    pub nvlink_pairs: Vec<PairLinks>,
+    /// The GPUs must (true) or must not (false) connect through NVSwitch.
+    pub nvswitch: Option<bool>,
+    /// Minimum current PCIe generation and width of every GPU.
+    pub pcie_gen: Option<u32>,
+    pub pcie_width: Option<u32>,
+    /// Expected NUMA node of each GPU, in CUDA order.
+    pub numa_nodes: Option<Vec<i32>>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PairLinks {
+    pub a: usize,
+    pub b: usize,
+    pub links: u32,
+}
+
+impl TopologyExpect {
+    /// Expected NVLink count for a pair, if the suite says.
+    pub fn expected_links(&self, a: usize, b: usize) -> Option<u32> {
+        self.nvlink_pairs
+            .iter()
+            .find(|p| (p.a, p.b) == (a, b) || (p.a, p.b) == (b, a))
+            .map(|p| p.links)
+            .or(self.nvlinks_per_pair)
+    }
+}
+
+/// A bound on one figure. Any subset may be given; "below" bounds suit bandwidths, "above"
+/// bounds latencies. Values are in the unit of the figure (GB/s = 10^9 bytes/s, µs).
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Limit {
+    pub fail_below: Option<f64>,
+    pub warn_below: Option<f64>,
+    pub fail_above: Option<f64>,
+    pub warn_above: Option<f64>,
+}
+
+impl Limit {
+    pub fn is_empty(&self) -> bool {
+        *self == Limit::default()
+    }
+}
+
+/// The checks to run. Each kind is a table; `enabled = false` turns off an inherited one.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Checks {
+    pub topology: Option<TopologyCheck>,
+    pub virtualization: Option<VirtualizationCheck>,
+    pub health: Option<HealthCheck>,
+    pub host_bandwidth: Option<HostBandwidthCheck>,
+    pub p2p_bandwidth: Option<P2pBandwidthCheck>,
+    pub p2p_latency: Option<P2pLatencyCheck>,
+    /// One table per collective: `[checks.collective.all_reduce]`.
+    #[serde(default)]
+    pub collective: BTreeMap<CollectiveOp, CollectiveCheck>,
+    pub training: Option<TrainingCheck>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TopologyCheck {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct VirtualizationCheck {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Every GPU pair must have peer access (default: true when the node has several GPUs).
+    pub require_p2p: Option<bool>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HealthCheck {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// ECC must be enabled on every GPU.
+    #[serde(default = "yes")]
+    pub require_ecc: bool,
+    /// Uncorrectable ECC errors (volatile, or SRAM lifetime) allowed. Source: Azure's ECC rules.
+    #[serde(default)]
+    pub max_uncorrectable: u64,
+    /// SRAM correctable errors allowed (Azure: 10,000).
+    #[serde(default = "default_sram_correctable")]
+    pub max_sram_correctable: u64,
+    /// DRAM errors allowed (Azure: 2x10^7).
+    #[serde(default = "default_dram")]
+    pub max_dram_errors: u64,
+    /// Fail on a pending row remap (GPU needs a reset) and on a failed one (out of spare rows).
+    #[serde(default = "yes")]
+    pub fail_on_remap_pending: bool,
+    #[serde(default = "yes")]
+    pub fail_on_remap_failure: bool,
+    /// XIDs that fail a node (Azure's list).
+    #[serde(default = "default_xids")]
+    pub fail_xids: Vec<u32>,
+    /// PCIe replays allowed per GPU (DCGM: 80).
+    #[serde(default = "default_replays")]
+    pub max_pcie_replays: u64,
+    /// NVLink CRC/replay/recovery errors allowed per link.
+    #[serde(default = "default_nvlink_errors")]
+    pub max_nvlink_errors: u64,
+    /// Throttle reasons that fail the check when active.
+    #[serde(default = "default_throttle")]
+    pub fail_throttle: Vec<String>,
+    /// Temperature above which a warning is raised, °C.
+    pub warn_temperature_c: Option<f64>,
+    /// Minimum driver version (overrides node.driver_min for this check).
+    pub driver_min: Option<String>,
+}
+
+fn default_sram_correctable() -> u64 {
+    10_000
+}
+fn default_dram() -> u64 {
+    20_000_000
+}
+fn default_xids() -> Vec<u32> {
+    // reference-numbers.md, "XIDs that fail a node" (Azure's health checks).
+    vec![
+        48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120,
+    ]
+}
+fn default_replays() -> u64 {
+    80
+}
+fn default_nvlink_errors() -> u64 {
+    100
+}
+fn default_throttle() -> Vec<String> {
+    [
+        "hw_slowdown",
+        "hw_thermal_slowdown",
+        "hw_power_brake_slowdown",
+        "sw_thermal_slowdown",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+
+/// The throttle reasons nodecert knows (NVML's names in snake_case).
+pub const THROTTLE_REASONS: &[&str] = &[
+    "gpu_idle",
+    "applications_clocks_setting",
+    "sw_power_cap",
+    "hw_slowdown",
+    "sync_boost",
+    "sw_thermal_slowdown",
+    "hw_thermal_slowdown",
+    "hw_power_brake_slowdown",
+    "display_clock_setting",
+];
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HostBandwidthCheck {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Buffer size per copy.
+    #[serde(default = "default_host_size")]
+    pub size: ByteSize,
+    #[serde(default = "default_iterations")]
+    pub iterations: u32,
+    #[serde(default = "default_warmup")]
+    pub warmup: u32,
+    /// Per GPU, GB/s.
+    #[serde(default)]
+    pub h2d: Limit,
+    #[serde(default)]
+    pub d2h: Limit,
+    /// H2D and D2H at once, per GPU, GB/s (sum of both directions).
+    #[serde(default)]
+    pub bidir: Limit,
+    /// H2D on all GPUs at once, per GPU, GB/s: a shared switch or root port shows here.
+    #[serde(default)]
+    pub all_gpus_h2d: Limit,
+    /// Device-local copy, bytes read plus written, GB/s.
+    #[serde(default)]
+    pub device_copy: Limit,
+    /// Each GPU must be within this many percent of the node's median.
+    pub outlier_pct: Option<f64>,
+}
+
+fn default_host_size() -> ByteSize {
+    ByteSize(256 << 20)
+}
+fn default_iterations() -> u32 {
+    20
+}
+fn default_warmup() -> u32 {
+    3
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct P2pBandwidthCheck {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default = "default_p2p_size")]
+    pub size: ByteSize,
+    #[serde(default = "default_iterations")]
+    pub iterations: u32,
+    #[serde(default = "default_warmup")]
+    pub warmup: u32,
+    /// Per ordered pair, copy engine, GB/s: the destination reads from the source.
+    #[serde(default)]
+    pub read: Limit,
+    /// Per ordered pair: the source writes into the destination.
+    #[serde(default)]
+    pub write: Limit,
+    /// Both directions at once, per pair, GB/s (sum).
+    #[serde(default)]
+    pub bidir: Limit,
+    /// Each pair must be within this many percent of the node's median.
+    pub outlier_pct: Option<f64>,
+    /// A pair without peer access fails (copies would be staged through the host).
+    #[serde(default = "yes")]
+    pub require_peer_access: bool,
+}
+
+fn default_p2p_size() -> ByteSize {
+    ByteSize(512 << 20)
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct P2pLatencyCheck {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    #[serde(default = "default_latency_iterations")]
+    pub iterations: u32,
+    /// Per ordered pair, microseconds.
+    #[serde(default)]
+    pub latency_us: Limit,
+    pub outlier_pct: Option<f64>,
+}
+
+fn default_latency_iterations() -> u32 {
+    1000
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum CollectiveOp {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    Broadcast,
+    AllToAll,
+}
+
+impl CollectiveOp {
+    pub const ALL: [CollectiveOp; 5] = [
+        CollectiveOp::AllReduce,
+        CollectiveOp::AllGather,
+        CollectiveOp::ReduceScatter,
+        CollectiveOp::Broadcast,
+        CollectiveOp::AllToAll,
+    ];
+
+    pub fn key(self) -> &'static str {
+        match self {
+            CollectiveOp::AllReduce => "all_reduce",
+            CollectiveOp::AllGather => "all_gather",
+            CollectiveOp::ReduceScatter => "reduce_scatter",
+            CollectiveOp::Broadcast => "broadcast",
+            CollectiveOp::AllToAll => "all_to_all",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        let s = s.replace('-', "_");
+        Self::ALL.into_iter().find(|o| o.key() == s)
+    }
+
+    /// nccl-tests' bus-bandwidth factor for `n` ranks (doc/PERFORMANCE.md).
+    pub fn busbw_factor(self, n: usize) -> f64 {
+        let n = n.max(1) as f64;
+        match self {
+            CollectiveOp::AllReduce => 2.0 * (n - 1.0) / n,
+            CollectiveOp::AllGather | CollectiveOp::ReduceScatter | CollectiveOp::AllToAll => {
+                (n - 1.0) / n
+            }
+            CollectiveOp::Broadcast => 1.0,
+        }
+    }
+}
+
+impl std::fmt::Display for CollectiveOp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.key())
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CollectiveCheck {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Message sizes swept from min_size to max_size, multiplying by factor (nccl-tests -b -e -f).
+    #[serde(default = "default_coll_min")]
+    pub min_size: ByteSize,
+    #[serde(default = "default_coll_max")]
+    pub max_size: ByteSize,
+    #[serde(default = "default_factor")]
+    pub factor: u64,
+    #[serde(default = "default_iterations")]
+    pub iterations: u32,
+    #[serde(default = "default_coll_warmup")]
+    pub warmup: u32,
+    /// Minimum bus bandwidth, GB/s, from a message size up: `{ "1GiB" = 300, "8GiB" = 431 }`
+    /// (each floor applies to its size and larger ones until the next key).
+    #[serde(default)]
+    pub min_busbw_gbps: BTreeMap<String, f64>,
+    /// Warning levels, same shape.
+    #[serde(default)]
+    pub warn_busbw_gbps: BTreeMap<String, f64>,
+    /// For PCIe boxes: the largest size's bus bandwidth must reach this fraction of the slowest
+    /// measured peer-to-peer path (needs the p2p_bandwidth check).
+    pub min_fraction_of_p2p: Option<f64>,
+}
+
+fn default_coll_min() -> ByteSize {
+    ByteSize(8)
+}
+fn default_coll_max() -> ByteSize {
+    ByteSize(1 << 30)
+}
+fn default_factor() -> u64 {
+    2
+}
+fn default_coll_warmup() -> u32 {
+    5
+}
+
+impl CollectiveCheck {
+    /// Floors as (size, GB/s), sorted by size. Invalid keys were rejected at validation.
+    pub fn floors(map: &BTreeMap<String, f64>) -> Vec<(u64, f64)> {
+        let mut v: Vec<(u64, f64)> = map
+            .iter()
+            .filter_map(|(k, g)| ByteSize::parse(k).ok().map(|s| (s.0, *g)))
+            .collect();
+        v.sort_by_key(|x| x.0);
+        v
+    }
+
+    /// The floor that applies to a message size: the one with the largest key <= size.
+    pub fn floor_for(floors: &[(u64, f64)], size: u64) -> Option<f64> {
+        floors.iter().rev().find(|(s, _)| *s <= size).map(|x| x.1)
+    }
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Precision {
+    /// fp32 with TF32 off.
+    Fp32,
+    Tf32,
+    Bf16,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TrainingCheck {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// Layer widths: input, hidden..., classes.
+    #[serde(default = "default_layers")]
+    pub layers: Vec<usize>,
+    /// Batch per GPU (each replica takes this many samples a step).
+    #[serde(default = "default_batch")]
+    pub batch: usize,
+    #[serde(default = "default_steps")]
+    pub steps: usize,
+    #[serde(default = "default_precision")]
+    pub precision: Precision,
+    #[serde(default = "default_lr")]
+    pub lr: f64,
+    #[serde(default)]
+    pub seed: u64,
+    /// The final loss must be below this.
+    pub loss_target: Option<f64>,
+    /// Steps compared with the CPU golden trajectory, and the relative tolerance.
+    #[serde(default = "default_golden_steps")]
+    pub golden_steps: usize,
+    #[serde(default = "default_golden_tol")]
+    pub golden_rel_tol: f64,
+    /// Samples per second, whole node.
+    #[serde(default)]
+    pub samples_per_s: Limit,
+    /// N-GPU throughput over N times the one-GPU throughput.
+    pub min_scaling_efficiency: Option<f64>,
+}
+
+fn default_layers() -> Vec<usize> {
+    vec![1024, 4096, 4096, 10]
+}
+fn default_batch() -> usize {
+    8192
+}
+fn default_steps() -> usize {
+    50
+}
+fn default_precision() -> Precision {
+    Precision::Fp32
+}
+fn default_lr() -> f64 {
+    0.05
+}
+fn default_golden_steps() -> usize {
+    5
+}
+fn default_golden_tol() -> f64 {
+    1e-3
+}
+
+/// A semantic problem at a key path.
+pub type Problem = (KeyPath, String);
+
+impl Suite {
+    /// Semantic validation, after the types are known to be right.
+    pub fn validate(&self) -> Vec<Problem> {
+        let mut p = Problems(Vec::new());
+        if self.name.trim().is_empty() {
+            p.bad("name", "name must not be empty".into());
+        }
+        if self.node.gpu_count == Some(0) {
+            p.bad("node.gpu_count", "gpu_count must be at least 1".into());
+        }
+        if let Some(m) = self.node.memory_gib_min {
+            if !(m.is_finite() && m >= 0.0) {
+                p.bad(
+                    "node.memory_gib_min",
+                    format!("memory_gib_min must be >= 0, got {m}"),
+                );
+            }
+        }
+        if let Some(v) = &self.node.driver_min {
+            if parse_version(v).is_none() {
+                p.bad(
+                    "node.driver_min",
+                    format!("'{v}' is not a version (expected e.g. \"535.104\")"),
+                );
+            }
+        }
+        if let Some(g) = self.topology.pcie_gen {
+            if !(1..=7).contains(&g) {
+                p.bad(
+                    "topology.pcie_gen",
+                    format!("pcie_gen must be 1 to 7, got {g}"),
+                );
+            }
+        }
+        if let Some(w) = self.topology.pcie_width {
+            if ![1, 2, 4, 8, 16, 32].contains(&w) {
+                p.bad(
+                    "topology.pcie_width",
+                    format!("pcie_width must be 1, 2, 4, 8, 16 or 32, got {w}"),
+                );
+            }
+        }
+        let n = self.node.gpu_count;
+        for (i, pl) in self.topology.nvlink_pairs.iter().enumerate() {
+            let path = format!("topology.nvlink_pairs[{i}]");
+            if pl.a == pl.b {
+                p.bad(
+                    &path,
+                    format!("a pair needs two different GPUs, got {} and {}", pl.a, pl.b),
+                );
+            }
+            match n {
+                None => p.bad(&path, "nvlink_pairs needs node.gpu_count".into()),
+                Some(n) => {
+                    for (k, v) in [("a", pl.a), ("b", pl.b)] {
+                        if v >= n {
+                            p.bad(
+                                &format!("{path}.{k}"),
+                                format!("GPU index {v} is out of range: the node has {n} GPUs (0 to {})", n - 1),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        if let (Some(numa), Some(n)) = (&self.topology.numa_nodes, n) {
+            if numa.len() != n {
+                p.bad(
+                    "topology.numa_nodes",
+                    format!(
+                        "numa_nodes lists {} GPUs but node.gpu_count is {n}",
+                        numa.len()
+                    ),
+                );
+            }
+        }
+        let c = &self.checks;
+        if let Some(h) = &c.host_bandwidth {
+            for (k, l) in [
+                ("h2d", &h.h2d),
+                ("d2h", &h.d2h),
+                ("bidir", &h.bidir),
+                ("all_gpus_h2d", &h.all_gpus_h2d),
+                ("device_copy", &h.device_copy),
+            ] {
+                p.limit(&format!("checks.host_bandwidth.{k}"), l);
+            }
+            p.iters("checks.host_bandwidth.iterations", h.iterations);
+            p.pct("checks.host_bandwidth.outlier_pct", h.outlier_pct);
+        }
+        if let Some(x) = &c.p2p_bandwidth {
+            for (k, l) in [("read", &x.read), ("write", &x.write), ("bidir", &x.bidir)] {
+                p.limit(&format!("checks.p2p_bandwidth.{k}"), l);
+            }
+            p.iters("checks.p2p_bandwidth.iterations", x.iterations);
+            p.pct("checks.p2p_bandwidth.outlier_pct", x.outlier_pct);
+        }
+        if let Some(x) = &c.p2p_latency {
+            p.limit("checks.p2p_latency.latency_us", &x.latency_us);
+            p.iters("checks.p2p_latency.iterations", x.iterations);
+            p.pct("checks.p2p_latency.outlier_pct", x.outlier_pct);
+        }
+        for (op, cc) in &c.collective {
+            let base = format!("checks.collective.{op}");
+            p.iters(&format!("{base}.iterations"), cc.iterations);
+            if cc.min_size.0 == 0 {
+                p.bad(
+                    &format!("{base}.min_size"),
+                    "min_size must be at least 1 byte".into(),
+                );
+            }
+            if cc.min_size > cc.max_size {
+                p.bad(
+                    &format!("{base}.max_size"),
+                    format!(
+                        "max_size ({}) is smaller than min_size ({})",
+                        cc.max_size, cc.min_size
+                    ),
+                );
+            }
+            if cc.factor < 2 {
+                p.bad(
+                    &format!("{base}.factor"),
+                    format!("factor must be at least 2, got {}", cc.factor),
+                );
+            }
+            for (field, map) in [
+                ("min_busbw_gbps", &cc.min_busbw_gbps),
+                ("warn_busbw_gbps", &cc.warn_busbw_gbps),
+            ] {
+                for (k, v) in map {
+                    let path = format!("{base}.{field}.{k}");
+                    if let Err(e) = ByteSize::parse(k) {
+                        p.bad(&path, format!("the key must be a message size: {e}"));
+                    }
+                    if !(v.is_finite() && *v >= 0.0) {
+                        p.bad(
+                            &path,
+                            format!("bus bandwidth must be a number >= 0, got {v}"),
+                        );
+                    }
+                }
+            }
+            if let Some(f) = cc.min_fraction_of_p2p {
+                if !(f > 0.0 && f <= 2.0) {
+                    p.bad(
+                        &format!("{base}.min_fraction_of_p2p"),
+                        format!("min_fraction_of_p2p must be in (0, 2], got {f}"),
+                    );
+                }
+            }
+        }
+        if let Some(t) = &c.training {
+            p.limit("checks.training.samples_per_s", &t.samples_per_s);
+            if t.layers.len() < 2 || t.layers.contains(&0) {
+                p.bad(
+                    "checks.training.layers",
+                    "layers needs at least an input and an output width, none zero".into(),
+                );
+            }
+            if t.batch == 0 {
+                p.bad("checks.training.batch", "batch must be at least 1".into());
+            }
+            if t.steps == 0 || t.golden_steps > t.steps {
+                p.bad(
+                    "checks.training.steps",
+                    format!(
+                        "steps ({}) must be at least 1 and at least golden_steps ({})",
+                        t.steps, t.golden_steps
+                    ),
+                );
+            }
+            if !(t.lr.is_finite() && t.lr > 0.0) {
+                p.bad(
+                    "checks.training.lr",
+                    format!("lr must be > 0, got {}", t.lr),
+                );
+            }
+            if !(t.golden_rel_tol.is_finite() && t.golden_rel_tol > 0.0) {
+                p.bad(
+                    "checks.training.golden_rel_tol",
+                    "golden_rel_tol must be > 0".into(),
+                );
+            }
+            if let Some(e) = t.min_scaling_efficiency {
+                if !(e > 0.0 && e <= 1.5) {
+                    p.bad(
+                        "checks.training.min_scaling_efficiency",
+                        format!("min_scaling_efficiency must be in (0, 1.5], got {e}"),
+                    );
+                }
+            }
+        }
+        if let Some(h) = &c.health {
+            for (i, r) in h.fail_throttle.iter().enumerate() {
+                if !THROTTLE_REASONS.contains(&r.as_str()) {
+                    p.bad(
+                        &format!("checks.health.fail_throttle[{i}]"),
+                        format!(
+                            "unknown throttle reason '{r}' (known: {})",
+                            THROTTLE_REASONS.join(", ")
+                        ),
+                    );
+                }
+            }
+            if let Some(v) = &h.driver_min {
+                if parse_version(v).is_none() {
+                    p.bad(
+                        "checks.health.driver_min",
+                        format!("'{v}' is not a version (expected e.g. \"535.104\")"),
+                    );
+                }
+            }
+        }
+        p.0
+    }
+}
+
+/// Collects validation problems.
+struct Problems(Vec<Problem>);
+
+impl Problems {
+    fn bad(&mut self, path: &str, msg: String) {
+        self.0.push((key_path(path), msg));
+    }
+
+    fn limit(&mut self, path: &str, l: &Limit) {
+        for (k, v) in [
+            ("fail_below", l.fail_below),
+            ("warn_below", l.warn_below),
+            ("fail_above", l.fail_above),
+            ("warn_above", l.warn_above),
+        ] {
+            if let Some(v) = v {
+                if !(v.is_finite() && v >= 0.0) {
+                    self.bad(
+                        &format!("{path}.{k}"),
+                        format!("{k} must be a number >= 0, got {v}"),
+                    );
+                }
+            }
+        }
+        if let (Some(f), Some(w)) = (l.fail_below, l.warn_below) {
+            if w < f {
+                self.bad(
+                    &format!("{path}.warn_below"),
+                    format!("warn_below ({w}) is below fail_below ({f}): a warning level must come before the failure"),
+                );
+            }
+        }
+        if let (Some(f), Some(w)) = (l.fail_above, l.warn_above) {
+            if w > f {
+                self.bad(
+                    &format!("{path}.warn_above"),
+                    format!("warn_above ({w}) is above fail_above ({f})"),
+                );
+            }
+        }
+    }
+
+    fn pct(&mut self, path: &str, v: Option<f64>) {
+        if let Some(v) = v {
+            if !(v > 0.0 && v < 100.0) {
+                self.bad(
+                    path,
+                    format!("outlier_pct must be between 0 and 100, got {v}"),
+                );
+            }
+        }
+    }
+
+    fn iters(&mut self, path: &str, v: u32) {
+        if v == 0 {
+            self.bad(path, "iterations must be at least 1".into());
+        }
+    }
+}
+
+/// "535.104.05" -> [535, 104, 5].
+pub fn parse_version(s: &str) -> Option<Vec<u64>> {
+    let parts: Option<Vec<u64>> = s.trim().split('.').map(|x| x.parse().ok()).collect();
+    parts.filter(|p| !p.is_empty())
+}
+
+/// Compare versions numerically, part by part (missing parts count as 0).
+pub fn version_at_least(found: &str, min: &str) -> Option<bool> {
+    let (f, m) = (parse_version(found)?, parse_version(min)?);
+    let len = f.len().max(m.len());
+    let get = |v: &Vec<u64>, i: usize| v.get(i).copied().unwrap_or(0);
+    for i in 0..len {
+        if get(&f, i) != get(&m, i) {
+            return Some(get(&f, i) > get(&m, i));
+        }
+    }
+    Some(true)
+}
+
+/// Make a key path for a collective field.
+pub fn collective_path(op: CollectiveOp, field: &str) -> KeyPath {
+    vec![
+        Seg::Key("checks".into()),
+        Seg::Key("collective".into()),
+        Seg::Key(op.key().into()),
+        Seg::Key(field.into()),
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_compare() {
+        assert_eq!(version_at_least("580.159.04", "535.104"), Some(true));
+        assert_eq!(version_at_least("535.104", "535.104.05"), Some(false));
+        assert_eq!(version_at_least("x", "1"), None);
+    }
+
+    #[test]
+    fn busbw_factors_match_nccl_tests() {
+        assert_eq!(CollectiveOp::AllReduce.busbw_factor(8), 1.75);
+        assert_eq!(CollectiveOp::AllGather.busbw_factor(8), 0.875);
+        assert_eq!(CollectiveOp::Broadcast.busbw_factor(8), 1.0);
+        assert_eq!(CollectiveOp::AllReduce.busbw_factor(1), 0.0);
+    }
+
+    #[test]
+    fn floors_step() {
+        let mut m = BTreeMap::new();
+        m.insert("1GiB".to_string(), 300.0);
+        m.insert("8GiB".to_string(), 431.0);
+        let f = CollectiveCheck::floors(&m);
+        assert_eq!(CollectiveCheck::floor_for(&f, 1 << 20), None);
+        assert_eq!(CollectiveCheck::floor_for(&f, 2 << 30), Some(300.0));
+        assert_eq!(CollectiveCheck::floor_for(&f, 16 << 30), Some(431.0));
+    }
+}
