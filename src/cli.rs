@@ -255,9 +255,12 @@ fn cmd_run(
     }
     let (mut b, simrec) = backend(simulate.as_deref(), &inject, seed)?;
     let inv = b.inventory()?;
-    let loaded = match pre_loaded {
-        Some(l) => l,
-        None => pick_suite(None, &inv)?,
+    let loaded = match (pre_loaded, &simrec) {
+        (Some(l), _) => l,
+        // A simulated node is a shipped SKU: its suite is the one of the same name, whatever
+        // faults do to the GPU count.
+        (None, Some(rec)) if load::embedded(&rec.node).is_some() => load::load(&rec.node)?,
+        (None, _) => pick_suite(None, &inv)?,
     };
     std::fs::create_dir_all(out).map_err(|e| Error::Write {
         path: out.to_path_buf(),
