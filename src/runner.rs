@@ -170,3 +170,35 @@ pub fn summarize(findings: &[Finding]) -> (Status, String) {
     };
     (worst, format!("{}{more}", bad[0].reason))
 }
+
+/// Run a suite on a simulated node in memory (no files): what tests and rehearsals use.
+pub fn simulate(
+    suite: &str,
+    node: &str,
+    faults: &[&str],
+    seed: u64,
+) -> Result<Evidence, crate::error::Error> {
+    use crate::backend::sim::{load_node, Fault, SimBackend};
+    use crate::error::{Error, InputError};
+    let loaded = crate::suite::load::load(suite)?;
+    let faults = faults
+        .iter()
+        .map(|f| Fault::parse(f).map_err(|e| Error::Input(InputError::Other(e))))
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut b = SimBackend::new(load_node(node)?, faults, seed)?;
+    let inv = b.inventory()?;
+    let rec = SimulationRecord {
+        node: b.node().name.clone(),
+        seed,
+        faults: b
+            .faults()
+            .iter()
+            .map(crate::backend::sim::Fault::label)
+            .collect(),
+    };
+    let ev = new_evidence(&loaded, &b, inv, Some(rec), Environment::default());
+    run(&loaded, &mut b, ev, None, &mut Silent).map_err(|e| Error::Write {
+        path: "memory".into(),
+        source: e,
+    })
+}

@@ -1,0 +1,451 @@
+//! The command line as users run it: exit codes, files written, messages.
+
+mod util;
+use predicates::prelude::*;
+use util::{read_json, Env};
+
+const NODES: [&str; 5] = [
+    "h100-sxm-8",
+    "h200-sxm-8",
+    "a100-sxm-80gb-8",
+    "l40s-pcie-4",
+    "h200-vm-1",
+];
+
+#[test]
+fn every_shipped_node_passes_its_suite_and_is_labelled_simulated() {
+    let env = Env::new();
+    for node in NODES {
+        let out = format!("out-{node}");
+        env.cmd()
+            .args(["run", "--simulate", node, "--out", &out])
+            .assert()
+            .code(0)
+            .stdout(predicate::str::contains("SIMULATED"));
+        let ev = read_json(&env.path(&format!("{out}/evidence.json")));
+        assert_eq!(ev["simulated"], true, "{node}");
+        assert_eq!(ev["state"], "complete", "{node}");
+        assert_eq!(ev["suite"]["name"], node, "{node}");
+        assert_eq!(ev["format_version"], 1);
+        assert_eq!(ev["suite"]["sha256"].as_str().map(str::len), Some(64));
+        let html = env.read(&format!("{out}/report.html"));
+        let md = env.read(&format!("{out}/report.md"));
+        assert!(
+            html.contains("SIMULATED RESULTS"),
+            "{node}: html not labelled"
+        );
+        assert!(
+            md.contains("SIMULATED RESULTS"),
+            "{node}: markdown not labelled"
+        );
+        assert!(html.contains("PASS (SIMULATED)"), "{node}");
+        assert!(
+            !html.contains("src=\"http") && !html.contains("href=\"http"),
+            "html must be self-contained"
+        );
+    }
+}
+
+#[test]
+fn default_out_dir_and_suite_by_node() {
+    let env = Env::new();
+    env.cmd()
+        .args(["run", "--simulate", "l40s-pcie-4", "-q"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("PASS: l40s-pcie-4"));
+    assert!(env.path("nodecert-report/evidence.json").exists());
+    assert!(env.path("nodecert-report/report.html").exists());
+    assert!(env.path("nodecert-report/report.md").exists());
+}
+
+#[test]
+fn same_seed_same_numbers_other_seed_other_numbers() {
+    let env = Env::new();
+    for (out, seed) in [("a", "5"), ("b", "5"), ("c", "6")] {
+        env.cmd()
+            .args([
+                "run",
+                "--simulate",
+                "h200-vm-1",
+                "-q",
+                "--seed",
+                seed,
+                "--out",
+                out,
+            ])
+            .assert()
+            .code(0);
+    }
+    let metrics = |d: &str| {
+        read_json(&env.path(&format!("{d}/evidence.json")))["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["metrics"].clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(metrics("a"), metrics("b"));
+    assert_ne!(metrics("a"), metrics("c"));
+}
+
+/// (fault, node, the check that must fail, words the reason must contain)
+const FAULTS: &[(&str, &str, &str, &str)] = &[
+    (
+        "gpu-missing:gpu=3",
+        "h100-sxm-8",
+        "topology",
+        "1 of 8 GPUs missing",
+    ),
+    ("nvlink-down:gpu=2", "h100-sxm-8", "topology", "GPU 2 link"),
+    (
+        "pcie-downtrained:gpu=5",
+        "h100-sxm-8",
+        "topology",
+        "GPU 5 PCIe link trained at Gen5 x8",
+    ),
+    (
+        "pcie-downtrained:gpu=1,gen=3",
+        "a100-sxm-80gb-8",
+        "host_bandwidth",
+        "GPU 1",
+    ),
+    (
+        "p2p-disabled",
+        "h200-sxm-8",
+        "virtualization",
+        "peer access not available between GPU 0 and GPU 1",
+    ),
+    (
+        "p2p-disabled:gpu=2,peer=3",
+        "l40s-pcie-4",
+        "p2p_bandwidth",
+        "peer access disabled between GPU 2 and GPU 3",
+    ),
+    (
+        "slow-host-bandwidth:gpu=6",
+        "h100-sxm-8",
+        "host_bandwidth",
+        "GPU 6",
+    ),
+    (
+        "slow-gpu-pair:gpu=1,peer=4",
+        "h200-sxm-8",
+        "p2p_bandwidth",
+        "GPU 1 -> GPU 4",
+    ),
+    (
+        "slow-collective",
+        "h100-sxm-8",
+        "collective.all_reduce",
+        "all_reduce 8 GiB",
+    ),
+    (
+        "slow-collective:op=all_gather",
+        "a100-sxm-80gb-8",
+        "collective.all_gather",
+        "all_gather 8 GiB",
+    ),
+    (
+        "slow-collective",
+        "l40s-pcie-4",
+        "collective.all_reduce",
+        "slowest peer path",
+    ),
+    (
+        "ecc-uncorrectable:gpu=4",
+        "h100-sxm-8",
+        "health",
+        "GPU 4: 1 uncorrectable",
+    ),
+    (
+        "row-remap-pending:gpu=0",
+        "h200-vm-1",
+        "health",
+        "GPU 0: a row remap is pending",
+    ),
+    (
+        "collective-corrupt",
+        "h200-vm-1",
+        "collective.all_reduce",
+        "elements wrong",
+    ),
+    (
+        "collective-corrupt:op=broadcast",
+        "h100-sxm-8",
+        "collective.broadcast",
+        "elements wrong",
+    ),
+    ("replica-mismatch:gpu=5", "h100-sxm-8", "training", "GPU 5"),
+    ("wrong-loss", "h200-vm-1", "training", "CPU golden"),
+    (
+        "xid:gpu=2,code=79",
+        "l40s-pcie-4",
+        "health",
+        "GPU 2: XID 79",
+    ),
+    (
+        "thermal-throttle:gpu=1",
+        "h200-sxm-8",
+        "health",
+        "GPU 1: clocks held back by hw_thermal_slowdown",
+    ),
+    (
+        "vgpu",
+        "h200-vm-1",
+        "virtualization",
+        "vGPU where passthrough was promised",
+    ),
+];
+
+#[test]
+fn each_injected_fault_fails_the_right_check_with_exit_1() {
+    let env = Env::new();
+    for (i, (fault, node, check, words)) in FAULTS.iter().enumerate() {
+        let out = format!("f{i}");
+        env.cmd()
+            .args([
+                "run",
+                "--simulate",
+                node,
+                "--inject",
+                fault,
+                "--out",
+                &out,
+                "-q",
+            ])
+            .assert()
+            .code(1)
+            .stdout(predicate::str::contains("FAIL"));
+        let ev = read_json(&env.path(&format!("{out}/evidence.json")));
+        let rec = ev["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == *check)
+            .unwrap_or_else(|| panic!("{fault}: no check {check}"));
+        assert_eq!(
+            rec["status"], "fail",
+            "{fault} on {node}: {check} did not fail: {}",
+            rec["summary"]
+        );
+        let reasons: Vec<String> = rec["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["status"] == "fail")
+            .map(|f| f["reason"].as_str().unwrap().to_string())
+            .collect();
+        assert!(
+            reasons.iter().any(|r| r.contains(words)),
+            "{fault} on {node}: no failing reason in {check} mentions '{words}': {reasons:#?}"
+        );
+        assert_eq!(ev["simulation"]["faults"][0], *fault);
+        let html = env.read(&format!("{out}/report.html"));
+        assert!(html.contains("FAIL (SIMULATED)"), "{fault}");
+    }
+}
+
+#[test]
+fn bad_fault_and_bad_flags_exit_2() {
+    let env = Env::new();
+    env.cmd()
+        .args(["run", "--simulate", "h100-sxm-8", "--inject", "nvlink-gone"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown fault 'nvlink-gone'"));
+    env.cmd()
+        .args([
+            "run",
+            "--simulate",
+            "h100-sxm-8",
+            "--inject",
+            "slow-gpu-pair:gpu=9",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("gpu=9 is out of range"));
+    env.cmd()
+        .args(["run", "--simulate", "no-such-node"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("no-such-node"));
+    env.cmd().args(["run", "--bogus"]).assert().code(2);
+    env.cmd().args(["run", "--inject", "xid"]).assert().code(2);
+}
+
+#[test]
+fn help_documents_exit_codes() {
+    let env = Env::new();
+    env.cmd().arg("--help").assert().code(0).stdout(
+        predicate::str::contains("Exit codes")
+            .and(predicate::str::contains("3  the node could not be tested")),
+    );
+    env.cmd()
+        .args(["run", "--help"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("2  invalid input"));
+}
+
+#[test]
+fn list_shows_suites_nodes_and_faults() {
+    let env = Env::new();
+    let a = env.cmd().arg("list").assert().code(0);
+    let out = String::from_utf8(a.get_output().stdout.clone()).unwrap();
+    for n in NODES {
+        assert!(
+            out.matches(n).count() >= 2,
+            "{n} should appear as suite and node"
+        );
+    }
+    for f in [
+        "gpu-missing",
+        "nvlink-down",
+        "pcie-downtrained",
+        "p2p-disabled",
+        "slow-host-bandwidth",
+        "slow-gpu-pair",
+        "slow-collective",
+        "ecc-uncorrectable",
+        "row-remap-pending",
+        "collective-corrupt",
+    ] {
+        assert!(out.contains(f), "{f}");
+    }
+}
+
+#[test]
+fn check_prints_the_plan_without_running() {
+    let env = Env::new();
+    env.cmd()
+        .args(["check", "h100-sxm-8", "--simulate", "h100-sxm-8"])
+        .assert()
+        .code(0)
+        .stdout(
+            predicate::str::contains("valid.")
+                .and(predicate::str::contains("56 ordered pairs"))
+                .and(predicate::str::contains("31 sizes from 8 B to 8 GiB")),
+        );
+    env.cmd()
+        .args(["check", "h200-vm-1"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("will be skipped: no peer pairs"));
+    assert!(
+        !env.path("nodecert-report").exists(),
+        "check must not run anything"
+    );
+}
+
+#[test]
+fn inventory_of_a_simulated_node() {
+    let env = Env::new();
+    env.cmd()
+        .args(["inventory", "--simulate", "h100-sxm-8"])
+        .assert()
+        .code(0)
+        .stdout(
+            predicate::str::contains("SIMULATED")
+                .and(predicate::str::contains("NV18"))
+                .and(predicate::str::contains("8x NVIDIA H100")),
+        );
+    let a = env
+        .cmd()
+        .args(["inventory", "--simulate", "l40s-pcie-4", "--json"])
+        .assert()
+        .code(0);
+    let v: serde_json::Value = serde_json::from_slice(&a.get_output().stdout).unwrap();
+    assert_eq!(v["simulated"], true);
+    assert_eq!(v["inventory"]["gpus"].as_array().unwrap().len(), 4);
+}
+
+#[test]
+fn render_again_from_evidence_and_with_custom_templates() {
+    let env = Env::new();
+    env.cmd()
+        .args(["run", "--simulate", "h200-vm-1", "-q", "--out", "r"])
+        .assert()
+        .code(0);
+    let before = env.read("r/report.md");
+    std::fs::remove_file(env.path("r/report.md")).unwrap();
+    env.cmd()
+        .args(["render", "r/evidence.json"])
+        .assert()
+        .code(0);
+    assert_eq!(
+        env.read("r/report.md"),
+        before,
+        "rendering is a pure function of the evidence"
+    );
+    env.write(
+        "tpl/report.md.j2",
+        "custom {{ ev.suite.name }} {{ v.verdict }}\n",
+    );
+    env.cmd()
+        .args(["render", "r", "--out", "r2", "--templates", "tpl"])
+        .assert()
+        .code(0);
+    assert_eq!(
+        env.read("r2/report.md"),
+        "custom h200-vm-1 PASS (SIMULATED)\n"
+    );
+    // The HTML template was not overridden: the embedded one is used.
+    assert!(env.read("r2/report.html").contains("SIMULATED RESULTS"));
+    env.write("bad/report.html.j2", "{% for x in %}\n");
+    env.cmd()
+        .args(["run", "--simulate", "h200-vm-1", "--templates", "bad", "-q"])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("report.html.j2:1"));
+}
+
+#[test]
+fn render_rejects_what_is_not_evidence() {
+    let env = Env::new();
+    env.write("x.json", "{\"hello\": 1}");
+    env.cmd()
+        .args(["render", "x.json"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("not a nodecert evidence file"));
+    env.write(
+        "y.json",
+        "{\"format\": \"nodecert-evidence\", \"format_version\": 99}",
+    );
+    env.cmd()
+        .args(["render", "y.json"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("newer than this nodecert reads"));
+    env.write("z.json", "{ nope");
+    env.cmd()
+        .args(["render", "z.json"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("z.json:1:3"));
+}
+
+#[test]
+fn html_is_escaped() {
+    let env = Env::new();
+    env.write(
+        "s.toml",
+        "format_version = 1\nname = \"x<script>alert(1)</script>\"\nextends = \"h200-vm-1\"\n",
+    );
+    env.cmd()
+        .args([
+            "run",
+            "s.toml",
+            "--simulate",
+            "h200-vm-1",
+            "-q",
+            "--out",
+            "o",
+        ])
+        .assert()
+        .code(0);
+    let html = env.read("o/report.html");
+    assert!(!html.contains("<script>alert(1)"));
+    assert!(html.contains("&lt;script&gt;"));
+}
