@@ -2,6 +2,7 @@
 //! in the binary and can be overridden with `--templates DIR`. Nothing here touches hardware;
 //! everything shown is derived from the evidence alone.
 
+pub mod svg;
 pub mod view;
 
 use crate::evidence::Evidence;
