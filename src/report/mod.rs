@@ -43,7 +43,9 @@ fn env(templates: Option<&Path>) -> Result<Environment<'static>, String> {
         }
     });
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
-    env.set_keep_trailing_newline(true);
+    if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder().keep_trailing_newline(true).build() {
+        env.set_syntax(syntax);
+    }
     env.add_filter("num", |v: f64| crate::checks::judge::fmt_num(v));
     env.add_filter("bytes", |v: u64| crate::units::format_bytes(v));
     env.add_filter("pct", |v: f64| format!("{:.1}%", v * 100.0));
