@@ -43,7 +43,10 @@ fn env(templates: Option<&Path>) -> Result<Environment<'static>, String> {
         }
     });
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
-    if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder().keep_trailing_newline(true).build() {
+    if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder()
+        .keep_trailing_newline(true)
+        .build()
+    {
         env.set_syntax(syntax);
     }
     env.add_filter("num", |v: f64| crate::checks::judge::fmt_num(v));
