@@ -1,1 +1,2 @@
 //! nodecert: acceptance tests and signed certificates for multi-GPU AI servers.
+pub mod sign;
