@@ -15,5 +15,6 @@ pub mod inventory;
 pub mod inventory_text;
 pub mod report;
 pub mod runner;
+pub mod sign;
 pub mod suite;
 pub mod units;
