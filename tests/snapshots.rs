@@ -6,7 +6,9 @@ use chrono::TimeZone;
 use nodecert::evidence::Evidence;
 
 fn fixed(mut ev: Evidence) -> Evidence {
-    let t0 = chrono::Utc.with_ymd_and_hms(2026, 11, 30, 12, 0, 0).unwrap();
+    let t0 = chrono::Utc
+        .with_ymd_and_hms(2026, 11, 30, 12, 0, 0)
+        .unwrap();
     ev.started_at = t0;
     ev.finished_at = Some(t0 + chrono::Duration::seconds(42));
     ev.nodecert_version = "0.0.0-test".into();
@@ -36,7 +38,14 @@ fn html_h200_vm() {
 
 #[test]
 fn markdown_l40s_with_a_slow_pair() {
-    insta::assert_snapshot!(render("l40s-pcie-4", "l40s-pcie-4", &["slow-gpu-pair:gpu=1,peer=2"]).markdown);
+    insta::assert_snapshot!(
+        render(
+            "l40s-pcie-4",
+            "l40s-pcie-4",
+            &["slow-gpu-pair:gpu=1,peer=2"]
+        )
+        .markdown
+    );
 }
 
 #[test]

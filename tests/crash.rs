@@ -1,0 +1,187 @@
+//! Evidence is written after each check: a crash in the middle loses nothing already done.
+
+use nodecert::backend::sim::{load_node, SimBackend};
+use nodecert::backend::*;
+use nodecert::error::HwError;
+use nodecert::inventory::Inventory;
+use nodecert::suite::{CollectiveOp, TrainingCheck};
+
+/// The simulated node, except that peer copies crash the process (as a driver bug might).
+struct Crashing(SimBackend);
+
+impl Backend for Crashing {
+    fn info(&self) -> BackendInfo {
+        self.0.info()
+    }
+    fn inventory(&mut self) -> Result<Inventory, HwError> {
+        self.0.inventory()
+    }
+    fn host_copy(
+        &mut self,
+        g: usize,
+        d: HostDir,
+        b: u64,
+        w: u32,
+        i: u32,
+    ) -> Result<Samples, HwError> {
+        self.0.host_copy(g, d, b, w, i)
+    }
+    fn host_copy_all(
+        &mut self,
+        d: HostDir,
+        b: u64,
+        w: u32,
+        i: u32,
+    ) -> Result<Vec<Samples>, HwError> {
+        self.0.host_copy_all(d, b, w, i)
+    }
+    fn device_copy(&mut self, g: usize, b: u64, w: u32, i: u32) -> Result<Samples, HwError> {
+        self.0.device_copy(g, b, w, i)
+    }
+    fn p2p_copy(
+        &mut self,
+        _: usize,
+        _: usize,
+        _: P2pMode,
+        _: u64,
+        _: u32,
+        _: u32,
+    ) -> Result<P2pSample, HwError> {
+        panic!("simulated crash in the middle of a peer copy")
+    }
+    fn p2p_latency(&mut self, s: usize, d: usize, i: u32) -> Result<Samples, HwError> {
+        self.0.p2p_latency(s, d, i)
+    }
+    fn collective(
+        &mut self,
+        op: CollectiveOp,
+        b: u64,
+        w: u32,
+        i: u32,
+    ) -> Result<CollectiveSample, HwError> {
+        self.0.collective(op, b, w, i)
+    }
+    fn training(&mut self, c: &TrainingCheck) -> Result<TrainingRun, HwError> {
+        self.0.training(c)
+    }
+}
+
+#[test]
+fn a_crash_mid_run_leaves_the_finished_checks_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("evidence.json");
+    let loaded = nodecert::suite::load::load("h100-sxm-8").unwrap();
+    let mut b = Crashing(SimBackend::new(load_node("h100-sxm-8").unwrap(), vec![], 1).unwrap());
+    let inv = b.inventory().unwrap();
+    let ev = nodecert::runner::new_evidence(&loaded, &b, inv, None, Default::default());
+    let p = path.clone();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+        nodecert::runner::run(&loaded, &mut b, ev, Some(&p), &mut nodecert::runner::Silent)
+    }));
+    assert!(r.is_err(), "the backend was meant to crash");
+    let saved =
+        nodecert::evidence::Evidence::read(&path).expect("evidence readable after the crash");
+    assert_eq!(saved.state, nodecert::evidence::RunState::Running);
+    let ids: Vec<&str> = saved.checks.iter().map(|c| c.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["topology", "virtualization", "health", "host_bandwidth"]
+    );
+    assert!(saved
+        .checks
+        .iter()
+        .all(|c| c.status == nodecert::evidence::Status::Pass));
+    // No temp file left behind next to it.
+    let names: Vec<String> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert_eq!(names, ["evidence.json"]);
+}
+
+#[test]
+fn a_hardware_error_in_one_check_is_reported_and_the_run_goes_on() {
+    struct Failing(SimBackend);
+    impl Backend for Failing {
+        fn info(&self) -> BackendInfo {
+            self.0.info()
+        }
+        fn inventory(&mut self) -> Result<Inventory, HwError> {
+            self.0.inventory()
+        }
+        fn host_copy(
+            &mut self,
+            _: usize,
+            _: HostDir,
+            _: u64,
+            _: u32,
+            _: u32,
+        ) -> Result<Samples, HwError> {
+            Err(HwError::Timeout {
+                what: "cudaMemcpyAsync H2D on GPU 0".into(),
+                seconds: 30.0,
+            })
+        }
+        fn host_copy_all(
+            &mut self,
+            d: HostDir,
+            b: u64,
+            w: u32,
+            i: u32,
+        ) -> Result<Vec<Samples>, HwError> {
+            self.0.host_copy_all(d, b, w, i)
+        }
+        fn device_copy(&mut self, g: usize, b: u64, w: u32, i: u32) -> Result<Samples, HwError> {
+            self.0.device_copy(g, b, w, i)
+        }
+        fn p2p_copy(
+            &mut self,
+            s: usize,
+            d: usize,
+            m: P2pMode,
+            b: u64,
+            w: u32,
+            i: u32,
+        ) -> Result<P2pSample, HwError> {
+            self.0.p2p_copy(s, d, m, b, w, i)
+        }
+        fn p2p_latency(&mut self, s: usize, d: usize, i: u32) -> Result<Samples, HwError> {
+            self.0.p2p_latency(s, d, i)
+        }
+        fn collective(
+            &mut self,
+            op: CollectiveOp,
+            b: u64,
+            w: u32,
+            i: u32,
+        ) -> Result<CollectiveSample, HwError> {
+            self.0.collective(op, b, w, i)
+        }
+        fn training(&mut self, c: &TrainingCheck) -> Result<TrainingRun, HwError> {
+            self.0.training(c)
+        }
+    }
+    let loaded = nodecert::suite::load::load("h100-sxm-8").unwrap();
+    let mut b = Failing(SimBackend::new(load_node("h100-sxm-8").unwrap(), vec![], 1).unwrap());
+    let inv = b.inventory().unwrap();
+    let ev = nodecert::runner::new_evidence(&loaded, &b, inv, None, Default::default());
+    let ev =
+        nodecert::runner::run(&loaded, &mut b, ev, None, &mut nodecert::runner::Silent).unwrap();
+    let hb = ev.check("host_bandwidth").unwrap();
+    assert_eq!(hb.status, nodecert::evidence::Status::Error);
+    assert!(
+        hb.summary.contains("did not finish within 30 s"),
+        "{}",
+        hb.summary
+    );
+    assert_eq!(
+        ev.check("training").unwrap().status,
+        nodecert::evidence::Status::Pass,
+        "the run went on"
+    );
+    assert_eq!(
+        nodecert::cli::exit_for(&ev),
+        3,
+        "an error means the node could not be tested"
+    );
+}
