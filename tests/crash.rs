@@ -6,15 +6,30 @@ use nodecert::error::HwError;
 use nodecert::inventory::Inventory;
 use nodecert::suite::{CollectiveOp, TrainingCheck};
 
-/// The simulated node, except that peer copies crash the process (as a driver bug might).
-struct Crashing(SimBackend);
+/// The simulated node, except where a test makes it crash (as a driver bug might) or fail.
+struct Faulty {
+    inner: SimBackend,
+    crash_on_peer_copy: bool,
+    host_copy_times_out: bool,
+}
 
-impl Backend for Crashing {
+impl Faulty {
+    fn new(crash_on_peer_copy: bool, host_copy_times_out: bool) -> Self {
+        let inner = SimBackend::new(load_node("h100-sxm-8").unwrap(), vec![], 1).unwrap();
+        Faulty {
+            inner,
+            crash_on_peer_copy,
+            host_copy_times_out,
+        }
+    }
+}
+
+impl Backend for Faulty {
     fn info(&self) -> BackendInfo {
-        self.0.info()
+        self.inner.info()
     }
     fn inventory(&mut self) -> Result<Inventory, HwError> {
-        self.0.inventory()
+        self.inner.inventory()
     }
     fn host_copy(
         &mut self,
@@ -24,7 +39,13 @@ impl Backend for Crashing {
         w: u32,
         i: u32,
     ) -> Result<Samples, HwError> {
-        self.0.host_copy(g, d, b, w, i)
+        if self.host_copy_times_out {
+            return Err(HwError::Timeout {
+                what: "cudaMemcpyAsync H2D on GPU 0".into(),
+                seconds: 30.0,
+            });
+        }
+        self.inner.host_copy(g, d, b, w, i)
     }
     fn host_copy_all(
         &mut self,
@@ -33,24 +54,28 @@ impl Backend for Crashing {
         w: u32,
         i: u32,
     ) -> Result<Vec<Samples>, HwError> {
-        self.0.host_copy_all(d, b, w, i)
+        self.inner.host_copy_all(d, b, w, i)
     }
     fn device_copy(&mut self, g: usize, b: u64, w: u32, i: u32) -> Result<Samples, HwError> {
-        self.0.device_copy(g, b, w, i)
+        self.inner.device_copy(g, b, w, i)
     }
     fn p2p_copy(
         &mut self,
-        _: usize,
-        _: usize,
-        _: P2pMode,
-        _: u64,
-        _: u32,
-        _: u32,
+        s: usize,
+        d: usize,
+        m: P2pMode,
+        b: u64,
+        w: u32,
+        i: u32,
     ) -> Result<P2pSample, HwError> {
-        panic!("simulated crash in the middle of a peer copy")
+        assert!(
+            !self.crash_on_peer_copy,
+            "simulated crash in the middle of a peer copy"
+        );
+        self.inner.p2p_copy(s, d, m, b, w, i)
     }
     fn p2p_latency(&mut self, s: usize, d: usize, i: u32) -> Result<Samples, HwError> {
-        self.0.p2p_latency(s, d, i)
+        self.inner.p2p_latency(s, d, i)
     }
     fn collective(
         &mut self,
@@ -59,10 +84,10 @@ impl Backend for Crashing {
         w: u32,
         i: u32,
     ) -> Result<CollectiveSample, HwError> {
-        self.0.collective(op, b, w, i)
+        self.inner.collective(op, b, w, i)
     }
     fn training(&mut self, c: &TrainingCheck) -> Result<TrainingRun, HwError> {
-        self.0.training(c)
+        self.inner.training(c)
     }
 }
 
@@ -71,7 +96,7 @@ fn a_crash_mid_run_leaves_the_finished_checks_on_disk() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("evidence.json");
     let loaded = nodecert::suite::load::load("h100-sxm-8").unwrap();
-    let mut b = Crashing(SimBackend::new(load_node("h100-sxm-8").unwrap(), vec![], 1).unwrap());
+    let mut b = Faulty::new(true, false);
     let inv = b.inventory().unwrap();
     let ev = nodecert::runner::new_evidence(&loaded, &b, inv, None, Default::default());
     let p = path.clone();
@@ -101,68 +126,8 @@ fn a_crash_mid_run_leaves_the_finished_checks_on_disk() {
 
 #[test]
 fn a_hardware_error_in_one_check_is_reported_and_the_run_goes_on() {
-    struct Failing(SimBackend);
-    impl Backend for Failing {
-        fn info(&self) -> BackendInfo {
-            self.0.info()
-        }
-        fn inventory(&mut self) -> Result<Inventory, HwError> {
-            self.0.inventory()
-        }
-        fn host_copy(
-            &mut self,
-            _: usize,
-            _: HostDir,
-            _: u64,
-            _: u32,
-            _: u32,
-        ) -> Result<Samples, HwError> {
-            Err(HwError::Timeout {
-                what: "cudaMemcpyAsync H2D on GPU 0".into(),
-                seconds: 30.0,
-            })
-        }
-        fn host_copy_all(
-            &mut self,
-            d: HostDir,
-            b: u64,
-            w: u32,
-            i: u32,
-        ) -> Result<Vec<Samples>, HwError> {
-            self.0.host_copy_all(d, b, w, i)
-        }
-        fn device_copy(&mut self, g: usize, b: u64, w: u32, i: u32) -> Result<Samples, HwError> {
-            self.0.device_copy(g, b, w, i)
-        }
-        fn p2p_copy(
-            &mut self,
-            s: usize,
-            d: usize,
-            m: P2pMode,
-            b: u64,
-            w: u32,
-            i: u32,
-        ) -> Result<P2pSample, HwError> {
-            self.0.p2p_copy(s, d, m, b, w, i)
-        }
-        fn p2p_latency(&mut self, s: usize, d: usize, i: u32) -> Result<Samples, HwError> {
-            self.0.p2p_latency(s, d, i)
-        }
-        fn collective(
-            &mut self,
-            op: CollectiveOp,
-            b: u64,
-            w: u32,
-            i: u32,
-        ) -> Result<CollectiveSample, HwError> {
-            self.0.collective(op, b, w, i)
-        }
-        fn training(&mut self, c: &TrainingCheck) -> Result<TrainingRun, HwError> {
-            self.0.training(c)
-        }
-    }
     let loaded = nodecert::suite::load::load("h100-sxm-8").unwrap();
-    let mut b = Failing(SimBackend::new(load_node("h100-sxm-8").unwrap(), vec![], 1).unwrap());
+    let mut b = Faulty::new(false, true);
     let inv = b.inventory().unwrap();
     let ev = nodecert::runner::new_evidence(&loaded, &b, inv, None, Default::default());
     let ev =

@@ -327,28 +327,18 @@ impl Fault {
 
     /// `nvlink-down:gpu=0,peer=1` as written on the command line.
     pub fn label(&self) -> String {
-        let mut parts = Vec::new();
-        if let Some(g) = self.gpu {
-            parts.push(format!("gpu={g}"));
-        }
-        if let Some(p) = self.peer {
-            parts.push(format!("peer={p}"));
-        }
-        if let Some(o) = self.op {
-            parts.push(format!("op={o}"));
-        }
-        if let Some(x) = self.factor {
-            parts.push(format!("factor={x}"));
-        }
-        if let Some(x) = self.gen {
-            parts.push(format!("gen={x}"));
-        }
-        if let Some(x) = self.width {
-            parts.push(format!("width={x}"));
-        }
-        if let Some(x) = self.code {
-            parts.push(format!("code={x}"));
-        }
+        let parts: Vec<String> = [
+            ("gpu", self.gpu.map(|x| x.to_string())),
+            ("peer", self.peer.map(|x| x.to_string())),
+            ("op", self.op.map(|x| x.to_string())),
+            ("factor", self.factor.map(|x| x.to_string())),
+            ("gen", self.gen.map(|x| x.to_string())),
+            ("width", self.width.map(|x| x.to_string())),
+            ("code", self.code.map(|x| x.to_string())),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| v.map(|v| format!("{k}={v}")))
+        .collect();
         if parts.is_empty() {
             self.kind.name().to_string()
         } else {
@@ -536,21 +526,11 @@ impl SimBackend {
 
     /// Active NVLinks between two CUDA ordinals.
     fn pair_links(&self, a: usize, b: usize) -> u32 {
-        let (oa, ob) = (self.orig(a), self.orig(b));
         if self.node.links.nvswitch {
-            return self.gpu_links(oa).min(self.gpu_links(ob));
+            return self
+                .gpu_links(self.orig(a))
+                .min(self.gpu_links(self.orig(b)));
         }
-        let base = self
-            .node
-            .links
-            .direct
-            .iter()
-            .find(|d| {
-                (d[0] as usize, d[1] as usize) == (oa, ob)
-                    || (d[0] as usize, d[1] as usize) == (ob, oa)
-            })
-            .map(|d| d[2])
-            .unwrap_or(0);
         let down = self
             .faults_of(FaultKind::NvlinkDown)
             .filter(|f| {
@@ -559,23 +539,20 @@ impl SimBackend {
                 (g, p) == (a, b) || (g, p) == (b, a)
             })
             .count() as u32;
-        base.saturating_sub(down)
+        self.pair_links_nominal(a, b).saturating_sub(down)
     }
 
     /// Full NVLink count a pair would have without faults.
     fn pair_links_nominal(&self, a: usize, b: usize) -> u32 {
-        let (oa, ob) = (self.orig(a), self.orig(b));
         if self.node.links.nvswitch {
             return self.node.links.nvlinks_per_gpu;
         }
+        let (oa, ob) = (self.orig(a) as u32, self.orig(b) as u32);
         self.node
             .links
             .direct
             .iter()
-            .find(|d| {
-                (d[0] as usize, d[1] as usize) == (oa, ob)
-                    || (d[0] as usize, d[1] as usize) == (ob, oa)
-            })
+            .find(|d| (d[0], d[1]) == (oa, ob) || (d[0], d[1]) == (ob, oa))
             .map(|d| d[2])
             .unwrap_or(0)
     }
