@@ -1,1 +1,3 @@
 //! nodecert: acceptance tests and signed certificates for multi-GPU AI servers.
+
+pub mod training;

@@ -1,0 +1,3 @@
+//! The data-parallel MLP training check: CPU golden reference and CUDA kernel sources.
+
+pub mod reference;
