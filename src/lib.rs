@@ -17,4 +17,5 @@ pub mod report;
 pub mod runner;
 pub mod sign;
 pub mod suite;
+pub mod training;
 pub mod units;
