@@ -68,8 +68,9 @@ pub struct CollectiveSample {
 pub struct TrainingRun {
     /// Mean loss per step (over all replicas).
     pub losses: Vec<f64>,
-    /// The CPU golden trajectory for the first steps (same data, same init).
-    pub golden_losses: Vec<f64>,
+    /// Losses of the golden configuration (`golden_layers`, `golden_batch`, `golden_lr`, the
+    /// first `golden_steps` steps) trained on the node; the check compares them with the CPU.
+    pub golden_node_losses: Vec<f64>,
     /// SHA-256 of each replica's parameters at the end, one per GPU.
     pub replica_hashes: Vec<String>,
     /// Step time, milliseconds, per step (after warm-up).

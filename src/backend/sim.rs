@@ -269,7 +269,7 @@ impl FaultKind {
                 "one training replica ends with different parameters (gpu=N)"
             }
             FaultKind::WrongLoss => {
-                "the training losses drift from the golden trajectory (factor=F)"
+                "a broken kernel (ReLU backward) makes the losses leave the CPU golden trajectory"
             }
             FaultKind::Xid => "an XID event on a GPU (gpu=N, code=79)",
             FaultKind::ThermalThrottle => "a GPU is held back by hardware thermal slowdown (gpu=N)",
@@ -1089,27 +1089,29 @@ impl Backend for SimBackend {
         let step_ms = self.samples("train step", step, steps);
         let comm = self.samples("train comm", comm_ms, steps);
         let exposed_ms = self.samples("train exposed", exposed, steps);
-        // Loss: a learnable task from ln(classes) down toward a floor, with seeded jitter.
+        // Loss of the large run: a learnable task from ln(classes) down toward a floor.
         let classes = *cfg.layers.last().unwrap_or(&10) as f64;
         let start = classes.ln();
         let floor = 0.25 * start;
         let mut rng = self.rng("train loss");
-        let golden: Vec<f64> = (0..cfg.steps)
+        let losses: Vec<f64> = (0..cfg.steps)
             .map(|t| floor + (start - floor) * (-(t as f64) / (cfg.steps as f64 / 4.0)).exp())
             .map(|l| l * (1.0 + 0.002 * rng.random_range(-1.0..1.0)))
             .collect();
-        let drift = self
-            .faults_of(FaultKind::WrongLoss)
-            .next()
-            .map(|f| f.factor.unwrap_or(1.05));
-        let losses: Vec<f64> = golden
-            .iter()
-            .enumerate()
-            .map(|(t, l)| match drift {
-                Some(d) if t > 0 => l * d,
-                _ => l * (1.0 + 1e-7),
-            })
-            .collect();
+        // The golden configuration really is trained, on the CPU: a healthy simulated GPU sums in
+        // another order (as real ones do); `wrong-loss` runs a broken ReLU-backward kernel.
+        let flaw = if self.faults_of(FaultKind::WrongLoss).next().is_some() {
+            crate::training::reference::Flaw::ReluGradLeaks
+        } else {
+            crate::training::reference::Flaw::ReorderedSums
+        };
+        let golden_node_losses =
+            crate::training::cpu_losses(&crate::training::golden_config(cfg), flaw).map_err(
+                |e| HwError::Call {
+                    call: "simulated golden training".into(),
+                    detail: e.to_string(),
+                },
+            )?;
         let hash = hex::encode(Sha256::digest(format!(
             "{}-{}-{:?}",
             self.node.name, self.seed, cfg.layers
@@ -1120,7 +1122,7 @@ impl Backend for SimBackend {
             hashes[g] = hex::encode(Sha256::digest(format!("{hash}-diverged")));
         }
         Ok(TrainingRun {
-            golden_losses: golden[..cfg.golden_steps.min(golden.len())].to_vec(),
+            golden_node_losses,
             losses,
             replica_hashes: hashes,
             step_ms,

@@ -29,7 +29,7 @@ impl Check for Training {
         let c = &self.0;
         let params: usize = c.layers.windows(2).map(|w| w[0] * w[1] + w[1]).sum();
         Ok(vec![format!(
-            "MLP {:?} ({:.1}M parameters, {:.0} MB of fp32 gradients a step), batch {} per GPU on {n} GPU{}, {} steps, {:?}; golden check on the first {} steps",
+            "MLP {:?} ({:.1}M parameters, {:.0} MB of fp32 gradients a step), batch {} per GPU on {n} GPU{}, {} steps, {:?}; golden check: {} steps of {:?} against the CPU",
             c.layers,
             params as f64 / 1e6,
             params as f64 * 4.0 / 1e6,
@@ -37,7 +37,8 @@ impl Check for Training {
             if n == 1 { "" } else { "s" },
             c.steps,
             c.precision,
-            c.golden_steps
+            c.golden_steps,
+            c.golden_layers
         )])
     }
 
@@ -53,12 +54,21 @@ impl Check for Training {
         let node = Subject::node;
         m.metrics
             .push(Metric::new("loss", node(), "", r.losses.clone()));
+        // The golden configuration: trained on the node (by the backend) and on the CPU (here).
+        let golden = crate::training::golden_config(&self.0);
+        let cpu = crate::training::cpu_losses(&golden, crate::training::reference::Flaw::None)
+            .map_err(|e| HwError::Call {
+                call: "golden training on the CPU".into(),
+                detail: e.to_string(),
+            })?;
         m.metrics.push(Metric::new(
-            "golden_loss",
+            "golden_node_loss",
             node(),
             "",
-            r.golden_losses.clone(),
+            r.golden_node_losses.clone(),
         ));
+        m.metrics
+            .push(Metric::new("golden_cpu_loss", node(), "", cpu));
         m.metrics
             .push(Metric::new("step_time", node(), "ms", r.step_ms.clone()));
         m.metrics
@@ -115,46 +125,37 @@ impl Check for Training {
         let mut out = Vec::new();
         let get = |n: &str| m.metrics.iter().find(|x| x.name == n);
         let losses = get("loss").map(|x| x.samples.clone()).unwrap_or_default();
-        let golden = get("golden_loss")
-            .map(|x| x.samples.clone())
-            .unwrap_or_default();
         // Golden trajectory: the node computes right answers.
-        if golden.is_empty() {
-            out.push(finding(
-                Status::Skip,
+        let node_g: Vec<f32> = get("golden_node_loss")
+            .map(|x| x.samples.iter().map(|v| *v as f32).collect())
+            .unwrap_or_default();
+        let cpu_g: Vec<f32> = get("golden_cpu_loss")
+            .map(|x| x.samples.iter().map(|v| *v as f32).collect())
+            .unwrap_or_default();
+        let expected = format!(
+            "abs(node - cpu) <= {:.0e} + {:.0e} x abs(cpu) over {} steps of {:?}, batch {}",
+            c.golden_abs_tol, c.golden_rel_tol, c.golden_steps, c.golden_layers, c.golden_batch
+        );
+        use crate::training::reference::{compare_trajectory, TrajectoryMismatch};
+        out.push(match compare_trajectory(&node_g, &cpu_g, c.golden_rel_tol as f32, c.golden_abs_tol as f32) {
+            Ok(d) => finding(
+                Status::Pass,
                 "node",
-                "no golden losses",
-                "golden trajectory",
-                "golden trajectory: not computed",
-            ));
-        } else {
-            let mut worst = (0usize, 0.0f64);
-            for (i, (g, l)) in golden.iter().zip(&losses).enumerate() {
-                let rel = (l - g).abs() / g.abs().max(1e-12);
-                if !rel.is_finite() || rel > worst.1 {
-                    worst = (i, if rel.is_finite() { rel } else { f64::INFINITY });
-                }
-            }
-            let ok = worst.1 <= c.golden_rel_tol && losses.len() >= golden.len();
-            out.push(finding(
-                if ok { Status::Pass } else { Status::Fail },
+                format!("max relative deviation {:.1e}", d.max_rel_diff),
+                expected,
+                format!("losses of the first {} golden steps match the CPU golden trajectory", cpu_g.len()),
+            ),
+            Err(TrajectoryMismatch::Diverged { step, gpu, cpu, rel_diff, .. }) => finding(
+                Status::Fail,
                 "node",
-                format!("max relative deviation {:.2e} (step {})", worst.1, worst.0),
-                format!("<= {:.1e} over the first {} steps", c.golden_rel_tol, golden.len()),
-                if ok {
-                    format!("losses of the first {} steps match the CPU golden trajectory", golden.len())
-                } else {
-                    format!(
-                        "step {}: loss {} differs from the CPU golden {} by {:.2e} (tolerance {:.1e}): this node computes wrong answers",
-                        worst.0,
-                        losses.get(worst.0).map(|v| format!("{v:.6}")).unwrap_or_default(),
-                        golden.get(worst.0).map(|v| format!("{v:.6}")).unwrap_or_default(),
-                        worst.1,
-                        c.golden_rel_tol
-                    )
-                },
-            ));
-        }
+                format!("step {step}: {gpu:.6} vs {cpu:.6}"),
+                expected,
+                format!(
+                    "golden step {step}: the node's loss {gpu:.6} differs from the CPU golden {cpu:.6} by {rel_diff:.1e} (relative): this node computes wrong answers"
+                ),
+            ),
+            Err(e) => finding(Status::Fail, "node", "no comparable losses", expected, format!("golden trajectory: {e}")),
+        });
         // The loss goes down and reaches the target.
         if let (Some(first), Some(last)) = (losses.first(), losses.last()) {
             let down = last < first;

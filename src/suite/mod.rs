@@ -459,11 +459,21 @@ pub struct TrainingCheck {
     pub seed: u64,
     /// The final loss must be below this.
     pub loss_target: Option<f64>,
-    /// Steps compared with the CPU golden trajectory, and the relative tolerance.
+    /// The golden check: a small configuration trained both on the node and on the CPU in plain
+    /// Rust (same data, same initial weights); the losses of the first `golden_steps` steps
+    /// must agree within `golden_rel_tol` (relative) plus `golden_abs_tol`.
+    #[serde(default = "default_golden_layers")]
+    pub golden_layers: Vec<usize>,
+    #[serde(default = "default_golden_batch")]
+    pub golden_batch: usize,
+    #[serde(default = "default_golden_lr")]
+    pub golden_lr: f64,
     #[serde(default = "default_golden_steps")]
     pub golden_steps: usize,
     #[serde(default = "default_golden_tol")]
     pub golden_rel_tol: f64,
+    #[serde(default = "default_golden_abs_tol")]
+    pub golden_abs_tol: f64,
     /// Samples per second, whole node.
     #[serde(default)]
     pub samples_per_s: Limit,
@@ -486,11 +496,26 @@ fn default_precision() -> Precision {
 fn default_lr() -> f64 {
     0.05
 }
+fn default_golden_layers() -> Vec<usize> {
+    vec![64, 128, 128, 10]
+}
+fn default_golden_batch() -> usize {
+    256
+}
+fn default_golden_lr() -> f64 {
+    0.5
+}
 fn default_golden_steps() -> usize {
-    5
+    // training::reference::COMPARED_STEPS is the most the tolerance holds for.
+    10
 }
 fn default_golden_tol() -> f64 {
-    1e-3
+    // training::reference::DEFAULT_REL_TOL: reordered sums stay 100x inside it, wrong kernels
+    // land 50-200x outside.
+    1e-4
+}
+fn default_golden_abs_tol() -> f64 {
+    1e-5
 }
 
 /// A semantic problem at a key path.
