@@ -449,3 +449,49 @@ fn html_is_escaped() {
     assert!(!html.contains("<script>alert(1)"));
     assert!(html.contains("&lt;script&gt;"));
 }
+
+#[test]
+fn a_node_file_can_carry_faults_and_is_validated_like_a_suite() {
+    let env = Env::new();
+    let base = nodecert::backend::sim::EMBEDDED
+        .iter()
+        .find(|(n, _)| *n == "l40s-pcie-4")
+        .unwrap()
+        .1;
+    env.write(
+        "node.toml",
+        &format!("{base}\n[[faults]]\nkind = \"ecc-uncorrectable\"\ngpu = 1\n"),
+    );
+    env.cmd()
+        .args([
+            "run",
+            "l40s-pcie-4",
+            "--simulate",
+            "node.toml",
+            "-q",
+            "--out",
+            "o",
+        ])
+        .assert()
+        .code(1);
+    let ev = read_json(&env.path("o/evidence.json"));
+    assert_eq!(ev["simulation"]["faults"][0], "ecc-uncorrectable:gpu=1");
+    env.write(
+        "bad.toml",
+        &format!("{base}\n[[faults]]\nkind = \"ecc-uncorrectable\"\ngpu = 7\n"),
+    );
+    env.cmd()
+        .args(["inventory", "--simulate", "bad.toml"])
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("bad.toml:")
+                .and(predicate::str::contains("gpu=7 is out of range")),
+        );
+    env.write("typo.toml", &base.replace("noise_pct", "noise_pc"));
+    env.cmd()
+        .args(["inventory", "--simulate", "typo.toml"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("unknown field `noise_pc`"));
+}
