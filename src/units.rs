@@ -19,21 +19,22 @@ impl ByteSize {
                 "'{s}' is not a size (expected e.g. 512MiB, 8GiB, 1048576)"
             ));
         }
-        let mult: u64 =
-            match unit.trim().to_ascii_lowercase().as_str() {
-                "" | "b" => 1,
-                "k" | "kib" => 1 << 10,
-                "m" | "mib" => 1 << 20,
-                "g" | "gib" => 1 << 30,
-                "t" | "tib" => 1 << 40,
-                "kb" => 1_000,
-                "mb" => 1_000_000,
-                "gb" => 1_000_000_000,
-                "tb" => 1_000_000_000_000,
-                other => return Err(format!(
+        let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+            "" | "b" => 1,
+            "k" | "kib" => 1 << 10,
+            "m" | "mib" => 1 << 20,
+            "g" | "gib" => 1 << 30,
+            "t" | "tib" => 1 << 40,
+            "kb" => 1_000,
+            "mb" => 1_000_000,
+            "gb" => 1_000_000_000,
+            "tb" => 1_000_000_000_000,
+            other => {
+                return Err(format!(
                     "unknown size unit '{other}' in '{s}' (use B, KiB, MiB, GiB, TiB, KB, MB, GB)"
-                )),
-            };
+                ))
+            }
+        };
         let v: f64 = num
             .parse()
             .map_err(|_| format!("'{s}' is not a size (expected e.g. 512MiB, 8GiB, 1048576)"))?;
