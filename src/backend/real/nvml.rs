@@ -199,10 +199,11 @@ fn pcie(d: &Device, q: &mut Asker) -> PcieLink {
 
 /// NUMA node and CPU affinity: NVML first, then sysfs.
 fn placement(g: &mut Gpu, d: &Device, root: &Path, q: &mut Asker) {
-    g.numa_node = match d.numa_node_id() {
-        Ok(n) => i32::try_from(n).ok(),
-        Err(_) => pci::numa_node(root, &g.pci_bus_id),
-    };
+    g.numa_node = d
+        .numa_node_id()
+        .ok()
+        .and_then(|n| i32::try_from(n).ok())
+        .or_else(|| pci::numa_node(root, &g.pci_bus_id));
     if g.numa_node.is_none() {
         q.notes.push(format!("{} numa node: not reported", q.who));
     }

@@ -109,8 +109,15 @@ pub fn order(nvml: &[NvmlId], cuda: &CudaView, visible: Option<&str>) -> Order {
 }
 
 /// Ask the CUDA driver for its devices. Guarded: a missing libcuda makes cudarc panic, so its
-/// presence is checked first.
+/// presence is checked first; a missing symbol panics too, so the panic is caught as a last
+/// resort and reported as CUDA being unavailable.
 pub fn cuda_view() -> CudaView {
+    std::panic::catch_unwind(read_cuda_view).unwrap_or_else(|_| {
+        CudaView::Unavailable("the CUDA driver library lacks a function cudarc needs".into())
+    })
+}
+
+fn read_cuda_view() -> CudaView {
     use cudarc::driver::{result, sys};
     // Safety: only tries to dlopen libcuda and drops it.
     if !unsafe { sys::is_culib_present() } {
