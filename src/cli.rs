@@ -63,8 +63,12 @@ pub enum Command {
         #[command(flatten)]
         sim: SimArgs,
         /// The full structure as JSON.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "as_suite")]
         json: bool,
+        /// Write a suite that expects exactly this node (to FILE, or stdout without one): the
+        /// way to freeze a node at handover.
+        #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
+        as_suite: Option<PathBuf>,
     },
     /// Render the reports again from an evidence file.
     #[command(after_help = EXIT_CODES)]
@@ -135,7 +139,11 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             args,
         ),
         Command::Check { suite, sim } => cmd_check(&suite, sim.simulate),
-        Command::Inventory { sim, json } => cmd_inventory(sim.simulate, json),
+        Command::Inventory {
+            sim,
+            json,
+            as_suite,
+        } => cmd_inventory(sim.simulate, json, as_suite.as_deref()),
         Command::Render {
             evidence,
             out,
@@ -403,10 +411,21 @@ fn expected_inventory(s: &crate::suite::Suite) -> crate::inventory::Inventory {
     }
 }
 
-fn cmd_inventory(simulate: Option<String>, json: bool) -> Result<u8> {
+fn cmd_inventory(simulate: Option<String>, json: bool, as_suite: Option<&Path>) -> Result<u8> {
     let (mut b, simrec) = backend(simulate.as_deref(), &[], 1)?;
     let inv = b.inventory()?;
-    if json {
+    if let Some(path) = as_suite {
+        let text = crate::suite::freeze::suite_from_inventory(&inv, simrec.is_some());
+        if path == Path::new("-") {
+            print!("{text}");
+        } else {
+            crate::evidence::write_atomic(path, text.as_bytes()).map_err(|e| Error::Write {
+                path: path.to_path_buf(),
+                source: e,
+            })?;
+            println!("wrote a suite that expects this node: {}", path.display());
+        }
+    } else if json {
         let v = serde_json::json!({ "simulated": simrec.is_some(), "inventory": inv });
         println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {

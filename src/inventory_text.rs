@@ -54,6 +54,7 @@ pub fn render(inv: &Inventory, simulated: bool) -> String {
             g.uuid
         ));
     }
+    gpu_details(&mut s, inv);
     let n = inv.gpus.len();
     if n > 0 {
         s.push_str("\nTopology (NV# = NVLinks, else the PCIe path):\n      ");
@@ -92,6 +93,9 @@ pub fn render(inv: &Inventory, simulated: bool) -> String {
                 .unwrap_or_else(|| "n/a".into())
         ));
     }
+    links(&mut s, inv);
+    peer_access(&mut s, inv);
+    virtualization(&mut s, inv);
     s.push_str("\nHealth:\n");
     for g in &inv.gpus {
         let unc = [g.ecc.volatile_uncorrected, g.ecc.sram_uncorrected]
@@ -114,10 +118,173 @@ pub fn render(inv: &Inventory, simulated: bool) -> String {
         ));
     }
     if !inv.unavailable.is_empty() {
-        s.push_str(&format!(
-            "\nNot available here: {}\n",
-            inv.unavailable.join("; ")
-        ));
+        s.push_str("\nNot available here:\n");
+        for u in &inv.unavailable {
+            s.push_str(&format!("  {u}\n"));
+        }
     }
     s
+}
+
+fn or_na<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map(|x| x.to_string()).unwrap_or_else(|| "n/a".into())
+}
+
+fn on_off(v: Option<bool>) -> &'static str {
+    match v {
+        Some(true) => "on",
+        Some(false) => "off",
+        None => "n/a",
+    }
+}
+
+/// One line per GPU with what the table has no room for.
+fn gpu_details(s: &mut String, inv: &Inventory) {
+    for g in &inv.gpus {
+        s.push_str(&format!(
+            "  GPU {}: serial {}, VBIOS {}, persistence {}, MIG {}, SM {}/{} MHz, power limit {} W, {} °C, CPUs {}\n",
+            g.index,
+            g.serial.as_deref().unwrap_or("n/a"),
+            g.vbios.as_deref().unwrap_or("n/a"),
+            on_off(g.persistence_mode),
+            on_off(g.mig_enabled),
+            or_na(g.sm_clock_mhz),
+            or_na(g.sm_clock_max_mhz),
+            or_na(g.power_limit_w.map(|w| format!("{w:.0}"))),
+            or_na(g.temperature_c.map(|t| format!("{t:.0}"))),
+            g.cpu_affinity.as_deref().unwrap_or("n/a"),
+        ));
+    }
+}
+
+/// Each GPU's links, grouped by where they lead.
+fn links(s: &mut String, inv: &Inventory) {
+    if inv.gpus.iter().all(|g| g.nvlinks.is_empty()) {
+        return;
+    }
+    s.push_str("\nLinks:\n");
+    for g in &inv.gpus {
+        let mut groups: Vec<(String, usize, usize)> = Vec::new();
+        for l in &g.nvlinks {
+            let to = match (l.remote.kind, l.remote.gpu) {
+                (_, Some(j)) => format!("GPU{j}"),
+                (crate::inventory::RemoteKind::NvSwitch, _) => "NVSwitch".into(),
+                (crate::inventory::RemoteKind::Gpu, None) => "a GPU outside this list".into(),
+                _ => "unknown".into(),
+            };
+            match groups.iter_mut().find(|x| x.0 == to) {
+                Some(x) => {
+                    x.1 += usize::from(l.active);
+                    x.2 += usize::from(!l.active);
+                }
+                None => groups.push((to, usize::from(l.active), usize::from(!l.active))),
+            }
+        }
+        let parts: Vec<String> = groups
+            .iter()
+            .map(|(to, a, d)| {
+                if *d > 0 {
+                    format!("{a} active + {d} down to {to}")
+                } else {
+                    format!("{a} to {to}")
+                }
+            })
+            .collect();
+        let version = g.nvlinks.iter().find_map(|l| l.version);
+        s.push_str(&format!(
+            "  GPU {}: {}{}\n",
+            g.index,
+            if parts.is_empty() {
+                "no NVLink".to_string()
+            } else {
+                parts.join(", ")
+            },
+            version
+                .map(|v| format!(" (NVLink {v})"))
+                .unwrap_or_default()
+        ));
+    }
+}
+
+/// Pairs without peer access, or a line saying all have it.
+fn peer_access(s: &mut String, inv: &Inventory) {
+    if inv.pairs.is_empty() {
+        return;
+    }
+    let none: Vec<String> = inv
+        .pairs
+        .iter()
+        .filter(|p| p.p2p.usable() == Some(false))
+        .map(|p| format!("GPU{}-GPU{}", p.a, p.b))
+        .collect();
+    let unknown = inv
+        .pairs
+        .iter()
+        .filter(|p| p.p2p.usable().is_none())
+        .count();
+    s.push_str(&match (none.is_empty(), unknown) {
+        (true, 0) => "Peer access: every pair\n".to_string(),
+        (true, u) => format!("Peer access: not reported for {u} pairs\n"),
+        (false, _) => format!("Peer access: none between {}\n", none.join(", ")),
+    });
+}
+
+fn virtualization(s: &mut String, inv: &Inventory) {
+    let v = &inv.virtualization;
+    s.push_str(&format!(
+        "\nVirtualization: {}{}; IOMMU groups {}; bridges with ACS redirect: {}\n",
+        v.mode,
+        v.hypervisor
+            .as_ref()
+            .map(|h| format!(" ({h})"))
+            .unwrap_or_default(),
+        or_na(v.iommu_groups),
+        if v.acs_enabled_bridges.is_empty() {
+            "none".to_string()
+        } else {
+            v.acs_enabled_bridges.join(", ")
+        }
+    ));
+    for w in &v.witnesses {
+        s.push_str(&format!("  {}: {}\n", w.source, w.finding));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::sim::{self, Fault, SimBackend};
+    use crate::backend::Backend;
+
+    fn sim_inventory(node: &str, faults: &[&str]) -> Inventory {
+        let faults = faults
+            .iter()
+            .map(|f| Fault::parse(f).expect("fault"))
+            .collect();
+        let mut b = SimBackend::new(sim::load_node(node).expect("node"), faults, 1).expect("sim");
+        b.inventory().expect("inventory")
+    }
+
+    #[test]
+    fn h200_vm_summary() {
+        insta::assert_snapshot!(render(&sim_inventory("h200-vm-1", &[]), true));
+    }
+
+    #[test]
+    fn pcie_box_with_an_xid_and_acs() {
+        let mut inv = sim_inventory("l40s-pcie-4", &["xid:gpu=2,code=79"]);
+        inv.virtualization.acs_enabled_bridges = vec!["0000:17:08.0".into()];
+        insta::assert_snapshot!(render(&inv, true));
+    }
+
+    #[test]
+    fn nvswitch_links_are_grouped() {
+        let inv = sim_inventory("h100-sxm-8", &["nvlink-down:gpu=3", "nvlink-down:gpu=3"]);
+        let text = render(&inv, true);
+        assert!(
+            text.contains("GPU 3: 16 active + 2 down to NVSwitch (NVLink 4)"),
+            "{text}"
+        );
+        assert!(text.contains("GPU0  X     NV18"), "{text}");
+    }
 }

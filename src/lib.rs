@@ -13,6 +13,7 @@ pub mod error;
 pub mod evidence;
 pub mod inventory;
 pub mod inventory_text;
+pub mod platform;
 pub mod report;
 pub mod runner;
 pub mod sign;

@@ -1,6 +1,7 @@
 //! The suite: what the node must be and do. Loaded strictly from TOML (see [`load`]), then
 //! validated; every error names file, line and column.
 
+pub mod freeze;
 pub mod load;
 
 use crate::config::{key_path, KeyPath, Seg};

@@ -1,0 +1,366 @@
+//! The real node, read through NVML, CUDA's device list and the operating system (and, for
+//! measurements, CUDA).
+//!
+//! Opening fails with a clear error, never a panic, on a machine without the NVIDIA driver or
+//! without GPUs. Every query the platform does not answer becomes `None` in the inventory and a
+//! line in [`Inventory::unavailable`].
+
+mod links;
+pub mod nvml;
+pub mod order;
+pub mod xid;
+
+use super::*;
+use crate::error::HwError;
+use crate::inventory::{GpuPair, Inventory};
+use crate::platform::{self, NvmlVirt};
+use nvml_wrapper::bitmasks::event::EventTypes;
+use nvml_wrapper::error::NvmlError;
+use nvml_wrapper::{Device, EventSet, Nvml};
+use std::path::Path;
+
+pub struct RealBackend {
+    /// NVML stays initialised for the life of the process: the event set borrows it.
+    nvml: &'static Nvml,
+    /// NVML devices in CUDA ordinal order.
+    devices: Vec<Device<'static>>,
+    /// What ordering the devices taught us (e.g. "gpu order: by PCI bus id ...").
+    order_notes: Vec<String>,
+    /// XID critical-error events, registered when the backend opened.
+    events: Option<EventSet<'static>>,
+    event_notes: Vec<String>,
+    /// XIDs collected from events so far.
+    nvml_xids: Vec<xid::XidReport>,
+}
+
+/// Open the real node: load NVML, order its GPUs as CUDA numbers them, and listen for XIDs.
+pub fn open() -> Result<Box<dyn Backend>, HwError> {
+    let nvml = Nvml::init().map_err(init_error)?;
+    let n = nvml.device_count().map_err(|e| HwError::Call {
+        call: "nvmlDeviceGetCount".into(),
+        detail: nvml::why(&e),
+    })?;
+    if n == 0 {
+        return Err(HwError::Unavailable {
+            what: "a GPU".into(),
+            detail: "the NVIDIA driver is loaded but reports no GPU".into(),
+        });
+    }
+    let nvml: &'static Nvml = Box::leak(Box::new(nvml));
+    let (devices, order_notes) = ordered_devices(nvml, n)?;
+    let (events, event_notes) = register_xid_events(nvml, &devices);
+    Ok(Box::new(RealBackend {
+        nvml,
+        devices,
+        order_notes,
+        events,
+        event_notes,
+        nvml_xids: Vec::new(),
+    }))
+}
+
+/// One clear sentence for each way NVML can fail to start.
+fn init_error(e: NvmlError) -> HwError {
+    let detail = match &e {
+        NvmlError::LibloadingError(l) => format!("libnvidia-ml.so.1 could not be loaded ({l})"),
+        NvmlError::LibraryNotFound => "libnvidia-ml.so.1 could not be found".into(),
+        NvmlError::DriverNotLoaded => {
+            "NVML is installed but the NVIDIA kernel driver is not loaded".into()
+        }
+        NvmlError::LibRmVersionMismatch => {
+            "NVML and the NVIDIA kernel driver are different versions (reboot or reload the driver)"
+                .into()
+        }
+        NvmlError::NoPermission => "NVML refused access to the GPUs (no permission)".into(),
+        other => format!("NVML did not start ({})", other.to_string().to_lowercase()),
+    };
+    HwError::Unavailable {
+        what: "the NVIDIA driver".into(),
+        detail,
+    }
+}
+
+/// NVML's devices in CUDA ordinal order (honouring CUDA_VISIBLE_DEVICES), joined by UUID or
+/// bus id; by bus id when CUDA is not there.
+fn ordered_devices(
+    nvml: &'static Nvml,
+    n: u32,
+) -> Result<(Vec<Device<'static>>, Vec<String>), HwError> {
+    let mut all = Vec::new();
+    let mut ids = Vec::new();
+    for i in 0..n {
+        let d = nvml.device_by_index(i).map_err(|e| HwError::Call {
+            call: format!("nvmlDeviceGetHandleByIndex({i})"),
+            detail: nvml::why(&e),
+        })?;
+        ids.push(order::NvmlId {
+            uuid: d.uuid().unwrap_or_default(),
+            bus_id: d
+                .pci_info()
+                .map(|p| crate::inventory::normalize_bus_id(&p.bus_id))
+                .unwrap_or_default(),
+        });
+        all.push(Some(d));
+    }
+    let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
+    let o = order::order(&ids, &order::cuda_view(), visible.as_deref());
+    let devices: Vec<Device<'static>> = o
+        .nvml_indices
+        .iter()
+        .filter_map(|&j| all.get_mut(j).and_then(Option::take))
+        .collect();
+    if devices.is_empty() {
+        return Err(HwError::Unavailable {
+            what: "a GPU".into(),
+            detail: format!(
+                "CUDA sees none of the {n} GPUs NVML lists (CUDA_VISIBLE_DEVICES={})",
+                visible.as_deref().unwrap_or("unset")
+            ),
+        });
+    }
+    Ok((devices, o.notes))
+}
+
+/// An NVML event set for XID critical errors on every GPU that supports it.
+fn register_xid_events(
+    nvml: &'static Nvml,
+    devices: &[Device<'static>],
+) -> (Option<EventSet<'static>>, Vec<String>) {
+    let mut notes = Vec::new();
+    let mut set = match nvml.create_event_set() {
+        Ok(s) => s,
+        Err(e) => return (None, vec![format!("xid events: {}", nvml::why(&e))]),
+    };
+    for (i, d) in devices.iter().enumerate() {
+        let supported = d
+            .supported_event_types()
+            .map(|t| t.contains(EventTypes::CRITICAL_XID_ERROR));
+        if !matches!(supported, Ok(true)) {
+            notes.push(format!("gpu{i} xid events: not supported"));
+            continue;
+        }
+        set = match d.register_events(EventTypes::CRITICAL_XID_ERROR, set) {
+            Ok(s) => s,
+            Err(e) => {
+                // The failed call released the set: no events from any GPU.
+                notes.push(format!("xid events: {}", nvml::why(&e.error)));
+                return (None, notes);
+            }
+        };
+    }
+    (Some(set), notes)
+}
+
+impl RealBackend {
+    /// Drain the XID events that arrived since the last call, without waiting.
+    fn collect_events(&mut self) {
+        let Some(set) = &self.events else { return };
+        // The bound guards against a storm of events.
+        for _ in 0..10_000 {
+            match set.wait(0) {
+                Ok(ev) => {
+                    let Some(code) = ev.event_data.and_then(|x| match x {
+                        nvml_wrapper::enums::event::XidError::Value(v) => u32::try_from(v).ok(),
+                        nvml_wrapper::enums::event::XidError::Unknown => None,
+                    }) else {
+                        continue;
+                    };
+                    self.nvml_xids.push(xid::XidReport {
+                        bus_id: None,
+                        uuid: ev.device.uuid().ok(),
+                        code,
+                        source: "nvml event",
+                        text: format!("nvml critical xid event {code}"),
+                    });
+                }
+                Err(NvmlError::Timeout) => break,
+                Err(e) => {
+                    self.event_notes
+                        .push(format!("xid events: waiting failed ({})", nvml::why(&e)));
+                    self.events = None;
+                    break;
+                }
+            }
+        }
+    }
+
+    fn read_inventory(&mut self) -> Inventory {
+        self.collect_events();
+        let root = Path::new("/");
+        let mut notes = self.order_notes.clone();
+        let mut gpus = Vec::new();
+        for (i, d) in self.devices.iter().enumerate() {
+            let mut g = nvml::read_gpu(i, d, self.nvml, root, &mut notes);
+            g.nvlinks = nvml::read_links(self.nvml, d, &format!("gpu{i}"), &mut notes);
+            gpus.push(g);
+        }
+        links::attach_remote_gpus(&mut gpus);
+        let pairs = self.read_pairs(&gpus, &mut notes);
+        let mut reports = self.nvml_xids.clone();
+        match xid::read_kernel_log() {
+            Ok(text) => reports.extend(xid::parse_kernel_log(&text)),
+            Err(e) => notes.push(format!("kernel log xids: not readable ({e})")),
+        }
+        notes.extend(xid::attach(&mut gpus, &reports));
+        notes.extend(self.event_notes.iter().cloned());
+        let buses: Vec<String> = gpus.iter().map(|g| g.pci_bus_id.clone()).collect();
+        let (virtualization, vnotes) = platform::virtualization(
+            root,
+            &platform::hypervisor::read_cpuid(),
+            self.nvml_virt(&mut notes),
+            &buses,
+        );
+        notes.extend(vnotes);
+        Inventory {
+            hostname: hostname(),
+            driver_version: self.ask_sys(
+                "driver version",
+                self.nvml.sys_driver_version(),
+                &mut notes,
+            ),
+            cuda_driver_version: self
+                .ask_sys(
+                    "cuda driver version",
+                    self.nvml.sys_cuda_driver_version(),
+                    &mut notes,
+                )
+                .map(|v| format!("{}.{}", v / 1000, (v % 1000) / 10)),
+            nvml_version: self.ask_sys("nvml version", self.nvml.sys_nvml_version(), &mut notes),
+            nvswitches: links::count_nvswitches(&gpus),
+            gpus,
+            pairs,
+            virtualization,
+            unavailable: notes,
+        }
+    }
+
+    fn ask_sys<T>(
+        &self,
+        what: &str,
+        r: Result<T, NvmlError>,
+        notes: &mut Vec<String>,
+    ) -> Option<T> {
+        nvml::Asker {
+            who: "node".into(),
+            notes,
+        }
+        .ask(what, r)
+    }
+
+    fn read_pairs(&self, gpus: &[crate::inventory::Gpu], notes: &mut Vec<String>) -> Vec<GpuPair> {
+        let mut pairs = Vec::new();
+        for a in 0..self.devices.len() {
+            for b in (a + 1)..self.devices.len() {
+                let who = format!("gpu{a}-gpu{b}");
+                let (p2p, pcie_path) =
+                    nvml::read_pair(self.nvml, &self.devices[a], &self.devices[b], &who, notes);
+                pairs.push(GpuPair {
+                    a,
+                    b,
+                    nvlinks: links::pair_nvlinks(gpus, a, b),
+                    pcie_path,
+                    p2p,
+                });
+            }
+        }
+        pairs
+    }
+
+    /// NVML's virtualization mode, from the first GPU that answers; a note if GPUs disagree.
+    fn nvml_virt(&self, notes: &mut Vec<String>) -> Option<NvmlVirt> {
+        let modes: Vec<NvmlVirt> = self
+            .devices
+            .iter()
+            .filter_map(|d| d.virtualization_mode().ok().map(nvml::virt_mode))
+            .collect();
+        if modes.len() < self.devices.len() {
+            notes.push("nvml virtualization mode: not reported by every GPU".into());
+        }
+        if modes.windows(2).any(|w| w[0] != w[1]) {
+            notes.push(format!(
+                "nvml virtualization mode differs between GPUs: {modes:?}"
+            ));
+        }
+        modes.first().copied()
+    }
+}
+
+fn not_yet(what: &str) -> HwError {
+    HwError::NotSupported(format!("{what} on real GPUs needs the CUDA measurement backend, which this build does not have yet"))
+}
+
+impl Backend for RealBackend {
+    fn info(&self) -> BackendInfo {
+        BackendInfo {
+            simulated: false,
+            name: "nvml".into(),
+            libraries: vec![LibraryInfo {
+                name: "libnvidia-ml".into(),
+                path: None,
+                version: self.nvml.sys_nvml_version().ok(),
+            }],
+            nccl_version: None,
+            nccl_env: vec![],
+        }
+    }
+
+    fn inventory(&mut self) -> Result<Inventory, HwError> {
+        Ok(self.read_inventory())
+    }
+
+    fn host_copy(
+        &mut self,
+        _: usize,
+        _: HostDir,
+        _: u64,
+        _: u32,
+        _: u32,
+    ) -> Result<Samples, HwError> {
+        Err(not_yet("host bandwidth"))
+    }
+    fn host_copy_all(
+        &mut self,
+        _: HostDir,
+        _: u64,
+        _: u32,
+        _: u32,
+    ) -> Result<Vec<Samples>, HwError> {
+        Err(not_yet("host bandwidth"))
+    }
+    fn device_copy(&mut self, _: usize, _: u64, _: u32, _: u32) -> Result<Samples, HwError> {
+        Err(not_yet("device copy bandwidth"))
+    }
+    fn p2p_copy(
+        &mut self,
+        _: usize,
+        _: usize,
+        _: P2pMode,
+        _: u64,
+        _: u32,
+        _: u32,
+    ) -> Result<P2pSample, HwError> {
+        Err(not_yet("peer bandwidth"))
+    }
+    fn p2p_latency(&mut self, _: usize, _: usize, _: u32) -> Result<Samples, HwError> {
+        Err(not_yet("peer latency"))
+    }
+    fn collective(
+        &mut self,
+        _: CollectiveOp,
+        _: u64,
+        _: u32,
+        _: u32,
+    ) -> Result<CollectiveSample, HwError> {
+        Err(not_yet("NCCL collectives"))
+    }
+    fn training(&mut self, _: &TrainingCheck) -> Result<TrainingRun, HwError> {
+        Err(not_yet("the training run"))
+    }
+}
+
+pub fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .map(|s| s.trim().to_string())
+        .unwrap_or_else(|_| "unknown-host".into())
+}

@@ -1,0 +1,439 @@
+//! Reading one GPU, its links and a GPU pair through NVML. Every query that the platform does
+//! not answer becomes `None` plus a line in the notes ("gpu0 retired pages: not supported").
+
+use crate::inventory::{
+    normalize_bus_id, EccCounts, Gpu, LinkRemote, NvLink, NvLinkErrors, P2pStatus, PcieLink,
+    RemappedRows, RemoteKind, RetiredPages,
+};
+use crate::platform::{pci, NvmlVirt};
+use nvml_wrapper::bitmasks::device::ThrottleReasons;
+use nvml_wrapper::enum_wrappers::device::{
+    Clock, EccCounter, GpuVirtualizationMode, MemoryError, MemoryLocation, P2pCapabilitiesIndex,
+    P2pStatus as NvmlP2p, RetirementCause, TemperatureSensor, TopologyLevel,
+};
+use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
+use nvml_wrapper::error::{nvml_try, NvmlError};
+use nvml_wrapper::{Device, Nvml};
+use std::path::Path;
+
+/// NVLink links are numbered from 0; Hopper and Blackwell have 18.
+pub const MAX_LINKS: u32 = 18;
+
+/// nvmlIntNvLinkDeviceType_t values (nvml.h).
+const NVLINK_DEVICE_TYPE_GPU: u32 = 0;
+const NVLINK_DEVICE_TYPE_SWITCH: u32 = 2;
+
+/// Why a query was not answered, in a few words.
+pub fn why(e: &NvmlError) -> String {
+    match e {
+        NvmlError::NotSupported => "not supported".into(),
+        NvmlError::InvalidArg => "not supported (invalid argument)".into(),
+        NvmlError::NoPermission => "no permission".into(),
+        NvmlError::FunctionNotFound | NvmlError::FailedToLoadSymbol(_) => {
+            "not in this driver's NVML".into()
+        }
+        NvmlError::GpuLost => "the GPU fell off the bus".into(),
+        other => other.to_string().to_lowercase(),
+    }
+}
+
+/// Collects the notes of one subject ("gpu0").
+pub struct Asker<'a> {
+    pub who: String,
+    pub notes: &'a mut Vec<String>,
+}
+
+impl Asker<'_> {
+    /// The answer, or None and a note saying why not.
+    pub fn ask<T>(&mut self, what: &str, r: Result<T, NvmlError>) -> Option<T> {
+        r.map_err(|e| self.notes.push(format!("{} {what}: {}", self.who, why(&e))))
+            .ok()
+    }
+}
+
+/// NVML's throttle reasons as nodecert names them (crate::suite::THROTTLE_REASONS).
+pub fn throttle_names(r: ThrottleReasons) -> Vec<String> {
+    let table = [
+        (ThrottleReasons::GPU_IDLE, "gpu_idle"),
+        (
+            ThrottleReasons::APPLICATIONS_CLOCKS_SETTING,
+            "applications_clocks_setting",
+        ),
+        (ThrottleReasons::SW_POWER_CAP, "sw_power_cap"),
+        (ThrottleReasons::HW_SLOWDOWN, "hw_slowdown"),
+        (ThrottleReasons::SYNC_BOOST, "sync_boost"),
+        (ThrottleReasons::SW_THERMAL_SLOWDOWN, "sw_thermal_slowdown"),
+        (ThrottleReasons::HW_THERMAL_SLOWDOWN, "hw_thermal_slowdown"),
+        (
+            ThrottleReasons::HW_POWER_BRAKE_SLOWDOWN,
+            "hw_power_brake_slowdown",
+        ),
+        (
+            ThrottleReasons::DISPLAY_CLOCK_SETTING,
+            "display_clock_setting",
+        ),
+    ];
+    table
+        .iter()
+        .filter(|(f, _)| r.contains(*f))
+        .map(|(_, n)| n.to_string())
+        .collect()
+}
+
+/// A CPU bitmask (64 CPUs a word, lowest first) as a list like "0-15,32-47".
+pub fn cpu_list(mask: &[u64]) -> Option<String> {
+    let cpus: Vec<usize> = mask
+        .iter()
+        .enumerate()
+        .flat_map(|(w, bits)| {
+            (0..64)
+                .filter(move |b| bits >> b & 1 == 1)
+                .map(move |b| w * 64 + b)
+        })
+        .collect();
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    for c in cpus {
+        match ranges.last_mut() {
+            Some((_, end)) if *end + 1 == c => *end = c,
+            _ => ranges.push((c, c)),
+        }
+    }
+    let parts: Vec<String> = ranges
+        .iter()
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(","))
+}
+
+/// `nvidia-smi topo -m`'s label for NVML's common-ancestor level.
+pub fn topo_label(level: TopologyLevel) -> &'static str {
+    match level {
+        TopologyLevel::Internal | TopologyLevel::Single => "PIX",
+        TopologyLevel::Multiple => "PXB",
+        TopologyLevel::HostBridge => "PHB",
+        TopologyLevel::Node => "NODE",
+        TopologyLevel::System => "SYS",
+    }
+}
+
+pub fn virt_mode(m: GpuVirtualizationMode) -> NvmlVirt {
+    match m {
+        GpuVirtualizationMode::Bare => NvmlVirt::Bare,
+        GpuVirtualizationMode::PassThrough => NvmlVirt::PassThrough,
+        GpuVirtualizationMode::Vgpu => NvmlVirt::Vgpu,
+        GpuVirtualizationMode::HostVgpu => NvmlVirt::HostVgpu,
+        GpuVirtualizationMode::HostVsga => NvmlVirt::HostVsga,
+    }
+}
+
+/// Read everything about one GPU except its links and XIDs. `root` is the sysfs root ("/").
+pub fn read_gpu(
+    index: usize,
+    d: &Device,
+    nvml: &Nvml,
+    root: &Path,
+    notes: &mut Vec<String>,
+) -> Gpu {
+    let mut q = Asker {
+        who: format!("gpu{index}"),
+        notes,
+    };
+    let pci_bus_id = q
+        .ask("pci bus id", d.pci_info())
+        .map(|p| normalize_bus_id(&p.bus_id))
+        .unwrap_or_default();
+    let mut g = Gpu {
+        index,
+        name: q
+            .ask("name", d.name())
+            .unwrap_or_else(|| "unknown GPU".into()),
+        uuid: q.ask("uuid", d.uuid()).unwrap_or_default(),
+        serial: q.ask("serial", d.serial()),
+        vbios: q.ask("vbios", d.vbios_version()),
+        memory_bytes: q.ask("memory", d.memory_info()).map_or(0, |m| m.total),
+        pcie: pcie(d, &mut q),
+        persistence_mode: q.ask("persistence mode", d.is_in_persistent_mode()),
+        mig_enabled: q.ask("mig mode", d.mig_mode()).map(|m| m.current == 1),
+        ecc_enabled: q
+            .ask("ecc mode", d.is_ecc_enabled())
+            .map(|e| e.currently_enabled),
+        throttle_reasons: q
+            .ask("throttle reasons", d.current_throttle_reasons())
+            .map(throttle_names)
+            .unwrap_or_default(),
+        sm_clock_mhz: q.ask("sm clock", d.clock_info(Clock::SM)),
+        sm_clock_max_mhz: q.ask("sm clock max", d.max_clock_info(Clock::SM)),
+        power_limit_w: q
+            .ask("power limit", d.enforced_power_limit())
+            .map(|mw| mw as f64 / 1000.0),
+        temperature_c: q
+            .ask("temperature", d.temperature(TemperatureSensor::Gpu))
+            .map(f64::from),
+        pci_bus_id,
+        ..Default::default()
+    };
+    placement(&mut g, d, root, &mut q);
+    g.ecc = ecc_counts(d, &mut q, g.ecc_enabled == Some(false));
+    g.remapped_rows = q.ask("remapped rows", remapped_rows(nvml, d));
+    g.retired_pages = retired_pages(d, &mut q);
+    g
+}
+
+fn pcie(d: &Device, q: &mut Asker) -> PcieLink {
+    PcieLink {
+        gen_current: q.ask("pcie gen", d.current_pcie_link_gen()),
+        gen_max: q.ask("pcie max gen", d.max_pcie_link_gen()),
+        width_current: q.ask("pcie width", d.current_pcie_link_width()),
+        width_max: q.ask("pcie max width", d.max_pcie_link_width()),
+        replay_counter: q
+            .ask("pcie replay counter", d.pcie_replay_counter())
+            .map(u64::from),
+    }
+}
+
+/// NUMA node and CPU affinity: NVML first, then sysfs.
+fn placement(g: &mut Gpu, d: &Device, root: &Path, q: &mut Asker) {
+    g.numa_node = d
+        .numa_node_id()
+        .ok()
+        .and_then(|n| i32::try_from(n).ok())
+        .or_else(|| pci::numa_node(root, &g.pci_bus_id));
+    if g.numa_node.is_none() {
+        q.notes.push(format!("{} numa node: not reported", q.who));
+    }
+    // c_ulong is u64 here, u32 on 32-bit targets.
+    #[allow(clippy::unnecessary_cast)]
+    let words = |m: Vec<std::ffi::c_ulong>| m.iter().map(|w| *w as u64).collect::<Vec<u64>>();
+    g.cpu_affinity = d
+        .cpu_affinity(64)
+        .ok()
+        .and_then(|m| cpu_list(&words(m)))
+        .or_else(|| pci::local_cpulist(root, &g.pci_bus_id));
+    if g.cpu_affinity.is_none() {
+        q.notes
+            .push(format!("{} cpu affinity: not reported", q.who));
+    }
+}
+
+fn ecc_counts(d: &Device, q: &mut Asker, ecc_off: bool) -> EccCounts {
+    use EccCounter::{Aggregate, Volatile};
+    use MemoryError::{Corrected, Uncorrected};
+    if ecc_off {
+        q.notes.push(format!(
+            "{} ecc error counts: not counted (ECC is off)",
+            q.who
+        ));
+        return EccCounts::default();
+    }
+    let mut loc = |what: &str, e, l| q.ask(what, d.memory_error_counter(e, Aggregate, l));
+    let sram_corrected = loc("sram corrected errors", Corrected, MemoryLocation::SRAM);
+    let sram_uncorrected = loc("sram uncorrected errors", Uncorrected, MemoryLocation::SRAM);
+    let dram_c = loc("dram corrected errors", Corrected, MemoryLocation::Device);
+    let dram_u = loc(
+        "dram uncorrected errors",
+        Uncorrected,
+        MemoryLocation::Device,
+    );
+    EccCounts {
+        volatile_corrected: q.ask(
+            "volatile corrected ecc",
+            d.total_ecc_errors(Corrected, Volatile),
+        ),
+        volatile_uncorrected: q.ask(
+            "volatile uncorrected ecc",
+            d.total_ecc_errors(Uncorrected, Volatile),
+        ),
+        aggregate_corrected: q.ask(
+            "aggregate corrected ecc",
+            d.total_ecc_errors(Corrected, Aggregate),
+        ),
+        aggregate_uncorrected: q.ask(
+            "aggregate uncorrected ecc",
+            d.total_ecc_errors(Uncorrected, Aggregate),
+        ),
+        sram_corrected,
+        sram_uncorrected,
+        dram_errors: dram_c.zip(dram_u).map(|(c, u)| c + u),
+    }
+}
+
+/// nvmlDeviceGetRemappedRows through the raw library (the wrapper has no call for it).
+fn remapped_rows(nvml: &Nvml, d: &Device) -> Result<RemappedRows, NvmlError> {
+    let f = nvml
+        .lib()
+        .nvmlDeviceGetRemappedRows
+        .as_ref()
+        .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+    let (mut cor, mut unc, mut pending, mut failure) = (0u32, 0u32, 0u32, 0u32);
+    // Safety: a valid device handle and four out-pointers to live u32s.
+    nvml_try(unsafe { f(d.handle(), &mut cor, &mut unc, &mut pending, &mut failure) })?;
+    Ok(RemappedRows {
+        correctable: cor.into(),
+        uncorrectable: unc.into(),
+        pending: pending != 0,
+        failure: failure != 0,
+    })
+}
+
+fn retired_pages(d: &Device, q: &mut Asker) -> Option<RetiredPages> {
+    let r = (|| {
+        Ok::<_, NvmlError>(RetiredPages {
+            single_bit: d
+                .retired_pages(RetirementCause::MultipleSingleBitEccErrors)?
+                .len() as u64,
+            double_bit: d.retired_pages(RetirementCause::DoubleBitEccError)?.len() as u64,
+            pending: d.are_pages_pending_retired()?,
+        })
+    })();
+    q.ask("retired pages", r)
+}
+
+/// The far end of a link: GPU or NVSwitch, via the raw library (the wrapper's
+/// `remote_device_type()` always answers Unknown).
+fn remote_kind(nvml: &Nvml, d: &Device, link: u32) -> Option<RemoteKind> {
+    let f = nvml
+        .lib()
+        .nvmlDeviceGetNvLinkRemoteDeviceType
+        .as_ref()
+        .ok()?;
+    let mut t: u32 = u32::MAX;
+    // Safety: a valid device handle, a link index NVML checks, a live out-pointer.
+    nvml_try(unsafe { f(d.handle(), link, &mut t) }).ok()?;
+    Some(match t {
+        NVLINK_DEVICE_TYPE_GPU => RemoteKind::Gpu,
+        NVLINK_DEVICE_TYPE_SWITCH => RemoteKind::NvSwitch,
+        _ => RemoteKind::Unknown,
+    })
+}
+
+/// Links 0..18 until NVML says there are no more.
+pub fn read_links(nvml: &Nvml, d: &Device, who: &str, notes: &mut Vec<String>) -> Vec<NvLink> {
+    let mut out = Vec::new();
+    let mut counters_missing = false;
+    for l in 0..MAX_LINKS {
+        let link = d.link_wrapper_for(l);
+        let active = match link.is_active() {
+            Ok(a) => a,
+            Err(NvmlError::NotSupported | NvmlError::InvalidArg) => break,
+            Err(e) => {
+                notes.push(format!("{who} nvlink {l}: {}", why(&e)));
+                break;
+            }
+        };
+        let counter = |c| link.error_counter(c).ok();
+        let errors = NvLinkErrors {
+            replay: counter(ErrorCounter::DlReplay),
+            recovery: counter(ErrorCounter::DlRecovery),
+            crc_flit: counter(ErrorCounter::DlCrcFlit),
+            crc_data: counter(ErrorCounter::DlCrcData),
+        };
+        counters_missing |= active && errors == NvLinkErrors::default();
+        out.push(NvLink {
+            link: l,
+            active,
+            version: link.version().ok(),
+            remote: LinkRemote {
+                kind: remote_kind(nvml, d, l).unwrap_or_default(),
+                pci_bus_id: link
+                    .remote_pci_info()
+                    .ok()
+                    .map(|p| normalize_bus_id(&p.bus_id)),
+                gpu: None,
+            },
+            errors,
+        });
+    }
+    if out.is_empty() {
+        notes.push(format!("{who} nvlink: not supported (no NVLink)"));
+    }
+    if counters_missing {
+        notes.push(format!("{who} nvlink error counters: not reported"));
+    }
+    out
+}
+
+/// Peer access as NVML reports it, and the PCIe path, for one pair.
+pub fn read_pair(
+    nvml: &Nvml,
+    a: &Device,
+    b: &Device,
+    who: &str,
+    notes: &mut Vec<String>,
+) -> (P2pStatus, Option<String>) {
+    let mut q = Asker {
+        who: who.to_string(),
+        notes,
+    };
+    let mut cap = |what: &str, i| q.ask(what, a.p2p_status(b, i)).map(|s| s == NvmlP2p::Ok);
+    let p2p = P2pStatus {
+        read: cap("p2p read", P2pCapabilitiesIndex::Read),
+        write: cap("p2p write", P2pCapabilitiesIndex::Write),
+        nvlink: cap("p2p nvlink", P2pCapabilitiesIndex::NvLink),
+        atomics: cap("p2p atomics", P2pCapabilitiesIndex::Atomics),
+    };
+    let path = q
+        .ask("topology", nvml.topology_common_ancestor(a, b))
+        .map(|l| topo_label(l).to_string());
+    (p2p, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn throttle_reasons_use_suite_names() {
+        let all = ThrottleReasons::all();
+        let names = throttle_names(all);
+        for n in &names {
+            assert!(crate::suite::THROTTLE_REASONS.contains(&n.as_str()), "{n}");
+        }
+        assert_eq!(names.len(), crate::suite::THROTTLE_REASONS.len());
+        assert!(throttle_names(ThrottleReasons::NONE).is_empty());
+        assert_eq!(
+            throttle_names(ThrottleReasons::HW_SLOWDOWN | ThrottleReasons::GPU_IDLE),
+            vec!["gpu_idle", "hw_slowdown"]
+        );
+    }
+
+    #[test]
+    fn cpu_masks_become_lists() {
+        assert_eq!(cpu_list(&[0xffff]).as_deref(), Some("0-15"));
+        assert_eq!(
+            cpu_list(&[0xffff_0000_0000_ffff, 0x1]).as_deref(),
+            Some("0-15,48-64")
+        );
+        assert_eq!(cpu_list(&[0b1010]).as_deref(), Some("1,3"));
+        assert_eq!(cpu_list(&[0, 0]), None);
+    }
+
+    #[test]
+    fn topology_levels_read_like_topo_m() {
+        assert_eq!(topo_label(TopologyLevel::Single), "PIX");
+        assert_eq!(topo_label(TopologyLevel::Multiple), "PXB");
+        assert_eq!(topo_label(TopologyLevel::HostBridge), "PHB");
+        assert_eq!(topo_label(TopologyLevel::Node), "NODE");
+        assert_eq!(topo_label(TopologyLevel::System), "SYS");
+    }
+
+    #[test]
+    fn unanswered_queries_become_notes() {
+        let mut notes = Vec::new();
+        let mut q = Asker {
+            who: "gpu0".into(),
+            notes: &mut notes,
+        };
+        assert_eq!(
+            q.ask::<u32>("retired pages", Err(NvmlError::NotSupported)),
+            None
+        );
+        assert_eq!(q.ask("serial", Ok(7)), Some(7));
+        assert_eq!(notes, vec!["gpu0 retired pages: not supported"]);
+    }
+}

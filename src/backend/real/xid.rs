@@ -1,0 +1,227 @@
+//! XID errors: from NVML events while nodecert runs, and from the kernel log since boot
+//! ("NVRM: Xid (PCI:0000:3b:00): 79, pid=..., GPU has fallen off the bus.").
+
+use crate::inventory::{normalize_bus_id, Gpu, XidEvent};
+
+/// One XID report before it is attached to a GPU.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct XidReport {
+    /// Normalised bus id of the GPU ("0000:3b:00.0"), when the source names it so.
+    pub bus_id: Option<String>,
+    /// UUID of the GPU, when the source names it so.
+    pub uuid: Option<String>,
+    pub code: u32,
+    /// "nvml event" or "kernel log".
+    pub source: &'static str,
+    /// The line or event as seen.
+    pub text: String,
+}
+
+/// Parse one kernel log line; None when it is not an NVRM XID line.
+pub fn parse_kernel_line(line: &str) -> Option<XidReport> {
+    let at = line.find("NVRM: Xid (")?;
+    let rest = &line[at + "NVRM: Xid (".len()..];
+    let (addr, after) = rest.split_once(')')?;
+    let addr = addr.trim().trim_start_matches("PCI:");
+    let digits: String = after
+        .trim_start_matches(':')
+        .trim_start()
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    let code = digits.parse().ok()?;
+    // The kernel names domain:bus:device; the GPU is function 0.
+    let bus_id = if addr.matches(':').count() == 2 && !addr.contains('.') {
+        format!("{addr}.0")
+    } else {
+        addr.to_string()
+    };
+    Some(XidReport {
+        bus_id: Some(normalize_bus_id(&bus_id)),
+        uuid: None,
+        code,
+        source: "kernel log",
+        text: line[at..].trim().to_string(),
+    })
+}
+
+/// Every XID line of a kernel log text.
+pub fn parse_kernel_log(text: &str) -> Vec<XidReport> {
+    text.lines().filter_map(parse_kernel_line).collect()
+}
+
+/// Attach reports to the GPUs they name, one event per (GPU, code, source) with a count.
+/// Reports that name no GPU of this inventory come back as notes.
+pub fn attach(gpus: &mut [Gpu], reports: &[XidReport]) -> Vec<String> {
+    let mut notes = Vec::new();
+    let mut tally: Vec<(usize, u32, &'static str, usize, &str)> = Vec::new();
+    for r in reports {
+        let gpu = gpus.iter().position(|g| {
+            r.uuid.as_deref().is_some_and(|u| u == g.uuid)
+                || r.bus_id.as_deref().is_some_and(|b| b == g.pci_bus_id)
+        });
+        let Some(i) = gpu else {
+            notes.push(format!(
+                "xid {} ({}) names a GPU outside this inventory: {}",
+                r.code, r.source, r.text
+            ));
+            continue;
+        };
+        match tally
+            .iter_mut()
+            .find(|t| (t.0, t.1, t.2) == (i, r.code, r.source))
+        {
+            Some(t) => {
+                t.3 += 1;
+                t.4 = &r.text;
+            }
+            None => tally.push((i, r.code, r.source, 1, &r.text)),
+        }
+    }
+    for (i, code, source, n, text) in tally {
+        gpus[i].xids.push(XidEvent {
+            code,
+            source: source.into(),
+            detail: Some(if n == 1 {
+                text.to_string()
+            } else {
+                format!("{n} times; last: {text}")
+            }),
+        });
+    }
+    notes.dedup();
+    notes
+}
+
+/// The kernel log: /dev/kmsg read without blocking, else the output of `dmesg`.
+pub fn read_kernel_log() -> Result<String, String> {
+    match read_kmsg() {
+        Ok(t) => Ok(t),
+        Err(kmsg) => read_dmesg().map_err(|dmesg| format!("/dev/kmsg: {kmsg}; dmesg: {dmesg}")),
+    }
+}
+
+fn read_kmsg() -> Result<String, String> {
+    use std::io::{ErrorKind, Read};
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open("/dev/kmsg")
+        .map_err(|e| e.to_string().to_lowercase())?;
+    let mut out = String::new();
+    let mut buf = vec![0u8; 16 * 1024];
+    // One record per read; the bound guards against a log that never drains.
+    for _ in 0..1_000_000 {
+        match f.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => push_record(&mut out, &buf[..n]),
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            // EPIPE: records were overwritten while reading; the next read continues.
+            Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue,
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.to_string().to_lowercase()),
+        }
+    }
+    Ok(out)
+}
+
+/// A /dev/kmsg record is "prio,seq,time,flags;message\n" followed by " KEY=value" lines.
+fn push_record(out: &mut String, rec: &[u8]) {
+    let text = String::from_utf8_lossy(rec);
+    let first = text.lines().next().unwrap_or("");
+    if let Some((_, msg)) = first.split_once(';') {
+        out.push_str(msg);
+        out.push('\n');
+    }
+}
+
+fn read_dmesg() -> Result<String, String> {
+    let o = std::process::Command::new("dmesg")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| e.to_string().to_lowercase())?;
+    if !o.status.success() {
+        let err = String::from_utf8_lossy(&o.stderr).trim().to_lowercase();
+        return Err(if err.is_empty() {
+            format!("exited with {}", o.status)
+        } else {
+            err
+        });
+    }
+    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LOG: &str = "\
+[    0.599639] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.159.04
+[ 1234.5] NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.
+[ 1300.1] NVRM: Xid (PCI:0000:3B:00): 79, pid=1, name=x, GPU has fallen off the bus.
+[ 1400.0] NVRM: Xid (PCI:0000:5d:00): 13, pid=4242, name=python3, Graphics SM Warp Exception
+[ 1500.0] NVRM: Xid (0000:99:00): 48, pid=1, An uncorrectable double bit error
+";
+
+    fn gpu(i: usize, bus: &str) -> Gpu {
+        Gpu {
+            index: i,
+            uuid: format!("GPU-{i}"),
+            pci_bus_id: bus.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn xid_lines_parse() {
+        let r = parse_kernel_log(LOG);
+        assert_eq!(r.len(), 4);
+        assert_eq!(r[0].bus_id.as_deref(), Some("0000:3b:00.0"));
+        assert_eq!(r[0].code, 79);
+        assert_eq!(r[2].code, 13);
+        assert_eq!(r[3].bus_id.as_deref(), Some("0000:99:00.0"));
+        assert!(r[0].text.starts_with("NVRM: Xid (PCI:0000:3b:00): 79"));
+        assert!(parse_kernel_line("NVRM: Xid (PCI:0000:3b:00): pid=1").is_none());
+    }
+
+    #[test]
+    fn xids_attach_by_bus_id_and_uuid() {
+        let mut gpus = vec![gpu(0, "0000:3b:00.0"), gpu(1, "0000:5d:00.0")];
+        let mut reports = parse_kernel_log(LOG);
+        reports.push(XidReport {
+            bus_id: None,
+            uuid: Some("GPU-1".into()),
+            code: 94,
+            source: "nvml event",
+            text: "nvml event: xid 94".into(),
+        });
+        let notes = attach(&mut gpus, &reports);
+        assert_eq!(gpus[0].xids.len(), 1);
+        assert_eq!(gpus[0].xids[0].code, 79);
+        assert!(gpus[0].xids[0]
+            .detail
+            .as_deref()
+            .is_some_and(|d| d.starts_with("2 times; last:")));
+        let codes: Vec<u32> = gpus[1].xids.iter().map(|x| x.code).collect();
+        assert_eq!(codes, vec![13, 94]);
+        assert_eq!(gpus[1].xids[1].source, "nvml event");
+        assert_eq!(notes.len(), 1);
+        assert!(notes[0].starts_with("xid 48 (kernel log) names a GPU outside this inventory"));
+    }
+
+    #[test]
+    fn kmsg_records_keep_the_message() {
+        let mut out = String::new();
+        push_record(
+            &mut out,
+            b"4,1234,5678,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1\n SUBSYSTEM=pci\n",
+        );
+        assert_eq!(out, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1\n");
+    }
+
+    #[test]
+    fn reading_the_kernel_log_does_not_block_or_panic() {
+        let _ = read_kernel_log();
+    }
+}

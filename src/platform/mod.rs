@@ -1,0 +1,200 @@
+//! What the operating system says about the node: hypervisor witnesses, IOMMU groups, PCIe ACS
+//! on the bridges above the GPUs, and sysfs facts about each GPU. Nothing here needs a GPU.
+//!
+//! Every reader takes the root of the file tree ("/" on a real node), so tests can point it at a
+//! sample tree in a temp dir.
+
+pub mod hypervisor;
+pub mod pci;
+
+#[cfg(test)]
+mod tests;
+
+use crate::inventory::{VirtMode, Virtualization, Witness};
+use hypervisor::Cpuid;
+use std::path::Path;
+
+/// NVML's virtualization mode of a GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NvmlVirt {
+    /// No virtualization: bare metal, or a VM whose GPU the driver cannot tell apart.
+    Bare,
+    PassThrough,
+    Vgpu,
+    /// The GPU belongs to a hypervisor host that hands out vGPUs (this node is the host).
+    HostVgpu,
+    HostVsga,
+}
+
+impl NvmlVirt {
+    fn label(self) -> &'static str {
+        match self {
+            NvmlVirt::Bare => "None (bare metal)",
+            NvmlVirt::PassThrough => "PassThrough",
+            NvmlVirt::Vgpu => "VGPU",
+            NvmlVirt::HostVgpu => "HostVgpu",
+            NvmlVirt::HostVsga => "HostVsga",
+        }
+    }
+}
+
+/// Everything consulted, before a decision.
+#[derive(Debug, Clone, Default)]
+pub struct Evidence {
+    pub witnesses: Vec<Witness>,
+    /// A witness says a hypervisor is present.
+    pub hypervisor_present: bool,
+    /// The best name for it.
+    pub vendor: Option<String>,
+    /// At least one source (other than NVML) could be read.
+    pub any_read: bool,
+}
+
+impl Evidence {
+    fn add(&mut self, source: &str, finding: impl Into<String>) {
+        self.witnesses.push(Witness {
+            source: source.into(),
+            finding: finding.into(),
+        });
+    }
+
+    fn found(&mut self, vendor: Option<String>) {
+        self.hypervisor_present = true;
+        if self.vendor.is_none() {
+            self.vendor = vendor;
+        }
+    }
+}
+
+/// Read every hypervisor witness under `root`; `cpuid` comes from [`hypervisor::read_cpuid`]
+/// on a real node. NVML's mode is added by [`decide`].
+pub fn hypervisor_evidence(root: &Path, cpuid: &Cpuid) -> Evidence {
+    let mut e = Evidence::default();
+    cpuid_witness(&mut e, cpuid);
+    match hypervisor::cpuinfo_flag(root) {
+        Some(true) => {
+            e.any_read = true;
+            e.add("cpuinfo hypervisor flag", "present");
+            e.found(None);
+        }
+        Some(false) => {
+            e.any_read = true;
+            e.add("cpuinfo hypervisor flag", "absent");
+        }
+        None => e.add(
+            "cpuinfo hypervisor flag",
+            "not available (no x86 flags line)",
+        ),
+    }
+    dmi_witnesses(&mut e, root);
+    match hypervisor::sys_hypervisor_type(root) {
+        Some(t) => {
+            e.any_read = true;
+            e.add("/sys/hypervisor/type", &t);
+            e.found(Some(if t == "xen" { "Xen".into() } else { t }));
+        }
+        None => e.add("/sys/hypervisor/type", "absent"),
+    }
+    match hypervisor::device_tree_hypervisor(root) {
+        Some(c) => {
+            e.any_read = true;
+            e.add("device tree hypervisor", c.join(", "));
+            e.found(Some(hypervisor::device_tree_vendor(&c)));
+        }
+        None => e.add("device tree hypervisor", "absent"),
+    }
+    e
+}
+
+fn cpuid_witness(e: &mut Evidence, cpuid: &Cpuid) {
+    match cpuid {
+        Cpuid::NotAvailable => e.add("cpuid 0x40000000", "not available (not x86_64)"),
+        Cpuid::NoHypervisor => {
+            e.any_read = true;
+            e.add("cpuid 0x40000000", "no hypervisor bit");
+        }
+        Cpuid::Vendor(sig) => {
+            e.any_read = true;
+            e.add("cpuid 0x40000000", sig);
+            e.found(Some(hypervisor::cpuid_vendor_name(sig)));
+        }
+    }
+}
+
+fn dmi_witnesses(e: &mut Evidence, root: &Path) {
+    let values: Vec<Option<String>> = hypervisor::DMI_FIELDS
+        .iter()
+        .map(|f| hypervisor::dmi(root, f))
+        .collect();
+    for (f, v) in hypervisor::DMI_FIELDS.iter().zip(&values) {
+        e.add(&format!("dmi {f}"), v.as_deref().unwrap_or("absent"));
+    }
+    if values.iter().all(Option::is_none) {
+        // No DMI tables at all: typical of a microVM such as Firecracker.
+        if e.vendor.as_deref() == Some("KVM") {
+            e.vendor = Some("KVM (microVM without DMI, e.g. Firecracker)".into());
+        }
+        return;
+    }
+    e.any_read = true;
+    if let Some(v) = hypervisor::dmi_vm_vendor(values[0].as_deref(), values[1].as_deref()) {
+        e.found(Some(v));
+    }
+}
+
+/// Decide the mode: NVML first when it answers; a hypervisor with NVML saying "none" means
+/// the GPU was passed through. Without NVML, a hypervisor leaves the mode unknown (passthrough
+/// and vGPU cannot be told apart), and no hypervisor anywhere means bare metal.
+pub fn decide(mut e: Evidence, nvml: Option<NvmlVirt>) -> Virtualization {
+    e.witnesses.insert(
+        0,
+        Witness {
+            source: "nvml virtualization mode".into(),
+            finding: nvml.map_or("not available", NvmlVirt::label).into(),
+        },
+    );
+    let mode = match nvml {
+        Some(NvmlVirt::PassThrough) => VirtMode::Passthrough,
+        Some(NvmlVirt::Vgpu) => VirtMode::Vgpu,
+        Some(NvmlVirt::HostVgpu | NvmlVirt::HostVsga) => VirtMode::BareMetal,
+        Some(NvmlVirt::Bare) if e.hypervisor_present => VirtMode::Passthrough,
+        Some(NvmlVirt::Bare) => VirtMode::BareMetal,
+        None if e.hypervisor_present || !e.any_read => VirtMode::Unknown,
+        None => VirtMode::BareMetal,
+    };
+    let hypervisor = match mode {
+        VirtMode::BareMetal => None,
+        _ if e.hypervisor_present => e.vendor.or(Some("unidentified hypervisor".into())),
+        _ => None,
+    };
+    Virtualization {
+        mode,
+        hypervisor,
+        witnesses: e.witnesses,
+        iommu_groups: None,
+        acs_enabled_bridges: vec![],
+    }
+}
+
+/// The whole virtualization picture of a node: witnesses under `root`, NVML's mode, IOMMU
+/// groups and, on bare metal, ACS on the bridges above `gpu_bus_ids`. Returns it with notes for
+/// [`crate::inventory::Inventory::unavailable`].
+pub fn virtualization(
+    root: &Path,
+    cpuid: &Cpuid,
+    nvml: Option<NvmlVirt>,
+    gpu_bus_ids: &[String],
+) -> (Virtualization, Vec<String>) {
+    let mut v = decide(hypervisor_evidence(root, cpuid), nvml);
+    let mut notes = Vec::new();
+    v.iommu_groups = pci::iommu_groups(root);
+    if v.iommu_groups.is_none() {
+        notes.push("iommu groups: /sys/kernel not readable".into());
+    }
+    if v.mode == VirtMode::BareMetal {
+        let (bridges, acs_notes) = pci::acs_redirecting_bridges(root, gpu_bus_ids);
+        v.acs_enabled_bridges = bridges;
+        notes.extend(acs_notes);
+    }
+    (v, notes)
+}

@@ -1,0 +1,168 @@
+//! PCI facts from sysfs: a device's NUMA node and CPU list, IOMMU groups, and the PCIe ACS
+//! state of the bridges above a GPU. Every reader takes the root of the file tree.
+
+use super::hypervisor::read_trimmed;
+use std::path::{Path, PathBuf};
+
+/// PCIe extended capability id of Access Control Services.
+pub const ACS_CAP_ID: u32 = 0x000d;
+/// ACS control register bits: P2P Request Redirect and P2P Completion Redirect.
+pub const ACS_P2P_REQUEST_REDIRECT: u16 = 1 << 2;
+pub const ACS_P2P_COMPLETION_REDIRECT: u16 = 1 << 3;
+
+fn device_dir(root: &Path, bus_id: &str) -> PathBuf {
+    root.join("sys/bus/pci/devices").join(bus_id)
+}
+
+/// NUMA node of a PCI device from sysfs; None when absent or -1 (not reported).
+pub fn numa_node(root: &Path, bus_id: &str) -> Option<i32> {
+    let v: i32 = read_trimmed(&device_dir(root, bus_id).join("numa_node"))?
+        .parse()
+        .ok()?;
+    (v >= 0).then_some(v)
+}
+
+/// CPUs close to a PCI device from sysfs, as a list like "0-15,32-47".
+pub fn local_cpulist(root: &Path, bus_id: &str) -> Option<String> {
+    read_trimmed(&device_dir(root, bus_id).join("local_cpulist"))
+}
+
+/// Number of IOMMU groups; Some(0) when the kernel has none, None when sysfs cannot be read.
+pub fn iommu_groups(root: &Path) -> Option<u32> {
+    match std::fs::read_dir(root.join("sys/kernel/iommu_groups")) {
+        Ok(rd) => Some(rd.filter_map(Result::ok).count() as u32),
+        Err(_) if root.join("sys/kernel").is_dir() => Some(0),
+        Err(_) => None,
+    }
+}
+
+/// What a device's config space says about ACS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Acs {
+    /// Only the first 256 bytes (or fewer) could be read: extended capabilities need root.
+    NotReadable,
+    /// The device has no ACS capability.
+    Absent,
+    /// The ACS control register.
+    Control(u16),
+}
+
+impl Acs {
+    /// P2P requests or completions are redirected upstream.
+    pub fn redirects(self) -> bool {
+        matches!(self, Acs::Control(c) if c & (ACS_P2P_REQUEST_REDIRECT | ACS_P2P_COMPLETION_REDIRECT) != 0)
+    }
+}
+
+fn u32_at(b: &[u8], off: usize) -> Option<u32> {
+    Some(u32::from_le_bytes(b.get(off..off + 4)?.try_into().ok()?))
+}
+
+fn u16_at(b: &[u8], off: usize) -> Option<u16> {
+    Some(u16::from_le_bytes(b.get(off..off + 2)?.try_into().ok()?))
+}
+
+/// Find the ACS capability in a config space image (the sysfs `config` file).
+pub fn parse_acs(config: &[u8]) -> Acs {
+    if config.len() < 0x104 {
+        return Acs::NotReadable;
+    }
+    let mut off = 0x100usize;
+    // The list is short; the bound guards against loops in a corrupt image.
+    for _ in 0..64 {
+        let Some(hdr) = u32_at(config, off) else {
+            return Acs::NotReadable;
+        };
+        if hdr == 0 || hdr == u32::MAX {
+            return Acs::Absent;
+        }
+        if hdr & 0xffff == ACS_CAP_ID {
+            return u16_at(config, off + 6).map_or(Acs::NotReadable, Acs::Control);
+        }
+        let next = ((hdr >> 20) & 0xffc) as usize;
+        if next < 0x100 {
+            return Acs::Absent;
+        }
+        off = next;
+    }
+    Acs::Absent
+}
+
+/// "0000:3b:00.0" shaped: domain:bus:device.function in hex.
+pub fn is_bdf(s: &str) -> bool {
+    let parts: Vec<&str> = s.split([':', '.']).collect();
+    let lens = [4, 2, 2, 1];
+    parts.len() == 4
+        && parts
+            .iter()
+            .zip(lens)
+            .all(|(p, n)| p.len() == n && p.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+/// The PCI bridges above a device, nearest first, as (bus id, sysfs dir).
+pub fn bridges_above(root: &Path, bus_id: &str) -> Vec<(String, PathBuf)> {
+    let Ok(real) = std::fs::canonicalize(device_dir(root, bus_id)) else {
+        return vec![];
+    };
+    real.ancestors()
+        .skip(1)
+        .map_while(|p| {
+            let name = p.file_name()?.to_str()?.to_string();
+            is_bdf(&name).then(|| (name, p.to_path_buf()))
+        })
+        .collect()
+}
+
+/// Bridges above the given GPUs with ACS redirection on, and notes on those that could not
+/// be read.
+pub fn acs_redirecting_bridges(root: &Path, gpus: &[String]) -> (Vec<String>, Vec<String>) {
+    let mut on = Vec::new();
+    let mut notes = Vec::new();
+    for gpu in gpus {
+        for (bdf, dir) in bridges_above(root, gpu) {
+            match std::fs::read(dir.join("config")).map(|b| parse_acs(&b)) {
+                Ok(a) if a.redirects() => on.push(bdf),
+                Ok(Acs::NotReadable) | Err(_) => notes.push(format!(
+                    "bridge {bdf} acs: extended config space not readable (needs root)"
+                )),
+                Ok(_) => {}
+            }
+        }
+    }
+    for v in [&mut on, &mut notes] {
+        v.sort();
+        v.dedup();
+    }
+    (on, notes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A 4 KiB config space with AER at 0x100 and ACS at 0x148 holding `ctrl`.
+    fn config_with_acs(ctrl: u16) -> Vec<u8> {
+        let mut c = vec![0u8; 4096];
+        c[0x100..0x104].copy_from_slice(&(0x0001u32 | (1 << 16) | (0x148 << 20)).to_le_bytes());
+        c[0x148..0x14c].copy_from_slice(&(ACS_CAP_ID | (1 << 16)).to_le_bytes());
+        c[0x14e..0x150].copy_from_slice(&ctrl.to_le_bytes());
+        c
+    }
+
+    #[test]
+    fn acs_is_found_in_the_capability_list() {
+        assert_eq!(parse_acs(&config_with_acs(0x1d)), Acs::Control(0x1d));
+        assert!(parse_acs(&config_with_acs(0x1d)).redirects());
+        assert!(parse_acs(&config_with_acs(ACS_P2P_COMPLETION_REDIRECT)).redirects());
+        assert!(!parse_acs(&config_with_acs(0x01)).redirects());
+        assert_eq!(parse_acs(&[0u8; 64]), Acs::NotReadable);
+        assert_eq!(parse_acs(&[0u8; 4096]), Acs::Absent);
+    }
+
+    #[test]
+    fn bus_ids_are_recognised() {
+        assert!(is_bdf("0000:3b:00.0"));
+        assert!(!is_bdf("pci0000:00"));
+        assert!(!is_bdf("0000:3b:00"));
+    }
+}
