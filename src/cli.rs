@@ -357,7 +357,7 @@ fn cmd_check(suite: &str, simulate: Option<String>) -> Result<u8> {
         inventory: &inv,
         earlier: &[],
     };
-    for (i, c) in crate::checks::from_suite(s).iter().enumerate() {
+    for (i, c) in crate::checks::from_suite(&loaded).iter().enumerate() {
         match c.plan(&ctx) {
             Ok(lines) => {
                 println!("  {}. {} [{}]", i + 1, c.title(), c.id());
