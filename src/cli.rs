@@ -4,6 +4,7 @@ use crate::backend::sim::{self, Fault, SimBackend};
 use crate::backend::Backend;
 use crate::error::{exit, Error, InputError, Result};
 use crate::evidence::{Environment, Evidence, SimulationRecord, Status};
+use crate::sign;
 use crate::suite::load::{self, LoadedSuite};
 use clap::{Parser, Subcommand};
 use std::path::{Path, PathBuf};
@@ -15,6 +16,15 @@ Exit codes:
   2  invalid input: suite, node description, flags or evidence
   3  the node could not be tested: no driver, no GPU, a hardware or runtime error
   4  a signature or digest did not verify";
+
+const DIFF_EXIT_CODES: &str = "\
+Exit codes:
+  0  nothing regressed
+  1  a metric regressed beyond the tolerance, a verdict got worse, or GPUs or links were lost
+  2  invalid input: unreadable evidence or flags";
+
+/// Signer identity when neither --signer-id nor a usable key comment gives one.
+const DEFAULT_SIGNER: &str = "nodecert-signer";
 
 #[derive(Parser, Debug)]
 #[command(name = "nodecert", version, about = "Acceptance tests and signed certificates for multi-GPU AI servers", after_help = EXIT_CODES)]
@@ -48,6 +58,61 @@ pub enum Command {
         /// Print only the final verdict line.
         #[arg(long, short)]
         quiet: bool,
+        /// Sign the report folder with this Ed25519 private key (see `nodecert keygen`).
+        #[arg(long, value_name = "KEY")]
+        sign_key: Option<PathBuf>,
+        /// Identity of the signer in the verify command and allowed_signers line (default: the
+        /// key's comment, else "nodecert-signer").
+        #[arg(long, value_name = "ID", requires = "sign_key")]
+        signer_id: Option<String>,
+    },
+    /// Generate an Ed25519 signing key: KEY (mode 0600) and KEY.pub.
+    #[command(after_help = EXIT_CODES)]
+    Keygen {
+        /// Where to write the private key; the public key goes to KEY.pub.
+        #[arg(long, value_name = "KEY")]
+        out: PathBuf,
+        /// Comment stored in the key, also the default signer identity.
+        #[arg(long, default_value = DEFAULT_SIGNER)]
+        comment: String,
+    },
+    /// Check a signed report folder: every signature, every file's digest.
+    #[command(after_help = EXIT_CODES)]
+    Verify {
+        /// The report folder (holding nodecert-manifest.txt and its signatures).
+        dir: PathBuf,
+        /// Trust the signers of this OpenSSH allowed_signers file.
+        #[arg(long, value_name = "FILE", conflicts_with = "pubkey")]
+        allowed_signers: Option<PathBuf>,
+        /// Trust this public key.
+        #[arg(long, value_name = "KEY.pub")]
+        pubkey: Option<PathBuf>,
+    },
+    /// Sign a report folder, or countersign one that is already signed.
+    #[command(after_help = EXIT_CODES)]
+    Sign {
+        /// The report folder.
+        dir: PathBuf,
+        /// Ed25519 private key.
+        #[arg(long, value_name = "KEY")]
+        key: PathBuf,
+        /// Identity for the allowed_signers line printed (default: the key's comment).
+        #[arg(long, value_name = "ID")]
+        signer_id: Option<String>,
+    },
+    /// Compare two runs: hardware changes, metrics that regressed, verdicts that changed.
+    #[command(after_help = DIFF_EXIT_CODES)]
+    Diff {
+        /// The earlier run: evidence.json or a report folder holding one.
+        old: PathBuf,
+        /// The later run.
+        new: PathBuf,
+        /// Folder for diff.md and diff.html.
+        #[arg(long, default_value = "nodecert-diff")]
+        out: PathBuf,
+        /// How much worse a metric may get before it counts as a regression, percent.
+        #[arg(long, value_name = "P", default_value_t = crate::diff::DEFAULT_TOLERANCE_PCT)]
+        tolerance_pct: f64,
     },
     /// Validate a suite and print the plan it expands to, without running anything.
     #[command(after_help = EXIT_CODES)]
@@ -128,16 +193,42 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             out,
             templates,
             quiet,
-        } => cmd_run(
-            suite,
-            sim.simulate,
-            inject,
-            seed,
-            &out,
-            templates.as_deref(),
-            quiet,
-            args,
-        ),
+            sign_key,
+            signer_id,
+        } => {
+            let signer = match &sign_key {
+                Some(k) => Some(Signer::open(k, signer_id)?),
+                None => None,
+            };
+            cmd_run(
+                suite,
+                sim.simulate,
+                inject,
+                seed,
+                &out,
+                templates.as_deref(),
+                quiet,
+                signer.as_ref(),
+                args,
+            )
+        }
+        Command::Keygen { out, comment } => cmd_keygen(&out, &comment),
+        Command::Verify {
+            dir,
+            allowed_signers,
+            pubkey,
+        } => cmd_verify(&dir, allowed_signers, pubkey),
+        Command::Sign {
+            dir,
+            key,
+            signer_id,
+        } => cmd_sign(&dir, &Signer::open(&key, signer_id)?),
+        Command::Diff {
+            old,
+            new,
+            out,
+            tolerance_pct,
+        } => cmd_diff(&old, &new, &out, tolerance_pct),
         Command::Check { suite, sim } => cmd_check(&suite, sim.simulate),
         Command::Inventory {
             sim,
@@ -245,9 +336,18 @@ fn cmd_run(
     out: &Path,
     templates: Option<&Path>,
     quiet: bool,
+    signer: Option<&Signer>,
     args: &[String],
 ) -> Result<u8> {
     // Validate what the user gave before touching hardware.
+    if out.join(sign::MANIFEST_FILE).exists() {
+        return Err(InputError::Other(format!(
+            "{} holds a signed report ({}); refusing to overwrite it: choose another --out",
+            out.display(),
+            sign::MANIFEST_FILE
+        ))
+        .into());
+    }
     let pre_loaded = match &suite {
         Some(s) => Some(load::load(s)?),
         None => None,
@@ -293,7 +393,15 @@ fn cmd_run(
             path: evidence_path.clone(),
             source: e,
         })?;
-    write_reports(&ev, out, templates)?;
+    let signing = match signer {
+        Some(s) => s.signing(out)?,
+        None => Default::default(),
+    };
+    write_reports(&ev, out, templates, &signing)?;
+    let signed = match signer {
+        Some(s) => Some(s.sign(out)?),
+        None => None,
+    };
     if quiet {
         println!(
             "{}: {} ({})",
@@ -309,6 +417,13 @@ fn cmd_run(
         print!("{}", crate::console::summary(&ev, color));
         println!("evidence and reports in {}", out.display());
     }
+    if let (Some(s), Some(info)) = (signer, signed) {
+        let text = s.signed_text(out, &info, ev.simulated);
+        match quiet {
+            true => println!("{}", text.lines().next().unwrap_or_default()),
+            false => print!("{text}"),
+        }
+    }
     Ok(exit_for(&ev))
 }
 
@@ -321,8 +436,13 @@ pub fn exit_for(ev: &Evidence) -> u8 {
     }
 }
 
-pub fn write_reports(ev: &Evidence, out: &Path, templates: Option<&Path>) -> Result<()> {
-    let r = crate::report::render(ev, templates, &Default::default()).map_err(Error::Render)?;
+pub fn write_reports(
+    ev: &Evidence,
+    out: &Path,
+    templates: Option<&Path>,
+    signing: &crate::report::Signing,
+) -> Result<()> {
+    let r = crate::report::render(ev, templates, signing).map_err(Error::Render)?;
     for (name, body) in [("report.html", r.html), ("report.md", r.markdown)] {
         let p = out.join(name);
         crate::evidence::write_atomic(&p, body.as_bytes())
@@ -365,7 +485,7 @@ fn cmd_check(suite: &str, simulate: Option<String>) -> Result<u8> {
         inventory: &inv,
         earlier: &[],
     };
-    for (i, c) in crate::checks::from_suite(s).iter().enumerate() {
+    for (i, c) in crate::checks::from_suite(&loaded).iter().enumerate() {
         match c.plan(&ctx) {
             Ok(lines) => {
                 println!("  {}. {} [{}]", i + 1, c.title(), c.id());
@@ -435,22 +555,24 @@ fn cmd_inventory(simulate: Option<String>, json: bool, as_suite: Option<&Path>) 
 }
 
 fn cmd_render(evidence: &Path, out: Option<PathBuf>, templates: Option<&Path>) -> Result<u8> {
-    let path = if evidence.is_dir() {
-        evidence.join("evidence.json")
-    } else {
-        evidence.to_path_buf()
-    };
-    let ev = Evidence::read(&path).map_err(|e| Error::Input(InputError::Other(e)))?;
+    let (path, ev) = read_evidence(evidence)?;
     let out = out.unwrap_or_else(|| {
         path.parent()
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("."))
     });
+    if out.join(sign::MANIFEST_FILE).exists() {
+        return Err(InputError::Other(format!(
+            "{} holds a signed report; rendering into it would break its signature: choose another --out",
+            out.display()
+        ))
+        .into());
+    }
     std::fs::create_dir_all(&out).map_err(|e| Error::Write {
         path: out.clone(),
         source: e,
     })?;
-    write_reports(&ev, &out, templates)?;
+    write_reports(&ev, &out, templates, &Default::default())?;
     println!(
         "rendered {} and {}",
         out.join("report.html").display(),
@@ -494,4 +616,301 @@ fn sample_evidence_for_templates() -> Evidence {
     let ev = crate::runner::new_evidence(&loaded, &b, inv, None, Environment::default());
     crate::runner::run(&loaded, &mut b, ev, None, &mut crate::runner::Silent)
         .expect("no io without a path")
+}
+
+/// A signing key, checked before any work is done, and the identity it signs as.
+pub struct Signer {
+    key: PathBuf,
+    fingerprint: String,
+    identity: String,
+}
+
+impl Signer {
+    fn open(key: &Path, identity: Option<String>) -> Result<Signer> {
+        let (fingerprint, comment) = sign::signing_key_info(key).map_err(sign_error)?;
+        let identity = match identity {
+            Some(id) if !sign::is_valid_identity(&id) => {
+                return Err(InputError::Other(format!(
+                    "--signer-id {id:?}: must be non-empty, without white space, quotes, commas or * ? !"
+                ))
+                .into())
+            }
+            Some(id) => id,
+            None if sign::is_valid_identity(&comment) => comment,
+            None => DEFAULT_SIGNER.to_string(),
+        };
+        Ok(Signer {
+            key: key.to_path_buf(),
+            fingerprint,
+            identity,
+        })
+    }
+
+    /// What the reports say about the signature to come: key, evidence digest, verify command.
+    fn signing(&self, out: &Path) -> Result<crate::report::Signing> {
+        let evidence = out.join(sign::EVIDENCE_FILE);
+        let digest = sign::sha256_file(&evidence).map_err(|e| Error::Write {
+            path: evidence,
+            source: e,
+        })?;
+        Ok(crate::report::Signing {
+            fingerprint: Some(self.fingerprint.clone()),
+            evidence_sha256: Some(digest),
+            verify_command: Some(sign::verify_command(
+                &out.display().to_string(),
+                &self.identity,
+            )),
+        })
+    }
+
+    fn sign(&self, dir: &Path) -> Result<sign::SignatureInfo> {
+        sign::sign_dir(dir, &self.key).map_err(sign_error)
+    }
+
+    /// What was signed, and how anyone can check it.
+    fn signed_text(&self, dir: &Path, info: &sign::SignatureInfo, simulated: bool) -> String {
+        let d = dir.display().to_string();
+        let sig = info
+            .signature
+            .file_name()
+            .map(|n| n.to_string_lossy().to_string())
+            .unwrap_or_default();
+        let mut s = format!(
+            "{} {d} as {} ({}): {}\n",
+            if info.countersignature {
+                "countersigned"
+            } else {
+                "signed"
+            },
+            self.identity,
+            self.fingerprint,
+            info.signature.display()
+        );
+        if simulated {
+            s.push_str("SIMULATED RESULTS: the signature seals simulated figures; not a certification of real hardware\n");
+        }
+        match sign::allowed_signers_line(&self.key, &self.identity) {
+            Ok(line) => s.push_str(&format!(
+                "allowed_signers line (give it to whoever verifies):\n  {line}\n\
+                 verify with nodecert (line saved in a file named allowed_signers):\n  \
+                 nodecert verify {d} --allowed-signers allowed_signers\n\
+                 or with OpenSSH and coreutils only:\n  {}\n  {}\n",
+                sign::verify_command_for(&d, &self.identity, &sig),
+                sign::digest_check_command(&d)
+            )),
+            Err(e) => s.push_str(&format!("cannot print the allowed_signers line: {e}\n")),
+        }
+        s
+    }
+}
+
+/// Errors of signing: unreadable inputs are invalid input, broken reports fail verification,
+/// failed writes mean the node's run could not be completed.
+fn sign_error(e: sign::SignError) -> Error {
+    use sign::SignError as S;
+    match e {
+        S::Io {
+            action,
+            path,
+            source,
+        } if !(action.starts_with("read") || action == "list") => Error::Write { path, source },
+        S::NotSignable { .. } | S::Manifest { .. } | S::Evidence { .. } => {
+            Error::Verify(e.to_string())
+        }
+        e => Error::Input(InputError::Other(e.to_string())),
+    }
+}
+
+fn cmd_keygen(out: &Path, comment: &str) -> Result<u8> {
+    let info = sign::keygen(out, comment).map_err(sign_error)?;
+    let identity = if sign::is_valid_identity(comment) {
+        comment
+    } else {
+        DEFAULT_SIGNER
+    };
+    let line = sign::allowed_signers_line(&info.public_key, identity).map_err(sign_error)?;
+    println!(
+        "wrote {} (private key, mode 0600; keep it secret) and {}",
+        info.private_key.display(),
+        info.public_key.display()
+    );
+    println!("fingerprint: {}", info.fingerprint);
+    println!("allowed_signers line:\n  {line}");
+    println!(
+        "sign a run with: nodecert run ... --sign-key {}",
+        info.private_key.display()
+    );
+    Ok(exit::PASS)
+}
+
+fn cmd_verify(dir: &Path, allowed: Option<PathBuf>, pubkey: Option<PathBuf>) -> Result<u8> {
+    if !dir.is_dir() {
+        return Err(InputError::Other(format!("{}: not a report folder", dir.display())).into());
+    }
+    let trust = match (allowed, pubkey) {
+        (Some(f), _) => sign::Trust::AllowedSigners(f),
+        (None, Some(k)) => sign::Trust::PublicKey(k),
+        (None, None) => sign::Trust::Untrusted,
+    };
+    let untrusted = matches!(trust, sign::Trust::Untrusted);
+    let r = sign::verify_dir(dir, &trust).map_err(sign_error)?;
+    print!("{r}");
+    let sim = if r.simulated == Some(true) {
+        " (SIMULATED RESULTS: not a certification of real hardware)"
+    } else {
+        ""
+    };
+    if r.ok() {
+        println!("VERIFIED{sim}");
+        return Ok(exit::PASS);
+    }
+    println!("NOT VERIFIED{sim}");
+    let why = if r.problems.is_empty() {
+        "see above".to_string()
+    } else {
+        r.problems.join("; ")
+    };
+    eprintln!("error: verification failed: {why}");
+    if untrusted {
+        eprintln!("hint: say whom you trust with --allowed-signers FILE or --pubkey KEY.pub");
+    }
+    Ok(exit::VERIFY_FAILED)
+}
+
+fn cmd_sign(dir: &Path, signer: &Signer) -> Result<u8> {
+    if !dir.is_dir() {
+        return Err(InputError::Other(format!("{}: not a report folder", dir.display())).into());
+    }
+    let info = signer.sign(dir)?;
+    let simulated = std::fs::read_to_string(&info.manifest)
+        .ok()
+        .and_then(|t| sign::Manifest::parse(&t).ok())
+        .is_some_and(|m| m.simulated);
+    print!("{}", signer.signed_text(dir, &info, simulated));
+    Ok(exit::PASS)
+}
+
+/// Read evidence given as a file or as a report folder holding evidence.json.
+fn read_evidence(p: &Path) -> Result<(PathBuf, Evidence)> {
+    let path = if p.is_dir() {
+        p.join(sign::EVIDENCE_FILE)
+    } else {
+        p.to_path_buf()
+    };
+    let ev = Evidence::read(&path).map_err(|e| Error::Input(InputError::Other(e)))?;
+    Ok((path, ev))
+}
+
+fn cmd_diff(old: &Path, new: &Path, out: &Path, tolerance_pct: f64) -> Result<u8> {
+    if !(tolerance_pct.is_finite() && (0.0..100.0).contains(&tolerance_pct)) {
+        return Err(InputError::Other(format!(
+            "--tolerance-pct must be at least 0 and below 100, got {tolerance_pct}"
+        ))
+        .into());
+    }
+    let (old_path, o) = read_evidence(old)?;
+    let (new_path, n) = read_evidence(new)?;
+    let mut d = crate::diff::compare(&o, &n, tolerance_pct);
+    d.old.source = old_path.display().to_string();
+    d.new.source = new_path.display().to_string();
+    let r = crate::report::render_diff(&d).map_err(Error::Render)?;
+    std::fs::create_dir_all(out).map_err(|e| Error::Write {
+        path: out.to_path_buf(),
+        source: e,
+    })?;
+    for (name, body) in [("diff.html", r.html), ("diff.md", r.markdown)] {
+        let p = out.join(name);
+        crate::evidence::write_atomic(&p, body.as_bytes())
+            .map_err(|e| Error::Write { path: p, source: e })?;
+    }
+    print!("{}", diff_summary(&d));
+    println!(
+        "wrote {} and {}",
+        out.join("diff.md").display(),
+        out.join("diff.html").display()
+    );
+    Ok(if d.regressed {
+        exit::CHECK_FAILED
+    } else {
+        exit::PASS
+    })
+}
+
+/// The console summary of a diff; long lists are cut (the files have everything).
+pub fn diff_summary(d: &crate::diff::Diff) -> String {
+    const MAX: usize = 30;
+    fn section(s: &mut String, title: String, lines: Vec<String>) {
+        s.push_str(&format!("{title}: {}\n", lines.len()));
+        for l in lines.iter().take(MAX) {
+            s.push_str(&format!("  {l}\n"));
+        }
+        if lines.len() > MAX {
+            s.push_str(&format!(
+                "  ... and {} more (see diff.md)\n",
+                lines.len() - MAX
+            ));
+        }
+    }
+    let mut s = String::new();
+    if d.simulated {
+        s.push_str("SIMULATED RESULTS: not a certification of real hardware\n");
+    }
+    for (tag, side) in [("old", &d.old), ("new", &d.new)] {
+        s.push_str(&format!(
+            "{tag}: {} (suite {} on {}, {}, {}{})\n",
+            side.source,
+            side.suite,
+            side.hostname,
+            side.started_at,
+            side.verdict,
+            if side.simulated { ", SIMULATED" } else { "" }
+        ));
+    }
+    let worse = |w: bool| if w { " (worse)" } else { "" };
+    section(
+        &mut s,
+        "hardware changes".into(),
+        d.hardware
+            .iter()
+            .map(|h| {
+                format!(
+                    "{}: {} {} -> {}{}",
+                    h.subject,
+                    h.what,
+                    h.old,
+                    h.new,
+                    worse(h.worse)
+                )
+            })
+            .collect(),
+    );
+    section(
+        &mut s,
+        format!(
+            "metrics worse by more than {}% (of {} compared)",
+            d.tolerance_pct, d.metrics_compared
+        ),
+        d.regressions.iter().map(|c| c.describe()).collect(),
+    );
+    section(
+        &mut s,
+        "verdicts changed".into(),
+        d.verdicts
+            .iter()
+            .map(|v| format!("{}{}", v.describe(), worse(v.worse)))
+            .collect(),
+    );
+    if !d.improvements.is_empty() {
+        s.push_str(&format!(
+            "metrics better by more than {}%: {}\n",
+            d.tolerance_pct,
+            d.improvements.len()
+        ));
+    }
+    s.push_str(if d.regressed {
+        "result: REGRESSED\n"
+    } else {
+        "result: NO REGRESSION\n"
+    });
+    s
 }

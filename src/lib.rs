@@ -9,6 +9,7 @@ pub mod checks;
 pub mod cli;
 pub mod config;
 pub mod console;
+pub mod diff;
 pub mod error;
 pub mod evidence;
 pub mod inventory;

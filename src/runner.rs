@@ -62,7 +62,7 @@ pub fn run(
     evidence_path: Option<&Path>,
     observer: &mut dyn Observer,
 ) -> std::io::Result<Evidence> {
-    let list = checks::from_suite(&suite.suite);
+    let list = checks::from_suite(suite);
     let total = list.len();
     if let Some(p) = evidence_path {
         ev.write(p)?;

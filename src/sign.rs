@@ -364,6 +364,21 @@ fn read_signing_key(path: &Path) -> Result<PrivateKey, SignError> {
     Ok(key)
 }
 
+/// Check that `key` is a private key [`sign_dir`] can use, before any work is
+/// done with it. Returns its fingerprint and its comment.
+pub fn signing_key_info(key: &Path) -> Result<(String, String), SignError> {
+    let k = read_signing_key(key)?;
+    Ok((
+        k.fingerprint(HashAlg::Sha256).to_string(),
+        k.comment().to_string(),
+    ))
+}
+
+/// True when `identity` can stand as a principal in an allowed_signers line.
+pub fn is_valid_identity(identity: &str) -> bool {
+    check_identity(identity).is_ok()
+}
+
 /// The SHA256 fingerprint (`SHA256:...`, as `ssh-keygen -l` prints it) of a
 /// private or public key file.
 pub fn key_fingerprint(key: &Path) -> Result<String, SignError> {
@@ -985,10 +1000,15 @@ fn join_display(dir: &str, file: &str) -> String {
 /// in `dir_display` for `identity`, given an `allowed_signers` file in the
 /// current directory (see [`allowed_signers_line`]).
 pub fn verify_command(dir_display: &str, identity: &str) -> String {
+    verify_command_for(dir_display, identity, SIGNATURE_FILE)
+}
+
+/// Like [`verify_command`], for the signature file `signature` (a countersignature).
+pub fn verify_command_for(dir_display: &str, identity: &str, signature: &str) -> String {
     format!(
         "ssh-keygen -Y verify -f allowed_signers -I {} -n {NAMESPACE} -s {} < {}",
         sh_quote(identity),
-        sh_quote(&join_display(dir_display, SIGNATURE_FILE)),
+        sh_quote(&join_display(dir_display, signature)),
         sh_quote(&join_display(dir_display, MANIFEST_FILE)),
     )
 }

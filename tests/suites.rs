@@ -50,6 +50,10 @@ const BROKEN: &[(&str, &str, &str)] = &[
     ("format_version = 1\nname = \"x\"\n[checks.health]\nfail_throttle = [\"hw_slowdown\", \"too_hot\"]\n", "4:33", "unknown throttle reason 'too_hot'"),
     ("format_version = 1\nname = \"x\"\n[node]\ndriver_min = \"five\"\n", "4:1", "'five' is not a version"),
     ("format_version = 1\nname = \"x\"\n[checks.training]\nlayers = [1024]\n", "4:1", "layers needs at least"),
+    // baseline: range, unknown key, missing file (read while loading, before any run)
+    ("format_version = 1\nname = \"x\"\n[baseline]\nevidence = \"old.json\"\nmax_regression_pct = 100\n", "5:1", "max_regression_pct must be between 0 and 100"),
+    ("format_version = 1\nname = \"x\"\n[baseline]\nevidence = \"old.json\"\nmax_regresion_pct = 3\n", "5:1", "unknown field `max_regresion_pct`"),
+    ("format_version = 1\nname = \"x\"\n[baseline]\nevidence = \"old.json\"\n", "4:1", "cannot read old.json"),
 ];
 
 #[test]

@@ -4,6 +4,7 @@
 //! [`Backend`], and evaluates its measurements against the suite's thresholds. Measuring and
 //! evaluating are separate so that evaluation is a pure function of plain data.
 
+pub mod baseline;
 pub mod collective;
 pub mod health;
 pub mod host_bandwidth;
@@ -18,6 +19,7 @@ use crate::backend::Backend;
 use crate::error::HwError;
 use crate::evidence::{CheckRecord, Fact, Finding, Metric};
 use crate::inventory::Inventory;
+use crate::suite::load::LoadedSuite;
 use crate::suite::Suite;
 
 /// What a check can see while it plans and evaluates.
@@ -59,8 +61,10 @@ pub trait Check {
 }
 
 /// The checks a suite asks for, in the order they run: cheap reads first, then bandwidth,
-/// collectives (which may compare with peer bandwidth) and training last.
-pub fn from_suite(suite: &Suite) -> Vec<Box<dyn Check>> {
+/// collectives (which may compare with peer bandwidth), training, and the comparison with the
+/// baseline last (it reads every check before it).
+pub fn from_suite(loaded: &LoadedSuite) -> Vec<Box<dyn Check>> {
+    let suite = &loaded.suite;
     let c = &suite.checks;
     let mut out: Vec<Box<dyn Check>> = Vec::new();
     if c.topology.as_ref().is_some_and(|x| x.enabled) {
@@ -88,6 +92,13 @@ pub fn from_suite(suite: &Suite) -> Vec<Box<dyn Check>> {
     }
     if let Some(x) = c.training.as_ref().filter(|x| x.enabled) {
         out.push(Box::new(training::Training(x.clone())));
+    }
+    if let (Some(cfg), Some(b)) = (&suite.baseline, &loaded.baseline) {
+        out.push(Box::new(baseline::BaselineCheck {
+            path: b.path.clone(),
+            evidence: b.evidence.clone(),
+            max_regression_pct: cfg.max_regression_pct,
+        }));
     }
     out
 }

@@ -14,6 +14,10 @@ pub const HTML_TEMPLATE: &str = "report.html.j2";
 pub const MD_TEMPLATE: &str = "report.md.j2";
 const EMBEDDED_HTML: &str = include_str!("../../templates/report.html.j2");
 const EMBEDDED_MD: &str = include_str!("../../templates/report.md.j2");
+pub const DIFF_HTML_TEMPLATE: &str = "diff.html.j2";
+pub const DIFF_MD_TEMPLATE: &str = "diff.md.j2";
+const EMBEDDED_DIFF_HTML: &str = include_str!("../../templates/diff.html.j2");
+const EMBEDDED_DIFF_MD: &str = include_str!("../../templates/diff.md.j2");
 
 /// The rendered pages.
 pub struct Rendered {
@@ -32,7 +36,8 @@ pub struct Signing {
     pub verify_command: Option<String>,
 }
 
-fn env(templates: Option<&Path>) -> Result<Environment<'static>, String> {
+/// The environment every page shares: autoescaping by name, strict undefined, filters.
+fn base_env() -> Environment<'static> {
     let mut env = Environment::new();
     // HTML is escaped; Markdown is not.
     env.set_auto_escape_callback(|name| {
@@ -52,6 +57,11 @@ fn env(templates: Option<&Path>) -> Result<Environment<'static>, String> {
     env.add_filter("num", |v: f64| crate::checks::judge::fmt_num(v));
     env.add_filter("bytes", |v: u64| crate::units::format_bytes(v));
     env.add_filter("pct", |v: f64| format!("{:.1}%", v * 100.0));
+    env
+}
+
+fn env(templates: Option<&Path>) -> Result<Environment<'static>, String> {
+    let mut env = base_env();
     let mut html = EMBEDDED_HTML.to_string();
     let mut md = EMBEDDED_MD.to_string();
     if let Some(dir) = templates {
@@ -111,4 +121,23 @@ pub fn render(
         .and_then(|t| t.render(&ctx))
         .map_err(|e| template_error(&e))?;
     Ok(Rendered { html, markdown })
+}
+
+/// Render the comparison of two runs (`nodecert diff`) as HTML and Markdown.
+pub fn render_diff(d: &crate::diff::Diff) -> Result<Rendered, String> {
+    let mut env = base_env();
+    env.add_template(DIFF_HTML_TEMPLATE, EMBEDDED_DIFF_HTML)
+        .map_err(|e| template_error(&e))?;
+    env.add_template(DIFF_MD_TEMPLATE, EMBEDDED_DIFF_MD)
+        .map_err(|e| template_error(&e))?;
+    let ctx = minijinja::context! { d => Value::from(Serde(d)) };
+    let page = |name: &str| {
+        env.get_template(name)
+            .and_then(|t| t.render(&ctx))
+            .map_err(|e| template_error(&e))
+    };
+    Ok(Rendered {
+        html: page(DIFF_HTML_TEMPLATE)?,
+        markdown: page(DIFF_MD_TEMPLATE)?,
+    })
 }

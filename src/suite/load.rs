@@ -1,8 +1,9 @@
 //! Loading suites: embedded ones by name, files by path, `extends` chains, strict validation.
 
-use super::{Suite, FORMAT_VERSION};
+use super::{Baseline, Suite, FORMAT_VERSION};
 use crate::config::{self, Source};
 use crate::error::InputError;
+use crate::evidence::{Evidence, RunState};
 use sha2::{Digest, Sha256};
 use std::path::{Path, PathBuf};
 
@@ -29,6 +30,17 @@ pub struct LoadedSuite {
     pub sha256: String,
     /// The chain of files, the given one first.
     pub chain: Vec<Source>,
+    /// The earlier run named by `[baseline]`, read while loading.
+    pub baseline: Option<LoadedBaseline>,
+}
+
+/// The evidence a suite's `[baseline]` names, read at load time so that a missing or unreadable
+/// file is invalid input before anything runs.
+#[derive(Debug, Clone)]
+pub struct LoadedBaseline {
+    /// The evidence file, resolved against the folder of the suite file that names it.
+    pub path: PathBuf,
+    pub evidence: Evidence,
 }
 
 pub fn embedded(name: &str) -> Option<&'static str> {
@@ -75,12 +87,47 @@ pub fn load_source(src: Source) -> Result<LoadedSuite, InputError> {
     if let Some((path, msg)) = suite.validate().into_iter().next() {
         return Err(config::error_at(&chain, &path, msg));
     }
+    let baseline = match &suite.baseline {
+        Some(b) => Some(load_baseline(&chain, b)?),
+        None => None,
+    };
     Ok(LoadedSuite {
         suite,
         origin,
         sha256,
         chain,
+        baseline,
     })
+}
+
+/// Read the baseline evidence, relative to the file of the chain that sets `baseline.evidence`.
+fn load_baseline(chain: &[Source], b: &Baseline) -> Result<LoadedBaseline, InputError> {
+    let at = config::key_path("baseline.evidence");
+    let file = config::locate(chain, &at).file;
+    let dir = if file.starts_with("embedded:") {
+        PathBuf::from(".")
+    } else {
+        Path::new(&file)
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default()
+    };
+    let mut path = dir.join(&b.evidence);
+    if path.is_dir() {
+        path = path.join("evidence.json");
+    }
+    let evidence = Evidence::read(&path).map_err(|e| config::error_at(chain, &at, e))?;
+    if evidence.state != RunState::Complete {
+        return Err(config::error_at(
+            chain,
+            &at,
+            format!(
+                "{} is from a run that did not finish; use a complete run as the baseline",
+                path.display()
+            ),
+        ));
+    }
+    Ok(LoadedBaseline { path, evidence })
 }
 
 /// Parse `src`, follow its `extends`, and return the merged table; `chain` collects the files.

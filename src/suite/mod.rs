@@ -31,6 +31,25 @@ pub struct Suite {
     pub topology: TopologyExpect,
     #[serde(default)]
     pub checks: Checks,
+    /// An earlier run to compare with: metrics worse than it by more than the allowed margin fail.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<Baseline>,
+}
+
+/// `[baseline]`: re-validation against an earlier certificate.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Baseline {
+    /// evidence.json of the earlier run (or a report folder holding one), relative to the suite
+    /// file that names it.
+    pub evidence: String,
+    /// A metric worse than the baseline's by more than this percent fails, even within its floor.
+    #[serde(default = "default_max_regression_pct")]
+    pub max_regression_pct: f64,
+}
+
+fn default_max_regression_pct() -> f64 {
+    10.0
 }
 
 /// What the node must be.
@@ -713,6 +732,21 @@ impl Suite {
                         format!("min_scaling_efficiency must be in (0, 1.5], got {e}"),
                     );
                 }
+            }
+        }
+        if let Some(b) = &self.baseline {
+            if b.evidence.trim().is_empty() {
+                p.bad(
+                    "baseline.evidence",
+                    "evidence must name an evidence.json or a report folder".into(),
+                );
+            }
+            let v = b.max_regression_pct;
+            if !(v > 0.0 && v < 100.0) {
+                p.bad(
+                    "baseline.max_regression_pct",
+                    format!("max_regression_pct must be between 0 and 100, got {v}"),
+                );
             }
         }
         if let Some(h) = &c.health {

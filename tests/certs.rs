@@ -1,0 +1,487 @@
+//! Signed certificates and re-validation, as users run them: keygen, signed runs, verify (also
+//! with stock OpenSSH), countersignatures, diff between runs, and baselines in suites.
+
+mod util;
+use predicates::prelude::*;
+use std::process::Command;
+use util::Env;
+
+const SSH_KEYGEN: &str = "/usr/bin/ssh-keygen";
+
+fn out_text(a: &assert_cmd::assert::Assert) -> String {
+    let o = a.get_output();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn signed_run_round_trip_tamper_wrong_key_missing_file_countersign() {
+    let env = Env::new();
+    env.cmd()
+        .args(["keygen", "--out", "ops.key", "--comment", "ops@example.com"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("fingerprint: SHA256:"))
+        .stdout(predicate::str::contains(
+            "ops@example.com namespaces=\"nodecert\" ssh-ed25519 ",
+        ));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(env.path("ops.key"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let fingerprint = key_fingerprint(&env, "ops.key.pub");
+
+    let a = env
+        .cmd()
+        .args([
+            "run",
+            "--simulate",
+            "h100-sxm-8",
+            "--sign-key",
+            "ops.key",
+            "--out",
+            "cert",
+        ])
+        .assert()
+        .code(0);
+    let text = out_text(&a);
+    assert!(text.contains("signed cert as ops@example.com"), "{text}");
+    assert!(text.contains("SIMULATED RESULTS"), "{text}");
+    let line = text
+        .lines()
+        .map(str::trim)
+        .find(|l| l.starts_with("ops@example.com namespaces="))
+        .expect("allowed_signers line printed")
+        .to_string();
+
+    // The reports name the key, the evidence digest and the command that verifies them.
+    let digest = sha256(&env.path("cert/evidence.json"));
+    let command = "ssh-keygen -Y verify -f allowed_signers -I ops@example.com -n nodecert -s cert/nodecert-manifest.txt.sig < cert/nodecert-manifest.txt";
+    let md = env.read("cert/report.md");
+    let html = env.read("cert/report.html");
+    for (page, esc) in [(&md, false), (&html, true)] {
+        let shown = |t: &str| if esc { html_escape(t) } else { t.to_string() };
+        assert!(page.contains(&shown(&fingerprint)), "fingerprint missing");
+        assert!(page.contains(&digest), "evidence digest missing");
+        assert!(page.contains(&shown(command)), "verify command missing");
+        assert!(page.contains("SIMULATED RESULTS"));
+    }
+
+    // nodecert verify with the public key.
+    env.cmd()
+        .args(["verify", "cert", "--pubkey", "ops.key.pub"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("VERIFIED"))
+        .stdout(predicate::str::contains(
+            "SIMULATED RESULTS: not a certification of real hardware",
+        ));
+    // Without saying whom to trust, never a pass.
+    env.cmd()
+        .args(["verify", "cert"])
+        .assert()
+        .code(4)
+        .stderr(predicate::str::contains("no trusted signer"));
+
+    // Stock OpenSSH verifies the same manifest with the printed allowed_signers line.
+    env.write("allowed_signers", &format!("{line}\n"));
+    let ok = Command::new(SSH_KEYGEN)
+        .current_dir(env.dir.path())
+        .args([
+            "-Y",
+            "verify",
+            "-f",
+            "allowed_signers",
+            "-I",
+            "ops@example.com",
+        ])
+        .args(["-n", "nodecert", "-s", "cert/nodecert-manifest.txt.sig"])
+        .stdin(std::fs::File::open(env.path("cert/nodecert-manifest.txt")).unwrap())
+        .output()
+        .expect("run ssh-keygen");
+    assert!(
+        ok.status.success(),
+        "ssh-keygen -Y verify: {}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+    env.cmd()
+        .args(["verify", "cert", "--allowed-signers", "allowed_signers"])
+        .assert()
+        .code(0);
+
+    // A second party countersigns; both signatures are reported.
+    env.cmd()
+        .args([
+            "keygen",
+            "--out",
+            "auditor.key",
+            "--comment",
+            "auditor@example.com",
+        ])
+        .assert()
+        .code(0);
+    env.cmd()
+        .args(["sign", "cert", "--key", "auditor.key"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(
+            "countersigned cert as auditor@example.com",
+        ))
+        .stdout(predicate::str::contains("nodecert-manifest.txt.2.sig"));
+    let auditor = key_fingerprint(&env, "auditor.key.pub");
+    let a = env
+        .cmd()
+        .args(["verify", "cert", "--pubkey", "auditor.key.pub"])
+        .assert()
+        .code(0);
+    let text = out_text(&a);
+    assert!(
+        text.contains("signature nodecert-manifest.txt.sig: valid"),
+        "{text}"
+    );
+    assert!(
+        text.contains("signature nodecert-manifest.txt.2.sig: valid, trusted"),
+        "{text}"
+    );
+    assert!(
+        text.contains(&fingerprint) && text.contains(&auditor),
+        "{text}"
+    );
+    // The same key cannot sign twice.
+    env.cmd()
+        .args(["sign", "cert", "--key", "auditor.key"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("already signed by this key"));
+
+    // A wrong key does not verify.
+    env.cmd()
+        .args(["keygen", "--out", "other.key"])
+        .assert()
+        .code(0);
+    env.cmd()
+        .args(["verify", "cert", "--pubkey", "other.key.pub"])
+        .assert()
+        .code(4)
+        .stderr(predicate::str::contains("no signature is by a trusted key"));
+
+    // One changed byte of report.html fails, naming the file.
+    std::fs::copy(env.path("cert/report.html"), env.path("report.html.orig")).unwrap();
+    let mut bytes = std::fs::read(env.path("cert/report.html")).unwrap();
+    let i = bytes.len() / 2;
+    bytes[i] ^= 0x01;
+    std::fs::write(env.path("cert/report.html"), &bytes).unwrap();
+    env.cmd()
+        .args(["verify", "cert", "--pubkey", "ops.key.pub"])
+        .assert()
+        .code(4)
+        .stdout(predicate::str::contains(
+            "file report.html: sha-256 mismatch",
+        ))
+        .stderr(predicate::str::contains("report.html"));
+    std::fs::copy(env.path("report.html.orig"), env.path("cert/report.html")).unwrap();
+    env.cmd()
+        .args(["verify", "cert", "--pubkey", "ops.key.pub"])
+        .assert()
+        .code(0);
+
+    // A missing file fails, naming it.
+    std::fs::remove_file(env.path("cert/report.md")).unwrap();
+    env.cmd()
+        .args(["verify", "cert", "--pubkey", "ops.key.pub"])
+        .assert()
+        .code(4)
+        .stdout(predicate::str::contains("file report.md: missing"));
+
+    // A later run does not overwrite a signed report.
+    env.cmd()
+        .args(["run", "--simulate", "h100-sxm-8", "--out", "cert"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("holds a signed report"));
+}
+
+#[test]
+fn signing_flags_are_checked_before_running() {
+    let env = Env::new();
+    env.cmd()
+        .args(["keygen", "--out", "k"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("nodecert-signer namespaces="));
+    // The public key is not a signing key; nothing runs.
+    env.cmd()
+        .args([
+            "run",
+            "--simulate",
+            "h200-vm-1",
+            "--sign-key",
+            "k.pub",
+            "--out",
+            "r",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("not an openssh private key"));
+    assert!(!env.path("r").exists());
+    env.cmd()
+        .args([
+            "run",
+            "--simulate",
+            "h200-vm-1",
+            "--sign-key",
+            "k",
+            "--signer-id",
+            "a b",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("--signer-id"));
+    env.cmd()
+        .args(["keygen", "--out", "k"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("refusing to overwrite"));
+    // A failing node is still signed (the certificate says FAIL), and verifies.
+    env.cmd()
+        .args([
+            "run",
+            "--simulate",
+            "h200-vm-1",
+            "--inject",
+            "ecc-uncorrectable",
+            "-q",
+        ])
+        .args(["--sign-key", "k", "--signer-id", "lab-7", "--out", "failed"])
+        .assert()
+        .code(1)
+        .stdout(predicate::str::contains("signed failed as lab-7"));
+    env.cmd()
+        .args(["verify", "failed", "--pubkey", "k.pub"])
+        .assert()
+        .code(0);
+    env.cmd()
+        .args(["verify", "no-such-dir", "--pubkey", "k.pub"])
+        .assert()
+        .code(2);
+}
+
+fn key_fingerprint(env: &Env, public: &str) -> String {
+    let o = Command::new(SSH_KEYGEN)
+        .arg("-lf")
+        .arg(env.path(public))
+        .output()
+        .expect("run ssh-keygen -l");
+    let text = String::from_utf8_lossy(&o.stdout).to_string();
+    text.split_whitespace()
+        .nth(1)
+        .expect("fingerprint")
+        .to_string()
+}
+
+/// As minijinja's HTML autoescape writes text.
+fn html_escape(t: &str) -> String {
+    t.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#x27;")
+        .replace('/', "&#x2f;")
+}
+
+fn sha256(p: &std::path::Path) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(std::fs::read(p).unwrap()))
+}
+
+fn run(env: &Env, node: &str, out: &str, extra: &[&str]) {
+    let mut c = env.cmd();
+    c.args(["run", "--simulate", node, "--out", out, "-q"])
+        .args(extra);
+    let _ = c.assert();
+    assert!(env.path(&format!("{out}/evidence.json")).exists(), "{out}");
+}
+
+#[test]
+fn diff_names_regressions_verdicts_and_hardware_changes() {
+    let env = Env::new();
+    run(&env, "h100-sxm-8", "healthy", &[]);
+    run(
+        &env,
+        "h100-sxm-8",
+        "slow",
+        &["--inject", "slow-gpu-pair:gpu=1,peer=4"],
+    );
+    run(&env, "h200-sxm-8", "h200", &[]);
+
+    let a = env
+        .cmd()
+        .args(["diff", "healthy", "slow/evidence.json", "--out", "d1"])
+        .assert()
+        .code(1);
+    let text = out_text(&a);
+    assert!(text.contains("SIMULATED RESULTS"), "{text}");
+    assert!(
+        text.contains("p2p_bandwidth p2p_read GPU 1 -> GPU 4: "),
+        "pair regression not named:\n{text}"
+    );
+    assert!(
+        text.contains("p2p_bandwidth: PASS -> FAIL (worse)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("p2p_bandwidth GPU 1 -> GPU 4 [p2p_read]: PASS -> FAIL (worse)"),
+        "{text}"
+    );
+    assert!(text.contains("result: REGRESSED"), "{text}");
+    let md = env.read("d1/diff.md");
+    let html = env.read("d1/diff.html");
+    for page in [&md, &html] {
+        assert!(page.contains("SIMULATED RESULTS"));
+        assert!(page.contains("REGRESSED"));
+        assert!(page.contains("GPU 1 -&gt; GPU 4") || page.contains("GPU 1 -> GPU 4"));
+    }
+    assert!(html.contains("GPU 1 -&gt; GPU 4"), "html must be escaped");
+    assert!(!html.contains("src=\"http") && !html.contains("href=\"http"));
+
+    // Better is not worse: the reverse direction improves metrics and verdicts.
+    env.cmd()
+        .args(["diff", "slow", "healthy", "--out", "d1r"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("metrics better by more than 5%"));
+
+    env.cmd()
+        .args(["diff", "healthy", "healthy", "--out", "d2"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains("hardware changes: 0"))
+        .stdout(predicate::str::contains("verdicts changed: 0"))
+        .stdout(predicate::str::contains("result: NO REGRESSION"));
+
+    let a = env
+        .cmd()
+        .args(["diff", "healthy", "h200", "--out", "d3"])
+        .assert();
+    let text = out_text(&a);
+    assert!(
+        text.contains("GPU 0: model NVIDIA H100 80GB HBM3 -> NVIDIA H200"),
+        "{text}"
+    );
+    assert!(text.contains("GPU 0: uuid GPU-"), "{text}");
+    assert!(text.contains("node: driver 550.90.07 -> "), "{text}");
+    let md = env.read("d3/diff.md");
+    assert!(md.contains("| GPU 7 | uuid |") && md.contains("| node | driver |"));
+}
+
+#[test]
+fn diff_rejects_bad_input_with_exit_2() {
+    let env = Env::new();
+    run(&env, "h200-vm-1", "r", &[]);
+    env.write("junk.json", "{\"hello\": 1}");
+    for args in [
+        vec!["diff", "r", "missing.json"],
+        vec!["diff", "junk.json", "r"],
+        vec!["diff", "r", "r", "--tolerance-pct", "-1"],
+        vec!["diff", "r", "r", "--tolerance-pct", "100"],
+    ] {
+        env.cmd().args(&args).assert().code(2);
+    }
+}
+
+const REVALIDATE: &str = "format_version = 1
+name = \"h200-revalidate\"
+extends = \"h200-sxm-8\"
+
+[baseline]
+evidence = \"../runs/healthy\"
+max_regression_pct = 3
+";
+
+#[test]
+fn baseline_fails_a_metric_worse_than_before_even_within_its_floor() {
+    let env = Env::new();
+    run(&env, "h200-sxm-8", "runs/healthy", &[]);
+    env.write("suites/revalidate.toml", REVALIDATE);
+
+    // 5% slower host bandwidth on GPU 2: within the floor, worse than the baseline.
+    let a = env
+        .cmd()
+        .args(["run", "suites/revalidate.toml", "--simulate", "h200-sxm-8"])
+        .args([
+            "--seed",
+            "2",
+            "--inject",
+            "slow-host-bandwidth:gpu=2,factor=0.95",
+        ])
+        .args(["--out", "slow"])
+        .assert()
+        .code(1);
+    let text = out_text(&a);
+    assert!(
+        text.contains("host_bandwidth h2d GPU 2: ")
+            && text.contains("worse than the baseline's")
+            && text.contains("(at most 3% allowed)"),
+        "{text}"
+    );
+    let ev = util::read_json(&env.path("slow/evidence.json"));
+    let checks = ev["checks"].as_array().unwrap();
+    let host = checks.iter().find(|c| c["id"] == "host_bandwidth").unwrap();
+    assert_eq!(host["status"], "pass", "the floor alone passes GPU 2");
+    let last = checks.last().unwrap();
+    assert_eq!(
+        (&last["id"], &last["status"]),
+        (&"baseline".into(), &"fail".into())
+    );
+    let bad: Vec<&serde_json::Value> = last["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["status"] == "fail")
+        .collect();
+    assert!(
+        !bad.is_empty() && bad.iter().all(|f| f["subject"] == "GPU 2"),
+        "{bad:?}"
+    );
+
+    // The healthy node, another seed: within 3% of the baseline everywhere.
+    env.cmd()
+        .args(["run", "suites/revalidate.toml", "--simulate", "h200-sxm-8"])
+        .args(["--seed", "7", "--out", "again", "-q"])
+        .assert()
+        .code(0);
+    let ev = util::read_json(&env.path("again/evidence.json"));
+    let last = ev["checks"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        (&last["id"], &last["status"]),
+        (&"baseline".into(), &"pass".into())
+    );
+
+    // A baseline that is not there is invalid input, found before anything runs.
+    env.write(
+        "suites/lost.toml",
+        &REVALIDATE.replace("../runs/healthy", "../runs/gone/evidence.json"),
+    );
+    env.cmd()
+        .args([
+            "run",
+            "suites/lost.toml",
+            "--simulate",
+            "h200-sxm-8",
+            "--out",
+            "never",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("suites/lost.toml:6:1:"))
+        .stderr(predicate::str::contains("cannot read"));
+    assert!(!env.path("never").exists());
+}
