@@ -236,14 +236,14 @@ fn inventory_from_capture(sysfs: &Path) -> Inventory {
 
 fn judged(
     inv: &Inventory,
-    suite: &nodecert::suite::Suite,
+    loaded: &nodecert::suite::load::LoadedSuite,
 ) -> Vec<(String, nodecert::evidence::Finding)> {
     let ctx = Ctx {
-        suite,
+        suite: &loaded.suite,
         inventory: inv,
         earlier: &[],
     };
-    checks::from_suite(suite)
+    checks::from_suite(loaded)
         .iter()
         .filter(|c| matches!(c.kind(), "topology" | "virtualization" | "health"))
         .flat_map(|c| {
@@ -301,7 +301,7 @@ fn the_capture_passes_the_h200_vm_suite() {
     let dir = tempfile::tempdir().expect("temp dir");
     let inv = inventory_from_capture(dir.path());
     let loaded = nodecert::suite::load::load("h200-vm-1").expect("embedded suite");
-    let findings = judged(&inv, &loaded.suite);
+    let findings = judged(&inv, &loaded);
     for (check, f) in &findings {
         assert!(
             matches!(f.status, Status::Pass | Status::Skip),
@@ -331,7 +331,7 @@ fn the_capture_passes_its_own_frozen_suite() {
     })
     .unwrap_or_else(|e| panic!("{e}\n{text}"));
     assert_eq!(loaded.suite.node.memory_gib_min, Some(139.0));
-    for (check, f) in judged(&inv, &loaded.suite) {
+    for (check, f) in judged(&inv, &loaded) {
         assert!(
             matches!(f.status, Status::Pass | Status::Skip),
             "{check}: {f:?}"

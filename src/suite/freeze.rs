@@ -211,9 +211,12 @@ mod tests {
                 inventory: &inv,
                 earlier: &[],
             };
-            let kinds: Vec<&str> = checks::from_suite(s).iter().map(|c| c.kind()).collect();
+            let kinds: Vec<&str> = checks::from_suite(&loaded)
+                .iter()
+                .map(|c| c.kind())
+                .collect();
             assert_eq!(kinds, ["topology", "virtualization", "health"], "{node}");
-            for c in checks::from_suite(s) {
+            for c in checks::from_suite(&loaded) {
                 for f in c.evaluate(&ctx, &Measured::default()) {
                     assert!(
                         matches!(f.status, Status::Pass | Status::Skip),
@@ -255,7 +258,7 @@ mod tests {
             inventory: &inv,
             earlier: &[],
         };
-        let failed = checks::from_suite(&loaded.suite)
+        let failed = checks::from_suite(&loaded)
             .iter()
             .flat_map(|c| c.evaluate(&ctx, &Measured::default()))
             .any(|f| f.status == Status::Fail);
