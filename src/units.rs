@@ -39,7 +39,7 @@ impl ByteSize {
             .parse()
             .map_err(|_| format!("'{s}' is not a size (expected e.g. 512MiB, 8GiB, 1048576)"))?;
         let bytes = v * mult as f64;
-        if !(bytes.is_finite() && bytes >= 0.0 && bytes < 1.8e19) || bytes.fract() != 0.0 {
+        if !(0.0..1.8e19).contains(&bytes) || bytes.fract() != 0.0 {
             return Err(format!("'{s}' is not a whole number of bytes"));
         }
         Ok(ByteSize(bytes as u64))

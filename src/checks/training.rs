@@ -241,8 +241,8 @@ impl Check for Training {
                 format!("{:.1}% of step time in exposed communication", f * 100.0),
                 "-",
                 format!(
-                    "{} of each step waits on gradient exchange: this node makes such a job {}",
-                    format!("{}%", fmt_num(f * 100.0)),
+                    "{}% of each step waits on gradient exchange: this node makes such a job {}",
+                    fmt_num(f * 100.0),
                     if f > 0.2 {
                         "communication-bound"
                     } else {

@@ -804,7 +804,7 @@ pub fn compare_trajectory(
         if rel_diff > max_rel {
             max_rel = rel_diff;
         }
-        if worst.as_ref().map_or(true, |w| abs_diff > w.abs_diff) {
+        if worst.as_ref().is_none_or(|w| abs_diff > w.abs_diff) {
             worst = Some(MaxDeviation {
                 steps: cpu.len(),
                 step,
