@@ -17,4 +17,6 @@ pub mod report;
 pub mod runner;
 pub mod sign;
 pub mod suite;
+#[cfg(test)]
+pub(crate) mod testutil;
 pub mod units;
