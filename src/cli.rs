@@ -48,6 +48,8 @@ pub enum Command {
         /// Print only the final verdict line.
         #[arg(long, short)]
         quiet: bool,
+        #[command(flatten)]
+        export: ExportArgs,
     },
     /// Validate a suite and print the plan it expands to, without running anything.
     #[command(after_help = EXIT_CODES)]
@@ -76,9 +78,75 @@ pub enum Command {
         out: Option<PathBuf>,
         #[arg(long)]
         templates: Option<PathBuf>,
+        #[command(flatten)]
+        export: ExportArgs,
     },
     /// List the embedded suites, simulated nodes and faults.
     List,
+}
+
+/// Machine outputs, beside the reports.
+#[derive(clap::Args, Debug, Default)]
+pub struct ExportArgs {
+    /// Also write the checks as a JUnit XML test report to FILE (for CI test dashboards).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Also write the results as Prometheus metrics to FILE, in the text format that
+    /// node_exporter's textfile collector reads (name it *.prom). Written atomically.
+    #[arg(long, value_name = "FILE")]
+    pub prometheus: Option<PathBuf>,
+}
+
+impl ExportArgs {
+    fn outputs(&self) -> Vec<(&Path, Box<dyn crate::export::Exporter>)> {
+        let mut v: Vec<(&Path, Box<dyn crate::export::Exporter>)> = Vec::new();
+        if let Some(p) = &self.junit {
+            v.push((p, Box::new(crate::export::junit::Junit)));
+        }
+        if let Some(p) = &self.prometheus {
+            v.push((p, Box::new(crate::export::prometheus::Prometheus)));
+        }
+        v
+    }
+
+    /// Fail before a long run when an output could not be written: its folder must exist.
+    fn check(&self) -> Result<()> {
+        for (path, e) in self.outputs() {
+            let dir = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            if path.is_dir() {
+                return Err(Error::Input(InputError::Other(format!(
+                    "{} {}: is a folder, not a file",
+                    e.flag(),
+                    path.display()
+                ))));
+            }
+            if !dir.is_dir() {
+                return Err(Error::Input(InputError::Other(format!(
+                    "{} {}: folder {} does not exist",
+                    e.flag(),
+                    path.display(),
+                    dir.display()
+                ))));
+            }
+        }
+        Ok(())
+    }
+
+    /// Write every output asked for; returns the paths written.
+    fn write(&self, ev: &Evidence) -> Result<Vec<PathBuf>> {
+        let mut written = Vec::new();
+        for (path, e) in self.outputs() {
+            crate::export::write(e.as_ref(), ev, path).map_err(|source| Error::Write {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            written.push(path.to_path_buf());
+        }
+        Ok(written)
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -124,6 +192,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             out,
             templates,
             quiet,
+            export,
         } => cmd_run(
             suite,
             sim.simulate,
@@ -132,6 +201,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             &out,
             templates.as_deref(),
             quiet,
+            &export,
             args,
         ),
         Command::Check { suite, sim } => cmd_check(&suite, sim.simulate),
@@ -140,7 +210,8 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             evidence,
             out,
             templates,
-        } => cmd_render(&evidence, out, templates.as_deref()),
+            export,
+        } => cmd_render(&evidence, out, templates.as_deref(), &export),
         Command::List => {
             print!("{}", list_text());
             Ok(exit::PASS)
@@ -237,6 +308,7 @@ fn cmd_run(
     out: &Path,
     templates: Option<&Path>,
     quiet: bool,
+    export: &ExportArgs,
     args: &[String],
 ) -> Result<u8> {
     // Validate what the user gave before touching hardware.
@@ -244,6 +316,7 @@ fn cmd_run(
         Some(s) => Some(load::load(s)?),
         None => None,
     };
+    export.check()?;
     if let Some(t) = templates {
         // Fail early on broken templates rather than after a long run.
         crate::report::render(
@@ -286,6 +359,7 @@ fn cmd_run(
             source: e,
         })?;
     write_reports(&ev, out, templates)?;
+    let exported = export.write(&ev)?;
     if quiet {
         println!(
             "{}: {} ({})",
@@ -300,6 +374,9 @@ fn cmd_run(
     } else {
         print!("{}", crate::console::summary(&ev, color));
         println!("evidence and reports in {}", out.display());
+        for p in exported {
+            println!("wrote {}", p.display());
+        }
     }
     Ok(exit_for(&ev))
 }
@@ -415,7 +492,13 @@ fn cmd_inventory(simulate: Option<String>, json: bool) -> Result<u8> {
     Ok(exit::PASS)
 }
 
-fn cmd_render(evidence: &Path, out: Option<PathBuf>, templates: Option<&Path>) -> Result<u8> {
+fn cmd_render(
+    evidence: &Path,
+    out: Option<PathBuf>,
+    templates: Option<&Path>,
+    export: &ExportArgs,
+) -> Result<u8> {
+    export.check()?;
     let path = if evidence.is_dir() {
         evidence.join("evidence.json")
     } else {
@@ -437,6 +520,9 @@ fn cmd_render(evidence: &Path, out: Option<PathBuf>, templates: Option<&Path>) -
         out.join("report.html").display(),
         out.join("report.md").display()
     );
+    for p in export.write(&ev)? {
+        println!("wrote {}", p.display());
+    }
     Ok(exit::PASS)
 }
 

@@ -2,7 +2,8 @@
 //!
 //! The flow, one way: suite (TOML) -> [`suite::load`] -> [`checks`] planned against the node ->
 //! measured on a [`backend::Backend`] (real GPUs or a simulated node) -> evaluated into
-//! [`evidence::Evidence`] -> rendered by [`report`].
+//! [`evidence::Evidence`] -> rendered by [`report`] and exported (JUnit, Prometheus) by
+//! [`export`].
 
 pub mod backend;
 pub mod checks;
@@ -11,6 +12,7 @@ pub mod config;
 pub mod console;
 pub mod error;
 pub mod evidence;
+pub mod export;
 pub mod inventory;
 pub mod inventory_text;
 pub mod report;
