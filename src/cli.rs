@@ -65,6 +65,8 @@ pub enum Command {
         /// key's comment, else "nodecert-signer").
         #[arg(long, value_name = "ID", requires = "sign_key")]
         signer_id: Option<String>,
+        #[command(flatten)]
+        export: ExportArgs,
     },
     /// Generate an Ed25519 signing key: KEY (mode 0600) and KEY.pub.
     #[command(after_help = EXIT_CODES)]
@@ -145,9 +147,75 @@ pub enum Command {
         out: Option<PathBuf>,
         #[arg(long)]
         templates: Option<PathBuf>,
+        #[command(flatten)]
+        export: ExportArgs,
     },
     /// List the embedded suites, simulated nodes and faults.
     List,
+}
+
+/// Machine outputs, beside the reports.
+#[derive(clap::Args, Debug, Default)]
+pub struct ExportArgs {
+    /// Also write the checks as a JUnit XML test report to FILE (for CI test dashboards).
+    #[arg(long, value_name = "FILE")]
+    pub junit: Option<PathBuf>,
+    /// Also write the results as Prometheus metrics to FILE, in the text format that
+    /// node_exporter's textfile collector reads (name it *.prom). Written atomically.
+    #[arg(long, value_name = "FILE")]
+    pub prometheus: Option<PathBuf>,
+}
+
+impl ExportArgs {
+    fn outputs(&self) -> Vec<(&Path, Box<dyn crate::export::Exporter>)> {
+        let mut v: Vec<(&Path, Box<dyn crate::export::Exporter>)> = Vec::new();
+        if let Some(p) = &self.junit {
+            v.push((p, Box::new(crate::export::junit::Junit)));
+        }
+        if let Some(p) = &self.prometheus {
+            v.push((p, Box::new(crate::export::prometheus::Prometheus)));
+        }
+        v
+    }
+
+    /// Fail before a long run when an output could not be written: its folder must exist.
+    fn check(&self) -> Result<()> {
+        for (path, e) in self.outputs() {
+            let dir = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            if path.is_dir() {
+                return Err(Error::Input(InputError::Other(format!(
+                    "{} {}: is a folder, not a file",
+                    e.flag(),
+                    path.display()
+                ))));
+            }
+            if !dir.is_dir() {
+                return Err(Error::Input(InputError::Other(format!(
+                    "{} {}: folder {} does not exist",
+                    e.flag(),
+                    path.display(),
+                    dir.display()
+                ))));
+            }
+        }
+        Ok(())
+    }
+
+    /// Write every output asked for; returns the paths written.
+    fn write(&self, ev: &Evidence) -> Result<Vec<PathBuf>> {
+        let mut written = Vec::new();
+        for (path, e) in self.outputs() {
+            crate::export::write(e.as_ref(), ev, path).map_err(|source| Error::Write {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            written.push(path.to_path_buf());
+        }
+        Ok(written)
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -195,6 +263,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             quiet,
             sign_key,
             signer_id,
+            export,
         } => {
             let signer = match &sign_key {
                 Some(k) => Some(Signer::open(k, signer_id)?),
@@ -209,6 +278,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
                 templates.as_deref(),
                 quiet,
                 signer.as_ref(),
+                &export,
                 args,
             )
         }
@@ -239,7 +309,8 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             evidence,
             out,
             templates,
-        } => cmd_render(&evidence, out, templates.as_deref()),
+            export,
+        } => cmd_render(&evidence, out, templates.as_deref(), &export),
         Command::List => {
             print!("{}", list_text());
             Ok(exit::PASS)
@@ -337,6 +408,7 @@ fn cmd_run(
     templates: Option<&Path>,
     quiet: bool,
     signer: Option<&Signer>,
+    export: &ExportArgs,
     args: &[String],
 ) -> Result<u8> {
     // Validate what the user gave before touching hardware.
@@ -352,6 +424,7 @@ fn cmd_run(
         Some(s) => Some(load::load(s)?),
         None => None,
     };
+    export.check()?;
     if let Some(t) = templates {
         // Fail early on broken templates rather than after a long run.
         crate::report::render(
@@ -402,6 +475,7 @@ fn cmd_run(
         Some(s) => Some(s.sign(out)?),
         None => None,
     };
+    let exported = export.write(&ev)?;
     if quiet {
         println!(
             "{}: {} ({})",
@@ -416,6 +490,9 @@ fn cmd_run(
     } else {
         print!("{}", crate::console::summary(&ev, color));
         println!("evidence and reports in {}", out.display());
+        for p in exported {
+            println!("wrote {}", p.display());
+        }
     }
     if let (Some(s), Some(info)) = (signer, signed) {
         let text = s.signed_text(out, &info, ev.simulated);
@@ -554,7 +631,13 @@ fn cmd_inventory(simulate: Option<String>, json: bool, as_suite: Option<&Path>) 
     Ok(exit::PASS)
 }
 
-fn cmd_render(evidence: &Path, out: Option<PathBuf>, templates: Option<&Path>) -> Result<u8> {
+fn cmd_render(
+    evidence: &Path,
+    out: Option<PathBuf>,
+    templates: Option<&Path>,
+    export: &ExportArgs,
+) -> Result<u8> {
+    export.check()?;
     let (path, ev) = read_evidence(evidence)?;
     let out = out.unwrap_or_else(|| {
         path.parent()
@@ -578,6 +661,9 @@ fn cmd_render(evidence: &Path, out: Option<PathBuf>, templates: Option<&Path>) -
         out.join("report.html").display(),
         out.join("report.md").display()
     );
+    for p in export.write(&ev)? {
+        println!("wrote {}", p.display());
+    }
     Ok(exit::PASS)
 }
 

@@ -18,7 +18,7 @@ pub struct Console {
 impl Console {
     pub fn new(quiet: bool) -> Self {
         let tty = std::io::stderr().is_terminal();
-        let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none();
+        let color = std::io::stdout().is_terminal() && !no_color();
         Console {
             quiet,
             color,
@@ -32,6 +32,11 @@ impl Console {
     pub fn color(&self) -> bool {
         self.color
     }
+}
+
+/// NO_COLOR (no-color.org): set to anything but the empty string, it turns colour off.
+fn no_color() -> bool {
+    std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty())
 }
 
 pub fn paint(s: Status, color: bool) -> String {
@@ -57,14 +62,18 @@ impl Observer for Console {
             return;
         }
         if self.tty {
-            let bar = ProgressBar::with_draw_target(Some(1), ProgressDrawTarget::stderr());
+            // Styled while hidden, so the first frame already shows the title; the prefix lines
+            // up with the result line that replaces the bar.
+            let bar = ProgressBar::hidden();
+            bar.set_length(1);
             bar.set_style(
-                ProgressStyle::with_template("{prefix:>7} {msg:32} [{bar:30}] {pos}/{len}")
+                ProgressStyle::with_template("{prefix} {msg:32} [{bar:30}] {pos}/{len}")
                     .unwrap_or_else(|_| ProgressStyle::default_bar())
                     .progress_chars("=> "),
             );
             bar.set_prefix(format!("[{}/{}]", index + 1, total));
             bar.set_message(title.to_string());
+            bar.set_draw_target(ProgressDrawTarget::stderr());
             self.bar = Some(bar);
         }
     }

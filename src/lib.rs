@@ -2,7 +2,8 @@
 //!
 //! The flow, one way: suite (TOML) -> [`suite::load`] -> [`checks`] planned against the node ->
 //! measured on a [`backend::Backend`] (real GPUs or a simulated node) -> evaluated into
-//! [`evidence::Evidence`] -> rendered by [`report`].
+//! [`evidence::Evidence`] -> rendered by [`report`] and exported (JUnit, Prometheus) by
+//! [`export`].
 
 pub mod backend;
 pub mod checks;
@@ -12,6 +13,7 @@ pub mod console;
 pub mod diff;
 pub mod error;
 pub mod evidence;
+pub mod export;
 pub mod inventory;
 pub mod inventory_text;
 pub mod platform;
@@ -19,5 +21,7 @@ pub mod report;
 pub mod runner;
 pub mod sign;
 pub mod suite;
+#[cfg(test)]
+pub(crate) mod testutil;
 pub mod training;
 pub mod units;

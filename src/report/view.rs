@@ -2,7 +2,9 @@
 //! the evidence.
 
 use crate::checks::judge::fmt_num;
-use crate::evidence::{CheckRecord, Evidence, Status};
+use crate::evidence::{median, CheckRecord, Evidence, Status, Subject};
+use crate::report::svg::{self, AxisFormat, CellStatus, HeatCell, Heatmap, LineChart, Series};
+use crate::suite::{CollectiveCheck, CollectiveOp};
 use crate::units::format_bytes;
 use serde::Serialize;
 
@@ -17,6 +19,10 @@ pub struct View {
     pub topology: Topology,
     pub host: Vec<HostRow>,
     pub pairs: Vec<PairRow>,
+    /// Peer read bandwidth, rows = source GPU, columns = destination (GB/s).
+    pub p2p_read: Option<Matrix>,
+    /// Both directions at once, per pair, shown symmetric (GB/s).
+    pub p2p_bidir: Option<Matrix>,
     pub collectives: Vec<CollectiveTable>,
     pub health: Vec<HealthRow>,
     pub training: Option<TrainingView>,
@@ -49,6 +55,8 @@ pub struct Topology {
     pub labels: Vec<String>,
     pub rows: Vec<TopoRow>,
     pub mismatches: usize,
+    /// One line per mismatching pair: "GPU1 <-> GPU4: found NV12, expected NV18".
+    pub mismatch_list: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -93,6 +101,29 @@ pub struct HostRow {
     pub device_copy: Cell,
 }
 
+/// A GPU-by-GPU matrix of one figure: an inline SVG heatmap for HTML and cells for Markdown.
+#[derive(Debug, Serialize)]
+pub struct Matrix {
+    /// "p2p_read", "p2p_bidir": the metric shown.
+    pub metric: String,
+    pub title: String,
+    /// What the shading compares against, in words: "the suite's floor of 335 GB/s".
+    pub reference: String,
+    pub labels: Vec<String>,
+    pub rows: Vec<MatrixRow>,
+    /// Cells marked fail or warn.
+    pub failing: usize,
+    pub warning: usize,
+    /// Inline SVG (trusted: built by `svg::heatmap`, which escapes every string).
+    pub svg: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct MatrixRow {
+    pub label: String,
+    pub cells: Vec<Cell>,
+}
+
 #[derive(Debug, Serialize)]
 pub struct PairRow {
     pub pair: String,
@@ -109,6 +140,12 @@ pub struct CollectiveTable {
     pub class: String,
     pub ranks: String,
     pub rows: Vec<CollectiveRow>,
+    /// The suite's bus-bandwidth floors, in words ("460 GB/s from 8 GiB"), empty when none.
+    pub floors: String,
+    /// Inline SVG line chart: busbw against message size, floors dashed.
+    pub chart: String,
+    /// Some size returned wrong data (the chart cannot show that; the table opens).
+    pub corrupt: bool,
 }
 
 #[derive(Debug, Serialize)]
@@ -145,6 +182,21 @@ pub struct TrainingView {
     pub scaling: String,
     pub comm: String,
     pub losses: Vec<String>,
+    /// One row per step: loss, the CPU golden loss where computed, step time.
+    pub steps: Vec<TrainingStep>,
+    /// Steps compared with the golden trajectory.
+    pub golden_steps: usize,
+    /// Inline SVG line charts.
+    pub loss_chart: String,
+    pub step_chart: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct TrainingStep {
+    pub step: usize,
+    pub loss: String,
+    pub golden: String,
+    pub step_ms: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -262,6 +314,14 @@ pub fn build(ev: &Evidence) -> View {
             })
             .collect::<Vec<_>>();
         topology.mismatches += cells.iter().filter(|c| c.mismatch).count();
+        for (j, c) in cells.iter().enumerate() {
+            if c.mismatch && g.index < j {
+                topology.mismatch_list.push(format!(
+                    "GPU{} <-> GPU{j}: found {}, expected {}",
+                    g.index, c.found, c.expected
+                ));
+            }
+        }
         let pcie = match (g.pcie.gen_current, g.pcie.width_current) {
             (Some(a), Some(b)) => format!("Gen{a} x{b}"),
             _ => "n/a".into(),
@@ -330,7 +390,7 @@ pub fn build(ev: &Evidence) -> View {
             let mut sizes: Vec<u64> = c.metrics.iter().filter_map(|m| m.subject.bytes).collect();
             sizes.sort();
             sizes.dedup();
-            let rows = sizes
+            let rows: Vec<CollectiveRow> = sizes
                 .iter()
                 .map(|&s| {
                     let sub = crate::evidence::Subject::size(s);
@@ -374,16 +434,24 @@ pub fn build(ev: &Evidence) -> View {
                     }
                 })
                 .collect();
+            let ranks = c
+                .facts
+                .iter()
+                .find(|f| f.name == "ranks")
+                .map(|f| f.value.clone())
+                .unwrap_or_default();
+            let floors = CollectiveOp::parse(&op)
+                .and_then(|o| ev.suite.resolved.checks.collective.get(&o))
+                .map(|cc| CollectiveCheck::floors(&cc.min_busbw_gbps))
+                .unwrap_or_default();
             CollectiveTable {
+                corrupt: rows.iter().any(|r| r.wrong.class == "fail"),
+                chart: collective_chart(&op, &ranks, c, &sizes, &floors),
+                floors: floors_text(&floors),
                 op,
                 status: c.status.label().into(),
                 class: class(c.status),
-                ranks: c
-                    .facts
-                    .iter()
-                    .find(|f| f.name == "ranks")
-                    .map(|f| f.value.clone())
-                    .unwrap_or_default(),
+                ranks,
                 rows,
             }
         })
@@ -458,6 +526,39 @@ pub fn build(ev: &Evidence) -> View {
         .map(|c| {
             let get = |n: &str| c.metrics.iter().find(|m| m.name == n);
             let losses = get("loss").map(|m| m.samples.clone()).unwrap_or_default();
+            let golden = get("golden_loss")
+                .map(|m| m.samples.clone())
+                .unwrap_or_default();
+            let step_times = get("step_time")
+                .map(|m| m.samples.clone())
+                .unwrap_or_default();
+            let mut loss_series = vec![step_series("loss on this node", &losses)];
+            if !golden.is_empty() {
+                loss_series.push(step_series("CPU golden loss", &golden));
+            }
+            let loss_chart = svg::line_chart(&LineChart {
+                title: "Training loss per step".into(),
+                x_label: "step".into(),
+                y_label: "loss".into(),
+                series: loss_series,
+                ..Default::default()
+            });
+            let step_chart = svg::line_chart(&LineChart {
+                title: "Step time".into(),
+                x_label: "step".into(),
+                y_label: "step time (ms)".into(),
+                series: vec![step_series("step time", &step_times)],
+                ..Default::default()
+            });
+            let fmt6 = |v: Option<&f64>| v.map(|v| format!("{v:.6}")).unwrap_or_default();
+            let steps = (0..losses.len().max(step_times.len()))
+                .map(|i| TrainingStep {
+                    step: i + 1,
+                    loss: fmt6(losses.get(i)),
+                    golden: fmt6(golden.get(i)),
+                    step_ms: step_times.get(i).map(|v| fmt_num(*v)).unwrap_or_default(),
+                })
+                .collect();
             TrainingView {
                 first_loss: losses
                     .first()
@@ -477,6 +578,10 @@ pub fn build(ev: &Evidence) -> View {
                     .map(|m| format!("{:.1}%", m.median * 100.0))
                     .unwrap_or_default(),
                 losses: losses.iter().map(|v| format!("{v:.4}")).collect(),
+                steps,
+                golden_steps: golden.len(),
+                loss_chart,
+                step_chart,
             }
         });
 
@@ -529,6 +634,8 @@ pub fn build(ev: &Evidence) -> View {
         topology,
         host,
         pairs,
+        p2p_read: p2p_matrix(ev, "p2p_read", "Peer-to-peer read bandwidth"),
+        p2p_bidir: p2p_matrix(ev, "p2p_bidir", "Peer-to-peer bandwidth, both ways at once"),
         collectives,
         health,
         training,
@@ -547,5 +654,346 @@ pub fn build(ev: &Evidence) -> View {
                 )
             })
             .unwrap_or_else(|| "-".into()),
+    }
+}
+
+/// The worst finding on `metric` about `subject_text`, and the reasons of those that are not a
+/// pass (for tooltips).
+fn judged(rec: &CheckRecord, metric: &str, subject_text: &str) -> (Option<Status>, Vec<String>) {
+    let on: Vec<_> = rec
+        .findings
+        .iter()
+        .filter(|f| f.metric.as_deref() == Some(metric) && f.subject == subject_text)
+        .collect();
+    let worst = on.iter().map(|f| f.status).max();
+    let reasons = on
+        .iter()
+        .filter(|f| matches!(f.status, Status::Warn | Status::Fail | Status::Error))
+        .map(|f| f.reason.clone())
+        .collect();
+    (worst, reasons)
+}
+
+fn cell_status(s: Option<Status>) -> CellStatus {
+    match s {
+        None | Some(Status::Pass) => CellStatus::Pass,
+        Some(Status::Warn) => CellStatus::Warn,
+        Some(Status::Fail) | Some(Status::Error) => CellStatus::Fail,
+        Some(Status::Skip) => CellStatus::Skip,
+    }
+}
+
+fn cell_class(s: CellStatus) -> String {
+    match s {
+        CellStatus::Warn => "warn",
+        CellStatus::Fail => "fail",
+        CellStatus::Skip => "skip",
+        CellStatus::Pass | CellStatus::NotApplicable => "",
+    }
+    .into()
+}
+
+/// A GPU-by-GPU matrix of a peer-to-peer bandwidth metric (`p2p_read`, `p2p_write` per ordered
+/// pair, or `p2p_bidir` per pair, shown symmetric). None when the metric was not measured.
+fn p2p_matrix(ev: &Evidence, metric: &str, title: &str) -> Option<Matrix> {
+    let rec = ev.check("p2p_bandwidth")?;
+    let medians: Vec<f64> = rec
+        .metrics
+        .iter()
+        .filter(|m| m.name == metric && m.median.is_finite())
+        .map(|m| m.median)
+        .collect();
+    if medians.is_empty() {
+        return None;
+    }
+    let symmetric = metric == "p2p_bidir";
+    let limit = ev
+        .suite
+        .resolved
+        .checks
+        .p2p_bandwidth
+        .as_ref()
+        .map(|c| match metric {
+            "p2p_write" => c.write,
+            "p2p_bidir" => c.bidir,
+            _ => c.read,
+        });
+    let node_median = median(&medians);
+    let (expected, reference) = match limit.and_then(|l| l.fail_below) {
+        Some(f) => (f, format!("the suite's floor of {} GB/s", fmt_num(f))),
+        None => (
+            node_median,
+            format!("the node median of {} GB/s", fmt_num(node_median)),
+        ),
+    };
+    let gpus: Vec<usize> = ev.node.gpus.iter().map(|g| g.index).collect();
+    let labels: Vec<String> = gpus.iter().map(|i| format!("GPU{i}")).collect();
+    let (mut failing, mut warning) = (0, 0);
+    let mut heat = Vec::with_capacity(gpus.len());
+    let mut rows = Vec::with_capacity(gpus.len());
+    for &a in &gpus {
+        let mut heat_row = Vec::with_capacity(gpus.len());
+        let mut cells = Vec::with_capacity(gpus.len());
+        for &b in &gpus {
+            if a == b {
+                heat_row.push(HeatCell {
+                    status: CellStatus::NotApplicable,
+                    ..Default::default()
+                });
+                cells.push(Cell {
+                    text: "X".into(),
+                    class: String::new(),
+                });
+                continue;
+            }
+            let (sa, sb) = if symmetric {
+                (a.min(b), a.max(b))
+            } else {
+                (a, b)
+            };
+            let subject = Subject::pair(sa, sb);
+            let subject_text = if symmetric {
+                format!("GPU {sa} <-> GPU {sb}")
+            } else {
+                subject.describe()
+            };
+            let Some(m) = rec.metric(metric, &subject) else {
+                let status = if rec.status == Status::Skip {
+                    CellStatus::Skip
+                } else {
+                    CellStatus::NotApplicable
+                };
+                heat_row.push(HeatCell {
+                    status,
+                    note: Some("not measured".into()),
+                    ..Default::default()
+                });
+                cells.push(Cell::empty());
+                continue;
+            };
+            let (worst, reasons) = judged(rec, metric, &subject_text);
+            let status = cell_status(worst);
+            match status {
+                CellStatus::Fail => failing += 1,
+                CellStatus::Warn => warning += 1,
+                _ => {}
+            }
+            heat_row.push(HeatCell {
+                value: Some(m.median).filter(|v| v.is_finite()),
+                expected: Some(expected).filter(|v| v.is_finite() && *v > 0.0),
+                status,
+                note: (!reasons.is_empty()).then(|| reasons.join("; ")),
+            });
+            cells.push(Cell {
+                text: fmt_num(m.median),
+                class: cell_class(status),
+            });
+        }
+        heat.push(heat_row);
+        rows.push(MatrixRow {
+            label: format!("GPU{a}"),
+            cells,
+        });
+    }
+    let svg = svg::heatmap(&Heatmap {
+        title: title.to_string(),
+        unit: "GB/s".into(),
+        row_labels: labels.clone(),
+        col_labels: labels.clone(),
+        cells: heat,
+        row_axis: if symmetric { "GPU" } else { "source" }.into(),
+        col_axis: if symmetric { "GPU" } else { "destination" }.into(),
+    });
+    if symmetric {
+        // Each pair shows twice.
+        failing /= 2;
+        warning /= 2;
+    }
+    Some(Matrix {
+        metric: metric.to_string(),
+        title: title.to_string(),
+        reference,
+        labels,
+        rows,
+        failing,
+        warning,
+        svg,
+    })
+}
+
+/// Bus bandwidth against message size, with the suite's floors as a dashed step line.
+fn collective_chart(
+    op: &str,
+    ranks: &str,
+    rec: &CheckRecord,
+    sizes: &[u64],
+    floors: &[(u64, f64)],
+) -> String {
+    let points: Vec<(f64, f64)> = sizes
+        .iter()
+        .filter_map(|&s| {
+            rec.metric("busbw", &Subject::size(s))
+                .map(|m| (s as f64, m.median))
+        })
+        .collect();
+    let mut series = vec![Series {
+        name: if ranks.is_empty() {
+            format!("{op} busbw")
+        } else {
+            format!("{op} busbw, {ranks} ranks")
+        },
+        points,
+        dashed: false,
+    }];
+    let floor = floor_steps(floors, sizes);
+    if !floor.is_empty() {
+        series.push(Series {
+            name: format!("floor: {}", floors_text(floors)),
+            points: floor,
+            dashed: true,
+        });
+    }
+    svg::line_chart(&LineChart {
+        title: format!("{op}: bus bandwidth by message size"),
+        x_label: "message size".into(),
+        y_label: "busbw (GB/s)".into(),
+        x_log2: true,
+        y_log: false,
+        series,
+        x_format: AxisFormat::Bytes,
+    })
+}
+
+/// The floors as a step line over the measured sizes: each floor holds from its size up to the
+/// next floor's size (or the largest size measured).
+fn floor_steps(floors: &[(u64, f64)], sizes: &[u64]) -> Vec<(f64, f64)> {
+    let (Some(&lo), Some(&hi)) = (sizes.first(), sizes.last()) else {
+        return Vec::new();
+    };
+    let mut pts = Vec::new();
+    for (i, &(from, gbps)) in floors.iter().enumerate() {
+        let start = from.max(lo);
+        let end = floors.get(i + 1).map(|n| n.0).unwrap_or(hi).min(hi);
+        if start > hi || end < start {
+            continue;
+        }
+        pts.push((start as f64, gbps));
+        if end > start {
+            pts.push((end as f64, gbps));
+        }
+    }
+    pts
+}
+
+fn floors_text(floors: &[(u64, f64)]) -> String {
+    floors
+        .iter()
+        .map(|(s, g)| format!("{} GB/s from {}", fmt_num(*g), format_bytes(*s)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn step_series(name: &str, values: &[f64]) -> Series {
+    Series {
+        name: name.into(),
+        points: values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| ((i + 1) as f64, *v))
+            .collect(),
+        dashed: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::simulated;
+
+    #[test]
+    fn floors_become_a_step_line_over_the_measured_sizes() {
+        let sizes: Vec<u64> = (3..=33).map(|k| 1u64 << k).collect();
+        let g = 1u64 << 30;
+        // One floor at the largest size: a single point.
+        assert_eq!(
+            floor_steps(&[(8 * g, 460.0)], &sizes),
+            vec![((8 * g) as f64, 460.0)]
+        );
+        // Two floors: each holds until the next one's size.
+        assert_eq!(
+            floor_steps(&[(g, 300.0), (8 * g, 431.0)], &sizes),
+            vec![
+                (g as f64, 300.0),
+                ((8 * g) as f64, 300.0),
+                ((8 * g) as f64, 431.0)
+            ]
+        );
+        // A floor below the smallest size starts there; one above the largest is not drawn.
+        assert_eq!(
+            floor_steps(&[(1, 10.0), (64 * g, 99.0)], &sizes),
+            vec![(8.0, 10.0), ((8 * g) as f64, 10.0)]
+        );
+        assert!(floor_steps(&[(g, 1.0)], &[]).is_empty());
+    }
+
+    #[test]
+    fn the_slow_pair_is_marked_in_both_p2p_matrices() {
+        let ev = simulated("h100-sxm-8", &["slow-gpu-pair:gpu=1,peer=4"]);
+        let v = build(&ev);
+        let read = v.p2p_read.expect("read matrix");
+        assert_eq!(read.labels.len(), 8);
+        assert_eq!(read.rows[1].cells[4].class, "fail");
+        assert_eq!(read.rows[4].cells[1].class, "fail");
+        assert_eq!(read.rows[0].cells[1].class, "");
+        assert_eq!(read.rows[3].cells[3].text, "X");
+        assert_eq!((read.failing, read.warning), (2, 0));
+        assert!(read.reference.contains("floor of 335"));
+        assert_eq!(read.svg.matches("<g class=\"cell fail\">").count(), 2);
+        assert!(read
+            .svg
+            .contains("<g class=\"cell fail\"><title>GPU1 → GPU4: "));
+        let bidir = v.p2p_bidir.expect("bidir matrix");
+        assert_eq!(bidir.failing, 1);
+        assert_eq!(bidir.rows[1].cells[4].text, bidir.rows[4].cells[1].text);
+        assert_eq!(bidir.rows[4].cells[1].class, "fail");
+    }
+
+    #[test]
+    fn charts_for_collectives_and_training() {
+        let ev = simulated("h100-sxm-8", &[]);
+        let v = build(&ev);
+        assert_eq!(v.collectives.len(), 5);
+        for t in &v.collectives {
+            assert!(t.chart.starts_with("<svg"), "{}", t.op);
+            assert!(t.chart.contains("floor: "), "{}: floor series", t.op);
+            assert!(!t.floors.is_empty());
+            assert!(!t.corrupt);
+        }
+        let tr = v.training.expect("training");
+        assert!(tr.loss_chart.contains("CPU golden loss"));
+        assert!(tr.step_chart.starts_with("<svg"));
+        assert!(tr.golden_steps > 0);
+        assert_eq!(tr.steps.len(), tr.losses.len());
+        assert!(!tr.steps[0].golden.is_empty());
+        assert!(tr.steps.last().is_some_and(|s| s.golden.is_empty()));
+    }
+
+    #[test]
+    fn topology_mismatches_are_listed_once_per_pair() {
+        let ev = simulated("h100-sxm-8", &["nvlink-down:gpu=2,peer=5"]);
+        let v = build(&ev);
+        assert!(v.topology.mismatches > 0);
+        assert_eq!(v.topology.mismatch_list.len(), v.topology.mismatches);
+        assert!(v
+            .topology
+            .mismatch_list
+            .iter()
+            .all(|m| m.contains("GPU2") && m.contains("expected NV18")));
+    }
+
+    #[test]
+    fn one_gpu_has_no_p2p_matrix() {
+        let v = build(&simulated("h200-vm-1", &[]));
+        assert!(v.p2p_read.is_none() && v.p2p_bidir.is_none());
     }
 }

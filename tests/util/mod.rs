@@ -1,6 +1,9 @@
 //! Helpers for CLI tests: a temp dir per test and a command with a clean environment.
 #![allow(dead_code)]
 
+pub mod expo;
+pub mod xml;
+
 use assert_cmd::Command;
 use std::path::{Path, PathBuf};
 

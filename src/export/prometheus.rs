@@ -1,0 +1,361 @@
+//! The Prometheus text exposition format (version 0.0.4), for node_exporter's textfile
+//! collector: write the file into its `--collector.textfile.directory` with a `.prom` name.
+//!
+//! Every series is a gauge and carries the labels `node`, `suite` and `simulated`, so a simulated
+//! rehearsal can never be mistaken for a measured node. No sample has a timestamp (the textfile
+//! collector refuses them); `nodecert_run_timestamp_seconds` says when the run finished.
+//!
+//! Status codes in `nodecert_check_status` and `nodecert_run_status`:
+//! `-1` skip, `0` pass, `1` warn, `2` fail, `3` error (the node could not be tested), so that
+//! `> 1` selects what did not pass and `< 0` what was not run.
+
+use super::Exporter;
+use crate::evidence::{CheckRecord, Evidence, Status};
+use std::fmt::Write as _;
+
+pub struct Prometheus;
+
+impl Exporter for Prometheus {
+    fn flag(&self) -> &'static str {
+        "--prometheus"
+    }
+
+    fn render(&self, ev: &Evidence) -> String {
+        render(ev)
+    }
+}
+
+/// The number a status is exported as (see the module documentation).
+pub fn status_code(s: Status) -> f64 {
+    match s {
+        Status::Skip => -1.0,
+        Status::Pass => 0.0,
+        Status::Warn => 1.0,
+        Status::Fail => 2.0,
+        Status::Error => 3.0,
+    }
+}
+
+/// Escapes a label value: backslash, double quote and line feed.
+pub fn escape_label_value(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for ch in s.chars() {
+        match ch {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Escapes HELP text: backslash and line feed.
+fn escape_help(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+/// A sample value as Go's ParseFloat reads it: `NaN`, `+Inf`, `-Inf` or a decimal.
+pub fn format_value(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
+    } else {
+        format!("{v}")
+    }
+}
+
+/// One metric family: its samples share a name, a HELP and a TYPE, and are written together.
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    samples: Vec<(Vec<(&'static str, String)>, f64)>,
+}
+
+impl Family {
+    fn new(name: &'static str, help: &'static str) -> Self {
+        Family {
+            name,
+            help,
+            samples: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, labels: Vec<(&'static str, String)>, value: f64) {
+        self.samples.push((labels, value));
+    }
+}
+
+/// The metrics called `name` in `rec` (none when the check is absent).
+fn medians<'a>(
+    rec: Option<&'a CheckRecord>,
+    name: &'a str,
+) -> impl Iterator<Item = &'a crate::evidence::Metric> + 'a {
+    rec.into_iter()
+        .flat_map(|r| r.metrics.iter())
+        .filter(move |m| m.name == name)
+}
+
+pub fn render(ev: &Evidence) -> String {
+    let common = [
+        ("node", ev.node.hostname.clone()),
+        ("suite", ev.suite.name.clone()),
+        ("simulated", ev.simulated.to_string()),
+    ];
+    let mut families = Vec::new();
+
+    let mut info = Family::new(
+        "nodecert_run_info",
+        "Facts about the nodecert run; the value is always 1.",
+    );
+    info.push(
+        vec![
+            ("nodecert_version", ev.nodecert_version.clone()),
+            ("suite_sha256", ev.suite.sha256.clone()),
+            ("gpus", ev.node.summary()),
+            ("backend", ev.backend.name.clone()),
+        ],
+        1.0,
+    );
+    families.push(info);
+
+    let mut pass = Family::new(
+        "nodecert_run_pass",
+        "1 when the node passed its suite (warnings and skips allowed), 0 when it did not.",
+    );
+    pass.push(
+        vec![],
+        if ev.overall() == Status::Pass {
+            1.0
+        } else {
+            0.0
+        },
+    );
+    families.push(pass);
+
+    let mut run_status = Family::new(
+        "nodecert_run_status",
+        "Worst check status of the run: -1 skip, 0 pass, 1 warn, 2 fail, 3 error.",
+    );
+    run_status.push(vec![], status_code(ev.worst()));
+    families.push(run_status);
+
+    let mut ts = Family::new(
+        "nodecert_run_timestamp_seconds",
+        "When the run finished (or started, if it did not finish), Unix time.",
+    );
+    let when = ev.finished_at.unwrap_or(ev.started_at);
+    ts.push(vec![], when.timestamp_millis() as f64 / 1000.0);
+    families.push(ts);
+
+    if let Some(end) = ev.finished_at {
+        let mut d = Family::new("nodecert_run_duration_seconds", "Wall time of the run.");
+        d.push(
+            vec![],
+            (end - ev.started_at).num_milliseconds() as f64 / 1000.0,
+        );
+        families.push(d);
+    }
+
+    let mut status = Family::new(
+        "nodecert_check_status",
+        "Status of each check: -1 skip, 0 pass, 1 warn, 2 fail, 3 error.",
+    );
+    let mut duration = Family::new(
+        "nodecert_check_duration_seconds",
+        "Wall time of each check.",
+    );
+    for c in &ev.checks {
+        let l = vec![("check", c.id.clone()), ("kind", c.kind.clone())];
+        status.push(l.clone(), status_code(c.status));
+        duration.push(l, c.duration_s);
+    }
+    families.push(status);
+    families.push(duration);
+
+    let hb = ev.check("host_bandwidth");
+    let mut host = Family::new(
+        "nodecert_host_bandwidth_gbps",
+        "Host <-> device copy bandwidth per GPU, median, GB/s (10^9 bytes/s); direction h2d, d2h, bidir (both at once) or all_gpus_h2d (every GPU at once).",
+    );
+    for dir in ["h2d", "d2h", "bidir", "all_gpus_h2d"] {
+        for m in medians(hb, dir) {
+            if let Some(g) = m.subject.gpu {
+                host.push(
+                    vec![("gpu", g.to_string()), ("direction", dir.to_string())],
+                    m.median,
+                );
+            }
+        }
+    }
+    families.push(host);
+    let mut dcopy = Family::new(
+        "nodecert_device_copy_bandwidth_gbps",
+        "Copy bandwidth within each GPU's memory, median, GB/s.",
+    );
+    for m in medians(hb, "device_copy") {
+        if let Some(g) = m.subject.gpu {
+            dcopy.push(vec![("gpu", g.to_string())], m.median);
+        }
+    }
+    families.push(dcopy);
+
+    let pb = ev.check("p2p_bandwidth");
+    let mut p2p = Family::new(
+        "nodecert_p2p_bandwidth_gbps",
+        "GPU-to-GPU bandwidth, median, GB/s; mode read (dst reads from src), write (src writes to dst) or bidir (both directions at once, per pair, src < dst).",
+    );
+    for (name, mode) in [
+        ("p2p_read", "read"),
+        ("p2p_write", "write"),
+        ("p2p_bidir", "bidir"),
+    ] {
+        for m in medians(pb, name) {
+            if let (Some(a), Some(b)) = (m.subject.gpu, m.subject.peer) {
+                p2p.push(
+                    vec![
+                        ("src", a.to_string()),
+                        ("dst", b.to_string()),
+                        ("mode", mode.to_string()),
+                    ],
+                    m.median,
+                );
+            }
+        }
+    }
+    families.push(p2p);
+
+    let mut lat = Family::new(
+        "nodecert_p2p_latency_seconds",
+        "GPU-to-GPU latency, median, seconds.",
+    );
+    for m in medians(ev.check("p2p_latency"), "latency") {
+        if let (Some(a), Some(b)) = (m.subject.gpu, m.subject.peer) {
+            lat.push(
+                vec![("src", a.to_string()), ("dst", b.to_string())],
+                m.median / 1e6,
+            );
+        }
+    }
+    families.push(lat);
+
+    let mut busbw = Family::new(
+        "nodecert_collective_busbw_gbps",
+        "Collective bus bandwidth (nccl-tests busbw) per message size in bytes, median, GB/s.",
+    );
+    let mut algbw = Family::new(
+        "nodecert_collective_algbw_gbps",
+        "Collective algorithm bandwidth (bytes / time) per message size in bytes, median, GB/s.",
+    );
+    for c in ev.checks.iter().filter(|c| c.kind == "collective") {
+        let op = c.id.trim_start_matches("collective.").to_string();
+        for (fam, name) in [(&mut busbw, "busbw"), (&mut algbw, "algbw")] {
+            for m in medians(Some(c), name) {
+                if let Some(bytes) = m.subject.bytes {
+                    fam.push(
+                        vec![("op", op.clone()), ("bytes", bytes.to_string())],
+                        m.median,
+                    );
+                }
+            }
+        }
+    }
+    families.push(busbw);
+    families.push(algbw);
+
+    let tr = ev.check("training");
+    let one = |name: &str| medians(tr, name).next().map(|m| m.median);
+    for (fam, help, value) in [
+        (
+            "nodecert_training_samples_per_second",
+            "Reference training throughput, whole node, median, samples/s.",
+            one("samples_per_s"),
+        ),
+        (
+            "nodecert_training_step_time_seconds",
+            "Reference training step time, median, seconds.",
+            one("step_time").map(|ms| ms / 1e3),
+        ),
+        (
+            "nodecert_training_scaling_efficiency_ratio",
+            "N-GPU training throughput over N times the one-GPU throughput.",
+            one("scaling_efficiency"),
+        ),
+        (
+            "nodecert_training_final_loss",
+            "Loss of the reference training run after its last step.",
+            medians(tr, "loss")
+                .next()
+                .and_then(|m| m.samples.last().copied()),
+        ),
+    ] {
+        if let Some(v) = value {
+            let mut f = Family::new(fam, help);
+            f.push(vec![], v);
+            families.push(f);
+        }
+    }
+
+    let mut out = String::new();
+    for f in families.iter().filter(|f| !f.samples.is_empty()) {
+        let _ = writeln!(out, "# HELP {} {}", f.name, escape_help(f.help));
+        let _ = writeln!(out, "# TYPE {} gauge", f.name);
+        for (labels, v) in &f.samples {
+            let all: Vec<String> = labels
+                .iter()
+                .chain(common.iter())
+                .map(|(k, v)| format!("{k}=\"{}\"", escape_label_value(v)))
+                .collect();
+            let _ = writeln!(out, "{}{{{}}} {}", f.name, all.join(","), format_value(*v));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_label_values_and_formats_special_floats() {
+        assert_eq!(escape_label_value("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+        assert_eq!(format_value(f64::NAN), "NaN");
+        assert_eq!(format_value(f64::INFINITY), "+Inf");
+        assert_eq!(format_value(f64::NEG_INFINITY), "-Inf");
+        assert_eq!(format_value(2.5), "2.5");
+    }
+
+    #[test]
+    fn status_codes_order_by_severity() {
+        let codes: Vec<f64> = [Status::Pass, Status::Warn, Status::Fail, Status::Error]
+            .into_iter()
+            .map(status_code)
+            .collect();
+        assert!(codes.windows(2).all(|w| w[0] < w[1]));
+        assert!(status_code(Status::Skip) < status_code(Status::Pass));
+    }
+
+    #[test]
+    fn a_failing_pair_shows_in_the_series() {
+        let ev = crate::testutil::simulated("h100-sxm-8", &["slow-gpu-pair:gpu=1,peer=4"]);
+        let t = render(&ev);
+        assert!(t.contains("nodecert_run_pass{node=\"sim-hgx-h100\",suite=\"h100-sxm-8\",simulated=\"true\"} 0\n"), "{t}");
+        assert!(t.contains(
+            "nodecert_check_status{check=\"p2p_bandwidth\",kind=\"p2p_bandwidth\",node=\"sim-hgx-h100\",suite=\"h100-sxm-8\",simulated=\"true\"} 2\n"
+        ));
+        let slow = t
+            .lines()
+            .find(|l| {
+                l.starts_with("nodecert_p2p_bandwidth_gbps{src=\"1\",dst=\"4\",mode=\"read\"")
+            })
+            .expect("pair 1 -> 4");
+        let v: f64 = slow
+            .rsplit(' ')
+            .next()
+            .unwrap_or("")
+            .parse()
+            .expect("value");
+        assert!(v < 300.0, "{slow}");
+    }
+}
