@@ -200,9 +200,10 @@ fn the_report_renders_in_chromium_with_its_charts_and_the_failing_pair_marked() 
             "{op}: x axis not in bytes"
         );
     }
-    // Training: loss with the golden losses, and step time.
-    let loss = element(&dom, "chart-loss", "</figure>");
-    assert!(loss.contains("<svg") && loss.contains("CPU golden loss"));
+    // Training: loss, the golden configuration against the CPU, and step time.
+    assert!(element(&dom, "chart-loss", "</figure>").contains("<svg"));
+    let golden = element(&dom, "chart-golden", "</figure>");
+    assert!(golden.contains("<svg") && golden.contains("CPU golden loss"));
     assert!(element(&dom, "chart-step-time", "</figure>").contains("<svg"));
 
     // The screenshot.

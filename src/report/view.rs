@@ -182,12 +182,15 @@ pub struct TrainingView {
     pub scaling: String,
     pub comm: String,
     pub losses: Vec<String>,
-    /// One row per step: loss, the CPU golden loss where computed, step time.
+    /// One row per step of the large run: loss and step time.
     pub steps: Vec<TrainingStep>,
+    /// The golden configuration, step by step: the node's loss and the CPU's.
+    pub golden: Vec<GoldenStep>,
     /// Steps compared with the golden trajectory.
     pub golden_steps: usize,
     /// Inline SVG line charts.
     pub loss_chart: String,
+    pub golden_chart: String,
     pub step_chart: String,
 }
 
@@ -195,8 +198,16 @@ pub struct TrainingView {
 pub struct TrainingStep {
     pub step: usize,
     pub loss: String,
-    pub golden: String,
     pub step_ms: String,
+}
+
+#[derive(Debug, Serialize)]
+pub struct GoldenStep {
+    pub step: usize,
+    pub node: String,
+    pub cpu: String,
+    /// Relative difference, e.g. "3.1e-7".
+    pub rel: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -526,21 +537,33 @@ pub fn build(ev: &Evidence) -> View {
         .map(|c| {
             let get = |n: &str| c.metrics.iter().find(|m| m.name == n);
             let losses = get("loss").map(|m| m.samples.clone()).unwrap_or_default();
-            let golden = get("golden_loss")
+            let golden_node = get("golden_node_loss")
+                .map(|m| m.samples.clone())
+                .unwrap_or_default();
+            let golden_cpu = get("golden_cpu_loss")
                 .map(|m| m.samples.clone())
                 .unwrap_or_default();
             let step_times = get("step_time")
                 .map(|m| m.samples.clone())
                 .unwrap_or_default();
-            let mut loss_series = vec![step_series("loss on this node", &losses)];
-            if !golden.is_empty() {
-                loss_series.push(step_series("CPU golden loss", &golden));
-            }
             let loss_chart = svg::line_chart(&LineChart {
                 title: "Training loss per step".into(),
                 x_label: "step".into(),
                 y_label: "loss".into(),
-                series: loss_series,
+                series: vec![step_series("loss on this node", &losses)],
+                ..Default::default()
+            });
+            let golden_chart = svg::line_chart(&LineChart {
+                title: "Golden configuration: this node against the CPU".into(),
+                x_label: "step".into(),
+                y_label: "loss".into(),
+                series: vec![
+                    step_series("loss on this node", &golden_node),
+                    Series {
+                        dashed: true,
+                        ..step_series("CPU golden loss", &golden_cpu)
+                    },
+                ],
                 ..Default::default()
             });
             let step_chart = svg::line_chart(&LineChart {
@@ -555,10 +578,22 @@ pub fn build(ev: &Evidence) -> View {
                 .map(|i| TrainingStep {
                     step: i + 1,
                     loss: fmt6(losses.get(i)),
-                    golden: fmt6(golden.get(i)),
                     step_ms: step_times.get(i).map(|v| fmt_num(*v)).unwrap_or_default(),
                 })
                 .collect();
+            let golden = golden_cpu
+                .iter()
+                .enumerate()
+                .map(|(i, cpu)| GoldenStep {
+                    step: i + 1,
+                    node: fmt6(golden_node.get(i)),
+                    cpu: format!("{cpu:.6}"),
+                    rel: golden_node
+                        .get(i)
+                        .map(|n| format!("{:.1e}", (n - cpu).abs() / cpu.abs().max(1e-12)))
+                        .unwrap_or_default(),
+                })
+                .collect::<Vec<_>>();
             TrainingView {
                 first_loss: losses
                     .first()
@@ -580,7 +615,9 @@ pub fn build(ev: &Evidence) -> View {
                 losses: losses.iter().map(|v| format!("{v:.4}")).collect(),
                 steps,
                 golden_steps: golden.len(),
+                golden,
                 loss_chart,
+                golden_chart,
                 step_chart,
             }
         });
@@ -970,12 +1007,12 @@ mod tests {
             assert!(!t.corrupt);
         }
         let tr = v.training.expect("training");
-        assert!(tr.loss_chart.contains("CPU golden loss"));
+        assert!(tr.golden_chart.contains("CPU golden loss"));
         assert!(tr.step_chart.starts_with("<svg"));
         assert!(tr.golden_steps > 0);
+        assert_eq!(tr.golden.len(), tr.golden_steps);
+        assert!(!tr.golden[0].node.is_empty() && !tr.golden[0].cpu.is_empty());
         assert_eq!(tr.steps.len(), tr.losses.len());
-        assert!(!tr.steps[0].golden.is_empty());
-        assert!(tr.steps.last().is_some_and(|s| s.golden.is_empty()));
     }
 
     #[test]
