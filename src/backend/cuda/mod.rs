@@ -1,0 +1,3 @@
+//! Real measurements through cudarc.
+
+pub mod libs;
