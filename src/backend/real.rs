@@ -3,6 +3,7 @@
 //! Opening fails with a clear error, never a panic, on a machine without the NVIDIA driver or
 //! without GPUs.
 
+use super::cuda::{CudaMeasurements, CudaOptions};
 use super::*;
 use crate::error::HwError;
 use crate::inventory::{normalize_bus_id, Gpu, Inventory, PcieLink};
@@ -10,6 +11,22 @@ use nvml_wrapper::Nvml;
 
 pub struct RealBackend {
     nvml: Nvml,
+    /// Measurements through CUDA and NCCL (started on first use).
+    cuda: CudaMeasurements,
+}
+
+/// PCI bus ids in NVML's order, so measurements address the GPUs the inventory lists (CUDA
+/// orders them differently). Empty when NVML cannot say.
+fn nvml_bus_ids(nvml: &Nvml) -> Vec<String> {
+    let n = nvml.device_count().unwrap_or(0);
+    (0..n)
+        .map(|i| {
+            nvml.device_by_index(i)
+                .and_then(|d| d.pci_info())
+                .map(|p| p.bus_id)
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap_or_default()
 }
 
 /// Open the real node: load NVML and make sure there is at least one GPU.
@@ -30,7 +47,11 @@ pub fn open() -> Result<Box<dyn Backend>, HwError> {
             detail: "the NVIDIA driver is loaded but reports no GPU".into(),
         });
     }
-    Ok(Box::new(RealBackend { nvml }))
+    let cuda = CudaMeasurements::new(CudaOptions {
+        bus_ids: nvml_bus_ids(&nvml),
+        ..Default::default()
+    });
+    Ok(Box::new(RealBackend { nvml, cuda }))
 }
 
 fn not_yet(what: &str) -> HwError {
@@ -39,7 +60,7 @@ fn not_yet(what: &str) -> HwError {
 
 impl Backend for RealBackend {
     fn info(&self) -> BackendInfo {
-        BackendInfo {
+        let mut info = BackendInfo {
             simulated: false,
             name: "nvml".into(),
             libraries: vec![LibraryInfo {
@@ -49,7 +70,9 @@ impl Backend for RealBackend {
             }],
             nccl_version: None,
             nccl_env: vec![],
-        }
+        };
+        super::cuda::extend_info(&mut info);
+        info
     }
 
     fn inventory(&mut self) -> Result<Inventory, HwError> {
@@ -103,48 +126,54 @@ impl Backend for RealBackend {
 
     fn host_copy(
         &mut self,
-        _: usize,
-        _: HostDir,
-        _: u64,
-        _: u32,
-        _: u32,
+        gpu: usize,
+        dir: HostDir,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
     ) -> Result<Samples, HwError> {
-        Err(not_yet("host bandwidth"))
+        self.cuda.host_copy(gpu, dir, bytes, warmup, iters)
     }
     fn host_copy_all(
         &mut self,
-        _: HostDir,
-        _: u64,
-        _: u32,
-        _: u32,
+        dir: HostDir,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
     ) -> Result<Vec<Samples>, HwError> {
-        Err(not_yet("host bandwidth"))
+        self.cuda.host_copy_all(dir, bytes, warmup, iters)
     }
-    fn device_copy(&mut self, _: usize, _: u64, _: u32, _: u32) -> Result<Samples, HwError> {
-        Err(not_yet("device copy bandwidth"))
+    fn device_copy(
+        &mut self,
+        gpu: usize,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
+    ) -> Result<Samples, HwError> {
+        self.cuda.device_copy(gpu, bytes, warmup, iters)
     }
     fn p2p_copy(
         &mut self,
-        _: usize,
-        _: usize,
-        _: P2pMode,
-        _: u64,
-        _: u32,
-        _: u32,
+        src: usize,
+        dst: usize,
+        mode: P2pMode,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
     ) -> Result<P2pSample, HwError> {
-        Err(not_yet("peer bandwidth"))
+        self.cuda.p2p_copy(src, dst, mode, bytes, warmup, iters)
     }
-    fn p2p_latency(&mut self, _: usize, _: usize, _: u32) -> Result<Samples, HwError> {
-        Err(not_yet("peer latency"))
+    fn p2p_latency(&mut self, src: usize, dst: usize, iters: u32) -> Result<Samples, HwError> {
+        self.cuda.p2p_latency(src, dst, iters)
     }
     fn collective(
         &mut self,
-        _: CollectiveOp,
-        _: u64,
-        _: u32,
-        _: u32,
+        op: CollectiveOp,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
     ) -> Result<CollectiveSample, HwError> {
-        Err(not_yet("NCCL collectives"))
+        self.cuda.collective(op, bytes, warmup, iters)
     }
     fn training(&mut self, _: &TrainingCheck) -> Result<TrainingRun, HwError> {
         Err(not_yet("the training run"))
