@@ -342,7 +342,12 @@ fn backend(
             };
             Ok((Box::new(b), Some(rec)))
         }
-        None => Ok((crate::backend::real::open()?, None)),
+        None => {
+            // cudarc loads libraries by names that pip wheels and runtime packages may lack:
+            // re-execute once with links to the versioned files found (see backend::cuda::libs).
+            crate::backend::cuda::libs::reexec_if_needed();
+            Ok((crate::backend::real::open()?, None))
+        }
     }
 }
 

@@ -3,6 +3,7 @@
 //! Both return the same plain types, so everything downstream cannot tell them apart, except by
 //! [`BackendInfo::simulated`], which is carried into the evidence and onto every page.
 
+pub mod cuda;
 pub mod real;
 pub mod sim;
 

@@ -11,6 +11,7 @@ pub mod order;
 pub mod xid;
 
 use super::*;
+use crate::backend::cuda::{CudaMeasurements, CudaOptions};
 use crate::error::HwError;
 use crate::inventory::{GpuPair, Inventory};
 use crate::platform::{self, NvmlVirt};
@@ -31,6 +32,8 @@ pub struct RealBackend {
     event_notes: Vec<String>,
     /// XIDs collected from events so far.
     nvml_xids: Vec<xid::XidReport>,
+    /// Measurements through CUDA and NCCL (started on first use).
+    cuda: CudaMeasurements,
 }
 
 /// Open the real node: load NVML, order its GPUs as CUDA numbers them, and listen for XIDs.
@@ -49,6 +52,16 @@ pub fn open() -> Result<Box<dyn Backend>, HwError> {
     let nvml: &'static Nvml = Box::leak(Box::new(nvml));
     let (devices, order_notes) = ordered_devices(nvml, n)?;
     let (events, event_notes) = register_xid_events(nvml, &devices);
+    // Measurements address GPUs by the inventory's index (CUDA order): give CUDA their bus ids.
+    let bus_ids = devices
+        .iter()
+        .map(|d| d.pci_info().map(|p| p.bus_id))
+        .collect::<Result<Vec<_>, _>>()
+        .unwrap_or_default();
+    let cuda = CudaMeasurements::new(CudaOptions {
+        bus_ids,
+        ..Default::default()
+    });
     Ok(Box::new(RealBackend {
         nvml,
         devices,
@@ -56,6 +69,7 @@ pub fn open() -> Result<Box<dyn Backend>, HwError> {
         events,
         event_notes,
         nvml_xids: Vec::new(),
+        cuda,
     }))
 }
 
@@ -285,13 +299,9 @@ impl RealBackend {
     }
 }
 
-fn not_yet(what: &str) -> HwError {
-    HwError::NotSupported(format!("{what} on real GPUs needs the CUDA measurement backend, which this build does not have yet"))
-}
-
 impl Backend for RealBackend {
     fn info(&self) -> BackendInfo {
-        BackendInfo {
+        let mut info = BackendInfo {
             simulated: false,
             name: "nvml".into(),
             libraries: vec![LibraryInfo {
@@ -301,7 +311,9 @@ impl Backend for RealBackend {
             }],
             nccl_version: None,
             nccl_env: vec![],
-        }
+        };
+        crate::backend::cuda::extend_info(&mut info);
+        info
     }
 
     fn inventory(&mut self) -> Result<Inventory, HwError> {
@@ -310,51 +322,59 @@ impl Backend for RealBackend {
 
     fn host_copy(
         &mut self,
-        _: usize,
-        _: HostDir,
-        _: u64,
-        _: u32,
-        _: u32,
+        gpu: usize,
+        dir: HostDir,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
     ) -> Result<Samples, HwError> {
-        Err(not_yet("host bandwidth"))
+        self.cuda.host_copy(gpu, dir, bytes, warmup, iters)
     }
     fn host_copy_all(
         &mut self,
-        _: HostDir,
-        _: u64,
-        _: u32,
-        _: u32,
+        dir: HostDir,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
     ) -> Result<Vec<Samples>, HwError> {
-        Err(not_yet("host bandwidth"))
+        self.cuda.host_copy_all(dir, bytes, warmup, iters)
     }
-    fn device_copy(&mut self, _: usize, _: u64, _: u32, _: u32) -> Result<Samples, HwError> {
-        Err(not_yet("device copy bandwidth"))
+    fn device_copy(
+        &mut self,
+        gpu: usize,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
+    ) -> Result<Samples, HwError> {
+        self.cuda.device_copy(gpu, bytes, warmup, iters)
     }
     fn p2p_copy(
         &mut self,
-        _: usize,
-        _: usize,
-        _: P2pMode,
-        _: u64,
-        _: u32,
-        _: u32,
+        src: usize,
+        dst: usize,
+        mode: P2pMode,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
     ) -> Result<P2pSample, HwError> {
-        Err(not_yet("peer bandwidth"))
+        self.cuda.p2p_copy(src, dst, mode, bytes, warmup, iters)
     }
-    fn p2p_latency(&mut self, _: usize, _: usize, _: u32) -> Result<Samples, HwError> {
-        Err(not_yet("peer latency"))
+    fn p2p_latency(&mut self, src: usize, dst: usize, iters: u32) -> Result<Samples, HwError> {
+        self.cuda.p2p_latency(src, dst, iters)
     }
     fn collective(
         &mut self,
-        _: CollectiveOp,
-        _: u64,
-        _: u32,
-        _: u32,
+        op: CollectiveOp,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
     ) -> Result<CollectiveSample, HwError> {
-        Err(not_yet("NCCL collectives"))
+        self.cuda.collective(op, bytes, warmup, iters)
     }
     fn training(&mut self, _: &TrainingCheck) -> Result<TrainingRun, HwError> {
-        Err(not_yet("the training run"))
+        Err(HwError::NotSupported(
+            "the training run on real GPUs is not built yet (cuBLAS/NVRTC trainer pending); the simulated node runs it".into(),
+        ))
     }
 }
 

@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# GPU smoke test of the real measurements (issue 4), for a session that has the lent H200.
+#
+# 1. Here, on the CPU machine:      ci/gpu-smoke-measure.sh prepare
+#    builds the release binary and copies it and shared/bench/torch_anchor.py into .gpu/
+#    (ignored by git; the device tool carries it when named in `carry`).
+# 2. On the GPU machine, one call:  run tool, carry [".gpu"], timeout_s 600, command
+#                                   bash ci/gpu-smoke-measure.sh run
+#    runs `nodecert run h200-vm-1`, then PyTorch's anchor in the same call, and prints
+#    nodecert's H2D, D2H and device-copy bandwidth against PyTorch's (goal: ratio >= 0.98)
+#    and the whole-suite wall time (goal: < 60 s). Logs, evidence and reports go to $OUT.
+#    Exit status: 0 when both goals are met, 1 otherwise, 2 when something could not run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+DIR=.gpu
+
+prepare() {
+    local shared=${SHARED_DIR:-../shared}
+    cargo build --release
+    mkdir -p "$DIR"
+    cp target/release/nodecert "$DIR/nodecert"
+    cp "$shared/bench/torch_anchor.py" "$DIR/torch_anchor.py"
+    echo "prepared $DIR: $(find "$DIR" -maxdepth 1 -type f -printf '%f ')"
+    echo "next: run tool with carry [\"$DIR\"] and command: bash ci/gpu-smoke-measure.sh run"
+}
+
+run() {
+    local out=${OUT:-$DIR/out}
+    for f in nodecert torch_anchor.py; do
+        if [ ! -e "$DIR/$f" ]; then
+            echo "missing $DIR/$f: run 'ci/gpu-smoke-measure.sh prepare' on the CPU machine first"
+            exit 2
+        fi
+    done
+    mkdir -p "$out"
+    chmod +x "$DIR/nodecert"
+    {
+        nvidia-smi -L || true
+        nvidia-smi --query-gpu=name,driver_version,pci.bus_id,clocks.sm,temperature.gpu \
+            --format=csv || true
+    } >"$out/gpu.txt" 2>&1
+    cat "$out/gpu.txt"
+    "$DIR/nodecert" inventory >"$out/inventory.txt" 2>&1 || true
+
+    # A hung measurement must not eat the device time: every measurement gets 120 s at most,
+    # and the whole run 300 s.
+    local t0 t1 rc=0
+    t0=$(date +%s.%N)
+    NODECERT_CUDA_TIMEOUT_S=120 NCCL_DEBUG=WARN \
+        timeout 300 "$DIR/nodecert" run h200-vm-1 --out "$out/report" \
+        >"$out/nodecert.log" 2>&1 || rc=$?
+    t1=$(date +%s.%N)
+    echo "--- nodecert run h200-vm-1: exit $rc (last lines of $out/nodecert.log)"
+    tail -n 40 "$out/nodecert.log"
+
+    echo "--- PyTorch anchor"
+    if ! timeout 300 python3 "$DIR/torch_anchor.py" >"$out/torch.json" 2>"$out/torch.err"; then
+        echo "torch_anchor.py failed:"
+        tail -n 20 "$out/torch.err"
+    fi
+
+    python3 - "$out/report/evidence.json" "$out/torch.json" "$t0" "$t1" "$rc" <<'PY'
+import json
+import sys
+
+evidence_path, torch_path, t0, t1, rc = sys.argv[1:6]
+wall = float(t1) - float(t0)
+try:
+    with open(evidence_path) as f:
+        ev = json.load(f)
+except (OSError, ValueError) as e:
+    print(f"no evidence ({e}); nodecert exit {rc}")
+    sys.exit(2)
+try:
+    with open(torch_path) as f:
+        torch = json.load(f)
+except (OSError, ValueError) as e:
+    print(f"no PyTorch figures ({e})")
+    torch = {}
+
+print("--- checks")
+for c in ev.get("checks", []):
+    print(f"{c.get('status', '?'):6} {c.get('id', '?'):28} {c.get('duration_s', 0):7.1f} s  "
+          f"{c.get('summary', '')}")
+    for fact in c.get("facts", []):
+        if fact.get("name", "").endswith("_data_mismatch") or fact.get("name") == "wrong_elements":
+            print(f"       fact {fact['name']}: {fact.get('value')}")
+backend = ev.get("backend", {})
+print(f"backend: {backend.get('name')}; NCCL {backend.get('nccl_version')}; "
+      f"NCCL env {backend.get('nccl_env')}")
+for lib in backend.get("libraries", []):
+    print(f"  {lib.get('name'):16} {lib.get('version') or '-':14} {lib.get('path') or 'not found'}")
+
+
+def median(name, gpu=0):
+    for c in ev.get("checks", []):
+        for m in c.get("metrics", []):
+            if m.get("name") == name and m.get("subject", {}).get("gpu") == gpu:
+                return m.get("median")
+    return None
+
+
+rows = [
+    ("H2D pinned", "h2d", "h2d_pinned_GBps"),
+    ("D2H pinned", "d2h", "d2h_pinned_GBps"),
+    ("device copy (r+w)", "device_copy", "d2d_copy_GBps_read_plus_write"),
+]
+ok = True
+print("--- nodecert against PyTorch (GB/s), goal: ratio >= 0.98")
+print(f"{'figure':20} {'nodecert':>10} {'pytorch':>10} {'ratio':>7}  goal")
+for label, ours_key, torch_key in rows:
+    ours, theirs = median(ours_key), torch.get(torch_key)
+    if ours is None or not theirs:
+        shown = "-" if ours is None else f"{ours:.1f}"
+        print(f"{label:20} {shown:>10} {theirs or '-':>10} {'-':>7}  MISSING")
+        ok = False
+        continue
+    ratio = ours / theirs
+    met = ratio >= 0.98
+    ok &= met
+    print(f"{label:20} {ours:10.1f} {theirs:10.1f} {ratio:7.3f}  {'met' if met else 'MISSED'}")
+both = median("bidir")
+if both is not None:
+    print(f"{'H2D+D2H at once':20} {both:10.1f} {'-':>10} {'-':>7}  (Rust probe measured 96.9)")
+met = wall < 60.0
+ok &= met
+print(f"whole suite wall time: {wall:.1f} s (goal < 60 s): {'met' if met else 'MISSED'}; "
+      f"nodecert exit {rc}; verdict {ev.get('verdict')}")
+sys.exit(0 if ok else 1)
+PY
+}
+
+case "${1:-}" in
+prepare) prepare ;;
+run) run ;;
+*)
+    echo "usage: $0 prepare|run" >&2
+    exit 2
+    ;;
+esac

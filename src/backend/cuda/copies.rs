@@ -1,0 +1,435 @@
+//! Copy measurements: host<->device, device-local, peer-to-peer bandwidth and peer latency.
+//!
+//! Method (nvbandwidth's): buffers are allocated and filled once; each sample times a batch of
+//! copies between two CUDA events on the copy engine; a gate ([`Gate`]) holds the stream until
+//! the whole batch is queued so launch overhead stays out; warm-up samples are discarded; the
+//! destination is checked against the pattern after the last sample.
+
+use super::driver::{
+    check_device, cu, elapsed_ms, enable_peer, fill_device, record, wait, DevBuf, Gate, Gpu,
+    HostBuf, Peer, SyncOnDrop,
+};
+use super::verify::{count_pattern_mismatches, fill_pattern};
+use super::{copies_per_sample, latency_plan, Cuda};
+use crate::backend::{HostDir, P2pMode, P2pSample, Samples};
+use crate::error::HwError;
+use cudarc::driver::{sys, CudaEvent, CudaStream};
+
+/// One stream's part of a sample: `enqueue` queues one copy on `stream`.
+pub struct Lane<'a> {
+    pub gpu: &'a Gpu,
+    pub stream: &'a CudaStream,
+    pub enqueue: Box<dyn FnMut() -> Result<(), HwError> + 'a>,
+}
+
+/// Lanes timed as one: the first lane's events span the work of all of them (the other lanes
+/// wait for its start event, and it waits for their ends).
+pub struct Group<'a> {
+    lanes: Vec<Lane<'a>>,
+    start: CudaEvent,
+    end: CudaEvent,
+    joins: Vec<CudaEvent>,
+}
+
+impl<'a> Group<'a> {
+    pub fn new(lanes: Vec<Lane<'a>>) -> Result<Group<'a>, HwError> {
+        let lead = lanes.first().ok_or_else(|| HwError::Call {
+            call: "timing".into(),
+            detail: "no copies to time".into(),
+        })?;
+        let start = lead.gpu.event()?;
+        let end = lead.gpu.event()?;
+        let joins = lanes[1..]
+            .iter()
+            .map(|l| l.gpu.event())
+            .collect::<Result<_, _>>()?;
+        Ok(Group {
+            lanes,
+            start,
+            end,
+            joins,
+        })
+    }
+}
+
+/// Run `warmup` + `samples` samples of `per_sample` copies per lane; all groups start together.
+/// Returns, per group, the seconds of each timed sample. `gated`: hold the streams while
+/// queuing (off for staged peer copies, whose queuing may wait for the stream itself).
+pub fn run_samples(
+    groups: &mut [Group<'_>],
+    per_sample: u32,
+    warmup: u32,
+    samples: u32,
+    gated: bool,
+) -> Result<Vec<Vec<f64>>, HwError> {
+    let mut out = vec![Vec::with_capacity(samples as usize); groups.len()];
+    for s in 0..warmup + samples {
+        let gate = Gate::new();
+        for g in groups.iter_mut() {
+            let lead = g.lanes[0].stream;
+            if gated {
+                gate.hold(lead)?;
+            }
+            record(&g.start, lead)?;
+            for l in &g.lanes[1..] {
+                wait(l.stream, &g.start)?;
+            }
+        }
+        for _ in 0..per_sample {
+            for g in groups.iter_mut() {
+                for l in g.lanes.iter_mut() {
+                    l.gpu.bind()?;
+                    (l.enqueue)()?;
+                }
+            }
+        }
+        for g in groups.iter_mut() {
+            let lead = g.lanes[0].stream;
+            for (l, j) in g.lanes[1..].iter().zip(&g.joins) {
+                record(j, l.stream)?;
+                wait(lead, j)?;
+            }
+            record(&g.end, lead)?;
+        }
+        gate.open();
+        for (k, g) in groups.iter().enumerate() {
+            let ms = elapsed_ms(&g.start, &g.end)?;
+            if s >= warmup {
+                out[k].push(ms / 1e3);
+            }
+        }
+        if gate.expired() {
+            return Err(HwError::Call {
+                call: "cuLaunchHostFunc (stream gate)".into(),
+                detail: "queuing one batch of copies took over 10 s; the sample would time the \
+                         queuing, not the copies"
+                    .into(),
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// GB/s (10^9 bytes/s) for `bytes` per sample.
+fn gbps(bytes: f64, secs: &[f64]) -> Vec<f64> {
+    secs.iter()
+        .map(|t| if *t > 0.0 { bytes / t / 1e9 } else { f64::NAN })
+        .collect()
+}
+
+pub fn buffer_len(bytes: u64) -> Result<usize, HwError> {
+    if bytes == 0 {
+        return Err(HwError::NotSupported("a copy of 0 bytes".into()));
+    }
+    usize::try_from(bytes).map_err(|_| HwError::NotSupported(format!("a {bytes} byte buffer")))
+}
+
+/// Seeds: one per buffer, so that a copy from the wrong buffer shows.
+fn seed(kind: u32, gpu: usize, peer: usize) -> u32 {
+    kind.wrapping_mul(0x0101_0101) ^ ((gpu as u32) << 8) ^ ((peer as u32) << 16)
+}
+
+const H2D: u32 = 1;
+const D2H: u32 = 2;
+const D2D: u32 = 3;
+const P2P_FWD: u32 = 4;
+const P2P_REV: u32 = 5;
+const LAT: u32 = 6;
+
+fn h2d_lane<'a>(g: &'a Gpu, s: usize, host: &HostBuf, dev: &DevBuf, n: usize) -> Lane<'a> {
+    let (src, dst) = (host.ptr() as usize, dev.ptr);
+    let stream = &g.streams[s];
+    let raw = stream.cu_stream();
+    Lane {
+        gpu: g,
+        stream,
+        enqueue: Box::new(move || {
+            // SAFETY: both buffers outlive the samples (SyncOnDrop waits before they drop).
+            cu("cuMemcpyHtoDAsync", unsafe {
+                sys::cuMemcpyHtoDAsync_v2(dst, src as *const std::ffi::c_void, n, raw)
+            })
+        }),
+    }
+}
+
+fn d2h_lane<'a>(g: &'a Gpu, s: usize, dev: &DevBuf, host: &HostBuf, n: usize) -> Lane<'a> {
+    let (src, dst) = (dev.ptr, host.ptr() as usize);
+    let stream = &g.streams[s];
+    let raw = stream.cu_stream();
+    Lane {
+        gpu: g,
+        stream,
+        enqueue: Box::new(move || {
+            // SAFETY: as in h2d_lane.
+            cu("cuMemcpyDtoHAsync", unsafe {
+                sys::cuMemcpyDtoHAsync_v2(dst as *mut std::ffi::c_void, src, n, raw)
+            })
+        }),
+    }
+}
+
+/// A peer copy `src` (on `from`) -> `dst` (on `to`), queued on `by`'s first stream.
+fn peer_lane<'a>(
+    by: &'a Gpu,
+    from: &Gpu,
+    src: &DevBuf,
+    to: &Gpu,
+    dst: &DevBuf,
+    n: usize,
+) -> Lane<'a> {
+    let (src_ctx, dst_ctx) = (from.ctx.cu_ctx() as usize, to.ctx.cu_ctx() as usize);
+    let (s, d) = (src.ptr, dst.ptr);
+    let stream = &by.streams[0];
+    let raw = stream.cu_stream();
+    Lane {
+        gpu: by,
+        stream,
+        enqueue: Box::new(move || {
+            // SAFETY: buffers and contexts outlive the samples. Note the argument order of the
+            // C function: dst, dstContext, src, srcContext.
+            cu("cuMemcpyPeerAsync", unsafe {
+                sys::cuMemcpyPeerAsync(
+                    d,
+                    dst_ctx as sys::CUcontext,
+                    s,
+                    src_ctx as sys::CUcontext,
+                    n,
+                    raw,
+                )
+            })
+        }),
+    }
+}
+
+struct HostBufs {
+    h2d: Option<(HostBuf, DevBuf, u32)>,
+    d2h: Option<(HostBuf, DevBuf, u32)>,
+}
+
+fn host_bufs(g: &Gpu, dir: HostDir, n: usize) -> Result<HostBufs, HwError> {
+    let h2d = if matches!(dir, HostDir::H2d | HostDir::Bidir) {
+        let sd = seed(H2D, g.index, 0);
+        let mut host = HostBuf::new(g, n)?;
+        fill_pattern(host.slice_mut(), sd, 0);
+        let dev = DevBuf::new(g, n)?;
+        dev.memset(0)?;
+        Some((host, dev, sd))
+    } else {
+        None
+    };
+    let d2h = if matches!(dir, HostDir::D2h | HostDir::Bidir) {
+        let sd = seed(D2H, g.index, 0);
+        let host = HostBuf::new(g, n)?; // zeroed
+        let dev = DevBuf::new(g, n)?;
+        fill_device(&dev, sd)?;
+        Some((host, dev, sd))
+    } else {
+        None
+    };
+    Ok(HostBufs { h2d, d2h })
+}
+
+impl Cuda {
+    /// Host<->device copies on each of `gpus` at once (one GPU: the per-GPU figure).
+    pub fn host_copy_on(
+        &self,
+        gpus: &[&Gpu],
+        dir: HostDir,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
+    ) -> Result<Vec<Samples>, HwError> {
+        let n = buffer_len(bytes)?;
+        let k = copies_per_sample(bytes);
+        let mut bufs = gpus
+            .iter()
+            .map(|g| host_bufs(g, dir, n))
+            .collect::<Result<Vec<_>, _>>()?;
+        let _sync = SyncOnDrop(gpus.to_vec());
+        let times = {
+            let mut groups = Vec::new();
+            for (g, b) in gpus.iter().zip(&bufs) {
+                let mut lanes = Vec::new();
+                if let Some((host, dev, _)) = &b.h2d {
+                    lanes.push(h2d_lane(g, 0, host, dev, n));
+                }
+                if let Some((host, dev, _)) = &b.d2h {
+                    let s = usize::from(b.h2d.is_some());
+                    lanes.push(d2h_lane(g, s, dev, host, n));
+                }
+                groups.push(Group::new(lanes)?);
+            }
+            run_samples(&mut groups, k, warmup, iters, true)?
+        };
+        for g in gpus {
+            g.sync_streams()?;
+        }
+        let per_sample = (n as f64)
+            * k as f64
+            * if matches!(dir, HostDir::Bidir) {
+                2.0
+            } else {
+                1.0
+            };
+        let mut out = Vec::new();
+        for (b, t) in bufs.iter_mut().zip(&times) {
+            let mut wrong = 0;
+            if let Some((_, dev, sd)) = &b.h2d {
+                wrong += check_device(dev, *sd)?;
+            }
+            if let Some((host, _, sd)) = &mut b.d2h {
+                wrong += count_pattern_mismatches(host.slice_mut(), *sd, 0);
+            }
+            out.push(Samples {
+                values: gbps(per_sample, t),
+                verified: Some(wrong == 0),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Device-local copy; the figure counts bytes read plus bytes written.
+    pub fn device_copy_on(
+        &self,
+        g: &Gpu,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
+    ) -> Result<Samples, HwError> {
+        let n = buffer_len(bytes)?;
+        let k = copies_per_sample(bytes);
+        let sd = seed(D2D, g.index, 0);
+        let src = DevBuf::new(g, n)?;
+        fill_device(&src, sd)?;
+        let dst = DevBuf::new(g, n)?;
+        dst.memset(0)?;
+        let _sync = SyncOnDrop(vec![g]);
+        let times = {
+            let (s, d) = (src.ptr, dst.ptr);
+            let raw = g.streams[0].cu_stream();
+            let lane = Lane {
+                gpu: g,
+                stream: &g.streams[0],
+                enqueue: Box::new(move || {
+                    // SAFETY: both buffers outlive the samples.
+                    cu("cuMemcpyDtoDAsync", unsafe {
+                        sys::cuMemcpyDtoDAsync_v2(d, s, n, raw)
+                    })
+                }),
+            };
+            let mut groups = vec![Group::new(vec![lane])?];
+            run_samples(&mut groups, k, warmup, iters, true)?
+        };
+        g.sync_streams()?;
+        let wrong = check_device(&dst, sd)?;
+        Ok(Samples {
+            values: gbps(2.0 * n as f64 * k as f64, &times[0]),
+            verified: Some(wrong == 0),
+        })
+    }
+
+    /// Whether `from` can access `to`'s memory, enabling it on first use.
+    pub fn peer(&mut self, from: usize, to: usize) -> Result<bool, HwError> {
+        if let Some(v) = self.peers.get(&(from, to)) {
+            return Ok(*v);
+        }
+        let ok = matches!(enable_peer(self.gpu(from)?, self.gpu(to)?)?, Peer::Enabled);
+        self.peers.insert((from, to), ok);
+        Ok(ok)
+    }
+
+    pub fn p2p_copy(
+        &mut self,
+        src: usize,
+        dst: usize,
+        mode: P2pMode,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
+    ) -> Result<P2pSample, HwError> {
+        if src == dst {
+            return Err(HwError::NotSupported(
+                "a peer copy needs two different GPUs".into(),
+            ));
+        }
+        let n = buffer_len(bytes)?;
+        let k = copies_per_sample(bytes);
+        // Read: the destination pulls (it accesses the source's memory). Write: the source
+        // pushes (it accesses the destination's memory). Both: both pull at once.
+        let peer_access = match mode {
+            P2pMode::Read => self.peer(dst, src)?,
+            P2pMode::Write => self.peer(src, dst)?,
+            P2pMode::Bidir => self.peer(dst, src)? & self.peer(src, dst)?,
+        };
+        let (a, b) = (self.gpu(src)?, self.gpu(dst)?);
+        let sd_fwd = seed(P2P_FWD, src, dst);
+        let fwd_src = DevBuf::new(a, n)?;
+        fill_device(&fwd_src, sd_fwd)?;
+        let fwd_dst = DevBuf::new(b, n)?;
+        fwd_dst.memset(0)?;
+        let sd_rev = seed(P2P_REV, dst, src);
+        let rev = if mode == P2pMode::Bidir {
+            let s = DevBuf::new(b, n)?;
+            fill_device(&s, sd_rev)?;
+            let d = DevBuf::new(a, n)?;
+            d.memset(0)?;
+            Some((s, d))
+        } else {
+            None
+        };
+        let _sync = SyncOnDrop(vec![a, b]);
+        let times = {
+            let by = if mode == P2pMode::Write { a } else { b };
+            let mut lanes = vec![peer_lane(by, a, &fwd_src, b, &fwd_dst, n)];
+            if let Some((s, d)) = &rev {
+                lanes.push(peer_lane(a, b, s, a, d, n));
+            }
+            let mut groups = vec![Group::new(lanes)?];
+            run_samples(&mut groups, k, warmup, iters, peer_access)?
+        };
+        a.sync_streams()?;
+        b.sync_streams()?;
+        let mut wrong = check_device(&fwd_dst, sd_fwd)?;
+        if let Some((_, d)) = &rev {
+            wrong += check_device(d, sd_rev)?;
+        }
+        let dirs = if mode == P2pMode::Bidir { 2.0 } else { 1.0 };
+        Ok(P2pSample {
+            gbps: Samples {
+                values: gbps(dirs * n as f64 * k as f64, &times[0]),
+                verified: Some(wrong == 0),
+            },
+            peer_access,
+        })
+    }
+
+    /// One-way latency of 4-byte peer copies: the destination pulls, copies queued back to back
+    /// behind a gate; each sample is the time of a batch divided by its copies, microseconds.
+    pub fn p2p_latency(&mut self, src: usize, dst: usize, iters: u32) -> Result<Samples, HwError> {
+        if src == dst {
+            return Err(HwError::NotSupported(
+                "a peer latency needs two different GPUs".into(),
+            ));
+        }
+        let peer_access = self.peer(dst, src)?;
+        let (a, b) = (self.gpu(src)?, self.gpu(dst)?);
+        const N: usize = 4;
+        let sd = seed(LAT, src, dst);
+        let s = DevBuf::new(a, N)?;
+        fill_device(&s, sd)?;
+        let d = DevBuf::new(b, N)?;
+        d.memset(0)?;
+        let (per, samples) = latency_plan(iters);
+        let _sync = SyncOnDrop(vec![a, b]);
+        let times = {
+            let mut groups = vec![Group::new(vec![peer_lane(b, a, &s, b, &d, N)])?];
+            run_samples(&mut groups, per, 2, samples, peer_access)?
+        };
+        b.sync_streams()?;
+        let wrong = check_device(&d, sd)?;
+        Ok(Samples {
+            values: times[0].iter().map(|t| t / per as f64 * 1e6).collect(),
+            verified: Some(wrong == 0),
+        })
+    }
+}

@@ -1,0 +1,460 @@
+//! A thin, explicit layer over the CUDA driver through cudarc: every call's failure becomes an
+//! [`HwError::Call`] naming the driver function, never a panic.
+//!
+//! Memory is allocated with `cuMemAlloc` (not cudarc's stream-ordered pool allocations) and
+//! copies are issued with the raw `cuMemcpy*Async` calls on our own streams, so nothing records
+//! hidden events inside a timed loop. Pinned host memory is cudarc's
+//! `alloc_pinned_with_flags(n, CU_MEMHOSTALLOC_PORTABLE)` (ordinary pinned memory, usable from
+//! every context; `alloc_pinned` would be write-combined and slow for the CPU to read).
+
+use crate::error::HwError;
+use cudarc::driver::result::{self, DriverError};
+use cudarc::driver::{sys, CudaContext, CudaEvent, CudaStream, PinnedHostSlice};
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// "CUDA_ERROR_OUT_OF_MEMORY (out of memory)".
+pub fn describe(e: &DriverError) -> String {
+    let name = e
+        .error_name()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_else(|_| format!("CUresult {}", e.0 as u32));
+    match e.error_string() {
+        Ok(s) => format!("{name} ({})", s.to_string_lossy()),
+        Err(_) => name,
+    }
+}
+
+/// Name the call that failed.
+pub fn ck<T>(call: &str, r: Result<T, DriverError>) -> Result<T, HwError> {
+    r.map_err(|e| HwError::Call {
+        call: call.into(),
+        detail: describe(&e),
+    })
+}
+
+/// The same for a raw `sys` call.
+pub fn cu(call: &str, r: sys::CUresult) -> Result<(), HwError> {
+    ck(call, r.result())
+}
+
+/// One GPU as the measurements see it: nodecert's index, its CUDA ordinal, its primary context
+/// and two non-blocking streams (two, for copies in both directions at once).
+pub struct Gpu {
+    pub index: usize,
+    pub ordinal: usize,
+    pub bus_id: String,
+    pub ctx: Arc<CudaContext>,
+    pub streams: [Arc<CudaStream>; 2],
+    /// Whether the device has a default memory pool (cuMemAllocAsync).
+    pub pools: bool,
+}
+
+impl Gpu {
+    pub fn open(index: usize, ordinal: usize, bus_id: String) -> Result<Gpu, HwError> {
+        let ctx = ck(
+            &format!("cuDevicePrimaryCtxRetain (CUDA device {ordinal})"),
+            CudaContext::new(ordinal),
+        )?;
+        // SAFETY: we never use cudarc's CudaSlice, whose cross-stream safety needs the tracking.
+        unsafe { ctx.disable_event_tracking() };
+        let s0 = ck("cuStreamCreate", ctx.new_stream())?;
+        let s1 = ck("cuStreamCreate", ctx.new_stream())?;
+        let pools = ck(
+            "cuDeviceGetAttribute(MEMORY_POOLS_SUPPORTED)",
+            ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED),
+        )? > 0;
+        Ok(Gpu {
+            index,
+            ordinal,
+            bus_id,
+            ctx,
+            streams: [s0, s1],
+            pools,
+        })
+    }
+
+    pub fn bind(&self) -> Result<(), HwError> {
+        ck("cuCtxSetCurrent", self.ctx.bind_to_thread())
+    }
+
+    pub fn dev(&self) -> sys::CUdevice {
+        self.ctx.cu_device()
+    }
+
+    pub fn event(&self) -> Result<CudaEvent, HwError> {
+        ck(
+            "cuEventCreate",
+            self.ctx
+                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT)),
+        )
+    }
+
+    pub fn sync_streams(&self) -> Result<(), HwError> {
+        self.bind()?;
+        for s in &self.streams {
+            // SAFETY: the stream is alive (owned by self).
+            ck("cuStreamSynchronize", unsafe {
+                result::stream::synchronize(s.cu_stream())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// "GPU 3 (CUDA device 1, 0000:3b:00.0)".
+    pub fn label(&self) -> String {
+        format!(
+            "GPU {} (CUDA device {}, {})",
+            self.index, self.ordinal, self.bus_id
+        )
+    }
+}
+
+/// The PCI bus id CUDA reports for an ordinal, e.g. "0000:3B:00.0".
+pub fn pci_bus_id(ordinal: usize) -> Result<String, HwError> {
+    let dev = ck("cuDeviceGet", result::device::get(ordinal as i32))?;
+    let mut buf = [0 as std::ffi::c_char; 32];
+    // SAFETY: the buffer is 32 bytes and we pass its length.
+    cu("cuDeviceGetPCIBusId", unsafe {
+        sys::cuDeviceGetPCIBusId(buf.as_mut_ptr(), buf.len() as i32, dev)
+    })?;
+    // SAFETY: the driver wrote a NUL-terminated string into the buffer; force a NUL anyway.
+    buf[31] = 0;
+    let s = unsafe { std::ffi::CStr::from_ptr(buf.as_ptr()) };
+    Ok(s.to_string_lossy().into_owned())
+}
+
+/// Device memory from `cuMemAlloc`, freed on drop (errors on free are ignored: nothing to do).
+pub struct DevBuf {
+    pub ptr: sys::CUdeviceptr,
+    pub bytes: usize,
+    ctx: Arc<CudaContext>,
+}
+
+impl DevBuf {
+    pub fn new(gpu: &Gpu, bytes: usize) -> Result<DevBuf, HwError> {
+        gpu.bind()?;
+        let mut ptr: sys::CUdeviceptr = 0;
+        // cuMemAlloc refuses 0 bytes; keep at least one word so pointers stay valid.
+        let n = bytes.max(16);
+        // SAFETY: ptr is a valid out-pointer.
+        cu(
+            &format!("cuMemAlloc({n} bytes) on {}", gpu.label()),
+            unsafe { sys::cuMemAlloc_v2(&mut ptr, n) },
+        )?;
+        Ok(DevBuf {
+            ptr,
+            bytes,
+            ctx: gpu.ctx.clone(),
+        })
+    }
+
+    fn in_bounds(&self, offset: usize, len: usize) -> Result<(), HwError> {
+        if offset
+            .checked_add(len)
+            .is_some_and(|e| e <= self.bytes.max(16))
+        {
+            Ok(())
+        } else {
+            Err(HwError::Call {
+                call: "device buffer access".into(),
+                detail: format!(
+                    "{len} bytes at {offset} outside a {} byte buffer",
+                    self.bytes
+                ),
+            })
+        }
+    }
+
+    /// Wait for everything on the context, including work the synchronous memset and copies
+    /// left running on the legacy stream, which our non-blocking streams do not wait for.
+    fn settle(&self) -> Result<(), HwError> {
+        ck("cuCtxSynchronize", self.ctx.synchronize())
+    }
+
+    /// Set every byte; returns when done.
+    pub fn memset(&self, value: u8) -> Result<(), HwError> {
+        if self.bytes == 0 {
+            return Ok(());
+        }
+        ck("cuCtxSetCurrent", self.ctx.bind_to_thread())?;
+        // SAFETY: the allocation holds at least `bytes` bytes.
+        ck("cuMemsetD8", unsafe {
+            result::memset_d8_sync(self.ptr, value, self.bytes)
+        })?;
+        self.settle()
+    }
+
+    /// Write `data` at byte `offset` from pageable memory; returns when done.
+    pub fn write(&self, offset: usize, data: &[u8]) -> Result<(), HwError> {
+        self.in_bounds(offset, data.len())?;
+        ck("cuCtxSetCurrent", self.ctx.bind_to_thread())?;
+        // SAFETY: bounds checked above.
+        ck("cuMemcpyHtoD", unsafe {
+            result::memcpy_htod_sync(self.ptr + offset as u64, data)
+        })?;
+        self.settle()
+    }
+
+    /// Read into `out` from byte `offset` (a synchronous copy to pageable memory, which returns
+    /// only once complete). Synchronise the streams that wrote the buffer first.
+    pub fn read(&self, offset: usize, out: &mut [u8]) -> Result<(), HwError> {
+        self.in_bounds(offset, out.len())?;
+        ck("cuCtxSetCurrent", self.ctx.bind_to_thread())?;
+        // SAFETY: bounds checked above.
+        ck("cuMemcpyDtoH", unsafe {
+            result::memcpy_dtoh_sync(out, self.ptr + offset as u64)
+        })
+    }
+}
+
+impl Drop for DevBuf {
+    fn drop(&mut self) {
+        if self.ctx.bind_to_thread().is_ok() {
+            // SAFETY: allocated by cuMemAlloc in this context and freed once.
+            let _ = unsafe { sys::cuMemFree_v2(self.ptr) };
+        }
+    }
+}
+
+/// Bytes moved between device buffers and the host per synchronous step when filling or
+/// checking a device buffer.
+pub const STAGE: usize = 64 << 20;
+
+/// Fill a device buffer with the copy pattern, through pageable host memory in pieces.
+pub fn fill_device(buf: &DevBuf, seed: u32) -> Result<(), HwError> {
+    let mut stage = vec![0u8; STAGE.min(buf.bytes)];
+    let mut at = 0;
+    while at < buf.bytes {
+        let n = STAGE.min(buf.bytes - at);
+        super::verify::fill_pattern(&mut stage[..n], seed, at as u64);
+        buf.write(at, &stage[..n])?;
+        at += n;
+    }
+    Ok(())
+}
+
+/// Bytes of a device buffer that differ from the copy pattern.
+pub fn check_device(buf: &DevBuf, seed: u32) -> Result<u64, HwError> {
+    let mut stage = vec![0u8; STAGE.min(buf.bytes)];
+    let mut at = 0;
+    let mut wrong = 0;
+    while at < buf.bytes {
+        let n = STAGE.min(buf.bytes - at);
+        buf.read(at, &mut stage[..n])?;
+        wrong += super::verify::count_pattern_mismatches(&stage[..n], seed, at as u64);
+        at += n;
+    }
+    Ok(wrong)
+}
+
+/// Pinned, portable host memory.
+pub struct HostBuf {
+    // Keeps the allocation alive; freed by cudarc on drop.
+    _mem: PinnedHostSlice<u8>,
+    ptr: *mut u8,
+    pub bytes: usize,
+}
+
+impl HostBuf {
+    pub fn new(gpu: &Gpu, bytes: usize) -> Result<HostBuf, HwError> {
+        let n = bytes.max(16);
+        // SAFETY: the memory is uninitialised until we write it, which we do before any read.
+        let mut mem = ck(&format!("cuMemHostAlloc({n} bytes, PORTABLE)"), unsafe {
+            gpu.ctx
+                .alloc_pinned_with_flags::<u8>(n, sys::CU_MEMHOSTALLOC_PORTABLE)
+        })?;
+        let ptr = ck("cuEventSynchronize", mem.as_mut_ptr())?;
+        // Touch every page now so the first timed copy does not pay for it.
+        // SAFETY: ptr is valid for n bytes.
+        unsafe { std::ptr::write_bytes(ptr, 0, n) };
+        Ok(HostBuf {
+            _mem: mem,
+            ptr,
+            bytes,
+        })
+    }
+
+    pub fn ptr(&self) -> *mut u8 {
+        self.ptr
+    }
+
+    /// The bytes, for filling and checking. Only while no copy on them is in flight.
+    pub fn slice_mut(&mut self) -> &mut [u8] {
+        // SAFETY: valid for `bytes`; callers synchronise the streams before touching it.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.bytes) }
+    }
+}
+
+/// Synchronises streams when dropped, so buffers are never freed under a copy in flight, on
+/// error paths too. Declare it after the buffers it protects (drops run in reverse order).
+pub struct SyncOnDrop<'a>(pub Vec<&'a Gpu>);
+
+impl Drop for SyncOnDrop<'_> {
+    fn drop(&mut self) {
+        for g in &self.0 {
+            let _ = g.sync_streams();
+        }
+    }
+}
+
+/// Enqueue work on a stream whose context is current.
+pub fn record(ev: &CudaEvent, stream: &CudaStream) -> Result<(), HwError> {
+    ck("cuCtxSetCurrent", ev.context().bind_to_thread())?;
+    // SAFETY: event and stream belong to the same, current, context and are alive.
+    ck("cuEventRecord", unsafe {
+        result::event::record(ev.cu_event(), stream.cu_stream())
+    })
+}
+
+/// Make `stream` wait for `ev` (which may belong to another context or device).
+pub fn wait(stream: &CudaStream, ev: &CudaEvent) -> Result<(), HwError> {
+    ck("cuCtxSetCurrent", stream.context().bind_to_thread())?;
+    // SAFETY: both are alive.
+    ck("cuStreamWaitEvent", unsafe {
+        result::stream::wait_event(
+            stream.cu_stream(),
+            ev.cu_event(),
+            sys::CUevent_wait_flags::CU_EVENT_WAIT_DEFAULT,
+        )
+    })
+}
+
+/// Milliseconds between two recorded events of one context, after waiting for the second.
+pub fn elapsed_ms(start: &CudaEvent, end: &CudaEvent) -> Result<f64, HwError> {
+    ck("cuCtxSetCurrent", end.context().bind_to_thread())?;
+    // SAFETY: both events are alive, created with timing enabled and recorded.
+    ck("cuEventSynchronize", unsafe {
+        result::event::synchronize(end.cu_event())
+    })?;
+    let ms = ck("cuEventElapsedTime", unsafe {
+        result::event::elapsed(start.cu_event(), end.cu_event())
+    })?;
+    Ok(ms as f64)
+}
+
+/// The longest a gate holds a stream. Far longer than it takes to queue a batch; reaching it
+/// means the queuing thread stalled, and the sample is refused.
+const GATE_MAX_HOLD: Duration = Duration::from_secs(10);
+
+struct GateState {
+    open: AtomicBool,
+    expired: AtomicBool,
+}
+
+/// Holds streams until the host has queued a whole batch, so launch overhead stays out of the
+/// timing (nvbandwidth does this with a spin kernel; a host function does it without compiling
+/// a kernel). `hold` enqueues a host function that waits until `open` is called; work queued
+/// after it on that stream starts only then. Dropping the gate opens it.
+pub struct Gate {
+    state: Arc<GateState>,
+}
+
+unsafe extern "C" fn gate_wait(user: *mut c_void) {
+    // SAFETY: `user` is the Arc handed over by `Gate::hold`; we take back that reference.
+    let state = unsafe { Arc::from_raw(user as *const GateState) };
+    let t0 = Instant::now();
+    let mut spins = 0u32;
+    while !state.open.load(Ordering::Acquire) {
+        if t0.elapsed() > GATE_MAX_HOLD {
+            state.expired.store(true, Ordering::Release);
+            break;
+        }
+        spins += 1;
+        if spins < 1000 {
+            std::hint::spin_loop();
+        } else {
+            std::thread::sleep(Duration::from_micros(20));
+        }
+    }
+}
+
+impl Gate {
+    pub fn new() -> Gate {
+        Gate {
+            state: Arc::new(GateState {
+                open: AtomicBool::new(false),
+                expired: AtomicBool::new(false),
+            }),
+        }
+    }
+
+    pub fn hold(&self, stream: &CudaStream) -> Result<(), HwError> {
+        ck("cuCtxSetCurrent", stream.context().bind_to_thread())?;
+        let raw = Arc::into_raw(self.state.clone()) as *mut c_void;
+        // SAFETY: the host function receives `raw` once and takes ownership of that reference.
+        let r = unsafe { result::stream::launch_host_function(stream.cu_stream(), gate_wait, raw) };
+        if r.is_err() {
+            // Not enqueued: the function will never run, so give the reference back.
+            // SAFETY: `raw` came from Arc::into_raw above and was not consumed.
+            drop(unsafe { Arc::from_raw(raw as *const GateState) });
+        }
+        ck("cuLaunchHostFunc", r)
+    }
+
+    pub fn open(&self) {
+        self.state.open.store(true, Ordering::Release);
+    }
+
+    /// Whether a hold gave up waiting (the sample then timed queuing too).
+    pub fn expired(&self) -> bool {
+        self.state.expired.load(Ordering::Acquire)
+    }
+}
+
+impl Drop for Gate {
+    fn drop(&mut self) {
+        self.open();
+    }
+}
+
+/// Peer access from `from`'s context to memory of `to`.
+pub enum Peer {
+    Enabled,
+    /// The driver says it is impossible (cuDeviceCanAccessPeer is 0, or the context has reached
+    /// the driver's limit of peers): copies are staged through the host.
+    Impossible,
+}
+
+/// Enable access from `from` to `to`'s memory: cuDeviceCanAccessPeer, cuCtxEnablePeerAccess
+/// (already enabled counts as success), and read-write access for `from` to `to`'s default
+/// memory pool (pool allocations need it separately).
+pub fn enable_peer(from: &Gpu, to: &Gpu) -> Result<Peer, HwError> {
+    let mut can = 0i32;
+    // SAFETY: valid out-pointer and devices.
+    cu("cuDeviceCanAccessPeer", unsafe {
+        sys::cuDeviceCanAccessPeer(&mut can, from.dev(), to.dev())
+    })?;
+    if can == 0 {
+        return Ok(Peer::Impossible);
+    }
+    from.bind()?;
+    // SAFETY: `to.ctx` is a live context.
+    match unsafe { sys::cuCtxEnablePeerAccess(to.ctx.cu_ctx(), 0) } {
+        sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {}
+        sys::CUresult::CUDA_ERROR_TOO_MANY_PEERS => return Ok(Peer::Impossible),
+        other => cu("cuCtxEnablePeerAccess", other)?,
+    }
+    if to.pools {
+        let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
+        // SAFETY: valid out-pointer and device.
+        cu("cuDeviceGetDefaultMemPool", unsafe {
+            sys::cuDeviceGetDefaultMemPool(&mut pool, to.dev())
+        })?;
+        let desc = sys::CUmemAccessDesc {
+            location: sys::CUmemLocation {
+                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+                id: from.ordinal as i32,
+            },
+            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
+        };
+        // SAFETY: one valid descriptor.
+        match unsafe { sys::cuMemPoolSetAccess(pool, &desc, 1) } {
+            sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_NOT_SUPPORTED => {}
+            other => cu("cuMemPoolSetAccess", other)?,
+        }
+    }
+    Ok(Peer::Enabled)
+}

@@ -1,0 +1,1099 @@
+//! Finding the CUDA libraries where users have them, and making cudarc able to load them.
+//!
+//! cudarc dlopen()s libraries by name (`libnccl.so`, `libnccl.so.12`, ... `libnccl.so.1`), never
+//! by NCCL's real soname `libnccl.so.2`, and under our `cuda-12xxx` feature never
+//! `libcublas.so.13` or `libnvrtc.so.13`. pip wheels and distribution runtime packages often ship
+//! only the versioned soname, so a library can be on the machine and still be invisible to
+//! cudarc. This module:
+//!
+//! 1. searches the usual places for each library ([`SearchInputs::system`]): LD_LIBRARY_PATH,
+//!    the ld.so cache (`ldconfig -p`), the system library folders, CUDA toolkits under
+//!    /usr/local/cuda*, and Python wheels under `site-packages/nvidia/*/lib`;
+//! 2. when a library cudarc cannot load was found under another name, makes a private folder of
+//!    symlinks with the names cudarc tries and re-executes the process once with that folder
+//!    first on LD_LIBRARY_PATH ([`reexec_if_needed`]); glibc reads LD_LIBRARY_PATH only at
+//!    process start, so a re-exec is the only way. The environment variable [`REEXEC_GUARD`]
+//!    prevents a loop;
+//! 3. says which files were used ([`library_infos`]): the file the dynamic linker actually
+//!    mapped (read from /proc/self/maps), with the version taken from its file name.
+//!
+//! Nothing here needs a GPU; the search is unit-tested with fake library trees.
+
+use crate::backend::LibraryInfo;
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// Set in the environment of the re-executed process (to the symlink folder), so that it never
+/// re-executes again.
+pub const REEXEC_GUARD: &str = "NODECERT_LIBS_REEXEC";
+
+/// A library nodecert loads through cudarc.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Lib {
+    Cuda,
+    Nvrtc,
+    Cublas,
+    Nccl,
+}
+
+impl Lib {
+    pub const ALL: [Lib; 4] = [Lib::Cuda, Lib::Nvrtc, Lib::Cublas, Lib::Nccl];
+
+    /// The name users know it by (its usual soname).
+    pub fn display(self) -> &'static str {
+        match self {
+            Lib::Cuda => "libcuda.so.1",
+            Lib::Nvrtc => "libnvrtc.so",
+            Lib::Cublas => "libcublas.so",
+            Lib::Nccl => "libnccl.so.2",
+        }
+    }
+
+    /// File names of this library are the stem or the stem followed by `.<version>`.
+    pub fn stem(self) -> &'static str {
+        match self {
+            Lib::Cuda => "libcuda.so",
+            Lib::Nvrtc => "libnvrtc.so",
+            Lib::Cublas => "libcublas.so",
+            Lib::Nccl => "libnccl.so",
+        }
+    }
+
+    /// The soname preferred when several files exist in one folder.
+    fn preferred(self) -> &'static str {
+        match self {
+            Lib::Cuda => "libcuda.so.1",
+            Lib::Nvrtc => "libnvrtc.so.12",
+            Lib::Cublas => "libcublas.so.12",
+            Lib::Nccl => "libnccl.so.2",
+        }
+    }
+
+    /// The name cudarc tries first, which is the name of the symlink we make.
+    pub fn link_name(self) -> &'static str {
+        self.stem()
+    }
+
+    /// cudarc's name for it (what `get_lib_name_candidates` expands).
+    fn cudarc_name(self) -> &'static str {
+        match self {
+            Lib::Cuda => "cuda",
+            Lib::Nvrtc => "nvrtc",
+            Lib::Cublas => "cublas",
+            Lib::Nccl => "nccl",
+        }
+    }
+
+    /// What cannot run without it.
+    pub fn needed_for(self) -> &'static str {
+        match self {
+            Lib::Cuda => "GPU measurements cannot run",
+            Lib::Nvrtc => "GPU kernels cannot be compiled",
+            Lib::Cublas => "GEMM and training cannot run",
+            Lib::Nccl => "NCCL collectives cannot run",
+        }
+    }
+
+    /// Whether cudarc can load it by one of the names it tries. Guards every cudarc entry point:
+    /// a missing library makes cudarc panic.
+    pub fn loadable(self) -> bool {
+        // SAFETY: these only dlopen()/dlclose() candidate names; loading a library runs its
+        // initialisers, which is what using it would do anyway.
+        unsafe {
+            match self {
+                Lib::Cuda => cudarc::driver::sys::is_culib_present(),
+                Lib::Nvrtc => cudarc::nvrtc::sys::is_culib_present(),
+                Lib::Cublas => cudarc::cublas::sys::is_culib_present(),
+                Lib::Nccl => cudarc::nccl::sys::is_culib_present(),
+            }
+        }
+    }
+
+    /// The names cudarc tries, in its order.
+    pub fn cudarc_candidates(self) -> Vec<String> {
+        let mut v = cudarc::get_lib_name_candidates(self.cudarc_name());
+        if self == Lib::Cuda {
+            v.extend(cudarc::get_lib_name_candidates("nvcuda"));
+        }
+        v
+    }
+}
+
+/// Where to look. Built from the system by [`SearchInputs::system`]; tests build it by hand.
+#[derive(Debug, Clone, Default)]
+pub struct SearchInputs {
+    /// LD_LIBRARY_PATH as set.
+    pub ld_library_path: Option<String>,
+    /// Output of `ldconfig -p`.
+    pub ldconfig: Option<String>,
+    /// Further folders, searched in this order after LD_LIBRARY_PATH and the ld.so cache.
+    pub dirs: Vec<PathBuf>,
+}
+
+/// A library file that was found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Found {
+    /// The path as found (may be a symlink).
+    pub file: PathBuf,
+    /// The file it resolves to.
+    pub real: PathBuf,
+    /// Version from the file names ("2.28.3" from libnccl.so.2.28.3).
+    pub version: Option<String>,
+}
+
+/// The outcome of searching for one library.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LibSearch {
+    pub lib: Lib,
+    pub found: Option<Found>,
+    /// Folders looked in (existing ones), in order; "ld.so cache" stands for the cache.
+    pub searched: Vec<String>,
+}
+
+impl LibSearch {
+    /// "not found (searched: LD_LIBRARY_PATH (unset), ld.so cache, /usr/lib64, ... and 9 more)".
+    pub fn searched_summary(&self) -> String {
+        const SHOW: usize = 8;
+        let mut s = self
+            .searched
+            .iter()
+            .take(SHOW)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if self.searched.len() > SHOW {
+            s.push_str(&format!(" and {} more", self.searched.len() - SHOW));
+        }
+        if s.is_empty() {
+            s = "nothing to search".into();
+        }
+        s
+    }
+}
+
+/// "2.28.3" from ("libnccl.so.2.28.3", "libnccl.so"); None for the bare stem or other names.
+pub fn version_from_file_name(name: &str, stem: &str) -> Option<String> {
+    let rest = name.strip_prefix(stem)?.strip_prefix('.')?;
+    let ok = !rest.is_empty()
+        && rest.chars().all(|c| c.is_ascii_digit() || c == '.')
+        && !rest.starts_with('.')
+        && !rest.ends_with('.')
+        && !rest.contains("..");
+    ok.then(|| rest.to_string())
+}
+
+/// Whether `name` is a file name of the library (`stem` or `stem.<digits and dots>`).
+pub fn is_lib_file_name(name: &str, stem: &str) -> bool {
+    name == stem || version_from_file_name(name, stem).is_some()
+}
+
+/// Compare dotted versions numerically ("2.28.3" > "2.9.1").
+fn version_key(v: &str) -> Vec<u64> {
+    v.split('.').map(|p| p.parse().unwrap_or(0)).collect()
+}
+
+/// The ld.so cache tag of this machine's architecture in `ldconfig -p` output.
+fn arch_tag() -> Option<&'static str> {
+    if cfg!(target_arch = "x86_64") {
+        Some("x86-64")
+    } else if cfg!(target_arch = "aarch64") {
+        Some("AArch64")
+    } else {
+        None
+    }
+}
+
+/// Entries of `ldconfig -p` output: (file name, path), for this architecture only.
+/// A line reads `\tlibnccl.so.2 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libnccl.so.2`.
+pub fn parse_ldconfig(text: &str) -> Vec<(String, PathBuf)> {
+    parse_ldconfig_for(text, arch_tag())
+}
+
+fn parse_ldconfig_for(text: &str, arch: Option<&str>) -> Vec<(String, PathBuf)> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let Some((left, path)) = line.split_once(" => ") else {
+            continue;
+        };
+        let left = left.trim();
+        let (name, flags) = match left.split_once(" (") {
+            Some((n, f)) => (n.trim(), f.trim_end_matches(')')),
+            None => (left, ""),
+        };
+        if let Some(a) = arch {
+            if !flags.split(',').any(|f| f.trim() == a) {
+                continue;
+            }
+        }
+        let path = path.trim();
+        if name.is_empty() || !path.starts_with('/') {
+            continue;
+        }
+        out.push((name.to_string(), PathBuf::from(path)));
+    }
+    out
+}
+
+/// The library files in one folder, best first: the preferred soname, then the bare stem, then
+/// other versions, highest first. Dangling symlinks are skipped.
+fn files_in_dir(dir: &Path, lib: Lib) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return vec![];
+    };
+    let mut names: Vec<String> = rd
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().into_string().ok())
+        .filter(|n| is_lib_file_name(n, lib.stem()))
+        .filter(|n| dir.join(n).exists())
+        .collect();
+    names.sort_by(|a, b| {
+        let rank = |n: &str| {
+            if n == lib.preferred() {
+                0
+            } else if n == lib.stem() {
+                1
+            } else {
+                2
+            }
+        };
+        rank(a).cmp(&rank(b)).then_with(|| {
+            let va = version_key(&version_from_file_name(a, lib.stem()).unwrap_or_default());
+            let vb = version_key(&version_from_file_name(b, lib.stem()).unwrap_or_default());
+            vb.cmp(&va)
+        })
+    });
+    names.into_iter().map(|n| dir.join(n)).collect()
+}
+
+fn found(lib: Lib, file: PathBuf) -> Found {
+    let real = std::fs::canonicalize(&file).unwrap_or_else(|_| file.clone());
+    let v_of = |p: &Path| {
+        p.file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| version_from_file_name(n, lib.stem()))
+    };
+    // The resolved file usually carries the full version (libnccl.so.2 -> libnccl.so.2.28.3).
+    let version = match (v_of(&real), v_of(&file)) {
+        (Some(a), Some(b)) => Some(if a.len() >= b.len() { a } else { b }),
+        (a, b) => a.or(b),
+    };
+    Found {
+        file,
+        real,
+        version,
+    }
+}
+
+/// The folders of LD_LIBRARY_PATH, in order.
+fn ld_dirs(ld_library_path: Option<&str>) -> Vec<PathBuf> {
+    ld_library_path
+        .unwrap_or("")
+        .split(':')
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+        .collect()
+}
+
+/// Search for one library: LD_LIBRARY_PATH, then the ld.so cache, then `inputs.dirs`.
+pub fn find(lib: Lib, inputs: &SearchInputs) -> LibSearch {
+    let mut searched = Vec::new();
+    let mut seen = BTreeSet::new();
+    let mut try_dir = |dir: &Path, searched: &mut Vec<String>| -> Option<Found> {
+        if !seen.insert(dir.to_path_buf()) || !dir.is_dir() {
+            return None;
+        }
+        searched.push(dir.display().to_string());
+        files_in_dir(dir, lib)
+            .into_iter()
+            .next()
+            .map(|f| found(lib, f))
+    };
+    let ld = ld_dirs(inputs.ld_library_path.as_deref());
+    if ld.is_empty() {
+        searched.push("LD_LIBRARY_PATH (unset)".into());
+    }
+    for d in &ld {
+        if let Some(f) = try_dir(d, &mut searched) {
+            return LibSearch {
+                lib,
+                found: Some(f),
+                searched,
+            };
+        }
+    }
+    if let Some(text) = &inputs.ldconfig {
+        searched.push("ld.so cache".into());
+        let mut entries: Vec<(String, PathBuf)> = parse_ldconfig(text)
+            .into_iter()
+            .filter(|(n, p)| is_lib_file_name(n, lib.stem()) && p.exists())
+            .collect();
+        entries.sort_by_key(|(n, _)| {
+            if n == lib.preferred() {
+                0
+            } else if n == lib.stem() {
+                1
+            } else {
+                2
+            }
+        });
+        if let Some((_, p)) = entries.into_iter().next() {
+            return LibSearch {
+                lib,
+                found: Some(found(lib, p)),
+                searched,
+            };
+        }
+    } else {
+        searched.push("ld.so cache (ldconfig -p unavailable)".into());
+    }
+    for d in &inputs.dirs {
+        if let Some(f) = try_dir(d, &mut searched) {
+            return LibSearch {
+                lib,
+                found: Some(f),
+                searched,
+            };
+        }
+    }
+    LibSearch {
+        lib,
+        found: None,
+        searched,
+    }
+}
+
+/// Child folders of `parent` whose names start with `prefix`, sorted.
+fn subdirs(parent: &Path, prefix: &str) -> Vec<PathBuf> {
+    let Ok(rd) = std::fs::read_dir(parent) else {
+        return vec![];
+    };
+    let mut v: Vec<PathBuf> = rd
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().starts_with(prefix))
+        .map(|e| e.path())
+        .filter(|p| p.is_dir())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Library folders inside Python site directories: `nvidia/*/lib` (NVIDIA's wheels) and
+/// `torch/lib`.
+pub fn wheel_lib_dirs(site_dirs: &[PathBuf]) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for s in site_dirs {
+        for pkg in subdirs(&s.join("nvidia"), "") {
+            out.push(pkg.join("lib"));
+        }
+        out.push(s.join("torch").join("lib"));
+    }
+    out
+}
+
+/// Run a command with a time limit; its stdout when it succeeded.
+fn run_with_timeout(cmd: &mut Command, limit: Duration) -> Option<String> {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .ok()?;
+    let mut stdout = child.stdout.take()?;
+    // Read on a thread so a full pipe cannot block the child while we wait.
+    let reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stdout, &mut s);
+        s
+    });
+    let t0 = Instant::now();
+    loop {
+        match child.try_wait() {
+            Ok(Some(st)) => {
+                let out = reader.join().ok()?;
+                return st.success().then_some(out);
+            }
+            Ok(None) if t0.elapsed() < limit => std::thread::sleep(Duration::from_millis(10)),
+            _ => {
+                let _ = child.kill();
+                let _ = child.wait();
+                return None;
+            }
+        }
+    }
+}
+
+fn ldconfig_text() -> Option<String> {
+    ["ldconfig", "/sbin/ldconfig", "/usr/sbin/ldconfig"]
+        .iter()
+        .find_map(|c| run_with_timeout(Command::new(c).arg("-p"), Duration::from_secs(5)))
+}
+
+/// Site directories reported by python3, when there is one.
+fn python_site_dirs() -> Vec<PathBuf> {
+    let code = "import site, sys\n\
+                dirs = list(getattr(site, 'getsitepackages', lambda: [])())\n\
+                dirs.append(site.getusersitepackages())\n\
+                print('\\n'.join(d for d in dirs if d))";
+    run_with_timeout(
+        Command::new("python3").args(["-c", code]),
+        Duration::from_secs(5),
+    )
+    .map(|s| {
+        s.lines()
+            .filter(|l| l.starts_with('/'))
+            .map(PathBuf::from)
+            .collect()
+    })
+    .unwrap_or_default()
+}
+
+/// Site directories found without Python, under the usual prefixes.
+fn common_site_dirs() -> Vec<PathBuf> {
+    let mut bases: Vec<PathBuf> = vec![
+        "/usr/lib".into(),
+        "/usr/local/lib".into(),
+        "/opt/conda/lib".into(),
+    ];
+    for var in ["VIRTUAL_ENV", "CONDA_PREFIX"] {
+        if let Some(v) = std::env::var_os(var) {
+            bases.push(PathBuf::from(v).join("lib"));
+        }
+    }
+    if let Some(h) = std::env::var_os("HOME") {
+        bases.push(PathBuf::from(h).join(".local/lib"));
+    }
+    let mut out = Vec::new();
+    for b in bases {
+        for py in subdirs(&b, "python3") {
+            out.push(py.join("site-packages"));
+            out.push(py.join("dist-packages"));
+        }
+    }
+    out
+}
+
+/// CUDA toolkit library folders: $CUDA_HOME, $CUDA_PATH, /usr/local/cuda, /usr/local/cuda-*.
+fn cuda_dirs() -> Vec<PathBuf> {
+    let mut roots: Vec<PathBuf> = Vec::new();
+    for var in ["CUDA_HOME", "CUDA_PATH"] {
+        if let Some(v) = std::env::var_os(var) {
+            roots.push(PathBuf::from(v));
+        }
+    }
+    roots.push("/usr/local/cuda".into());
+    roots.extend(subdirs(Path::new("/usr/local"), "cuda-"));
+    roots.push("/opt/cuda".into());
+    let mut out = Vec::new();
+    for r in roots {
+        out.push(r.join("lib64"));
+        for t in subdirs(&r.join("targets"), "") {
+            out.push(t.join("lib"));
+        }
+        out.push(r.join("lib"));
+    }
+    out
+}
+
+impl SearchInputs {
+    /// What this machine offers: LD_LIBRARY_PATH, `ldconfig -p`, system, CUDA and Python
+    /// folders.
+    pub fn system() -> Self {
+        let mut dirs: Vec<PathBuf> = [
+            "/usr/lib/x86_64-linux-gnu",
+            "/usr/lib/aarch64-linux-gnu",
+            "/lib/x86_64-linux-gnu",
+            "/usr/lib64",
+            "/lib64",
+            "/usr/lib",
+            "/usr/lib/x86_64-linux-gnu/nvidia/current",
+            "/usr/lib64/nvidia",
+            "/usr/lib/wsl/lib",
+            "/usr/local/lib",
+        ]
+        .iter()
+        .map(PathBuf::from)
+        .collect();
+        dirs.extend(cuda_dirs());
+        for var in ["CONDA_PREFIX"] {
+            if let Some(v) = std::env::var_os(var) {
+                dirs.push(PathBuf::from(v).join("lib"));
+            }
+        }
+        dirs.push("/opt/conda/lib".into());
+        let mut sites = python_site_dirs();
+        sites.extend(common_site_dirs());
+        dirs.extend(wheel_lib_dirs(&sites));
+        SearchInputs {
+            ld_library_path: std::env::var("LD_LIBRARY_PATH").ok(),
+            ldconfig: ldconfig_text(),
+            dirs,
+        }
+    }
+}
+
+/// The search results for every library, computed once per process.
+pub fn discovery() -> &'static [LibSearch] {
+    static D: OnceLock<Vec<LibSearch>> = OnceLock::new();
+    D.get_or_init(|| {
+        let inputs = SearchInputs::system();
+        Lib::ALL.iter().map(|&l| find(l, &inputs)).collect()
+    })
+}
+
+/// The search result for one library.
+pub fn search_of(lib: Lib) -> Option<&'static LibSearch> {
+    discovery().iter().find(|s| s.lib == lib)
+}
+
+/// The error for a library cudarc cannot load, saying what was searched.
+pub fn missing(lib: Lib) -> crate::error::HwError {
+    missing_from(lib, search_of(lib))
+}
+
+fn missing_from(lib: Lib, s: Option<&LibSearch>) -> crate::error::HwError {
+    let detail = match s.and_then(|s| s.found.as_ref().map(|f| (s, f))) {
+        Some((_, f)) => format!(
+            "found {} but it could not be loaded{}; {}",
+            f.file.display(),
+            dlopen_error(&f.file)
+                .map(|e| format!(" ({e})"))
+                .unwrap_or_default(),
+            lib.needed_for()
+        ),
+        None => format!(
+            "not found (searched: {}); {}",
+            s.map(LibSearch::searched_summary)
+                .unwrap_or_else(|| "nothing".into()),
+            lib.needed_for()
+        ),
+    };
+    crate::error::HwError::Unavailable {
+        what: lib.display().into(),
+        detail,
+    }
+}
+
+/// Why dlopen() refuses a file (a missing dependency, a wrong architecture), if it does.
+fn dlopen_error(path: &Path) -> Option<String> {
+    // SAFETY: loading runs the library's initialisers, as using it would; the handle is dropped.
+    match unsafe { libloading::Library::new(path) } {
+        Ok(_) => None,
+        Err(e) => Some(e.to_string()),
+    }
+}
+
+/// The symlinks needed so that cudarc finds every library that was found but that it cannot
+/// load: (link name, target).
+pub fn plan_links(
+    searches: &[LibSearch],
+    loadable: impl Fn(Lib) -> bool,
+) -> Vec<(String, PathBuf)> {
+    searches
+        .iter()
+        .filter_map(|s| s.found.as_ref().map(|f| (s.lib, f)))
+        .filter(|(lib, _)| !loadable(*lib))
+        .map(|(lib, f)| (lib.link_name().to_string(), f.real.clone()))
+        .collect()
+}
+
+/// Create (or refresh) `dir` holding the symlinks. The folder must be ours: a directory, not a
+/// symlink, owned by this user and not writable by others.
+pub fn make_link_dir(dir: &Path, links: &[(String, PathBuf)]) -> std::io::Result<()> {
+    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
+    let me = std::fs::metadata("/proc/self").map(|m| m.uid()).ok();
+    match std::fs::symlink_metadata(dir) {
+        Ok(m) => {
+            let ours = m.file_type().is_dir()
+                && me.is_none_or(|u| m.uid() == u)
+                && m.permissions().mode() & 0o022 == 0;
+            if !ours {
+                return Err(std::io::Error::other(format!(
+                    "{} exists and is not a private folder of this user",
+                    dir.display()
+                )));
+            }
+        }
+        Err(_) => std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir)?,
+    }
+    for (name, target) in links {
+        let link = dir.join(name);
+        if std::fs::read_link(&link).ok().as_deref() == Some(target.as_path()) {
+            continue;
+        }
+        // Replace atomically, so that a concurrent nodecert never sees a missing link.
+        let tmp = dir.join(format!(".{name}.{}", std::process::id()));
+        let _ = std::fs::remove_file(&tmp);
+        std::os::unix::fs::symlink(target, &tmp)?;
+        std::fs::rename(&tmp, &link)?;
+    }
+    Ok(())
+}
+
+/// The private folder for the symlinks: `$XDG_RUNTIME_DIR/nodecert-libs`, else
+/// `/tmp/nodecert-libs-<uid>`.
+pub fn link_dir() -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR") {
+        let p = PathBuf::from(x);
+        if p.is_dir() {
+            return p.join("nodecert-libs");
+        }
+    }
+    let uid = std::fs::metadata("/proc/self")
+        .map(|m| m.uid())
+        .unwrap_or(0);
+    std::env::temp_dir().join(format!("nodecert-libs-{uid}"))
+}
+
+/// What to do about libraries at process start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reexec {
+    /// Every library found is loadable (or nothing was found): carry on.
+    NotNeeded,
+    /// This process is already the re-executed one: carry on, never re-execute twice.
+    AlreadyDone,
+    /// Re-execute with this LD_LIBRARY_PATH.
+    Exec { ld_library_path: String },
+}
+
+/// Decide whether to re-execute. `guard` is the value of [`REEXEC_GUARD`]; `link_dir` holds the
+/// `links`; the folders of the link targets follow it, so that their own dependencies
+/// (libcublasLt next to libcublas, libnvrtc-builtins next to libnvrtc) resolve too.
+pub fn decide_reexec(
+    guard: Option<&str>,
+    links: &[(String, PathBuf)],
+    link_dir: &Path,
+    ld_library_path: Option<&str>,
+) -> Reexec {
+    if guard.is_some() {
+        return Reexec::AlreadyDone;
+    }
+    if links.is_empty() {
+        return Reexec::NotNeeded;
+    }
+    let mut parts: Vec<String> = vec![link_dir.display().to_string()];
+    for (_, t) in links {
+        if let Some(d) = t.parent() {
+            let d = d.display().to_string();
+            if !parts.contains(&d) {
+                parts.push(d);
+            }
+        }
+    }
+    for p in ld_library_path
+        .unwrap_or("")
+        .split(':')
+        .filter(|s| !s.is_empty())
+    {
+        if !parts.iter().any(|x| x == p) {
+            parts.push(p.to_string());
+        }
+    }
+    Reexec::Exec {
+        ld_library_path: parts.join(":"),
+    }
+}
+
+/// At the start of a run on real hardware: when a library was found that cudarc cannot load,
+/// make the symlink folder and re-execute this process with it on LD_LIBRARY_PATH. Returns only
+/// when no re-exec is needed or possible (a warning is printed when it was needed but failed).
+pub fn reexec_if_needed() {
+    let guard = std::env::var(REEXEC_GUARD).ok();
+    if guard.is_some() {
+        return;
+    }
+    let links = plan_links(discovery(), Lib::loadable);
+    let dir = link_dir();
+    let ld = std::env::var("LD_LIBRARY_PATH").ok();
+    let Reexec::Exec { ld_library_path } =
+        decide_reexec(guard.as_deref(), &links, &dir, ld.as_deref())
+    else {
+        return;
+    };
+    if let Err(e) = make_link_dir(&dir, &links) {
+        eprintln!(
+            "warning: cannot prepare library links in {}: {e}; continuing without them",
+            dir.display()
+        );
+        return;
+    }
+    let exe = match std::env::current_exe() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("warning: cannot re-execute to load libraries ({e}); continuing without");
+            return;
+        }
+    };
+    let mut args = std::env::args_os();
+    let arg0 = args.next().unwrap_or_else(|| exe.clone().into_os_string());
+    use std::os::unix::process::CommandExt;
+    let err = Command::new(&exe)
+        .arg0(arg0)
+        .args(args)
+        .env("LD_LIBRARY_PATH", &ld_library_path)
+        .env(REEXEC_GUARD, &dir)
+        .exec();
+    eprintln!(
+        "warning: cannot re-execute {} to load libraries ({err}); continuing without",
+        exe.display()
+    );
+}
+
+/// The path of the mapped file of a library in `/proc/self/maps` text.
+pub fn mapped_path(maps: &str, stem: &str) -> Option<PathBuf> {
+    maps.lines().find_map(|l| {
+        let i = l.find(" /")?;
+        let p = l[i + 1..].trim_end().trim_end_matches(" (deleted)");
+        let name = Path::new(p).file_name()?.to_str()?;
+        is_lib_file_name(name, stem).then(|| PathBuf::from(p))
+    })
+}
+
+/// Which file the dynamic linker maps for `lib` when loaded by cudarc's names: load it the way
+/// cudarc does, read /proc/self/maps, unload.
+fn loaded_file(lib: Lib) -> Option<PathBuf> {
+    for name in lib.cudarc_candidates() {
+        // SAFETY: as in `dlopen_error`.
+        if let Ok(handle) = unsafe { libloading::Library::new(&name) } {
+            let maps = std::fs::read_to_string("/proc/self/maps").ok();
+            drop(handle);
+            return maps.and_then(|m| mapped_path(&m, lib.stem()));
+        }
+    }
+    None
+}
+
+/// One entry per library for the evidence: the file used (or found), and its version.
+pub fn library_infos() -> Vec<LibraryInfo> {
+    Lib::ALL
+        .iter()
+        .map(|&lib| {
+            let (path, version) = match loaded_file(lib) {
+                Some(p) => {
+                    let real = std::fs::canonicalize(&p).unwrap_or(p);
+                    let v = real
+                        .file_name()
+                        .and_then(|n| n.to_str())
+                        .and_then(|n| version_from_file_name(n, lib.stem()));
+                    (Some(real.display().to_string()), v)
+                }
+                None => match search_of(lib).and_then(|s| s.found.as_ref()) {
+                    Some(f) => (
+                        Some(format!("{} (found, not loadable)", f.real.display())),
+                        f.version.clone(),
+                    ),
+                    None => (None, None),
+                },
+            };
+            LibraryInfo {
+                name: lib.display().into(),
+                path,
+                version,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn touch(p: &Path) {
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, b"\x7fELF fake").unwrap();
+    }
+
+    #[test]
+    fn versions_come_from_file_names() {
+        assert_eq!(
+            version_from_file_name("libnccl.so.2.28.3", "libnccl.so").as_deref(),
+            Some("2.28.3")
+        );
+        assert_eq!(
+            version_from_file_name("libcuda.so.580.159.04", "libcuda.so").as_deref(),
+            Some("580.159.04")
+        );
+        assert_eq!(version_from_file_name("libnccl.so", "libnccl.so"), None);
+        assert_eq!(
+            version_from_file_name("libnccl.so.2.bak", "libnccl.so"),
+            None
+        );
+        assert_eq!(version_from_file_name("libnccl.so.", "libnccl.so"), None);
+        assert!(!is_lib_file_name("libcudart.so.12", "libcuda.so"));
+        assert!(!is_lib_file_name("libnccl-net.so", "libnccl.so"));
+        assert!(is_lib_file_name("libcuda.so.1", "libcuda.so"));
+    }
+
+    #[test]
+    fn ldconfig_output_is_parsed_for_this_architecture() {
+        let text = "\
+1234 libs found in cache `/etc/ld.so.cache'
+\tlibnccl.so.2 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libnccl.so.2
+\tlibcuda.so.1 (libc6,x86-64) => /usr/lib/x86_64-linux-gnu/libcuda.so.1
+\tlibcuda.so.1 (libc6) => /usr/lib/i386-linux-gnu/libcuda.so.1
+\tlibcuda.so (libc6,AArch64) => /usr/lib/aarch64-linux-gnu/libcuda.so
+Cache generated by: ldconfig (GNU libc) stable release version 2.36
+";
+        let x86 = parse_ldconfig_for(text, Some("x86-64"));
+        assert_eq!(
+            x86,
+            vec![
+                (
+                    "libnccl.so.2".to_string(),
+                    PathBuf::from("/usr/lib/x86_64-linux-gnu/libnccl.so.2")
+                ),
+                (
+                    "libcuda.so.1".to_string(),
+                    PathBuf::from("/usr/lib/x86_64-linux-gnu/libcuda.so.1")
+                ),
+            ]
+        );
+        let arm = parse_ldconfig_for(text, Some("AArch64"));
+        assert_eq!(arm.len(), 1);
+        assert_eq!(parse_ldconfig_for(text, None).len(), 4);
+    }
+
+    #[test]
+    fn finds_versioned_nccl_in_a_wheel_and_resolves_its_version() {
+        let t = tempfile::tempdir().unwrap();
+        let site = t.path().join("site-packages");
+        let lib = site.join("nvidia/nccl/lib");
+        touch(&lib.join("libnccl.so.2"));
+        // Wheels ship only the soname; a second, unrelated package next to it.
+        touch(&site.join("nvidia/cublas/lib/libcublas.so.12"));
+        touch(&site.join("nvidia/cublas/lib/libcublasLt.so.12"));
+        let inputs = SearchInputs {
+            ld_library_path: None,
+            ldconfig: Some(String::new()),
+            dirs: wheel_lib_dirs(std::slice::from_ref(&site)),
+        };
+        let s = find(Lib::Nccl, &inputs);
+        let f = s.found.expect("found");
+        assert_eq!(f.file, lib.join("libnccl.so.2"));
+        assert_eq!(f.version.as_deref(), Some("2"));
+        let c = find(Lib::Cublas, &inputs).found.expect("cublas found");
+        assert_eq!(c.file, site.join("nvidia/cublas/lib/libcublas.so.12"));
+        assert!(find(Lib::Cuda, &inputs).found.is_none());
+    }
+
+    #[test]
+    fn symlink_chains_give_the_full_version_and_dangling_links_are_skipped() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("lib");
+        touch(&d.join("libnccl.so.2.28.3"));
+        symlink("libnccl.so.2.28.3", d.join("libnccl.so.2")).unwrap();
+        // A dangling unversioned link (package for development removed).
+        symlink("libnccl.so.9.9.9", d.join("libnccl.so")).unwrap();
+        let inputs = SearchInputs {
+            dirs: vec![d.clone()],
+            ..Default::default()
+        };
+        let f = find(Lib::Nccl, &inputs).found.unwrap();
+        assert_eq!(f.file, d.join("libnccl.so.2"));
+        assert_eq!(
+            f.real,
+            std::fs::canonicalize(d.join("libnccl.so.2.28.3")).unwrap()
+        );
+        assert_eq!(f.version.as_deref(), Some("2.28.3"));
+    }
+
+    #[test]
+    fn preference_within_a_folder_soname_then_stem_then_highest_version() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().to_path_buf();
+        touch(&d.join("libcublas.so.11.4"));
+        touch(&d.join("libcublas.so.13.0.1"));
+        let inputs = SearchInputs {
+            dirs: vec![d.clone()],
+            ..Default::default()
+        };
+        assert_eq!(
+            find(Lib::Cublas, &inputs).found.unwrap().file,
+            d.join("libcublas.so.13.0.1")
+        );
+        touch(&d.join("libcublas.so"));
+        assert_eq!(
+            find(Lib::Cublas, &inputs).found.unwrap().file,
+            d.join("libcublas.so")
+        );
+        touch(&d.join("libcublas.so.12"));
+        assert_eq!(
+            find(Lib::Cublas, &inputs).found.unwrap().file,
+            d.join("libcublas.so.12")
+        );
+    }
+
+    #[test]
+    fn search_order_ld_library_path_then_cache_then_folders() {
+        let t = tempfile::tempdir().unwrap();
+        let a = t.path().join("ld");
+        let b = t.path().join("cache");
+        let c = t.path().join("usr");
+        touch(&a.join("libnccl.so.2.19.3"));
+        touch(&b.join("libnccl.so.2"));
+        touch(&c.join("libnccl.so.2"));
+        let cache = format!(
+            "\tlibnccl.so.2 (libc6,x86-64,AArch64) => {}\n",
+            b.join("libnccl.so.2").display()
+        );
+        let mut inputs = SearchInputs {
+            ld_library_path: Some(format!("::{}", a.display())),
+            ldconfig: Some(cache),
+            dirs: vec![c.clone()],
+        };
+        assert_eq!(
+            find(Lib::Nccl, &inputs).found.unwrap().file,
+            a.join("libnccl.so.2.19.3")
+        );
+        inputs.ld_library_path = None;
+        let s = find(Lib::Nccl, &inputs);
+        if arch_tag().is_some() {
+            assert_eq!(s.found.unwrap().file, b.join("libnccl.so.2"));
+        }
+        inputs.ldconfig = None;
+        let s = find(Lib::Nccl, &inputs);
+        assert_eq!(s.found.unwrap().file, c.join("libnccl.so.2"));
+    }
+
+    #[test]
+    fn a_missing_library_names_what_was_searched() {
+        let t = tempfile::tempdir().unwrap();
+        let empty = t.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        let inputs = SearchInputs {
+            ld_library_path: Some(t.path().display().to_string()),
+            ldconfig: Some(String::new()),
+            dirs: vec![t.path().join("nope"), empty.clone()],
+        };
+        let s = find(Lib::Nccl, &inputs);
+        assert!(s.found.is_none());
+        let e = missing_from(Lib::Nccl, Some(&s)).to_string();
+        assert!(
+            e.starts_with("libnccl.so.2 is not available: not found (searched: "),
+            "{e}"
+        );
+        assert!(e.contains(&t.path().display().to_string()), "{e}");
+        assert!(e.contains("ld.so cache"), "{e}");
+        assert!(e.contains(&empty.display().to_string()), "{e}");
+        assert!(!e.contains("nope"), "only existing folders are listed: {e}");
+        assert!(e.ends_with("; NCCL collectives cannot run"), "{e}");
+    }
+
+    #[test]
+    fn a_found_but_unloadable_library_says_why() {
+        let t = tempfile::tempdir().unwrap();
+        touch(&t.path().join("libnccl.so.2"));
+        let s = find(
+            Lib::Nccl,
+            &SearchInputs {
+                dirs: vec![t.path().to_path_buf()],
+                ..Default::default()
+            },
+        );
+        let e = missing_from(Lib::Nccl, Some(&s)).to_string();
+        assert!(e.contains("found "), "{e}");
+        assert!(e.contains("could not be loaded ("), "{e}");
+    }
+
+    #[test]
+    fn links_are_planned_only_for_found_libraries_cudarc_cannot_load() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("wheel");
+        touch(&d.join("libnccl.so.2.28.3"));
+        symlink("libnccl.so.2.28.3", d.join("libnccl.so.2")).unwrap();
+        touch(&d.join("libnvrtc.so.13"));
+        let inputs = SearchInputs {
+            dirs: vec![d.clone()],
+            ..Default::default()
+        };
+        let searches: Vec<LibSearch> = Lib::ALL.iter().map(|&l| find(l, &inputs)).collect();
+        // NVRTC loadable already (say libnvrtc.so.12 elsewhere), NCCL not, cuda not found at all.
+        let links = plan_links(&searches, |l| l == Lib::Nvrtc);
+        let real = std::fs::canonicalize(d.join("libnccl.so.2.28.3")).unwrap();
+        assert_eq!(links, vec![("libnccl.so".to_string(), real.clone())]);
+
+        let dir = t.path().join("links");
+        make_link_dir(&dir, &links).unwrap();
+        assert_eq!(std::fs::read_link(dir.join("libnccl.so")).unwrap(), real);
+        // Idempotent, and a stale link is replaced.
+        make_link_dir(&dir, &links).unwrap();
+        let other = vec![("libnccl.so".to_string(), d.join("libnvrtc.so.13"))];
+        make_link_dir(&dir, &other).unwrap();
+        assert_eq!(
+            std::fs::read_link(dir.join("libnccl.so")).unwrap(),
+            d.join("libnvrtc.so.13")
+        );
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode();
+        assert_eq!(mode & 0o077, 0, "private folder");
+    }
+
+    #[test]
+    fn a_link_folder_that_is_not_ours_is_refused() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let open = t.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(make_link_dir(&open, &[]).is_err());
+        let target = t.path().join("elsewhere");
+        std::fs::create_dir(&target).unwrap();
+        let sl = t.path().join("sl");
+        symlink(&target, &sl).unwrap();
+        assert!(make_link_dir(&sl, &[]).is_err());
+    }
+
+    #[test]
+    fn reexec_happens_once_and_puts_the_links_first() {
+        let links = vec![(
+            "libnccl.so".to_string(),
+            PathBuf::from("/site/nvidia/nccl/lib/libnccl.so.2"),
+        )];
+        let dir = Path::new("/run/user/1000/nodecert-libs");
+        assert_eq!(decide_reexec(None, &[], dir, Some("/a")), Reexec::NotNeeded);
+        assert_eq!(
+            decide_reexec(Some("/run/user/1000/nodecert-libs"), &links, dir, None),
+            Reexec::AlreadyDone
+        );
+        assert_eq!(
+            decide_reexec(None, &links, dir, Some("/a::/site/nvidia/nccl/lib")),
+            Reexec::Exec {
+                ld_library_path: "/run/user/1000/nodecert-libs:/site/nvidia/nccl/lib:/a".into()
+            }
+        );
+    }
+
+    #[test]
+    fn mapped_library_paths_are_read_from_proc_maps() {
+        let maps = "\
+55d0c0a00000-55d0c0a28000 r--p 00000000 08:01 131 /usr/bin/nodecert
+7f1a2c000000-7f1a2c200000 r-xp 00000000 08:01 4242 /usr/lib/x86_64-linux-gnu/libcudart.so.12.4.127
+7f1a2d000000-7f1a2e000000 r-xp 00000000 08:01 4243 /opt/my libs/libcuda.so.580.159.04
+7f1a2f000000-7f1a2f100000 r-xp 00000000 08:01 4244 /tmp/x/libnccl.so.2.28.3 (deleted)
+7ffd5c1f0000-7ffd5c211000 rw-p 00000000 00:00 0 [stack]
+";
+        assert_eq!(
+            mapped_path(maps, "libcuda.so"),
+            Some(PathBuf::from("/opt/my libs/libcuda.so.580.159.04"))
+        );
+        assert_eq!(
+            mapped_path(maps, "libnccl.so"),
+            Some(PathBuf::from("/tmp/x/libnccl.so.2.28.3"))
+        );
+        assert_eq!(mapped_path(maps, "libcublas.so"), None);
+    }
+
+    #[test]
+    fn library_infos_never_panic_and_list_every_library() {
+        let infos = library_infos();
+        assert_eq!(infos.len(), Lib::ALL.len());
+        assert_eq!(infos[3].name, "libnccl.so.2");
+    }
+}

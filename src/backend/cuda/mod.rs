@@ -1,0 +1,559 @@
+//! Real measurements through cudarc: copies on the copy engines, peer copies and latency, and
+//! NCCL collectives, every one with a deadline and a data check.
+//!
+//! [`CudaMeasurements`] is what the real backend holds. It does nothing until the first
+//! measurement; then it checks that libcuda can be loaded (cudarc panics otherwise), starts a
+//! worker thread that opens the GPUs (cuInit, one primary context and two streams per GPU) and
+//! runs each measurement there, waiting for it with a deadline ([`worker`]). A measurement that
+//! misses its deadline is reported as [`HwError::Timeout`] and every later one fails at once:
+//! a hung CUDA context cannot be recovered in-process.
+//!
+//! Method, in short (details in [`copies`], [`nccl`], [`verify`]):
+//! - copies: buffers filled with a pattern, the destination cleared; each sample is a batch of
+//!   [`copies_per_sample`] copies timed with CUDA events while a gate holds the stream until the
+//!   batch is queued; warm-up samples discarded; the whole destination checked afterwards.
+//!   Host memory is pinned and portable. GB/s are 10^9 bytes/s; device copies count bytes read
+//!   plus written; "both at once" figures are the sum of both directions.
+//! - peer copies: peer access enabled when the driver allows it (cuDeviceCanAccessPeer,
+//!   cuCtxEnablePeerAccess, cuMemPoolSetAccess); otherwise the staged copy is measured and
+//!   `peer_access` is false. Read: the destination's stream pulls; write: the source's stream
+//!   pushes; both: each side pulls at once.
+//! - latency: 4-byte peer copies back to back, the time of a batch divided by its copies.
+//! - collectives: nccl-tests' sizes, formulas and #wrong check ([`verify::layout`]).
+//!
+//! GPU indices are nodecert's (NVML's order); they are mapped to CUDA ordinals by PCI bus id,
+//! so CUDA_VISIBLE_DEVICES and CUDA's own ordering do not mix GPUs up.
+
+pub mod libs;
+
+mod copies;
+mod driver;
+mod nccl;
+mod verify;
+mod worker;
+
+use crate::backend::{BackendInfo, CollectiveSample, HostDir, P2pMode, P2pSample, Samples};
+use crate::error::HwError;
+use crate::inventory::normalize_bus_id;
+use crate::suite::CollectiveOp;
+use crate::units::format_bytes;
+use driver::Gpu;
+use libs::Lib;
+use std::collections::HashMap;
+use std::time::Duration;
+use worker::{StartError, Worker};
+
+/// Environment variable: a fixed deadline, in seconds, for every measurement (instead of the
+/// one computed from its size).
+pub const TIMEOUT_ENV: &str = "NODECERT_CUDA_TIMEOUT_S";
+
+/// How the measurements are set up.
+#[derive(Debug, Clone)]
+pub struct CudaOptions {
+    /// PCI bus id of each nodecert GPU index (NVML's order). Empty: CUDA's ordinals are used
+    /// as indices.
+    pub bus_ids: Vec<String>,
+    /// Whether libcuda can be loaded (replaceable in tests).
+    pub driver_loadable: fn() -> bool,
+    /// Whether libnccl can be loaded.
+    pub nccl_loadable: fn() -> bool,
+    /// A fixed deadline for every measurement; None: computed per measurement.
+    pub timeout: Option<Duration>,
+}
+
+fn cuda_loadable() -> bool {
+    Lib::Cuda.loadable()
+}
+fn nccl_loadable() -> bool {
+    Lib::Nccl.loadable()
+}
+
+impl Default for CudaOptions {
+    fn default() -> Self {
+        CudaOptions {
+            bus_ids: vec![],
+            driver_loadable: cuda_loadable,
+            nccl_loadable,
+            timeout: std::env::var(TIMEOUT_ENV)
+                .ok()
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .filter(|s| s.is_finite() && *s > 0.0)
+                .map(Duration::from_secs_f64),
+        }
+    }
+}
+
+/// Copies timed per sample: enough to move about 1 GiB, at least 1, at most 16 (nvbandwidth
+/// times 16 copies of 512 MiB per sample; fewer keep a suite short, and the gate keeps launch
+/// overhead out either way).
+pub fn copies_per_sample(bytes: u64) -> u32 {
+    (1u64 << 30).div_ceil(bytes.max(1)).clamp(1, 16) as u32
+}
+
+/// For a latency measurement of `transfers` small copies: (copies per sample, samples).
+pub fn latency_plan(transfers: u32) -> (u32, u32) {
+    let per = if transfers >= 100 { 10 } else { 1 };
+    (per, (transfers / per).max(1))
+}
+
+/// Time allowed to open the GPUs (cuInit, a context and streams per GPU).
+pub const SETUP_LIMIT: Duration = Duration::from_secs(180);
+/// Extra time allowed for the first collective, which creates the NCCL communicators.
+pub const NCCL_INIT_LIMIT: Duration = Duration::from_secs(180);
+
+/// The deadline of a measurement that moves `moved` bytes over the GPU links and fills or
+/// checks `buffers` bytes on the CPU: a minute, plus the transfers at 0.5 GB/s and the CPU work
+/// at 0.25 GB/s. Working hardware is 10-1000 times faster; missing it means a hang.
+pub fn deadline(moved: f64, buffers: f64) -> Duration {
+    Duration::from_secs_f64(60.0 + moved.max(0.0) / 0.5e9 + buffers.max(0.0) / 0.25e9)
+}
+
+/// For each wanted bus id (NVML's), the CUDA ordinal with the same PCI bus id.
+pub fn map_ordinals(wanted: &[String], cuda: &[String]) -> Vec<Option<usize>> {
+    let cuda: Vec<String> = cuda.iter().map(|b| normalize_bus_id(b)).collect();
+    wanted
+        .iter()
+        .map(|w| {
+            let w = normalize_bus_id(w);
+            cuda.iter().position(|c| *c == w)
+        })
+        .collect()
+}
+
+/// The NCCL_* variables of an environment, sorted.
+pub fn nccl_env_from(vars: impl Iterator<Item = (String, String)>) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = vars.filter(|(k, _)| k.starts_with("NCCL_")).collect();
+    v.sort();
+    v
+}
+
+/// Add what the CUDA side knows to the backend description: library files and versions, the
+/// NCCL version and the NCCL_* environment. Loads libraries (never creates a context).
+pub fn extend_info(info: &mut BackendInfo) {
+    if info.name == "nvml" {
+        info.name = "nvml+cuda".into();
+    }
+    info.libraries.extend(libs::library_infos());
+    if Lib::Nccl.loadable() {
+        // A missing symbol makes cudarc panic; the version is then simply unknown.
+        info.nccl_version = std::panic::catch_unwind(nccl::version)
+            .ok()
+            .and_then(Result::ok);
+    }
+    info.nccl_env = nccl_env_from(std::env::vars());
+}
+
+/// The GPU state, owned by the worker thread.
+///
+/// Fields drop in declaration order: the NCCL communicators go before the contexts they use.
+pub(crate) struct Cuda {
+    nccl: Option<nccl::Comms>,
+    /// Peer access results by (accessing GPU, owning GPU).
+    peers: HashMap<(usize, usize), bool>,
+    /// By nodecert index; Err: not visible to CUDA (the reason says why).
+    gpus: Vec<Result<Gpu, String>>,
+}
+
+impl Cuda {
+    fn open(bus_ids: Vec<String>) -> Result<Cuda, HwError> {
+        use cudarc::driver::result;
+        driver::ck("cuInit", result::init())?;
+        let count = driver::ck("cuDeviceGetCount", result::device::get_count())?.max(0) as usize;
+        let visible = std::env::var("CUDA_VISIBLE_DEVICES")
+            .map(|v| format!(" (CUDA_VISIBLE_DEVICES={v})"))
+            .unwrap_or_default();
+        if count == 0 {
+            return Err(HwError::Unavailable {
+                what: "a CUDA device".into(),
+                detail: format!("cuDeviceGetCount reports none{visible}"),
+            });
+        }
+        let cuda_ids = (0..count)
+            .map(driver::pci_bus_id)
+            .collect::<Result<Vec<_>, _>>()?;
+        let map: Vec<(Option<usize>, String)> = if bus_ids.is_empty() {
+            (0..count).map(|o| (Some(o), cuda_ids[o].clone())).collect()
+        } else {
+            map_ordinals(&bus_ids, &cuda_ids)
+                .into_iter()
+                .zip(bus_ids)
+                .collect()
+        };
+        let mut gpus = Vec::new();
+        for (i, (ord, bus)) in map.into_iter().enumerate() {
+            gpus.push(match ord {
+                Some(o) => Ok(Gpu::open(i, o, normalize_bus_id(&cuda_ids[o]))?),
+                None => Err(format!("GPU {i} ({bus}) is not visible to CUDA{visible}")),
+            });
+        }
+        Ok(Cuda {
+            nccl: None,
+            peers: HashMap::new(),
+            gpus,
+        })
+    }
+
+    fn gpu(&self, i: usize) -> Result<&Gpu, HwError> {
+        match self.gpus.get(i) {
+            Some(Ok(g)) => Ok(g),
+            Some(Err(why)) => Err(HwError::Unavailable {
+                what: format!("GPU {i}"),
+                detail: why.clone(),
+            }),
+            None => Err(HwError::NotSupported(format!(
+                "GPU {i}: the node has {} GPUs",
+                self.gpus.len()
+            ))),
+        }
+    }
+
+    fn all(&self) -> Result<Vec<&Gpu>, HwError> {
+        (0..self.gpus.len()).map(|i| self.gpu(i)).collect()
+    }
+
+    fn collective(
+        &mut self,
+        op: CollectiveOp,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
+    ) -> Result<CollectiveSample, HwError> {
+        let comms = match self.nccl.take() {
+            Some(c) => c,
+            None => nccl::Comms::init(&self.all()?)?,
+        };
+        let r = nccl::measure(&comms, &self.all()?, op, bytes, warmup, iters);
+        // Keep the communicators unless the run failed: a failed communicator is not reused.
+        if r.is_ok() {
+            self.nccl = Some(comms);
+        }
+        r
+    }
+}
+
+enum State {
+    Idle,
+    Ready(Worker<Cuda>),
+    /// Opening failed; the same error every time (a missing library does not come back).
+    Failed(HwError),
+    /// Opening hung.
+    Poisoned(HwError),
+}
+
+/// The measurement half of the real backend. See the module documentation.
+pub struct CudaMeasurements {
+    opts: CudaOptions,
+    state: State,
+    nccl_ready: bool,
+}
+
+fn dir_name(d: HostDir) -> &'static str {
+    match d {
+        HostDir::H2d => "host-to-device",
+        HostDir::D2h => "device-to-host",
+        HostDir::Bidir => "host-to-device and device-to-host",
+    }
+}
+
+impl CudaMeasurements {
+    pub fn new(opts: CudaOptions) -> Self {
+        CudaMeasurements {
+            opts,
+            state: State::Idle,
+            nccl_ready: false,
+        }
+    }
+
+    fn worker(&mut self) -> Result<&mut Worker<Cuda>, HwError> {
+        if let State::Idle = self.state {
+            self.state = if !(self.opts.driver_loadable)() {
+                State::Failed(libs::missing(Lib::Cuda))
+            } else {
+                let ids = self.opts.bus_ids.clone();
+                let what = "opening the GPUs (cuInit, contexts, streams)";
+                let limit = self.opts.timeout.unwrap_or(SETUP_LIMIT).max(SETUP_LIMIT);
+                match Worker::start("nodecert-cuda", what, limit, move || Cuda::open(ids)) {
+                    Ok(w) => State::Ready(w),
+                    Err(StartError::Failed(e)) => State::Failed(e),
+                    Err(StartError::TimedOut(e)) => {
+                        self.state =
+                            State::Poisoned(worker::poisoned_error(what, limit.as_secs_f64()));
+                        return Err(e);
+                    }
+                }
+            };
+        }
+        match &mut self.state {
+            State::Ready(w) => Ok(w),
+            State::Failed(e) | State::Poisoned(e) => Err(e.clone()),
+            State::Idle => Err(HwError::Call {
+                call: "opening the GPUs".into(),
+                detail: "not started".into(),
+            }),
+        }
+    }
+
+    fn run<R, F>(&mut self, what: String, limit: Duration, f: F) -> Result<R, HwError>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Cuda) -> Result<R, HwError> + Send + 'static,
+    {
+        let limit = self.opts.timeout.unwrap_or(limit);
+        self.worker()?.call(&what, limit, f)
+    }
+
+    fn one<T>(v: Vec<T>) -> Result<T, HwError> {
+        v.into_iter().next().ok_or_else(|| HwError::Call {
+            call: "measurement".into(),
+            detail: "no result".into(),
+        })
+    }
+
+    pub fn host_copy(
+        &mut self,
+        gpu: usize,
+        dir: HostDir,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
+    ) -> Result<Samples, HwError> {
+        let dirs = if dir == HostDir::Bidir { 2.0 } else { 1.0 };
+        let moved = bytes as f64 * dirs * copies_per_sample(bytes) as f64 * (warmup + iters) as f64;
+        let what = format!(
+            "{} copies of {} on GPU {gpu}",
+            dir_name(dir),
+            format_bytes(bytes)
+        );
+        self.run(what, deadline(moved, 2.0 * dirs * bytes as f64), move |c| {
+            let g = c.gpu(gpu)?;
+            Self::one(c.host_copy_on(&[g], dir, bytes, warmup, iters)?)
+        })
+    }
+
+    pub fn host_copy_all(
+        &mut self,
+        dir: HostDir,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
+    ) -> Result<Vec<Samples>, HwError> {
+        let n = self.opts.bus_ids.len().max(1) as f64;
+        let dirs = if dir == HostDir::Bidir { 2.0 } else { 1.0 };
+        let moved =
+            n * bytes as f64 * dirs * copies_per_sample(bytes) as f64 * (warmup + iters) as f64;
+        let what = format!(
+            "{} copies of {} on all GPUs at once",
+            dir_name(dir),
+            format_bytes(bytes)
+        );
+        self.run(
+            what,
+            deadline(moved, 2.0 * n * dirs * bytes as f64),
+            move |c| {
+                let gpus = c.all()?;
+                c.host_copy_on(&gpus, dir, bytes, warmup, iters)
+            },
+        )
+    }
+
+    pub fn device_copy(
+        &mut self,
+        gpu: usize,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
+    ) -> Result<Samples, HwError> {
+        let moved = 2.0 * bytes as f64 * copies_per_sample(bytes) as f64 * (warmup + iters) as f64;
+        let what = format!("device copies of {} on GPU {gpu}", format_bytes(bytes));
+        self.run(
+            what,
+            deadline(moved / 100.0, 2.0 * bytes as f64),
+            move |c| {
+                let g = c.gpu(gpu)?;
+                c.device_copy_on(g, bytes, warmup, iters)
+            },
+        )
+    }
+
+    pub fn p2p_copy(
+        &mut self,
+        src: usize,
+        dst: usize,
+        mode: P2pMode,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
+    ) -> Result<P2pSample, HwError> {
+        let dirs = if mode == P2pMode::Bidir { 2.0 } else { 1.0 };
+        let moved = bytes as f64 * dirs * copies_per_sample(bytes) as f64 * (warmup + iters) as f64;
+        let what = format!(
+            "peer copies ({mode:?}) of {} from GPU {src} to GPU {dst}",
+            format_bytes(bytes)
+        )
+        .to_lowercase();
+        self.run(what, deadline(moved, 2.0 * dirs * bytes as f64), move |c| {
+            c.p2p_copy(src, dst, mode, bytes, warmup, iters)
+        })
+    }
+
+    pub fn p2p_latency(&mut self, src: usize, dst: usize, iters: u32) -> Result<Samples, HwError> {
+        let what = format!("peer latency from GPU {src} to GPU {dst}");
+        let limit = deadline(iters as f64 * 1e5, 0.0);
+        self.run(what, limit, move |c| c.p2p_latency(src, dst, iters))
+    }
+
+    pub fn collective(
+        &mut self,
+        op: CollectiveOp,
+        bytes: u64,
+        warmup: u32,
+        iters: u32,
+    ) -> Result<CollectiveSample, HwError> {
+        // libcuda first: without it nothing runs, whatever NCCL does.
+        self.worker()?;
+        if !(self.opts.nccl_loadable)() {
+            return Err(libs::missing(Lib::Nccl));
+        }
+        let n = self.opts.bus_ids.len().max(1) as f64;
+        // All-reduce moves about 2x its size per rank; allow for it whatever the op.
+        let moved = 2.0 * n * bytes as f64 * (warmup + iters + 1) as f64;
+        let mut limit = deadline(moved, 2.0 * n * bytes as f64);
+        if !self.nccl_ready {
+            limit += NCCL_INIT_LIMIT;
+        }
+        let what = format!("NCCL {op} of {}", format_bytes(bytes));
+        let r = self.run(what, limit, move |c| c.collective(op, bytes, warmup, iters));
+        if r.is_ok() {
+            self.nccl_ready = true;
+        }
+        r
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_move_about_a_gib_per_sample() {
+        assert_eq!(copies_per_sample(256 << 20), 4);
+        assert_eq!(copies_per_sample(512 << 20), 2);
+        assert_eq!(copies_per_sample(1 << 30), 1);
+        assert_eq!(copies_per_sample(4 << 30), 1);
+        assert_eq!(copies_per_sample(4096), 16);
+        assert_eq!(copies_per_sample(0), 16);
+        assert_eq!(latency_plan(1000), (10, 100));
+        assert_eq!(latency_plan(100), (10, 10));
+        assert_eq!(latency_plan(50), (1, 50));
+        assert_eq!(latency_plan(0), (1, 1));
+    }
+
+    #[test]
+    fn deadlines_grow_with_the_work_and_start_at_a_minute() {
+        assert_eq!(deadline(0.0, 0.0), Duration::from_secs(60));
+        let d = deadline(25e9, 0.5e9);
+        assert_eq!(d, Duration::from_secs(60 + 50 + 2));
+        assert!(deadline(1e12, 0.0) > deadline(1e11, 0.0));
+    }
+
+    #[test]
+    fn gpus_are_matched_to_cuda_ordinals_by_bus_id() {
+        let nvml = vec![
+            "00000000:1B:00.0".to_string(),
+            "00000000:3B:00.0".to_string(),
+            "00000000:5E:00.0".to_string(),
+        ];
+        // CUDA orders fastest first and CUDA_VISIBLE_DEVICES hides one.
+        let cuda = vec!["0000:3B:00.0".to_string(), "0000:1b:00.0".to_string()];
+        assert_eq!(map_ordinals(&nvml, &cuda), vec![Some(1), Some(0), None]);
+        assert_eq!(map_ordinals(&[], &cuda), Vec::<Option<usize>>::new());
+    }
+
+    #[test]
+    fn nccl_environment_is_recorded_sorted() {
+        let vars = vec![
+            ("PATH".to_string(), "/bin".to_string()),
+            ("NCCL_P2P_LEVEL".to_string(), "NVL".to_string()),
+            ("NCCL_DEBUG".to_string(), "WARN".to_string()),
+            ("XNCCL_NOT".to_string(), "1".to_string()),
+        ];
+        assert_eq!(
+            nccl_env_from(vars.into_iter()),
+            vec![
+                ("NCCL_DEBUG".to_string(), "WARN".to_string()),
+                ("NCCL_P2P_LEVEL".to_string(), "NVL".to_string()),
+            ]
+        );
+    }
+
+    fn without_libraries() -> CudaMeasurements {
+        CudaMeasurements::new(CudaOptions {
+            bus_ids: vec!["00000000:3B:00.0".into()],
+            driver_loadable: || false,
+            nccl_loadable: || false,
+            timeout: None,
+        })
+    }
+
+    fn assert_no_driver(r: Result<impl std::fmt::Debug, HwError>) {
+        match r {
+            Err(HwError::Unavailable { what, detail }) => {
+                assert_eq!(what, "libcuda.so.1");
+                assert!(detail.ends_with("GPU measurements cannot run"), "{detail}");
+            }
+            other => panic!("expected a missing-libcuda error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn without_libcuda_every_measurement_is_an_error_not_a_panic() {
+        let mut m = without_libraries();
+        assert_no_driver(m.host_copy(0, HostDir::H2d, 1 << 20, 1, 2));
+        assert_no_driver(m.host_copy(0, HostDir::Bidir, 1 << 20, 1, 2));
+        assert_no_driver(m.host_copy_all(HostDir::D2h, 1 << 20, 1, 2));
+        assert_no_driver(m.device_copy(0, 1 << 20, 1, 2));
+        assert_no_driver(m.p2p_copy(0, 1, P2pMode::Read, 1 << 20, 1, 2));
+        assert_no_driver(m.p2p_copy(1, 0, P2pMode::Bidir, 1 << 20, 1, 2));
+        assert_no_driver(m.p2p_latency(0, 1, 100));
+        assert_no_driver(m.collective(CollectiveOp::AllReduce, 1 << 20, 1, 2));
+        assert_no_driver(m.collective(CollectiveOp::AllToAll, 8, 1, 2));
+    }
+
+    #[test]
+    fn on_this_machine_the_real_probes_give_errors_too() {
+        // Only meaningful without a driver (CI); with one, the GPU tests cover it.
+        if Lib::Cuda.loadable() {
+            return;
+        }
+        let mut m = CudaMeasurements::new(CudaOptions::default());
+        assert_no_driver(m.host_copy(0, HostDir::H2d, 1 << 20, 1, 2));
+        assert_no_driver(m.collective(CollectiveOp::Broadcast, 1 << 20, 1, 2));
+    }
+
+    #[test]
+    fn info_lists_libraries_and_nccl_environment_without_a_gpu() {
+        let mut info = BackendInfo {
+            simulated: false,
+            name: "nvml".into(),
+            libraries: vec![],
+            nccl_version: None,
+            nccl_env: vec![],
+        };
+        extend_info(&mut info);
+        assert_eq!(info.name, "nvml+cuda");
+        let names: Vec<&str> = info.libraries.iter().map(|l| l.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "libcuda.so.1",
+                "libnvrtc.so",
+                "libcublas.so",
+                "libnccl.so.2"
+            ]
+        );
+        if !Lib::Nccl.loadable() {
+            assert_eq!(info.nccl_version, None);
+        }
+        assert!(info.nccl_env.iter().all(|(k, _)| k.starts_with("NCCL_")));
+    }
+}

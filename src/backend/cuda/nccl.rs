@@ -1,0 +1,388 @@
+//! NCCL collectives over all GPUs in this process (one communicator per GPU from
+//! `ncclCommInitAll`), measured and checked the way nccl-tests does: f32 data, sum, root 0,
+//! out-of-place; warm-up iterations, then timed iterations back to back, then a check run whose
+//! result is compared element by element with what the collective must produce (#wrong).
+//!
+//! Timing: events on every rank's stream around each iteration; an iteration's time is the
+//! longest of the ranks' (the collective ends when its slowest rank does). Like nccl-tests'
+//! default mode this includes the host's launch of each iteration.
+//!
+//! cudarc's safe `Comm` is not used: its `Drop` unwraps the result of `ncclCommAbort`, and its
+//! buffer accessors record events in the timed loop. The raw calls here name themselves in
+//! every error, decoded with `ncclGetErrorString`.
+
+use super::driver::{elapsed_ms, record, DevBuf, Gpu, SyncOnDrop, STAGE};
+use super::verify::{input_value, layout, CollLayout, ELT, ROOT};
+use crate::backend::CollectiveSample;
+use crate::error::HwError;
+use crate::suite::CollectiveOp;
+use cudarc::nccl::result::{self as nr, NcclError};
+use cudarc::nccl::sys as ns;
+use std::ffi::c_void;
+
+/// "ncclUnhandledCudaError: unhandled cuda error (run with NCCL_DEBUG=WARN for details)".
+pub fn describe(e: &NcclError) -> String {
+    // SAFETY: ncclGetErrorString returns a pointer to a static string (or null).
+    let p = unsafe { ns::ncclGetErrorString(e.0) };
+    let text = if p.is_null() {
+        String::new()
+    } else {
+        // SAFETY: non-null, NUL-terminated static string.
+        unsafe { std::ffi::CStr::from_ptr(p) }
+            .to_string_lossy()
+            .into_owned()
+    };
+    format!("{:?}: {text} (NCCL_DEBUG=WARN says more)", e.0)
+}
+
+fn nk<T>(call: &str, r: Result<T, NcclError>) -> Result<T, HwError> {
+    r.map_err(|e| HwError::Call {
+        call: call.into(),
+        detail: describe(&e),
+    })
+}
+
+/// "2.28.3" from ncclGetVersion's code (X*10000+Y*100+Z since 2.9, X*1000+Y*100+Z before).
+pub fn decode_version(code: i32) -> String {
+    let c = code.max(0);
+    let (major, minor, patch) = if c >= 10000 {
+        (c / 10000, (c % 10000) / 100, c % 100)
+    } else {
+        (c / 1000, (c % 1000) / 100, c % 100)
+    };
+    format!("{major}.{minor}.{patch}")
+}
+
+/// The loaded NCCL's version. Call only when libnccl is loadable.
+pub fn version() -> Result<String, HwError> {
+    nk("ncclGetVersion", nr::get_nccl_version()).map(decode_version)
+}
+
+/// One communicator per GPU, destroyed (aborted) on drop, errors ignored.
+pub struct Comms {
+    comms: Vec<ns::ncclComm_t>,
+}
+
+impl Comms {
+    pub fn init(gpus: &[&Gpu]) -> Result<Comms, HwError> {
+        let ordinals: Vec<i32> = gpus.iter().map(|g| g.ordinal as i32).collect();
+        let mut comms = vec![std::ptr::null_mut(); gpus.len()];
+        // SAFETY: `comms` has room for one communicator per ordinal.
+        nk(
+            &format!("ncclCommInitAll over CUDA devices {ordinals:?}"),
+            unsafe {
+                nr::comm_init_all(comms.as_mut_ptr(), ordinals.len() as i32, ordinals.as_ptr())
+            },
+        )?;
+        Ok(Comms { comms })
+    }
+
+    pub fn len(&self) -> usize {
+        self.comms.len()
+    }
+
+    /// An error a communicator reported asynchronously (a failed kernel, a network error).
+    fn async_errors(&self) -> Result<(), HwError> {
+        for (r, c) in self.comms.iter().enumerate() {
+            let mut res = ns::ncclResult_t::ncclSuccess;
+            // SAFETY: live communicator, valid out-pointer.
+            nk("ncclCommGetAsyncError", unsafe {
+                ns::ncclCommGetAsyncError(*c, &mut res).result()
+            })?;
+            if !matches!(
+                res,
+                ns::ncclResult_t::ncclSuccess | ns::ncclResult_t::ncclInProgress
+            ) {
+                return Err(HwError::Call {
+                    call: format!("NCCL rank {r} (ncclCommGetAsyncError)"),
+                    detail: describe(&NcclError(res)),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Comms {
+    fn drop(&mut self) {
+        for c in &self.comms {
+            // SAFETY: each communicator is released once; nothing is in flight (callers
+            // synchronise before dropping).
+            let _ = unsafe { ns::ncclCommAbort(*c) };
+        }
+    }
+}
+
+/// Calls between ncclGroupStart and ncclGroupEnd; the group is always closed, even when a call
+/// inside fails (an open group would swallow the next calls).
+fn grouped(f: impl FnOnce() -> Result<(), HwError>) -> Result<(), HwError> {
+    nk("ncclGroupStart", nr::group_start())?;
+    let r = f();
+    let end = nk("ncclGroupEnd", nr::group_end());
+    r?;
+    end.map(|_| ())
+}
+
+fn as_bytes_mut(v: &mut [f32]) -> &mut [u8] {
+    // SAFETY: f32 has no padding and every bit pattern is a valid f32; u8 has alignment 1.
+    unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, std::mem::size_of_val(v)) }
+}
+
+/// Fill rank `rank`'s send buffer with its inputs, through pageable memory in pieces.
+fn fill_inputs(buf: &DevBuf, rank: usize, count: usize) -> Result<(), HwError> {
+    let per = (STAGE / ELT).min(count.max(1));
+    let mut stage = vec![0f32; per];
+    let mut at = 0;
+    while at < count {
+        let n = per.min(count - at);
+        fill_values(&mut stage[..n], rank, at);
+        buf.write(at * ELT, as_bytes_mut(&mut stage[..n]))?;
+        at += n;
+    }
+    Ok(())
+}
+
+/// `out[k] = input_value(rank, start + k)`, on several threads for large pieces.
+fn fill_values(out: &mut [f32], rank: usize, start: usize) {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(16);
+    let per = out.len().div_ceil(threads).max(1 << 16);
+    std::thread::scope(|sc| {
+        for (j, part) in out.chunks_mut(per).enumerate() {
+            sc.spawn(move || {
+                for (k, v) in part.iter_mut().enumerate() {
+                    *v = input_value(rank, start + j * per + k);
+                }
+            });
+        }
+    });
+}
+
+/// Receive-buffer elements checked per rank: all of them up to this many; above, windows spread
+/// evenly over the buffer (first and last included) adding up to this many.
+pub const FULL_CHECK: usize = 64 << 20;
+const WINDOW: usize = 1 << 20;
+
+/// (start, len) element ranges to check in a receive buffer of `count` elements.
+pub fn check_ranges(count: usize) -> Vec<(usize, usize)> {
+    if count <= FULL_CHECK {
+        return vec![(0, count)];
+    }
+    let m = FULL_CHECK / WINDOW;
+    let span = count - WINDOW;
+    (0..m).map(|i| (span * i / (m - 1), WINDOW)).collect()
+}
+
+fn stream_of(g: &Gpu) -> ns::cudaStream_t {
+    g.streams[0].cu_stream() as ns::cudaStream_t
+}
+
+/// Queue one collective on every rank (one group).
+fn launch(
+    comms: &Comms,
+    gpus: &[&Gpu],
+    l: &CollLayout,
+    send: &[DevBuf],
+    recv: &[DevBuf],
+) -> Result<(), HwError> {
+    use ns::ncclDataType_t::ncclFloat32 as F32;
+    use ns::ncclRedOp_t::ncclSum as SUM;
+    grouped(|| {
+        for (r, g) in gpus.iter().enumerate() {
+            let (c, st) = (comms.comms[r], stream_of(g));
+            let (s, d) = (send[r].ptr as *const c_void, recv[r].ptr as *mut c_void);
+            // SAFETY: buffers hold send_count / recv_count f32 on this rank's GPU, live
+            // communicator and stream.
+            unsafe {
+                match l.op {
+                    CollectiveOp::AllReduce => nk(
+                        "ncclAllReduce",
+                        nr::all_reduce(s, d, l.send_count, F32, SUM, c, st),
+                    )?,
+                    CollectiveOp::Broadcast => nk(
+                        "ncclBroadcast",
+                        nr::broadcast(s, d, l.send_count, F32, ROOT as i32, c, st),
+                    )?,
+                    CollectiveOp::AllGather => {
+                        nk("ncclAllGather", nr::all_gather(s, d, l.block, F32, c, st))?
+                    }
+                    CollectiveOp::ReduceScatter => nk(
+                        "ncclReduceScatter",
+                        nr::reduce_scatter(s, d, l.block, F32, SUM, c, st),
+                    )?,
+                    CollectiveOp::AllToAll => {
+                        // ncclSend/ncclRecv to every peer (itself included), as nccl-tests
+                        // does where ncclAlltoAll is absent: works with every NCCL 2.7+.
+                        for p in 0..l.ranks {
+                            let off = (p * l.block * ELT) as u64;
+                            nk(
+                                "ncclSend",
+                                nr::send(
+                                    (send[r].ptr + off) as *const c_void,
+                                    l.block,
+                                    F32,
+                                    p as i32,
+                                    c,
+                                    st,
+                                ),
+                            )?;
+                            nk(
+                                "ncclRecv",
+                                nr::recv(
+                                    (recv[r].ptr + off) as *mut c_void,
+                                    l.block,
+                                    F32,
+                                    p as i32,
+                                    c,
+                                    st,
+                                ),
+                            )?;
+                        }
+                        nr::NcclStatus::Success
+                    }
+                };
+            }
+        }
+        Ok(())
+    })
+}
+
+fn sync_all(gpus: &[&Gpu]) -> Result<(), HwError> {
+    for g in gpus {
+        g.sync_streams()?;
+    }
+    Ok(())
+}
+
+/// Measure one collective at `bytes` (nccl-tests' size) over all `gpus`.
+pub fn measure(
+    comms: &Comms,
+    gpus: &[&Gpu],
+    op: CollectiveOp,
+    bytes: u64,
+    warmup: u32,
+    iters: u32,
+) -> Result<CollectiveSample, HwError> {
+    let n = gpus.len();
+    if comms.len() != n {
+        return Err(HwError::Call {
+            call: "NCCL".into(),
+            detail: format!("{} communicators for {n} GPUs", comms.len()),
+        });
+    }
+    let l = layout(op, n, bytes);
+    let mut send = Vec::with_capacity(n);
+    let mut recv = Vec::with_capacity(n);
+    for (r, g) in gpus.iter().enumerate() {
+        let s = DevBuf::new(g, l.send_count * ELT)?;
+        fill_inputs(&s, r, l.send_count)?;
+        send.push(s);
+        let d = DevBuf::new(g, l.recv_count * ELT)?;
+        d.memset(0)?;
+        recv.push(d);
+    }
+    let _sync = SyncOnDrop(gpus.to_vec());
+    for _ in 0..warmup {
+        launch(comms, gpus, &l, &send, &recv)?;
+    }
+    sync_all(gpus)?;
+    comms.async_errors()?;
+
+    let iters = iters.max(1) as usize;
+    let mut evs = Vec::with_capacity(n);
+    for g in gpus {
+        evs.push(
+            (0..=iters)
+                .map(|_| g.event())
+                .collect::<Result<Vec<_>, _>>()?,
+        );
+    }
+    for (g, e) in gpus.iter().zip(&evs) {
+        record(&e[0], &g.streams[0])?;
+    }
+    for it in 0..iters {
+        launch(comms, gpus, &l, &send, &recv)?;
+        for (g, e) in gpus.iter().zip(&evs) {
+            record(&e[it + 1], &g.streams[0])?;
+        }
+    }
+    let mut time_us = vec![0f64; iters];
+    for e in &evs {
+        for (it, t) in time_us.iter_mut().enumerate() {
+            *t = t.max(elapsed_ms(&e[it], &e[it + 1])? * 1e3);
+        }
+    }
+    sync_all(gpus)?;
+    comms.async_errors()?;
+
+    // The check run: receive buffers set to NaN first, so a collective that did nothing fails.
+    for d in &recv {
+        d.memset(0xFF)?;
+    }
+    launch(comms, gpus, &l, &send, &recv)?;
+    sync_all(gpus)?;
+    comms.async_errors()?;
+    let mut checked = 0u64;
+    let mut wrong = 0u64;
+    let mut stage: Vec<f32> = Vec::new();
+    for (r, d) in recv.iter().enumerate() {
+        for (start, len) in check_ranges(l.recv_count) {
+            let mut at = start;
+            while at < start + len {
+                let k = (STAGE / ELT).min(start + len - at);
+                stage.resize(k, 0.0);
+                d.read(at * ELT, as_bytes_mut(&mut stage))?;
+                wrong += l.count_wrong(r, at, &stage);
+                checked += k as u64;
+                at += k;
+            }
+        }
+    }
+    Ok(CollectiveSample {
+        time_us,
+        elements_checked: checked,
+        wrong_elements: wrong,
+        ranks: n,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_decode_both_encodings() {
+        assert_eq!(decode_version(22803), "2.28.3");
+        assert_eq!(decode_version(21903), "2.19.3");
+        assert_eq!(decode_version(2708), "2.7.8");
+        assert_eq!(decode_version(-1), "0.0.0");
+    }
+
+    #[test]
+    fn small_buffers_are_checked_whole_large_ones_in_spread_windows() {
+        assert_eq!(check_ranges(0), vec![(0, 0)]);
+        assert_eq!(check_ranges(FULL_CHECK), vec![(0, FULL_CHECK)]);
+        let count = 2 * 1024 * 1024 * 1024 / 4 * 4; // an 8 GiB f32 buffer
+        let r = check_ranges(count);
+        let total: usize = r.iter().map(|x| x.1).sum();
+        assert_eq!(total, FULL_CHECK);
+        assert_eq!(r[0].0, 0);
+        let last = r.last().unwrap();
+        assert_eq!(last.0 + last.1, count);
+        assert!(
+            r.windows(2).all(|w| w[0].0 + w[0].1 <= w[1].0),
+            "disjoint, ascending"
+        );
+    }
+
+    #[test]
+    fn inputs_fill_in_parallel_like_the_definition() {
+        let mut v = vec![0f32; (1 << 17) + 3];
+        fill_values(&mut v, 3, 1000);
+        for (k, x) in v.iter().enumerate() {
+            assert_eq!(*x, input_value(3, 1000 + k));
+        }
+    }
+}
