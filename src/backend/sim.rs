@@ -1137,15 +1137,10 @@ impl Backend for SimBackend {
 }
 
 fn sim_uuid(node: &str, i: usize) -> String {
-    let h = hex::encode(Sha256::digest(format!("{node}/{i}")));
-    format!(
-        "GPU-{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
+    let d = Sha256::digest(format!("{node}/{i}"));
+    let mut b = [0u8; 16];
+    b.copy_from_slice(&d[..16]);
+    crate::backend::real::order::uuid_text(&b)
 }
 
 #[cfg(test)]
