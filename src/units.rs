@@ -3,6 +3,13 @@
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// A size in bytes, written in suites as an integer or a string such as "256MiB", "8 GiB", "1KB".
+///
+/// ```
+/// use nodecert::units::ByteSize;
+/// assert_eq!(ByteSize::parse("512MiB").unwrap().0, 512 << 20);
+/// assert_eq!(ByteSize::parse("8 GiB").unwrap().to_string(), "8 GiB");
+/// assert!(ByteSize::parse("12 parsecs").is_err());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ByteSize(pub u64);
 
