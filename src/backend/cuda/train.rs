@@ -145,7 +145,11 @@ fn program_log(p: &Program) -> String {
 
 /// Compile [`kernels::SOURCE`] for `target`: the CUBIN, or NUL-terminated PTX.
 fn compile(target: Target) -> Result<Vec<u8>, HwError> {
-    let src = CString::new(kernels::SOURCE).map_err(|e| HwError::Call {
+    compile_source(kernels::SOURCE, target)
+}
+
+fn compile_source(source: &str, target: Target) -> Result<Vec<u8>, HwError> {
+    let src = CString::new(source).map_err(|e| HwError::Call {
         call: "preparing the training kernels".into(),
         detail: e.to_string(),
     })?;
@@ -689,6 +693,50 @@ mod tests {
             .contains("no architecture"));
         assert_eq!(Target::Cubin(90).option(), "--gpu-architecture=sm_90");
         assert_eq!(Target::Ptx(90).option(), "--gpu-architecture=compute_90");
+    }
+
+    /// NVRTC needs no GPU: wherever libnvrtc loads (a GPU machine, a CUDA install, or here with
+    /// the nvidia-cuda-nvrtc wheel's folder on LD_LIBRARY_PATH) the kernels are compiled for real.
+    #[test]
+    fn kernels_compile_for_every_data_centre_architecture_where_libnvrtc_is_present() {
+        if !super::super::libs::Lib::Nvrtc.loadable() {
+            eprintln!("libnvrtc not loadable: kernel compilation not tried");
+            return;
+        }
+        let archs = supported_archs().unwrap();
+        assert!(archs.contains(&90), "{archs:?}");
+        for cc in [70, 80, 86, 89, 90, 100] {
+            if !archs.contains(&cc) {
+                continue;
+            }
+            let cubin = compile(Target::Cubin(cc)).unwrap_or_else(|e| panic!("sm_{cc}: {e}"));
+            assert_eq!(&cubin[..4], b"\x7fELF", "sm_{cc}: not a CUBIN");
+            eprintln!("sm_{cc}: CUBIN of {} bytes", cubin.len());
+        }
+        // PTX: NUL-terminated, one unmangled entry per kernel the plan looks up.
+        let ptx = compile(Target::Ptx(90)).unwrap();
+        assert_eq!(ptx.last(), Some(&0));
+        let text = String::from_utf8_lossy(&ptx);
+        for name in kernels::KERNEL_NAMES {
+            assert!(
+                text.contains(&format!(".entry {name}(")),
+                "{name} missing from the PTX"
+            );
+        }
+        // A compile error carries NVRTC's log.
+        let e = compile_source(
+            "extern \"C\" __global__ void k(float* x) { x[0] = undefined_thing; }",
+            Target::Cubin(90),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("nvrtcCompileProgram (training kernels, --gpu-architecture=sm_90) failed: NVRTC_ERROR_COMPILATION"), "{e}");
+        assert!(e.contains("undefined_thing"), "{e}");
+        // The cache answers the second time without compiling.
+        let (t, a) = image_for(90).unwrap();
+        let (_, b) = image_for(90).unwrap();
+        assert_eq!(t, Target::Cubin(90));
+        assert!(Arc::ptr_eq(&a, &b));
     }
 
     #[test]
