@@ -218,7 +218,7 @@ pub struct Launch {
     pub args: Vec<Arg>,
 }
 
-/// Blocks of [`BLOCK`] threads for a grid-stride loop over `n` items.
+/// Blocks of 256 threads for a grid-stride loop over `n` items (at most 65535).
 pub fn stride_grid(n: u64) -> u32 {
     n.div_ceil(BLOCK as u64).clamp(1, MAX_GRID) as u32
 }
