@@ -6,10 +6,14 @@
 #    (ignored by git; the device tool carries it when named in `carry`).
 # 2. On the GPU machine, one call:  run tool, carry [".gpu"], timeout_s 600, command
 #                                   bash ci/gpu-smoke-measure.sh run
-#    runs `nodecert run h200-vm-1`, then PyTorch's anchor in the same call, and prints
-#    nodecert's H2D, D2H and device-copy bandwidth against PyTorch's (goal: ratio >= 0.98)
-#    and the whole-suite wall time (goal: < 60 s). Logs, evidence and reports go to $OUT.
-#    Exit status: 0 when both goals are met, 1 otherwise, 2 when something could not run.
+#    runs nodecert's training step alone (suites/training-anchor.toml: the anchor's MLP
+#    1024-4096-4096-10, batch 8192, fp32 with TF32 off, one GPU), then `nodecert run h200-vm-1`,
+#    then PyTorch's anchor in the same call, and prints nodecert's H2D, D2H and device-copy
+#    bandwidth against PyTorch's (goal: ratio >= 0.98), nodecert's median training step time
+#    against PyTorch's mlp_train_step_ms_fp32 (goal: ratio <= 1.1), the training check's
+#    findings (golden trajectory, identical replicas) and the whole-suite wall time
+#    (goal: < 60 s). Logs, evidence and reports go to $OUT.
+#    Exit status: 0 when every goal is met, 1 otherwise, 2 when something could not run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -44,7 +48,13 @@ run() {
     "$DIR/nodecert" inventory >"$out/inventory.txt" 2>&1 || true
 
     # A hung measurement must not eat the device time: every measurement gets 120 s at most,
-    # and the whole run 300 s.
+    # the training run alone 200 s, the whole suite 300 s.
+    local trc=0
+    NODECERT_CUDA_TIMEOUT_S=120 timeout 200 "$DIR/nodecert" run suites/training-anchor.toml \
+        --out "$out/train" >"$out/train.log" 2>&1 || trc=$?
+    echo "--- nodecert run suites/training-anchor.toml: exit $trc (last lines of $out/train.log)"
+    tail -n 20 "$out/train.log"
+
     local t0 t1 rc=0
     t0=$(date +%s.%N)
     NODECERT_CUDA_TIMEOUT_S=120 NCCL_DEBUG=WARN \
@@ -60,11 +70,12 @@ run() {
         tail -n 20 "$out/torch.err"
     fi
 
-    python3 - "$out/report/evidence.json" "$out/torch.json" "$t0" "$t1" "$rc" <<'PY'
+    python3 - "$out/report/evidence.json" "$out/torch.json" "$t0" "$t1" "$rc" \
+        "$out/train/evidence.json" "$trc" <<'PY'
 import json
 import sys
 
-evidence_path, torch_path, t0, t1, rc = sys.argv[1:6]
+evidence_path, torch_path, t0, t1, rc, train_path, trc = sys.argv[1:8]
 wall = float(t1) - float(t0)
 try:
     with open(evidence_path) as f:
@@ -123,6 +134,43 @@ for label, ours_key, torch_key in rows:
 both = median("bidir")
 if both is not None:
     print(f"{'H2D+D2H at once':20} {both:10.1f} {'-':>10} {'-':>7}  (Rust probe measured 96.9)")
+
+print("--- nodecert's training step against PyTorch's (ms), goal: ratio <= 1.1")
+try:
+    with open(train_path) as f:
+        train = next(c for c in json.load(f).get("checks", []) if c.get("id") == "training")
+except (OSError, ValueError, StopIteration) as e:
+    train = None
+    print(f"no training evidence ({e}); nodecert exit {trc}")
+    ok = False
+if train is not None:
+    print(f"training check: {train.get('status')}: {train.get('summary')}")
+    for finding in train.get("findings", []):
+        print(f"  {finding.get('status', '?'):6} {finding.get('reason', finding)}")
+    metrics = {m.get("name"): m for m in train.get("metrics", []) if not m.get("subject")}
+    step = metrics.get("step_time", {}).get("median")
+    theirs = torch.get("mlp_train_step_ms_fp32")
+    if step is None or not theirs:
+        print(f"step time: nodecert {step}, PyTorch {theirs}: MISSING")
+        ok = False
+    else:
+        ratio = step / theirs
+        met = ratio <= 1.1
+        ok &= met
+        # GEMM work of one step: 2*B*(sum in*out) forward and for dW, 2*B*(sum_{l>0} in*out) for dX.
+        flops = 964_085_940_224
+        print(f"{'MLP train step':20} {step:10.2f} {theirs:10.2f} {ratio:7.3f}  "
+              f"{'met' if met else 'MISSED'}  ({flops / step / 1e9:.1f} TFLOP/s in GEMMs)")
+    for name in ("comm_time", "exposed_comm_time", "samples_per_s"):
+        if name in metrics:
+            print(f"  {name}: median {metrics[name].get('median')} {metrics[name].get('unit')}")
+    for name in ("loss", "golden_node_loss", "golden_cpu_loss"):
+        if name in metrics:
+            print(f"  {name}: {[round(v, 5) for v in metrics[name].get('samples', [])][:10]}")
+    for fact in train.get("facts", []):
+        print(f"  fact {fact.get('name')} {fact.get('subject')}: {fact.get('value')}")
+    ok &= train.get("status") in ("pass", "warn")
+
 met = wall < 60.0
 ok &= met
 print(f"whole suite wall time: {wall:.1f} s (goal < 60 s): {'met' if met else 'MISSED'}; "

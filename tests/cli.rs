@@ -495,3 +495,22 @@ fn a_node_file_can_carry_faults_and_is_validated_like_a_suite() {
         .code(2)
         .stderr(predicate::str::contains("unknown field `noise_pc`"));
 }
+
+#[test]
+fn the_training_anchor_suite_runs_its_one_check() {
+    // ci/gpu-smoke-measure.sh runs this file on the lent GPU; here on the simulated H200 VM.
+    let env = Env::new();
+    let suite = concat!(env!("CARGO_MANIFEST_DIR"), "/suites/training-anchor.toml");
+    env.cmd()
+        .args(["run", suite, "--simulate", "h200-vm-1", "--out", "anchor"])
+        .assert()
+        .code(0);
+    let ev = read_json(&env.path("anchor/evidence.json"));
+    let checks = ev["checks"].as_array().unwrap();
+    assert_eq!(checks.len(), 1);
+    assert_eq!(checks[0]["id"], "training");
+    let metrics = checks[0]["metrics"].as_array().unwrap();
+    let step = metrics.iter().find(|m| m["name"] == "step_time").unwrap();
+    assert_eq!(step["subject"], serde_json::json!({}));
+    assert!(step["median"].as_f64().unwrap() > 0.0);
+}

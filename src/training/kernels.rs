@@ -19,12 +19,11 @@
 //! |---|---|---|
 //! | `nc_gen_features(float* x, ull seed, ull step, ull sample_offset, uint rows, uint in_dim)` | `x[r][f] = sample_feature(seed, step, sample_offset + r, f)` | grid-stride over `rows·in_dim` |
 //! | `nc_gen_teacher(int* w, ull seed, uint classes, uint in_dim)` | `w[c][f] = teacher_weight(seed, c, f)`, once per run | grid-stride over `classes·in_dim` |
-//! | `nc_gen_labels(uint* labels, const float* x, const int* w, uint rows, uint in_dim, uint classes)` | `sample_label`, from `x` (after `nc_gen_features`) and the teacher | one thread per row: `block 128`, `grid ceil(rows/128)` |
+//! | `nc_gen_labels(uint* labels, const float* x, const int* w, uint rows, uint in_dim, uint classes)` | `sample_label`, from `x` (after `nc_gen_features`) and the teacher | one warp per row: `block 256`, `grid ceil(rows/8)` |
 //! | `nc_init_weights(float* w, ull seed, uint layer, ull count, uint fan_in)` | `w[i] = init_param(seed, layer, i, fan_in)` | grid-stride over `count = out·in` |
 //! | `nc_fill(float* p, ull n, float v)` | `p[i] = v` (biases start at 0) | grid-stride over `n` |
 //! | `nc_bias_act_fwd(float* y, const float* b, uint rows, uint cols, int relu)` | after the forward GEMM: `y[r][c] = y[r][c] + b[c]`, then ReLU if `relu != 0` | grid-stride over `rows·cols` |
 //! | `nc_relu_bwd(float* dx, const float* h, ull n)` | after the `dX` GEMM: `dx[i] = h[i] > 0 ? dx[i] : 0`, `h` the layer's input (ReLU output) | grid-stride over `n` |
-//! | `nc_bias_grad(const float* dy, float* db, uint rows, uint cols)` | `db[c] = Σ_r dy[r][c]`, rows in order (bit-identical to the CPU) | one thread per column: `block 256`, `grid ceil(cols/256)` |
 //! | `nc_softmax_xent(const float* z, const uint* labels, float* loss, float* dz, uint rows, uint classes, float scale)` | per-row loss and `dz = (softmax(z) - onehot)·scale`; `scale = 1/global_batch` | one thread per row: `block 128`, `grid ceil(rows/128)` |
 //! | `nc_sum_serial(const float* x, ull n, float* out)` | `*out = Σ x[i]` in index order (the step's loss sum) | `grid 1`, `block 1` |
 //! | `nc_scale(float* x, ull n, float s)` | `x[i] = x[i]·s` (e.g. `1/N` after an all-reduce sum) | grid-stride over `n` |
@@ -34,9 +33,11 @@
 //! One step on replica `r` of `N` (local batch `Bl = B/N`, `sample_offset = r·Bl`):
 //! `nc_gen_features` + `nc_gen_labels`; per layer the forward GEMM + `nc_bias_act_fwd`;
 //! `nc_softmax_xent` with `scale = 1/B`; `nc_sum_serial` of the `Bl` losses; per layer, last
-//! first, the `dW` GEMM, `nc_bias_grad`, and (not for layer 0) the `dX` GEMM + `nc_relu_bwd`;
-//! NCCL all-reduce (sum) of every gradient and of the loss sum; the loss is that sum `/ B`;
-//! `nc_sgd` on every tensor. With `scale = 1/B` no `nc_scale` is needed.
+//! first, `db = dYᵀ·1` (cuBLAS SGEMV with a vector of ones: a per-column loop over 8192 rows is
+//! latency-bound and costs ~1 ms a layer), the `dW` GEMM, and (not for layer 0) the `dX` GEMM +
+//! `nc_relu_bwd`; NCCL all-reduce (sum) of the gradients, in buckets; the loss is the sum of the
+//! replicas' loss sums `/ B` (added on the host); `nc_sgd` on every tensor. With `scale = 1/B` no
+//! `nc_scale` is needed. [`crate::training::plan`] builds exactly this sequence.
 
 /// The shared device functions: the counter-based hash and the exact int-to-float conversion.
 macro_rules! common_src {
@@ -94,9 +95,18 @@ macro_rules! data_src {
 extern "C" __global__ void nc_gen_features(float* x, ull seed, ull step, ull sample_offset,
                                            uint rows, uint in_dim) {
     ull n = (ull)rows * (ull)in_dim;
+    bool small = n <= 0xffffffffULL;
     for (ull i = nc_tid(); i < n; i += nc_stride()) {
-        ull r = i / in_dim;
-        ull f = i % in_dim;
+        ull r, f;
+        if (small) {
+            /* 32-bit division: several times cheaper than 64-bit on the GPU. */
+            uint j = (uint)i;
+            r = j / in_dim;
+            f = j - (uint)r * in_dim;
+        } else {
+            r = i / in_dim;
+            f = i % in_dim;
+        }
         ull h = nc_hash4(NC_DOMAIN_FEATURE, seed, step, sample_offset + r, f);
         x[i] = nc_int24_to_unit(nc_centred_int24(h));
     }
@@ -113,27 +123,31 @@ extern "C" __global__ void nc_gen_teacher(int* w, ull seed, uint classes, uint i
 }
 
 /* argmax_c sum_f k[f] * w[c][f] with k[f] = x[f] * 2^23 (exact), in 64-bit integers; the lowest
-   class wins a tie. */
+   class wins a tie. One warp per row (launch block 256, grid ceil(rows / 8)): lane l sums the
+   features l, l + 32, ..., then the warp adds its lanes' sums. Integer sums are exact, so the order
+   does not change the label. */
 extern "C" __global__ void nc_gen_labels(uint* labels, const float* x, const int* w, uint rows,
                                          uint in_dim, uint classes) {
-    ull r = nc_tid();
-    if (r >= rows) return;
+    ull r = nc_tid() / 32ULL;
+    uint lane = threadIdx.x & 31u;
+    if (r >= rows) return; /* the whole warp leaves together */
     const float* xr = x + r * (ull)in_dim;
     uint best = 0;
     long long best_score = -9223372036854775807LL - 1LL;
     for (uint c = 0; c < classes; ++c) {
         const int* wc = w + (ull)c * (ull)in_dim;
         long long score = 0;
-        for (uint f = 0; f < in_dim; ++f) {
+        for (uint f = lane; f < in_dim; f += 32u) {
             int k = __float2int_rn(__fmul_rn(xr[f], 8388608.0f));
             score += (long long)k * (long long)wc[f];
         }
+        for (int o = 16; o > 0; o >>= 1) score += __shfl_xor_sync(0xffffffffu, score, o);
         if (score > best_score) {
             best_score = score;
             best = c;
         }
     }
-    labels[r] = best;
+    if (lane == 0) labels[r] = best;
 }
 "#
     };
@@ -166,8 +180,10 @@ macro_rules! layer_src {
 extern "C" __global__ void nc_bias_act_fwd(float* y, const float* b, uint rows, uint cols,
                                            int relu) {
     ull n = (ull)rows * (ull)cols;
+    bool small = n <= 0xffffffffULL;
     for (ull i = nc_tid(); i < n; i += nc_stride()) {
-        float v = __fadd_rn(y[i], b[i % cols]);
+        uint c = small ? (uint)i % cols : (uint)(i % cols);
+        float v = __fadd_rn(y[i], b[c]);
         if (relu) v = v > 0.0f ? v : 0.0f;
         y[i] = v;
     }
@@ -177,17 +193,6 @@ extern "C" __global__ void nc_relu_bwd(float* dx, const float* h, ull n) {
     for (ull i = nc_tid(); i < n; i += nc_stride()) {
         dx[i] = h[i] > 0.0f ? dx[i] : 0.0f;
     }
-}
-
-/* One thread per column; rows summed in order, like the CPU. */
-extern "C" __global__ void nc_bias_grad(const float* dy, float* db, uint rows, uint cols) {
-    ull c = nc_tid();
-    if (c >= cols) return;
-    float s = 0.0f;
-    for (ull r = 0; r < rows; ++r) {
-        s = __fadd_rn(s, dy[r * (ull)cols + c]);
-    }
-    db[c] = s;
 }
 "#
     };
@@ -225,6 +230,8 @@ extern "C" __global__ void nc_softmax_xent(const float* z, const uint* labels, f
 extern "C" __global__ void nc_sum_serial(const float* x, ull n, float* out) {
     if (nc_tid() != 0) return;
     float s = 0.0f;
+    /* Unrolled so that the loads are issued ahead of the (ordered) additions. */
+#pragma unroll 16
     for (ull i = 0; i < n; ++i) s = __fadd_rn(s, x[i]);
     *out = s;
 }
@@ -265,7 +272,7 @@ pub const COMMON: &str = common_src!();
 pub const DATA: &str = concat!(common_src!(), data_src!());
 /// `nc_init_weights`, `nc_fill`.
 pub const INIT: &str = concat!(common_src!(), init_src!());
-/// `nc_bias_act_fwd`, `nc_relu_bwd`, `nc_bias_grad`.
+/// `nc_bias_act_fwd`, `nc_relu_bwd`.
 pub const LAYER: &str = concat!(common_src!(), layer_src!());
 /// `nc_softmax_xent`, `nc_sum_serial`.
 pub const LOSS: &str = concat!(common_src!(), loss_src!());
@@ -290,7 +297,6 @@ pub const KERNEL_NAMES: &[&str] = &[
     "nc_fill",
     "nc_bias_act_fwd",
     "nc_relu_bwd",
-    "nc_bias_grad",
     "nc_softmax_xent",
     "nc_sum_serial",
     "nc_scale",

@@ -52,9 +52,10 @@
 //! | `dX = dY·W`         | `Sgemm(N, N, m=in,  n=B,   k=out, A=W,  lda=in,  B=dY, ldb=out, C=dX, ldc=in)`  |
 //! | `dW = dYᵀ·X`        | `Sgemm(N, T, m=in,  n=out, k=B,   A=X,  lda=in,  B=dY, ldb=out, C=dW, ldc=in)`  |
 //!
-//! then `nc_bias_act_fwd` adds the bias (and ReLU), `nc_bias_grad` reduces `db`, `nc_relu_bwd`
-//! masks `dX`. cuBLAS must run in pure fp32: no `CUBLAS_TF32_TENSOR_OP_MATH` and no
-//! `NVIDIA_TF32_OVERRIDE=1` (TF32 moves losses by ~1e-3 and fails the comparison, as it should).
+//! then `nc_bias_act_fwd` adds the bias (and ReLU), `db = dYᵀ·1` is
+//! `Sgemv(N, m=out, n=B, A=dY, lda=out, x=ones, y=db)`, and `nc_relu_bwd` masks `dX`. cuBLAS
+//! must run in pure fp32: no `CUBLAS_TF32_TENSOR_OP_MATH` and no `NVIDIA_TF32_OVERRIDE=1` (TF32
+//! moves losses by ~1e-3 and fails the comparison, as it should).
 //!
 //! # Data parallelism
 //!

@@ -20,6 +20,9 @@
 //!   pushes; both: each side pulls at once.
 //! - latency: 4-byte peer copies back to back, the time of a batch divided by its copies.
 //! - collectives: nccl-tests' sizes, formulas and #wrong check ([`verify::layout`]).
+//! - training: the plan of [`crate::training::plan`] executed with NVRTC kernels, cuBLAS and
+//!   NCCL ([`train`]): the golden configuration on GPU 0, the data-parallel run on every GPU,
+//!   and with several GPUs the one-GPU baseline.
 //!
 //! GPU indices are nodecert's (NVML's order); they are mapped to CUDA ordinals by PCI bus id,
 //! so CUDA_VISIBLE_DEVICES and CUDA's own ordering do not mix GPUs up.
@@ -29,13 +32,17 @@ pub mod libs;
 mod copies;
 mod driver;
 mod nccl;
+mod train;
 mod verify;
 mod worker;
 
-use crate::backend::{BackendInfo, CollectiveSample, HostDir, P2pMode, P2pSample, Samples};
+use crate::backend::{
+    BackendInfo, CollectiveSample, HostDir, P2pMode, P2pSample, Samples, TrainingRun,
+};
 use crate::error::HwError;
 use crate::inventory::normalize_bus_id;
-use crate::suite::CollectiveOp;
+use crate::suite::{CollectiveOp, TrainingCheck};
+use crate::training::plan::{self, Model};
 use crate::units::format_bytes;
 use driver::Gpu;
 use libs::Lib;
@@ -57,6 +64,9 @@ pub struct CudaOptions {
     pub driver_loadable: fn() -> bool,
     /// Whether libnccl can be loaded.
     pub nccl_loadable: fn() -> bool,
+    /// Whether libnvrtc and libcublas can be loaded (the training run needs both).
+    pub nvrtc_loadable: fn() -> bool,
+    pub cublas_loadable: fn() -> bool,
     /// A fixed deadline for every measurement; None: computed per measurement.
     pub timeout: Option<Duration>,
 }
@@ -67,6 +77,12 @@ fn cuda_loadable() -> bool {
 fn nccl_loadable() -> bool {
     Lib::Nccl.loadable()
 }
+fn nvrtc_loadable() -> bool {
+    Lib::Nvrtc.loadable()
+}
+fn cublas_loadable() -> bool {
+    Lib::Cublas.loadable()
+}
 
 impl Default for CudaOptions {
     fn default() -> Self {
@@ -74,6 +90,8 @@ impl Default for CudaOptions {
             bus_ids: vec![],
             driver_loadable: cuda_loadable,
             nccl_loadable,
+            nvrtc_loadable,
+            cublas_loadable,
             timeout: std::env::var(TIMEOUT_ENV)
                 .ok()
                 .and_then(|v| v.trim().parse::<f64>().ok())
@@ -106,6 +124,15 @@ pub const NCCL_INIT_LIMIT: Duration = Duration::from_secs(180);
 /// at 0.25 GB/s. Working hardware is 10-1000 times faster; missing it means a hang.
 pub fn deadline(moved: f64, buffers: f64) -> Duration {
     Duration::from_secs_f64(60.0 + moved.max(0.0) / 0.5e9 + buffers.max(0.0) / 0.25e9)
+}
+
+/// The deadline of a training run of `steps` steps: two minutes (opening, compiling the kernels,
+/// cuBLAS handles), the GEMMs at 1 TFLOP/s (fp32 on any data-centre GPU is 10-60 times faster)
+/// and every replica's parameters read back and hashed at 0.1 GB/s.
+pub fn training_deadline(m: &Model, steps: usize) -> Duration {
+    let flops = m.step_flops() * steps as f64;
+    let bytes = m.gradient_bytes() as f64 * m.replicas as f64;
+    Duration::from_secs_f64(120.0 + flops / 1e12 + bytes / 0.1e9)
 }
 
 /// For each wanted bus id (NVML's), the CUDA ordinal with the same PCI bus id.
@@ -428,6 +455,75 @@ impl CudaMeasurements {
         }
         r
     }
+
+    /// The reference training run: the golden configuration on GPU 0 (inputs checked against
+    /// the CPU first), the data-parallel run on every GPU, and with several GPUs the one-GPU
+    /// baseline. Each is one measurement with its own deadline.
+    pub fn training(&mut self, cfg: &TrainingCheck) -> Result<TrainingRun, HwError> {
+        self.worker()?;
+        for (lib, loadable) in [
+            (Lib::Nvrtc, self.opts.nvrtc_loadable),
+            (Lib::Cublas, self.opts.cublas_loadable),
+        ] {
+            if !loadable() {
+                return Err(libs::missing(lib));
+            }
+        }
+        let golden = Model::golden(cfg)?;
+        let n = self.run("counting the GPUs".into(), Duration::from_secs(60), |c| {
+            Ok(c.gpus.len())
+        })?;
+        let main = Model::main(cfg, n)?;
+        if n > 1 && !(self.opts.nccl_loadable)() {
+            return Err(libs::missing(Lib::Nccl));
+        }
+
+        let gsteps = cfg.golden_steps;
+        let what = format!(
+            "golden training run ({gsteps} steps of {:?}, batch {}) on GPU 0",
+            golden.layers, golden.local_batch
+        );
+        let limit = training_deadline(&golden, gsteps);
+        let golden_run = self.run(what, limit, move |c| train::golden(c, &golden, gsteps))?;
+
+        let (steps, warmup) = (cfg.steps, plan::warmup_steps(cfg.steps));
+        let mut limit = training_deadline(&main, steps);
+        if n > 1 && !self.nccl_ready {
+            limit += NCCL_INIT_LIMIT;
+        }
+        let what = format!(
+            "training run ({steps} steps of {:?}, batch {} per GPU) on {n} GPU{}",
+            main.layers,
+            main.local_batch,
+            if n == 1 { "" } else { "s" }
+        );
+        let r = self.run(what, limit, move |c| {
+            train::data_parallel(c, &main, steps, warmup)
+        });
+        if n > 1 && r.is_ok() {
+            self.nccl_ready = true;
+        }
+        let main_run = r?;
+
+        let single = if n > 1 {
+            let one = Model::main(cfg, 1)?;
+            let s = plan::WARMUP_STEPS + plan::SINGLE_GPU_TIMED_STEPS;
+            let what = format!("one-GPU baseline training run ({s} steps) on GPU 0");
+            let limit = training_deadline(&one, s);
+            Some(self.run(what, limit, move |c| {
+                train::data_parallel(c, &one, s, plan::WARMUP_STEPS)
+            })?)
+        } else {
+            None
+        };
+        Ok(plan::training_run(
+            cfg,
+            n,
+            &golden_run,
+            &main_run,
+            single.as_ref(),
+        ))
+    }
 }
 
 #[cfg(test)]
@@ -491,6 +587,8 @@ mod tests {
             bus_ids: vec!["00000000:3B:00.0".into()],
             driver_loadable: || false,
             nccl_loadable: || false,
+            nvrtc_loadable: || false,
+            cublas_loadable: || false,
             timeout: None,
         })
     }
@@ -517,6 +615,24 @@ mod tests {
         assert_no_driver(m.p2p_latency(0, 1, 100));
         assert_no_driver(m.collective(CollectiveOp::AllReduce, 1 << 20, 1, 2));
         assert_no_driver(m.collective(CollectiveOp::AllToAll, 8, 1, 2));
+        let training: TrainingCheck = toml::from_str("").unwrap();
+        assert_no_driver(m.training(&training));
+        // The same error every time: a missing library does not come back.
+        assert_no_driver(m.training(&training));
+    }
+
+    #[test]
+    fn training_deadlines_allow_for_a_slow_gpu_and_grow_with_the_work() {
+        let c: TrainingCheck = toml::from_str("").unwrap();
+        let anchor = Model::main(&c, 1).unwrap();
+        // 30 steps of ~0.96 TFLOP (20 ms on an H200) get about 150 s.
+        let d = training_deadline(&anchor, 30).as_secs_f64();
+        assert!((148.0..152.0).contains(&d), "{d}");
+        assert!(training_deadline(&anchor, 300) > training_deadline(&anchor, 30));
+        let golden = Model::golden(&c).unwrap();
+        assert!(training_deadline(&golden, 10) < Duration::from_secs(121));
+        let eight = Model::main(&c, 8).unwrap();
+        assert!(training_deadline(&eight, 30) > training_deadline(&anchor, 30));
     }
 
     #[test]
@@ -528,6 +644,7 @@ mod tests {
         let mut m = CudaMeasurements::new(CudaOptions::default());
         assert_no_driver(m.host_copy(0, HostDir::H2d, 1 << 20, 1, 2));
         assert_no_driver(m.collective(CollectiveOp::Broadcast, 1 << 20, 1, 2));
+        assert_no_driver(m.training(&toml::from_str("").unwrap()));
     }
 
     #[test]

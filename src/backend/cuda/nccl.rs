@@ -82,7 +82,7 @@ impl Comms {
     }
 
     /// An error a communicator reported asynchronously (a failed kernel, a network error).
-    fn async_errors(&self) -> Result<(), HwError> {
+    pub fn async_errors(&self) -> Result<(), HwError> {
         for (r, c) in self.comms.iter().enumerate() {
             let mut res = ns::ncclResult_t::ncclSuccess;
             // SAFETY: live communicator, valid out-pointer.
@@ -121,6 +121,40 @@ fn grouped(f: impl FnOnce() -> Result<(), HwError>) -> Result<(), HwError> {
     let end = nk("ncclGroupEnd", nr::group_end());
     r?;
     end.map(|_| ())
+}
+
+/// Sum `count` f32 in place on every rank, in one group: rank `r`'s buffer at device address
+/// `bufs[r].0`, queued on its stream `bufs[r].1`. Returns once queued.
+pub fn all_reduce_in_place(
+    comms: &Comms,
+    bufs: &[(u64, cudarc::driver::sys::CUstream)],
+    count: usize,
+) -> Result<(), HwError> {
+    use ns::ncclDataType_t::ncclFloat32 as F32;
+    use ns::ncclRedOp_t::ncclSum as SUM;
+    if bufs.len() != comms.len() {
+        return Err(HwError::Call {
+            call: "ncclAllReduce".into(),
+            detail: format!("{} buffers for {} communicators", bufs.len(), comms.len()),
+        });
+    }
+    grouped(|| {
+        for (r, (ptr, stream)) in bufs.iter().enumerate() {
+            // SAFETY: each buffer holds `count` f32 on rank r's GPU; live communicator, stream.
+            nk("ncclAllReduce", unsafe {
+                nr::all_reduce(
+                    *ptr as *const c_void,
+                    *ptr as *mut c_void,
+                    count,
+                    F32,
+                    SUM,
+                    comms.comms[r],
+                    *stream as ns::cudaStream_t,
+                )
+            })?;
+        }
+        Ok(())
+    })
 }
 
 fn as_bytes_mut(v: &mut [f32]) -> &mut [u8] {

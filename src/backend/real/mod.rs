@@ -371,10 +371,8 @@ impl Backend for RealBackend {
     ) -> Result<CollectiveSample, HwError> {
         self.cuda.collective(op, bytes, warmup, iters)
     }
-    fn training(&mut self, _: &TrainingCheck) -> Result<TrainingRun, HwError> {
-        Err(HwError::NotSupported(
-            "the training run on real GPUs is not built yet (cuBLAS/NVRTC trainer pending); the simulated node runs it".into(),
-        ))
+    fn training(&mut self, cfg: &TrainingCheck) -> Result<TrainingRun, HwError> {
+        self.cuda.training(cfg)
     }
 }
 

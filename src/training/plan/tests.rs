@@ -1,0 +1,862 @@
+//! The plan executed on an emulated device: host memory, each kernel written again in Rust from
+//! its CUDA source, cuBLAS's column-major SGEMM/SGEMV as plain loops, NCCL's all-reduce as a sum.
+
+use super::*;
+use crate::training::kernels;
+use crate::training::reference as r;
+use std::collections::HashMap;
+
+const NAN: u32 = 0x7fc0_0000;
+
+/// What the emulation gets wrong on purpose.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+struct Faults {
+    /// One initial weight of one replica is one ulp off.
+    init_ulp: Option<usize>,
+    /// The all-reduce leaves this replica's gradients as they were.
+    skip_reduce_on: Option<usize>,
+}
+
+struct Emu {
+    mem: Vec<HashMap<Buf, Vec<u32>>>,
+    faults: Faults,
+    recorded: Vec<std::collections::HashSet<EvId>>,
+    all_reduces: usize,
+}
+
+impl Emu {
+    fn new(m: &Model, steps: usize) -> Emu {
+        Emu::with(m, steps, Faults::default())
+    }
+
+    fn with(m: &Model, steps: usize, faults: Faults) -> Emu {
+        // Fresh memory holds NaNs: reading a word nothing wrote poisons the losses.
+        let bufs: HashMap<Buf, Vec<u32>> = m
+            .buffers(steps)
+            .into_iter()
+            .map(|(b, n)| (b, vec![NAN; n]))
+            .collect();
+        Emu {
+            mem: vec![bufs; m.replicas],
+            faults,
+            recorded: vec![Default::default(); m.replicas],
+            all_reduces: 0,
+        }
+    }
+
+    fn get(&self, r: usize, p: Ptr) -> &[u32] {
+        &self.mem[r][&p.buf][p.offset..]
+    }
+
+    fn getf(&self, r: usize, p: Ptr) -> Vec<f32> {
+        self.get(r, p).iter().map(|w| f32::from_bits(*w)).collect()
+    }
+
+    fn set(&mut self, r: usize, p: Ptr, i: usize, w: u32) {
+        self.mem[r].get_mut(&p.buf).unwrap()[p.offset + i] = w;
+    }
+
+    fn setf(&mut self, r: usize, p: Ptr, i: usize, v: f32) {
+        self.set(r, p, i, v.to_bits());
+    }
+
+    fn kernel(&mut self, rep: usize, l: &Launch) {
+        let a = &l.args;
+        let p = |i: usize| match a[i] {
+            Arg::Ptr(p) => p,
+            other => panic!("{}: argument {i} is {other:?}", l.kernel),
+        };
+        let u = |i: usize| match a[i] {
+            Arg::U64(v) => v as usize,
+            Arg::U32(v) => v as usize,
+            Arg::I32(v) => v as usize,
+            other => panic!("{}: argument {i} is {other:?}", l.kernel),
+        };
+        let f = |i: usize| match a[i] {
+            Arg::F32(v) => v,
+            other => panic!("{}: argument {i} is {other:?}", l.kernel),
+        };
+        match l.kernel {
+            "nc_gen_features" => {
+                let (seed, step, off, rows, d) = (u(1) as u64, u(2) as u64, u(3), u(4), u(5));
+                for i in 0..rows * d {
+                    let v = r::sample_feature(seed, step, (off + i / d) as u64, (i % d) as u64);
+                    self.setf(rep, p(0), i, v);
+                }
+            }
+            "nc_gen_teacher" => {
+                let (seed, classes, d) = (u(1) as u64, u(2), u(3));
+                for i in 0..classes * d {
+                    let w = r::teacher_weight(seed, (i / d) as u64, (i % d) as u64);
+                    self.set(rep, p(0), i, w as u32);
+                }
+            }
+            "nc_gen_labels" => {
+                let (rows, d, classes) = (u(3), u(4), u(5));
+                let x = self.getf(rep, p(1));
+                let w: Vec<i32> = self.get(rep, p(2)).iter().map(|v| *v as i32).collect();
+                for row in 0..rows {
+                    let mut best = (0u32, i64::MIN);
+                    for c in 0..classes {
+                        let mut score = 0i64;
+                        for k in 0..d {
+                            let int = (x[row * d + k] * 8_388_608.0) as i32;
+                            score += int as i64 * w[c * d + k] as i64;
+                        }
+                        if score > best.1 {
+                            best = (c as u32, score);
+                        }
+                    }
+                    self.set(rep, p(0), row, best.0);
+                }
+            }
+            "nc_init_weights" => {
+                let (seed, layer, count, fan_in) = (u(1) as u64, u(2) as u64, u(3), u(4));
+                for i in 0..count {
+                    let mut v = r::init_param(seed, layer, i as u64, fan_in);
+                    if self.faults.init_ulp == Some(i) && rep == 0 && layer == 0 {
+                        v = f32::from_bits(v.to_bits() + 1);
+                    }
+                    self.setf(rep, p(0), i, v);
+                }
+            }
+            "nc_fill" => {
+                for i in 0..u(1) {
+                    self.setf(rep, p(0), i, f(2));
+                }
+            }
+            "nc_bias_act_fwd" => {
+                let (rows, cols, relu) = (u(2), u(3), u(4) != 0);
+                let (y, b) = (self.getf(rep, p(0)), self.getf(rep, p(1)));
+                for i in 0..rows * cols {
+                    let v = y[i] + b[i % cols];
+                    // `v > 0 ? v : 0` as in C: NaN becomes 0.
+                    let v = if !relu || v > 0.0 { v } else { 0.0 };
+                    self.setf(rep, p(0), i, v);
+                }
+            }
+            "nc_relu_bwd" => {
+                let (dx, h) = (self.getf(rep, p(0)), self.getf(rep, p(1)));
+                for i in 0..u(2) {
+                    self.setf(rep, p(0), i, if h[i] > 0.0 { dx[i] } else { 0.0 });
+                }
+            }
+            "nc_softmax_xent" => {
+                let (rows, classes, scale) = (u(4), u(5), f(6));
+                let z = self.getf(rep, p(0));
+                let labels = self.get(rep, p(1)).to_vec();
+                for row in 0..rows {
+                    let zr = &z[row * classes..(row + 1) * classes];
+                    let label = labels[row] as usize;
+                    let m = zr.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    let e: Vec<f32> = zr.iter().map(|v| (v - m).exp()).collect();
+                    let mut s = 0.0f32;
+                    for v in &e {
+                        s += v;
+                    }
+                    for (j, v) in e.iter().enumerate() {
+                        let t = if j == label { 1.0 } else { 0.0 };
+                        self.setf(rep, p(3), row * classes + j, (v / s - t) * scale);
+                    }
+                    self.setf(rep, p(2), row, s.ln() - (zr[label] - m));
+                }
+            }
+            "nc_sum_serial" => {
+                let x = self.getf(rep, p(0));
+                let mut s = 0.0f32;
+                for v in &x[..u(1)] {
+                    s += v;
+                }
+                self.setf(rep, p(2), 0, s);
+            }
+            "nc_sgd" => {
+                let (pp, g, lr) = (self.getf(rep, p(0)), self.getf(rep, p(1)), f(3));
+                for i in 0..u(2) {
+                    self.setf(rep, p(0), i, pp[i] - lr * g[i]);
+                }
+            }
+            other => panic!("the emulation has no kernel {other}"),
+        }
+    }
+
+    fn gemm(&mut self, rep: usize, g: &Gemm) {
+        let (a, b) = (self.getf(rep, g.a), self.getf(rep, g.b));
+        let (m, n, k) = (g.m as usize, g.n as usize, g.k as usize);
+        let (lda, ldb) = (g.lda as usize, g.ldb as usize);
+        for j in 0..n {
+            for i in 0..m {
+                let mut s = 0.0f32;
+                for q in 0..k {
+                    let av = if g.transa {
+                        a[q + i * lda]
+                    } else {
+                        a[i + q * lda]
+                    };
+                    let bv = if g.transb {
+                        b[j + q * ldb]
+                    } else {
+                        b[q + j * ldb]
+                    };
+                    s += av * bv;
+                }
+                self.setf(rep, g.c, i + j * g.ldc as usize, s);
+            }
+        }
+    }
+
+    fn gemv(&mut self, rep: usize, g: &Gemv) {
+        let (a, x) = (self.getf(rep, g.a), self.getf(rep, g.x));
+        for i in 0..g.m as usize {
+            let mut s = 0.0f32;
+            for q in 0..g.n as usize {
+                s += a[i + q * g.lda as usize] * x[q];
+            }
+            self.setf(rep, g.y, i, s);
+        }
+    }
+}
+
+impl Device for Emu {
+    fn exec(&mut self, rep: usize, op: &Op) -> Result<(), HwError> {
+        match op {
+            Op::Launch(l) => self.kernel(rep, l),
+            Op::Gemm(g) => self.gemm(rep, g),
+            Op::Gemv(g) => self.gemv(rep, g),
+            Op::Record(_, ev) => {
+                self.recorded[rep].insert(*ev);
+            }
+            Op::Wait(_, ev) => assert!(
+                self.recorded[rep].contains(ev),
+                "waits for {ev:?}, never recorded"
+            ),
+            Op::AllReduce(_) => panic!("all-reduce through exec"),
+        }
+        Ok(())
+    }
+
+    fn all_reduce(&mut self, b: &Bucket) -> Result<(), HwError> {
+        self.all_reduces += 1;
+        let p = Ptr::at(Buf::Grads, b.offset);
+        let mut sum = vec![0f32; b.len];
+        for rep in 0..self.mem.len() {
+            for (s, v) in sum.iter_mut().zip(self.getf(rep, p)) {
+                *s += v;
+            }
+        }
+        for rep in 0..self.mem.len() {
+            if self.faults.skip_reduce_on == Some(rep) {
+                continue;
+            }
+            for (i, v) in sum.iter().enumerate() {
+                self.setf(rep, p, i, *v);
+            }
+        }
+        Ok(())
+    }
+
+    fn sync(&mut self) -> Result<(), HwError> {
+        Ok(())
+    }
+
+    fn read(&mut self, rep: usize, buf: Buf, len: usize) -> Result<Vec<u32>, HwError> {
+        Ok(self.mem[rep][&buf][..len].to_vec())
+    }
+
+    fn elapsed_ms(&mut self, _: usize, _: EvId, _: EvId) -> Result<f64, HwError> {
+        Ok(1.0)
+    }
+}
+
+fn model(layers: &[usize], batch: usize, replicas: usize) -> Model {
+    Model {
+        layers: layers.to_vec(),
+        local_batch: batch,
+        replicas,
+        lr: 0.5,
+        seed: 1,
+        math: Math::Fp32,
+    }
+}
+
+fn anchor(replicas: usize) -> Model {
+    Model {
+        lr: 0.05,
+        seed: 0,
+        ..model(&[1024, 4096, 4096, 10], 8192, replicas)
+    }
+}
+
+fn opts(steps: usize) -> TrainOpts {
+    TrainOpts {
+        steps,
+        warmup: warmup_steps(steps),
+        verify_inputs: true,
+    }
+}
+
+#[test]
+fn tensors_are_flat_in_backward_order() {
+    let m = anchor(8);
+    let t = m.tensors();
+    let names: Vec<String> = t.iter().map(Tensor::name).collect();
+    assert_eq!(names, ["b_2", "W_2", "b_1", "W_1", "b_0", "W_0"]);
+    let lens: Vec<usize> = t.iter().map(|t| t.len).collect();
+    assert_eq!(lens, [10, 40_960, 4096, 16_777_216, 4096, 4_194_304]);
+    let mut at = 0;
+    for x in &t {
+        assert_eq!(x.offset, at);
+        at += x.len;
+    }
+    assert_eq!(at, m.params());
+    assert_eq!(m.params(), 21_020_682);
+    assert_eq!(m.gradient_bytes(), 84_082_728);
+    for x in &t {
+        assert_eq!(m.tensor(x.layer, x.bias), *x);
+    }
+}
+
+#[test]
+fn buckets_follow_backward_order_and_the_cap() {
+    let m = anchor(8);
+    let b = m.buckets();
+    // 25 MiB: the first bucket closes with W_1 (the last layer's tensors, then layer 1's), the
+    // second takes layer 0's.
+    assert_eq!(b.len(), 2);
+    assert_eq!((b[0].tensors.clone(), b[1].tensors.clone()), (0..4, 4..6));
+    assert_eq!(b[0].bytes(), 4 * (10 + 40_960 + 4096 + 16_777_216));
+    assert_eq!(b[1].bytes(), 4 * (4096 + 4_194_304));
+    assert_eq!((b[0].offset, b[1].offset), (0, b[0].len));
+    assert_eq!(b.iter().map(Bucket::bytes).sum::<u64>(), m.gradient_bytes());
+    // One replica: nothing to exchange.
+    assert!(anchor(1).buckets().is_empty());
+    // A tiny cap gives a bucket per tensor; a huge one a single bucket.
+    let t = m.tensors();
+    let each = plan_buckets(&t, 1);
+    assert_eq!(each.len(), 6);
+    assert!(each
+        .iter()
+        .zip(&t)
+        .all(|(b, t)| b.len == t.len && b.offset == t.offset));
+    let one = plan_buckets(&t, usize::MAX);
+    assert_eq!(one.len(), 1);
+    assert_eq!((one[0].offset, one[0].len), (0, m.params()));
+    // Closing as soon as the cap is reached: 40 KiB of W_2 closes the first at 40 KiB.
+    let small = plan_buckets(&t, 40 << 10);
+    assert_eq!(small[0].tensors, 0..2);
+    assert!(plan_buckets(&[], 1).is_empty());
+}
+
+fn position(ops: &[Op], want: &Op) -> usize {
+    ops.iter()
+        .position(|o| o == want)
+        .unwrap_or_else(|| panic!("{want:?} missing"))
+}
+
+#[test]
+fn each_bucket_starts_right_after_its_last_gradient_and_sgd_waits_for_all() {
+    let m = anchor(4);
+    let buckets = m.buckets();
+    let ops = step_ops(&m, &buckets, 7, 2);
+    let ev = |kind| EvId { step: 7, kind };
+    // Bucket 0 ends with W_1: its dW GEMM is immediately followed by the hand-over.
+    let w1 = m.tensor(1, false);
+    let dw1 = ops
+        .iter()
+        .position(|o| matches!(o, Op::Gemm(g) if g.c == Ptr::at(Buf::Grads, w1.offset)))
+        .unwrap();
+    assert_eq!(
+        ops[dw1 + 1],
+        Op::Record(Stream::Compute, ev(EvKind::Ready(0)))
+    );
+    assert_eq!(ops[dw1 + 2], Op::Wait(Stream::Comm, ev(EvKind::Ready(0))));
+    assert_eq!(
+        ops[dw1 + 3],
+        Op::Record(Stream::Comm, ev(EvKind::CommStart(0)))
+    );
+    assert_eq!(ops[dw1 + 4], Op::AllReduce(0));
+    assert_eq!(
+        ops[dw1 + 5],
+        Op::Record(Stream::Comm, ev(EvKind::CommEnd(0)))
+    );
+    // ... and the rest of the backward pass (dX_1, layer 0) is queued after it: overlap.
+    let dx1 = ops
+        .iter()
+        .position(|o| matches!(o, Op::Gemm(g) if !g.transa && !g.transb && g.a == Ptr::at(Buf::Params, w1.offset)))
+        .unwrap();
+    assert!(dx1 > dw1 + 5);
+    // The last bucket completes with W_0, the last gradient of the pass.
+    let bwd = position(&ops, &Op::Record(Stream::Compute, ev(EvKind::BwdDone)));
+    assert_eq!(
+        ops[bwd - 1],
+        Op::Record(Stream::Comm, ev(EvKind::CommEnd(1)))
+    );
+    assert_eq!(
+        ops[bwd + 1],
+        Op::Wait(Stream::Compute, ev(EvKind::CommEnd(1)))
+    );
+    assert_eq!(
+        ops[bwd + 2],
+        Op::Record(Stream::Compute, ev(EvKind::Waited))
+    );
+    assert!(matches!(&ops[bwd + 3], Op::Launch(l) if l.kernel == "nc_sgd"));
+    assert_eq!(
+        ops.last(),
+        Some(&Op::Record(Stream::Compute, ev(EvKind::StepEnd)))
+    );
+    assert_eq!(ops[0], Op::Record(Stream::Compute, ev(EvKind::StepStart)));
+    // Every wait names an event recorded before it; every event is recorded once.
+    let mut seen = std::collections::HashSet::new();
+    for o in &ops {
+        match o {
+            Op::Record(_, e) => assert!(seen.insert(*e), "{e:?} recorded twice"),
+            Op::Wait(_, e) => assert!(seen.contains(e), "{e:?} waited for before recorded"),
+            _ => {}
+        }
+    }
+    assert_eq!(
+        ops.iter().filter(|o| matches!(o, Op::AllReduce(_))).count(),
+        2
+    );
+    // Replicas differ only in the samples they generate.
+    let other = step_ops(&m, &buckets, 7, 0);
+    let diff: Vec<usize> = (0..ops.len()).filter(|&i| ops[i] != other[i]).collect();
+    assert_eq!(diff, [1]);
+    assert!(
+        matches!(&ops[1], Op::Launch(l) if l.kernel == "nc_gen_features" && l.args[3] == Arg::U64(2 * 8192))
+    );
+    // One replica: no NCCL, no waiting.
+    let single = step_ops(&anchor(1), &[], 0, 0);
+    assert!(!single
+        .iter()
+        .any(|o| matches!(o, Op::AllReduce(_) | Op::Wait(..))));
+}
+
+/// The C parameter types of each kernel in the CUDA source.
+fn declared_kinds() -> HashMap<String, Vec<ArgKind>> {
+    let src = kernels::SOURCE;
+    let mut out = HashMap::new();
+    for (i, m) in src.match_indices("extern \"C\" __global__ void ") {
+        let rest = &src[i + m.len()..];
+        let open = rest.find('(').unwrap();
+        let close = rest.find(')').unwrap();
+        let kinds = rest[open + 1..close]
+            .split(',')
+            .map(|p| {
+                let p = p.trim();
+                if p.contains('*') {
+                    ArgKind::Ptr
+                } else if p.starts_with("ull ") {
+                    ArgKind::U64
+                } else if p.starts_with("uint ") {
+                    ArgKind::U32
+                } else if p.starts_with("int ") {
+                    ArgKind::I32
+                } else if p.starts_with("float ") {
+                    ArgKind::F32
+                } else {
+                    panic!("unknown parameter type: {p}")
+                }
+            })
+            .collect();
+        out.insert(rest[..open].to_string(), kinds);
+    }
+    out
+}
+
+#[test]
+fn every_launch_matches_its_kernels_declaration() {
+    let declared = declared_kinds();
+    assert_eq!(declared.len(), kernels::KERNEL_NAMES.len());
+    let m = anchor(2);
+    let mut ops = init_ops(&m);
+    ops.extend(step_ops(&m, &m.buckets(), 3, 1));
+    let mut used = std::collections::BTreeSet::new();
+    for op in &ops {
+        if let Op::Launch(l) = op {
+            let kinds: Vec<ArgKind> = l.args.iter().map(Arg::kind).collect();
+            assert_eq!(
+                declared.get(l.kernel),
+                Some(&kinds),
+                "{}: arguments do not match the CUDA declaration",
+                l.kernel
+            );
+            assert!(l.grid >= 1 && l.block >= 1 && l.block <= 1024, "{l:?}");
+            used.insert(l.kernel);
+        }
+    }
+    let unused: Vec<&str> = kernels::KERNEL_NAMES
+        .iter()
+        .copied()
+        .filter(|k| !used.contains(k))
+        .collect();
+    assert_eq!(unused, ["nc_scale", "nc_checksum"]);
+}
+
+#[test]
+fn launch_grids_cover_their_work() {
+    assert_eq!(stride_grid(0), 1);
+    assert_eq!(stride_grid(256), 1);
+    assert_eq!(stride_grid(257), 2);
+    assert_eq!(stride_grid(1 << 40), 65535);
+    let l = Launch::gen_labels(
+        Ptr::of(Buf::Labels),
+        Ptr::of(Buf::Act(0)),
+        Ptr::of(Buf::Teacher),
+        8193,
+        64,
+        10,
+    );
+    // One warp per row: 8 rows per block of 256.
+    assert_eq!((l.grid, l.block), (1025, 256));
+    let s = Launch::softmax_xent(
+        Ptr::of(Buf::Act(3)),
+        Ptr::of(Buf::Labels),
+        Ptr::of(Buf::RowLoss),
+        Ptr::of(Buf::Delta(0)),
+        129,
+        10,
+        1.0,
+    );
+    assert_eq!((s.grid, s.block), (2, 128));
+    let f = Launch::bias_act_fwd(Ptr::of(Buf::Act(1)), Ptr::of(Buf::Params), 8192, 4096, true);
+    assert_eq!((f.grid, f.block), (65535, 256));
+    assert_eq!(f.args[4], Arg::I32(1));
+}
+
+#[test]
+fn flops_and_memory_of_the_anchor_configuration() {
+    let m = anchor(1);
+    // 2·B·(Σ in·out) forward, the same for dW, and 2·B·(Σ_{l>0} in·out) for dX.
+    let mac: f64 = (1024 * 4096 + 4096 * 4096 + 4096 * 10) as f64;
+    let dx: f64 = (4096 * 4096 + 4096 * 10) as f64;
+    let expect = 2.0 * 8192.0 * (2.0 * mac + dx);
+    assert_eq!(m.step_flops(), expect);
+    assert_eq!(m.step_flops(), 964_085_940_224.0);
+    // ... which is what the step asks cuBLAS for (GEMMs only).
+    let gemm: f64 = step_ops(&m, &[], 0, 0)
+        .iter()
+        .filter_map(|o| match o {
+            Op::Gemm(g) => Some(g.flops()),
+            _ => None,
+        })
+        .sum();
+    assert_eq!(gemm, expect);
+    // Memory: parameters and gradients, activations, two gradient buffers of the widest layer.
+    let words = 2 * 21_020_682
+        + 8192 * (1024 + 4096 + 4096 + 10)
+        + 2 * 8192 * 4096
+        + 3 * 8192
+        + 1024 * 10
+        + 30;
+    assert_eq!(m.memory_bytes(30), 4 * words as u64);
+    assert!(m.memory_bytes(30) < 1 << 30, "{}", m.memory_bytes(30));
+    assert!(check_memory(&m, 30, 140 << 30, 141 << 30, "GPU 0").is_ok());
+    let e = check_memory(
+        &m,
+        30,
+        1 << 30,
+        80 << 30,
+        "GPU 3 (CUDA device 3, 0000:3b:00.0)",
+    )
+    .unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        msg.starts_with("memory for the training run on GPU 3"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("needs 0.69 GiB") && msg.contains("1.00 GiB of 80.00 GiB are free"),
+        "{msg}"
+    );
+    // A per-GPU batch that cannot fit an 80 GB GPU.
+    let huge = Model {
+        local_batch: 1 << 22,
+        ..anchor(1)
+    };
+    assert!(check_memory(&huge, 30, 79 << 30, 80 << 30, "GPU 0").is_err());
+}
+
+#[test]
+fn models_from_the_suite() {
+    let mut c: crate::suite::TrainingCheck = toml::from_str("").unwrap();
+    let m = Model::main(&c, 8).unwrap();
+    assert_eq!(
+        (m.layers.clone(), m.local_batch, m.replicas, m.math),
+        (vec![1024, 4096, 4096, 10], 8192, 8, Math::Fp32)
+    );
+    assert_eq!(m.global_batch(), 65536);
+    let g = Model::golden(&c).unwrap();
+    assert_eq!(
+        (g.layers.clone(), g.local_batch, g.replicas, g.math),
+        (vec![64, 128, 128, 10], 256, 1, Math::Pedantic)
+    );
+    assert_eq!(g.mlp_config(10), crate::training::golden_config(&c));
+    c.precision = Precision::Tf32;
+    assert_eq!(Model::main(&c, 1).unwrap().math, Math::Tf32);
+    c.precision = Precision::Bf16;
+    match Model::main(&c, 1) {
+        Err(HwError::NotSupported(why)) => assert!(why.contains("bf16"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    c.precision = Precision::Fp32;
+    c.layers = vec![1 << 31, 10];
+    assert!(matches!(Model::main(&c, 1), Err(HwError::NotSupported(_))));
+    c.layers = vec![64, 0, 10];
+    assert!(Model::main(&c, 1).is_err());
+    assert_eq!(warmup_steps(30), 2);
+    assert_eq!(warmup_steps(2), 1);
+    assert_eq!(warmup_steps(1), 0);
+}
+
+#[test]
+fn one_replica_reproduces_the_cpu_golden_run_bit_for_bit() {
+    let m = Model {
+        math: Math::Pedantic,
+        ..model(&[64, 128, 128, 10], 256, 1)
+    };
+    let steps = 4;
+    let mut emu = Emu::new(&m, steps);
+    let out = train(&mut emu, &m, &opts(steps)).unwrap();
+    let cpu = r::train(&m.mlp_config(steps), steps);
+    assert_eq!(out.losses, cpu.losses);
+    assert_eq!(out.replica_hashes, [r::params_hash(&cpu.params)]);
+    assert_eq!(emu.all_reduces, 0);
+    assert_eq!(out.times.step_ms, [1.0, 1.0]);
+    assert_eq!(out.times.comm_ms, [0.0, 0.0]);
+    assert_eq!(out.times.exposed_ms, [0.0, 0.0]);
+}
+
+#[test]
+fn replicas_stay_identical_and_follow_the_golden_trajectory() {
+    // Three layers so that both delta buffers and a dX of every kind are used; tiny buckets so
+    // that there are several.
+    let m = model(&[16, 24, 20, 4], 8, 3);
+    let steps = 5;
+    let mut emu = Emu::new(&m, steps);
+    // Force small buckets by running the plan with a 100-byte cap.
+    let buckets = plan_buckets(&m.tensors(), 100);
+    assert!(buckets.len() > 2);
+    run_lockstep(&mut emu, &buckets, &vec![init_ops(&m); 3]).unwrap();
+    for step in 0..steps {
+        let lists: Vec<Vec<Op>> = (0..3).map(|r| step_ops(&m, &buckets, step, r)).collect();
+        run_lockstep(&mut emu, &buckets, &lists).unwrap();
+    }
+    assert_eq!(emu.all_reduces, steps * buckets.len());
+    let flats: Vec<Vec<u32>> = (0..3)
+        .map(|r| emu.read(r, Buf::Params, m.params()).unwrap())
+        .collect();
+    assert!(flats.windows(2).all(|w| w[0] == w[1]));
+    // Same parameters as the CPU's data-parallel run, up to summation order.
+    let cpu = r::train_data_parallel(&m.mlp_config(steps), steps, 3).unwrap();
+    let gpu = reference_order(&m, &to_f32(&flats[0]));
+    for (g, c) in gpu.iter().flatten().zip(cpu.params.iter().flatten()) {
+        assert!((g - c).abs() <= 1e-5 + 1e-4 * c.abs(), "{g} vs {c}");
+    }
+
+    // Through train(): the default buckets (one, at this size), equal hashes, golden losses.
+    let mut emu = Emu::new(&m, steps);
+    let out = train(&mut emu, &m, &opts(steps)).unwrap();
+    assert_eq!(out.replica_hashes.len(), 3);
+    assert!(out
+        .replica_hashes
+        .iter()
+        .all(|h| *h == out.replica_hashes[0]));
+    let golden = r::train(&m.mlp_config(steps), steps);
+    r::compare_trajectory(
+        &out.losses,
+        &golden.losses,
+        r::DEFAULT_REL_TOL,
+        r::DEFAULT_ABS_TOL,
+    )
+    .unwrap();
+    assert!(out.losses.last() < out.losses.first());
+    assert_eq!(out.times.step_ms.len(), steps - WARMUP_STEPS);
+    assert_eq!(out.times.comm_ms, vec![1.0; 3]);
+}
+
+#[test]
+fn a_broken_all_reduce_shows_in_the_hashes() {
+    let m = model(&[16, 24, 4], 8, 2);
+    let mut emu = Emu::with(
+        &m,
+        3,
+        Faults {
+            skip_reduce_on: Some(1),
+            ..Default::default()
+        },
+    );
+    let out = train(&mut emu, &m, &opts(3)).unwrap();
+    assert_ne!(out.replica_hashes[0], out.replica_hashes[1]);
+}
+
+#[test]
+fn a_wrong_initial_weight_is_caught_before_training() {
+    let m = model(&[16, 24, 4], 8, 1);
+    let mut emu = Emu::with(
+        &m,
+        3,
+        Faults {
+            init_ulp: Some(5),
+            ..Default::default()
+        },
+    );
+    let e = train(&mut emu, &m, &opts(3)).unwrap_err().to_string();
+    assert!(
+        e.contains("1 of 384 values of the initial W_0 differ"),
+        "{e}"
+    );
+    assert!(e.contains("first at element 5"), "{e}");
+    // Without the check, training runs (and would only drift).
+    let mut emu = Emu::with(
+        &m,
+        3,
+        Faults {
+            init_ulp: Some(5),
+            ..Default::default()
+        },
+    );
+    let o = TrainOpts {
+        verify_inputs: false,
+        ..opts(3)
+    };
+    assert!(train(&mut emu, &m, &o).is_ok());
+}
+
+#[test]
+fn input_mismatches_are_described() {
+    assert_eq!(mismatch(&[1, 2, 3], &[1, 2, 3]), None);
+    assert_eq!(mismatch(&[1, 9, 3, 8], &[1, 2, 3, 4]), Some((1, 2)));
+    assert_eq!(mismatch(&[1, 2], &[1, 2, 3]), Some((2, 1)));
+    let e = input_mismatch(2, "the labels of step 0", &[4, 7], &[4, 6], false).to_string();
+    assert!(
+        e.contains("replica 2: 1 of 2 values of the labels of step 0"),
+        "{e}"
+    );
+    assert!(e.contains("GPU 7, CPU 6"), "{e}");
+}
+
+/// Events of a fake device: what elapsed_ms answers per (replica, from, to).
+struct Clock(HashMap<(usize, EvKind, EvKind), f64>);
+
+impl Device for Clock {
+    fn exec(&mut self, _: usize, _: &Op) -> Result<(), HwError> {
+        Ok(())
+    }
+    fn all_reduce(&mut self, _: &Bucket) -> Result<(), HwError> {
+        Ok(())
+    }
+    fn sync(&mut self) -> Result<(), HwError> {
+        Ok(())
+    }
+    fn read(&mut self, _: usize, _: Buf, len: usize) -> Result<Vec<u32>, HwError> {
+        Ok(vec![0; len])
+    }
+    fn elapsed_ms(&mut self, r: usize, from: EvId, to: EvId) -> Result<f64, HwError> {
+        self.0
+            .get(&(r, from.kind, to.kind))
+            .map(|v| v + from.step as f64 * 100.0)
+            .ok_or_else(|| internal(format!("no timing {r} {from:?} {to:?}")))
+    }
+}
+
+#[test]
+fn step_time_is_the_slowest_replica_comm_sums_buckets_exposed_is_the_wait() {
+    use EvKind::*;
+    let m = anchor(2);
+    let buckets = m.buckets();
+    let mut t = HashMap::new();
+    // Replica 0: 20 ms step, buckets 3 + 1 ms, the compute stream waited 0.5 ms.
+    t.insert((0, StepStart, StepEnd), 20.0);
+    t.insert((0, CommStart(0), CommEnd(0)), 3.0);
+    t.insert((0, CommStart(1), CommEnd(1)), 1.0);
+    t.insert((0, BwdDone, Waited), 0.5);
+    // Replica 1: faster step, slower all-reduce, waited longer.
+    t.insert((1, StepStart, StepEnd), 19.0);
+    t.insert((1, CommStart(0), CommEnd(0)), 3.5);
+    t.insert((1, CommStart(1), CommEnd(1)), 1.0);
+    t.insert((1, BwdDone, Waited), 0.75);
+    let mut clock = Clock(t);
+    let s = step_times(&mut clock, 2, &buckets, 2..4).unwrap();
+    assert_eq!(s.step_ms, [220.0, 320.0]);
+    // Per replica the buckets add up (each figure carries the fake's +100 per step).
+    assert_eq!(
+        s.comm_ms,
+        [1.0 + 3.5 + 2.0 * 200.0 + 0.0, 1.0 + 3.5 + 2.0 * 300.0]
+    );
+    assert_eq!(s.exposed_ms, [200.75, 300.75]);
+    // With one replica only the step time is read: no comm events exist.
+    let mut t = HashMap::new();
+    t.insert((0, StepStart, StepEnd), 20.0);
+    let s = step_times(&mut Clock(t), 1, &[], 0..1).unwrap();
+    assert_eq!(
+        (s.step_ms, s.comm_ms, s.exposed_ms),
+        (vec![20.0], vec![0.0], vec![0.0])
+    );
+    // A missing event is an error, not a zero.
+    assert!(step_times(&mut Clock(HashMap::new()), 1, &[], 0..1).is_err());
+}
+
+#[test]
+fn a_negative_wait_counts_as_none() {
+    use EvKind::*;
+    let m = anchor(2);
+    let mut t = HashMap::new();
+    for r in 0..2 {
+        t.insert((r, StepStart, StepEnd), 20.0);
+        t.insert((r, CommStart(0), CommEnd(0)), 1.0);
+        t.insert((r, CommStart(1), CommEnd(1)), 1.0);
+        t.insert((r, BwdDone, Waited), -0.01);
+    }
+    let s = step_times(&mut Clock(t), 2, &m.buckets(), 0..1).unwrap();
+    assert_eq!(s.exposed_ms, [0.0]);
+}
+
+#[test]
+fn the_training_run_record() {
+    let c: crate::suite::TrainingCheck = toml::from_str("batch = 1000").unwrap();
+    let out = |ms: Vec<f64>| Outcome {
+        losses: vec![2.0, 1.5],
+        times: StepTimes {
+            step_ms: ms.clone(),
+            comm_ms: vec![1.0; ms.len()],
+            exposed_ms: vec![0.25; ms.len()],
+        },
+        replica_hashes: vec!["a".into(), "a".into()],
+    };
+    let golden = Outcome {
+        losses: vec![2.5],
+        ..out(vec![])
+    };
+    let main = out(vec![10.0, 12.0, 11.0]);
+    let single = out(vec![9.0, 8.0, 10.0]);
+    let run = training_run(&c, 2, &golden, &main, Some(&single));
+    assert_eq!(run.losses, [2.0, 1.5]);
+    assert_eq!(run.golden_node_losses, [2.5]);
+    assert_eq!(run.step_ms, [10.0, 12.0, 11.0]);
+    assert_eq!((run.batch_per_gpu, run.gpus), (1000, 2));
+    // The one-GPU baseline: 1000 samples in the median 9 ms.
+    assert_eq!(run.single_gpu_samples_per_s, Some(1000.0 / 0.009));
+    assert_eq!(run.gradient_bytes, anchor(1).gradient_bytes());
+    // One GPU: the run is its own baseline.
+    let run = training_run(&c, 1, &golden, &main, None);
+    assert_eq!(run.single_gpu_samples_per_s, Some(1000.0 / 0.011));
+    let run = training_run(&c, 1, &golden, &out(vec![]), None);
+    assert_eq!(run.single_gpu_samples_per_s, None);
+}
+
+#[test]
+fn lockstep_refuses_lists_of_different_shapes() {
+    let m = model(&[16, 24, 4], 8, 2);
+    let mut emu = Emu::new(&m, 1);
+    let a = init_ops(&m);
+    let mut b = a.clone();
+    b.pop();
+    assert!(run_lockstep(&mut emu, &[], &[a.clone(), b]).is_err());
+    assert!(run_lockstep(
+        &mut emu,
+        &[],
+        &[vec![Op::AllReduce(0)], vec![Op::AllReduce(0)]]
+    )
+    .is_err());
+    assert!(run_lockstep(&mut emu, &[], &[]).is_ok());
+}
