@@ -712,6 +712,7 @@ impl Backend for SimBackend {
 
     fn inventory(&mut self) -> Result<Inventory, HwError> {
         let node = &self.node;
+        let hopper = ["H100", "H200", "H800", "GH200"].iter().any(|m| node.gpu.name.contains(m));
         let n = self.n();
         let mut gpus = Vec::new();
         for i in 0..n {
@@ -824,7 +825,8 @@ impl Backend for SimBackend {
                 ecc_enabled: Some(node.gpu.ecc),
                 ecc,
                 remapped_rows: Some(rows),
-                retired_pages: None,
+                // Hopper GPUs answer only the row-remapping query; older ones both.
+                retired_pages: (!hopper).then(RetiredPages::default),
                 throttle_reasons: throttle,
                 sm_clock_mhz: Some(node.gpu.sm_clock_max_mhz),
                 sm_clock_max_mhz: Some(node.gpu.sm_clock_max_mhz),
@@ -888,10 +890,12 @@ impl Backend for SimBackend {
         }
         let mut unavailable = Vec::new();
         for g in &gpus {
-            unavailable.push(format!(
-                "gpu{} retired pages: not supported (Hopper and later remap rows)",
-                g.index
-            ));
+            if g.retired_pages.is_none() {
+                unavailable.push(format!(
+                    "gpu{} retired pages: not supported (this GPU remaps rows instead)",
+                    g.index
+                ));
+            }
             if g.numa_node.is_none() {
                 unavailable.push(format!("gpu{} numa node: not reported", g.index));
             }
