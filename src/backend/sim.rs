@@ -712,7 +712,9 @@ impl Backend for SimBackend {
 
     fn inventory(&mut self) -> Result<Inventory, HwError> {
         let node = &self.node;
-        let hopper = ["H100", "H200", "H800", "GH200"].iter().any(|m| node.gpu.name.contains(m));
+        let hopper = ["H100", "H200", "H800", "GH200"]
+            .iter()
+            .any(|m| node.gpu.name.contains(m));
         let n = self.n();
         let mut gpus = Vec::new();
         for i in 0..n {
