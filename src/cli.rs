@@ -452,7 +452,7 @@ fn cmd_run(
         path: out.to_path_buf(),
         source: e,
     })?;
-    let evidence_path = out.join("evidence.json");
+    let evidence_path = out.join(crate::evidence::EVIDENCE_FILE);
     let mut console = crate::console::Console::new(quiet);
     let color = console.color();
     if !quiet {
@@ -883,11 +883,7 @@ fn cmd_sign(dir: &Path, signer: &Signer) -> Result<u8> {
 
 /// Read evidence given as a file or as a report folder holding evidence.json.
 fn read_evidence(p: &Path) -> Result<(PathBuf, Evidence)> {
-    let path = if p.is_dir() {
-        p.join(sign::EVIDENCE_FILE)
-    } else {
-        p.to_path_buf()
-    };
+    let path = Evidence::path_in(p);
     let ev = Evidence::read(&path).map_err(|e| Error::Input(InputError::Other(e)))?;
     Ok((path, ev))
 }

@@ -10,6 +10,8 @@ use std::path::Path;
 /// Evidence format written by this nodecert. Readers accept this version and older ones.
 pub const FORMAT_VERSION: u32 = 1;
 pub const FORMAT_NAME: &str = "nodecert-evidence";
+/// File name of the evidence in a report folder.
+pub const EVIDENCE_FILE: &str = "evidence.json";
 
 /// Outcome of a check or of one finding, from best to worst.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
@@ -289,6 +291,15 @@ impl Evidence {
     pub fn write(&self, path: &Path) -> std::io::Result<()> {
         let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
         write_atomic(path, &json)
+    }
+
+    /// The evidence file meant by `p`: `p` itself, or `p/evidence.json` when `p` is a report folder.
+    pub fn path_in(p: &Path) -> std::path::PathBuf {
+        if p.is_dir() {
+            p.join(EVIDENCE_FILE)
+        } else {
+            p.to_path_buf()
+        }
     }
 
     /// Read and check the format version.

@@ -87,7 +87,7 @@ pub const SIGNATURE_FILE: &str = "nodecert-manifest.txt.sig";
 /// Value of the manifest's first line, `# format: ...`.
 pub const MANIFEST_FORMAT: &str = "nodecert-manifest-1";
 /// The evidence file whose digest and `simulated` flag the manifest records.
-pub const EVIDENCE_FILE: &str = "evidence.json";
+pub const EVIDENCE_FILE: &str = crate::evidence::EVIDENCE_FILE;
 /// The files [`sign_dir`] lists when it writes the manifest itself (those present;
 /// `evidence.json` is required).
 pub const DEFAULT_FILES: [&str; 3] = [EVIDENCE_FILE, "report.html", "report.md"];

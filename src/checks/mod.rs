@@ -60,6 +60,17 @@ pub trait Check {
     fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding>;
 }
 
+/// Peer checks need two GPUs: the GPU count, or why this node has no peer pairs to measure.
+pub fn peer_pairs(ctx: &Ctx) -> Result<usize, String> {
+    match ctx.inventory.gpus.len() {
+        n if n >= 2 => Ok(n),
+        n => Err(format!(
+            "no peer pairs: the node has {n} GPU{}",
+            if n == 1 { "" } else { "s" }
+        )),
+    }
+}
+
 /// The checks a suite asks for, in the order they run: cheap reads first, then bandwidth,
 /// collectives (which may compare with peer bandwidth), training, and the comparison with the
 /// baseline last (it reads every check before it).

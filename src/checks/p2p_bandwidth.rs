@@ -24,13 +24,7 @@ impl Check for P2pBandwidth {
     }
 
     fn plan(&self, ctx: &Ctx) -> Result<Vec<String>, String> {
-        let n = ctx.inventory.gpus.len();
-        if n < 2 {
-            return Err(format!(
-                "no peer pairs: the node has {n} GPU{}",
-                if n == 1 { "" } else { "s" }
-            ));
-        }
+        let n = super::peer_pairs(ctx)?;
         let c = &self.0;
         Ok(vec![format!(
             "{} ordered pairs x read and write, {} pairs both ways: {} buffers, {} warm-up + {} timed copies",

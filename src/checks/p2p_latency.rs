@@ -21,13 +21,7 @@ impl Check for P2pLatency {
     }
 
     fn plan(&self, ctx: &Ctx) -> Result<Vec<String>, String> {
-        let n = ctx.inventory.gpus.len();
-        if n < 2 {
-            return Err(format!(
-                "no peer pairs: the node has {n} GPU{}",
-                if n == 1 { "" } else { "s" }
-            ));
-        }
+        let n = super::peer_pairs(ctx)?;
         Ok(vec![format!(
             "{} ordered pairs x {} small transfers",
             n * (n - 1),

@@ -104,18 +104,7 @@ pub fn load_source(src: Source) -> Result<LoadedSuite, InputError> {
 fn load_baseline(chain: &[Source], b: &Baseline) -> Result<LoadedBaseline, InputError> {
     let at = config::key_path("baseline.evidence");
     let file = config::locate(chain, &at).file;
-    let dir = if file.starts_with("embedded:") {
-        PathBuf::from(".")
-    } else {
-        Path::new(&file)
-            .parent()
-            .map(Path::to_path_buf)
-            .unwrap_or_default()
-    };
-    let mut path = dir.join(&b.evidence);
-    if path.is_dir() {
-        path = path.join("evidence.json");
-    }
+    let path = Evidence::path_in(&dir_of(&file).join(&b.evidence));
     let evidence = Evidence::read(&path).map_err(|e| config::error_at(chain, &at, e))?;
     if evidence.state != RunState::Complete {
         return Err(config::error_at(
@@ -163,15 +152,7 @@ fn resolve(src: Source, chain: &mut Vec<Source>) -> Result<toml::Table, InputErr
             text: text.to_string(),
         }
     } else {
-        let base: PathBuf = if here.name.starts_with("embedded:") {
-            PathBuf::from(".")
-        } else {
-            Path::new(&here.name)
-                .parent()
-                .map(Path::to_path_buf)
-                .unwrap_or_default()
-        };
-        let p = base.join(&parent);
+        let p = dir_of(&here.name).join(&parent);
         if !p.exists() {
             return Err(config::error_at(
                 std::slice::from_ref(&here),
@@ -188,6 +169,19 @@ fn resolve(src: Source, chain: &mut Vec<Source>) -> Result<toml::Table, InputErr
     // The parent's own name and description do not carry over to the child.
     config::merge(&mut merged, table);
     Ok(merged)
+}
+
+/// The folder paths in a suite file are relative to: the file's own, or the current folder for
+/// an embedded suite.
+fn dir_of(source_name: &str) -> PathBuf {
+    if source_name.starts_with("embedded:") {
+        PathBuf::from(".")
+    } else {
+        Path::new(source_name)
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default()
+    }
 }
 
 /// The embedded suite that fits a node of `count` GPUs named `gpu_name`, if any.
