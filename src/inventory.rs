@@ -68,12 +68,64 @@ pub struct Gpu {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct PcieLink {
+    /// The link as read at rest. GPUs lower the generation (and sometimes the width) of an idle
+    /// link to save power, so an idle reading below the maximum proves nothing by itself.
     pub gen_current: Option<u32>,
     pub gen_max: Option<u32>,
     pub width_current: Option<u32>,
     pub width_max: Option<u32>,
+    /// The link as read while nodecert drove host-to-device copies on this GPU: what it trained
+    /// at. `None` when no load was needed (the idle reading was already at the maximum) or
+    /// possible (no CUDA); see [`PcieLink::trained`].
+    #[serde(default)]
+    pub gen_loaded: Option<u32>,
+    #[serde(default)]
+    pub width_loaded: Option<u32>,
     /// PCIe replay counter since the driver loaded.
     pub replay_counter: Option<u64>,
+}
+
+/// A PCIe link reading that a check can rely on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrainedLink {
+    pub gen: u32,
+    pub width: u32,
+    /// Read under load, or at rest already at the link's maximum: what the link trained at.
+    /// `false`: read at rest below the maximum, so the link may only be idling.
+    pub certain: bool,
+}
+
+impl PcieLink {
+    /// What the link trained at: the reading under load when there is one, else the reading at
+    /// rest (certain only when it is already at the maximum: a link never runs above it).
+    pub fn trained(&self) -> Option<TrainedLink> {
+        if let (Some(gen), Some(width)) = (self.gen_loaded, self.width_loaded) {
+            return Some(TrainedLink {
+                gen,
+                width,
+                certain: true,
+            });
+        }
+        let (gen, width) = (self.gen_current?, self.width_current?);
+        let at_max =
+            self.gen_max.is_some_and(|m| gen >= m) && self.width_max.is_some_and(|m| width >= m);
+        Some(TrainedLink {
+            gen,
+            width,
+            certain: at_max,
+        })
+    }
+
+    /// Whether the idle reading leaves the link's training in doubt (below its maximum).
+    pub fn below_max_at_rest(&self) -> bool {
+        matches!(
+            (self.gen_current, self.gen_max),
+            (Some(c), Some(m)) if c < m
+        ) || matches!(
+            (self.width_current, self.width_max),
+            (Some(c), Some(m)) if c < m
+        )
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]

@@ -24,16 +24,11 @@ pub fn render(inv: &Inventory, simulated: bool) -> String {
         "GPU  NAME                         BUS ID        MEMORY     PCIE        NUMA  ECC  UUID\n",
     );
     for g in &inv.gpus {
-        let pcie = match (
-            g.pcie.gen_current,
-            g.pcie.width_current,
-            g.pcie.gen_max,
-            g.pcie.width_max,
-        ) {
-            (Some(a), Some(b), Some(c), Some(d)) if (a, b) != (c, d) => {
-                format!("Gen{a} x{b}/{c}x{d}")
+        let pcie = match (g.pcie.trained(), g.pcie.gen_max, g.pcie.width_max) {
+            (Some(t), Some(c), Some(d)) if (t.gen, t.width) != (c, d) => {
+                format!("Gen{} x{}/{c}x{d}", t.gen, t.width)
             }
-            (Some(a), Some(b), _, _) => format!("Gen{a} x{b}"),
+            (Some(t), _, _) => format!("Gen{} x{}", t.gen, t.width),
             _ => "n/a".into(),
         };
         s.push_str(&format!(
@@ -142,7 +137,7 @@ fn on_off(v: Option<bool>) -> &'static str {
 fn gpu_details(s: &mut String, inv: &Inventory) {
     for g in &inv.gpus {
         s.push_str(&format!(
-            "  GPU {}: serial {}, VBIOS {}, persistence {}, MIG {}, SM {}/{} MHz, power limit {} W, {} °C, CPUs {}\n",
+            "  GPU {}: serial {}, VBIOS {}, persistence {}, MIG {}, SM {}/{} MHz, power limit {} W, {} °C, CPUs {}, PCIe {}\n",
             g.index,
             g.serial.as_deref().unwrap_or("n/a"),
             g.vbios.as_deref().unwrap_or("n/a"),
@@ -153,7 +148,22 @@ fn gpu_details(s: &mut String, inv: &Inventory) {
             or_na(g.power_limit_w.map(|w| format!("{w:.0}"))),
             or_na(g.temperature_c.map(|t| format!("{t:.0}"))),
             g.cpu_affinity.as_deref().unwrap_or("n/a"),
+            pcie_reading(&g.pcie),
         ));
+    }
+}
+
+/// How the PCIe link was read: at rest, and under load where the rest reading was below the
+/// maximum (an idle GPU lowers its link).
+fn pcie_reading(p: &crate::inventory::PcieLink) -> String {
+    let at_rest = match (p.gen_current, p.width_current) {
+        (Some(g), Some(w)) => format!("Gen{g} x{w} at rest"),
+        _ => return "n/a".into(),
+    };
+    match (p.gen_loaded, p.width_loaded) {
+        (Some(g), Some(w)) => format!("Gen{g} x{w} under load ({at_rest})"),
+        _ if p.below_max_at_rest() => format!("{at_rest}, not read under load"),
+        _ => at_rest,
     }
 }
 

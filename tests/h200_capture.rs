@@ -98,6 +98,9 @@ fn gpu_from(index: usize, d: &Value, sysfs: &Path, notes: &mut Vec<String>) -> G
             gen_max: u32_at(pcie, "gen_max"),
             width_current: u32_at(pcie, "width_current"),
             width_max: u32_at(pcie, "width_max"),
+            // The capture read the link at rest only; it was already at its maximum.
+            gen_loaded: None,
+            width_loaded: None,
             replay_counter: u64_at(pcie, "replay_counter"),
         },
         numa_node: numa,
@@ -269,6 +272,11 @@ fn the_capture_reads_as_a_healthy_h200_passthrough_vm() {
     assert_eq!(
         (g.pcie.gen_current, g.pcie.width_current),
         (Some(5), Some(16))
+    );
+    let link = g.pcie.trained().expect("a PCIe reading");
+    assert!(
+        link.certain,
+        "Gen5 x16 at rest is the maximum: no load needed"
     );
     assert_eq!(g.ecc_enabled, Some(true));
     assert_eq!(g.numa_node, None, "-1 in sysfs means not reported");

@@ -73,6 +73,10 @@ pub struct SimGpu {
     pub vbios: String,
     pub pcie_gen: u32,
     pub pcie_width: u32,
+    /// The PCIe generation an idle GPU lowers its link to (real GPUs do, to save power); the
+    /// simulated inventory then reads the link again under load, as the real one does.
+    #[serde(default)]
+    pub pcie_idle_gen: Option<u32>,
     /// NUMA node of each GPU; empty: not reported (as in many VMs).
     #[serde(default)]
     pub numa_nodes: Vec<i32>,
@@ -720,6 +724,9 @@ impl Backend for SimBackend {
         for i in 0..n {
             let o = self.orig(i);
             let (gen, width) = self.pcie_of(i);
+            let idle_gen = node.gpu.pcie_idle_gen.map_or(gen, |g| g.min(gen));
+            // Below the maximum at rest: read again under load, as the real backend does.
+            let loaded = (idle_gen, width) != (node.gpu.pcie_gen, node.gpu.pcie_width);
             let numa = node.gpu.numa_nodes.get(o).copied();
             let cpus = numa.and_then(|m| node.gpu.numa_cpus.get(m as usize).cloned());
             let mut throttle = Vec::new();
@@ -814,10 +821,12 @@ impl Backend for SimBackend {
                 pci_bus_id: self.bus_id(o),
                 memory_bytes: node.gpu.memory_bytes,
                 pcie: PcieLink {
-                    gen_current: Some(gen),
+                    gen_current: Some(idle_gen),
                     gen_max: Some(node.gpu.pcie_gen),
                     width_current: Some(width),
                     width_max: Some(node.gpu.pcie_width),
+                    gen_loaded: loaded.then_some(gen),
+                    width_loaded: loaded.then_some(width),
                     replay_counter: Some(node.health.pcie_replays),
                 },
                 numa_node: numa,

@@ -333,9 +333,10 @@ pub fn build(ev: &Evidence) -> View {
                 ));
             }
         }
-        let pcie = match (g.pcie.gen_current, g.pcie.width_current) {
-            (Some(a), Some(b)) => format!("Gen{a} x{b}"),
-            _ => "n/a".into(),
+        let pcie = match g.pcie.trained() {
+            Some(t) if t.certain => format!("Gen{} x{}", t.gen, t.width),
+            Some(t) => format!("Gen{} x{} at rest", t.gen, t.width),
+            None => "n/a".into(),
         };
         topology.rows.push(TopoRow {
             label: format!("GPU{}", g.index),

@@ -102,8 +102,9 @@ fn topology_table(s: &mut String, inv: &Inventory) {
     if let Some(n) = inv.nvswitches {
         let _ = writeln!(s, "nvswitch = {}", n > 0);
     }
-    let gens: Option<Vec<u32>> = inv.gpus.iter().map(|g| g.pcie.gen_current).collect();
-    let widths: Option<Vec<u32>> = inv.gpus.iter().map(|g| g.pcie.width_current).collect();
+    let links: Option<Vec<_>> = inv.gpus.iter().map(|g| g.pcie.trained()).collect();
+    let gens: Option<Vec<u32>> = links.as_ref().map(|l| l.iter().map(|t| t.gen).collect());
+    let widths: Option<Vec<u32>> = links.as_ref().map(|l| l.iter().map(|t| t.width).collect());
     if let Some(gen) = gens.and_then(|v| v.into_iter().min()) {
         let _ = writeln!(s, "pcie_gen = {gen}");
     }
@@ -111,8 +112,9 @@ fn topology_table(s: &mut String, inv: &Inventory) {
         let _ = writeln!(s, "pcie_width = {w}");
     }
     for g in &inv.gpus {
-        if let (Some(c), Some(m)) = (g.pcie.gen_current, g.pcie.gen_max) {
-            if c < m {
+        if let (Some(t), Some(m)) = (g.pcie.trained(), g.pcie.gen_max) {
+            let c = t.gen;
+            if c < m && !t.certain {
                 let _ = writeln!(s, "# GPU {} link ran at Gen{c} (capable of Gen{m}) when frozen: an idle GPU may lower its link", g.index);
             }
         }

@@ -13,7 +13,7 @@ pub mod xid;
 use super::*;
 use crate::backend::cuda::{CudaMeasurements, CudaOptions};
 use crate::error::HwError;
-use crate::inventory::{GpuPair, Inventory};
+use crate::inventory::{Gpu, GpuPair, Inventory};
 use crate::platform::{self, NvmlVirt};
 use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::error::NvmlError;
@@ -209,6 +209,7 @@ impl RealBackend {
             gpus.push(g);
         }
         links::attach_remote_gpus(&mut gpus);
+        self.read_pcie_under_load(&mut gpus, &mut notes);
         let pairs = self.read_pairs(&gpus, &mut notes);
         let mut reports = self.nvml_xids.clone();
         match xid::read_kernel_log() {
@@ -245,6 +246,28 @@ impl RealBackend {
             pairs,
             virtualization,
             unavailable: notes,
+        }
+    }
+
+    /// Reads again, while host-to-device copies run on that GPU, every PCIe link that was below
+    /// its maximum at rest: an idle GPU lowers its link to save power, and only a reading under
+    /// load tells that apart from a link that trained low.
+    fn read_pcie_under_load(&mut self, gpus: &mut [Gpu], notes: &mut Vec<String>) {
+        for (i, g) in gpus.iter_mut().enumerate() {
+            if !g.pcie.below_max_at_rest() {
+                continue;
+            }
+            let (Some(d), Some(max)) = (self.devices.get(i), g.pcie.gen_max.zip(g.pcie.width_max))
+            else {
+                continue;
+            };
+            match pcie_under_load(d, &mut self.cuda, i, max) {
+                Ok((gen, width)) => {
+                    g.pcie.gen_loaded = Some(gen);
+                    g.pcie.width_loaded = Some(width);
+                }
+                Err(e) => notes.push(format!("gpu{i} pcie link under load: not read ({e})")),
+            }
         }
     }
 
@@ -374,6 +397,53 @@ impl Backend for RealBackend {
     fn training(&mut self, cfg: &TrainingCheck) -> Result<TrainingRun, HwError> {
         self.cuda.training(cfg)
     }
+}
+
+/// How long host-to-device copies keep a GPU busy while its PCIe link is read, at most; the
+/// reading stops early once the link is at its maximum.
+const PCIE_LOAD_WINDOW: std::time::Duration = std::time::Duration::from_millis(1000);
+
+/// The highest PCIe generation and width NVML reports while host-to-device copies run on `gpu`.
+fn pcie_under_load(
+    d: &Device<'static>,
+    cuda: &mut CudaMeasurements,
+    gpu: usize,
+    max: (u32, u32),
+) -> Result<(u32, u32), HwError> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let stop = AtomicBool::new(false);
+    let at_max = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let sampler = s.spawn(|| {
+            let mut best: Option<(u32, u32)> = None;
+            while !stop.load(Ordering::Relaxed) {
+                if let (Ok(g), Ok(w)) = (d.current_pcie_link_gen(), d.current_pcie_link_width()) {
+                    let (bg, bw) = best.unwrap_or((0, 0));
+                    best = Some((bg.max(g), bw.max(w)));
+                    if g >= max.0 && w >= max.1 {
+                        at_max.store(true, Ordering::Relaxed);
+                    }
+                }
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            best
+        });
+        let t0 = std::time::Instant::now();
+        let mut copies = Ok(());
+        while !at_max.load(Ordering::Relaxed) && t0.elapsed() < PCIE_LOAD_WINDOW {
+            if let Err(e) = cuda.host_copy(gpu, HostDir::H2d, 32 << 20, 0, 1) {
+                copies = Err(e);
+                break;
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let best = sampler.join().ok().flatten();
+        copies?;
+        best.ok_or_else(|| HwError::Call {
+            call: "nvmlDeviceGetCurrPcieLinkGeneration/Width".into(),
+            detail: "no answer while the GPU was under load".into(),
+        })
+    })
 }
 
 pub fn hostname() -> String {

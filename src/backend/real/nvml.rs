@@ -191,6 +191,9 @@ fn pcie(d: &Device, q: &mut Asker) -> PcieLink {
         gen_max: q.ask("pcie max gen", d.max_pcie_link_gen()),
         width_current: q.ask("pcie width", d.current_pcie_link_width()),
         width_max: q.ask("pcie max width", d.max_pcie_link_width()),
+        // Read under load by the backend when the reading at rest is below the maximum.
+        gen_loaded: None,
+        width_loaded: None,
         replay_counter: q
             .ask("pcie replay counter", d.pcie_replay_counter())
             .map(u64::from),
