@@ -498,7 +498,7 @@ fn a_node_file_can_carry_faults_and_is_validated_like_a_suite() {
 
 #[test]
 fn the_training_anchor_suite_runs_its_one_check() {
-    // ci/gpu-smoke-measure.sh runs this file on the lent GPU; here on the simulated H200 VM.
+    // ci/gpu-smoke.sh runs this file on the lent GPU; here on the simulated H200 VM.
     let env = Env::new();
     let suite = concat!(env!("CARGO_MANIFEST_DIR"), "/suites/training-anchor.toml");
     env.cmd()

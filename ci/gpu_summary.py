@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""Summary of a ci/gpu-smoke.sh run: python3 ci/gpu_summary.py OUT_DIR
+
+Reads what the smoke steps left in OUT_DIR (inventory-json.out, report/, frozen/, train/,
+torch.out, *.rc, *.wall_s) and prints, in this order: what the inventory found against what the
+lent H200 must show (issue 3), every check's verdict with its library and NCCL facts (issue 4), the
+training run's findings (issue 5), and last the table of goals: nodecert's H2D, D2H and device-copy
+bandwidth against PyTorch's (>= 0.98), the training step against PyTorch's (<= 1.1x), and the whole
+1x H200 suite's wall time (< 60 s).
+
+Exit status: 0 when every goal is met, 1 when one is missed, 2 when a step left nothing to read.
+"""
+import json
+import os
+import sys
+
+out = sys.argv[1] if len(sys.argv) > 1 else "."
+broken = []
+
+
+def read_text(name, default=None):
+    try:
+        with open(os.path.join(out, name)) as f:
+            return f.read()
+    except OSError:
+        return default
+
+
+def read_json(name):
+    text = read_text(name)
+    if text is None:
+        broken.append(f"{name}: missing")
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as e:
+        broken.append(f"{name}: not JSON ({e})")
+        return None
+
+
+def rc(name):
+    return (read_text(f"{name}.rc") or "?").strip()
+
+
+inv_doc = read_json("inventory-json.out") or {}
+inv = inv_doc.get("inventory", {})
+suite = read_json("report/evidence.json") or {}
+frozen = read_json("frozen/evidence.json") or {}
+train_ev = read_json("train/evidence.json") or {}
+torch = read_json("torch.out") or {}
+simulated = bool(inv_doc.get("simulated") or suite.get("simulated"))
+
+if simulated:
+    print("*** DRY RUN on a SIMULATED node: nothing below was measured on hardware ***")
+
+# Issue 3: the inventory against what the lent H200 (a Firecracker VM, GPU passed through) shows.
+print("--- inventory against the lent H200 (issue 3)")
+gpus = inv.get("gpus", [])
+virt = inv.get("virtualization") or {}
+g = gpus[0] if gpus else {}
+pcie = g.get("pcie") or {}
+gen = pcie.get("gen_loaded") or pcie.get("gen_current")
+width = pcie.get("width_loaded") or pcie.get("width_current")
+rows = g.get("remapped_rows") or {}
+expect = [
+    ("GPUs", len(gpus), len(gpus) == 1, "1"),
+    ("model", g.get("name"), g.get("name") == "NVIDIA H200", "NVIDIA H200"),
+    ("PCIe", f"Gen{gen} x{width}", (gen, width) == (5, 16), "Gen5 x16"),
+    ("virtualization", virt.get("mode"), virt.get("mode") == "passthrough", "passthrough"),
+    ("hypervisor", virt.get("hypervisor"), bool(virt.get("hypervisor")), "present"),
+    (
+        "NVLinks active",
+        sum(1 for x in gpus for l in x.get("nvlinks", []) if l.get("active")),
+        all(not l.get("active") for x in gpus for l in x.get("nvlinks", [])),
+        "0",
+    ),
+    ("ECC", g.get("ecc_enabled"), g.get("ecc_enabled") is True, "on"),
+    (
+        "remapped rows",
+        rows or "not answered",
+        bool(rows)
+        and not rows.get("pending")
+        and not rows.get("failure")
+        and rows.get("correctable", 0) + rows.get("uncorrectable", 0) == 0,
+        "none, none pending",
+    ),
+    ("suite h200-vm-1", suite.get("verdict"), suite.get("verdict") == "pass", "pass"),
+    ("frozen suite", frozen.get("verdict"), frozen.get("verdict") == "pass", "pass"),
+]
+ok = True
+for label, found, met, want in expect:
+    ok &= bool(met)
+    print(f"{label:16} {str(found):32} want {want:20} {'ok' if met else 'MISSED'}")
+for w in virt.get("witnesses", []):
+    print(f"  witness {w.get('source')}: {w.get('finding')}")
+for note in inv.get("unavailable", []):
+    print(f"  not available: {note}")
+print(f"inventory exit {rc('inventory')}, --json exit {rc('inventory-json')}, "
+      f"--as-suite exit {rc('as-suite')}")
+ok &= all(rc(n) == "0" for n in ("inventory", "inventory-json", "as-suite"))
+
+# Issue 4: every check of the suite, with the facts that say what was used.
+print("--- checks of h200-vm-1 (issue 4)")
+for c in suite.get("checks", []):
+    print(f"{c.get('status', '?'):6} {c.get('id', '?'):28} {c.get('duration_s', 0):7.2f} s  "
+          f"{c.get('summary', '')}")
+    for f in c.get("findings", []):
+        if f.get("status") not in ("pass",):
+            print(f"       {f.get('status')}: {f.get('reason')}")
+    for fact in c.get("facts", []):
+        name = fact.get("name", "")
+        if "mismatch" in name or "wrong" in name:
+            print(f"       fact {name}: {fact.get('value')}")
+backend = suite.get("backend", {})
+print(f"backend: {backend.get('name')}; NCCL {backend.get('nccl_version')}; "
+      f"NCCL env {backend.get('nccl_env')}")
+for lib in backend.get("libraries", []):
+    print(f"  {lib.get('name'):16} {lib.get('version') or '-':14} {lib.get('path') or 'not found'}")
+
+
+def median(ev, name, gpu=0):
+    for c in ev.get("checks", []):
+        for m in c.get("metrics", []):
+            if m.get("name") == name and (m.get("subject") or {}).get("gpu") == gpu:
+                return m.get("median")
+    return None
+
+
+# Issue 5: the training run of PyTorch's anchor configuration.
+print("--- training step of the anchor MLP (issue 5)")
+train = next((c for c in train_ev.get("checks", []) if c.get("id") == "training"), None)
+step = None
+if train is None:
+    print(f"no training check in train/evidence.json; nodecert exit {rc('train')}")
+    ok = False
+else:
+    print(f"training check: {train.get('status')}: {train.get('summary')}")
+    for f in train.get("findings", []):
+        print(f"  {f.get('status', '?'):6} {f.get('reason')}")
+    metrics = {m.get("name"): m for m in train.get("metrics", []) if not m.get("subject")}
+    step = (metrics.get("step_time") or {}).get("median")
+    for name in ("comm_time", "exposed_comm_time", "samples_per_s"):
+        if name in metrics:
+            print(f"  {name}: median {metrics[name].get('median')} {metrics[name].get('unit')}")
+    for name in ("loss", "golden_node_loss", "golden_cpu_loss"):
+        if name in metrics:
+            print(f"  {name}: {[round(v, 5) for v in metrics[name].get('samples', [])][:10]}")
+    for fact in train.get("facts", []):
+        print(f"  fact {fact.get('name')} {fact.get('subject')}: {fact.get('value')}")
+    ok &= train.get("status") in ("pass", "warn")
+
+# Last: the goals, as ratios against PyTorch measured in the same call.
+print("--- goals (nodecert against PyTorch in the same call)")
+print(f"{'figure':22} {'nodecert':>10} {'pytorch':>10} {'ratio':>7}  goal")
+for label, ours_key, torch_key in [
+    ("H2D pinned GB/s", "h2d", "h2d_pinned_GBps"),
+    ("D2H pinned GB/s", "d2h", "d2h_pinned_GBps"),
+    ("device copy GB/s", "device_copy", "d2d_copy_GBps_read_plus_write"),
+]:
+    ours, theirs = median(suite, ours_key), torch.get(torch_key)
+    if ours is None or not theirs:
+        print(f"{label:22} {ours if ours is not None else '-':>10} {theirs or '-':>10} "
+              f"{'-':>7}  >= 0.98 MISSING")
+        ok = False
+        continue
+    ratio = ours / theirs
+    ok &= ratio >= 0.98
+    print(f"{label:22} {ours:10.1f} {theirs:10.1f} {ratio:7.3f}  >= 0.98 "
+          f"{'met' if ratio >= 0.98 else 'MISSED'}")
+both = median(suite, "bidir")
+if both is not None:
+    print(f"{'H2D+D2H at once GB/s':22} {both:10.1f} {'-':>10} {'-':>7}  (Rust probe: 96.9)")
+theirs = torch.get("mlp_train_step_ms_fp32")
+if step is None or not theirs:
+    print(f"{'MLP train step ms':22} {step or '-':>10} {theirs or '-':>10} {'-':>7}  <= 1.1 MISSING")
+    ok = False
+else:
+    ratio = step / theirs
+    ok &= ratio <= 1.1
+    # GEMM work of one step of 1024-4096-4096-10 at batch 8192 (forward, dW, and dX but the first).
+    flops = 964_085_940_224
+    print(f"{'MLP train step ms':22} {step:10.2f} {theirs:10.2f} {ratio:7.3f}  <= 1.1  "
+          f"{'met' if ratio <= 1.1 else 'MISSED'} ({flops / step / 1e9:.1f} TFLOP/s in GEMMs)")
+wall = read_text("suite.wall_s")
+if wall is None:
+    print("whole suite wall time: MISSING")
+    ok = False
+else:
+    wall = float(wall)
+    ok &= wall < 60.0
+    print(f"{'h200-vm-1 suite s':22} {wall:10.1f} {'-':>10} {'-':>7}  < 60   "
+          f"{'met' if wall < 60 else 'MISSED'} (exit {rc('suite')}, verdict {suite.get('verdict')})")
+if simulated:
+    print("*** DRY RUN on a SIMULATED node: the table checks the plumbing, not the hardware ***")
+if broken:
+    print("could not read: " + "; ".join(broken))
+    sys.exit(2)
+sys.exit(0 if ok else 1)
