@@ -186,6 +186,38 @@ fn open_svg(out: &mut String, w: f64, h: f64, aria: &str, title: &str) {
 }
 
 /// `<text>` with escaped content. `extra` is raw attribute text (trusted).
+/// Axis titles, each centred on its point and left out when empty: one across (horizontal) and
+/// one up the left side (rotated a quarter turn).
+fn axis_titles(
+    out: &mut String,
+    font: f64,
+    fill: &str,
+    across: (&str, f64, f64),
+    up: (&str, f64, f64),
+) {
+    let (label, x, y) = across;
+    if !label.is_empty() {
+        text(
+            out,
+            x,
+            y,
+            font,
+            "middle",
+            &format!(r#" fill="{fill}""#),
+            label,
+        );
+    }
+    let (label, x, y) = up;
+    if !label.is_empty() {
+        let extra = format!(
+            r#" fill="{fill}" transform="rotate(-90 {} {})""#,
+            num(x),
+            num(y)
+        );
+        text(out, x, y, font, "middle", &extra, label);
+    }
+}
+
 fn text(out: &mut String, x: f64, y: f64, size: f64, anchor: &str, extra: &str, content: &str) {
     let _ = write!(
         out,
@@ -475,26 +507,13 @@ pub fn heatmap(h: &Heatmap) -> String {
             &h.title,
         );
     }
-    if !h.col_axis.is_empty() {
-        text(
-            &mut out,
-            gx + grid_w / 2.0,
-            pad + title_h + 12.0,
-            lab_font,
-            "middle",
-            r##" fill="#444""##,
-            &h.col_axis,
-        );
-    }
-    if !h.row_axis.is_empty() {
-        let (x, y) = (pad + 12.0, gy + grid_h / 2.0);
-        let extra = format!(
-            r##" fill="#444" transform="rotate(-90 {} {})""##,
-            num(x),
-            num(y)
-        );
-        text(&mut out, x, y, lab_font, "middle", &extra, &h.row_axis);
-    }
+    axis_titles(
+        &mut out,
+        lab_font,
+        "#444",
+        (&h.col_axis, gx + grid_w / 2.0, pad + title_h + 12.0),
+        (&h.row_axis, pad + 12.0, gy + grid_h / 2.0),
+    );
     for c in 0..n_cols {
         let x = gx + (c as f64 + 0.5) * cw;
         if rotate_cols {
@@ -1251,26 +1270,13 @@ pub fn line_chart(c: &LineChart) -> String {
         );
     }
     out.push_str("</g>");
-    if !c.x_label.is_empty() {
-        text(
-            &mut out,
-            (left + right) / 2.0,
-            x_label_y,
-            12.0,
-            "middle",
-            r##" fill="#222""##,
-            &c.x_label,
-        );
-    }
-    if !c.y_label.is_empty() {
-        let (x, y) = (pad + 10.0, top + plot_h / 2.0);
-        let extra = format!(
-            r##" fill="#222" transform="rotate(-90 {} {})""##,
-            num(x),
-            num(y)
-        );
-        text(&mut out, x, y, 12.0, "middle", &extra, &c.y_label);
-    }
+    axis_titles(
+        &mut out,
+        12.0,
+        "#222",
+        (&c.x_label, (left + right) / 2.0, x_label_y),
+        (&c.y_label, pad + 10.0, top + plot_h / 2.0),
+    );
     if !has_data {
         text(
             &mut out,
