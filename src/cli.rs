@@ -953,6 +953,17 @@ pub fn diff_summary(d: &crate::diff::Diff) -> String {
             if side.simulated { ", SIMULATED" } else { "" }
         ));
     }
+    if !d.renumbered.is_empty() {
+        let moves: Vec<String> = d
+            .renumbered
+            .iter()
+            .map(|r| format!("old GPU {} is now GPU {}", r.old, r.new))
+            .collect();
+        s.push_str(&format!(
+            "GPUs renumbered (matched by identity; compared GPU by GPU, named in the new numbering): {}\n",
+            moves.join(", ")
+        ));
+    }
     let worse = |w: bool| if w { " (worse)" } else { "" };
     section(
         &mut s,

@@ -383,6 +383,44 @@ fn diff_names_regressions_verdicts_and_hardware_changes() {
 }
 
 #[test]
+fn diff_follows_gpus_renumbered_by_a_missing_gpu() {
+    // GPU 0 gone: CUDA renumbers the rest (old GPU 1 is now GPU 0, ...). The diff compares
+    // each GPU with itself and says so.
+    let env = Env::new();
+    run(&env, "h100-sxm-8", "healthy", &[]);
+    run(
+        &env,
+        "h100-sxm-8",
+        "gone",
+        &["--inject", "gpu-missing:gpu=0"],
+    );
+    let a = env
+        .cmd()
+        .args(["diff", "healthy", "gone", "--out", "d"])
+        .assert()
+        .code(1);
+    let text = out_text(&a);
+    assert!(
+        text.contains("GPUs renumbered (matched by identity")
+            && text.contains("old GPU 1 is now GPU 0, old GPU 2 is now GPU 1")
+            && text.contains("old GPU 7 is now GPU 6"),
+        "{text}"
+    );
+    assert!(text.contains("GPU 0: gpu removed"), "{text}");
+    assert!(text.contains("GPU 6: cuda index 7 -> 6"), "{text}");
+    assert!(!text.contains("nvlink"), "same links, same GPUs: {text}");
+    let md = env.read("d/diff.md");
+    let html = env.read("d/diff.html");
+    for page in [&md, &html] {
+        assert!(page.contains("GPUs renumbered."), "{page}");
+        assert!(
+            page.contains("old GPU 3 is now GPU 2 (same uuid)"),
+            "{page}"
+        );
+    }
+}
+
+#[test]
 fn diff_rejects_bad_input_with_exit_2() {
     let env = Env::new();
     run(&env, "h200-vm-1", "r", &[]);

@@ -5,7 +5,7 @@
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
 use crate::checks::judge::{finding, fmt_num};
-use crate::diff::metric_changes;
+use crate::diff::{metric_changes, GpuMap};
 use crate::error::HwError;
 use crate::evidence::{Evidence, Finding, Status};
 use std::path::PathBuf;
@@ -57,7 +57,8 @@ impl Check for BaselineCheck {
 
     fn evaluate(&self, ctx: &Ctx, _: &Measured) -> Vec<Finding> {
         let pct = self.max_regression_pct;
-        let changes = metric_changes(&self.evidence.checks, ctx.earlier);
+        let gpus = GpuMap::by_identity(&self.evidence.node, ctx.inventory);
+        let changes = metric_changes(&self.evidence.checks, ctx.earlier, &gpus);
         if changes.is_empty() {
             return vec![finding(
                 Status::Skip,
@@ -80,10 +81,13 @@ impl Check for BaselineCheck {
                     new.clone(),
                     format!("within {}% of the baseline's {old}", pct),
                     format!(
-                        "{} {} {}: {new} is {:.1}% worse than the baseline's {old} (at most {}% allowed)",
+                        "{} {} {}{}: {new} is {:.1}% worse than the baseline's {old} (at most {}% allowed)",
                         c.check,
                         c.metric,
                         c.subject_text,
+                        c.old_subject_text
+                            .as_ref()
+                            .map_or(String::new(), |o| format!(" ({o} in the baseline)")),
                         c.worse_pct,
                         pct
                     ),
