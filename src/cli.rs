@@ -554,6 +554,7 @@ fn cmd_check(suite: &str, simulate: Option<String>) -> Result<u8> {
     }
     println!("valid.");
     // Expand against a node: the simulated one if given, else the suite's own expectations.
+    let simulated = simulate.is_some();
     let inv = match simulate {
         Some(spec) => {
             let mut b = SimBackend::new(sim::load_node(&spec)?, vec![], 1)?;
@@ -566,6 +567,7 @@ fn cmd_check(suite: &str, simulate: Option<String>) -> Result<u8> {
         suite: s,
         inventory: &inv,
         earlier: &[],
+        simulated,
     };
     for (i, c) in crate::checks::from_suite(&loaded).iter().enumerate() {
         match c.plan(&ctx) {
