@@ -554,6 +554,7 @@ fn cmd_check(suite: &str, simulate: Option<String>) -> Result<u8> {
     }
     println!("valid.");
     // Expand against a node: the simulated one if given, else the suite's own expectations.
+    let simulated = simulate.is_some();
     let inv = match simulate {
         Some(spec) => {
             let mut b = SimBackend::new(sim::load_node(&spec)?, vec![], 1)?;
@@ -566,6 +567,7 @@ fn cmd_check(suite: &str, simulate: Option<String>) -> Result<u8> {
         suite: s,
         inventory: &inv,
         earlier: &[],
+        simulated,
     };
     for (i, c) in crate::checks::from_suite(&loaded).iter().enumerate() {
         match c.plan(&ctx) {
@@ -951,6 +953,17 @@ pub fn diff_summary(d: &crate::diff::Diff) -> String {
             side.started_at,
             side.verdict,
             if side.simulated { ", SIMULATED" } else { "" }
+        ));
+    }
+    if !d.renumbered.is_empty() {
+        let moves: Vec<String> = d
+            .renumbered
+            .iter()
+            .map(|r| format!("old GPU {} is now GPU {}", r.old, r.new))
+            .collect();
+        s.push_str(&format!(
+            "GPUs renumbered (matched by identity; compared GPU by GPU, named in the new numbering): {}\n",
+            moves.join(", ")
         ));
     }
     let worse = |w: bool| if w { " (worse)" } else { "" };

@@ -3,7 +3,7 @@
 //! rendering lives in [`crate::report::render_diff`].
 
 use crate::checks::judge::fmt_num;
-use crate::evidence::{CheckRecord, Evidence, Status, Subject};
+use crate::evidence::{CheckRecord, Evidence, Metric, Status, Subject};
 use crate::inventory::{Gpu, Inventory};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -47,9 +47,12 @@ pub struct MetricChange {
     pub check: String,
     /// Metric name, e.g. "p2p_read".
     pub metric: String,
+    /// The subject in the new run's numbering.
     pub subject: Subject,
     /// The subject for people: "GPU 1 -> GPU 4".
     pub subject_text: String,
+    /// The subject in the old run's numbering, when CUDA numbering changed between the runs.
+    pub old_subject_text: Option<String>,
     pub unit: String,
     /// Median of the old and the new run.
     pub old: f64,
@@ -74,8 +77,12 @@ impl MetricChange {
         } else {
             format!(" {}", self.unit)
         };
+        let was = self
+            .old_subject_text
+            .as_ref()
+            .map_or(String::new(), |o| format!(" (was {o})"));
         format!(
-            "{} {} {}: {} -> {}{unit} ({how})",
+            "{} {} {}{was}: {} -> {}{unit} ({how})",
             self.check,
             self.metric,
             self.subject_text,
@@ -85,18 +92,30 @@ impl MetricChange {
     }
 }
 
-/// Every directional metric found in both lists of checks, in the new run's order.
-pub fn metric_changes(old: &[CheckRecord], new: &[CheckRecord]) -> Vec<MetricChange> {
+/// Every directional metric found in both lists of checks, in the new run's order. Subjects
+/// are matched through `gpus`: an old run's GPU is compared with the same GPU in the new run,
+/// whatever its CUDA index there.
+pub fn metric_changes(
+    old: &[CheckRecord],
+    new: &[CheckRecord],
+    gpus: &GpuMap,
+) -> Vec<MetricChange> {
     let mut out = Vec::new();
     for nc in new {
         let Some(oc) = old.iter().find(|c| c.id == nc.id) else {
             continue;
         };
+        // The old run's metrics with their subjects in the new numbering.
+        let renamed: Vec<(&Metric, Subject)> = oc
+            .metrics
+            .iter()
+            .filter_map(|m| gpus.subject(&m.subject).map(|s| (m, s)))
+            .collect();
         for nm in &nc.metrics {
             let Some(better) = direction(&nm.name, &nm.unit) else {
                 continue;
             };
-            let Some(om) = oc.metric(&nm.name, &nm.subject) else {
+            let Some(om) = old_metric(oc, &renamed, &nm.name, &nm.subject) else {
                 continue;
             };
             let (o, n) = (om.median, nm.median);
@@ -108,11 +127,14 @@ pub fn metric_changes(old: &[CheckRecord], new: &[CheckRecord]) -> Vec<MetricCha
                 Better::Higher => -change_pct,
                 Better::Lower => change_pct,
             };
+            let subject_text = nm.subject.describe();
+            let old_text = om.subject.describe();
             out.push(MetricChange {
                 check: nc.id.clone(),
                 metric: nm.name.clone(),
                 subject: nm.subject.clone(),
-                subject_text: nm.subject.describe(),
+                old_subject_text: (old_text != subject_text).then_some(old_text),
+                subject_text,
                 unit: nm.unit.clone(),
                 old: o,
                 new: n,
@@ -123,6 +145,128 @@ pub fn metric_changes(old: &[CheckRecord], new: &[CheckRecord]) -> Vec<MetricCha
         }
     }
     out
+}
+
+/// The old metric `name` of `subject` (new numbering). A pair metric the old run recorded one
+/// way only (p2p_bidir, lower index first) is unordered: after renumbering it matches the
+/// reversed pair too.
+fn old_metric<'a>(
+    oc: &CheckRecord,
+    renamed: &[(&'a Metric, Subject)],
+    name: &str,
+    subject: &Subject,
+) -> Option<&'a Metric> {
+    let find = |s: &Subject| {
+        renamed
+            .iter()
+            .find(|(m, r)| m.name == name && r == s)
+            .map(|(m, _)| *m)
+    };
+    if let Some(m) = find(subject) {
+        return Some(m);
+    }
+    let (Some(a), Some(b)) = (subject.gpu, subject.peer) else {
+        return None;
+    };
+    let m = find(&Subject {
+        gpu: Some(b),
+        peer: Some(a),
+        ..subject.clone()
+    })?;
+    let (oa, ob) = (m.subject.gpu?, m.subject.peer?);
+    let reverse = Subject {
+        gpu: Some(ob),
+        peer: Some(oa),
+        ..m.subject.clone()
+    };
+    oc.metric(name, &reverse).is_none().then_some(m)
+}
+
+/// How the old run's CUDA indices map onto the new run's: GPUs matched by identity
+/// ([`match_gpus`]: UUID, else serial, else PCI bus id), so that a GPU is compared with itself
+/// when CUDA numbering changed between the runs (an upgrade, a migration, a GPU gone).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct GpuMap {
+    /// (old index, new index) of each GPU found in both runs; None: neither run lists its GPUs
+    /// (hand-built records), so indices are taken as they are.
+    pairs: Option<Vec<(usize, usize)>>,
+}
+
+/// A GPU found in both runs under another CUDA index.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Renumbered {
+    /// CUDA index in the old run.
+    pub old: usize,
+    /// CUDA index in the new run.
+    pub new: usize,
+    /// How it was recognised: "uuid", "serial" or "bus id".
+    pub matched_by: String,
+}
+
+impl GpuMap {
+    /// Match the GPUs of two inventories by identity.
+    pub fn by_identity(old: &Inventory, new: &Inventory) -> GpuMap {
+        if old.gpus.is_empty() && new.gpus.is_empty() {
+            return GpuMap::default();
+        }
+        GpuMap {
+            pairs: Some(
+                match_gpus(&old.gpus, &new.gpus)
+                    .into_iter()
+                    .map(|(i, j, _)| (old.gpus[i].index, new.gpus[j].index))
+                    .collect(),
+            ),
+        }
+    }
+
+    /// The new index of the old run's GPU `old`; None when the new run does not have it.
+    pub fn new_index(&self, old: usize) -> Option<usize> {
+        match &self.pairs {
+            None => Some(old),
+            Some(p) => p.iter().find(|m| m.0 == old).map(|m| m.1),
+        }
+    }
+
+    /// An old run's subject in the new numbering; None when a GPU of it is not in the new run.
+    pub fn subject(&self, s: &Subject) -> Option<Subject> {
+        let map = |g: Option<usize>| match g {
+            None => Some(None),
+            Some(g) => self.new_index(g).map(Some),
+        };
+        Some(Subject {
+            gpu: map(s.gpu)?,
+            peer: map(s.peer)?,
+            bytes: s.bytes,
+        })
+    }
+
+    /// Every "GPU n" of an old run's text (a finding subject) in the new numbering. Text that
+    /// names a GPU the new run does not have stays in the old numbering, marked so, and
+    /// matches nothing there.
+    pub fn text(&self, text: &str) -> String {
+        const TAG: &str = "GPU ";
+        let mut out = String::with_capacity(text.len());
+        let mut rest = text;
+        while let Some(at) = rest.find(TAG) {
+            let word_start = rest[..at]
+                .chars()
+                .next_back()
+                .is_none_or(|c| !c.is_alphanumeric());
+            let after = &rest[at + TAG.len()..];
+            let digits = after.len() - after.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+            out.push_str(&rest[..at]);
+            match after[..digits].parse::<usize>() {
+                Ok(old) if word_start => match self.new_index(old) {
+                    Some(new) => out.push_str(&format!("GPU {new}")),
+                    None => return format!("{text} (old numbering)"),
+                },
+                _ => out.push_str(&rest[at..at + TAG.len() + digits]),
+            }
+            rest = &after[digits..];
+        }
+        out.push_str(rest);
+        out
+    }
 }
 
 /// A change of what the node is.
@@ -211,6 +355,9 @@ pub struct Diff {
     /// Either side is simulated: the comparison certifies nothing about real hardware.
     pub simulated: bool,
     pub tolerance_pct: f64,
+    /// GPUs found in both runs under another CUDA index. Metrics, NVLink pairs and verdicts
+    /// are compared GPU by GPU (by identity) and named in the new run's numbering.
+    pub renumbered: Vec<Renumbered>,
     pub hardware: Vec<HardwareChange>,
     /// Metrics worse than the old run by more than the tolerance, by check, worst first.
     pub regressions: Vec<MetricChange>,
@@ -225,7 +372,8 @@ pub struct Diff {
 
 /// Compare `new` with `old`. `tolerance_pct`: how much worse a metric may get, percent.
 pub fn compare(old: &Evidence, new: &Evidence, tolerance_pct: f64) -> Diff {
-    let changes = metric_changes(&old.checks, &new.checks);
+    let gpus = GpuMap::by_identity(&old.node, &new.node);
+    let changes = metric_changes(&old.checks, &new.checks, &gpus);
     let metrics_compared = changes.len();
     // In the order the checks ran, the largest change of each check first.
     let pos = |c: &MetricChange| new.checks.iter().position(|x| x.id == c.check);
@@ -249,7 +397,16 @@ pub fn compare(old: &Evidence, new: &Evidence, tolerance_pct: f64) -> Diff {
             .then(a.worse_pct.total_cmp(&b.worse_pct))
     });
     let hardware = hardware_changes(&old.node, &new.node);
-    let verdicts = verdict_changes(&old.checks, &new.checks);
+    let verdicts = verdict_changes(&old.checks, &new.checks, &gpus);
+    let renumbered = match_gpus(&old.node.gpus, &new.node.gpus)
+        .into_iter()
+        .map(|(i, j, how)| Renumbered {
+            old: old.node.gpus[i].index,
+            new: new.node.gpus[j].index,
+            matched_by: how.into(),
+        })
+        .filter(|r| r.old != r.new)
+        .collect();
     let regressed = !regressions.is_empty()
         || verdicts.iter().any(|v| v.worse)
         || hardware.iter().any(|h| h.worse);
@@ -258,6 +415,7 @@ pub fn compare(old: &Evidence, new: &Evidence, tolerance_pct: f64) -> Diff {
         new: Side::of(new),
         simulated: old.simulated || new.simulated,
         tolerance_pct,
+        renumbered,
         hardware,
         regressions,
         improvements,
@@ -301,12 +459,12 @@ fn opt(v: &Option<String>) -> String {
     v.clone().unwrap_or_else(|| "n/a".into())
 }
 
+/// The link as it trained (read under load where the reading at rest was below the maximum).
 fn pcie(g: &Gpu) -> String {
-    match (g.pcie.gen_current, g.pcie.width_current) {
-        (Some(gen), Some(w)) => format!("Gen{gen} x{w}"),
-        (Some(gen), None) => format!("Gen{gen}"),
-        (None, Some(w)) => format!("x{w}"),
-        (None, None) => "n/a".into(),
+    match g.pcie.trained() {
+        Some(t) if t.certain => format!("Gen{} x{}", t.gen, t.width),
+        Some(t) => format!("Gen{} x{} at rest", t.gen, t.width),
+        None => "n/a".into(),
     }
 }
 
@@ -407,8 +565,12 @@ pub fn hardware_changes(old: &Inventory, new: &Inventory) -> Vec<HardwareChange>
             crate::units::format_bytes(n.memory_bytes),
             n.memory_bytes < o.memory_bytes,
         );
-        let slower = n.pcie.gen_current.unwrap_or(0) < o.pcie.gen_current.unwrap_or(0)
-            || n.pcie.width_current.unwrap_or(0) < o.pcie.width_current.unwrap_or(0);
+        // Slower only when both readings are what the link trained at, not an idle link.
+        let slower = match (o.pcie.trained(), n.pcie.trained()) {
+            (Some(a), Some(b)) if a.certain && b.certain => b.gen < a.gen || b.width < a.width,
+            (Some(_), None) => true,
+            _ => false,
+        };
         push(who, "pcie link", pcie(o), pcie(n), slower);
     }
     for (i, o) in old.gpus.iter().enumerate() {
@@ -433,10 +595,23 @@ pub fn hardware_changes(old: &Inventory, new: &Inventory) -> Vec<HardwareChange>
             );
         }
     }
+    // NVLink pairs of the same two GPUs, by identity, named in the new numbering.
+    let gpus = GpuMap::by_identity(old, new);
     for np in &new.pairs {
-        if let Some(op) = old.pairs.iter().find(|p| (p.a, p.b) == (np.a, np.b)) {
+        let same = |p: &&crate::inventory::GpuPair| {
+            let (Some(a), Some(b)) = (gpus.new_index(p.a), gpus.new_index(p.b)) else {
+                return false;
+            };
+            (a.min(b), a.max(b)) == (np.a.min(np.b), np.a.max(np.b))
+        };
+        if let Some(op) = old.pairs.iter().find(same) {
+            let was = if (op.a.min(op.b), op.a.max(op.b)) == (np.a.min(np.b), np.a.max(np.b)) {
+                String::new()
+            } else {
+                format!(" (was GPU {} <-> GPU {})", op.a, op.b)
+            };
             push(
-                format!("GPU {} <-> GPU {}", np.a, np.b),
+                format!("GPU {} <-> GPU {}{was}", np.a, np.b),
                 "nvlink",
                 op.topo_label(),
                 np.topo_label(),
@@ -449,22 +624,30 @@ pub fn hardware_changes(old: &Inventory, new: &Inventory) -> Vec<HardwareChange>
 
 /// Statuses that changed, per check and per finding (check, subject, metric); a key found
 /// several times counts with its worst status. Worse means a higher severity, a check or
-/// finding that is gone counting as skipped.
-pub fn verdict_changes(old: &[CheckRecord], new: &[CheckRecord]) -> Vec<VerdictChange> {
+/// finding that is gone counting as skipped. The old run's finding subjects ("GPU 2 link 7")
+/// are read in the new numbering through `gpus`.
+pub fn verdict_changes(
+    old: &[CheckRecord],
+    new: &[CheckRecord],
+    gpus: &GpuMap,
+) -> Vec<VerdictChange> {
     type Key = (String, Option<String>, Option<String>);
-    fn statuses(checks: &[CheckRecord]) -> BTreeMap<Key, Status> {
+    fn statuses(checks: &[CheckRecord], subject: &dyn Fn(&str) -> String) -> BTreeMap<Key, Status> {
         let mut m: BTreeMap<Key, Status> = BTreeMap::new();
         for c in checks {
             m.insert((c.id.clone(), None, None), c.status);
             for f in &c.findings {
-                let k = (c.id.clone(), Some(f.subject.clone()), f.metric.clone());
+                let k = (c.id.clone(), Some(subject(&f.subject)), f.metric.clone());
                 let e = m.entry(k).or_insert(f.status);
                 *e = (*e).max(f.status);
             }
         }
         m
     }
-    let (o, n) = (statuses(old), statuses(new));
+    let (o, n) = (
+        statuses(old, &|s| gpus.text(s)),
+        statuses(new, &|s| s.to_string()),
+    );
     // New-run order of checks, then any checks only the old run had.
     let mut order: Vec<String> = new.iter().map(|c| c.id.clone()).collect();
     for c in old {
@@ -573,7 +756,7 @@ mod tests {
             ],
             vec![],
         )];
-        let c = metric_changes(&old, &new);
+        let c = metric_changes(&old, &new, &GpuMap::default());
         assert_eq!(c.len(), 3);
         assert_eq!((c[0].subject.gpu, c[0].worse_pct.round()), (Some(1), 10.0));
         assert_eq!((c[1].subject.gpu, c[1].worse_pct.round()), (Some(0), -10.0));
@@ -602,7 +785,7 @@ mod tests {
                 finding(Status::Fail, "GPU 1 -> GPU 4", "p2p_read"),
             ],
         )];
-        let v = verdict_changes(&old, &new);
+        let v = verdict_changes(&old, &new, &GpuMap::default());
         let text: Vec<String> = v.iter().map(VerdictChange::describe).collect();
         assert_eq!(
             text,
@@ -612,7 +795,9 @@ mod tests {
             ]
         );
         assert!(v.iter().all(|c| c.worse));
-        assert!(verdict_changes(&new, &old).iter().all(|c| !c.worse));
+        assert!(verdict_changes(&new, &old, &GpuMap::default())
+            .iter()
+            .all(|c| !c.worse));
     }
 
     #[test]
@@ -647,5 +832,170 @@ mod tests {
             .iter()
             .any(|c| c.what == "uuid (gpu swapped)" && c.subject == "GPU 2"));
         assert!(!h.iter().any(|c| c.worse));
+    }
+
+    /// `ev` as the same node would report it with CUDA numbering changed: old GPU i is new
+    /// GPU `to[i]`; every index (GPUs, NVLink pairs, metric subjects, finding subjects) moves.
+    fn renumber(ev: &Evidence, to: &[usize]) -> Evidence {
+        let mut ev = ev.clone();
+        let inv = &mut ev.node;
+        for g in &mut inv.gpus {
+            g.index = to[g.index];
+        }
+        inv.gpus.sort_by_key(|g| g.index);
+        for p in &mut inv.pairs {
+            let (a, b) = (to[p.a], to[p.b]);
+            (p.a, p.b) = (a.min(b), a.max(b));
+        }
+        inv.pairs.sort_by_key(|p| (p.a, p.b));
+        let text = |s: &str| {
+            let mut out = String::new();
+            let mut rest = s;
+            while let Some(at) = rest.find("GPU ") {
+                let d = rest.as_bytes().get(at + 4).copied();
+                out.push_str(&rest[..at + 4]);
+                rest = &rest[at + 4..];
+                if let Some(d @ b'0'..=b'9') = d {
+                    out.push_str(&to[(d - b'0') as usize].to_string());
+                    rest = &rest[1..];
+                }
+            }
+            out + rest
+        };
+        for c in &mut ev.checks {
+            for m in &mut c.metrics {
+                m.subject.gpu = m.subject.gpu.map(|g| to[g]);
+                m.subject.peer = m.subject.peer.map(|g| to[g]);
+                // An unordered pair is recorded lower index first, as a new run would.
+                if let (Some(a), Some(b)) = (m.subject.gpu, m.subject.peer) {
+                    if m.name == "p2p_bidir" && a > b {
+                        (m.subject.gpu, m.subject.peer) = (Some(b), Some(a));
+                    }
+                }
+            }
+            for f in &mut c.findings {
+                f.subject = text(&f.subject);
+                f.reason = text(&f.reason);
+            }
+        }
+        ev
+    }
+
+    #[test]
+    fn renumbered_gpus_are_compared_by_identity() {
+        // GPU 2's links to GPU 5 are down and GPU 1 -> GPU 4 is slow; then CUDA numbering
+        // rotates by one (old GPU i is new GPU i+1): the same node, nothing got worse.
+        let old = crate::testutil::simulated(
+            "h100-sxm-8",
+            &["nvlink-down:gpu=2,peer=5", "slow-gpu-pair:gpu=1,peer=4"],
+        );
+        let to: Vec<usize> = (0..8).map(|i| (i + 1) % 8).collect();
+        let new = renumber(&old, &to);
+        let d = compare(&old, &new, 5.0);
+        assert!(d.regressions.is_empty(), "{:?}", d.regressions);
+        assert!(d.improvements.is_empty(), "{:?}", d.improvements);
+        assert!(d.verdicts.is_empty(), "{:?}", d.verdicts);
+        let directional = old
+            .checks
+            .iter()
+            .flat_map(|c| &c.metrics)
+            .filter(|m| direction(&m.name, &m.unit).is_some())
+            .count();
+        assert_eq!(d.metrics_compared, directional, "every metric found again");
+        assert!(
+            d.hardware.iter().all(|h| h.what == "cuda index"),
+            "{:?}",
+            d.hardware
+        );
+        assert_eq!(d.hardware.len(), 8);
+        assert_eq!(d.renumbered.len(), 8);
+        assert!(d
+            .renumbered
+            .iter()
+            .all(|r| r.new == (r.old + 1) % 8 && r.matched_by == "uuid"));
+        assert!(!d.regressed);
+
+        // From a healthy run to the faulty one, renumbered: the links lost and the slow pair
+        // are named in the new numbering, with the old one beside.
+        let healthy = crate::testutil::simulated("h100-sxm-8", &[]);
+        let d = compare(&renumber(&healthy, &to), &old, 5.0);
+        let nv: Vec<&HardwareChange> = d.hardware.iter().filter(|h| h.what == "nvlink").collect();
+        // Behind NVSwitch, GPU 2 lost a link into the fabric: each of its 7 pairs is NV17.
+        assert_eq!(nv.len(), 7, "{nv:?}");
+        assert!(nv
+            .iter()
+            .all(|h| h.subject.starts_with("GPU 2 <-> ") || h.subject.contains(" <-> GPU 2 ")));
+        assert!(nv.iter().all(|h| h.worse && h.new == "NV17"));
+        assert!(nv
+            .iter()
+            .any(|h| h.subject == "GPU 2 <-> GPU 5 (was GPU 3 <-> GPU 6)"));
+        let r = d
+            .regressions
+            .iter()
+            .find(|c| c.metric == "p2p_read" && c.subject == Subject::pair(1, 4))
+            .expect("the slow pair regressed");
+        assert_eq!(r.old_subject_text.as_deref(), Some("GPU 2 -> GPU 5"));
+        assert!(r
+            .describe()
+            .contains("GPU 1 -> GPU 4 (was GPU 2 -> GPU 5): "));
+    }
+
+    #[test]
+    fn old_text_in_the_new_numbering() {
+        let gpu = |index: usize, uuid: &str| Gpu {
+            index,
+            uuid: uuid.into(),
+            pci_bus_id: format!("0000:{index}0:00.0"),
+            ..Default::default()
+        };
+        let inv = |gpus: Vec<Gpu>| Inventory {
+            gpus,
+            ..Default::default()
+        };
+        let old = inv(vec![gpu(0, "a"), gpu(1, "b"), gpu(2, "c")]);
+        let new = inv(vec![gpu(0, "b"), gpu(1, "a")]);
+        let m = GpuMap::by_identity(&old, &new);
+        assert_eq!(m.text("GPU 0 -> GPU 1"), "GPU 1 -> GPU 0");
+        assert_eq!(m.text("GPU 1 link 7"), "GPU 0 link 7");
+        assert_eq!(m.text("GPU 1 - GPU 2"), "GPU 1 - GPU 2 (old numbering)");
+        assert_eq!(
+            m.text("vGPU 1, GPUs, node, GPU x"),
+            "vGPU 1, GPUs, node, GPU x"
+        );
+        assert_eq!(m.subject(&Subject::pair(0, 1)), Some(Subject::pair(1, 0)));
+        assert_eq!(m.subject(&Subject::gpu(2)), None);
+        assert_eq!(m.subject(&Subject::size(8)), Some(Subject::size(8)));
+        assert_eq!(GpuMap::default().text("GPU 2"), "GPU 2");
+    }
+}
+
+#[cfg(test)]
+mod pcie_tests {
+    use super::*;
+    use crate::testutil::simulated;
+
+    fn pcie_change<'a>(changes: &'a [HardwareChange], gpu: &str) -> Option<&'a HardwareChange> {
+        changes
+            .iter()
+            .find(|c| c.what == "pcie link" && c.subject == gpu)
+    }
+
+    #[test]
+    fn a_link_that_trained_lower_is_worse_but_an_idle_one_is_not() {
+        let old = simulated("h100-sxm-8", &[]).node;
+        let new = simulated("h100-sxm-8", &["pcie-downtrained:gpu=3,gen=4"]).node;
+        let changes = hardware_changes(&old, &new);
+        let c = pcie_change(&changes, "GPU 3").expect("a pcie change");
+        assert!(c.worse, "{c:?}");
+        assert_eq!((c.old.as_str(), c.new.as_str()), ("Gen5 x16", "Gen4 x16"));
+
+        // The same link read only at rest (no CUDA to load it): shown as such, not called worse.
+        let mut idle = old.clone();
+        idle.gpus[3].pcie.gen_loaded = None;
+        idle.gpus[3].pcie.width_loaded = None;
+        let changes = hardware_changes(&old, &idle);
+        let c = pcie_change(&changes, "GPU 3").expect("a pcie change");
+        assert!(!c.worse, "{c:?}");
+        assert_eq!(c.new, "Gen1 x16 at rest");
     }
 }

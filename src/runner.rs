@@ -75,6 +75,7 @@ pub fn run(
             suite: &suite.suite,
             inventory: &inventory,
             earlier: &ev.checks,
+            simulated: ev.simulated,
         };
         let planned = check.plan(&ctx);
         let plan_lines = planned.clone().unwrap_or_default();

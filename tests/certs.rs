@@ -383,6 +383,44 @@ fn diff_names_regressions_verdicts_and_hardware_changes() {
 }
 
 #[test]
+fn diff_follows_gpus_renumbered_by_a_missing_gpu() {
+    // GPU 0 gone: CUDA renumbers the rest (old GPU 1 is now GPU 0, ...). The diff compares
+    // each GPU with itself and says so.
+    let env = Env::new();
+    run(&env, "h100-sxm-8", "healthy", &[]);
+    run(
+        &env,
+        "h100-sxm-8",
+        "gone",
+        &["--inject", "gpu-missing:gpu=0"],
+    );
+    let a = env
+        .cmd()
+        .args(["diff", "healthy", "gone", "--out", "d"])
+        .assert()
+        .code(1);
+    let text = out_text(&a);
+    assert!(
+        text.contains("GPUs renumbered (matched by identity")
+            && text.contains("old GPU 1 is now GPU 0, old GPU 2 is now GPU 1")
+            && text.contains("old GPU 7 is now GPU 6"),
+        "{text}"
+    );
+    assert!(text.contains("GPU 0: gpu removed"), "{text}");
+    assert!(text.contains("GPU 6: cuda index 7 -> 6"), "{text}");
+    assert!(!text.contains("nvlink"), "same links, same GPUs: {text}");
+    let md = env.read("d/diff.md");
+    let html = env.read("d/diff.html");
+    for page in [&md, &html] {
+        assert!(page.contains("GPUs renumbered."), "{page}");
+        assert!(
+            page.contains("old GPU 3 is now GPU 2 (same uuid)"),
+            "{page}"
+        );
+    }
+}
+
+#[test]
 fn diff_rejects_bad_input_with_exit_2() {
     let env = Env::new();
     run(&env, "h200-vm-1", "r", &[]);
@@ -484,4 +522,66 @@ fn baseline_fails_a_metric_worse_than_before_even_within_its_floor() {
         .stderr(predicate::str::contains("suites/lost.toml:6:1:"))
         .stderr(predicate::str::contains("cannot read"));
     assert!(!env.path("never").exists());
+}
+
+#[test]
+fn a_baseline_of_another_kind_or_node_is_a_warning_in_the_report() {
+    let env = Env::new();
+    run(&env, "h200-sxm-8", "runs/healthy", &[]);
+    // The same figures, marked as measured on real hardware: a simulated run must not pass
+    // against it silently, nor it against a simulated one.
+    let mut ev = util::read_json(&env.path("runs/healthy/evidence.json"));
+    ev["simulated"] = false.into();
+    ev.as_object_mut().unwrap().remove("simulation");
+    env.write("runs/real/evidence.json", &ev.to_string());
+    env.write(
+        "suites/real.toml",
+        &REVALIDATE.replace("../runs/healthy", "../runs/real"),
+    );
+    let a = env
+        .cmd()
+        .args(["run", "suites/real.toml", "--simulate", "h200-sxm-8"])
+        .args(["--out", "vs-real"])
+        .assert()
+        .code(0);
+    let text = out_text(&a);
+    assert!(
+        text.contains("this run is simulated but the baseline ")
+            && text.contains("is from real hardware (sim-"),
+        "{text}"
+    );
+    let last = util::read_json(&env.path("vs-real/evidence.json"))["checks"]
+        .as_array()
+        .unwrap()
+        .last()
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (&last["id"], &last["status"]),
+        (&"baseline".into(), &"warn".into())
+    );
+    for page in ["vs-real/report.md", "vs-real/report.html"] {
+        let body = env.read(page);
+        assert!(
+            body.contains("this run is simulated but the baseline"),
+            "{page} does not show the warning"
+        );
+    }
+
+    // A baseline from another node (here: another simulated model) names both.
+    run(&env, "h100-sxm-8", "runs/h100", &[]);
+    env.write(
+        "suites/twin.toml",
+        &REVALIDATE.replace("../runs/healthy", "../runs/h100"),
+    );
+    let a = env
+        .cmd()
+        .args(["run", "suites/twin.toml", "--simulate", "h200-sxm-8"])
+        .args(["--out", "vs-twin"])
+        .assert();
+    let text = out_text(&a);
+    assert!(
+        text.contains("was taken on another node: sim-hgx-h100 (8x NVIDIA H100 80GB HBM3), this run is on sim-"),
+        "{text}"
+    );
 }

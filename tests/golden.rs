@@ -23,6 +23,7 @@ fn judge(flaw: Flaw) -> (Status, String) {
         suite: &loaded.suite,
         inventory: &inv,
         earlier: &[],
+        simulated: false,
     };
     let f = Training(cfg).evaluate(&ctx, &m).into_iter().next().unwrap();
     (f.status, f.reason)

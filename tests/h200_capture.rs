@@ -245,6 +245,7 @@ fn judged(
         suite: &loaded.suite,
         inventory: inv,
         earlier: &[],
+        simulated: false,
     };
     checks::from_suite(loaded)
         .iter()

@@ -1,14 +1,19 @@
 //! Regression against an earlier run (`[baseline]` in the suite): every metric this run shares
 //! with the baseline evidence must not be worse than it by more than `max_regression_pct`, even
 //! when it is within its absolute floor. Runs last; measures nothing itself.
+//!
+//! A baseline from a simulated run judging a real one (or the reverse), or from another node
+//! (its twin, say), is a warning that says what was compared with what: it never passes
+//! silently.
 
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
 use crate::checks::judge::{finding, fmt_num};
-use crate::diff::metric_changes;
+use crate::diff::{match_gpus, metric_changes, GpuMap};
 use crate::error::HwError;
 use crate::evidence::{Evidence, Finding, Status};
-use std::path::PathBuf;
+use crate::inventory::Inventory;
+use std::path::{Path, PathBuf};
 
 pub struct BaselineCheck {
     pub path: PathBuf,
@@ -57,19 +62,28 @@ impl Check for BaselineCheck {
 
     fn evaluate(&self, ctx: &Ctx, _: &Measured) -> Vec<Finding> {
         let pct = self.max_regression_pct;
-        let changes = metric_changes(&self.evidence.checks, ctx.earlier);
+        let gpus = GpuMap::by_identity(&self.evidence.node, ctx.inventory);
+        let changes = metric_changes(&self.evidence.checks, ctx.earlier, &gpus);
+        let mut out = provenance(
+            &self.path,
+            &self.evidence,
+            ctx.inventory,
+            ctx.simulated,
+            changes.len(),
+        );
         if changes.is_empty() {
-            return vec![finding(
+            out.push(finding(
                 Status::Skip,
                 "node",
                 "no shared metric",
                 "metrics to compare",
                 "no metric of this run matches one of the baseline (check id, metric and subject)",
-            )];
+            ));
+            return out;
         }
         let with_unit =
             |v: f64, unit: &str| format!("{} {unit}", fmt_num(v)).trim_end().to_string();
-        let mut out: Vec<Finding> = changes
+        let regressions: Vec<Finding> = changes
             .iter()
             .filter(|c| c.worse_pct > pct)
             .map(|c| {
@@ -80,10 +94,13 @@ impl Check for BaselineCheck {
                     new.clone(),
                     format!("within {}% of the baseline's {old}", pct),
                     format!(
-                        "{} {} {}: {new} is {:.1}% worse than the baseline's {old} (at most {}% allowed)",
+                        "{} {} {}{}: {new} is {:.1}% worse than the baseline's {old} (at most {}% allowed)",
                         c.check,
                         c.metric,
                         c.subject_text,
+                        c.old_subject_text
+                            .as_ref()
+                            .map_or(String::new(), |o| format!(" ({o} in the baseline)")),
                         c.worse_pct,
                         pct
                     ),
@@ -91,7 +108,8 @@ impl Check for BaselineCheck {
                 .on(&c.metric)
             })
             .collect();
-        let within = changes.len() - out.len();
+        let within = changes.len() - regressions.len();
+        out.extend(regressions);
         out.push(finding(
             Status::Pass,
             "node",
@@ -104,5 +122,186 @@ impl Check for BaselineCheck {
             ),
         ));
         out
+    }
+}
+
+/// Where the baseline comes from, against this run: warnings when it is simulated and this run
+/// is not (or the reverse), and when it was taken on another node (another hostname, or none
+/// of its GPUs here by UUID or serial). `compared`: the metrics the two runs share.
+pub fn provenance(
+    path: &Path,
+    baseline: &Evidence,
+    this: &Inventory,
+    simulated: bool,
+    compared: usize,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let b = &baseline.node;
+    let what = |sim: bool| if sim { "simulated" } else { "real hardware" };
+    if baseline.simulated != simulated {
+        let sim_desc = baseline.simulation.as_ref().map_or(String::new(), |s| {
+            format!(", node {} seed {}", s.node, s.seed)
+        });
+        let reason = if baseline.simulated {
+            format!(
+                "the baseline {} is a simulated run ({}{sim_desc}) but this run is on real hardware ({}): its {compared} shared metrics were compared with computed figures, not measurements",
+                path.display(),
+                b.hostname,
+                this.hostname,
+            )
+        } else {
+            format!(
+                "this run is simulated but the baseline {} is from real hardware ({}): its {compared} shared metrics were compared with computed figures, which says nothing about the hardware",
+                path.display(),
+                b.hostname,
+            )
+        };
+        out.push(finding(
+            Status::Warn,
+            "node",
+            format!("{} baseline", what(baseline.simulated)),
+            format!("a {} baseline, like this run", what(simulated)),
+            reason,
+        ));
+    }
+    let matched = match_gpus(&b.gpus, &this.gpus);
+    let same_gpus = matched.iter().filter(|m| m.2 != "bus id").count();
+    let by_bus = matched.len() - same_gpus;
+    let no_gpu_in_common = !b.gpus.is_empty() && !this.gpus.is_empty() && same_gpus == 0;
+    if b.hostname != this.hostname || no_gpu_in_common {
+        let gpus = if same_gpus > 0 {
+            format!(
+                "{same_gpus} of its {} GPUs are in this node (same UUID or serial)",
+                b.gpus.len()
+            )
+        } else if by_bus > 0 {
+            format!(
+                "none of its GPUs is in this node (no UUID or serial in common); {by_bus} GPUs compared by PCI bus id"
+            )
+        } else {
+            "none of its GPUs is in this node (no UUID, serial or bus id in common): only node-wide figures compared".into()
+        };
+        let node = |inv: &Inventory| format!("{} ({})", inv.hostname, inv.summary());
+        let reason = if b.hostname != this.hostname {
+            format!(
+                "the baseline {} was taken on another node: {}, this run is on {}; {gpus}. Comparing a node with its twin can be intended",
+                path.display(),
+                node(b),
+                node(this),
+            )
+        } else {
+            format!(
+                "the baseline {} has this hostname ({}) but {gpus}: another machine, or every GPU replaced",
+                path.display(),
+                this.hostname,
+            )
+        };
+        out.push(finding(
+            Status::Warn,
+            "node",
+            format!("baseline from {}", node(b)),
+            format!("a baseline of this node, {}", node(this)),
+            reason,
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::Ctx;
+    use crate::testutil::simulated;
+
+    /// The baseline check's findings for `run` judged against `baseline`; `real`: this run is
+    /// on real hardware.
+    fn judge(baseline: &Evidence, run: &Evidence, real: bool) -> Vec<Finding> {
+        let check = BaselineCheck {
+            path: "handover/evidence.json".into(),
+            evidence: baseline.clone(),
+            max_regression_pct: 10.0,
+        };
+        let ctx = Ctx {
+            suite: &run.suite.resolved,
+            inventory: &run.node,
+            earlier: &run.checks,
+            simulated: !real,
+        };
+        check.evaluate(&ctx, &Measured::default())
+    }
+
+    fn warnings(f: &[Finding]) -> Vec<&str> {
+        f.iter()
+            .filter(|f| f.status == Status::Warn)
+            .map(|f| f.reason.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn the_same_node_and_kind_passes_quietly() {
+        let ev = simulated("h200-vm-1", &[]);
+        let f = judge(&ev, &ev, false);
+        assert!(f.iter().all(|f| f.status == Status::Pass), "{f:?}");
+    }
+
+    #[test]
+    fn a_simulated_baseline_for_a_real_run_warns_and_the_reverse_too() {
+        let sim = simulated("h200-vm-1", &[]);
+        let f = judge(&sim, &sim, true);
+        let w = warnings(&f);
+        assert_eq!(w.len(), 1, "{f:?}");
+        assert!(
+            w[0].starts_with("the baseline handover/evidence.json is a simulated run (sim-")
+                && w[0].contains("node h200-vm-1 seed 1) but this run is on real hardware")
+                && w[0].contains("shared metrics were compared with computed figures"),
+            "{}",
+            w[0]
+        );
+        let mut real = sim.clone();
+        real.simulated = false;
+        real.simulation = None;
+        let w = warnings(&judge(&real, &sim, false)).join("\n");
+        assert!(
+            w.starts_with("this run is simulated but the baseline handover/evidence.json is from real hardware"),
+            "{w}"
+        );
+        // The regression judgement still runs next to the warning.
+        assert!(judge(&real, &sim, false)
+            .iter()
+            .any(|f| f.status == Status::Pass && f.reason.contains("within 10% of it")));
+    }
+
+    #[test]
+    fn a_baseline_from_another_node_names_both() {
+        let ev = simulated("h200-vm-1", &[]);
+        let mut twin = ev.clone();
+        twin.node.hostname = "twin-07".into();
+        for g in &mut twin.node.gpus {
+            g.uuid = format!("{}-twin", g.uuid);
+            g.serial = g.serial.as_ref().map(|s| format!("{s}-twin"));
+        }
+        let f = judge(&twin, &ev, false);
+        let w = warnings(&f);
+        assert_eq!(w.len(), 1, "{f:?}");
+        assert!(
+            w[0].contains("was taken on another node: twin-07 (1x NVIDIA H200")
+                && w[0].contains(&format!("this run is on {} (1x NVIDIA H200", ev.node.hostname))
+                && w[0].contains("none of its GPUs is in this node (no UUID or serial in common); 1 GPUs compared by PCI bus id")
+                && w[0].contains("twin can be intended"),
+            "{}",
+            w[0]
+        );
+        // Same hostname, other GPUs: another machine by the same name, or every GPU replaced.
+        twin.node.hostname = ev.node.hostname.clone();
+        let w = warnings(&judge(&twin, &ev, false)).join("\n");
+        assert!(
+            w.contains("has this hostname") && w.contains("every GPU replaced"),
+            "{w}"
+        );
+        // Another hostname, the same GPUs (a renamed host): still said.
+        let mut renamed = ev.clone();
+        renamed.node.hostname = "old-name".into();
+        let w = warnings(&judge(&renamed, &ev, false)).join("\n");
+        assert!(w.contains("1 of its 1 GPUs are in this node"), "{w}");
     }
 }

@@ -28,6 +28,8 @@ pub struct Ctx<'a> {
     pub inventory: &'a Inventory,
     /// Records of the checks that ran before this one (collectives read the p2p results).
     pub earlier: &'a [CheckRecord],
+    /// The node is a simulated one: its figures are computed, not measured.
+    pub simulated: bool,
 }
 
 /// What a check measured.

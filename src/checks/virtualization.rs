@@ -7,6 +7,7 @@ use crate::backend::Backend;
 use crate::error::HwError;
 use crate::evidence::{Fact, Finding, Status, Subject};
 use crate::inventory::VirtMode;
+use crate::platform;
 use crate::suite::{VirtExpect, VirtualizationCheck};
 
 pub struct Virtualization(pub VirtualizationCheck);
@@ -18,6 +19,50 @@ fn expect_label(e: VirtExpect) -> &'static str {
         VirtExpect::Vgpu => "vGPU",
         VirtExpect::Vm => "a VM (passthrough or vGPU)",
         VirtExpect::Any => "any",
+    }
+}
+
+/// "a", "a and b", "a, b and c".
+fn and_list(items: &[String]) -> String {
+    match items {
+        [] => String::new(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// Why the mode is unknown, naming the witnesses that did answer and what they said.
+fn why_unknown(v: &crate::inventory::Virtualization) -> String {
+    let hv = platform::hypervisor_witnesses(&v.witnesses);
+    let name = v
+        .hypervisor
+        .as_deref()
+        .filter(|h| *h != "unidentified hypervisor");
+    if !hv.is_empty() {
+        let sources: Vec<String> = hv
+            .iter()
+            .map(|w| match &w.names {
+                Some(n) if Some(n.as_str()) != name => format!("{} ({n})", w.source),
+                _ => w.source.clone(),
+            })
+            .collect();
+        return format!(
+            "a hypervisor{} is present according to {}, but NVML did not say whether the GPUs are passed through or vGPU",
+            name.map_or(String::new(), |n| format!(", {n},")),
+            and_list(&sources)
+        );
+    }
+    let answered: Vec<String> = platform::answering_witnesses(&v.witnesses)
+        .iter()
+        .map(|w| format!("{}: {}", w.source, w.finding))
+        .collect();
+    if answered.is_empty() {
+        "the virtualization mode could not be determined: NVML did not report it and no other witness (cpuid, cpuinfo, DMI, /sys/hypervisor, device tree) could be read".into()
+    } else {
+        format!(
+            "the virtualization mode could not be determined: NVML did not report it and the witnesses that answered ({}) do not settle it",
+            answered.join("; ")
+        )
     }
 }
 
@@ -86,6 +131,13 @@ impl Check for Virtualization {
             (VirtExpect::Vm, m) => Some(m == VirtMode::Passthrough || m == VirtMode::Vgpu),
         };
         out.push(match ok {
+            Some(true) if v.mode == VirtMode::Unknown => finding(
+                Status::Pass,
+                "node",
+                &found,
+                expect_label(want),
+                format!("{}; the suite accepts any mode", why_unknown(v)),
+            ),
             Some(true) => finding(Status::Pass, "node", &found, expect_label(want), format!("the node runs as {found}")),
             Some(false) => finding(
                 Status::Fail,
@@ -101,9 +153,9 @@ impl Check for Virtualization {
             None => finding(
                 Status::Warn,
                 "node",
-                "unknown",
+                &found,
                 expect_label(want),
-                "the virtualization mode could not be determined from any witness",
+                why_unknown(v),
             ),
         });
         let n = inv.gpus.len();
@@ -178,5 +230,100 @@ impl Check for Virtualization {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inventory::Inventory;
+    use crate::platform::{hypervisor::Cpuid, NvmlVirt};
+
+    /// The node-mode finding for a guest whose /proc/cpuinfo has (or lacks) the hypervisor flag,
+    /// with `cpuid` and NVML's answer, judged by `suite`.
+    fn mode_finding(
+        suite: &str,
+        flag: Option<bool>,
+        cpuid: Cpuid,
+        nvml: Option<NvmlVirt>,
+    ) -> Finding {
+        let dir = tempfile::tempdir().expect("temp dir");
+        if let Some(flag) = flag {
+            std::fs::create_dir_all(dir.path().join("proc")).expect("mkdir");
+            let flags = if flag { "fpu hypervisor" } else { "fpu" };
+            std::fs::write(
+                dir.path().join("proc/cpuinfo"),
+                format!("flags\t: {flags}\n"),
+            )
+            .expect("write");
+        }
+        let (virtualization, _) = platform::virtualization(dir.path(), &cpuid, nvml, &[]);
+        let inv = Inventory {
+            virtualization,
+            ..Default::default()
+        };
+        let loaded = crate::suite::load::load(suite).expect("embedded suite");
+        let ctx = Ctx {
+            suite: &loaded.suite,
+            inventory: &inv,
+            earlier: &[],
+            simulated: false,
+        };
+        let check = Virtualization(
+            loaded
+                .suite
+                .checks
+                .virtualization
+                .clone()
+                .expect("virtualization check"),
+        );
+        check.evaluate(&ctx, &Measured::default()).remove(0)
+    }
+
+    #[test]
+    fn an_unknown_mode_names_the_witnesses_that_answered() {
+        let kvm = || Cpuid::Vendor("KVMKVMKVM".into());
+        // A hypervisor is named, NVML is silent: passthrough or vGPU cannot be told apart.
+        let f = mode_finding("h200-vm-1", Some(true), kvm(), None);
+        assert_eq!(f.status, Status::Warn);
+        assert_eq!(
+            f.reason,
+            "a hypervisor, KVM (microVM without DMI, e.g. Firecracker), is present according to \
+             cpuid 0x40000000 (KVM) and cpuinfo hypervisor flag, but NVML did not say whether \
+             the GPUs are passed through or vGPU"
+        );
+        assert!(f.found.starts_with("unknown (KVM"), "{}", f.found);
+        // Only the cpuinfo flag: a hypervisor, not named.
+        let f = mode_finding("h200-vm-1", Some(true), Cpuid::NotAvailable, None);
+        assert_eq!(
+            f.reason,
+            "a hypervisor is present according to cpuinfo hypervisor flag, but NVML did not say \
+             whether the GPUs are passed through or vGPU"
+        );
+        // Nothing could be read at all: then "from any witness" is true.
+        let f = mode_finding("h200-vm-1", None, Cpuid::NotAvailable, None);
+        assert_eq!(f.status, Status::Warn);
+        assert!(
+            f.reason
+                .contains("NVML did not report it and no other witness"),
+            "{}",
+            f.reason
+        );
+        // A suite that accepts any mode passes, and says the same.
+        let f = mode_finding("base", Some(true), kvm(), None);
+        assert_eq!(f.status, Status::Pass);
+        assert!(
+            f.reason.ends_with("vGPU; the suite accepts any mode"),
+            "{}",
+            f.reason
+        );
+        // NVML answers: the mode is known and the wording is the usual one.
+        let f = mode_finding("h200-vm-1", Some(true), kvm(), Some(NvmlVirt::PassThrough));
+        assert_eq!(f.status, Status::Pass);
+        assert!(
+            f.reason.starts_with("the node runs as passthrough VM (KVM"),
+            "{}",
+            f.reason
+        );
     }
 }

@@ -142,6 +142,66 @@ fn dmi_witnesses(e: &mut Evidence, root: &Path) {
     }
 }
 
+/// A witness, as recorded in [`Virtualization::witnesses`], that says a hypervisor is present.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HypervisorWitness {
+    /// The witness's source, e.g. "cpuid 0x40000000", "cpuinfo hypervisor flag", "dmi".
+    pub source: String,
+    /// The hypervisor it names; None when it only says that one is present (the cpuinfo flag).
+    pub names: Option<String>,
+}
+
+/// The recorded witnesses that say a hypervisor is present, in the order they were consulted.
+/// Reads the witnesses as [`hypervisor_evidence`] writes them (and as evidence files keep
+/// them), so that a report can say which witnesses answered and what they said.
+pub fn hypervisor_witnesses(witnesses: &[Witness]) -> Vec<HypervisorWitness> {
+    let said = |source: &str| {
+        witnesses
+            .iter()
+            .find(|w| w.source == source)
+            .map(|w| w.finding.as_str())
+            .filter(|f| *f != "absent" && !f.starts_with("not available"))
+    };
+    let mut out = Vec::new();
+    let mut push = |source: &str, names: Option<String>| {
+        out.push(HypervisorWitness {
+            source: source.into(),
+            names,
+        })
+    };
+    if let Some(sig) = said("cpuid 0x40000000").filter(|f| *f != "no hypervisor bit") {
+        push("cpuid 0x40000000", Some(hypervisor::cpuid_vendor_name(sig)));
+    }
+    if said("cpuinfo hypervisor flag") == Some("present") {
+        push("cpuinfo hypervisor flag", None);
+    }
+    if let Some(v) = hypervisor::dmi_vm_vendor(said("dmi sys_vendor"), said("dmi product_name")) {
+        push("dmi", Some(v));
+    }
+    if let Some(t) = said("/sys/hypervisor/type") {
+        push(
+            "/sys/hypervisor/type",
+            Some(if t == "xen" { "Xen".into() } else { t.into() }),
+        );
+    }
+    if let Some(c) = said("device tree hypervisor") {
+        let list: Vec<String> = c.split(", ").map(String::from).collect();
+        push(
+            "device tree hypervisor",
+            Some(hypervisor::device_tree_vendor(&list)),
+        );
+    }
+    out
+}
+
+/// The recorded witnesses that answered at all (neither "absent" nor "not available ...").
+pub fn answering_witnesses(witnesses: &[Witness]) -> Vec<&Witness> {
+    witnesses
+        .iter()
+        .filter(|w| w.finding != "absent" && !w.finding.starts_with("not available"))
+        .collect()
+}
+
 /// Decide the mode: NVML first when it answers; a hypervisor with NVML saying "none" means
 /// the GPU was passed through. Without NVML, a hypervisor leaves the mode unknown (passthrough
 /// and vGPU cannot be told apart), and no hypervisor anywhere means bare metal.

@@ -282,3 +282,54 @@ fn the_vgpu_host_is_bare_metal() {
     assert_eq!(v.mode, VirtMode::BareMetal);
     assert_eq!(witness(&v, "nvml virtualization mode"), "HostVgpu");
 }
+
+#[test]
+fn recorded_witnesses_say_which_named_a_hypervisor() {
+    let names = |v: &Virtualization| -> Vec<(String, Option<String>)> {
+        hypervisor_witnesses(&v.witnesses)
+            .into_iter()
+            .map(|w| (w.source, w.names))
+            .collect()
+    };
+    let own = |s: &str, n: Option<&str>| (s.to_string(), n.map(String::from));
+    let (v, _) = virtualization(bare_metal_tree().root(), &Cpuid::NoHypervisor, None, &[]);
+    assert!(names(&v).is_empty(), "{:?}", names(&v));
+
+    let t = Tree::new();
+    t.file("proc/cpuinfo", cpuinfo(true))
+        .file("sys/class/dmi/id/sys_vendor", "QEMU\n")
+        .file(
+            "sys/class/dmi/id/product_name",
+            "Standard PC (Q35 + ICH9, 2009)\n",
+        );
+    let (v, _) = virtualization(t.root(), &Cpuid::Vendor("KVMKVMKVM".into()), None, &[]);
+    assert_eq!(
+        names(&v),
+        [
+            own("cpuid 0x40000000", Some("KVM")),
+            own("cpuinfo hypervisor flag", None),
+            own("dmi", Some("QEMU/KVM")),
+        ]
+    );
+
+    let t = Tree::new();
+    t.file("proc/cpuinfo", "processor\t: 0\nFeatures\t: fp\n\n")
+        .file(
+            "proc/device-tree/hypervisor/compatible",
+            b"xen,xen-4.15\0xen,xen\0",
+        )
+        .file("sys/hypervisor/type", "xen\n");
+    let (v, _) = virtualization(t.root(), &Cpuid::NotAvailable, None, &[]);
+    assert_eq!(
+        names(&v),
+        [
+            own("/sys/hypervisor/type", Some("Xen")),
+            own("device tree hypervisor", Some("Xen")),
+        ]
+    );
+    let answered: Vec<&str> = answering_witnesses(&v.witnesses)
+        .iter()
+        .map(|w| w.source.as_str())
+        .collect();
+    assert_eq!(answered, ["/sys/hypervisor/type", "device tree hypervisor"]);
+}

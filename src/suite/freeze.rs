@@ -212,6 +212,7 @@ mod tests {
                 suite: s,
                 inventory: &inv,
                 earlier: &[],
+                simulated: true,
             };
             let kinds: Vec<&str> = checks::from_suite(&loaded)
                 .iter()
@@ -259,6 +260,7 @@ mod tests {
             suite: &loaded.suite,
             inventory: &inv,
             earlier: &[],
+            simulated: true,
         };
         let failed = checks::from_suite(&loaded)
             .iter()
