@@ -94,11 +94,24 @@ impl Default for CudaOptions {
             cublas_loadable,
             timeout: std::env::var(TIMEOUT_ENV)
                 .ok()
-                .and_then(|v| v.trim().parse::<f64>().ok())
-                .filter(|s| s.is_finite() && *s > 0.0)
-                .map(Duration::from_secs_f64),
+                .and_then(|v| parse_timeout(&v)),
         }
     }
+}
+
+/// The value of [`TIMEOUT_ENV`]: positive seconds; None when unset or not a positive number.
+pub fn parse_timeout(v: &str) -> Option<Duration> {
+    v.trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map(secs_saturating)
+}
+
+/// Seconds as a Duration, Duration::MAX when too large for one (`Duration::from_secs_f64`
+/// panics there). A wait of Duration::MAX is a wait without deadline.
+fn secs_saturating(s: f64) -> Duration {
+    Duration::try_from_secs_f64(s.max(0.0)).unwrap_or(Duration::MAX)
 }
 
 /// Copies timed per sample: enough to move about 1 GiB, at least 1, at most 16 (nvbandwidth
@@ -123,7 +136,7 @@ pub const NCCL_INIT_LIMIT: Duration = Duration::from_secs(180);
 /// checks `buffers` bytes on the CPU: a minute, plus the transfers at 0.5 GB/s and the CPU work
 /// at 0.25 GB/s. Working hardware is 10-1000 times faster; missing it means a hang.
 pub fn deadline(moved: f64, buffers: f64) -> Duration {
-    Duration::from_secs_f64(60.0 + moved.max(0.0) / 0.5e9 + buffers.max(0.0) / 0.25e9)
+    secs_saturating(60.0 + moved.max(0.0) / 0.5e9 + buffers.max(0.0) / 0.25e9)
 }
 
 /// The deadline of a training run of `steps` steps: two minutes (opening, compiling the kernels,
@@ -132,7 +145,7 @@ pub fn deadline(moved: f64, buffers: f64) -> Duration {
 pub fn training_deadline(m: &Model, steps: usize) -> Duration {
     let flops = m.step_flops() * steps as f64;
     let bytes = m.gradient_bytes() as f64 * m.replicas as f64;
-    Duration::from_secs_f64(120.0 + flops / 1e12 + bytes / 0.1e9)
+    secs_saturating(120.0 + flops / 1e12 + bytes / 0.1e9)
 }
 
 /// For each wanted bus id (NVML's), the CUDA ordinal with the same PCI bus id.
@@ -446,7 +459,7 @@ impl CudaMeasurements {
         let moved = 2.0 * n * bytes as f64 * (warmup + iters + 1) as f64;
         let mut limit = deadline(moved, 2.0 * n * bytes as f64);
         if !self.nccl_ready {
-            limit += NCCL_INIT_LIMIT;
+            limit = limit.saturating_add(NCCL_INIT_LIMIT);
         }
         let what = format!("NCCL {op} of {}", format_bytes(bytes));
         let r = self.run(what, limit, move |c| c.collective(op, bytes, warmup, iters));
@@ -489,7 +502,7 @@ impl CudaMeasurements {
         let (steps, warmup) = (cfg.steps, plan::warmup_steps(cfg.steps));
         let mut limit = training_deadline(&main, steps);
         if n > 1 && !self.nccl_ready {
-            limit += NCCL_INIT_LIMIT;
+            limit = limit.saturating_add(NCCL_INIT_LIMIT);
         }
         let what = format!(
             "training run ({steps} steps of {:?}, batch {} per GPU) on {n} GPU{}",
@@ -550,6 +563,19 @@ mod tests {
         let d = deadline(25e9, 0.5e9);
         assert_eq!(d, Duration::from_secs(60 + 50 + 2));
         assert!(deadline(1e12, 0.0) > deadline(1e11, 0.0));
+        // Absurd sizes saturate instead of panicking in Duration::from_secs_f64.
+        assert_eq!(deadline(1e30, 0.0), Duration::MAX);
+        assert_eq!(deadline(f64::NAN, 0.0), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn the_timeout_variable_is_read_without_panicking() {
+        assert_eq!(parse_timeout(" 90 "), Some(Duration::from_secs(90)));
+        assert_eq!(parse_timeout("0.5"), Some(Duration::from_millis(500)));
+        assert_eq!(parse_timeout("1e30"), Some(Duration::MAX));
+        for bad in ["", "0", "-3", "inf", "NaN", "ten"] {
+            assert_eq!(parse_timeout(bad), None, "{bad}");
+        }
     }
 
     #[test]
