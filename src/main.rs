@@ -1,3 +1,14 @@
 fn main() -> std::process::ExitCode {
-    std::process::ExitCode::from(nodecert::cli::main_with_args(std::env::args().collect()))
+    let code = nodecert::cli::main_with_args(std::env::args().collect());
+    if nodecert::backend::cuda::thread_abandoned() {
+        // A measurement hung and its thread is stuck inside the driver. Evidence and reports are
+        // written; leave now, without the C library's exit handlers (libcuda's and NCCL's could
+        // wait for that thread forever and turn a reported hang into a hung nodecert).
+        use std::io::Write;
+        let _ = std::io::stdout().flush();
+        let _ = std::io::stderr().flush();
+        // SAFETY: _exit ends the process at once; nothing after it runs.
+        unsafe { libc::_exit(i32::from(code)) }
+    }
+    std::process::ExitCode::from(code)
 }

@@ -35,6 +35,7 @@ mod nccl;
 mod train;
 mod verify;
 mod worker;
+pub use worker::thread_abandoned;
 
 use crate::backend::{
     BackendInfo, CollectiveSample, HostDir, P2pMode, P2pSample, Samples, TrainingRun,

@@ -12,6 +12,7 @@
 
 use crate::error::HwError;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::time::Duration;
 
@@ -19,6 +20,21 @@ type Job<S> = Box<dyn FnOnce(&mut S) + Send + 'static>;
 
 /// How long dropping the worker waits for it to release its state before leaving it behind.
 const DROP_WAIT: Duration = Duration::from_secs(30);
+
+/// Set once any worker thread has been left behind (a call or the start timed out, or the state
+/// was not released in time): it may be stuck inside the driver for good.
+static ABANDONED: AtomicBool = AtomicBool::new(false);
+
+/// Whether a measurement thread of this process was left behind, stuck. The process should then
+/// end without running the C library's exit handlers (libcuda's and NCCL's may wait for that
+/// thread forever): see `main`.
+pub fn thread_abandoned() -> bool {
+    ABANDONED.load(Ordering::SeqCst)
+}
+
+fn abandon() {
+    ABANDONED.store(true, Ordering::SeqCst);
+}
 
 pub struct Worker<S> {
     tx: Option<Sender<Job<S>>>,
@@ -100,10 +116,13 @@ impl<S: 'static> Worker<S> {
                 poisoned: None,
             }),
             Ok(Err(e)) => Err(StartError::Failed(e)),
-            Err(RecvTimeoutError::Timeout) => Err(StartError::TimedOut(HwError::Timeout {
-                what: what.into(),
-                seconds: secs(limit),
-            })),
+            Err(RecvTimeoutError::Timeout) => {
+                abandon();
+                Err(StartError::TimedOut(HwError::Timeout {
+                    what: what.into(),
+                    seconds: secs(limit),
+                }))
+            }
             Err(RecvTimeoutError::Disconnected) => Err(StartError::Failed(HwError::Call {
                 call: what.into(),
                 detail: "the measurement thread ended without an answer".into(),
@@ -145,6 +164,7 @@ impl<S: 'static> Worker<S> {
         match rrx.recv_timeout(limit) {
             Ok(r) => r,
             Err(RecvTimeoutError::Timeout) => {
+                abandon();
                 self.poisoned = Some((what.to_string(), secs(limit)));
                 Err(HwError::Timeout {
                     what: what.into(),
@@ -179,8 +199,8 @@ impl<S> Drop for Worker<S> {
     fn drop(&mut self) {
         // Closing the channel ends the worker's loop; it then releases its state.
         drop(self.tx.take());
-        if self.poisoned.is_none() {
-            let _ = self.done.recv_timeout(DROP_WAIT);
+        if self.poisoned.is_none() && self.done.recv_timeout(DROP_WAIT).is_err() {
+            abandon();
         }
     }
 }
@@ -236,6 +256,7 @@ mod tests {
         assert!(matches!(e, HwError::Timeout { .. }), "{e:?}");
         assert_eq!(e.to_string(), "copies on GPU 0 did not finish within 0.1 s");
         assert!(w.is_poisoned());
+        assert!(thread_abandoned(), "main must learn that a thread is stuck");
         let t1 = Instant::now();
         let e = w
             .call("next", Duration::from_secs(10), |s| Ok(*s))
