@@ -600,8 +600,25 @@ impl Model {
         if widest > limit || self.local_batch > limit || self.layers.len() > limit {
             return bad(format!("sizes above {limit} (cuBLAS takes 32-bit sizes)"));
         }
-        // Element counts and sample indices stay far below 2^63 with these limits; the global
-        // sample index r·Bl + s must fit the kernels' 64-bit arithmetic, which it does.
+        // Widths and the batch below 2^31 still allow a buffer of 2^62 words (2^64 bytes) and,
+        // with many wide layers, a parameter count past 2^64: sizes computed in usize would wrap
+        // (in a release build), pass the memory check and allocate too little for the kernels
+        // to write. Count in u128 and refuse anything whose bytes do not fit well inside a u64.
+        let bl = self.local_batch as u128;
+        let params: u128 = self
+            .layers
+            .windows(2)
+            .map(|w| w[0] as u128 * w[1] as u128 + w[1] as u128)
+            .sum();
+        let acts: u128 = self.layers.iter().map(|&d| bl * d as u128).sum();
+        let words = 2 * params + acts + 2 * bl * widest as u128 + 3 * bl;
+        if words * WORD as u128 > (1u128 << 62) {
+            return bad(format!(
+                "layers {:?} with batch {} need {words} words of memory per GPU",
+                self.layers, self.local_batch
+            ));
+        }
+        // The global sample index r·Bl + s must fit the kernels' 64-bit arithmetic, which it does.
         Ok(self)
     }
 

@@ -603,6 +603,21 @@ fn models_from_the_suite() {
     assert!(matches!(Model::main(&c, 1), Err(HwError::NotSupported(_))));
     c.layers = vec![64, 0, 10];
     assert!(Model::main(&c, 1).is_err());
+    // Each size fits an int, but the memory would not fit a u64: refused, not wrapped.
+    let big = (1usize << 31) - 1;
+    c.layers = vec![big, 10];
+    c.batch = big;
+    match Model::main(&c, 1) {
+        Err(HwError::NotSupported(why)) => assert!(why.contains("words of memory"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    c.layers = vec![big; 6];
+    c.batch = 1;
+    assert!(Model::main(&c, 1).is_err());
+    // The anchor is far inside the limit.
+    c.layers = vec![1024, 4096, 4096, 10];
+    c.batch = 8192;
+    assert!(Model::main(&c, 8).is_ok());
     assert_eq!(warmup_steps(30), 2);
     assert_eq!(warmup_steps(2), 1);
     assert_eq!(warmup_steps(1), 0);
