@@ -29,8 +29,9 @@
 //! # Buckets and overlap
 //!
 //! Parameters and gradients live in one flat buffer each, tensors in the order backward produces
-//! their gradients: `b_{L-1}, W_{L-1}, b_{L-2}, W_{L-2}, ..., b_0, W_0` ([`Model::tensors`]). A
-//! bucket is therefore a contiguous range, all-reduced by one NCCL call. Tensors are added to a
+//! their gradients: `b_{L-1}, W_{L-1}, b_{L-2}, W_{L-2}, ..., b_0, W_0` ([`Model::tensors`]), each
+//! starting on a 256-byte boundary ([`TENSOR_ALIGN`]; the gaps hold zeros). A bucket is therefore
+//! a contiguous range, all-reduced by one NCCL call. Tensors are added to a
 //! bucket until it holds at least [`BUCKET_CAP_BYTES`] (PyTorch DDP's rule and default size);
 //! then the next starts ([`plan_buckets`]). Every bucket but the last is all-reduced while the
 //! compute stream still runs the rest of the backward pass; only what remains after `BwdDone` is
@@ -69,6 +70,12 @@ pub const SINGLE_GPU_TIMED_STEPS: usize = 5;
 pub const LIBRARY_RESERVE_BYTES: u64 = 1 << 30;
 /// Bytes per element: every buffer holds 4-byte words (f32, u32 or i32).
 pub const WORD: usize = 4;
+/// Each tensor of the flat parameter and gradient buffers starts on a multiple of this many
+/// words (256 bytes, what cuMemAlloc gives a buffer; PyTorch's allocator gives each tensor 512).
+/// Packed end to end, every weight after `b_{L-1}` (10 words for the anchor) started 8 bytes off a
+/// 16-byte boundary: cuBLAS then cannot use its kernels with 16-byte vector loads for the GEMMs
+/// that read `W` or write `dW`, and NCCL gets misaligned buckets.
+pub const TENSOR_ALIGN: usize = 64;
 /// Threads per block of the grid-stride kernels, and their largest grid.
 const BLOCK: u32 = 256;
 const MAX_GRID: u64 = 65535;
@@ -600,8 +607,26 @@ impl Model {
         if widest > limit || self.local_batch > limit || self.layers.len() > limit {
             return bad(format!("sizes above {limit} (cuBLAS takes 32-bit sizes)"));
         }
-        // Element counts and sample indices stay far below 2^63 with these limits; the global
-        // sample index r·Bl + s must fit the kernels' 64-bit arithmetic, which it does.
+        // Widths and the batch below 2^31 still allow a buffer of 2^62 words (2^64 bytes) and,
+        // with many wide layers, a parameter count past 2^64: sizes computed in usize would wrap
+        // (in a release build), pass the memory check and allocate too little for the kernels
+        // to write. Count in u128 and refuse anything whose bytes do not fit well inside a u64.
+        let bl = self.local_batch as u128;
+        let params: u128 = self
+            .layers
+            .windows(2)
+            .map(|w| w[0] as u128 * w[1] as u128 + w[1] as u128)
+            .sum();
+        let acts: u128 = self.layers.iter().map(|&d| bl * d as u128).sum();
+        let gaps = 2 * self.layers.len() as u128 * TENSOR_ALIGN as u128;
+        let words = 2 * (params + gaps) + acts + 2 * bl * widest as u128 + 3 * bl;
+        if words * WORD as u128 > (1u128 << 62) {
+            return bad(format!(
+                "layers {:?} with batch {} need {words} words of memory per GPU",
+                self.layers, self.local_batch
+            ));
+        }
+        // The global sample index r·Bl + s must fit the kernels' 64-bit arithmetic, which it does.
         Ok(self)
     }
 
@@ -627,18 +652,26 @@ impl Model {
         self.layers.windows(2).map(|w| w[0] * w[1] + w[1]).sum()
     }
 
+    /// Words of the flat parameter (and gradient) buffer: the tensors, each aligned to
+    /// [`TENSOR_ALIGN`], and the gaps between them (zero, and kept zero by the update).
+    pub fn flat_len(&self) -> usize {
+        self.tensors().last().map_or(0, |t| t.offset + t.len)
+    }
+
     /// Bytes of gradients each replica all-reduces per step (all of them, in fp32).
     pub fn gradient_bytes(&self) -> u64 {
         (self.params() * WORD) as u64
     }
 
-    /// The tensors in the flat buffers, in the order backward produces their gradients.
+    /// The tensors in the flat buffers, in the order backward produces their gradients, each at
+    /// a multiple of [`TENSOR_ALIGN`].
     pub fn tensors(&self) -> Vec<Tensor> {
         let mut v = Vec::with_capacity(2 * self.depth());
-        let mut offset = 0;
+        let mut offset = 0usize;
         for l in (0..self.depth()).rev() {
             let (din, dout) = (self.layers[l], self.layers[l + 1]);
             for (bias, len) in [(true, dout), (false, dout * din)] {
+                offset = offset.next_multiple_of(TENSOR_ALIGN);
                 v.push(Tensor {
                     layer: l,
                     bias,
@@ -664,7 +697,7 @@ impl Model {
     pub fn buffers(&self, steps: usize) -> Vec<(Buf, usize)> {
         let bl = self.local_batch;
         let widest = self.layers[1..].iter().copied().max().unwrap_or(1);
-        let p = self.params();
+        let p = self.flat_len();
         let mut v = vec![(Buf::Params, p), (Buf::Grads, p)];
         for (l, &d) in self.layers.iter().enumerate() {
             v.push((Buf::Act(l), bl * d));
@@ -723,7 +756,8 @@ impl Model {
 
 /// Group `tensors` (in backward order, contiguous) into buckets: add tensors until the bucket
 /// holds at least `cap_bytes`, then start the next (PyTorch DDP's `compute_bucket_assignment_by_size`).
-/// A tensor larger than the cap gets a bucket of its own; the last bucket takes the rest.
+/// A tensor larger than the cap gets a bucket of its own; the last bucket takes the rest. A
+/// bucket's range spans its tensors and the alignment gaps between them.
 pub fn plan_buckets(tensors: &[Tensor], cap_bytes: usize) -> Vec<Bucket> {
     let mut out = Vec::new();
     let mut start = 0;
@@ -736,7 +770,7 @@ pub fn plan_buckets(tensors: &[Tensor], cap_bytes: usize) -> Vec<Bucket> {
                 index: out.len(),
                 tensors: start..i + 1,
                 offset: part[0].offset,
-                len: part.iter().map(|t| t.len).sum(),
+                len: t.offset + t.len - part[0].offset,
             });
             start = i + 1;
             bytes = 0;
@@ -745,14 +779,19 @@ pub fn plan_buckets(tensors: &[Tensor], cap_bytes: usize) -> Vec<Bucket> {
     out
 }
 
-/// Once per run: the teacher, the initial parameters, the ones vector.
+/// Once per run: the teacher, the initial parameters (after zeroing both flat buffers, so that
+/// the alignment gaps hold zeros: the all-reduce and the update read them), the ones vector.
 pub fn init_ops(m: &Model) -> Vec<Op> {
-    let mut ops = vec![Op::Launch(Launch::gen_teacher(
-        Ptr::of(Buf::Teacher),
-        m.seed,
-        m.classes(),
-        m.in_dim(),
-    ))];
+    let mut ops = vec![
+        Op::Launch(Launch::gen_teacher(
+            Ptr::of(Buf::Teacher),
+            m.seed,
+            m.classes(),
+            m.in_dim(),
+        )),
+        Op::Launch(Launch::fill(Ptr::of(Buf::Params), m.flat_len(), 0.0)),
+        Op::Launch(Launch::fill(Ptr::of(Buf::Grads), m.flat_len(), 0.0)),
+    ];
     for t in m.tensors() {
         let p = Ptr::at(Buf::Params, t.offset);
         ops.push(Op::Launch(if t.bias {
@@ -895,7 +934,7 @@ pub fn step_ops(m: &Model, buckets: &[Bucket], step: usize, replica: usize) -> V
     ops.push(Op::Launch(Launch::sgd(
         Ptr::of(Buf::Params),
         Ptr::of(Buf::Grads),
-        m.params(),
+        m.flat_len(),
         m.lr,
     )));
     ops.push(Op::Record(Stream::Compute, ev(EvKind::StepEnd)));
@@ -1083,7 +1122,7 @@ pub fn verify_inputs<D: Device + ?Sized>(dev: &mut D, m: &Model) -> Result<(), H
     let cpu_params = reference::init_params(&cfg);
     let bl = m.local_batch;
     for r in 0..m.replicas {
-        let flat = dev.read(r, Buf::Params, m.params())?;
+        let flat = dev.read(r, Buf::Params, m.flat_len())?;
         for t in m.tensors() {
             let cpu: Vec<u32> = cpu_params[2 * t.layer + usize::from(t.bias)]
                 .iter()
@@ -1165,7 +1204,7 @@ pub fn train<D: Device + ?Sized>(
     let times = step_times(dev, n, &buckets, opts.warmup.min(opts.steps)..opts.steps)?;
     let mut flats = Vec::with_capacity(n);
     for r in 0..n {
-        flats.push(dev.read(r, Buf::Params, m.params())?);
+        flats.push(dev.read(r, Buf::Params, m.flat_len())?);
     }
     Ok(Outcome {
         losses,

@@ -302,12 +302,18 @@ fn tensors_are_flat_in_backward_order() {
     assert_eq!(names, ["b_2", "W_2", "b_1", "W_1", "b_0", "W_0"]);
     let lens: Vec<usize> = t.iter().map(|t| t.len).collect();
     assert_eq!(lens, [10, 40_960, 4096, 16_777_216, 4096, 4_194_304]);
-    let mut at = 0;
+    // Packed end to end, except that each tensor starts on a 256-byte boundary (cuBLAS and
+    // NCCL use 16-byte vector loads only on aligned pointers).
+    let mut at = 0usize;
     for x in &t {
-        assert_eq!(x.offset, at);
-        at += x.len;
+        assert_eq!(x.offset, at.next_multiple_of(TENSOR_ALIGN), "{}", x.name());
+        assert_eq!((x.offset * WORD) % 256, 0);
+        at = x.offset + x.len;
     }
-    assert_eq!(at, m.params());
+    assert_eq!(at, m.flat_len());
+    let offsets: Vec<usize> = t.iter().map(|t| t.offset).collect();
+    assert_eq!(offsets, [0, 64, 41_024, 45_120, 16_822_336, 16_826_432]);
+    assert_eq!(m.flat_len(), 21_020_736);
     assert_eq!(m.params(), 21_020_682);
     assert_eq!(m.gradient_bytes(), 84_082_728);
     for x in &t {
@@ -323,14 +329,21 @@ fn buckets_follow_backward_order_and_the_cap() {
     // second takes layer 0's.
     assert_eq!(b.len(), 2);
     assert_eq!((b[0].tensors.clone(), b[1].tensors.clone()), (0..4, 4..6));
-    assert_eq!(b[0].bytes(), 4 * (10 + 40_960 + 4096 + 16_777_216));
+    // Each spans its tensors and the alignment gaps between them (the gaps are zeros).
+    let t = m.tensors();
+    assert_eq!(b[0].len, t[3].offset + t[3].len);
+    assert_eq!((b[1].offset, b[1].len), (t[4].offset, 4096 + 4_194_304));
+    assert_eq!(b[0].bytes(), 4 * (64 + 40_960 + 4096 + 16_777_216));
     assert_eq!(b[1].bytes(), 4 * (4096 + 4_194_304));
-    assert_eq!((b[0].offset, b[1].offset), (0, b[0].len));
-    assert_eq!(b.iter().map(Bucket::bytes).sum::<u64>(), m.gradient_bytes());
+    assert_eq!(b[0].offset, 0);
+    assert_eq!(b[1].offset, b[0].len.next_multiple_of(TENSOR_ALIGN));
+    assert_eq!(
+        b.iter().map(Bucket::bytes).sum::<u64>(),
+        (WORD * m.flat_len()) as u64
+    );
     // One replica: nothing to exchange.
     assert!(anchor(1).buckets().is_empty());
     // A tiny cap gives a bucket per tensor; a huge one a single bucket.
-    let t = m.tensors();
     let each = plan_buckets(&t, 1);
     assert_eq!(each.len(), 6);
     assert!(each
@@ -339,7 +352,7 @@ fn buckets_follow_backward_order_and_the_cap() {
         .all(|(b, t)| b.len == t.len && b.offset == t.offset));
     let one = plan_buckets(&t, usize::MAX);
     assert_eq!(one.len(), 1);
-    assert_eq!((one[0].offset, one[0].len), (0, m.params()));
+    assert_eq!((one[0].offset, one[0].len), (0, m.flat_len()));
     // Closing as soon as the cap is reached: 40 KiB of W_2 closes the first at 40 KiB.
     let small = plan_buckets(&t, 40 << 10);
     assert_eq!(small[0].tensors, 0..2);
@@ -542,7 +555,7 @@ fn flops_and_memory_of_the_anchor_configuration() {
         .sum();
     assert_eq!(gemm, expect);
     // Memory: parameters and gradients, activations, two gradient buffers of the widest layer.
-    let words = 2 * 21_020_682
+    let words = 2 * 21_020_736
         + 8192 * (1024 + 4096 + 4096 + 10)
         + 2 * 8192 * 4096
         + 3 * 8192
@@ -603,6 +616,21 @@ fn models_from_the_suite() {
     assert!(matches!(Model::main(&c, 1), Err(HwError::NotSupported(_))));
     c.layers = vec![64, 0, 10];
     assert!(Model::main(&c, 1).is_err());
+    // Each size fits an int, but the memory would not fit a u64: refused, not wrapped.
+    let big = (1usize << 31) - 1;
+    c.layers = vec![big, 10];
+    c.batch = big;
+    match Model::main(&c, 1) {
+        Err(HwError::NotSupported(why)) => assert!(why.contains("words of memory"), "{why}"),
+        other => panic!("{other:?}"),
+    }
+    c.layers = vec![big; 6];
+    c.batch = 1;
+    assert!(Model::main(&c, 1).is_err());
+    // The anchor is far inside the limit.
+    c.layers = vec![1024, 4096, 4096, 10];
+    c.batch = 8192;
+    assert!(Model::main(&c, 8).is_ok());
     assert_eq!(warmup_steps(30), 2);
     assert_eq!(warmup_steps(2), 1);
     assert_eq!(warmup_steps(1), 0);
@@ -643,9 +671,20 @@ fn replicas_stay_identical_and_follow_the_golden_trajectory() {
     }
     assert_eq!(emu.all_reduces, steps * buckets.len());
     let flats: Vec<Vec<u32>> = (0..3)
-        .map(|r| emu.read(r, Buf::Params, m.params()).unwrap())
+        .map(|r| emu.read(r, Buf::Params, m.flat_len()).unwrap())
         .collect();
     assert!(flats.windows(2).all(|w| w[0] == w[1]));
+    // The alignment gaps were zeroed at the start (the emulation's memory starts as NaN) and
+    // stay zero through the all-reduces and updates.
+    let mut in_tensor = vec![false; m.flat_len()];
+    for t in m.tensors() {
+        in_tensor[t.offset..t.offset + t.len].fill(true);
+    }
+    let gaps: Vec<u32> = (0..m.flat_len())
+        .filter(|&i| !in_tensor[i])
+        .map(|i| flats[0][i])
+        .collect();
+    assert!(!gaps.is_empty() && gaps.iter().all(|&w| w == 0), "{gaps:?}");
     // Same parameters as the CPU's data-parallel run, up to summation order.
     let cpu = r::train_data_parallel(&m.mlp_config(steps), steps, 3).unwrap();
     let gpu = reference_order(&m, &to_f32(&flats[0]));
