@@ -58,7 +58,8 @@ pub enum Command {
         /// Print only the final verdict line.
         #[arg(long, short)]
         quiet: bool,
-        /// Sign the report folder with this Ed25519 private key (see `nodecert keygen`).
+        /// Sign the report folder with this OpenSSH private key: Ed25519 (see `nodecert keygen`),
+        /// ECDSA P-256/P-384 or RSA, unencrypted.
         #[arg(long, value_name = "KEY")]
         sign_key: Option<PathBuf>,
         /// Identity of the signer in the verify command and allowed_signers line (default: the
@@ -68,7 +69,8 @@ pub enum Command {
         #[command(flatten)]
         export: ExportArgs,
     },
-    /// Generate an Ed25519 signing key: KEY (mode 0600) and KEY.pub.
+    /// Generate an Ed25519 signing key: KEY (mode 0600) and KEY.pub. Only Ed25519 is generated;
+    /// existing ECDSA (P-256/P-384) and RSA keys made by ssh-keygen can sign too.
     #[command(after_help = EXIT_CODES)]
     Keygen {
         /// Where to write the private key; the public key goes to KEY.pub.
@@ -95,7 +97,8 @@ pub enum Command {
     Sign {
         /// The report folder.
         dir: PathBuf,
-        /// Ed25519 private key.
+        /// Unencrypted OpenSSH private key: Ed25519, ECDSA P-256/P-384 or RSA. Security keys
+        /// (sk-*) sign only with `ssh-keygen -Y sign`; `verify` checks their signatures.
         #[arg(long, value_name = "KEY")]
         key: PathBuf,
         /// Identity for the allowed_signers line printed (default: the key's comment).

@@ -4,7 +4,11 @@
 //! sealed by a text manifest, [`MANIFEST_FILE`], that lists the SHA-256 of
 //! every file, and by one or more detached SSH signatures over that manifest
 //! (the SSHSIG format that `ssh-keygen -Y sign` writes, namespace
-//! [`NAMESPACE`], Ed25519 keys, SHA-512 message hash). Anyone can check a
+//! [`NAMESPACE`], SHA-512 message hash). nodecert signs with Ed25519, ECDSA
+//! P-256/P-384 and RSA keys (rsa-sha2-512, as ssh-keygen does; up to 4096
+//! bits) and also verifies signatures of security keys (sk-ssh-ed25519,
+//! sk-ecdsa-sha2-nistp256), which only `ssh-keygen -Y sign` can make, since
+//! their private half stays on the token. Anyone can check a
 //! report with stock OpenSSH and coreutils, without nodecert:
 //!
 //! ```text
@@ -62,9 +66,14 @@
 //! exists and matches, no stray signature-like file lies in the directory, no
 //! signature is invalid, and at least one signature is by a trusted key
 //! ([`Trust::Untrusted`] therefore never verifies). Signature files must be in
-//! the exact form OpenSSH writes (PEM, 70-column base64, `\n` endings), so any
-//! changed byte makes a signature invalid. Files in the directory that the
-//! manifest does not list are mentioned as notes but are not failures.
+//! the exact form OpenSSH writes (PEM, 70-column base64), so any changed byte
+//! makes a signature invalid; as with OpenSSH, `\r\n` line breaks (a file
+//! converted for Windows or sent by mail) and white space around the armor
+//! are accepted. A security key signature must carry the user-presence flag.
+//! A signature nodecert cannot check (another key type) is
+//! [`SigStatus::Unsupported`] and, like an invalid one, fails verification.
+//! Files in the directory that the manifest does not list are mentioned as
+//! notes but are not failures.
 
 use std::collections::BTreeSet;
 use std::ffi::OsString;
@@ -76,7 +85,7 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use ssh_key::rand_core::OsRng;
-use ssh_key::{Algorithm, HashAlg, LineEnding, PrivateKey, PublicKey, SshSig};
+use ssh_key::{Algorithm, EcdsaCurve, HashAlg, LineEnding, PrivateKey, PublicKey, SshSig};
 
 /// SSHSIG namespace of nodecert signatures (`ssh-keygen -n nodecert`).
 pub const NAMESPACE: &str = "nodecert";
@@ -352,16 +361,55 @@ fn read_signing_key(path: &Path) -> Result<PrivateKey, SignError> {
     if key.is_encrypted() {
         return Err(SignError::EncryptedKey(path.to_path_buf()));
     }
-    if key.algorithm() != Algorithm::Ed25519 {
-        return Err(key_err(
+    check_signing_algorithm(path, &key)?;
+    Ok(key)
+}
+
+/// Largest RSA modulus the rsa crate accepts (bits).
+const MAX_RSA_BITS: usize = 4096;
+
+/// The key types nodecert signs with: Ed25519, ECDSA P-256/P-384, RSA (as
+/// rsa-sha2-512, as `ssh-keygen -Y sign` does). Security keys sign only on
+/// their token, so they are sent to `ssh-keygen -Y sign`.
+fn check_signing_algorithm(path: &Path, key: &PrivateKey) -> Result<(), SignError> {
+    let algorithm = key.algorithm();
+    match &algorithm {
+        Algorithm::Ed25519 => Ok(()),
+        Algorithm::Ecdsa {
+            curve: EcdsaCurve::NistP256 | EcdsaCurve::NistP384,
+        } => Ok(()),
+        Algorithm::Rsa { .. } => {
+            let bits = key
+                .public_key()
+                .key_data()
+                .rsa()
+                .and_then(|k| k.n.as_positive_bytes())
+                .map_or(0, |n| n.len() * 8);
+            if bits > MAX_RSA_BITS {
+                return Err(key_err(
+                    path,
+                    format!(
+                        "rsa keys of more than {MAX_RSA_BITS} bits are not supported (this one has {bits}); sign with `ssh-keygen -Y sign -n {NAMESPACE}`, or use an ed25519 key"
+                    ),
+                ));
+            }
+            Ok(())
+        }
+        Algorithm::SkEd25519 | Algorithm::SkEcdsaSha2NistP256 => Err(key_err(
             path,
             format!(
-                "key type {} is not supported, use an ed25519 key",
-                key.algorithm()
+                "{algorithm} is a security key (FIDO): its private half never leaves the token, so nodecert cannot sign with it; \
+sign with `ssh-keygen -Y sign -n {NAMESPACE} -f KEY < DIR/{MANIFEST_FILE} > DIR/{MANIFEST_FILE}.N.sig` \
+(N = 2, 3, ... for a countersignature, or {SIGNATURE_FILE} for the first) and check it with `nodecert verify`"
             ),
-        ));
+        )),
+        other => Err(key_err(
+            path,
+            format!(
+                "key type {other} is not supported for signing (use ed25519, ecdsa nistp256/nistp384 or rsa)"
+            ),
+        )),
     }
-    Ok(key)
 }
 
 /// Check that `key` is a private key [`sign_dir`] can use, before any work is
@@ -1054,6 +1102,8 @@ pub enum SigStatus {
     Untrusted { reason: String },
     /// Not a valid nodecert signature over this manifest.
     Invalid { reason: String },
+    /// A kind of signature nodecert cannot check (another tool may): never verifies.
+    Unsupported { reason: String },
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -1095,10 +1145,12 @@ impl VerifyReport {
                 .signatures
                 .iter()
                 .any(|s| s.status == SigStatus::Trusted)
-            && !self
-                .signatures
-                .iter()
-                .any(|s| matches!(s.status, SigStatus::Invalid { .. }))
+            && !self.signatures.iter().any(|s| {
+                matches!(
+                    s.status,
+                    SigStatus::Invalid { .. } | SigStatus::Unsupported { .. }
+                )
+            })
     }
 }
 
@@ -1128,6 +1180,7 @@ impl fmt::Display for VerifyReport {
                 SigStatus::Trusted => "valid, trusted".to_string(),
                 SigStatus::Untrusted { reason } => format!("valid, not trusted: {reason}"),
                 SigStatus::Invalid { reason } => format!("invalid: {reason}"),
+                SigStatus::Unsupported { reason } => format!("not checked: {reason}"),
             };
             write!(f, "signature {}: {status}", s.file)?;
             if let Some(fp) = &s.fingerprint {
@@ -1240,6 +1293,136 @@ impl LoadedTrust {
     }
 }
 
+const SIG_BEGIN: &str = "-----BEGIN SSH SIGNATURE-----\n";
+const SIG_END: &str = "-----END SSH SIGNATURE-----\n";
+/// Base64 characters per line of an armored SSH signature (OpenSSH's sshsig.c).
+const SIG_LINE_WIDTH: usize = 70;
+/// Flag of a security key signature: the user touched the key.
+const SK_USER_PRESENT: u8 = 0x01;
+
+/// An armored signature as OpenSSH reads it: without the ASCII white space
+/// around it, CRLF line breaks as LF, ending in one LF. Nothing else changes:
+/// a lone carriage return or a space inside stays, and fails the form check.
+fn normalize_armor(bytes: &[u8]) -> Vec<u8> {
+    let trimmed = bytes.trim_ascii();
+    let mut out = Vec::with_capacity(trimmed.len() + 1);
+    let mut i = 0;
+    while i < trimmed.len() {
+        if trimmed[i] == b'\r' && trimmed.get(i + 1) == Some(&b'\n') {
+            i += 1;
+            continue;
+        }
+        out.push(trimmed[i]);
+        i += 1;
+    }
+    out.push(b'\n');
+    out
+}
+
+/// Armor `raw` as `ssh-keygen -Y sign` does.
+fn armor(raw: &[u8]) -> String {
+    use base64ct::Encoding;
+    let b64 = base64ct::Base64::encode_string(raw);
+    let mut s = String::from(SIG_BEGIN);
+    for line in b64.as_bytes().chunks(SIG_LINE_WIDTH) {
+        s.push_str(std::str::from_utf8(line).unwrap_or_default());
+        s.push('\n');
+    }
+    s.push_str(SIG_END);
+    s
+}
+
+/// True when `text` (normalized) is exactly what OpenSSH writes for `sig`.
+fn is_canonical_armor(sig: &SshSig, text: &[u8]) -> bool {
+    if sig
+        .to_pem(LineEnding::LF)
+        .is_ok_and(|canon| canon.as_bytes() == text)
+    {
+        return true;
+    }
+    // ssh-key 0.6 re-encodes sk-ecdsa signatures with the flags and counter
+    // inside the signature string, unlike OpenSSH; for those, encode as
+    // OpenSSH does (sshsig.c, ssh-ecdsa-sk.c) and compare.
+    if sig.algorithm() != Algorithm::SkEcdsaSha2NistP256 {
+        return false;
+    }
+    sk_ecdsa_sshsig_bytes(sig).is_some_and(|raw| armor(&raw).as_bytes() == text)
+}
+
+fn put_string(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend((bytes.len() as u32).to_be_bytes());
+    out.extend(bytes);
+}
+
+/// The SSHSIG blob of an sk-ecdsa signature as OpenSSH encodes it.
+fn sk_ecdsa_sshsig_bytes(sig: &SshSig) -> Option<Vec<u8>> {
+    let data = sig.signature_bytes();
+    let split = data.len().checked_sub(5)?;
+    let mut inner = Vec::new();
+    put_string(&mut inner, sig.algorithm().as_str().as_bytes());
+    put_string(&mut inner, &data[..split]);
+    inner.extend(&data[split..]);
+    let key = PublicKey::from(sig.public_key().clone()).to_bytes().ok()?;
+    let mut out = b"SSHSIG".to_vec();
+    out.extend(sig.version().to_be_bytes());
+    put_string(&mut out, &key);
+    put_string(&mut out, sig.namespace().as_bytes());
+    put_string(&mut out, sig.reserved());
+    put_string(&mut out, sig.hash_alg().as_str().as_bytes());
+    put_string(&mut out, &inner);
+    Some(out)
+}
+
+fn is_security_key(algorithm: &Algorithm) -> bool {
+    matches!(
+        algorithm,
+        Algorithm::SkEd25519 | Algorithm::SkEcdsaSha2NistP256
+    )
+}
+
+/// The flags byte of a security key signature (ssh-key keeps flags and
+/// counter at the end of the signature bytes).
+fn sk_flags(sig: &SshSig) -> u8 {
+    let data = sig.signature_bytes();
+    data.len()
+        .checked_sub(5)
+        .and_then(|i| data.get(i))
+        .copied()
+        .unwrap_or(0)
+}
+
+/// Ok when nodecert can check a signature of this kind; Err says why not.
+fn verifiable(sig: &SshSig) -> Result<(), String> {
+    let key = sig.public_key();
+    let supported = match key.algorithm() {
+        Algorithm::Ed25519 | Algorithm::SkEd25519 | Algorithm::SkEcdsaSha2NistP256 => true,
+        Algorithm::Ecdsa {
+            curve: EcdsaCurve::NistP256 | EcdsaCurve::NistP384,
+        } => true,
+        Algorithm::Rsa { .. } => {
+            let bits = key
+                .rsa()
+                .and_then(|k| k.n.as_positive_bytes())
+                .map_or(0, |n| n.len() * 8);
+            if bits > MAX_RSA_BITS {
+                return Err(format!(
+                    "signatures by rsa keys of more than {MAX_RSA_BITS} bits (this one: {bits}) are not supported by nodecert; check it with `ssh-keygen -Y verify`"
+                ));
+            }
+            true
+        }
+        _ => false,
+    };
+    if supported {
+        Ok(())
+    } else {
+        Err(format!(
+            "signatures by {} keys are not supported by nodecert; check it with `ssh-keygen -Y verify`",
+            key.algorithm()
+        ))
+    }
+}
+
 fn check_signature(path: &Path, manifest: Option<&[u8]>, trust: &LoadedTrust) -> SignatureCheck {
     let file = path
         .file_name()
@@ -1261,8 +1444,23 @@ fn check_signature(path: &Path, manifest: Option<&[u8]>, trust: &LoadedTrust) ->
         Ok(b) => b,
         Err(e) => return invalid(check, e.to_string()),
     };
-    let sig = match SshSig::from_pem(&bytes) {
+    let unsupported = |mut c: SignatureCheck, reason: String| {
+        c.status = SigStatus::Unsupported { reason };
+        c
+    };
+    // OpenSSH reads CRLF signatures and ignores what surrounds the armor; so do we.
+    let text = normalize_armor(&bytes);
+    let sig = match SshSig::from_pem(&text) {
         Ok(s) => s,
+        Err(e @ (ssh_key::Error::AlgorithmUnknown | ssh_key::Error::AlgorithmUnsupported { .. })) => {
+            return unsupported(
+                check,
+                format!(
+                    "signature of a kind nodecert cannot read ({}); check it with `ssh-keygen -Y verify`",
+                    lower(&e).to_lowercase()
+                ),
+            )
+        }
         Err(e) => {
             return invalid(
                 check,
@@ -1271,22 +1469,21 @@ fn check_signature(path: &Path, manifest: Option<&[u8]>, trust: &LoadedTrust) ->
         }
     };
     check.fingerprint = Some(sig.public_key().fingerprint(HashAlg::Sha256).to_string());
-    // Accept only the exact bytes OpenSSH writes, so no byte can change unnoticed.
-    match sig.to_pem(LineEnding::LF) {
-        Ok(canon) if canon.as_bytes() == bytes.as_slice() => {}
-        _ => {
-            return invalid(
-                check,
-                "not in the canonical form ssh-keygen writes (altered armor or line endings)"
-                    .into(),
-            )
-        }
+    // Otherwise accept only the exact form OpenSSH writes, so no byte can change unnoticed.
+    if !is_canonical_armor(&sig, &text) {
+        return invalid(
+            check,
+            "not in the form ssh-keygen writes (altered armor, base64 or line breaks)".into(),
+        );
     }
     if sig.namespace() != NAMESPACE {
         return invalid(
             check,
             format!("namespace is {:?}, expected {NAMESPACE:?}", sig.namespace()),
         );
+    }
+    if let Err(reason) = verifiable(&sig) {
+        return unsupported(check, reason);
     }
     let Some(manifest) = manifest else {
         return invalid(
@@ -1296,13 +1493,25 @@ fn check_signature(path: &Path, manifest: Option<&[u8]>, trust: &LoadedTrust) ->
     };
     let key = PublicKey::from(sig.public_key().clone());
     if let Err(e) = key.verify(NAMESPACE, manifest, &sig) {
-        let reason = match e {
+        return match e {
             ssh_key::Error::AlgorithmUnknown | ssh_key::Error::AlgorithmUnsupported { .. } => {
-                format!("unsupported key type {}", sig.algorithm())
+                unsupported(
+                    check,
+                    format!(
+                        "{} signatures are not supported by nodecert; check it with `ssh-keygen -Y verify`",
+                        sig.algorithm()
+                    ),
+                )
             }
-            _ => format!("does not match {MANIFEST_FILE}"),
+            _ => invalid(check, format!("does not match {MANIFEST_FILE}")),
         };
-        return invalid(check, reason);
+    }
+    if is_security_key(&sig.algorithm()) && sk_flags(&sig) & SK_USER_PRESENT == 0 {
+        return invalid(
+            check,
+            "made by a security key without a touch (no user-presence flag), which OpenSSH refuses"
+                .into(),
+        );
     }
     match trust.judge(sig.public_key()) {
         Ok(principal) => {
@@ -1454,7 +1663,9 @@ fn inspect(dir: &Path, trust: &LoadedTrust) -> Result<(VerifyReport, Option<Vec<
     for name in &sig_names {
         let c = check_signature(&dir.join(name), manifest_bytes.as_deref(), trust);
         match &c.status {
-            SigStatus::Invalid { reason } => r.problems.push(format!("{name}: {reason}")),
+            SigStatus::Invalid { reason } | SigStatus::Unsupported { reason } => {
+                r.problems.push(format!("{name}: {reason}"))
+            }
             SigStatus::Untrusted { reason } => r.notes.push(format!(
                 "{name}: valid signature by {} but not trusted: {reason}",
                 c.fingerprint.as_deref().unwrap_or("?")
@@ -1488,7 +1699,8 @@ pub fn verify_dir(dir: &Path, trust: &Trust) -> Result<VerifyReport, SignError> 
     Ok(r)
 }
 
-/// Sign the report in `dir` with the Ed25519 private key file `key`.
+/// Sign the report in `dir` with the unencrypted OpenSSH private key file
+/// `key` (Ed25519, ECDSA P-256/P-384 or RSA).
 ///
 /// Writes the manifest (over [`DEFAULT_FILES`] present) if it is missing, then
 /// checks that every digest matches and every existing signature is valid, and
@@ -1537,12 +1749,10 @@ pub fn sign_dir(dir: &Path, key: &Path) -> Result<SignatureInfo, SignError> {
             fingerprint,
         });
     }
-    let sig = private
-        .sign(NAMESPACE, HashAlg::Sha512, &manifest)
-        .map_err(|e| SignError::Signing {
-            path: key.to_path_buf(),
-            reason: lower(&e).to_lowercase(),
-        })?;
+    let sig = sign_manifest(&private, &manifest).map_err(|e| SignError::Signing {
+        path: key.to_path_buf(),
+        reason: lower(&e).to_lowercase(),
+    })?;
     private
         .public_key()
         .verify(NAMESPACE, &manifest, &sig)
@@ -1571,6 +1781,44 @@ pub fn sign_dir(dir: &Path, key: &Path) -> Result<SignatureInfo, SignError> {
             Err(e) => return Err(e),
         }
     }
+}
+
+/// An SSHSIG over `manifest` in [`NAMESPACE`], SHA-512 message hash.
+fn sign_manifest(key: &PrivateKey, manifest: &[u8]) -> Result<SshSig, ssh_key::Error> {
+    match key.key_data().rsa() {
+        Some(rsa_key) => sign_rsa(rsa_key, key.public_key().key_data(), manifest),
+        None => key.sign(NAMESPACE, HashAlg::Sha512, manifest),
+    }
+}
+
+/// RSA signing with rsa-sha2-512, as `ssh-keygen -Y sign` does. ssh-key 0.6.7
+/// cannot do it itself: it builds the private key from p twice instead of p
+/// and q, so the rsa crate rejects it.
+fn sign_rsa(
+    key: &ssh_key::private::RsaKeypair,
+    public: &ssh_key::public::KeyData,
+    manifest: &[u8],
+) -> Result<SshSig, ssh_key::Error> {
+    use rsa::signature::{SignatureEncoding, Signer};
+    let uint = |m: &ssh_key::Mpint| rsa::BigUint::try_from(m);
+    let private = rsa::RsaPrivateKey::from_components(
+        uint(&key.public.n)?,
+        uint(&key.public.e)?,
+        uint(&key.private.d)?,
+        vec![uint(&key.private.p)?, uint(&key.private.q)?],
+    )
+    .map_err(|_| ssh_key::Error::Crypto)?;
+    let signed = SshSig::signed_data(NAMESPACE, HashAlg::Sha512, manifest)?;
+    let signature = rsa::pkcs1v15::SigningKey::<sha2::Sha512>::new(private)
+        .try_sign(&signed)
+        .map_err(|_| ssh_key::Error::Crypto)?;
+    let signature = ssh_key::Signature::new(
+        Algorithm::Rsa {
+            hash: Some(HashAlg::Sha512),
+        },
+        signature.to_vec(),
+    )?;
+    SshSig::new(public.clone(), NAMESPACE, HashAlg::Sha512, signature)
 }
 
 #[cfg(test)]

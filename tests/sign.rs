@@ -299,15 +299,19 @@ fn any_changed_byte_of_any_signed_file_fails_verification() {
                 assert!(!r.problems.is_empty());
             }
         }
-        // Appended and truncated bytes too.
+        // Appended and truncated bytes too. White space around a signature's
+        // armor is not part of it (see crlf_signatures_...), so there the byte
+        // appended is a letter and the truncation cuts into the armor.
+        let is_sig = name == SIGNATURE_FILE;
         let mut longer = original.clone();
-        longer.push(b'\n');
+        longer.push(if is_sig { b'x' } else { b'\n' });
         fs::write(&path, &longer).unwrap();
         assert!(
             !verify_dir(dir.path(), &trust).unwrap().ok(),
             "{name}: appended byte"
         );
-        fs::write(&path, &original[..original.len() - 1]).unwrap();
+        let cut = if is_sig { 2 } else { 1 };
+        fs::write(&path, &original[..original.len() - cut]).unwrap();
         assert!(
             !verify_dir(dir.path(), &trust).unwrap().ok(),
             "{name}: truncated"
@@ -685,4 +689,482 @@ fn allowed_signers_line_is_accepted_by_openssh_format() {
     assert!(allowed_signers_line(&pub_of(&key), "two words").is_err());
     assert!(allowed_signers_line(&pub_of(&key), "*").is_err());
     assert!(allowed_signers_line(&pub_of(&key), "").is_err());
+}
+
+// ---------------------------------------------------------------------------
+// ECDSA and RSA keys, CRLF files, encrypted and security keys
+
+/// The key types users hold besides Ed25519: ssh-keygen arguments, the
+/// SSHSIG signature algorithm expected, and a name for messages.
+const OTHER_KEY_TYPES: [(&str, &[&str], &str); 3] = [
+    (
+        "ecdsa-p256",
+        &["-t", "ecdsa", "-b", "256"],
+        "ecdsa-sha2-nistp256",
+    ),
+    (
+        "ecdsa-p384",
+        &["-t", "ecdsa", "-b", "384"],
+        "ecdsa-sha2-nistp384",
+    ),
+    // 2048 bits keeps RSA key generation short on small CI machines.
+    ("rsa", &["-t", "rsa", "-b", "2048"], "rsa-sha2-512"),
+];
+
+/// A key made by the real ssh-keygen (`passphrase` empty: unencrypted).
+fn openssh_key(dir: &Path, name: &str, type_args: &[&str], passphrase: &str) -> PathBuf {
+    let key = dir.join(name);
+    let out = ssh_keygen()
+        .arg("-q")
+        .args(type_args)
+        .args(["-N", passphrase, "-C", &format!("{name}@example.com"), "-f"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ssh-keygen {type_args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    key
+}
+
+/// `ssh-keygen -Y sign` of the manifest, written as `sig` (stdin to stdout, as
+/// a customer countersigns with a key nodecert never sees).
+fn ssh_sign_into(dir: &Path, key: &Path, sig: &str) {
+    let out = ssh_keygen()
+        .args(["-Y", "sign", "-n", "nodecert", "-f"])
+        .arg(key)
+        .stdin(fs::File::open(dir.join(MANIFEST_FILE)).unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ssh-keygen -Y sign: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    fs::write(dir.join(sig), out.stdout).unwrap();
+}
+
+fn sig_algorithm(path: &Path) -> String {
+    let sig = ssh_key::SshSig::from_pem(fs::read(path).unwrap()).unwrap();
+    sig.signature().algorithm().as_str().to_string()
+}
+
+fn flip_byte(path: &Path, at: usize) -> Vec<u8> {
+    let original = fs::read(path).unwrap();
+    let mut changed = original.clone();
+    changed[at] ^= 0x01;
+    fs::write(path, changed).unwrap();
+    original
+}
+
+#[test]
+fn ecdsa_and_rsa_keys_sign_and_verify_both_ways_with_ssh_keygen() {
+    let keys = tempfile::tempdir().unwrap();
+    let vendor = new_key(keys.path(), "vendor");
+    for (name, type_args, algorithm) in OTHER_KEY_TYPES {
+        let key = openssh_key(keys.path(), name, type_args, "");
+        let id = format!("{name}@example.com");
+        let signers = allowed_signers(keys.path(), &[(&key, &id), (&vendor, "vendor@example.com")]);
+
+        // nodecert signs with the ssh-keygen key; ssh-keygen -Y verify accepts.
+        let dir = report_dir(false);
+        let info = sign_dir(dir.path(), &key).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(info.fingerprint, key_fingerprint(&key).unwrap(), "{name}");
+        assert_eq!(sig_algorithm(&info.signature), algorithm, "{name}");
+        assert!(
+            ssh_verify(dir.path(), SIGNATURE_FILE, &signers, &id),
+            "{name}"
+        );
+        let r = verify_dir(dir.path(), &Trust::PublicKey(pub_of(&key))).unwrap();
+        assert!(r.ok(), "{name}: {r}");
+        let r = verify_dir(dir.path(), &Trust::AllowedSigners(signers.clone())).unwrap();
+        assert!(r.ok(), "{name}: {r}");
+        assert_eq!(r.signatures[0].principal.as_deref(), Some(id.as_str()));
+        // Tampered: a signed file, then the manifest itself.
+        let report = dir.path().join("report.md");
+        let original = flip_byte(&report, 2);
+        let r = verify_dir(dir.path(), &Trust::PublicKey(pub_of(&key))).unwrap();
+        assert!(!r.ok(), "{name}: tampered report.md verified\n{r}");
+        fs::write(&report, original).unwrap();
+        let manifest = dir.path().join(MANIFEST_FILE);
+        let original = flip_byte(&manifest, 40);
+        let r = verify_dir(dir.path(), &Trust::PublicKey(pub_of(&key))).unwrap();
+        assert!(!r.ok(), "{name}: tampered manifest verified\n{r}");
+        assert!(
+            matches!(&r.signatures[0].status, SigStatus::Invalid { reason } if reason.contains("does not match")),
+            "{name}: {r}"
+        );
+        assert!(
+            !ssh_verify(dir.path(), SIGNATURE_FILE, &signers, &id),
+            "{name}"
+        );
+        fs::write(&manifest, original).unwrap();
+
+        // ssh-keygen -Y sign (file mode) makes the first signature; nodecert verifies it
+        // and countersigns beside it.
+        let dir = report_dir(false);
+        write_manifest(
+            dir.path(),
+            &["evidence.json", "report.html", "report.md"],
+            &ManifestMeta::default(),
+        )
+        .unwrap();
+        let st = ssh_keygen()
+            .args(["-Y", "sign", "-n", "nodecert", "-f"])
+            .arg(&key)
+            .arg(dir.path().join(MANIFEST_FILE))
+            .stderr(Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "{name}");
+        assert_eq!(
+            sig_algorithm(&dir.path().join(SIGNATURE_FILE)),
+            algorithm,
+            "{name}"
+        );
+        let r = verify_dir(dir.path(), &Trust::AllowedSigners(signers.clone())).unwrap();
+        assert!(r.ok(), "{name}: {r}");
+        assert_eq!(
+            r.signatures[0].fingerprint,
+            Some(key_fingerprint(&key).unwrap()),
+            "{name}"
+        );
+        assert!(sign_dir(dir.path(), &vendor).unwrap().countersignature);
+        let r = verify_dir(dir.path(), &Trust::AllowedSigners(signers.clone())).unwrap();
+        assert!(r.ok(), "{name}: {r}");
+        assert!(
+            r.signatures.iter().all(|s| s.status == SigStatus::Trusted),
+            "{name}: {r}"
+        );
+        // The same key cannot sign twice, whichever tool signed first.
+        assert!(
+            matches!(
+                sign_dir(dir.path(), &key),
+                Err(SignError::AlreadySigned { .. })
+            ),
+            "{name}"
+        );
+
+        // The customer's case: nodecert signed with Ed25519, the customer countersigns
+        // with ssh-keygen and an ECDSA or RSA key.
+        let dir = report_dir(false);
+        sign_dir(dir.path(), &vendor).unwrap();
+        ssh_sign_into(dir.path(), &key, "nodecert-manifest.txt.2.sig");
+        let r = verify_dir(dir.path(), &Trust::AllowedSigners(signers.clone())).unwrap();
+        assert!(r.ok(), "{name}: {r}");
+        assert_eq!(r.signatures.len(), 2);
+        assert!(
+            r.signatures.iter().all(|s| s.status == SigStatus::Trusted),
+            "{name}: {r}"
+        );
+        assert_eq!(r.signatures[1].principal.as_deref(), Some(id.as_str()));
+        // A changed evidence byte fails both signatures' report.
+        let evidence = dir.path().join("evidence.json");
+        flip_byte(&evidence, 5);
+        let r = verify_dir(dir.path(), &Trust::AllowedSigners(signers.clone())).unwrap();
+        assert!(!r.ok(), "{name}: {r}");
+        assert!(
+            r.problems
+                .iter()
+                .any(|p| p.starts_with("evidence.json: sha-256 mismatch")),
+            "{name}: {r}"
+        );
+    }
+}
+
+#[test]
+fn ecdsa_and_rsa_signatures_reject_any_changed_byte() {
+    let keys = tempfile::tempdir().unwrap();
+    for (name, type_args, _) in OTHER_KEY_TYPES {
+        let key = openssh_key(keys.path(), name, type_args, "");
+        let dir = report_dir(false);
+        write_manifest(dir.path(), &["evidence.json"], &ManifestMeta::default()).unwrap();
+        ssh_sign_into(dir.path(), &key, SIGNATURE_FILE);
+        let trust = Trust::PublicKey(pub_of(&key));
+        assert!(verify_dir(dir.path(), &trust).unwrap().ok(), "{name}");
+        let path = dir.path().join(SIGNATURE_FILE);
+        let original = fs::read(&path).unwrap();
+        // Every byte of the armored signature (a step keeps RSA's long ones quick).
+        for i in (0..original.len()).step_by(3) {
+            let mut changed = original.clone();
+            changed[i] ^= 0x01;
+            fs::write(&path, &changed).unwrap();
+            let r = verify_dir(dir.path(), &trust).unwrap();
+            assert!(!r.ok(), "{name}: signature byte {i} changed unnoticed\n{r}");
+        }
+        fs::write(&path, &original).unwrap();
+        assert!(verify_dir(dir.path(), &trust).unwrap().ok(), "{name}");
+    }
+}
+
+fn to_crlf(path: &Path) {
+    let text = fs::read_to_string(path).unwrap();
+    assert!(!text.contains('\r'));
+    fs::write(path, text.replace('\n', "\r\n")).unwrap();
+}
+
+#[test]
+fn crlf_signatures_and_keys_are_accepted_as_openssh_does() {
+    let keys = tempfile::tempdir().unwrap();
+    let vendor = new_key(keys.path(), "vendor");
+    let customer = openssh_key(keys.path(), "customer", &["-t", "ecdsa", "-b", "256"], "");
+    let signers = allowed_signers(
+        keys.path(),
+        &[
+            (&vendor, "vendor@example.com"),
+            (&customer, "customer@example.com"),
+        ],
+    );
+    let dir = report_dir(false);
+    sign_dir(dir.path(), &vendor).unwrap();
+    ssh_sign_into(dir.path(), &customer, "nodecert-manifest.txt.2.sig");
+    for sig in [SIGNATURE_FILE, "nodecert-manifest.txt.2.sig"] {
+        to_crlf(&dir.path().join(sig));
+    }
+    // nodecert accepts them. (OpenSSH 9.2's ssh-keygen -Y verify does not: "missing
+    // header"; the README says to convert such a file back for it.)
+    let r = verify_dir(dir.path(), &Trust::AllowedSigners(signers.clone())).unwrap();
+    assert!(r.ok(), "{r}");
+    assert!(
+        r.signatures.iter().all(|s| s.status == SigStatus::Trusted),
+        "{r}"
+    );
+
+    // Surrounding white space (a trailing blank line, an indented paste) too.
+    let p = dir.path().join(SIGNATURE_FILE);
+    let crlf = fs::read_to_string(&p).unwrap();
+    fs::write(&p, format!("\r\n  {crlf}\r\n\r\n")).unwrap();
+    let r = verify_dir(dir.path(), &Trust::AllowedSigners(signers.clone())).unwrap();
+    assert!(r.ok(), "{r}");
+    // But the signature itself is still checked byte for byte: a changed base64
+    // character, a stray carriage return inside, or a rewrapped body fail.
+    let body_at = crlf.find('\n').unwrap() + 5;
+    for bad in [
+        {
+            let mut b = crlf.clone().into_bytes();
+            b[body_at] ^= 0x01;
+            String::from_utf8(b).unwrap()
+        },
+        crlf.replacen("\r\n", "\r\r\n", 2),
+        crlf.replacen("\r\n", "", 2),
+    ] {
+        fs::write(&p, &bad).unwrap();
+        let r = verify_dir(dir.path(), &Trust::AllowedSigners(signers.clone())).unwrap();
+        assert!(!r.ok(), "{bad:?} verified\n{r}");
+    }
+    fs::write(&p, &crlf).unwrap();
+
+    // CRLF public keys, allowed_signers files and private keys.
+    to_crlf(&pub_of(&vendor));
+    to_crlf(&signers);
+    let r = verify_dir(dir.path(), &Trust::PublicKey(pub_of(&vendor))).unwrap();
+    assert!(r.ok(), "{r}");
+    let r = verify_dir(dir.path(), &Trust::AllowedSigners(signers.clone())).unwrap();
+    assert!(r.ok(), "{r}");
+    let third = openssh_key(keys.path(), "third", &["-t", "ecdsa", "-b", "384"], "");
+    to_crlf(&third);
+    let info = sign_dir(dir.path(), &third).unwrap();
+    assert_eq!(
+        info.signature,
+        dir.path().join("nodecert-manifest.txt.3.sig")
+    );
+    assert_eq!(info.fingerprint, key_fingerprint(&third).unwrap());
+}
+
+#[test]
+fn encrypted_keys_are_refused_with_a_clear_error() {
+    let keys = tempfile::tempdir().unwrap();
+    for (name, type_args) in [
+        ("ed25519", &["-t", "ed25519"][..]),
+        ("ecdsa", &["-t", "ecdsa", "-b", "256"][..]),
+    ] {
+        let key = openssh_key(keys.path(), name, type_args, "correct horse");
+        let dir = report_dir(false);
+        let err = sign_dir(dir.path(), &key).unwrap_err();
+        assert!(matches!(err, SignError::EncryptedKey(_)), "{name}: {err}");
+        let msg = err.to_string();
+        assert!(msg.contains("encrypted"), "{msg}");
+        assert!(msg.contains("ssh-keygen -Y sign"), "{msg}");
+        assert!(!dir.path().join(SIGNATURE_FILE).exists());
+        // Its public half still identifies it.
+        assert_eq!(
+            key_fingerprint(&key).unwrap(),
+            key_fingerprint(&pub_of(&key)).unwrap()
+        );
+    }
+}
+
+fn wire_string(out: &mut Vec<u8>, bytes: &[u8]) {
+    out.extend((bytes.len() as u32).to_be_bytes());
+    out.extend(bytes);
+}
+
+/// The armored SSHSIG a FIDO token and `ssh-keygen -Y sign` would make over
+/// `manifest`, encoded by hand as OpenSSH's sshsig.c and ssh-*-sk.c do.
+/// `sign` signs the security key's message: SHA-256(application) || flags ||
+/// counter || SHA-256(SSHSIG signed data); it returns the inner signature
+/// (64 bytes for Ed25519; mpint r, mpint s for ECDSA).
+fn sk_sshsig(
+    public: &ssh_key::PublicKey,
+    manifest: &[u8],
+    flags: u8,
+    sign: impl Fn(&[u8]) -> Vec<u8>,
+) -> String {
+    use base64ct::Encoding;
+    use sha2::{Digest, Sha256};
+    let counter: u32 = 7;
+    let signed =
+        ssh_key::SshSig::signed_data("nodecert", ssh_key::HashAlg::Sha512, manifest).unwrap();
+    let mut message = Sha256::digest("ssh:").to_vec();
+    message.push(flags);
+    message.extend(counter.to_be_bytes());
+    message.extend(Sha256::digest(&signed));
+    let mut sig_blob = Vec::new();
+    wire_string(&mut sig_blob, public.algorithm().as_str().as_bytes());
+    wire_string(&mut sig_blob, &sign(&message));
+    sig_blob.push(flags);
+    sig_blob.extend(counter.to_be_bytes());
+
+    let line = public.to_openssh().unwrap();
+    let key_blob = base64ct::Base64::decode_vec(line.split(' ').nth(1).unwrap()).unwrap();
+    let mut blob = b"SSHSIG".to_vec();
+    blob.extend(1u32.to_be_bytes());
+    wire_string(&mut blob, &key_blob);
+    wire_string(&mut blob, b"nodecert");
+    wire_string(&mut blob, b"");
+    wire_string(&mut blob, b"sha512");
+    wire_string(&mut blob, &sig_blob);
+    let b64 = base64ct::Base64::encode_string(&blob);
+    let mut pem = String::from("-----BEGIN SSH SIGNATURE-----\n");
+    for chunk in b64.as_bytes().chunks(70) {
+        pem.push_str(std::str::from_utf8(chunk).unwrap());
+        pem.push('\n');
+    }
+    pem.push_str("-----END SSH SIGNATURE-----\n");
+    pem
+}
+
+/// Signs a security key's message (see [`sk_sshsig`]).
+type SkSigner<'a> = Box<dyn Fn(&[u8]) -> Vec<u8> + 'a>;
+
+#[test]
+fn security_keys_cannot_sign_here_but_their_signatures_verify() {
+    use signature::Signer;
+    use ssh_key::private::{EcdsaKeypair, Ed25519Keypair, KeypairData};
+    use ssh_key::public::KeyData;
+    use ssh_key::rand_core::OsRng;
+
+    let keys = tempfile::tempdir().unwrap();
+    let ed = Ed25519Keypair::random(&mut OsRng);
+    let sk_ed = ssh_key::public::SkEd25519::new(ed.public, "ssh:");
+    let ec = EcdsaKeypair::random(&mut OsRng, ssh_key::EcdsaCurve::NistP256).unwrap();
+    let EcdsaKeypair::NistP256 { public: point, .. } = &ec else {
+        unreachable!()
+    };
+    let sk_ec = ssh_key::public::SkEcdsaSha2NistP256::new(*point, "ssh:");
+
+    // The private key file of a security key holds only a handle: nodecert sends
+    // the user to ssh-keygen.
+    for (name, data) in [
+        (
+            "id_ed25519_sk",
+            KeypairData::SkEd25519(
+                ssh_key::private::SkEd25519::new(sk_ed.clone(), 0x01, vec![9u8; 64]).unwrap(),
+            ),
+        ),
+        (
+            "id_ecdsa_sk",
+            KeypairData::SkEcdsaSha2NistP256(
+                ssh_key::private::SkEcdsaSha2NistP256::new(sk_ec.clone(), 0x01, vec![9u8; 64])
+                    .unwrap(),
+            ),
+        ),
+    ] {
+        let key = keys.path().join(name);
+        let pem = ssh_key::PrivateKey::new(data, "fido@example.com")
+            .unwrap()
+            .to_openssh(ssh_key::LineEnding::LF)
+            .unwrap();
+        fs::write(&key, pem.as_bytes()).unwrap();
+        let dir = report_dir(false);
+        let err = sign_dir(dir.path(), &key).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, SignError::Key { .. }), "{msg}");
+        assert!(msg.contains("security key"), "{msg}");
+        assert!(msg.contains("ssh-keygen -Y sign"), "{msg}");
+        assert!(!dir.path().join(SIGNATURE_FILE).exists());
+    }
+
+    // Signatures made on the token verify, with nodecert as with ssh-keygen.
+    let sk_keys: [(&str, ssh_key::PublicKey, SkSigner<'_>); 2] = [
+        (
+            "sk-ssh-ed25519",
+            ssh_key::PublicKey::new(KeyData::SkEd25519(sk_ed), "fido-ed@example.com"),
+            Box::new(|m: &[u8]| ed.try_sign(m).unwrap().as_bytes().to_vec()),
+        ),
+        (
+            "sk-ecdsa",
+            ssh_key::PublicKey::new(KeyData::SkEcdsaSha2NistP256(sk_ec), "fido-ec@example.com"),
+            Box::new(|m: &[u8]| ec.try_sign(m).unwrap().as_bytes().to_vec()),
+        ),
+    ];
+    for (name, public, sign) in sk_keys {
+        let pub_file = keys.path().join(format!("{name}.pub"));
+        fs::write(&pub_file, format!("{}\n", public.to_openssh().unwrap())).unwrap();
+        let id = format!("{name}@example.com");
+        let signers = keys.path().join(format!("{name}.allowed_signers"));
+        fs::write(
+            &signers,
+            format!("{}\n", allowed_signers_line(&pub_file, &id).unwrap()),
+        )
+        .unwrap();
+        let dir = report_dir(false);
+        write_manifest(
+            dir.path(),
+            &["evidence.json", "report.md"],
+            &ManifestMeta::default(),
+        )
+        .unwrap();
+        let manifest = fs::read(dir.path().join(MANIFEST_FILE)).unwrap();
+        let sig = dir.path().join(SIGNATURE_FILE);
+        fs::write(&sig, sk_sshsig(&public, &manifest, 0x01, &sign)).unwrap();
+        assert!(
+            ssh_verify(dir.path(), SIGNATURE_FILE, &signers, &id),
+            "{name}"
+        );
+        let r = verify_dir(dir.path(), &Trust::AllowedSigners(signers.clone())).unwrap();
+        assert!(r.ok(), "{name}: {r}");
+        assert_eq!(r.signatures[0].principal.as_deref(), Some(id.as_str()));
+        // ... in CRLF too.
+        to_crlf(&sig);
+        let r = verify_dir(dir.path(), &Trust::AllowedSigners(signers.clone())).unwrap();
+        assert!(r.ok(), "{name}: {r}");
+        // A changed manifest, or any changed byte of the signature, fails.
+        let original = flip_byte(&dir.path().join(MANIFEST_FILE), 40);
+        let r = verify_dir(dir.path(), &Trust::AllowedSigners(signers.clone())).unwrap();
+        assert!(!r.ok(), "{name}: {r}");
+        assert!(
+            !ssh_verify(dir.path(), SIGNATURE_FILE, &signers, &id),
+            "{name}"
+        );
+        fs::write(dir.path().join(MANIFEST_FILE), original).unwrap();
+        let good = sk_sshsig(&public, &manifest, 0x01, &sign);
+        for i in (0..good.len()).step_by(2) {
+            let mut changed = good.clone().into_bytes();
+            changed[i] ^= 0x01;
+            fs::write(&sig, &changed).unwrap();
+            let r = verify_dir(dir.path(), &Trust::AllowedSigners(signers.clone())).unwrap();
+            assert!(!r.ok(), "{name}: byte {i} changed unnoticed\n{r}");
+        }
+        // Without the user-presence flag (nobody touched the key): refused.
+        fs::write(&sig, sk_sshsig(&public, &manifest, 0x00, &sign)).unwrap();
+        let r = verify_dir(dir.path(), &Trust::AllowedSigners(signers.clone())).unwrap();
+        assert!(!r.ok(), "{name}: {r}");
+        assert!(
+            matches!(&r.signatures[0].status, SigStatus::Invalid { reason } if reason.contains("user-presence")),
+            "{name}: {r}"
+        );
+    }
 }
