@@ -728,6 +728,21 @@ mod tests {
                 "{name} missing from the PTX"
             );
         }
+        // The bf16 run's conversion kernel: in the CUBIN of every architecture with bf16 tensor
+        // cores (sm_80 and newer), which is where the bf16 run uses it.
+        let mut bf16_archs = 0;
+        for cc in archs.iter().copied().filter(|&a| a >= 80) {
+            let cubin = compile(Target::Cubin(cc)).unwrap_or_else(|e| panic!("sm_{cc}: {e}"));
+            assert!(
+                cubin.windows(11).any(|w| w == b"nc_to_bf16\0"),
+                "sm_{cc}: nc_to_bf16 missing from the CUBIN"
+            );
+            let alone = compile_source(kernels::CONVERT, Target::Cubin(cc))
+                .unwrap_or_else(|e| panic!("sm_{cc}: {e}"));
+            assert_eq!(&alone[..4], b"\x7fELF");
+            bf16_archs += 1;
+        }
+        assert!(bf16_archs >= 3, "{archs:?}");
         // A compile error carries NVRTC's log.
         let e = compile_source(
             "extern \"C\" __global__ void k(float* x) { x[0] = undefined_thing; }",
