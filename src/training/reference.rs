@@ -1154,7 +1154,7 @@ mod tests {
             }
             u += 0x0001_3579;
         }
-        assert_eq!(round_bf16(1.0 / 3.0), 0.333_984_375);
+        assert_eq!(round_bf16(1.0 / 3.0), 171.0 / 512.0);
     }
 
     #[test]
