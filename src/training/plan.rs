@@ -1367,6 +1367,7 @@ pub fn training_run(
         single_gpu_samples_per_s: (base.is_finite() && base > 0.0)
             .then(|| c.batch as f64 / (base / 1e3)),
         gradient_bytes: params * WORD as u64,
+        precision: c.precision,
     }
 }
 
