@@ -16,6 +16,8 @@
 #   2. nodecert run h200-vm-1, timed: inventory to rendered report (issues 3 and 4);
 #   3. nodecert run of the frozen suite from step 1: the node must pass its own handover suite;
 #   4. nodecert run suites/training-anchor.toml: PyTorch's anchor MLP step alone (issue 5);
+#      then suites/training-anchor-bf16.toml, the same step in bf16 mixed precision (its exit
+#      status and time are printed; its evidence is under train-bf16/, not in the summary);
 #   5. shared/bench/torch_anchor.py, in the same call;
 #   6. ci/gpu_summary.py: what the inventory says against what the issue expects, each check's
 #      verdict, and last the ratio table (H2D, D2H, device copy >= 0.98 of PyTorch; training
@@ -87,6 +89,7 @@ smoke() {
     step suite 300 "$bin" run h200-vm-1 "${sim[@]}" --out "$out/report"
     step frozen 200 "$bin" run "$out/frozen-suite.toml" "${sim[@]}" --out "$out/frozen"
     step train 200 "$bin" run suites/training-anchor.toml "${sim[@]}" --out "$out/train"
+    step train-bf16 120 "$bin" run suites/training-anchor-bf16.toml "${sim[@]}" --out "$out/train-bf16"
     if [ "$mode" = dry-run ]; then
         cp "$anchor" "$out/torch.out"
         echo "== torch: the figures captured on the H200 ($anchor)"

@@ -497,6 +497,60 @@ fn a_node_file_can_carry_faults_and_is_validated_like_a_suite() {
 }
 
 #[test]
+fn the_bf16_training_suite_runs_end_to_end_on_the_simulated_h200() {
+    // The anchor in bf16 mixed precision: what ci/gpu-smoke.sh runs on the lent GPU.
+    let env = Env::new();
+    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/suites");
+    for (suite, out) in [
+        ("training-anchor-bf16.toml", "bf16"),
+        ("training-anchor.toml", "fp32"),
+    ] {
+        env.cmd()
+            .args(["run", &format!("{dir}/{suite}"), "--simulate", "h200-vm-1"])
+            .args(["--out", out])
+            .assert()
+            .code(0);
+    }
+    let check = |out: &str| {
+        let ev = read_json(&env.path(&format!("{out}/evidence.json")));
+        let checks = ev["checks"].as_array().unwrap().clone();
+        assert_eq!(checks.len(), 1);
+        checks[0].clone()
+    };
+    let fact = |c: &serde_json::Value, name: &str| {
+        c["facts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|f| f["name"] == name)
+            .unwrap_or_else(|| panic!("no fact {name}"))["value"]
+            .clone()
+    };
+    let median = |c: &serde_json::Value, name: &str| {
+        c["metrics"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["name"] == name)
+            .unwrap()["median"]
+            .as_f64()
+            .unwrap()
+    };
+    let (bf16, fp32) = (check("bf16"), check("fp32"));
+    assert_eq!(bf16["status"], "pass", "{bf16}");
+    // The evidence says which precision ran, and that the golden check stayed fp32.
+    assert_eq!(fact(&bf16, "precision"), "bf16");
+    assert_eq!(fact(&bf16, "golden_precision"), "fp32");
+    assert_eq!(fact(&fp32, "precision"), "fp32");
+    // The same model, as the suite extends the anchor's.
+    assert_eq!(fact(&bf16, "gradient_bytes"), fact(&fp32, "gradient_bytes"));
+    // Half the measured bf16 GEMM rate: ~2.6 ms a step against fp32's ~20 ms.
+    let (b, f) = (median(&bf16, "step_time"), median(&fp32, "step_time"));
+    assert!((2.3..3.0).contains(&b), "bf16 step {b} ms");
+    assert!(f / b > 6.0 && f / b < 9.0, "fp32 {f} ms, bf16 {b} ms");
+}
+
+#[test]
 fn the_training_anchor_suite_runs_its_one_check() {
     // ci/gpu-smoke.sh runs this file on the lent GPU; here on the simulated H200 VM.
     let env = Env::new();

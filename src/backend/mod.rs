@@ -87,6 +87,9 @@ pub struct TrainingRun {
     pub single_gpu_samples_per_s: Option<f64>,
     /// Gradient bytes exchanged per step.
     pub gradient_bytes: u64,
+    /// The precision the run trained in (the golden configuration is always fp32).
+    #[serde(default)]
+    pub precision: crate::suite::Precision,
 }
 
 /// What kind of backend produced the measurements.

@@ -87,6 +87,10 @@ pub struct SimGpu {
     pub power_limit_w: f64,
     pub temperature_c: f64,
     pub sm_clock_max_mhz: u32,
+    /// CUDA compute capability `[major, minor]`, e.g. `[9, 0]` for Hopper; absent: not modelled
+    /// (nothing is refused for it). A bf16 training run needs `[8, 0]` or newer.
+    #[serde(default)]
+    pub compute_capability: Option<(i32, i32)>,
     /// First PCI bus number; GPU i sits at bus `first_bus + i * bus_stride`.
     pub first_bus: u32,
     pub bus_stride: u32,
@@ -143,6 +147,11 @@ pub struct SimPerf {
     pub collective_latency_us: f64,
     /// Sustained fp32 GEMM rate per GPU, TFLOP/s (for the training model).
     pub fp32_tflops: f64,
+    /// Sustained dense bf16 GEMM rate per GPU (tensor cores, fp32 accumulation), TFLOP/s, for
+    /// the bf16 training model ([`BF16_MLP_STEP_EFFICIENCY`]); absent: a bf16 training run is
+    /// refused as not modelled.
+    #[serde(default)]
+    pub bf16_tflops: Option<f64>,
     /// Relative standard deviation of a sample, percent (noise is bounded at 3 sigma).
     pub noise_pct: f64,
 }
@@ -1077,6 +1086,7 @@ impl Backend for SimBackend {
     }
 
     fn training(&mut self, cfg: &crate::suite::TrainingCheck) -> Result<TrainingRun, HwError> {
+        use crate::suite::Precision;
         let n = self.n();
         let params: u64 = cfg
             .layers
@@ -1084,12 +1094,11 @@ impl Backend for SimBackend {
             .map(|w| (w[0] * w[1] + w[1]) as u64)
             .sum();
         let flops_per_sample = 6.0 * params as f64;
-        let tflops = self.node.perf.fp32_tflops
-            * match cfg.precision {
-                crate::suite::Precision::Fp32 => 1.0,
-                crate::suite::Precision::Tf32 => 4.0,
-                crate::suite::Precision::Bf16 => 8.0,
-            };
+        let tflops = match cfg.precision {
+            Precision::Fp32 => self.node.perf.fp32_tflops,
+            Precision::Tf32 => self.node.perf.fp32_tflops * 4.0,
+            Precision::Bf16 => self.bf16_step_tflops(cfg)?,
+        };
         let compute_ms = cfg.batch as f64 * flops_per_sample / (tflops * 1e12) * 1e3;
         let grad_bytes = params * 4;
         let comm_ms = if n > 1 {
@@ -1160,7 +1169,37 @@ impl Backend for SimBackend {
             gpus: n,
             single_gpu_samples_per_s: Some(cfg.batch as f64 / (compute_ms / 1e3)),
             gradient_bytes: grad_bytes,
+            precision: cfg.precision,
         })
+    }
+}
+
+/// The fraction of the bf16 GEMM rate a bf16 MLP training step reaches, as a whole: our estimate,
+/// deliberately conservative, not a measurement. The GEMM rate itself is for large square
+/// products (H200: 791.6 TFLOP/s at 8192^3 in PyTorch); a step also runs the thin products of
+/// the input and the 10-class output layers, and memory-bound kernels (bias and ReLU, softmax,
+/// the bf16 conversions, the update) that take about the same time as in fp32, ~0.5-1 ms for
+/// the anchor MLP: hidden behind fp32's 20 ms GEMMs, a third of bf16's. Half the GEMM rate puts
+/// the anchor's step on an H200 at ~2.6 ms (7.7x faster than fp32): a suite's bf16 throughput
+/// floor rehearsed here should still hold on the real GPU.
+pub const BF16_MLP_STEP_EFFICIENCY: f64 = 0.5;
+
+impl SimBackend {
+    /// The rate a bf16 training step runs at on this node, TFLOP/s; refused as on a real GPU when
+    /// the node's GPUs have no bf16 tensor cores.
+    fn bf16_step_tflops(&self, cfg: &crate::suite::TrainingCheck) -> Result<f64, HwError> {
+        if let Some(cc) = self.node.gpu.compute_capability {
+            let m = crate::training::plan::Model::main(cfg, self.n())?;
+            crate::training::plan::check_arch(&m, cc, &format!("GPU 0 ({})", self.node.gpu.name))?;
+        }
+        match self.node.perf.bf16_tflops {
+            Some(t) if t.is_finite() && t > 0.0 => Ok(t * BF16_MLP_STEP_EFFICIENCY),
+            _ => Err(HwError::NotSupported(format!(
+                "the simulated node {} does not model bf16 training: its description gives no \
+                 perf.bf16_tflops (the GPU's dense bf16 GEMM rate)",
+                self.node.name
+            ))),
+        }
     }
 }
 
@@ -1205,6 +1244,56 @@ mod tests {
         let x = a.host_copy(3, HostDir::H2d, 1, 1, 10).unwrap();
         assert_eq!(x, b.host_copy(3, HostDir::H2d, 1, 1, 10).unwrap());
         assert_ne!(x, c.host_copy(3, HostDir::H2d, 1, 1, 10).unwrap());
+    }
+
+    #[test]
+    fn bf16_training_runs_at_half_the_bf16_gemm_rate_and_needs_ampere() {
+        use crate::suite::{Precision, TrainingCheck};
+        let mut cfg: TrainingCheck = toml::from_str("steps = 10").unwrap();
+        let node = load_node("h200-vm-1").unwrap();
+        assert_eq!(node.gpu.compute_capability, Some((9, 0)));
+        let run = |node: &SimNode, cfg: &TrainingCheck| {
+            SimBackend::new(node.clone(), vec![], 1)
+                .unwrap()
+                .training(cfg)
+        };
+        let fp32 = run(&node, &cfg).unwrap();
+        cfg.precision = Precision::Bf16;
+        let bf16 = run(&node, &cfg).unwrap();
+        assert_eq!(
+            (fp32.precision, bf16.precision),
+            (Precision::Fp32, Precision::Bf16)
+        );
+        // The anchor: 6 x 21.0M parameters x 8192 samples at 791.6 x 0.5 TFLOP/s.
+        let expect = 6.0 * 21_020_682.0 * 8192.0 / (791.6e12 * BF16_MLP_STEP_EFFICIENCY) * 1e3;
+        let med = crate::evidence::median(&bf16.step_ms);
+        assert!(
+            (med / expect - 1.0).abs() < 0.05,
+            "{med} ms, expected {expect}"
+        );
+        let speedup = crate::evidence::median(&fp32.step_ms) / med;
+        assert!((7.0..8.5).contains(&speedup), "{speedup}");
+        // The same fp32 gradients are all-reduced.
+        assert_eq!(bf16.gradient_bytes, fp32.gradient_bytes);
+        // A V100 (sm_70) has no bf16 tensor cores: refused by name, as on real hardware.
+        let mut volta = node.clone();
+        volta.gpu.compute_capability = Some((7, 0));
+        match run(&volta, &cfg) {
+            Err(HwError::NotSupported(why)) => {
+                assert!(why.contains("compute capability 7.0 (sm_70)"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+        cfg.precision = Precision::Fp32;
+        assert!(run(&volta, &cfg).is_ok());
+        // A node description without a bf16 rate does not invent one.
+        let mut unknown = node;
+        unknown.perf.bf16_tflops = None;
+        cfg.precision = Precision::Bf16;
+        match run(&unknown, &cfg) {
+            Err(HwError::NotSupported(why)) => assert!(why.contains("perf.bf16_tflops"), "{why}"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

@@ -117,6 +117,17 @@ impl Check for Training {
             subject: node(),
             value: r.gradient_bytes.to_string(),
         });
+        // What the run trained in, as the backend reports it; the golden check is always fp32.
+        m.facts.push(Fact {
+            name: "precision".into(),
+            subject: node(),
+            value: r.precision.name().into(),
+        });
+        m.facts.push(Fact {
+            name: "golden_precision".into(),
+            subject: node(),
+            value: crate::suite::Precision::Fp32.name().into(),
+        });
         Ok(m)
     }
 

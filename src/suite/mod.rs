@@ -449,13 +449,27 @@ impl CollectiveCheck {
     }
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
     /// fp32 with TF32 off.
+    #[default]
     Fp32,
     Tf32,
+    /// Mixed precision: bf16 GEMM operands, fp32 accumulation, fp32 master weights, gradients,
+    /// loss and update (sm_80 or newer).
     Bf16,
+}
+
+impl Precision {
+    /// As the suite writes it: "fp32", "tf32", "bf16".
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::Tf32 => "tf32",
+            Precision::Bf16 => "bf16",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -29,6 +29,7 @@
 //! | `nc_scale(float* x, ull n, float s)` | `x[i] = x[i]·s` (e.g. `1/N` after an all-reduce sum) | grid-stride over `n` |
 //! | `nc_sgd(float* p, const float* g, ull n, float lr)` | `p[i] = p[i] - lr·g[i]`, two roundings | grid-stride over `n` |
 //! | `nc_checksum(const float* x, ull n, ull* out)` | `*out += device_checksum(x)` (atomic, order-independent); zero `*out` first | grid-stride over `n` |
+//! | `nc_to_bf16(const float* x, unsigned short* y, ull n)` | `y[i] = bf16_bits(x[i])`, round to nearest even (the bf16 run's GEMM operands) | grid-stride over `n` |
 //!
 //! One step on replica `r` of `N` (local batch `Bl = B/N`, `sample_offset = r·Bl`):
 //! `nc_gen_features` + `nc_gen_labels`; per layer the forward GEMM + `nc_bias_act_fwd`;
@@ -38,6 +39,10 @@
 //! `nc_relu_bwd`; NCCL all-reduce (sum) of the gradients, in buckets; the loss is the sum of the
 //! replicas' loss sums `/ B` (added on the host); `nc_sgd` on every tensor. With `scale = 1/B` no
 //! `nc_scale` is needed. [`crate::training::plan`] builds exactly this sequence.
+//!
+//! In the bf16 (mixed-precision) run, `nc_to_bf16` makes the bf16 operands of the GEMMs: the
+//! parameters at the start of each step, each layer's input after `nc_bias_act_fwd` (the batch
+//! after `nc_gen_features`), each `dY` before its GEMMs; every other kernel is the fp32 one.
 
 /// The shared device functions: the counter-based hash and the exact int-to-float conversion.
 macro_rules! common_src {
@@ -266,6 +271,27 @@ extern "C" __global__ void nc_checksum(const float* x, ull n, ull* out) {
     };
 }
 
+macro_rules! convert_src {
+    () => {
+        r#"
+/* fp32 -> bf16 bits, round to nearest, ties to even (reference::bf16_bits). Integer operations
+   only: the same bits as the CPU on every architecture, and as cvt.rn.bf16.f32 (sm_80+) for
+   every non-NaN. A NaN stays a quiet NaN. */
+__device__ __forceinline__ unsigned short nc_bf16_rn(float f) {
+    uint u = __float_as_uint(f);
+    if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x0040u);
+    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+extern "C" __global__ void nc_to_bf16(const float* x, unsigned short* y, ull n) {
+    for (ull i = nc_tid(); i < n; i += nc_stride()) {
+        y[i] = nc_bf16_rn(x[i]);
+    }
+}
+"#
+    };
+}
+
 /// Hash and helpers shared by every kernel (no kernels).
 pub const COMMON: &str = common_src!();
 /// `nc_gen_features`, `nc_gen_teacher`, `nc_gen_labels`.
@@ -278,6 +304,8 @@ pub const LAYER: &str = concat!(common_src!(), layer_src!());
 pub const LOSS: &str = concat!(common_src!(), loss_src!());
 /// `nc_scale`, `nc_sgd`, `nc_checksum`.
 pub const UPDATE: &str = concat!(common_src!(), update_src!());
+/// `nc_to_bf16`.
+pub const CONVERT: &str = concat!(common_src!(), convert_src!());
 /// Every kernel, in one translation unit.
 pub const SOURCE: &str = concat!(
     common_src!(),
@@ -285,7 +313,8 @@ pub const SOURCE: &str = concat!(
     init_src!(),
     layer_src!(),
     loss_src!(),
-    update_src!()
+    update_src!(),
+    convert_src!()
 );
 
 /// The `extern "C" __global__` kernels of [`SOURCE`].
@@ -302,6 +331,7 @@ pub const KERNEL_NAMES: &[&str] = &[
     "nc_scale",
     "nc_sgd",
     "nc_checksum",
+    "nc_to_bf16",
 ];
 
 #[cfg(test)]
@@ -351,7 +381,7 @@ mod tests {
         listed.sort();
         assert_eq!(found, listed);
         // The groups partition SOURCE's kernels.
-        let mut groups: Vec<String> = [DATA, INIT, LAYER, LOSS, UPDATE]
+        let mut groups: Vec<String> = [DATA, INIT, LAYER, LOSS, UPDATE, CONVERT]
             .iter()
             .flat_map(|g| kernels_in(g))
             .collect();
@@ -369,6 +399,7 @@ mod tests {
             ("LAYER", LAYER),
             ("LOSS", LOSS),
             ("UPDATE", UPDATE),
+            ("CONVERT", CONVERT),
             ("SOURCE", SOURCE),
         ] {
             assert_balanced(name, src);
@@ -403,10 +434,47 @@ mod tests {
     #[test]
     fn exact_kernels_avoid_transcendentals_and_headers() {
         // Only the softmax may use expf/logf; nothing may use an explicit FMA.
-        for src in [data_src!(), init_src!(), layer_src!(), update_src!()] {
+        for src in [
+            data_src!(),
+            init_src!(),
+            layer_src!(),
+            update_src!(),
+            convert_src!(),
+        ] {
             assert!(!src.contains("expf") && !src.contains("logf"));
             assert!(!src.contains("fmaf"));
         }
         assert!(!SOURCE.contains("#include"), "NVRTC has no system headers");
+    }
+
+    #[test]
+    fn the_bf16_conversion_is_the_references() {
+        // The CUDA function, line by line, against reference::bf16_bits: the NaN test, the
+        // rounding increment (0x7fff plus the lowest kept bit) and the shift.
+        let body = CONVERT;
+        assert!(body.contains(
+            "if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x0040u);"
+        ));
+        assert!(body.contains("return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);"));
+        assert!(body.contains("y[i] = nc_bf16_rn(x[i]);"));
+        let transcribed = |u: u32| -> u16 {
+            if (u & 0x7fff_ffff) > 0x7f80_0000 {
+                ((u >> 16) | 0x0040) as u16
+            } else {
+                ((u + 0x7fff + ((u >> 16) & 1)) >> 16) as u16
+            }
+        };
+        for u in [
+            0u32,
+            0x3f80_8000,
+            0x3f81_8000,
+            0x7f7f_ffff,
+            0xff80_0000,
+            0x7f80_0001,
+            0x0001_8000,
+            0xbeef_cafe,
+        ] {
+            assert_eq!(transcribed(u), r::bf16_bits(f32::from_bits(u)), "{u:#010x}");
+        }
     }
 }

@@ -26,6 +26,21 @@
 //!    stream runs buckets in order), records `Waited`, runs `nc_sgd` over every parameter and
 //!    records `StepEnd`.
 //!
+//! # bf16: mixed precision ([`Math::Bf16`])
+//!
+//! The parameters stay fp32 (the master copy the update writes), and so do the gradients, their
+//! all-reduce, the bias add and ReLU, the softmax and the loss, and the bias gradients (SGEMV on
+//! the fp32 `dY`). Only the operands of the three GEMMs are bf16, in buffers of their own
+//! ([`Buf::bf16_copy`]), made by `nc_to_bf16` (round to nearest even): the parameters once a
+//! step before the forward pass, each layer's input as soon as it is written, each `dY` before
+//! its GEMMs. The GEMMs (`cublasGemmEx`, bf16 `A` and `B`, `CUBLAS_COMPUTE_32F`) accumulate and
+//! write fp32, so `dW` lands in the fp32 gradient buffer as in the fp32 run: the buckets, the
+//! NCCL sum and the update are the fp32 run's, and every replica applies the same all-reduced
+//! fp32 gradient to the same fp32 parameters, so replicas stay bit-identical. (Gradients made
+//! in bf16 and converted would save nothing here, as the GEMM writes fp32 at the same speed,
+//! and would lose 16 bits of every gradient; all-reducing bf16 would halve the bytes sent but
+//! round every partial sum.) [`reference::train_bf16`] defines the same computation on the CPU.
+//!
 //! # Buckets and overlap
 //!
 //! Parameters and gradients live in one flat buffer each, tensors in the order backward produces
@@ -68,8 +83,11 @@ pub const WARMUP_STEPS: usize = 2;
 pub const SINGLE_GPU_TIMED_STEPS: usize = 5;
 /// Device memory left free for cuBLAS's workspace, NCCL's buffers and the CUDA context.
 pub const LIBRARY_RESERVE_BYTES: u64 = 1 << 30;
-/// Bytes per element: every buffer holds 4-byte words (f32, u32 or i32).
+/// Bytes per element of the 4-byte buffers (f32, u32 or i32): all but the bf16 operand copies,
+/// which take 2 ([`Buf::elem`]).
 pub const WORD: usize = 4;
+/// bf16 GEMMs need bf16 tensor cores: compute capability 8.0 (Ampere) or newer.
+pub const BF16_MIN_COMPUTE_CAPABILITY: (i32, i32) = (8, 0);
 /// Each tensor of the flat parameter and gradient buffers starts on a multiple of this many
 /// words (256 bytes, what cuMemAlloc gives a buffer; PyTorch's allocator gives each tensor 512).
 /// Packed end to end, every weight after `b_{L-1}` (10 words for the anchor) started 8 bytes off a
@@ -89,6 +107,28 @@ pub enum Math {
     Fp32,
     /// `CUBLAS_TF32_TENSOR_OP_MATH`.
     Tf32,
+    /// Mixed precision (see the module documentation): the GEMMs take bf16 operands and
+    /// accumulate in fp32 (`cublasGemmEx`, `CUBLAS_COMPUTE_32F`), everything else is fp32 with
+    /// TF32 off (`CUBLAS_DEFAULT_MATH`).
+    Bf16,
+}
+
+/// What an element of a buffer is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Elem {
+    /// 4 bytes: f32, u32 or i32.
+    Word,
+    /// 2 bytes: bf16 (stored as its bit pattern, `unsigned short` in the kernels).
+    Bf16,
+}
+
+impl Elem {
+    pub fn bytes(self) -> usize {
+        match self {
+            Elem::Word => WORD,
+            Elem::Bf16 => 2,
+        }
+    }
 }
 
 /// One training run: the model, how it is split, and how it computes.
@@ -162,6 +202,31 @@ pub enum Buf {
     Ones,
     /// The sum of this replica's per-sample losses, one slot per step.
     StepLoss,
+    /// bf16 run only: the parameters rounded to bf16, same layout as [`Buf::Params`].
+    ParamsBf16,
+    /// bf16 run only: `Act(l)` rounded to bf16, for `l` below the logits.
+    ActBf16(usize),
+    /// bf16 run only: `Delta(i)` rounded to bf16.
+    DeltaBf16(usize),
+}
+
+impl Buf {
+    pub fn elem(self) -> Elem {
+        match self {
+            Buf::ParamsBf16 | Buf::ActBf16(_) | Buf::DeltaBf16(_) => Elem::Bf16,
+            _ => Elem::Word,
+        }
+    }
+
+    /// The buffer holding this one's values rounded to bf16, for the buffers GEMMs read.
+    pub fn bf16_copy(self) -> Option<Buf> {
+        match self {
+            Buf::Params => Some(Buf::ParamsBf16),
+            Buf::Act(l) => Some(Buf::ActBf16(l)),
+            Buf::Delta(i) => Some(Buf::DeltaBf16(i)),
+            _ => None,
+        }
+    }
 }
 
 /// An address on a replica: a buffer and an element offset into it.
@@ -177,6 +242,19 @@ impl Ptr {
     }
     pub fn at(buf: Buf, offset: usize) -> Ptr {
         Ptr { buf, offset }
+    }
+
+    /// The same element in the bf16 copy of the buffer (itself if it has none).
+    pub fn bf16(self) -> Ptr {
+        Ptr {
+            buf: self.buf.bf16_copy().unwrap_or(self.buf),
+            offset: self.offset,
+        }
+    }
+
+    /// Byte offset into its buffer.
+    pub fn byte_offset(&self) -> usize {
+        self.offset * self.buf.elem().bytes()
     }
 }
 
@@ -389,6 +467,12 @@ impl Launch {
         }
     }
 
+    /// `y[i] = bf16(x[i])` for `n` elements (`x` fp32, `y` its bf16 copy).
+    pub fn to_bf16(x: Ptr, y: Ptr, n: usize) -> Launch {
+        use Arg::*;
+        Launch::stride("nc_to_bf16", n as u64, vec![Ptr(x), Ptr(y), U64(n as u64)])
+    }
+
     pub fn sgd(p: Ptr, g: Ptr, n: usize, lr: f32) -> Launch {
         use Arg::*;
         Launch::stride(
@@ -471,6 +555,11 @@ impl Gemm {
         }
     }
 
+    /// What `A` and `B` hold: fp32 (`cublasSgemm`) or bf16 (`cublasGemmEx`). `C` is fp32.
+    pub fn operands(&self) -> Elem {
+        self.a.buf.elem()
+    }
+
     /// Floating-point operations (a multiply and an add per term).
     pub fn flops(&self) -> f64 {
         2.0 * self.m as f64 * self.n as f64 * self.k as f64
@@ -546,18 +635,12 @@ pub enum Op {
 }
 
 impl Model {
-    /// The suite's run on `replicas` GPUs. bf16 is not built yet.
+    /// The suite's run on `replicas` GPUs.
     pub fn main(c: &TrainingCheck, replicas: usize) -> Result<Model, HwError> {
         let math = match c.precision {
             Precision::Fp32 => Math::Fp32,
             Precision::Tf32 => Math::Tf32,
-            Precision::Bf16 => {
-                return Err(HwError::NotSupported(
-                    "bf16 training on real GPUs is not built yet (it needs bf16 kernels and \
-                     cublasGemmEx); use precision = \"fp32\" or \"tf32\""
-                        .into(),
-                ))
-            }
+            Precision::Bf16 => Math::Bf16,
         };
         Model {
             layers: c.layers.clone(),
@@ -619,7 +702,11 @@ impl Model {
             .sum();
         let acts: u128 = self.layers.iter().map(|&d| bl * d as u128).sum();
         let gaps = 2 * self.layers.len() as u128 * TENSOR_ALIGN as u128;
-        let words = 2 * (params + gaps) + acts + 2 * bl * widest as u128 + 3 * bl;
+        let mut words = 2 * (params + gaps) + acts + 2 * bl * widest as u128 + 3 * bl;
+        if self.math == Math::Bf16 {
+            // The bf16 copies, at most half a word per element.
+            words += (params + gaps + acts + 2 * bl * widest as u128).div_ceil(2);
+        }
         if words * WORD as u128 > (1u128 << 62) {
             return bad(format!(
                 "layers {:?} with batch {} need {words} words of memory per GPU",
@@ -713,6 +800,14 @@ impl Model {
             (Buf::Ones, bl),
             (Buf::StepLoss, steps.max(1)),
         ]);
+        if self.math == Math::Bf16 {
+            let copies: Vec<(Buf, usize)> = v
+                .iter()
+                .filter(|(b, _)| !matches!(b, Buf::Act(l) if *l == self.depth()))
+                .filter_map(|&(b, n)| Some((b.bf16_copy()?, n)))
+                .collect();
+            v.extend(copies);
+        }
         v
     }
 
@@ -720,7 +815,7 @@ impl Model {
     pub fn memory_bytes(&self, steps: usize) -> u64 {
         self.buffers(steps)
             .iter()
-            .map(|(_, n)| (n * WORD) as u64)
+            .map(|(b, n)| (n * b.elem().bytes()) as u64)
             .sum()
     }
 
@@ -752,6 +847,22 @@ impl Model {
             seed: self.seed,
         }
     }
+}
+
+/// Whether a GPU of compute capability `cc` (major, minor) can run `m`: the bf16 run needs bf16
+/// tensor cores ([`BF16_MIN_COMPUTE_CAPABILITY`]); fp32 and TF32 run anywhere (TF32 falls back
+/// to fp32 before Ampere).
+pub fn check_arch(m: &Model, cc: (i32, i32), gpu: &str) -> Result<(), HwError> {
+    let (major, minor) = BF16_MIN_COMPUTE_CAPABILITY;
+    if m.math == Math::Bf16 && cc < BF16_MIN_COMPUTE_CAPABILITY {
+        return Err(HwError::NotSupported(format!(
+            "bf16 training needs bf16 tensor cores, compute capability {major}.{minor} (Ampere) \
+             or newer, and {gpu} has compute capability {}.{} (sm_{}{}); use precision = \
+             \"fp32\" on this GPU",
+            cc.0, cc.1, cc.0, cc.1
+        )));
+    }
+    Ok(())
 }
 
 /// Group `tensors` (in backward order, contiguous) into buckets: add tensors until the bucket
@@ -851,14 +962,25 @@ pub fn step_ops(m: &Model, buckets: &[Bucket], step: usize, replica: usize) -> V
     let bl = m.local_batch;
     let ev = |kind| EvId { step, kind };
     let index = |layer: usize, bias: bool| 2 * (depth - 1 - layer) + usize::from(!bias);
+    // A GEMM operand: the buffer itself, or in the bf16 run its bf16 copy, made by `convert`
+    // once the fp32 values are final.
+    let bf16 = m.math == Math::Bf16;
+    let operand = |p: Ptr| if bf16 { p.bf16() } else { p };
+    let convert = |p: Ptr, n: usize, ops: &mut Vec<Op>| {
+        if bf16 {
+            ops.push(Op::Launch(Launch::to_bf16(p, p.bf16(), n)));
+        }
+    };
     let mut ops = vec![Op::Record(Stream::Compute, ev(EvKind::StepStart))];
     ops.extend(data_ops(m, step, replica));
+    convert(Ptr::of(Buf::Params), m.flat_len(), &mut ops);
+    convert(Ptr::of(Buf::Act(0)), bl * m.in_dim(), &mut ops);
     for l in 0..depth {
         let (din, dout) = (m.layers[l], m.layers[l + 1]);
         let (w, b) = (m.tensor(l, false), m.tensor(l, true));
         ops.push(Op::Gemm(Gemm::forward(
-            Ptr::at(Buf::Params, w.offset),
-            Ptr::of(Buf::Act(l)),
+            operand(Ptr::at(Buf::Params, w.offset)),
+            operand(Ptr::of(Buf::Act(l))),
             Ptr::of(Buf::Act(l + 1)),
             bl,
             din,
@@ -871,6 +993,9 @@ pub fn step_ops(m: &Model, buckets: &[Bucket], step: usize, replica: usize) -> V
             dout,
             l + 1 < depth,
         )));
+        if l + 1 < depth {
+            convert(Ptr::of(Buf::Act(l + 1)), bl * dout, &mut ops);
+        }
     }
     ops.push(Op::Launch(Launch::softmax_xent(
         Ptr::of(Buf::Act(depth)),
@@ -891,6 +1016,7 @@ pub fn step_ops(m: &Model, buckets: &[Bucket], step: usize, replica: usize) -> V
         let (din, dout) = (m.layers[l], m.layers[l + 1]);
         let (w, b) = (m.tensor(l, false), m.tensor(l, true));
         let dy = Ptr::of(Buf::Delta(delta));
+        convert(dy, bl * dout, &mut ops);
         ops.push(Op::Gemv(Gemv::bias_grad(
             dy,
             Ptr::of(Buf::Ones),
@@ -900,8 +1026,8 @@ pub fn step_ops(m: &Model, buckets: &[Bucket], step: usize, replica: usize) -> V
         )));
         bucket_ops(buckets, index(l, true), step, &mut ops);
         ops.push(Op::Gemm(Gemm::grad_weight(
-            Ptr::of(Buf::Act(l)),
-            dy,
+            operand(Ptr::of(Buf::Act(l))),
+            operand(dy),
             Ptr::at(Buf::Grads, w.offset),
             bl,
             din,
@@ -911,8 +1037,8 @@ pub fn step_ops(m: &Model, buckets: &[Bucket], step: usize, replica: usize) -> V
         if l > 0 {
             let dx = Ptr::of(Buf::Delta(1 - delta));
             ops.push(Op::Gemm(Gemm::grad_input(
-                Ptr::at(Buf::Params, w.offset),
-                dy,
+                operand(Ptr::at(Buf::Params, w.offset)),
+                operand(dy),
                 dx,
                 bl,
                 din,
@@ -1241,6 +1367,7 @@ pub fn training_run(
         single_gpu_samples_per_s: (base.is_finite() && base > 0.0)
             .then(|| c.batch as f64 / (base / 1e3)),
         gradient_bytes: params * WORD as u64,
+        precision: c.precision,
     }
 }
 

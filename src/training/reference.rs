@@ -77,6 +77,12 @@ use std::ops::Range;
 pub const DEFAULT_REL_TOL: f32 = 1e-4;
 /// Absolute tolerance recommended for [`compare_trajectory`].
 pub const DEFAULT_ABS_TOL: f32 = 1e-5;
+/// Relative tolerance between a mixed-precision ([`GemmInputs::Bf16`]) trajectory and the fp32
+/// one over the first [`COMPARED_STEPS`] steps. Rounding both operands of every product to bf16
+/// (8 significant bits) moves the small configuration's losses by up to 2e-3 (measured: 2.2e-4
+/// at step 0, 1.9e-3 at worst); 1e-2 leaves five times that. It is 100 times the golden
+/// tolerance, which is why the golden comparison always runs in fp32.
+pub const BF16_REL_TOL: f32 = 1e-2;
 /// How many initial steps to compare: later steps amplify rounding differences (training is
 /// chaotic), so the tolerance only holds for the beginning of a run.
 pub const COMPARED_STEPS: usize = 20;
@@ -334,6 +340,43 @@ pub enum Flaw {
     WrongBiasGrad,
 }
 
+/// What the products (forward `Y = X·Wᵀ`, `dW = dYᵀ·X`, `dX = dY·W`) take as operands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GemmInputs {
+    /// The fp32 values themselves (the golden run, fp32 and TF32 on the GPU).
+    F32,
+    /// Mixed precision: both operands of every product rounded to bf16 (round to nearest, ties
+    /// to even: [`round_bf16`]), the products summed in fp32. Everything else stays fp32: the
+    /// master parameters and their update, the bias add and ReLU, the softmax and the loss, the
+    /// bias gradients (summed from the fp32 `dY`), every gradient and its all-reduce. No loss
+    /// scaling: bf16 has fp32's exponent range, so the small gradients (`dZ` is scaled by
+    /// `1/batch`) neither underflow nor need it.
+    Bf16,
+}
+
+/// The bf16 bits of `v` rounded to nearest, ties to even (what `nc_bf16_rn` computes on the
+/// GPU, and PyTorch's `round_to_nearest_even`): the upper half of the fp32 pattern after adding
+/// `0x7fff` plus the lowest bit kept. Values past bf16's largest finite round to infinity; a
+/// NaN stays a NaN (made quiet, sign kept).
+pub fn bf16_bits(v: f32) -> u16 {
+    let u = v.to_bits();
+    if u & 0x7fff_ffff > 0x7f80_0000 {
+        return ((u >> 16) | 0x0040) as u16;
+    }
+    // No overflow: the largest non-NaN pattern is 0xff80_0000 (-inf).
+    ((u + 0x7fff + ((u >> 16) & 1)) >> 16) as u16
+}
+
+/// The fp32 value of bf16 bits (exact).
+pub fn bf16_to_f32(bits: u16) -> f32 {
+    f32::from_bits(u32::from(bits) << 16)
+}
+
+/// `v` rounded to bf16 and widened back to fp32.
+pub fn round_bf16(v: f32) -> f32 {
+    bf16_to_f32(bf16_bits(v))
+}
+
 /// The initial parameters `[W_0, b_0, W_1, b_1, ...]`.
 pub fn init_params(cfg: &MlpConfig) -> Vec<Vec<f32>> {
     let mut params = Vec::with_capacity(2 * cfg.depth());
@@ -357,7 +400,14 @@ pub fn train(cfg: &MlpConfig, steps: usize) -> Run {
 
 /// [`train`] with a [`Flaw`] injected (tests and self-checks).
 pub fn train_with(cfg: &MlpConfig, steps: usize, flaw: Flaw) -> Run {
-    run(cfg, steps, 1, flaw)
+    run(cfg, steps, 1, flaw, GemmInputs::F32)
+}
+
+/// [`train`] in mixed precision, as the GPU's bf16 run computes: see [`GemmInputs::Bf16`].
+///
+/// Panics if `cfg` is invalid; call [`MlpConfig::validate`] first.
+pub fn train_bf16(cfg: &MlpConfig, steps: usize) -> Run {
+    run(cfg, steps, 1, Flaw::None, GemmInputs::Bf16)
 }
 
 /// Simulates `replicas` data-parallel replicas: each computes the mean-loss gradient of its share
@@ -370,10 +420,10 @@ pub fn train_data_parallel(
 ) -> Result<Run, ConfigError> {
     cfg.validate()?;
     replica_samples(cfg.batch, replicas, 0)?;
-    Ok(run(cfg, steps, replicas, Flaw::None))
+    Ok(run(cfg, steps, replicas, Flaw::None, GemmInputs::F32))
 }
 
-fn run(cfg: &MlpConfig, steps: usize, replicas: usize, flaw: Flaw) -> Run {
+fn run(cfg: &MlpConfig, steps: usize, replicas: usize, flaw: Flaw, inputs: GemmInputs) -> Run {
     if let Err(e) = cfg.validate() {
         panic!("invalid MLP config: {e}");
     }
@@ -389,7 +439,7 @@ fn run(cfg: &MlpConfig, steps: usize, replicas: usize, flaw: Flaw) -> Run {
         for rank in 0..replicas {
             let samples = replica_samples(cfg.batch, replicas, rank).expect("checked split");
             let (x, y) = batch_with(&teacher, cfg.seed, step as u64, samples);
-            let (loss, grads) = loss_and_grads(cfg, &params, &x, &y, flaw);
+            let (loss, grads) = loss_and_grads(cfg, &params, &x, &y, flaw, inputs);
             loss_sum += loss;
             match total.as_mut() {
                 None => total = Some(grads),
@@ -590,7 +640,10 @@ fn loss_and_grads(
     x: &[f32],
     y: &[u32],
     flaw: Flaw,
+    inputs: GemmInputs,
 ) -> (f32, Vec<Vec<f32>>) {
+    // A bf16 GEMM operand: a copy rounded to bf16 (the fp32 path below never calls it).
+    let q = |v: &[f32]| -> Vec<f32> { v.iter().map(|&x| round_bf16(x)).collect() };
     let rows = y.len();
     let depth = cfg.depth();
     let rev = flaw == Flaw::ReorderedSums;
@@ -602,7 +655,10 @@ fn loss_and_grads(
     for l in 0..depth {
         let (din, dout) = (cfg.layers[l], cfg.layers[l + 1]);
         let (w, b) = (&params[2 * l], &params[2 * l + 1]);
-        let mut out = matmul_abt(&acts[l], w, rows, dout, din, rev, threads);
+        let mut out = match inputs {
+            GemmInputs::F32 => matmul_abt(&acts[l], w, rows, dout, din, rev, threads),
+            GemmInputs::Bf16 => matmul_abt(&q(&acts[l]), &q(w), rows, dout, din, rev, threads),
+        };
         let hidden = l + 1 < depth;
         for yr in out.chunks_exact_mut(dout) {
             for (v, &bo) in yr.iter_mut().zip(b) {
@@ -637,7 +693,10 @@ fn loss_and_grads(
 
         // dW = dYᵀ·X = dYᵀ·(Xᵀ)ᵀ: dW[o][i] = Σ_r dY[r][o]·X[r][i].
         let xt = transpose(&acts[l], rows, din);
-        grads[2 * l] = matmul_abt(&dyt, &xt, dout, din, rows, rev, threads);
+        grads[2 * l] = match inputs {
+            GemmInputs::F32 => matmul_abt(&dyt, &xt, dout, din, rows, rev, threads),
+            GemmInputs::Bf16 => matmul_abt(&q(&dyt), &q(&xt), dout, din, rows, rev, threads),
+        };
 
         // db[o] = Σ_r dY[r][o].
         let bias_rows = if flaw == Flaw::WrongBiasGrad {
@@ -655,7 +714,10 @@ fn loss_and_grads(
         }
         // dX = dY·W = dY·(Wᵀ)ᵀ: dX[r][i] = Σ_o dY[r][o]·W[o][i]; then the ReLU mask.
         let wt = transpose(&params[2 * l], dout, din);
-        let mut dx = matmul_abt(&dy, &wt, rows, din, dout, rev, threads);
+        let mut dx = match inputs {
+            GemmInputs::F32 => matmul_abt(&dy, &wt, rows, din, dout, rev, threads),
+            GemmInputs::Bf16 => matmul_abt(&q(&dy), &q(&wt), rows, din, dout, rev, threads),
+        };
         if flaw != Flaw::ReluGradLeaks {
             relu_bwd(&mut dx, &acts[l]);
         }
@@ -1046,6 +1108,84 @@ mod tests {
         );
         let dev = tol_check(&reordered.losses, &golden.losses).unwrap();
         assert!(dev.max_rel_diff < DEFAULT_REL_TOL / 10.0, "{dev:?}");
+    }
+
+    #[test]
+    fn bf16_rounding_is_to_nearest_ties_to_even() {
+        let b = |u: u32| bf16_bits(f32::from_bits(u));
+        // Exact values, halfway cases (to the even neighbour), just above halfway.
+        assert_eq!(b(0x3f80_0000), 0x3f80); // 1.0
+        assert_eq!(b(0x3f80_8000), 0x3f80); // 1 + 2^-8: tie, 0x3f80 is even
+        assert_eq!(b(0x3f81_8000), 0x3f82); // tie, 0x3f82 is even
+        assert_eq!(b(0x3f80_8001), 0x3f81);
+        assert_eq!(b(0x3f80_7fff), 0x3f80);
+        assert_eq!(b(0xbf80_8001), 0xbf81); // the sign is kept
+        assert_eq!(b(0x8000_0000), 0x8000); // -0
+                                            // Past the largest finite bf16: infinity; infinities stay; NaNs stay (quiet) NaNs.
+        assert_eq!(b(f32::MAX.to_bits()), 0x7f80);
+        assert_eq!(b(0x7f7f_7fff), 0x7f7f);
+        assert_eq!(b(0xff80_0000), 0xff80);
+        assert_eq!(b(0x7f80_0001), 0x7fc0);
+        assert_eq!(b(0xffc0_0000), 0xffc0);
+        assert!(round_bf16(f32::NAN).is_nan());
+        // Subnormals round like any other pattern (bf16 has fp32's exponent range).
+        assert_eq!(b(0x0000_8000), 0x0000);
+        assert_eq!(b(0x0001_8000), 0x0002);
+        // Against the definition, over a spread of finite patterns: the nearer of the two
+        // neighbours, the even one on a tie.
+        let mut u = 0u32;
+        while u < 0x7f7f_0000 {
+            for x in [u, u | 0x8000_0000] {
+                let (lo, hi) = (x >> 16, (x >> 16) + 1);
+                let v = f64::from(f32::from_bits(x));
+                let d = |h: u32| (f64::from(bf16_to_f32(h as u16)) - v).abs();
+                let want = match d(lo).partial_cmp(&d(hi)).unwrap() {
+                    std::cmp::Ordering::Less => lo,
+                    std::cmp::Ordering::Greater => hi,
+                    std::cmp::Ordering::Equal => {
+                        if lo % 2 == 0 {
+                            lo
+                        } else {
+                            hi
+                        }
+                    }
+                };
+                assert_eq!(u32::from(b(x)), want, "{x:#010x}");
+            }
+            u += 0x0001_3579;
+        }
+        assert_eq!(round_bf16(1.0 / 3.0), 171.0 / 512.0);
+    }
+
+    #[test]
+    fn bf16_run_tracks_the_fp32_one_and_learns() {
+        let cfg = MlpConfig::small();
+        let fp32 = train(&cfg, COMPARED_STEPS);
+        let bf16 = train_bf16(&cfg, COMPARED_STEPS);
+        assert_eq!(train_bf16(&cfg, COMPARED_STEPS), bf16, "deterministic");
+        // Within the stated tolerance of the fp32 trajectory, with headroom...
+        let dev = compare_trajectory(&bf16.losses, &fp32.losses, BF16_REL_TOL, DEFAULT_ABS_TOL)
+            .unwrap_or_else(|e| panic!("bf16 left the fp32 trajectory: {e}"));
+        assert!(dev.max_rel_diff < BF16_REL_TOL / 3.0, "{dev:?}");
+        // ... but visibly bf16: it would fail the golden fp32 comparison from the first step.
+        assert!(
+            matches!(
+                tol_check(&bf16.losses, &fp32.losses),
+                Err(TrajectoryMismatch::Diverged { step: 0, .. })
+            ),
+            "the bf16 run is indistinguishable from fp32: are the operands rounded?"
+        );
+        // The loss still goes down as in fp32 (by ~45% in 20 steps).
+        let (first, last) = (bf16.losses[0], *bf16.losses.last().unwrap());
+        assert!(last < 0.7 * first, "loss {first} -> {last}");
+        // A broken kernel still stands out against the bf16 tolerance.
+        let leaky = train_with(&cfg, COMPARED_STEPS, Flaw::ReluGradLeaks);
+        assert!(
+            compare_trajectory(&leaky.losses, &fp32.losses, BF16_REL_TOL, DEFAULT_ABS_TOL).is_err()
+        );
+        // Pinned: a change to where the operands are rounded shows up here.
+        assert_eq!(bf16.losses[0], 2.630_312);
+        assert_eq!(bf16.losses[19], 1.404_117_2);
     }
 
     #[test]

@@ -488,6 +488,21 @@ impl CudaMeasurements {
             Ok(c.gpus.len())
         })?;
         let main = Model::main(cfg, n)?;
+        if main.math == plan::Math::Bf16 {
+            // Before the golden run: a GPU without bf16 tensor cores is refused at once, by name.
+            let m = main.clone();
+            let what = "reading the GPUs' compute capabilities".to_string();
+            self.run(what, Duration::from_secs(60), move |c| {
+                for g in c.all()? {
+                    let cc = driver::ck(
+                        "cuDeviceGetAttribute(COMPUTE_CAPABILITY)",
+                        g.ctx.compute_capability(),
+                    )?;
+                    plan::check_arch(&m, cc, &g.label())?;
+                }
+                Ok(())
+            })?;
+        }
         if n > 1 && !(self.opts.nccl_loadable)() {
             return Err(libs::missing(Lib::Nccl));
         }

@@ -8,7 +8,11 @@
 //!   compile error. Launched with `cuLaunchKernel` on the replica's compute stream;
 //! - products: raw cuBLAS calls (`cublasSgemm`, `cublasSgemv`) on a handle bound to the compute
 //!   stream, math mode from the plan (`PEDANTIC`, `DEFAULT` = fp32 with TF32 off, or
-//!   `TF32_TENSOR_OP`). cudarc's `CudaBlas` is not used: its drop unwraps;
+//!   `TF32_TENSOR_OP`). In the bf16 run the GEMMs whose operands are bf16 buffers go to
+//!   `cublasGemmEx` (`A`, `B` `CUDA_R_16BF`, `C` `CUDA_R_32F`, `CUBLAS_COMPUTE_32F`: tensor cores,
+//!   fp32 accumulation) under `DEFAULT` math, which keeps the fp32 SGEMV free of TF32; the bf16
+//!   run refuses a GPU older than compute capability 8.0 before anything is allocated
+//!   ([`plan::check_arch`]). cudarc's `CudaBlas` is not used: its drop unwraps;
 //! - events: cudarc events with timing (one per step and kind, created when first recorded);
 //! - all-reduce: one NCCL group per bucket over every replica's communication stream, with the
 //!   communicators the collective check uses (`ncclCommInitAll`, kept in [`Cuda`]).
@@ -22,7 +26,9 @@ use super::driver::{self, ck, DevBuf, Gpu};
 use super::{nccl, Cuda};
 use crate::error::HwError;
 use crate::training::kernels;
-use crate::training::plan::{self, Arg, Bucket, Buf, Device, EvId, Math, Model, Op, Ptr, Stream};
+use crate::training::plan::{
+    self, Arg, Bucket, Buf, Device, Elem, EvId, Math, Model, Op, Ptr, Stream,
+};
 use cudarc::cublas::{result as blas, sys as bsys};
 use cudarc::driver::{result, sys, CudaContext, CudaEvent, CudaStream};
 use cudarc::nvrtc::sys as nvrtc;
@@ -305,7 +311,7 @@ impl Blas {
         })?;
         let mode = match math {
             Math::Pedantic => bsys::cublasMath_t::CUBLAS_PEDANTIC_MATH,
-            Math::Fp32 => bsys::cublasMath_t::CUBLAS_DEFAULT_MATH,
+            Math::Fp32 | Math::Bf16 => bsys::cublasMath_t::CUBLAS_DEFAULT_MATH,
             Math::Tf32 => bsys::cublasMath_t::CUBLAS_TF32_TENSOR_OP_MATH,
         };
         // SAFETY: live handle.
@@ -366,7 +372,7 @@ impl Replica<'_> {
             call: "the training plan".into(),
             detail: format!("no buffer {:?} on {}", p.buf, self.gpu.label()),
         })?;
-        let at = p.offset * plan::WORD;
+        let at = p.byte_offset();
         if at > b.bytes {
             return Err(HwError::Call {
                 call: "the training plan".into(),
@@ -419,6 +425,9 @@ impl Replica<'_> {
         };
         let (a, b, c) = (self.ptr(g.a)?, self.ptr(g.b)?, self.ptr(g.c)?);
         let (alpha, beta) = (1.0f32, 0.0f32);
+        if g.operands() == Elem::Bf16 {
+            return self.gemm_bf16(g, a, b, c);
+        }
         let call = format!(
             "cublasSgemm({}{}, m={}, n={}, k={}) on {}",
             if g.transa { "T" } else { "N" },
@@ -445,6 +454,59 @@ impl Replica<'_> {
                 &beta,
                 c as *mut f32,
                 g.ldc,
+            )
+        })
+    }
+
+    /// `C (fp32) = op(A)·op(B)` with bf16 `A` and `B`, accumulated in fp32 on tensor cores.
+    fn gemm_bf16(&self, g: &plan::Gemm, a: u64, b: u64, c: u64) -> Result<(), HwError> {
+        let op = |t: bool| {
+            if t {
+                bsys::cublasOperation_t::CUBLAS_OP_T
+            } else {
+                bsys::cublasOperation_t::CUBLAS_OP_N
+            }
+        };
+        if g.b.buf.elem() != Elem::Bf16 || g.c.buf.elem() != Elem::Word {
+            return Err(HwError::Call {
+                call: "the training plan".into(),
+                detail: format!("a bf16 GEMM must read two bf16 buffers and write fp32: {g:?}"),
+            });
+        }
+        // With CUBLAS_COMPUTE_32F, alpha and beta are fp32.
+        let (alpha, beta) = (1.0f32, 0.0f32);
+        let call = format!(
+            "cublasGemmEx({}{}, m={}, n={}, k={}, bf16 x bf16 -> fp32, CUBLAS_COMPUTE_32F) on {}",
+            if g.transa { "T" } else { "N" },
+            if g.transb { "T" } else { "N" },
+            g.m,
+            g.n,
+            g.k,
+            self.gpu.label()
+        );
+        // SAFETY: the plan sizes every operand within its buffer (bf16 buffers hold 2-byte
+        // elements, the output 4-byte ones); host scalars of the compute type.
+        bk(&call, unsafe {
+            blas::gemm_ex(
+                self.blas.handle,
+                op(g.transa),
+                op(g.transb),
+                g.m,
+                g.n,
+                g.k,
+                &alpha as *const f32 as *const c_void,
+                a as *const c_void,
+                bsys::cudaDataType::CUDA_R_16BF,
+                g.lda,
+                b as *const c_void,
+                bsys::cudaDataType::CUDA_R_16BF,
+                g.ldb,
+                &beta as *const f32 as *const c_void,
+                c as *mut c_void,
+                bsys::cudaDataType::CUDA_R_32F,
+                g.ldc,
+                bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                bsys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
             )
         })
     }
@@ -503,18 +565,19 @@ impl<'g> GpuDevice<'g> {
         };
         for g in gpus {
             g.bind()?;
-            let (free, total) = ck("cuMemGetInfo", result::mem_get_info())?;
-            plan::check_memory(m, steps, free as u64, total as u64, &g.label())?;
             let (major, minor) = ck(
                 "cuDeviceGetAttribute(COMPUTE_CAPABILITY)",
                 g.ctx.compute_capability(),
             )?;
+            plan::check_arch(m, (major, minor), &g.label())?;
+            let (free, total) = ck("cuMemGetInfo", result::mem_get_info())?;
+            plan::check_memory(m, steps, free as u64, total as u64, &g.label())?;
             let (target, image) = image_for((major * 10 + minor).max(0) as u32)?;
             let module = Module::load(g, target, &image)?;
             let blas = Blas::new(g, &g.streams[0], m.math)?;
             let mut bufs = HashMap::new();
             for (b, n) in m.buffers(steps) {
-                bufs.insert(b, DevBuf::new(g, n * plan::WORD)?);
+                bufs.insert(b, DevBuf::new(g, n * b.elem().bytes())?);
             }
             dev.reps.push(Replica {
                 gpu: g,
@@ -608,7 +671,17 @@ impl Device for GpuDevice<'_> {
             detail: format!("no buffer {buf:?}"),
         })?;
         let mut out = vec![0u32; len];
-        b.read(0, as_bytes_mut(&mut out))?;
+        match buf.elem() {
+            Elem::Word => b.read(0, as_bytes_mut(&mut out))?,
+            Elem::Bf16 => {
+                // One bf16 pattern per word, as the plan's emulation holds them.
+                let mut half = vec![0u8; 2 * len];
+                b.read(0, &mut half)?;
+                for (w, h) in out.iter_mut().zip(half.chunks_exact(2)) {
+                    *w = u32::from(u16::from_ne_bytes([h[0], h[1]]));
+                }
+            }
+        }
         Ok(out)
     }
 
@@ -728,6 +801,21 @@ mod tests {
                 "{name} missing from the PTX"
             );
         }
+        // The bf16 run's conversion kernel: in the CUBIN of every architecture with bf16 tensor
+        // cores (sm_80 and newer), which is where the bf16 run uses it.
+        let mut bf16_archs = 0;
+        for cc in archs.iter().copied().filter(|&a| a >= 80) {
+            let cubin = compile(Target::Cubin(cc)).unwrap_or_else(|e| panic!("sm_{cc}: {e}"));
+            assert!(
+                cubin.windows(11).any(|w| w == b"nc_to_bf16\0"),
+                "sm_{cc}: nc_to_bf16 missing from the CUBIN"
+            );
+            let alone = compile_source(kernels::CONVERT, Target::Cubin(cc))
+                .unwrap_or_else(|e| panic!("sm_{cc}: {e}"));
+            assert_eq!(&alone[..4], b"\x7fELF");
+            bf16_archs += 1;
+        }
+        assert!(bf16_archs >= 3, "{archs:?}");
         // A compile error carries NVRTC's log.
         let e = compile_source(
             "extern \"C\" __global__ void k(float* x) { x[0] = undefined_thing; }",

@@ -1,5 +1,8 @@
 //! The plan executed on an emulated device: host memory, each kernel written again in Rust from
 //! its CUDA source, cuBLAS's column-major SGEMM/SGEMV as plain loops, NCCL's all-reduce as a sum.
+//! bf16 buffers hold one bf16 bit pattern per word; a GEMM reading them widens each operand to
+//! fp32 (exact) and sums the products in fp32, as `cublasGemmEx` with `CUBLAS_COMPUTE_32F` does
+//! (in its own order).
 
 use super::*;
 use crate::training::kernels;
@@ -7,6 +10,7 @@ use crate::training::reference as r;
 use std::collections::HashMap;
 
 const NAN: u32 = 0x7fc0_0000;
+const NAN_BF16: u32 = 0x7fc0;
 
 /// What the emulation gets wrong on purpose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -34,7 +38,13 @@ impl Emu {
         let bufs: HashMap<Buf, Vec<u32>> = m
             .buffers(steps)
             .into_iter()
-            .map(|(b, n)| (b, vec![NAN; n]))
+            .map(|(b, n)| {
+                let nan = match b.elem() {
+                    Elem::Word => NAN,
+                    Elem::Bf16 => NAN_BF16,
+                };
+                (b, vec![nan; n])
+            })
             .collect();
         Emu {
             mem: vec![bufs; m.replicas],
@@ -49,7 +59,11 @@ impl Emu {
     }
 
     fn getf(&self, r: usize, p: Ptr) -> Vec<f32> {
-        self.get(r, p).iter().map(|w| f32::from_bits(*w)).collect()
+        let words = self.get(r, p).iter();
+        match p.buf.elem() {
+            Elem::Word => words.map(|w| f32::from_bits(*w)).collect(),
+            Elem::Bf16 => words.map(|w| r::bf16_to_f32(*w as u16)).collect(),
+        }
     }
 
     fn set(&mut self, r: usize, p: Ptr, i: usize, w: u32) {
@@ -169,6 +183,13 @@ impl Emu {
                 }
                 self.setf(rep, p(2), 0, s);
             }
+            "nc_to_bf16" => {
+                assert_eq!(p(1).buf.elem(), Elem::Bf16, "nc_to_bf16 into {:?}", p(1));
+                let x = self.getf(rep, p(0));
+                for (i, v) in x[..u(2)].iter().enumerate() {
+                    self.set(rep, p(1), i, u32::from(r::bf16_bits(*v)));
+                }
+            }
             "nc_sgd" => {
                 let (pp, g, lr) = (self.getf(rep, p(0)), self.getf(rep, p(1)), f(3));
                 for i in 0..u(2) {
@@ -180,6 +201,9 @@ impl Emu {
     }
 
     fn gemm(&mut self, rep: usize, g: &Gemm) {
+        // cublasSgemm or cublasGemmEx(bf16, bf16 -> fp32): both operands of one type, fp32 out.
+        assert_eq!(g.b.buf.elem(), g.operands(), "{g:?}");
+        assert_eq!(g.c.buf.elem(), Elem::Word, "{g:?}");
         let (a, b) = (self.getf(rep, g.a), self.getf(rep, g.b));
         let (m, n, k) = (g.m as usize, g.n as usize, g.k as usize);
         let (lda, ldb) = (g.lda as usize, g.ldb as usize);
@@ -483,6 +507,11 @@ fn every_launch_matches_its_kernels_declaration() {
     let m = anchor(2);
     let mut ops = init_ops(&m);
     ops.extend(step_ops(&m, &m.buckets(), 3, 1));
+    let bf16 = Model {
+        math: Math::Bf16,
+        ..anchor(2)
+    };
+    ops.extend(step_ops(&bf16, &bf16.buckets(), 3, 1));
     let mut used = std::collections::BTreeSet::new();
     for op in &ops {
         if let Op::Launch(l) = op {
@@ -607,10 +636,9 @@ fn models_from_the_suite() {
     c.precision = Precision::Tf32;
     assert_eq!(Model::main(&c, 1).unwrap().math, Math::Tf32);
     c.precision = Precision::Bf16;
-    match Model::main(&c, 1) {
-        Err(HwError::NotSupported(why)) => assert!(why.contains("bf16"), "{why}"),
-        other => panic!("{other:?}"),
-    }
+    assert_eq!(Model::main(&c, 1).unwrap().math, Math::Bf16);
+    // The golden configuration checks arithmetic, whatever the run's precision: plain fp32.
+    assert_eq!(Model::golden(&c).unwrap().math, Math::Pedantic);
     c.precision = Precision::Fp32;
     c.layers = vec![1 << 31, 10];
     assert!(matches!(Model::main(&c, 1), Err(HwError::NotSupported(_))));
@@ -898,4 +926,196 @@ fn lockstep_refuses_lists_of_different_shapes() {
     )
     .is_err());
     assert!(run_lockstep(&mut emu, &[], &[]).is_ok());
+}
+
+fn bf16(m: Model) -> Model {
+    Model {
+        math: Math::Bf16,
+        ..m
+    }
+}
+
+#[test]
+fn bf16_plan_reproduces_the_cpu_bf16_reference_bit_for_bit() {
+    // The golden configuration's shape, in mixed precision: every operand the emulated
+    // cublasGemmEx reads was rounded by the emulated nc_to_bf16, as the CPU rounds it.
+    let m = bf16(model(&[64, 128, 128, 10], 256, 1));
+    let steps = 4;
+    let mut emu = Emu::new(&m, steps);
+    let out = train(&mut emu, &m, &opts(steps)).unwrap();
+    let cpu = r::train_bf16(&m.mlp_config(steps), steps);
+    assert_eq!(out.losses, cpu.losses);
+    assert_eq!(out.replica_hashes, [r::params_hash(&cpu.params)]);
+    // ... and that is not the fp32 run: the rounding really happens.
+    let fp32 = r::train(&m.mlp_config(steps), steps);
+    assert_ne!(out.losses, fp32.losses);
+    r::compare_trajectory(
+        &out.losses,
+        &fp32.losses,
+        r::BF16_REL_TOL,
+        r::DEFAULT_ABS_TOL,
+    )
+    .unwrap();
+}
+
+#[test]
+fn bf16_replicas_stay_identical_and_track_the_fp32_trajectory() {
+    // As the fp32 test: three layers, three replicas, several buckets.
+    let m = bf16(model(&[16, 24, 20, 4], 8, 3));
+    let steps = 5;
+    let buckets = plan_buckets(&m.tensors(), 100);
+    assert!(buckets.len() > 2);
+    let mut emu = Emu::new(&m, steps);
+    run_lockstep(&mut emu, &buckets, &vec![init_ops(&m); 3]).unwrap();
+    for step in 0..steps {
+        let lists: Vec<Vec<Op>> = (0..3).map(|r| step_ops(&m, &buckets, step, r)).collect();
+        run_lockstep(&mut emu, &buckets, &lists).unwrap();
+    }
+    assert_eq!(emu.all_reduces, steps * buckets.len());
+    // The all-reduced gradients are fp32 and every replica applies the same sum to the same
+    // fp32 master parameters: bit-identical replicas.
+    let flats: Vec<Vec<u32>> = (0..3)
+        .map(|r| emu.read(r, Buf::Params, m.flat_len()).unwrap())
+        .collect();
+    assert!(flats.windows(2).all(|w| w[0] == w[1]));
+    // ... and their bf16 copies too (made from those parameters at the start of the last step).
+    let copies: Vec<Vec<u32>> = (0..3)
+        .map(|r| emu.read(r, Buf::ParamsBf16, m.flat_len()).unwrap())
+        .collect();
+    assert!(copies.windows(2).all(|w| w[0] == w[1]));
+    assert!(copies[0].iter().all(|&w| w <= 0xffff && w != NAN_BF16));
+
+    let mut emu = Emu::new(&m, steps);
+    let out = train(&mut emu, &m, &opts(steps)).unwrap();
+    assert!(out
+        .replica_hashes
+        .iter()
+        .all(|h| *h == out.replica_hashes[0]));
+    // Within the bf16 tolerance of the fp32 golden trajectory, and the loss goes down.
+    let golden = r::train(&m.mlp_config(steps), steps);
+    r::compare_trajectory(
+        &out.losses,
+        &golden.losses,
+        r::BF16_REL_TOL,
+        r::DEFAULT_ABS_TOL,
+    )
+    .unwrap();
+    assert!(out.losses.last() < out.losses.first(), "{:?}", out.losses);
+    // A broken all-reduce still shows.
+    let mut emu = Emu::with(
+        &m,
+        steps,
+        Faults {
+            skip_reduce_on: Some(2),
+            ..Default::default()
+        },
+    );
+    let bad = train(&mut emu, &m, &opts(steps)).unwrap();
+    assert_ne!(bad.replica_hashes[0], bad.replica_hashes[2]);
+}
+
+#[test]
+fn bf16_gemms_read_bf16_copies_made_before_them() {
+    let m = bf16(anchor(2));
+    let buckets = m.buckets();
+    let ops = step_ops(&m, &buckets, 0, 1);
+    // Where each bf16 buffer was last written, op by op.
+    let mut written: HashMap<Buf, usize> = HashMap::new();
+    let mut gemms = 0;
+    for (i, op) in ops.iter().enumerate() {
+        match op {
+            Op::Launch(l) if l.kernel == "nc_to_bf16" => {
+                let (Arg::Ptr(x), Arg::Ptr(y), Arg::U64(n)) = (l.args[0], l.args[1], l.args[2])
+                else {
+                    panic!("{l:?}")
+                };
+                assert_eq!(x.buf.bf16_copy(), Some(y.buf), "{l:?}");
+                assert_eq!((x.offset, y.offset), (0, 0));
+                let size = m.buffers(1).into_iter().find(|b| b.0 == y.buf).unwrap().1;
+                assert!(n as usize <= size, "{l:?}");
+                written.insert(y.buf, i);
+            }
+            Op::Gemm(g) => {
+                gemms += 1;
+                assert_eq!(g.operands(), Elem::Bf16, "{g:?}");
+                assert_eq!((g.b.buf.elem(), g.c.buf.elem()), (Elem::Bf16, Elem::Word));
+                for p in [g.a, g.b] {
+                    assert!(written.contains_key(&p.buf), "{p:?} read before it is made");
+                }
+            }
+            Op::Launch(l) => {
+                // Every other kernel works on fp32 buffers only.
+                for a in &l.args {
+                    if let Arg::Ptr(p) = a {
+                        assert_eq!(p.buf.elem(), Elem::Word, "{}: {p:?}", l.kernel);
+                    }
+                }
+            }
+            Op::Gemv(g) => assert_eq!(
+                (g.a.buf.elem(), g.x.buf.elem(), g.y.buf.elem()),
+                (Elem::Word, Elem::Word, Elem::Word)
+            ),
+            _ => {}
+        }
+    }
+    assert_eq!(gemms, 8);
+    // Conversions: the parameters, the inputs of the three layers, the three dY.
+    let converts = ops
+        .iter()
+        .filter(|o| matches!(o, Op::Launch(l) if l.kernel == "nc_to_bf16"))
+        .count();
+    assert_eq!(converts, 1 + 3 + 3);
+    // The fp32 run is untouched: no conversion, no bf16 buffer, the same op list as before
+    // bf16 existed (its shape is pinned by the other tests).
+    let fp32 = anchor(2);
+    let f = step_ops(&fp32, &buckets, 0, 1);
+    assert!(!f
+        .iter()
+        .any(|o| matches!(o, Op::Launch(l) if l.kernel == "nc_to_bf16")));
+    assert!(fp32.buffers(1).iter().all(|(b, _)| b.elem() == Elem::Word));
+    assert_eq!(f.len() + converts, ops.len());
+}
+
+#[test]
+fn bf16_memory_adds_half_size_copies() {
+    let fp32 = anchor(1);
+    let m = bf16(anchor(1));
+    let extra = m.memory_bytes(30) - fp32.memory_bytes(30);
+    // Parameters, activations below the logits, the two dY buffers: 2 bytes each.
+    let elems = 21_020_736 + 8192 * (1024 + 4096 + 4096) + 2 * 8192 * 4096;
+    assert_eq!(extra, 2 * elems as u64);
+    assert!(check_memory(&m, 30, 140 << 30, 141 << 30, "GPU 0").is_ok());
+    // Byte offsets into bf16 buffers are 2 per element.
+    assert_eq!(Ptr::at(Buf::ParamsBf16, 64).byte_offset(), 128);
+    assert_eq!(Ptr::at(Buf::Params, 64).byte_offset(), 256);
+    assert_eq!(
+        Ptr::at(Buf::Params, 64).bf16(),
+        Ptr::at(Buf::ParamsBf16, 64)
+    );
+    assert_eq!(Ptr::of(Buf::Grads).bf16(), Ptr::of(Buf::Grads));
+}
+
+#[test]
+fn bf16_is_refused_before_ampere_by_compute_capability() {
+    let m = bf16(anchor(1));
+    let gpu = "GPU 3 (CUDA device 3, 0000:3b:00.0)";
+    for cc in [(7, 0), (7, 5), (6, 1)] {
+        match check_arch(&m, cc, gpu) {
+            Err(HwError::NotSupported(why)) => {
+                let name = format!("compute capability {}.{} (sm_{}{})", cc.0, cc.1, cc.0, cc.1);
+                assert!(why.contains(&name) && why.contains(gpu), "{why}");
+                assert!(why.contains("8.0 (Ampere) or newer"), "{why}");
+                assert!(why.contains("precision = \"fp32\""), "{why}");
+            }
+            other => panic!("{cc:?}: {other:?}"),
+        }
+    }
+    for cc in [(8, 0), (8, 6), (8, 9), (9, 0), (10, 0), (12, 0)] {
+        assert!(check_arch(&m, cc, gpu).is_ok(), "{cc:?}");
+    }
+    // fp32 and TF32 run on a V100.
+    for math in [Math::Pedantic, Math::Fp32, Math::Tf32] {
+        let m = Model { math, ..anchor(1) };
+        assert!(check_arch(&m, (7, 0), gpu).is_ok());
+    }
 }
