@@ -149,6 +149,21 @@ else:
         print(f"  fact {fact.get('name')} {fact.get('subject')}: {fact.get('value')}")
     ok &= train.get("status") in ("pass", "warn")
 
+# The same step in bf16 mixed precision: no goal yet, its figures for the record.
+bf16_ev = json.loads(read_text("train-bf16/evidence.json") or "{}")
+bf16 = next((c for c in bf16_ev.get("checks", []) if c.get("id") == "training"), None)
+if bf16 is None:
+    print(f"--- bf16 training step: no evidence (exit {rc('train-bf16')})")
+else:
+    m = {x.get("name"): x for x in bf16.get("metrics", []) if not x.get("subject")}
+    ms = (m.get("step_time") or {}).get("median")
+    speedup = f", {step / ms:.1f}x the fp32 step" if ms and step else ""
+    print(f"--- bf16 training step: {bf16.get('status')}: median {ms if ms is None else round(ms, 2)} ms{speedup}; "
+          f"PyTorch bf16 GEMM {torch.get('gemm_bf16_TFLOPs', '-')} TFLOP/s")
+    for f in bf16.get("findings", []):
+        if f.get("status") != "pass":
+            print(f"  {f.get('status')}: {f.get('reason')}")
+
 # Last: the goals, as ratios against PyTorch measured in the same call.
 print("--- goals (nodecert against PyTorch in the same call)")
 print(f"{'figure':22} {'nodecert':>10} {'pytorch':>10} {'ratio':>7}  goal")
