@@ -175,6 +175,8 @@ pub struct HealthRow {
 
 #[derive(Debug, Serialize)]
 pub struct TrainingView {
+    /// The precision the large run trained in, and the golden run's ("fp32 (golden run fp32)").
+    pub precision: String,
     pub first_loss: String,
     pub last_loss: String,
     pub step_ms: String,
@@ -595,7 +597,19 @@ pub fn build(ev: &Evidence) -> View {
                         .unwrap_or_default(),
                 })
                 .collect::<Vec<_>>();
+            let fact = |n: &str| {
+                c.facts
+                    .iter()
+                    .find(|f| f.name == n)
+                    .map(|f| f.value.clone())
+            };
+            let precision = match (fact("precision"), fact("golden_precision")) {
+                (Some(p), Some(g)) => format!("{p} (golden run {g})"),
+                (Some(p), None) => p,
+                (None, _) => "not recorded".into(),
+            };
             TrainingView {
+                precision,
                 first_loss: losses
                     .first()
                     .map(|v| format!("{v:.4}"))
@@ -1008,6 +1022,7 @@ mod tests {
             assert!(!t.corrupt);
         }
         let tr = v.training.expect("training");
+        assert_eq!(tr.precision, "fp32 (golden run fp32)");
         assert!(tr.golden_chart.contains("CPU golden loss"));
         assert!(tr.step_chart.starts_with("<svg"));
         assert!(tr.golden_steps > 0);
