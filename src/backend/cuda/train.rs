@@ -416,27 +416,12 @@ impl Replica<'_> {
     }
 
     fn gemm(&self, g: &plan::Gemm) -> Result<(), HwError> {
-        let op = |t: bool| {
-            if t {
-                bsys::cublasOperation_t::CUBLAS_OP_T
-            } else {
-                bsys::cublasOperation_t::CUBLAS_OP_N
-            }
-        };
         let (a, b, c) = (self.ptr(g.a)?, self.ptr(g.b)?, self.ptr(g.c)?);
         let (alpha, beta) = (1.0f32, 0.0f32);
         if g.operands() == Elem::Bf16 {
             return self.gemm_bf16(g, a, b, c);
         }
-        let call = format!(
-            "cublasSgemm({}{}, m={}, n={}, k={}) on {}",
-            if g.transa { "T" } else { "N" },
-            if g.transb { "T" } else { "N" },
-            g.m,
-            g.n,
-            g.k,
-            self.gpu.label()
-        );
+        let call = self.gemm_call("cublasSgemm", g, "");
         // SAFETY: the plan sizes every operand within its buffer; host scalars.
         bk(&call, unsafe {
             blas::sgemm(
@@ -458,15 +443,21 @@ impl Replica<'_> {
         })
     }
 
+    /// How a GEMM call is named in errors: `cublasSgemm(TN, m=.., n=.., k=..) on GPU 0`.
+    fn gemm_call(&self, name: &str, g: &plan::Gemm, extra: &str) -> String {
+        format!(
+            "{name}({}{}, m={}, n={}, k={}{extra}) on {}",
+            if g.transa { "T" } else { "N" },
+            if g.transb { "T" } else { "N" },
+            g.m,
+            g.n,
+            g.k,
+            self.gpu.label()
+        )
+    }
+
     /// `C (fp32) = op(A)·op(B)` with bf16 `A` and `B`, accumulated in fp32 on tensor cores.
     fn gemm_bf16(&self, g: &plan::Gemm, a: u64, b: u64, c: u64) -> Result<(), HwError> {
-        let op = |t: bool| {
-            if t {
-                bsys::cublasOperation_t::CUBLAS_OP_T
-            } else {
-                bsys::cublasOperation_t::CUBLAS_OP_N
-            }
-        };
         if g.b.buf.elem() != Elem::Bf16 || g.c.buf.elem() != Elem::Word {
             return Err(HwError::Call {
                 call: "the training plan".into(),
@@ -475,14 +466,10 @@ impl Replica<'_> {
         }
         // With CUBLAS_COMPUTE_32F, alpha and beta are fp32.
         let (alpha, beta) = (1.0f32, 0.0f32);
-        let call = format!(
-            "cublasGemmEx({}{}, m={}, n={}, k={}, bf16 x bf16 -> fp32, CUBLAS_COMPUTE_32F) on {}",
-            if g.transa { "T" } else { "N" },
-            if g.transb { "T" } else { "N" },
-            g.m,
-            g.n,
-            g.k,
-            self.gpu.label()
+        let call = self.gemm_call(
+            "cublasGemmEx",
+            g,
+            ", bf16 x bf16 -> fp32, CUBLAS_COMPUTE_32F",
         );
         // SAFETY: the plan sizes every operand within its buffer (bf16 buffers hold 2-byte
         // elements, the output 4-byte ones); host scalars of the compute type.
@@ -742,6 +729,15 @@ pub(crate) fn data_parallel(
         c.nccl = None;
     }
     r
+}
+
+/// cuBLAS's name for a transposed or plain operand.
+fn op(transposed: bool) -> bsys::cublasOperation_t {
+    if transposed {
+        bsys::cublasOperation_t::CUBLAS_OP_T
+    } else {
+        bsys::cublasOperation_t::CUBLAS_OP_N
+    }
 }
 
 #[cfg(test)]
