@@ -187,12 +187,12 @@ fn old_metric<'a>(
 /// when CUDA numbering changed between the runs (an upgrade, a migration, a GPU gone).
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct GpuMap {
-    /// (old index, new index) of each GPU found in both runs; None: neither run lists its GPUs
-    /// (hand-built records), so indices are taken as they are.
-    pairs: Option<Vec<(usize, usize)>>,
+    /// Each GPU found in both runs, with its old and new index; None: neither run lists its
+    /// GPUs (hand-built records), so indices are taken as they are.
+    pairs: Option<Vec<Renumbered>>,
 }
 
-/// A GPU found in both runs under another CUDA index.
+/// A GPU found in both runs, and its CUDA index in each.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Renumbered {
     /// CUDA index in the old run.
@@ -206,14 +206,23 @@ pub struct Renumbered {
 impl GpuMap {
     /// Match the GPUs of two inventories by identity.
     pub fn by_identity(old: &Inventory, new: &Inventory) -> GpuMap {
+        GpuMap::of_matches(old, new, &match_gpus(&old.gpus, &new.gpus))
+    }
+
+    /// The map of GPUs already matched by [`match_gpus`] (indices into the two GPU lists).
+    fn of_matches(old: &Inventory, new: &Inventory, matched: &[(usize, usize, &str)]) -> GpuMap {
         if old.gpus.is_empty() && new.gpus.is_empty() {
             return GpuMap::default();
         }
         GpuMap {
             pairs: Some(
-                match_gpus(&old.gpus, &new.gpus)
-                    .into_iter()
-                    .map(|(i, j, _)| (old.gpus[i].index, new.gpus[j].index))
+                matched
+                    .iter()
+                    .map(|&(i, j, how)| Renumbered {
+                        old: old.gpus[i].index,
+                        new: new.gpus[j].index,
+                        matched_by: how.into(),
+                    })
                     .collect(),
             ),
         }
@@ -223,8 +232,22 @@ impl GpuMap {
     pub fn new_index(&self, old: usize) -> Option<usize> {
         match &self.pairs {
             None => Some(old),
-            Some(p) => p.iter().find(|m| m.0 == old).map(|m| m.1),
+            Some(p) => p.iter().find(|m| m.old == old).map(|m| m.new),
         }
+    }
+
+    /// Every GPU found in both runs (none when neither run lists its GPUs).
+    pub fn matched(&self) -> &[Renumbered] {
+        self.pairs.as_deref().unwrap_or_default()
+    }
+
+    /// The GPUs found in both runs under another CUDA index.
+    pub fn renumbered(&self) -> Vec<Renumbered> {
+        self.matched()
+            .iter()
+            .filter(|r| r.old != r.new)
+            .cloned()
+            .collect()
     }
 
     /// An old run's subject in the new numbering; None when a GPU of it is not in the new run.
@@ -398,15 +421,7 @@ pub fn compare(old: &Evidence, new: &Evidence, tolerance_pct: f64) -> Diff {
     });
     let hardware = hardware_changes(&old.node, &new.node);
     let verdicts = verdict_changes(&old.checks, &new.checks, &gpus);
-    let renumbered = match_gpus(&old.node.gpus, &new.node.gpus)
-        .into_iter()
-        .map(|(i, j, how)| Renumbered {
-            old: old.node.gpus[i].index,
-            new: new.node.gpus[j].index,
-            matched_by: how.into(),
-        })
-        .filter(|r| r.old != r.new)
-        .collect();
+    let renumbered = gpus.renumbered();
     let regressed = !regressions.is_empty()
         || verdicts.iter().any(|v| v.worse)
         || hardware.iter().any(|h| h.worse);
@@ -596,16 +611,17 @@ pub fn hardware_changes(old: &Inventory, new: &Inventory) -> Vec<HardwareChange>
         }
     }
     // NVLink pairs of the same two GPUs, by identity, named in the new numbering.
-    let gpus = GpuMap::by_identity(old, new);
+    let gpus = GpuMap::of_matches(old, new, &matched);
+    let unordered = |a: usize, b: usize| (a.min(b), a.max(b));
     for np in &new.pairs {
+        let here = unordered(np.a, np.b);
         let same = |p: &&crate::inventory::GpuPair| {
-            let (Some(a), Some(b)) = (gpus.new_index(p.a), gpus.new_index(p.b)) else {
-                return false;
-            };
-            (a.min(b), a.max(b)) == (np.a.min(np.b), np.a.max(np.b))
+            gpus.new_index(p.a)
+                .zip(gpus.new_index(p.b))
+                .is_some_and(|(a, b)| unordered(a, b) == here)
         };
         if let Some(op) = old.pairs.iter().find(same) {
-            let was = if (op.a.min(op.b), op.a.max(op.b)) == (np.a.min(np.b), np.a.max(np.b)) {
+            let was = if unordered(op.a, op.b) == here {
                 String::new()
             } else {
                 format!(" (was GPU {} <-> GPU {})", op.a, op.b)

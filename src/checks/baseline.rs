@@ -9,7 +9,7 @@
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
 use crate::checks::judge::{finding, fmt_num};
-use crate::diff::{match_gpus, metric_changes, GpuMap};
+use crate::diff::{metric_changes, GpuMap};
 use crate::error::HwError;
 use crate::evidence::{Evidence, Finding, Status};
 use crate::inventory::Inventory;
@@ -69,6 +69,7 @@ impl Check for BaselineCheck {
             &self.evidence,
             ctx.inventory,
             ctx.simulated,
+            &gpus,
             changes.len(),
         );
         if changes.is_empty() {
@@ -127,12 +128,14 @@ impl Check for BaselineCheck {
 
 /// Where the baseline comes from, against this run: warnings when it is simulated and this run
 /// is not (or the reverse), and when it was taken on another node (another hostname, or none
-/// of its GPUs here by UUID or serial). `compared`: the metrics the two runs share.
+/// of its GPUs here by UUID or serial). `gpus`: the baseline's GPUs matched with this run's;
+/// `compared`: the metrics the two runs share.
 pub fn provenance(
     path: &Path,
     baseline: &Evidence,
     this: &Inventory,
     simulated: bool,
+    gpus: &GpuMap,
     compared: usize,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -164,12 +167,12 @@ pub fn provenance(
             reason,
         ));
     }
-    let matched = match_gpus(&b.gpus, &this.gpus);
-    let same_gpus = matched.iter().filter(|m| m.2 != "bus id").count();
+    let matched = gpus.matched();
+    let same_gpus = matched.iter().filter(|m| m.matched_by != "bus id").count();
     let by_bus = matched.len() - same_gpus;
     let no_gpu_in_common = !b.gpus.is_empty() && !this.gpus.is_empty() && same_gpus == 0;
     if b.hostname != this.hostname || no_gpu_in_common {
-        let gpus = if same_gpus > 0 {
+        let in_common = if same_gpus > 0 {
             format!(
                 "{same_gpus} of its {} GPUs are in this node (same UUID or serial)",
                 b.gpus.len()
@@ -184,14 +187,14 @@ pub fn provenance(
         let node = |inv: &Inventory| format!("{} ({})", inv.hostname, inv.summary());
         let reason = if b.hostname != this.hostname {
             format!(
-                "the baseline {} was taken on another node: {}, this run is on {}; {gpus}. Comparing a node with its twin can be intended",
+                "the baseline {} was taken on another node: {}, this run is on {}; {in_common}. Comparing a node with its twin can be intended",
                 path.display(),
                 node(b),
                 node(this),
             )
         } else {
             format!(
-                "the baseline {} has this hostname ({}) but {gpus}: another machine, or every GPU replaced",
+                "the baseline {} has this hostname ({}) but {in_common}: another machine, or every GPU replaced",
                 path.display(),
                 this.hostname,
             )
