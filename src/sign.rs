@@ -368,6 +368,13 @@ fn read_signing_key(path: &Path) -> Result<PrivateKey, SignError> {
 /// Largest RSA modulus the rsa crate accepts (bits).
 const MAX_RSA_BITS: usize = 4096;
 
+/// The modulus size of an RSA public key, in bits (0 for other keys).
+fn rsa_bits(key: &ssh_key::public::KeyData) -> usize {
+    key.rsa()
+        .and_then(|k| k.n.as_positive_bytes())
+        .map_or(0, |n| n.len() * 8)
+}
+
 /// The key types nodecert signs with: Ed25519, ECDSA P-256/P-384, RSA (as
 /// rsa-sha2-512, as `ssh-keygen -Y sign` does). Security keys sign only on
 /// their token, so they are sent to `ssh-keygen -Y sign`.
@@ -379,12 +386,7 @@ fn check_signing_algorithm(path: &Path, key: &PrivateKey) -> Result<(), SignErro
             curve: EcdsaCurve::NistP256 | EcdsaCurve::NistP384,
         } => Ok(()),
         Algorithm::Rsa { .. } => {
-            let bits = key
-                .public_key()
-                .key_data()
-                .rsa()
-                .and_then(|k| k.n.as_positive_bytes())
-                .map_or(0, |n| n.len() * 8);
+            let bits = rsa_bits(key.public_key().key_data());
             if bits > MAX_RSA_BITS {
                 return Err(key_err(
                     path,
@@ -395,7 +397,7 @@ fn check_signing_algorithm(path: &Path, key: &PrivateKey) -> Result<(), SignErro
             }
             Ok(())
         }
-        Algorithm::SkEd25519 | Algorithm::SkEcdsaSha2NistP256 => Err(key_err(
+        sk if is_security_key(sk) => Err(key_err(
             path,
             format!(
                 "{algorithm} is a security key (FIDO): its private half never leaves the token, so nodecert cannot sign with it; \
@@ -1400,10 +1402,7 @@ fn verifiable(sig: &SshSig) -> Result<(), String> {
             curve: EcdsaCurve::NistP256 | EcdsaCurve::NistP384,
         } => true,
         Algorithm::Rsa { .. } => {
-            let bits = key
-                .rsa()
-                .and_then(|k| k.n.as_positive_bytes())
-                .map_or(0, |n| n.len() * 8);
+            let bits = rsa_bits(key);
             if bits > MAX_RSA_BITS {
                 return Err(format!(
                     "signatures by rsa keys of more than {MAX_RSA_BITS} bits (this one: {bits}) are not supported by nodecert; check it with `ssh-keygen -Y verify`"
