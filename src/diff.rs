@@ -474,15 +474,6 @@ fn opt(v: &Option<String>) -> String {
     v.clone().unwrap_or_else(|| "n/a".into())
 }
 
-/// The link as it trained (read under load where the reading at rest was below the maximum).
-fn pcie(g: &Gpu) -> String {
-    match g.pcie.trained() {
-        Some(t) if t.certain => format!("Gen{} x{}", t.gen, t.width),
-        Some(t) => format!("Gen{} x{} at rest", t.gen, t.width),
-        None => "n/a".into(),
-    }
-}
-
 /// What changed about the node: driver, GPU count and identities, VBIOS, PCIe links, NVLinks.
 pub fn hardware_changes(old: &Inventory, new: &Inventory) -> Vec<HardwareChange> {
     let mut out = Vec::new();
@@ -586,7 +577,13 @@ pub fn hardware_changes(old: &Inventory, new: &Inventory) -> Vec<HardwareChange>
             (Some(_), None) => true,
             _ => false,
         };
-        push(who, "pcie link", pcie(o), pcie(n), slower);
+        push(
+            who,
+            "pcie link",
+            o.pcie.trained_label(),
+            n.pcie.trained_label(),
+            slower,
+        );
     }
     for (i, o) in old.gpus.iter().enumerate() {
         if !matched.iter().any(|m| m.0 == i) {

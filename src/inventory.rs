@@ -116,6 +116,16 @@ impl PcieLink {
         })
     }
 
+    /// The trained link for people: "Gen5 x16", "Gen1 x16 at rest" when it could only be read
+    /// idle below its maximum, "n/a" when not read at all.
+    pub fn trained_label(&self) -> String {
+        match self.trained() {
+            Some(t) if t.certain => format!("Gen{} x{}", t.gen, t.width),
+            Some(t) => format!("Gen{} x{} at rest", t.gen, t.width),
+            None => "n/a".into(),
+        }
+    }
+
     /// Whether the idle reading leaves the link's training in doubt (below its maximum).
     pub fn below_max_at_rest(&self) -> bool {
         matches!(

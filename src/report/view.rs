@@ -335,11 +335,7 @@ pub fn build(ev: &Evidence) -> View {
                 ));
             }
         }
-        let pcie = match g.pcie.trained() {
-            Some(t) if t.certain => format!("Gen{} x{}", t.gen, t.width),
-            Some(t) => format!("Gen{} x{} at rest", t.gen, t.width),
-            None => "n/a".into(),
-        };
+        let pcie = g.pcie.trained_label();
         topology.rows.push(TopoRow {
             label: format!("GPU{}", g.index),
             cells,
