@@ -688,6 +688,12 @@ fn draw_cell(
     // Shrink the value font if a long number would not fit the cell.
     let value_font = |s: &str| (13.0f64).min((cw - 8.0) / (s.chars().count().max(1) as f64 * 0.62));
     let centred = y + ch / 2.0 + 4.5;
+    // A flagged cell: its value (or a dash) above a small badge.
+    let value_and_badge = |out: &mut String, value_attrs: &str, badge_attrs: &str, badge: &str| {
+        let s = value_s.clone().unwrap_or_else(|| "—".to_string());
+        text(out, cx, y + 18.0, value_font(&s), "middle", value_attrs, &s);
+        text(out, cx, y + 32.0, 10.0, "middle", badge_attrs, badge);
+    };
 
     match cell.status {
         CellStatus::Pass => {
@@ -712,22 +718,9 @@ fn draw_cell(
                 out,
                 r#"<rect x="{rx}" y="{ry}" width="{rw}" height="{rh}" fill="{WARN_FILL}" stroke="{WARN_OUTLINE}" stroke-width="1.5"/>"#
             );
-            let s = value_s.unwrap_or_else(|| "—".to_string());
-            text(
+            value_and_badge(
                 out,
-                cx,
-                y + 18.0,
-                value_font(&s),
-                "middle",
                 r##" fill="#111111""##,
-                &s,
-            );
-            text(
-                out,
-                cx,
-                y + 32.0,
-                10.0,
-                "middle",
                 r##" fill="#111111" font-weight="700""##,
                 "! warn",
             );
@@ -741,25 +734,8 @@ fn draw_cell(
                 num(cw - 5.0),
                 num(ch - 5.0),
             );
-            let s = value_s.unwrap_or_else(|| "—".to_string());
-            text(
-                out,
-                cx,
-                y + 18.0,
-                value_font(&s),
-                "middle",
-                r##" fill="#ffffff" font-weight="700""##,
-                &s,
-            );
-            text(
-                out,
-                cx,
-                y + 32.0,
-                10.0,
-                "middle",
-                r##" fill="#ffffff" font-weight="700""##,
-                "✕ FAIL",
-            );
+            let bold_white = r##" fill="#ffffff" font-weight="700""##;
+            value_and_badge(out, bold_white, bold_white, "✕ FAIL");
         }
         CellStatus::Skip => {
             let _ = write!(
