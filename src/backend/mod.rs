@@ -62,6 +62,10 @@ pub struct CollectiveSample {
     pub wrong_elements: u64,
     /// Ranks taking part.
     pub ranks: usize,
+    /// The bytes the operation really moved as nccl-tests counts them: the requested size,
+    /// rounded down for all_gather, reduce_scatter and all_to_all to a whole 16-byte block per
+    /// rank (see [`cuda::verify::layout`]). algbw and busbw divide this by the time.
+    pub bytes: u64,
 }
 
 /// What a training run produced.

@@ -1082,6 +1082,7 @@ impl Backend for SimBackend {
             elements_checked: elements * self.n() as u64,
             wrong_elements: wrong,
             ranks: self.n(),
+            bytes: crate::backend::cuda::verify::layout(op, self.n(), bytes).counted_bytes,
         })
     }
 

@@ -73,11 +73,14 @@ impl Check for Collective {
         let mut m = Measured::default();
         for (i, &s) in sizes.iter().enumerate() {
             let r = b.collective(self.op, s, c.warmup, c.iterations)?;
-            let algbw: Vec<f64> = r.time_us.iter().map(|t| algbw_gbps(s, *t)).collect();
+            // Bandwidth over the bytes really moved (nccl-tests' count), which for a size not
+            // divisible into 16-byte blocks per rank is a little less than `s`.
+            let moved = r.bytes;
+            let algbw: Vec<f64> = r.time_us.iter().map(|t| algbw_gbps(moved, *t)).collect();
             let busbw: Vec<f64> = r
                 .time_us
                 .iter()
-                .map(|t| busbw_gbps(self.op, r.ranks, s, *t))
+                .map(|t| busbw_gbps(self.op, r.ranks, moved, *t))
                 .collect();
             m.metrics
                 .push(Metric::new("time", Subject::size(s), "us", r.time_us));
@@ -85,6 +88,13 @@ impl Check for Collective {
                 .push(Metric::new("algbw", Subject::size(s), "GB/s", algbw));
             m.metrics
                 .push(Metric::new("busbw", Subject::size(s), "GB/s", busbw));
+            if moved != s {
+                m.facts.push(Fact {
+                    name: "bytes_moved".into(),
+                    subject: Subject::size(s),
+                    value: moved.to_string(),
+                });
+            }
             m.facts.push(Fact {
                 name: "wrong_elements".into(),
                 subject: Subject::size(s),
@@ -234,5 +244,39 @@ mod tests {
         let b = busbw_gbps(CollectiveOp::AllReduce, 8, 1 << 30, 4000.0);
         assert!((b - 469.76).abs() < 0.01, "{b}");
         assert_eq!(busbw_gbps(CollectiveOp::AllReduce, 1, 1 << 30, 4000.0), 0.0);
+    }
+
+    /// all_gather over 8 ranks at 1000 B: 250 floats, 31 per rank, rounded down to 28, so
+    /// 896 B move (nccl-tests' size column), and the bandwidth is that over the time.
+    #[test]
+    fn bandwidth_counts_the_bytes_nccl_tests_counts() {
+        use crate::backend::sim::{load_node, SimBackend};
+        let ev = crate::testutil::simulated("h100-sxm-8", &[]);
+        let ctx = Ctx {
+            suite: &ev.suite.resolved,
+            inventory: &ev.node,
+            earlier: &[],
+            simulated: true,
+        };
+        let mut b = SimBackend::new(load_node("h100-sxm-8").unwrap(), vec![], 3).unwrap();
+        for (size, moved) in [(1000u64, 896u64), (4096, 4096)] {
+            let cfg: CollectiveCheck =
+                toml::from_str(&format!("min_size = {size}\nmax_size = {size}")).unwrap();
+            let check = Collective {
+                op: CollectiveOp::AllGather,
+                cfg,
+            };
+            let m = check.measure(&ctx, &mut b, &mut |_, _| {}).unwrap();
+            let metric = |name: &str| m.metrics.iter().find(|x| x.name == name).unwrap();
+            let (t, alg) = (&metric("time").samples, &metric("algbw").samples);
+            for (t, a) in t.iter().zip(alg) {
+                assert!((a - algbw_gbps(moved, *t)).abs() < 1e-12, "{size}: {a}");
+            }
+            let fact = m.facts.iter().find(|f| f.name == "bytes_moved");
+            assert_eq!(
+                fact.map(|f| f.value.as_str()),
+                (moved != size).then_some("896")
+            );
+        }
     }
 }

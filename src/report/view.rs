@@ -435,8 +435,17 @@ pub fn build(ev: &Evidence) -> View {
                             }
                         })
                         .unwrap_or_else(Cell::empty);
+                    // nccl-tests rounds each rank's block down to 16 bytes: say what moved.
+                    let moved = c
+                        .facts
+                        .iter()
+                        .find(|f| f.name == "bytes_moved" && f.subject == sub)
+                        .and_then(|f| f.value.parse::<u64>().ok());
                     CollectiveRow {
-                        size: format_bytes(s),
+                        size: match moved {
+                            Some(m) => format!("{} ({} moved)", format_bytes(s), format_bytes(m)),
+                            None => format_bytes(s),
+                        },
                         time_us: t,
                         algbw: a,
                         busbw,

@@ -33,7 +33,7 @@ mod copies;
 mod driver;
 mod nccl;
 mod train;
-mod verify;
+pub mod verify;
 mod worker;
 pub use worker::thread_abandoned;
 

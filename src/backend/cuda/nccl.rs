@@ -379,6 +379,7 @@ pub fn measure(
         elements_checked: checked,
         wrong_elements: wrong,
         ranks: n,
+        bytes: l.counted_bytes,
     })
 }
 
