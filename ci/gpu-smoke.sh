@@ -14,11 +14,11 @@
 # `run` does, keeping every output under $OUT (the device tool brings it back):
 #   1. nodecert inventory, inventory --json and inventory --as-suite (issue 3);
 #   2. nodecert run h200-vm-1, timed: inventory to rendered report (issues 3 and 4);
-#   3. nodecert run of the frozen suite from step 1: the node must pass its own handover suite;
+#   3. shared/bench/torch_anchor.py, in the same call;
 #   4. nodecert run suites/training-anchor.toml: PyTorch's anchor MLP step alone (issue 5);
+#   5. nodecert run of the frozen suite from step 1: the node must pass its own handover suite;
 #      then suites/training-anchor-bf16.toml, the same step in bf16 mixed precision (its exit
 #      status and time are printed; its evidence is under train-bf16/, not in the summary);
-#   5. shared/bench/torch_anchor.py, in the same call;
 #   6. ci/gpu_summary.py: what the inventory says against what the issue expects, each check's
 #      verdict, and last the ratio table (H2D, D2H, device copy >= 0.98 of PyTorch; training
 #      step <= 1.1x PyTorch's; the whole suite < 60 s).
@@ -44,11 +44,22 @@ prepare() {
     echo "next: device tool, carry [\"$DIR\"], timeout_s 600, command: bash ci/gpu-smoke.sh run"
 }
 
-# Run one step with a time limit; keep its output and exit status, whatever it returns.
+# Run one step with a time limit; keep its output and exit status, whatever it returns. No step
+# runs past the call's deadline, so the summary always gets its turn; a step with under 15 s left
+# is not started (exit 125).
 step() {
     local name=$1 limit=$2
     shift 2
-    local t0 t1 rc=0
+    local t0 t1 rc=0 left
+    left=$((deadline - $(date +%s)))
+    if [ "$left" -lt 15 ]; then
+        echo "not started: ${left} s left of the call's budget" >"$out/$name.err"
+        : >"$out/$name.out"
+        echo 125 >"$out/$name.rc"
+        echo "== $name: not started, ${left} s left"
+        return
+    fi
+    [ "$limit" -gt "$left" ] && limit=$left
     t0=$(date +%s.%N)
     timeout "$limit" "$@" >"$out/$name.out" 2>"$out/$name.err" || rc=$?
     t1=$(date +%s.%N)
@@ -81,21 +92,25 @@ smoke() {
     } >"$out/machine.txt"
     cat "$out/machine.txt"
 
+    # The device call is limited to 600 s: the steps share SMOKE_BUDGET_S (540 s) and leave the
+    # rest to the summary. Most important first: the suite, then PyTorch's figures that the
+    # ratios need, then the training step, then the re-runs.
+    deadline=$(($(date +%s) + ${SMOKE_BUDGET_S:-540}))
     # Each measurement gets 120 s at most; a hung one becomes an error, not a lost call.
     export NODECERT_CUDA_TIMEOUT_S=120 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
-    step inventory 120 "$bin" inventory "${sim[@]}"
-    step inventory-json 120 "$bin" inventory "${sim[@]}" --json
-    step as-suite 120 "$bin" inventory "${sim[@]}" --as-suite "$out/frozen-suite.toml"
-    step suite 300 "$bin" run h200-vm-1 "${sim[@]}" --out "$out/report"
-    step frozen 200 "$bin" run "$out/frozen-suite.toml" "${sim[@]}" --out "$out/frozen"
-    step train 200 "$bin" run suites/training-anchor.toml "${sim[@]}" --out "$out/train"
-    step train-bf16 120 "$bin" run suites/training-anchor-bf16.toml "${sim[@]}" --out "$out/train-bf16"
+    step inventory 60 "$bin" inventory "${sim[@]}"
+    step inventory-json 60 "$bin" inventory "${sim[@]}" --json
+    step as-suite 60 "$bin" inventory "${sim[@]}" --as-suite "$out/frozen-suite.toml"
+    step suite 240 "$bin" run h200-vm-1 "${sim[@]}" --out "$out/report"
     if [ "$mode" = dry-run ]; then
         cp "$anchor" "$out/torch.out"
         echo "== torch: the figures captured on the H200 ($anchor)"
     else
-        step torch 300 python3 "$DIR/torch_anchor.py"
+        step torch 180 python3 "$DIR/torch_anchor.py"
     fi
+    step train 150 "$bin" run suites/training-anchor.toml "${sim[@]}" --out "$out/train"
+    step frozen 150 "$bin" run "$out/frozen-suite.toml" "${sim[@]}" --out "$out/frozen"
+    step train-bf16 90 "$bin" run suites/training-anchor-bf16.toml "${sim[@]}" --out "$out/train-bf16"
 
     echo
     for name in inventory suite frozen train; do

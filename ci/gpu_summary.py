@@ -164,6 +164,11 @@ else:
         if f.get("status") != "pass":
             print(f"  {f.get('status')}: {f.get('reason')}")
 
+def num(x, digits):
+    """A table cell: the number to `digits` places, or '-' when it is missing."""
+    return f"{x:10.{digits}f}" if isinstance(x, (int, float)) else f"{'-':>10}"
+
+
 # Last: the goals, as ratios against PyTorch measured in the same call.
 print("--- goals (nodecert against PyTorch in the same call)")
 print(f"{'figure':22} {'nodecert':>10} {'pytorch':>10} {'ratio':>7}  goal")
@@ -174,8 +179,7 @@ for label, ours_key, torch_key in [
 ]:
     ours, theirs = median(suite, ours_key), torch.get(torch_key)
     if ours is None or not theirs:
-        print(f"{label:22} {ours if ours is not None else '-':>10} {theirs or '-':>10} "
-              f"{'-':>7}  >= 0.98 MISSING")
+        print(f"{label:22} {num(ours, 1)} {num(theirs, 1)} {'-':>7}  >= 0.98 MISSING")
         ok = False
         continue
     ratio = ours / theirs
@@ -187,7 +191,7 @@ if both is not None:
     print(f"{'H2D+D2H at once GB/s':22} {both:10.1f} {'-':>10} {'-':>7}  (Rust probe: 96.9)")
 theirs = torch.get("mlp_train_step_ms_fp32")
 if step is None or not theirs:
-    print(f"{'MLP train step ms':22} {step or '-':>10} {theirs or '-':>10} {'-':>7}  <= 1.1 MISSING")
+    print(f"{'MLP train step ms':22} {num(step, 2)} {num(theirs, 2)} {'-':>7}  <= 1.1 MISSING")
     ok = False
 else:
     ratio = step / theirs
