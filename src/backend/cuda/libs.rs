@@ -599,27 +599,70 @@ pub fn plan_links(
         .collect()
 }
 
-/// Create (or refresh) `dir` holding the symlinks. The folder must be ours: a directory, not a
-/// symlink, owned by this user and not writable by others.
+/// This process's effective user id (the owner of what it creates).
+fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail and has no side effects.
+    unsafe { libc::geteuid() }
+}
+
+/// Whether a folder (its metadata, links not followed) is private to `uid`: a real folder owned by
+/// `uid` that nobody else can write to.
+fn private_dir(m: &std::fs::Metadata, uid: u32) -> bool {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    m.file_type().is_dir() && m.uid() == uid && m.permissions().mode() & 0o022 == 0
+}
+
+/// Whether nobody but `uid` and root can rename or replace entries of `parent`: it is owned by
+/// one of them, and either writable by nobody else or sticky (as /tmp is).
+fn safe_parent(parent: &Path, uid: u32) -> bool {
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    std::fs::metadata(parent).is_ok_and(|m| {
+        let mode = m.permissions().mode();
+        m.is_dir() && (m.uid() == uid || m.uid() == 0) && (mode & 0o022 == 0 || mode & 0o1000 != 0)
+    })
+}
+
+/// Create (or refresh) `dir` holding the symlinks, and only them: links an earlier run made for
+/// other libraries are removed, since the folder comes first on LD_LIBRARY_PATH and they would
+/// shadow libraries that load as they are. The folder must be ours: a directory, not a symlink,
+/// owned by this user and not writable by others, in a parent others cannot replace it in
+/// (a process running as root loads what the links point to).
 pub fn make_link_dir(dir: &Path, links: &[(String, PathBuf)]) -> std::io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-    let me = std::fs::metadata("/proc/self").map(|m| m.uid()).ok();
-    match std::fs::symlink_metadata(dir) {
-        Ok(m) => {
-            let ours = m.file_type().is_dir()
-                && me.is_none_or(|u| m.uid() == u)
-                && m.permissions().mode() & 0o022 == 0;
-            if !ours {
-                return Err(std::io::Error::other(format!(
-                    "{} exists and is not a private folder of this user",
-                    dir.display()
-                )));
+    make_link_dir_for(dir, links, euid())
+}
+
+fn make_link_dir_for(dir: &Path, links: &[(String, PathBuf)], uid: u32) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    let parent = match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !safe_parent(parent, uid) {
+        return Err(std::io::Error::other(format!(
+            "{} can be written by other users",
+            parent.display()
+        )));
+    }
+    match std::fs::DirBuilder::new().mode(0o700).create(dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(e),
+    }
+    // Checked after creating, so that a folder someone else made in between is refused too.
+    if !std::fs::symlink_metadata(dir).is_ok_and(|m| private_dir(&m, uid)) {
+        return Err(std::io::Error::other(format!(
+            "{} exists and is not a private folder of this user",
+            dir.display()
+        )));
+    }
+    for lib in Lib::ALL {
+        let name = lib.link_name();
+        if !links.iter().any(|(n, _)| n == name) {
+            match std::fs::remove_file(dir.join(name)) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
             }
         }
-        Err(_) => std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)?,
     }
     for (name, target) in links {
         let link = dir.join(name);
@@ -635,20 +678,25 @@ pub fn make_link_dir(dir: &Path, links: &[(String, PathBuf)]) -> std::io::Result
     Ok(())
 }
 
-/// The private folder for the symlinks: `$XDG_RUNTIME_DIR/nodecert-libs`, else
-/// `/tmp/nodecert-libs-<uid>`.
+/// The private folder for the symlinks: `$XDG_RUNTIME_DIR/nodecert-libs` when that runtime
+/// folder is this user's, else `<temp dir>/nodecert-libs-<uid>`.
 pub fn link_dir() -> PathBuf {
-    use std::os::unix::fs::MetadataExt;
-    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR") {
-        let p = PathBuf::from(x);
-        if p.is_dir() {
-            return p.join("nodecert-libs");
+    link_dir_from(
+        std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from),
+        std::env::temp_dir(),
+        euid(),
+    )
+}
+
+fn link_dir_from(xdg: Option<PathBuf>, tmp: PathBuf, uid: u32) -> PathBuf {
+    // `sudo -E` and `su` keep the XDG_RUNTIME_DIR of the user who called them: a folder that user
+    // could swap the links in.
+    if let Some(x) = xdg {
+        if std::fs::metadata(&x).is_ok_and(|m| private_dir(&m, uid)) {
+            return x.join("nodecert-libs");
         }
     }
-    let uid = std::fs::metadata("/proc/self")
-        .map(|m| m.uid())
-        .unwrap_or(0);
-    std::env::temp_dir().join(format!("nodecert-libs-{uid}"))
+    tmp.join(format!("nodecert-libs-{uid}"))
 }
 
 /// What to do about libraries at process start.
@@ -1048,6 +1096,82 @@ Cache generated by: ldconfig (GNU libc) stable release version 2.36
         let sl = t.path().join("sl");
         symlink(&target, &sl).unwrap();
         assert!(make_link_dir(&sl, &[]).is_err());
+    }
+
+    #[test]
+    fn links_of_earlier_runs_for_other_libraries_are_removed() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("wheel");
+        touch(&d.join("libnccl.so.2"));
+        touch(&d.join("libcublas.so.12"));
+        let dir = t.path().join("links");
+        let nccl = ("libnccl.so".to_string(), d.join("libnccl.so.2"));
+        let cublas = ("libcublas.so".to_string(), d.join("libcublas.so.12"));
+        make_link_dir(&dir, &[nccl.clone(), cublas.clone()]).unwrap();
+        // A later run where NCCL loads as it is: its old link must not shadow that NCCL.
+        make_link_dir(&dir, std::slice::from_ref(&cublas)).unwrap();
+        assert!(std::fs::symlink_metadata(dir.join("libnccl.so")).is_err());
+        assert_eq!(
+            std::fs::read_link(dir.join("libcublas.so")).unwrap(),
+            cublas.1
+        );
+        // Files that are not ours to manage stay.
+        touch(&dir.join("notes.txt"));
+        make_link_dir(&dir, &[]).unwrap();
+        assert!(dir.join("notes.txt").exists());
+        assert!(std::fs::symlink_metadata(dir.join("libcublas.so")).is_err());
+    }
+
+    #[test]
+    fn the_link_folder_must_sit_where_others_cannot_replace_it() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let me = euid();
+        let open = t.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let e = make_link_dir(&open.join("links"), &[]).unwrap_err();
+        assert!(
+            e.to_string().contains("can be written by other users"),
+            "{e}"
+        );
+        assert!(!open.join("links").exists(), "nothing made there");
+        // Sticky, as /tmp: others cannot rename what we make in it.
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o1777)).unwrap();
+        make_link_dir(&open.join("links"), &[]).unwrap();
+        // A folder that another user made first (here: ours, seen as another user's) is refused.
+        let e = make_link_dir_for(&open.join("links"), &[], me.wrapping_add(1)).unwrap_err();
+        assert!(e.to_string().contains("not a private folder"), "{e}");
+    }
+
+    #[test]
+    fn the_runtime_folder_is_used_only_when_it_is_this_users() {
+        use std::os::unix::fs::PermissionsExt;
+        let t = tempfile::tempdir().unwrap();
+        let me = euid();
+        let xdg = t.path().join("run-user");
+        std::fs::create_dir(&xdg).unwrap();
+        std::fs::set_permissions(&xdg, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let tmp = PathBuf::from("/tmp");
+        assert_eq!(
+            link_dir_from(Some(xdg.clone()), tmp.clone(), me),
+            xdg.join("nodecert-libs")
+        );
+        // Another user's runtime folder (kept by sudo -E or su): the temp folder instead.
+        let other = me.wrapping_add(1);
+        assert_eq!(
+            link_dir_from(Some(xdg.clone()), tmp.clone(), other),
+            tmp.join(format!("nodecert-libs-{other}"))
+        );
+        std::fs::set_permissions(&xdg, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert_eq!(
+            link_dir_from(Some(xdg.clone()), tmp.clone(), me),
+            tmp.join(format!("nodecert-libs-{me}"))
+        );
+        assert_eq!(
+            link_dir_from(None, tmp.clone(), me),
+            tmp.join(format!("nodecert-libs-{me}"))
+        );
     }
 
     #[test]
