@@ -116,11 +116,41 @@ impl Drop for Comms {
 /// Calls between ncclGroupStart and ncclGroupEnd; the group is always closed, even when a call
 /// inside fails (an open group would swallow the next calls).
 fn grouped(f: impl FnOnce() -> Result<(), HwError>) -> Result<(), HwError> {
-    nk("ncclGroupStart", nr::group_start())?;
+    with_group(nr::group_start, nr::group_end, f)
+}
+
+/// [`grouped`] with the group calls passed in (tests count them). A panic inside `f` closes the
+/// group too: cudarc panics when the loaded NCCL lacks a function (ncclSend before 2.7), and the
+/// worker turns the panic into an error and carries on; a group left open on its thread would
+/// keep every later collective queued and never launched, and the data checks would then report
+/// untouched buffers as wrong data.
+fn with_group<S, E>(
+    start: impl FnOnce() -> Result<S, NcclError>,
+    end: E,
+    f: impl FnOnce() -> Result<(), HwError>,
+) -> Result<(), HwError>
+where
+    E: FnMut() -> Result<nr::NcclStatus, NcclError>,
+{
+    /// Calls `end` when dropped unless `closed`: on the way out of a panic.
+    struct Close<E: FnMut() -> Result<nr::NcclStatus, NcclError>> {
+        end: E,
+        closed: bool,
+    }
+    impl<E: FnMut() -> Result<nr::NcclStatus, NcclError>> Drop for Close<E> {
+        fn drop(&mut self) {
+            if !self.closed {
+                let _ = (self.end)();
+            }
+        }
+    }
+    nk("ncclGroupStart", start())?;
+    let mut close = Close { end, closed: false };
     let r = f();
-    let end = nk("ncclGroupEnd", nr::group_end());
+    close.closed = true;
+    let ended = nk("ncclGroupEnd", (close.end)());
     r?;
-    end.map(|_| ())
+    ended.map(|_| ())
 }
 
 /// Sum `count` f32 in place on every rank, in one group: rank `r`'s buffer at device address
@@ -386,6 +416,33 @@ pub fn measure(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_group_is_closed_once_on_success_error_and_panic() {
+        use std::cell::Cell;
+        let ends = Cell::new(0);
+        let end = || {
+            ends.set(ends.get() + 1);
+            Ok(nr::NcclStatus::Success)
+        };
+        let start = || Ok(nr::NcclStatus::Success);
+        assert!(with_group(start, end, || Ok(())).is_ok());
+        assert_eq!(ends.get(), 1);
+        let failed = with_group(start, end, || {
+            Err(HwError::Call {
+                call: "ncclAllReduce".into(),
+                detail: "x".into(),
+            })
+        });
+        assert!(failed.unwrap_err().to_string().starts_with("ncclAllReduce"));
+        assert_eq!(ends.get(), 2);
+        // As when cudarc cannot find ncclSend in an old NCCL.
+        let p = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            with_group(start, end, || panic!("Missing symbol ncclSend"))
+        }));
+        assert!(p.is_err());
+        assert_eq!(ends.get(), 3, "closed while unwinding");
+    }
 
     #[test]
     fn versions_decode_both_encodings() {
