@@ -285,6 +285,8 @@ enum State {
 pub struct CudaMeasurements {
     opts: CudaOptions,
     state: State,
+    /// Whether the worker holds NCCL communicators (the next NCCL measurement need not make
+    /// them, and gets no [`NCCL_INIT_LIMIT`]).
     nccl_ready: bool,
 }
 
@@ -464,9 +466,8 @@ impl CudaMeasurements {
         }
         let what = format!("NCCL {op} of {}", format_bytes(bytes));
         let r = self.run(what, limit, move |c| c.collective(op, bytes, warmup, iters));
-        if r.is_ok() {
-            self.nccl_ready = true;
-        }
+        // A failed collective drops the communicators: the next one makes them again.
+        self.nccl_ready = r.is_ok();
         r
     }
 
@@ -529,8 +530,9 @@ impl CudaMeasurements {
         let r = self.run(what, limit, move |c| {
             train::data_parallel(c, &main, steps, warmup)
         });
-        if n > 1 && r.is_ok() {
-            self.nccl_ready = true;
+        if n > 1 {
+            // As for collectives: a failed run drops the communicators.
+            self.nccl_ready = r.is_ok();
         }
         let main_run = r?;
 
