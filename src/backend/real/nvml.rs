@@ -277,7 +277,8 @@ fn ecc_counts(d: &Device, q: &mut Asker, ecc_off: bool) -> EccCounts {
         ),
         sram_corrected,
         sram_uncorrected,
-        dram_errors: dram_c.zip(dram_u).map(|(c, u)| c + u),
+        // Counters come from the driver: a sum must neither wrap (release) nor panic (debug).
+        dram_errors: dram_c.zip(dram_u).map(|(c, u)| c.saturating_add(u)),
     }
 }
 
