@@ -23,6 +23,21 @@ pub const MAX_LINKS: u32 = 18;
 const NVLINK_DEVICE_TYPE_GPU: u32 = 0;
 const NVLINK_DEVICE_TYPE_SWITCH: u32 = 2;
 
+/// The NVLink generation named by nvmlDeviceGetNvLinkVersion's answer. The call returns an
+/// nvmlNvlinkVersion_t (nvml.h: 1 = 1.0, 2 = 2.0, 3 = 2.2, 4 = 3.0, 5 = 3.1, 6 = 4.0,
+/// 7 = 5.0), not the generation: an A100 answers 5 and an H100 6, where the inventory says
+/// NVLink 3 and 4. None for 0 (INVALID) and for values this table does not know.
+pub fn nvlink_generation(v: u32) -> Option<u32> {
+    match v {
+        1 => Some(1),
+        2 | 3 => Some(2),
+        4 | 5 => Some(3),
+        6 => Some(4),
+        7 => Some(5),
+        _ => None,
+    }
+}
+
 /// Why a query was not answered, in a few words.
 pub fn why(e: &NvmlError) -> String {
     match e {
@@ -262,7 +277,8 @@ fn ecc_counts(d: &Device, q: &mut Asker, ecc_off: bool) -> EccCounts {
         ),
         sram_corrected,
         sram_uncorrected,
-        dram_errors: dram_c.zip(dram_u).map(|(c, u)| c + u),
+        // Counters come from the driver: a sum must neither wrap (release) nor panic (debug).
+        dram_errors: dram_c.zip(dram_u).map(|(c, u)| c.saturating_add(u)),
     }
 }
 
@@ -340,7 +356,7 @@ pub fn read_links(nvml: &Nvml, d: &Device, who: &str, notes: &mut Vec<String>) -
         out.push(NvLink {
             link: l,
             active,
-            version: link.version().ok(),
+            version: link.version().ok().and_then(nvlink_generation),
             remote: LinkRemote {
                 kind: remote_kind(nvml, d, l).unwrap_or_default(),
                 pci_bus_id: link
@@ -423,6 +439,17 @@ mod tests {
         assert_eq!(topo_label(TopologyLevel::HostBridge), "PHB");
         assert_eq!(topo_label(TopologyLevel::Node), "NODE");
         assert_eq!(topo_label(TopologyLevel::System), "SYS");
+    }
+
+    #[test]
+    fn nvlink_versions_are_generations() {
+        // nvmlNvlinkVersion_t as an A100 (3.1), an H100 (4.0) and a B200 (5.0) answer it.
+        assert_eq!(nvlink_generation(5), Some(3));
+        assert_eq!(nvlink_generation(6), Some(4));
+        assert_eq!(nvlink_generation(7), Some(5));
+        assert_eq!(nvlink_generation(3), Some(2));
+        assert_eq!(nvlink_generation(0), None);
+        assert_eq!(nvlink_generation(99), None);
     }
 
     #[test]

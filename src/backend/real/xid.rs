@@ -22,7 +22,12 @@ pub fn parse_kernel_line(line: &str) -> Option<XidReport> {
     let at = line.find("NVRM: Xid (")?;
     let rest = &line[at + "NVRM: Xid (".len()..];
     let (addr, after) = rest.split_once(')')?;
-    let addr = addr.trim().trim_start_matches("PCI:");
+    // With MIG on, the driver adds the instances: "(PCI:0000:3b:00 GPU-I:05 GPU-CI:02)".
+    let addr = addr
+        .split_whitespace()
+        .next()
+        .unwrap_or("")
+        .trim_start_matches("PCI:");
     let digits: String = after
         .trim_start_matches(':')
         .trim_start()
@@ -183,6 +188,22 @@ mod tests {
         assert_eq!(r[3].bus_id.as_deref(), Some("0000:99:00.0"));
         assert!(r[0].text.starts_with("NVRM: Xid (PCI:0000:3b:00): 79"));
         assert!(parse_kernel_line("NVRM: Xid (PCI:0000:3b:00): pid=1").is_none());
+    }
+
+    #[test]
+    fn mig_xid_lines_name_the_gpu() {
+        // The driver's format with MIG on: the instances follow the address.
+        for line in [
+            "NVRM: Xid (PCI:0000:3b:00 GPU-I:05): 94, pid=7194, Contained: CE User Channel (0x9). RST: No, D-RST: No",
+            "NVRM: Xid (PCI:0000:3B:00 GPU-I:01 GPU-CI:02): 13, pid=9, name=a, Graphics Exception",
+        ] {
+            let r = parse_kernel_line(line).expect(line);
+            assert_eq!(r.bus_id.as_deref(), Some("0000:3b:00.0"), "{line}");
+        }
+        let mut gpus = vec![gpu(0, "0000:3b:00.0")];
+        let r = parse_kernel_log("[ 9.0] NVRM: Xid (PCI:0000:3b:00 GPU-I:05): 94, pid=1, x\n");
+        assert!(attach(&mut gpus, &r).is_empty());
+        assert_eq!(gpus[0].xids[0].code, 94);
     }
 
     #[test]
