@@ -166,12 +166,13 @@ fn register_xid_events(
 }
 
 impl RealBackend {
-    /// Drain the XID events that arrived since the last call, without waiting.
+    /// Drain the XID events that arrived since the last call, waiting at most 1 ms.
     fn collect_events(&mut self) {
         let Some(set) = &self.events else { return };
-        // The bound guards against a storm of events.
+        // The bound guards against a storm of events. 1 ms, not 0: nvml.h defines the timeout
+        // only as "not longer than", and 0 is a value some C APIs read as "no limit".
         for _ in 0..10_000 {
-            match set.wait(0) {
+            match set.wait(1) {
                 Ok(ev) => {
                     let Some(code) = ev.event_data.and_then(|x| match x {
                         nvml_wrapper::enums::event::XidError::Value(v) => u32::try_from(v).ok(),

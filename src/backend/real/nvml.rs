@@ -96,6 +96,30 @@ pub fn throttle_names(r: ThrottleReasons) -> Vec<String> {
 }
 
 /// A CPU bitmask (64 CPUs a word, lowest first) as a list like "0-15,32-47".
+/// nvml.h's nvmlAffinityScope_t for NUMA nodes (the wrapper does not re-export it).
+const NVML_AFFINITY_SCOPE_NODE: u32 = 0;
+
+/// An NVML bit mask as 64-bit words (c_ulong is u64 here, u32 on 32-bit targets).
+#[allow(clippy::unnecessary_cast)]
+fn words(m: Vec<std::ffi::c_ulong>) -> Vec<u64> {
+    m.iter().map(|w| *w as u64).collect()
+}
+
+/// The one NUMA node set in an NVML node mask; None when none or several are set (a GPU that is
+/// near several nodes has no single node to expect).
+pub fn single_node(mask: &[u64]) -> Option<i32> {
+    let mut set = mask.iter().enumerate().flat_map(|(w, bits)| {
+        (0..64)
+            .filter(move |b| bits >> b & 1 == 1)
+            .map(move |b| w * 64 + b)
+    });
+    let first = set.next()?;
+    match set.next() {
+        None => i32::try_from(first).ok(),
+        Some(_) => None,
+    }
+}
+
 pub fn cpu_list(mask: &[u64]) -> Option<String> {
     let cpus: Vec<usize> = mask
         .iter()
@@ -217,17 +241,18 @@ fn pcie(d: &Device, q: &mut Asker) -> PcieLink {
 
 /// NUMA node and CPU affinity: NVML first, then sysfs.
 fn placement(g: &mut Gpu, d: &Device, root: &Path, q: &mut Asker) {
-    g.numa_node = d
-        .numa_node_id()
-        .ok()
-        .and_then(|n| i32::try_from(n).ok())
-        .or_else(|| pci::numa_node(root, &g.pci_bus_id));
+    // The CPU-side node the GPU hangs off (nvidia-smi topo -m's "NUMA Affinity"): the kernel's
+    // numa_node of the PCI device, else NVML's memory affinity. Not nvmlDeviceGetNumaNodeId:
+    // that is the node of the GPU's own memory, which exists only where GPU memory is a NUMA
+    // node (Grace Hopper), and is not the node whose CPUs sit next to the GPU.
+    g.numa_node = pci::numa_node(root, &g.pci_bus_id).or_else(|| {
+        d.memory_affinity(4, NVML_AFFINITY_SCOPE_NODE)
+            .ok()
+            .and_then(|m| single_node(&words(m)))
+    });
     if g.numa_node.is_none() {
         q.notes.push(format!("{} numa node: not reported", q.who));
     }
-    // c_ulong is u64 here, u32 on 32-bit targets.
-    #[allow(clippy::unnecessary_cast)]
-    let words = |m: Vec<std::ffi::c_ulong>| m.iter().map(|w| *w as u64).collect::<Vec<u64>>();
     g.cpu_affinity = d
         .cpu_affinity(64)
         .ok()
@@ -430,6 +455,14 @@ mod tests {
         );
         assert_eq!(cpu_list(&[0b1010]).as_deref(), Some("1,3"));
         assert_eq!(cpu_list(&[0, 0]), None);
+    }
+
+    #[test]
+    fn a_node_mask_names_one_node_or_none() {
+        assert_eq!(single_node(&[0b10]), Some(1));
+        assert_eq!(single_node(&[0, 0b1]), Some(64));
+        assert_eq!(single_node(&[0b11]), None, "near two nodes: no single one");
+        assert_eq!(single_node(&[0, 0]), None);
     }
 
     #[test]
