@@ -43,18 +43,17 @@ pub fn pair_nvlinks(gpus: &[Gpu], a: usize, b: usize) -> u32 {
     direct + switched
 }
 
-/// Distinct NVSwitches at the far end of any link. None when some link's far end could not
-/// be identified and no switch was seen.
+/// Distinct NVSwitches at the far end of an active link: a switch whose links are all down does
+/// not count, whatever NVML remembers of its address. None when some active link's far end could
+/// not be identified and no switch was seen.
 pub fn count_nvswitches(gpus: &[Gpu]) -> Option<u32> {
-    let links = gpus.iter().flat_map(|g| &g.nvlinks);
+    let links = gpus.iter().flat_map(|g| &g.nvlinks).filter(|l| l.active);
     let switches: BTreeSet<&str> = links
         .clone()
         .filter(|l| l.remote.kind == RemoteKind::NvSwitch)
         .filter_map(|l| l.remote.pci_bus_id.as_deref())
         .collect();
-    let unknown = links
-        .clone()
-        .any(|l| l.active && l.remote.kind == RemoteKind::Unknown);
+    let unknown = links.clone().any(|l| l.remote.kind == RemoteKind::Unknown);
     let unnamed_switch = links
         .clone()
         .any(|l| l.remote.kind == RemoteKind::NvSwitch && l.remote.pci_bus_id.is_none());
@@ -104,6 +103,19 @@ mod tests {
         let gpus = vec![gpu("0000:18:00.0", g0), gpu("0000:2a:00.0", g1)];
         assert_eq!(pair_nvlinks(&gpus, 0, 1), 16);
         assert_eq!(count_nvswitches(&gpus), Some(4));
+    }
+
+    #[test]
+    fn a_switch_reached_only_by_links_that_are_down_is_not_counted() {
+        // 4 switches; every link to the fourth is down on both GPUs.
+        let sw = |l: u32| format!("0000:{:02x}:00.0", 0xf0 + l % 4);
+        let g = || {
+            (0..18)
+                .map(|l| link(l, l % 4 != 3, RemoteKind::NvSwitch, &sw(l)))
+                .collect()
+        };
+        let gpus = vec![gpu("0000:18:00.0", g()), gpu("0000:2a:00.0", g())];
+        assert_eq!(count_nvswitches(&gpus), Some(3));
     }
 
     #[test]
