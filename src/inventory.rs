@@ -26,6 +26,38 @@ pub struct Inventory {
     /// Queries the platform did not answer, as "gpu0 retired pages: not supported".
     #[serde(default)]
     pub unavailable: Vec<String>,
+    /// GPUs the driver lists that stopped answering it (NVML_ERROR_GPU_IS_LOST, "fell off the
+    /// bus", usually with XID 79): a node failure, judged by the health check.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost_gpus: Vec<LostGpu>,
+}
+
+/// A GPU that stopped answering the driver.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
+pub struct LostGpu {
+    /// nodecert's index, when the GPU was listed before it stopped answering (it is then also in
+    /// [`Inventory::gpus`], with what could be read); None when NVML could not hand it out at all.
+    pub index: Option<usize>,
+    /// NVML's index, when that is all that is known of it.
+    pub nvml_index: Option<u32>,
+    pub pci_bus_id: Option<String>,
+    /// The query that found it lost, e.g. "nvmlDeviceGetHandleByIndex(3)" or "ecc mode".
+    pub detail: String,
+}
+
+impl LostGpu {
+    /// "GPU 3 (0000:3b:00.0)", or "NVML GPU 5" when nodecert never numbered it.
+    pub fn label(&self) -> String {
+        let who = match (self.index, self.nvml_index) {
+            (Some(i), _) => format!("GPU {i}"),
+            (None, Some(n)) => format!("NVML GPU {n}"),
+            (None, None) => "a GPU".into(),
+        };
+        match &self.pci_bus_id {
+            Some(b) => format!("{who} ({b})"),
+            None => who,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]

@@ -112,6 +112,12 @@ pub fn render(inv: &Inventory, simulated: bool) -> String {
             if g.throttle_reasons.is_empty() { "none".to_string() } else { g.throttle_reasons.join(",") }
         ));
     }
+    if !inv.lost_gpus.is_empty() {
+        s.push_str("\nLOST: listed by the driver but no longer answering (fell off the bus):\n");
+        for l in &inv.lost_gpus {
+            s.push_str(&format!("  {}: {} failed\n", l.label(), l.detail));
+        }
+    }
     if !inv.unavailable.is_empty() {
         s.push_str("\nNot available here:\n");
         for u in &inv.unavailable {
@@ -296,5 +302,17 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("GPU0  X     NV18"), "{text}");
+    }
+
+    #[test]
+    fn a_lost_gpu_is_listed_apart() {
+        let inv = sim_inventory("h100-sxm-8", &["gpu-lost:gpu=5"]);
+        assert_eq!(inv.gpus.len(), 7);
+        let text = render(&inv, true);
+        assert!(
+            text.contains("LOST: listed by the driver but no longer answering")
+                && text.contains("  NVML GPU 5: nvmlDeviceGetHandleByIndex(5) failed\n"),
+            "{text}"
+        );
     }
 }

@@ -301,6 +301,7 @@ fn list_shows_suites_nodes_and_faults() {
     }
     for f in [
         "gpu-missing",
+        "gpu-lost",
         "nvlink-down",
         "pcie-downtrained",
         "p2p-disabled",

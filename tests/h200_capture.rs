@@ -234,6 +234,7 @@ fn inventory_from_capture(sysfs: &Path) -> Inventory {
         nvswitches: Some(0),
         virtualization,
         unavailable: notes,
+        lost_gpus: vec![],
     }
 }
 

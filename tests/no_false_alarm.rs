@@ -49,6 +49,8 @@ fn every_fault_is_caught_over_many_seeds() {
         ("h200-vm-1", "row-remap-pending", "health"),
         ("h100-sxm-8", "collective-corrupt", "collective.all_reduce"),
         ("h100-sxm-8", "gpu-missing", "topology"),
+        ("h100-sxm-8", "gpu-lost:gpu=2", "health"),
+        ("h100-sxm-8", "gpu-lost:gpu=2", "topology"),
     ];
     for (suite, fault, check) in cases {
         for seed in 0..25u64 {

@@ -199,6 +199,7 @@ pub struct Fault {
 pub enum FaultKind {
     #[default]
     GpuMissing,
+    GpuLost,
     NvlinkDown,
     PcieDowntrained,
     P2pDisabled,
@@ -216,8 +217,9 @@ pub enum FaultKind {
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 15] = [
+    pub const ALL: [FaultKind; 16] = [
         FaultKind::GpuMissing,
+        FaultKind::GpuLost,
         FaultKind::NvlinkDown,
         FaultKind::PcieDowntrained,
         FaultKind::P2pDisabled,
@@ -237,6 +239,7 @@ impl FaultKind {
     pub fn name(self) -> &'static str {
         match self {
             FaultKind::GpuMissing => "gpu-missing",
+            FaultKind::GpuLost => "gpu-lost",
             FaultKind::NvlinkDown => "nvlink-down",
             FaultKind::PcieDowntrained => "pcie-downtrained",
             FaultKind::P2pDisabled => "p2p-disabled",
@@ -257,6 +260,9 @@ impl FaultKind {
     pub fn describe(self) -> &'static str {
         match self {
             FaultKind::GpuMissing => "a GPU does not show up (gpu=N)",
+            FaultKind::GpuLost => {
+                "a GPU fell off the bus: the driver lists it, but it no longer answers (gpu=N)"
+            }
             FaultKind::NvlinkDown => {
                 "one NVLink of a GPU (or of a directly linked pair) is down (gpu=N, peer=M)"
             }
@@ -453,7 +459,7 @@ pub struct SimBackend {
     node: SimNode,
     faults: Vec<Fault>,
     seed: u64,
-    /// GPUs after `gpu-missing` faults: original indices of the GPUs that remain.
+    /// GPUs after `gpu-missing` and `gpu-lost` faults: original indices of the GPUs that remain.
     present: Vec<usize>,
 }
 
@@ -468,7 +474,7 @@ impl SimBackend {
         }
         let missing: Vec<usize> = faults
             .iter()
-            .filter(|f| f.kind == FaultKind::GpuMissing)
+            .filter(|f| matches!(f.kind, FaultKind::GpuMissing | FaultKind::GpuLost))
             .map(|f| f.gpu.unwrap_or(n - 1))
             .collect();
         let present: Vec<usize> = (0..n).filter(|i| !missing.contains(i)).collect();
@@ -920,7 +926,21 @@ impl Backend for SimBackend {
                 unavailable.push(format!("gpu{} numa node: not reported", g.index));
             }
         }
+        // As the real backend reports a GPU that NVML lists but cannot hand out.
+        let lost_gpus = self
+            .faults_of(FaultKind::GpuLost)
+            .map(|f| {
+                let i = f.gpu.unwrap_or(node.gpu.count - 1);
+                LostGpu {
+                    index: None,
+                    nvml_index: Some(i as u32),
+                    pci_bus_id: None,
+                    detail: format!("nvmlDeviceGetHandleByIndex({i})"),
+                }
+            })
+            .collect();
         Ok(Inventory {
+            lost_gpus,
             hostname: node.hostname.clone(),
             driver_version: Some(node.driver_version.clone()),
             cuda_driver_version: Some(node.cuda_driver_version.clone()),

@@ -76,6 +76,21 @@ impl Check for Health {
                 None => na(&mut out, "node", "driver version"),
             }
         }
+        // A GPU that stopped answering the driver fails the node, whatever else was read.
+        for l in &inv.lost_gpus {
+            let who = l.label();
+            out.push(finding(
+                Status::Fail,
+                &who,
+                format!("lost ({} failed)", l.detail),
+                "answering the driver",
+                format!(
+                    "{who} fell off the bus: the driver lists it but it no longer answers \
+                     ({} failed); it needs a GPU reset or a repair",
+                    l.detail
+                ),
+            ));
+        }
         for g in &inv.gpus {
             let who = format!("GPU {}", g.index);
             let mut bad = |st: Status, found: String, expected: String, reason: String| {

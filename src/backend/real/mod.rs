@@ -13,7 +13,7 @@ pub mod xid;
 use super::*;
 use crate::backend::cuda::{CudaMeasurements, CudaOptions};
 use crate::error::HwError;
-use crate::inventory::{Gpu, GpuPair, Inventory};
+use crate::inventory::{Gpu, GpuPair, Inventory, LostGpu};
 use crate::platform::{self, NvmlVirt};
 use nvml_wrapper::bitmasks::event::EventTypes;
 use nvml_wrapper::error::NvmlError;
@@ -27,6 +27,8 @@ pub struct RealBackend {
     devices: Vec<Device<'static>>,
     /// What ordering the devices taught us (e.g. "gpu order: by PCI bus id ...").
     order_notes: Vec<String>,
+    /// GPUs NVML lists but could not hand out because they fell off the bus.
+    lost_at_open: Vec<LostGpu>,
     /// XID critical-error events, registered when the backend opened.
     events: Option<EventSet<'static>>,
     event_notes: Vec<String>,
@@ -50,7 +52,7 @@ pub fn open() -> Result<Box<dyn Backend>, HwError> {
         });
     }
     let nvml: &'static Nvml = Box::leak(Box::new(nvml));
-    let (devices, order_notes) = ordered_devices(nvml, n)?;
+    let (devices, order_notes, lost_at_open) = ordered_devices(nvml, n)?;
     let (events, event_notes) = register_xid_events(nvml, &devices);
     // Measurements address GPUs by the inventory's index (CUDA order): give CUDA their bus ids.
     let bus_ids = devices
@@ -66,6 +68,7 @@ pub fn open() -> Result<Box<dyn Backend>, HwError> {
         nvml,
         devices,
         order_notes,
+        lost_at_open,
         events,
         event_notes,
         nvml_xids: Vec::new(),
@@ -95,18 +98,42 @@ fn init_error(e: NvmlError) -> HwError {
 }
 
 /// NVML's devices in CUDA ordinal order (honouring CUDA_VISIBLE_DEVICES), joined by UUID or
-/// bus id; by bus id when CUDA is not there.
+/// bus id; by bus id when CUDA is not there. A GPU NVML lists but cannot hand out because it
+/// fell off the bus is returned apart, for the health check to fail; the others are tested.
+#[allow(clippy::type_complexity)]
 fn ordered_devices(
     nvml: &'static Nvml,
     n: u32,
-) -> Result<(Vec<Device<'static>>, Vec<String>), HwError> {
+) -> Result<(Vec<Device<'static>>, Vec<String>, Vec<LostGpu>), HwError> {
     let mut all = Vec::new();
     let mut ids = Vec::new();
+    let mut lost = Vec::new();
     for i in 0..n {
-        let d = nvml.device_by_index(i).map_err(|e| HwError::Call {
-            call: format!("nvmlDeviceGetHandleByIndex({i})"),
-            detail: nvml::why(&e),
-        })?;
+        let call = format!("nvmlDeviceGetHandleByIndex({i})");
+        let d = match nvml.device_by_index(i) {
+            Ok(d) => d,
+            Err(NvmlError::GpuLost) => {
+                lost.push(LostGpu {
+                    index: None,
+                    nvml_index: Some(i),
+                    pci_bus_id: None,
+                    detail: call,
+                });
+                // Keeps NVML indices and `ids` aligned; never matches a CUDA device.
+                ids.push(order::NvmlId {
+                    uuid: String::new(),
+                    bus_id: String::new(),
+                });
+                all.push(None);
+                continue;
+            }
+            Err(e) => {
+                return Err(HwError::Call {
+                    call,
+                    detail: nvml::why(&e),
+                })
+            }
+        };
         ids.push(order::NvmlId {
             uuid: d.uuid().unwrap_or_default(),
             bus_id: d
@@ -123,6 +150,15 @@ fn ordered_devices(
         .iter()
         .filter_map(|&j| all.get_mut(j).and_then(Option::take))
         .collect();
+    if lost.len() == n as usize {
+        return Err(HwError::Unavailable {
+            what: "a GPU".into(),
+            detail: format!(
+                "all {n} GPUs NVML lists fell off the bus (NVML_ERROR_GPU_IS_LOST): the node \
+                 needs a GPU reset or a repair"
+            ),
+        });
+    }
     if devices.is_empty() {
         return Err(HwError::Unavailable {
             what: "a GPU".into(),
@@ -132,7 +168,7 @@ fn ordered_devices(
             ),
         });
     }
-    Ok((devices, o.notes))
+    Ok((devices, o.notes, lost))
 }
 
 /// An NVML event set for XID critical errors on every GPU that supports it.
@@ -204,8 +240,9 @@ impl RealBackend {
         let root = Path::new("/");
         let mut notes = self.order_notes.clone();
         let mut gpus = Vec::new();
+        let mut lost = self.lost_at_open.clone();
         for (i, d) in self.devices.iter().enumerate() {
-            let mut g = nvml::read_gpu(i, d, self.nvml, root, &mut notes);
+            let mut g = nvml::read_gpu(i, d, self.nvml, root, &mut notes, &mut lost);
             g.nvlinks = nvml::read_links(self.nvml, d, &format!("gpu{i}"), &mut notes);
             gpus.push(g);
         }
@@ -247,6 +284,7 @@ impl RealBackend {
             pairs,
             virtualization,
             unavailable: notes,
+            lost_gpus: lost,
         }
     }
 
@@ -278,11 +316,7 @@ impl RealBackend {
         r: Result<T, NvmlError>,
         notes: &mut Vec<String>,
     ) -> Option<T> {
-        nvml::Asker {
-            who: "node".into(),
-            notes,
-        }
-        .ask(what, r)
+        nvml::Asker::new("node", notes).ask(what, r)
     }
 
     fn read_pairs(&self, gpus: &[crate::inventory::Gpu], notes: &mut Vec<String>) -> Vec<GpuPair> {

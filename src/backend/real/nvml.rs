@@ -2,8 +2,8 @@
 //! not answer becomes `None` plus a line in the notes ("gpu0 retired pages: not supported").
 
 use crate::inventory::{
-    normalize_bus_id, EccCounts, Gpu, LinkRemote, NvLink, NvLinkErrors, P2pStatus, PcieLink,
-    RemappedRows, RemoteKind, RetiredPages,
+    normalize_bus_id, EccCounts, Gpu, LinkRemote, LostGpu, NvLink, NvLinkErrors, P2pStatus,
+    PcieLink, RemappedRows, RemoteKind, RetiredPages,
 };
 use crate::platform::{pci, NvmlVirt};
 use nvml_wrapper::bitmasks::device::ThrottleReasons;
@@ -41,28 +41,46 @@ pub fn nvlink_generation(v: u32) -> Option<u32> {
 /// Why a query was not answered, in a few words.
 pub fn why(e: &NvmlError) -> String {
     match e {
+        NvmlError::GpuLost => GPU_LOST.into(),
         NvmlError::NotSupported => "not supported".into(),
         NvmlError::InvalidArg => "not supported (invalid argument)".into(),
         NvmlError::NoPermission => "no permission".into(),
         NvmlError::FunctionNotFound | NvmlError::FailedToLoadSymbol(_) => {
             "not in this driver's NVML".into()
         }
-        NvmlError::GpuLost => "the GPU fell off the bus".into(),
         other => other.to_string().to_lowercase(),
     }
 }
+
+/// How NVML_ERROR_GPU_IS_LOST reads in notes and findings.
+pub const GPU_LOST: &str = "the GPU fell off the bus";
 
 /// Collects the notes of one subject ("gpu0").
 pub struct Asker<'a> {
     pub who: String,
     pub notes: &'a mut Vec<String>,
+    /// The first query answered with NVML_ERROR_GPU_IS_LOST: the GPU stopped answering.
+    pub lost: Option<String>,
 }
 
-impl Asker<'_> {
+impl<'a> Asker<'a> {
+    pub fn new(who: impl Into<String>, notes: &'a mut Vec<String>) -> Self {
+        Asker {
+            who: who.into(),
+            notes,
+            lost: None,
+        }
+    }
+
     /// The answer, or None and a note saying why not.
     pub fn ask<T>(&mut self, what: &str, r: Result<T, NvmlError>) -> Option<T> {
-        r.map_err(|e| self.notes.push(format!("{} {what}: {}", self.who, why(&e))))
-            .ok()
+        r.map_err(|e| {
+            if matches!(e, NvmlError::GpuLost) && self.lost.is_none() {
+                self.lost = Some(what.to_string());
+            }
+            self.notes.push(format!("{} {what}: {}", self.who, why(&e)))
+        })
+        .ok()
     }
 }
 
@@ -172,17 +190,16 @@ pub fn virt_mode(m: GpuVirtualizationMode) -> NvmlVirt {
 }
 
 /// Read everything about one GPU except its links and XIDs. `root` is the sysfs root ("/").
+/// A GPU that stops answering (NVML_ERROR_GPU_IS_LOST) is added to `lost`.
 pub fn read_gpu(
     index: usize,
     d: &Device,
     nvml: &Nvml,
     root: &Path,
     notes: &mut Vec<String>,
+    lost: &mut Vec<LostGpu>,
 ) -> Gpu {
-    let mut q = Asker {
-        who: format!("gpu{index}"),
-        notes,
-    };
+    let mut q = Asker::new(format!("gpu{index}"), notes);
     let pci_bus_id = q
         .ask("pci bus id", d.pci_info())
         .map(|p| normalize_bus_id(&p.bus_id))
@@ -221,6 +238,14 @@ pub fn read_gpu(
     g.ecc = ecc_counts(d, &mut q, g.ecc_enabled == Some(false));
     g.remapped_rows = q.ask("remapped rows", remapped_rows(nvml, d));
     g.retired_pages = retired_pages(d, &mut q);
+    if let Some(what) = q.lost {
+        lost.push(LostGpu {
+            index: Some(index),
+            nvml_index: None,
+            pci_bus_id: (!g.pci_bus_id.is_empty()).then(|| g.pci_bus_id.clone()),
+            detail: what,
+        });
+    }
     g
 }
 
@@ -410,10 +435,7 @@ pub fn read_pair(
     who: &str,
     notes: &mut Vec<String>,
 ) -> (P2pStatus, Option<String>) {
-    let mut q = Asker {
-        who: who.to_string(),
-        notes,
-    };
+    let mut q = Asker::new(who.to_string(), notes);
     let mut cap = |what: &str, i| q.ask(what, a.p2p_status(b, i)).map(|s| s == NvmlP2p::Ok);
     let p2p = P2pStatus {
         read: cap("p2p read", P2pCapabilitiesIndex::Read),
@@ -488,15 +510,23 @@ mod tests {
     #[test]
     fn unanswered_queries_become_notes() {
         let mut notes = Vec::new();
-        let mut q = Asker {
-            who: "gpu0".into(),
-            notes: &mut notes,
-        };
+        let mut q = Asker::new("gpu0", &mut notes);
         assert_eq!(
             q.ask::<u32>("retired pages", Err(NvmlError::NotSupported)),
             None
         );
         assert_eq!(q.ask("serial", Ok(7)), Some(7));
+        assert_eq!(q.lost, None);
         assert_eq!(notes, vec!["gpu0 retired pages: not supported"]);
+    }
+
+    #[test]
+    fn a_gpu_that_stops_answering_is_marked_lost_at_the_first_query() {
+        let mut notes = Vec::new();
+        let mut q = Asker::new("gpu2", &mut notes);
+        assert_eq!(q.ask::<u32>("ecc mode", Err(NvmlError::GpuLost)), None);
+        assert_eq!(q.ask::<u32>("temperature", Err(NvmlError::GpuLost)), None);
+        assert_eq!(q.lost.as_deref(), Some("ecc mode"));
+        assert_eq!(notes[0], "gpu2 ecc mode: the GPU fell off the bus");
     }
 }
