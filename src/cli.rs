@@ -709,7 +709,14 @@ fn sample_evidence_for_templates() -> Evidence {
     )
     .expect("valid");
     let inv = b.inventory().expect("simulated inventory");
-    let ev = crate::runner::new_evidence(&loaded, &b, inv, None, Environment::default());
+    // Recorded like any simulated run: an embedded template the user's folder does not override
+    // reads `ev.simulation` whenever the evidence is simulated.
+    let rec = SimulationRecord {
+        node: "h200-vm-1".into(),
+        seed: 1,
+        faults: vec![],
+    };
+    let ev = crate::runner::new_evidence(&loaded, &b, inv, Some(rec), Environment::default());
     crate::runner::run(&loaded, &mut b, ev, None, &mut crate::runner::Silent)
         .expect("no io without a path")
 }

@@ -392,6 +392,17 @@ fn render_again_from_evidence_and_with_custom_templates() {
     );
     // The HTML template was not overridden: the embedded one is used.
     assert!(env.read("r2/report.html").contains("SIMULATED RESULTS"));
+    // The same folder for a run: templates are tried before the run, with the embedded one too.
+    env.cmd()
+        .args(["run", "--simulate", "h200-vm-1", "--templates", "tpl", "-q"])
+        .args(["--out", "r3"])
+        .assert()
+        .code(0);
+    assert_eq!(
+        env.read("r3/report.md"),
+        "custom h200-vm-1 PASS (SIMULATED)\n"
+    );
+    assert!(env.read("r3/report.html").contains("SIMULATED RESULTS"));
     env.write("bad/report.html.j2", "{% for x in %}\n");
     env.cmd()
         .args(["run", "--simulate", "h200-vm-1", "--templates", "bad", "-q"])
