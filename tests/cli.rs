@@ -579,3 +579,22 @@ fn the_training_anchor_suite_runs_its_one_check() {
     assert_eq!(step["subject"], serde_json::json!({}));
     assert!(step["median"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn a_reader_that_stops_early_is_no_panic() {
+    // `nodecert inventory --json | head`: far more than a pipe holds, so nodecert is still
+    // writing when the reader goes away.
+    let env = Env::new();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("nodecert"))
+        .args(["inventory", "--simulate", "h100-sxm-8", "--json"])
+        .current_dir(env.path(""))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("nodecert starts");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("nodecert ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_ne!(out.status.code(), Some(101), "{err}");
+}
