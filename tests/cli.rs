@@ -435,6 +435,33 @@ fn render_rejects_what_is_not_evidence() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("z.json:1:3"));
+    // Valid JSON, a value of the wrong type: located too.
+    env.cmd()
+        .args(["run", "--simulate", "h200-vm-1", "-q", "--out", "r"])
+        .assert()
+        .code(0);
+    let text = env.read("r/evidence.json");
+    let line = 1 + text
+        .lines()
+        .position(|l| l.contains("\"median\": "))
+        .expect("a median");
+    let broken: Vec<String> = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| match i + 1 == line {
+            true => format!("{}\"fast\",", &l[..l.find(": ").unwrap() + 2]),
+            false => l.to_string(),
+        })
+        .collect();
+    env.write("w/evidence.json", &broken.join("\n"));
+    env.cmd()
+        .args(["render", "w", "--out", "w2"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(format!("w/evidence.json:{line}:")))
+        .stderr(predicate::str::contains(
+            "invalid evidence: invalid type: string \"fast\"",
+        ));
 }
 
 #[test]
