@@ -148,6 +148,7 @@ pub enum Command {
         /// Folder for report.html and report.md (default: beside the evidence).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Folder with report.html.j2 and/or report.md.j2 to use instead of the embedded ones.
         #[arg(long)]
         templates: Option<PathBuf>,
         #[command(flatten)]
