@@ -148,6 +148,7 @@ pub enum Command {
         /// Folder for report.html and report.md (default: beside the evidence).
         #[arg(long)]
         out: Option<PathBuf>,
+        /// Folder with report.html.j2 and/or report.md.j2 to use instead of the embedded ones.
         #[arg(long)]
         templates: Option<PathBuf>,
         #[command(flatten)]
@@ -709,7 +710,14 @@ fn sample_evidence_for_templates() -> Evidence {
     )
     .expect("valid");
     let inv = b.inventory().expect("simulated inventory");
-    let ev = crate::runner::new_evidence(&loaded, &b, inv, None, Environment::default());
+    // Recorded like any simulated run: an embedded template the user's folder does not override
+    // reads `ev.simulation` whenever the evidence is simulated.
+    let rec = SimulationRecord {
+        node: "h200-vm-1".into(),
+        seed: 1,
+        faults: vec![],
+    };
+    let ev = crate::runner::new_evidence(&loaded, &b, inv, Some(rec), Environment::default());
     crate::runner::run(&loaded, &mut b, ev, None, &mut crate::runner::Silent)
         .expect("no io without a path")
 }

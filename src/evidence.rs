@@ -330,7 +330,15 @@ impl Evidence {
             }
             None => return Err(format!("{}: missing format_version", path.display())),
         }
-        serde_json::from_value(v).map_err(|e| format!("{}: invalid evidence: {e}", path.display()))
+        // From the text again, not from `v`: only then does an error know its line and column.
+        serde_json::from_str(&text).map_err(|e| {
+            format!(
+                "{}:{}:{}: invalid evidence: {e}",
+                path.display(),
+                e.line(),
+                e.column()
+            )
+        })
     }
 }
 

@@ -1,4 +1,10 @@
 fn main() -> std::process::ExitCode {
+    // A reader that stops early (`nodecert inventory --json | head`) ends nodecert quietly, as it
+    // ends any Unix tool, instead of a panic in println!: Rust starts with SIGPIPE ignored.
+    // SAFETY: called first, before any other thread exists.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let code = nodecert::cli::main_with_args(std::env::args().collect());
     if nodecert::backend::cuda::thread_abandoned() {
         // A measurement hung and its thread is stuck inside the driver. Evidence and reports are

@@ -393,6 +393,17 @@ fn render_again_from_evidence_and_with_custom_templates() {
     );
     // The HTML template was not overridden: the embedded one is used.
     assert!(env.read("r2/report.html").contains("SIMULATED RESULTS"));
+    // The same folder for a run: templates are tried before the run, with the embedded one too.
+    env.cmd()
+        .args(["run", "--simulate", "h200-vm-1", "--templates", "tpl", "-q"])
+        .args(["--out", "r3"])
+        .assert()
+        .code(0);
+    assert_eq!(
+        env.read("r3/report.md"),
+        "custom h200-vm-1 PASS (SIMULATED)\n"
+    );
+    assert!(env.read("r3/report.html").contains("SIMULATED RESULTS"));
     env.write("bad/report.html.j2", "{% for x in %}\n");
     env.cmd()
         .args(["run", "--simulate", "h200-vm-1", "--templates", "bad", "-q"])
@@ -425,6 +436,33 @@ fn render_rejects_what_is_not_evidence() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("z.json:1:3"));
+    // Valid JSON, a value of the wrong type: located too.
+    env.cmd()
+        .args(["run", "--simulate", "h200-vm-1", "-q", "--out", "r"])
+        .assert()
+        .code(0);
+    let text = env.read("r/evidence.json");
+    let line = 1 + text
+        .lines()
+        .position(|l| l.contains("\"median\": "))
+        .expect("a median");
+    let broken: Vec<String> = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| match i + 1 == line {
+            true => format!("{}\"fast\",", &l[..l.find(": ").unwrap() + 2]),
+            false => l.to_string(),
+        })
+        .collect();
+    env.write("w/evidence.json", &broken.join("\n"));
+    env.cmd()
+        .args(["render", "w", "--out", "w2"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(format!("w/evidence.json:{line}:")))
+        .stderr(predicate::str::contains(
+            "invalid evidence: invalid type: string \"fast\"",
+        ));
 }
 
 #[test]
@@ -568,4 +606,23 @@ fn the_training_anchor_suite_runs_its_one_check() {
     let step = metrics.iter().find(|m| m["name"] == "step_time").unwrap();
     assert_eq!(step["subject"], serde_json::json!({}));
     assert!(step["median"].as_f64().unwrap() > 0.0);
+}
+
+#[test]
+fn a_reader_that_stops_early_is_no_panic() {
+    // `nodecert inventory --json | head`: far more than a pipe holds, so nodecert is still
+    // writing when the reader goes away.
+    let env = Env::new();
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("nodecert"))
+        .args(["inventory", "--simulate", "h100-sxm-8", "--json"])
+        .current_dir(env.path(""))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("nodecert starts");
+    drop(child.stdout.take());
+    let out = child.wait_with_output().expect("nodecert ends");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_ne!(out.status.code(), Some(101), "{err}");
 }

@@ -22,6 +22,17 @@ const BROKEN: &[(&str, &str, &str)] = &[
     ),
     // unknown collective
     ("format_version = 1\nname = \"x\"\n[checks.collective.all_sum]\n", "3:20", "unknown variant `all_sum`"),
+    // inside a collective's table: located at the key, the collective named in the path
+    (
+        "format_version = 1\nname = \"x\"\n[checks.collective.all_gather]\nfactor = 2\nmin_sise = \"8B\"\n",
+        "5:1",
+        "checks.collective.all_gather.min_sise: unknown field `min_sise`",
+    ),
+    (
+        "format_version = 1\nname = \"x\"\n[checks.collective.all_reduce]\n\nfactor = \"2\"\n",
+        "5:1",
+        "checks.collective.all_reduce.factor: invalid type",
+    ),
     // wrong type
     ("format_version = 1\nname = \"x\"\n[node]\ngpu_count = \"eight\"\n", "4:1", "node.gpu_count"),
     ("format_version = 1\nname = \"x\"\n[checks.p2p_bandwidth]\nsize = \"12 parsecs\"\n", "4:1", "unknown size unit"),

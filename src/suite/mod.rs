@@ -338,7 +338,7 @@ fn default_latency_iterations() -> u32 {
     1000
 }
 
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[serde(rename_all = "snake_case")]
 pub enum CollectiveOp {
     AllReduce,
@@ -382,6 +382,26 @@ impl CollectiveOp {
             }
             CollectiveOp::Broadcast => 1.0,
         }
+    }
+}
+
+/// Read as a string, not as an enum: serde_path_to_error records a map key only when it is read
+/// as a string, so an error inside `[checks.collective.all_gather]` keeps `all_gather` in its key
+/// path and is located at the offending key, not at the table's header.
+impl<'de> Deserialize<'de> for CollectiveOp {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        const NAMES: &[&str] = &[
+            "all_reduce",
+            "all_gather",
+            "reduce_scatter",
+            "broadcast",
+            "all_to_all",
+        ];
+        let s = String::deserialize(d)?;
+        Self::ALL
+            .into_iter()
+            .find(|o| o.key() == s)
+            .ok_or_else(|| serde::de::Error::unknown_variant(&s, NAMES))
     }
 }
 
