@@ -828,6 +828,100 @@ mod tests {
         assert!(Arc::ptr_eq(&a, &b));
     }
 
+    /// The `.param` types of each `.entry` of NVRTC's PTX, e.g. `["u64", "u32", "f32"]`.
+    fn ptx_params(ptx: &str) -> HashMap<String, Vec<String>> {
+        let mut out = HashMap::new();
+        for (i, m) in ptx.match_indices(".entry ") {
+            let rest = &ptx[i + m.len()..];
+            let open = rest.find('(').unwrap();
+            let close = rest.find(')').unwrap();
+            let types = rest[open + 1..close]
+                .split(',')
+                .filter(|p| !p.trim().is_empty())
+                .map(|p| {
+                    let words: Vec<&str> = p.split_whitespace().collect();
+                    assert!(
+                        words.len() == 3 && words[0] == ".param",
+                        "unexpected PTX parameter `{p}`"
+                    );
+                    words[1].trim_start_matches('.').to_string()
+                })
+                .collect();
+            out.insert(rest[..open].trim().to_string(), types);
+        }
+        out
+    }
+
+    /// What cuLaunchKernel copies for a parameter of each PTX type (bytes, float or not), and
+    /// what [`slot`] lays out for each argument.
+    fn ptx_shape(ty: &str) -> (usize, bool) {
+        let bits: usize = ty[1..].parse().unwrap_or_else(|_| panic!("PTX type {ty}"));
+        (bits / 8, ty.starts_with('f'))
+    }
+
+    fn arg_shape(a: &Arg) -> (usize, bool) {
+        match a {
+            Arg::Ptr(_) | Arg::U64(_) => (8, false),
+            Arg::U32(_) | Arg::I32(_) => (4, false),
+            Arg::F32(_) => (4, true),
+        }
+    }
+
+    /// The arguments of every launch the plans make, against the parameters of the kernels as
+    /// NVRTC compiled them (not as the source reads): same count, and each the size and class
+    /// cuLaunchKernel copies. Wherever libnvrtc loads.
+    #[test]
+    fn every_launch_matches_the_compiled_kernels_parameters() {
+        if !super::super::libs::Lib::Nvrtc.loadable() {
+            assert!(
+                std::env::var_os("NODECERT_REQUIRE_NVRTC").is_none(),
+                "NODECERT_REQUIRE_NVRTC is set but libnvrtc cannot be loaded"
+            );
+            eprintln!("libnvrtc not loadable: compiled parameters not checked");
+            return;
+        }
+        let ptx = compile(Target::Ptx(80)).unwrap();
+        let params = ptx_params(&String::from_utf8_lossy(&ptx[..ptx.len() - 1]));
+        assert_eq!(params.len(), kernels::KERNEL_NAMES.len(), "{params:?}");
+        let mut ops = Vec::new();
+        for math in [Math::Pedantic, Math::Bf16] {
+            let m = Model {
+                layers: vec![64, 128, 128, 10],
+                local_batch: 256,
+                replicas: 2,
+                lr: 0.5,
+                seed: 1,
+                math,
+            };
+            ops.extend(plan::init_ops(&m));
+            ops.extend(plan::step_ops(&m, &m.buckets(), 1, 1));
+        }
+        let mut seen = 0;
+        for op in &ops {
+            let Op::Launch(l) = op else { continue };
+            let want: Vec<(usize, bool)> = params[l.kernel].iter().map(|t| ptx_shape(t)).collect();
+            let got: Vec<(usize, bool)> = l.args.iter().map(arg_shape).collect();
+            assert_eq!(
+                got, want,
+                "{}: {:?} vs PTX {:?}",
+                l.kernel, l.args, params[l.kernel]
+            );
+            seen += 1;
+        }
+        assert!(seen > 20, "{seen}");
+        // The slots hold each argument in its first bytes, as many as the shape says.
+        let resolve = |_: Ptr| -> Result<u64, HwError> { Ok(u64::MAX) };
+        for a in [
+            Arg::U32(u32::MAX),
+            Arg::I32(-1),
+            Arg::F32(f32::from_bits(u32::MAX)),
+        ] {
+            let s = slot(&a, &resolve).unwrap();
+            let n = arg_shape(&a).0;
+            assert!(s.0[..n].iter().all(|&b| b == 0xff) && s.0[n..].iter().all(|&b| b == 0));
+        }
+    }
+
     #[test]
     fn kernel_arguments_are_laid_out_as_their_c_types() {
         // cuLaunchKernel copies sizeof(param) bytes from each pointer.

@@ -75,6 +75,9 @@ impl Emu {
     }
 
     fn kernel(&mut self, rep: usize, l: &Launch) {
+        if let Err(why) = launch_shape_error(l) {
+            panic!("{}: {why} ({l:?})", l.kernel);
+        }
         let a = &l.args;
         let p = |i: usize| match a[i] {
             Arg::Ptr(p) => p,
@@ -201,6 +204,9 @@ impl Emu {
     }
 
     fn gemm(&mut self, rep: usize, g: &Gemm) {
+        if let Some(why) = gemm_invalid(g) {
+            panic!("cuBLAS would refuse {g:?}: {why}");
+        }
         // cublasSgemm or cublasGemmEx(bf16, bf16 -> fp32): both operands of one type, fp32 out.
         assert_eq!(g.b.buf.elem(), g.operands(), "{g:?}");
         assert_eq!(g.c.buf.elem(), Elem::Word, "{g:?}");
@@ -229,6 +235,9 @@ impl Emu {
     }
 
     fn gemv(&mut self, rep: usize, g: &Gemv) {
+        if let Some(why) = gemv_invalid(g) {
+            panic!("cuBLAS would refuse {g:?}: {why}");
+        }
         let (a, x) = (self.getf(rep, g.a), self.getf(rep, g.x));
         for i in 0..g.m as usize {
             let mut s = 0.0f32;
@@ -237,6 +246,66 @@ impl Emu {
             }
             self.setf(rep, g.y, i, s);
         }
+    }
+}
+
+/// Why `cublasSgemm`/`cublasGemmEx` would return `CUBLAS_STATUS_INVALID_VALUE` for `g` (cuBLAS's
+/// documented checks: no negative size, and each leading dimension at least the rows of the
+/// matrix as stored, column-major), or `None`. The emulation loops would silently accept them.
+fn gemm_invalid(g: &Gemm) -> Option<&'static str> {
+    let rows_a = if g.transa { g.k } else { g.m };
+    let rows_b = if g.transb { g.n } else { g.k };
+    if g.m < 0 || g.n < 0 || g.k < 0 {
+        Some("negative size")
+    } else if g.lda < rows_a.max(1) {
+        Some("lda below the rows of A as stored")
+    } else if g.ldb < rows_b.max(1) {
+        Some("ldb below the rows of B as stored")
+    } else if g.ldc < g.m.max(1) {
+        Some("ldc below m")
+    } else {
+        None
+    }
+}
+
+/// The same for `cublasSgemv` (no transpose, unit strides).
+fn gemv_invalid(g: &Gemv) -> Option<&'static str> {
+    if g.m < 0 || g.n < 0 {
+        Some("negative size")
+    } else if g.lda < g.m.max(1) {
+        Some("lda below m")
+    } else {
+        None
+    }
+}
+
+/// Whether the launch is one the GPU runs as the emulation assumes: a legal 1-D shape, and for
+/// the kernels that are not grid-stride loops, enough threads for every row (the emulation
+/// ignores the grid; on the GPU rows past the last thread would keep stale values).
+fn launch_shape_error(l: &Launch) -> Result<(), String> {
+    if !(1..=1024).contains(&l.block) || !(1..=i32::MAX as u32).contains(&l.grid) {
+        return Err(format!(
+            "grid {} x block {} is not launchable",
+            l.grid, l.block
+        ));
+    }
+    let threads = l.grid as u64 * l.block as u64;
+    let rows = |i: usize| match l.args.get(i) {
+        Some(Arg::U32(v)) => *v as u64,
+        other => panic!("{}: argument {i} is {other:?}", l.kernel),
+    };
+    match l.kernel {
+        // One warp per row: whole warps, and a warp for each row.
+        "nc_gen_labels" if l.block % 32 != 0 || threads / 32 < rows(3) => Err(format!(
+            "{threads} threads in blocks of {} for {} rows of one warp each",
+            l.block,
+            rows(3)
+        )),
+        // One thread per row.
+        "nc_softmax_xent" if threads < rows(4) => {
+            Err(format!("{threads} threads for {} rows", rows(4)))
+        }
+        _ => Ok(()),
     }
 }
 
@@ -468,8 +537,19 @@ fn each_bucket_starts_right_after_its_last_gradient_and_sgd_waits_for_all() {
         .any(|o| matches!(o, Op::AllReduce(_) | Op::Wait(..))));
 }
 
-/// The C parameter types of each kernel in the CUDA source.
-fn declared_kinds() -> HashMap<String, Vec<ArgKind>> {
+/// The bytes of what a pointer parameter of the CUDA source points to (`const float* x` -> 4).
+fn pointee_bytes(param: &str) -> usize {
+    let ty = param.split('*').next().unwrap().trim();
+    match ty.strip_prefix("const ").unwrap_or(ty).trim() {
+        "float" | "uint" | "int" => 4,
+        "unsigned short" => 2,
+        "ull" => 8,
+        other => panic!("unknown pointee type: {other}"),
+    }
+}
+
+/// The C parameter types of each kernel in the CUDA source, with each pointer's pointee size.
+fn declared_params() -> HashMap<String, Vec<(ArgKind, Option<usize>)>> {
     let src = kernels::SOURCE;
     let mut out = HashMap::new();
     for (i, m) in src.match_indices("extern \"C\" __global__ void ") {
@@ -481,15 +561,15 @@ fn declared_kinds() -> HashMap<String, Vec<ArgKind>> {
             .map(|p| {
                 let p = p.trim();
                 if p.contains('*') {
-                    ArgKind::Ptr
+                    (ArgKind::Ptr, Some(pointee_bytes(p)))
                 } else if p.starts_with("ull ") {
-                    ArgKind::U64
+                    (ArgKind::U64, None)
                 } else if p.starts_with("uint ") {
-                    ArgKind::U32
+                    (ArgKind::U32, None)
                 } else if p.starts_with("int ") {
-                    ArgKind::I32
+                    (ArgKind::I32, None)
                 } else if p.starts_with("float ") {
-                    ArgKind::F32
+                    (ArgKind::F32, None)
                 } else {
                     panic!("unknown parameter type: {p}")
                 }
@@ -502,7 +582,7 @@ fn declared_kinds() -> HashMap<String, Vec<ArgKind>> {
 
 #[test]
 fn every_launch_matches_its_kernels_declaration() {
-    let declared = declared_kinds();
+    let declared = declared_params();
     assert_eq!(declared.len(), kernels::KERNEL_NAMES.len());
     let m = anchor(2);
     let mut ops = init_ops(&m);
@@ -515,14 +595,28 @@ fn every_launch_matches_its_kernels_declaration() {
     let mut used = std::collections::BTreeSet::new();
     for op in &ops {
         if let Op::Launch(l) = op {
+            let params = &declared[l.kernel];
             let kinds: Vec<ArgKind> = l.args.iter().map(Arg::kind).collect();
+            let want: Vec<ArgKind> = params.iter().map(|p| p.0).collect();
             assert_eq!(
-                declared.get(l.kernel),
-                Some(&kinds),
+                kinds, want,
                 "{}: arguments do not match the CUDA declaration",
                 l.kernel
             );
-            assert!(l.grid >= 1 && l.block >= 1 && l.block <= 1024, "{l:?}");
+            // A pointer addresses a buffer of the element the kernel reads or writes through it
+            // (`unsigned short*` a bf16 copy, `float*`/`uint*`/`int*` a word buffer): the GPU
+            // would reinterpret the bytes where the emulation widens per buffer.
+            for (i, (a, p)) in l.args.iter().zip(params).enumerate() {
+                if let Arg::Ptr(ptr) = a {
+                    assert_eq!(
+                        Some(ptr.buf.elem().bytes()),
+                        p.1,
+                        "{}: argument {i} is {ptr:?}",
+                        l.kernel
+                    );
+                }
+            }
+            launch_shape_error(l).unwrap_or_else(|e| panic!("{}: {e}", l.kernel));
             used.insert(l.kernel);
         }
     }
@@ -532,6 +626,89 @@ fn every_launch_matches_its_kernels_declaration() {
         .filter(|k| !used.contains(k))
         .collect();
     assert_eq!(unused, ["nc_scale", "nc_checksum"]);
+}
+
+#[test]
+fn the_emulation_refuses_what_cublas_and_the_launch_would() {
+    // The plan's three GEMMs and the SGEMV pass cuBLAS's argument checks, at any size.
+    for (b, din, dout) in [(1, 1, 1), (256, 64, 128), (8192, 4096, 10), (3, 1, 7)] {
+        let (w, x, y) = (
+            Ptr::of(Buf::Params),
+            Ptr::of(Buf::Act(0)),
+            Ptr::of(Buf::Act(1)),
+        );
+        for g in [
+            Gemm::forward(w, x, y, b, din, dout),
+            Gemm::grad_input(w, y, x, b, din, dout),
+            Gemm::grad_weight(x, y, w, b, din, dout),
+        ] {
+            assert_eq!(gemm_invalid(&g), None, "{g:?}");
+        }
+        let v = Gemv::bias_grad(y, Ptr::of(Buf::Ones), Ptr::of(Buf::Grads), b, dout);
+        assert_eq!(gemv_invalid(&v), None, "{v:?}");
+    }
+    // The checks themselves: a leading dimension of the matrix as used instead of as stored.
+    let f = Gemm::forward(
+        Ptr::of(Buf::Params),
+        Ptr::of(Buf::Act(0)),
+        Ptr::of(Buf::Act(1)),
+        8,
+        16,
+        4,
+    );
+    assert!(gemm_invalid(&Gemm { lda: 4, ..f }).is_some());
+    assert!(gemm_invalid(&Gemm { ldb: 8, ..f }).is_some());
+    assert!(gemm_invalid(&Gemm { ldc: 3, ..f }).is_some());
+    assert!(gemm_invalid(&Gemm { k: -1, ..f }).is_some());
+    let v = Gemv::bias_grad(
+        Ptr::of(Buf::Delta(0)),
+        Ptr::of(Buf::Ones),
+        Ptr::of(Buf::Grads),
+        8,
+        4,
+    );
+    assert!(gemv_invalid(&Gemv { lda: 3, ..v }).is_some());
+    // Launches: rows past the last warp or thread, or a block of part of a warp, are refused.
+    let labels = |rows| {
+        Launch::gen_labels(
+            Ptr::of(Buf::Labels),
+            Ptr::of(Buf::Act(0)),
+            Ptr::of(Buf::Teacher),
+            rows,
+            64,
+            10,
+        )
+    };
+    assert!(launch_shape_error(&labels(8193)).is_ok());
+    assert!(launch_shape_error(&Launch {
+        grid: 1024,
+        ..labels(8193)
+    })
+    .is_err());
+    assert!(launch_shape_error(&Launch {
+        block: 100,
+        ..labels(8)
+    })
+    .is_err());
+    let sm = Launch::softmax_xent(
+        Ptr::of(Buf::Act(3)),
+        Ptr::of(Buf::Labels),
+        Ptr::of(Buf::RowLoss),
+        Ptr::of(Buf::Delta(0)),
+        129,
+        10,
+        1.0,
+    );
+    assert!(launch_shape_error(&sm).is_ok());
+    assert!(launch_shape_error(&Launch {
+        grid: 1,
+        ..sm.clone()
+    })
+    .is_err());
+    assert!(launch_shape_error(&Launch { block: 2048, ..sm }).is_err());
+    // Grid-stride kernels take any grid.
+    let fill = Launch::fill(Ptr::of(Buf::Params), 1 << 30, 0.0);
+    assert!(launch_shape_error(&Launch { grid: 1, ..fill }).is_ok());
 }
 
 #[test]
