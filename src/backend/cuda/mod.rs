@@ -35,6 +35,7 @@ mod nccl;
 mod train;
 pub mod verify;
 mod worker;
+pub(crate) use worker::abandon;
 pub use worker::thread_abandoned;
 
 use crate::backend::{

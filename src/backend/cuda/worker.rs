@@ -32,7 +32,8 @@ pub fn thread_abandoned() -> bool {
     ABANDONED.load(Ordering::SeqCst)
 }
 
-fn abandon() {
+/// Record that a thread of this process was left behind inside the driver.
+pub(crate) fn abandon() {
     ABANDONED.store(true, Ordering::SeqCst);
 }
 

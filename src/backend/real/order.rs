@@ -112,9 +112,41 @@ pub fn order(nvml: &[NvmlId], cuda: &CudaView, visible: Option<&str>) -> Order {
 /// presence is checked first; a missing symbol panics too, so the panic is caught as a last
 /// resort and reported as CUDA being unavailable.
 pub fn cuda_view() -> CudaView {
-    std::panic::catch_unwind(read_cuda_view).unwrap_or_else(|_| {
-        CudaView::Unavailable("the CUDA driver library lacks a function cudarc needs".into())
-    })
+    cuda_view_within(crate::backend::cuda::SETUP_LIMIT, read_cuda_view)
+}
+
+/// `read` on a thread of its own, for at most `limit`: cuInit can hang on a GPU in a bad state,
+/// and `inventory` must still end. A thread left waiting is recorded, so that the process ends
+/// without the exit handlers that could wait for it (see `main`).
+fn cuda_view_within(limit: std::time::Duration, read: fn() -> CudaView) -> CudaView {
+    use std::sync::mpsc::{channel, RecvTimeoutError};
+    let (tx, rx) = channel();
+    let spawned = std::thread::Builder::new()
+        .name("nodecert-cuda-list".into())
+        .spawn(move || {
+            let view = std::panic::catch_unwind(read).unwrap_or_else(|_| {
+                CudaView::Unavailable(
+                    "the CUDA driver library lacks a function cudarc needs".into(),
+                )
+            });
+            let _ = tx.send(view);
+        });
+    if let Err(e) = spawned {
+        return CudaView::Unavailable(format!("no thread to ask CUDA on ({e})"));
+    }
+    match rx.recv_timeout(limit) {
+        Ok(view) => view,
+        Err(RecvTimeoutError::Timeout) => {
+            crate::backend::cuda::abandon();
+            CudaView::Unavailable(format!(
+                "cuInit and the CUDA device list did not answer within {} s",
+                limit.as_secs_f64()
+            ))
+        }
+        Err(RecvTimeoutError::Disconnected) => {
+            CudaView::Unavailable("the thread asking CUDA ended without an answer".into())
+        }
+    }
 }
 
 fn read_cuda_view() -> CudaView {
@@ -270,5 +302,31 @@ mod tests {
     fn no_libcuda_here_is_not_a_panic() {
         // On a machine without the driver this must answer, not panic.
         let _ = cuda_view();
+    }
+
+    #[test]
+    fn a_cuda_that_does_not_answer_is_left_behind_not_waited_for() {
+        use std::time::{Duration, Instant};
+        fn hangs() -> CudaView {
+            std::thread::sleep(Duration::from_secs(30));
+            CudaView::Devices(vec![])
+        }
+        let t0 = Instant::now();
+        let v = cuda_view_within(Duration::from_millis(100), hangs);
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        match v {
+            CudaView::Unavailable(why) => {
+                assert!(why.contains("did not answer within 0.1 s"), "{why}")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(crate::backend::cuda::thread_abandoned());
+        fn panics() -> CudaView {
+            panic!("cudarc: symbol cuDeviceGetUuid_v2 not found")
+        }
+        match cuda_view_within(Duration::from_secs(10), panics) {
+            CudaView::Unavailable(why) => assert!(why.contains("lacks a function"), "{why}"),
+            other => panic!("{other:?}"),
+        }
     }
 }
