@@ -8,6 +8,7 @@
 mod links;
 pub mod nvml;
 pub mod order;
+pub mod watchdog;
 pub mod xid;
 
 use super::*;
@@ -40,6 +41,8 @@ pub struct RealBackend {
 
 /// Open the real node: load NVML, order its GPUs as CUDA numbers them, and listen for XIDs.
 pub fn open() -> Result<Box<dyn Backend>, HwError> {
+    let _deadline =
+        watchdog::Watchdog::start("opening the node through NVML", watchdog::NVML_LIMIT);
     let nvml = Nvml::init().map_err(init_error)?;
     let n = nvml.device_count().map_err(|e| HwError::Call {
         call: "nvmlDeviceGetCount".into(),
@@ -375,6 +378,8 @@ impl Backend for RealBackend {
     }
 
     fn inventory(&mut self) -> Result<Inventory, HwError> {
+        let _deadline =
+            watchdog::Watchdog::start("reading the inventory through NVML", watchdog::NVML_LIMIT);
         Ok(self.read_inventory())
     }
 
