@@ -247,7 +247,8 @@ pub fn main_with_args(args: Vec<String>) -> u8 {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");
-            if matches!(e, Error::Hardware(_)) {
+            let simulating = args.iter().any(|a| a.starts_with("--simulate"));
+            if matches!(e, Error::Hardware(_)) && !simulating {
                 eprintln!("hint: to rehearse a suite without GPUs, add --simulate NODE (see `nodecert list`)");
             }
             e.exit_code()

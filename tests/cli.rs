@@ -97,6 +97,12 @@ const FAULTS: &[(&str, &str, &str, &str)] = &[
         "topology",
         "1 of 8 GPUs missing",
     ),
+    (
+        "gpu-lost:gpu=6",
+        "h100-sxm-8",
+        "health",
+        "NVML GPU 6 fell off the bus",
+    ),
     ("nvlink-down:gpu=2", "h100-sxm-8", "topology", "GPU 2 link"),
     (
         "pcie-downtrained:gpu=5",
@@ -244,6 +250,25 @@ fn each_injected_fault_fails_the_right_check_with_exit_1() {
         let html = env.read(&format!("{out}/report.html"));
         assert!(html.contains("FAIL (SIMULATED)"), "{fault}");
     }
+}
+
+#[test]
+fn a_node_whose_every_gpu_is_lost_cannot_be_tested() {
+    // As on real hardware: no GPU answers, so exit 3, and no hint to simulate what already is.
+    let env = Env::new();
+    env.cmd()
+        .args([
+            "run",
+            "--simulate",
+            "h200-vm-1",
+            "--inject",
+            "gpu-lost",
+            "-q",
+        ])
+        .assert()
+        .code(3)
+        .stderr(predicate::str::contains("fell off the bus"))
+        .stderr(predicate::str::contains("hint").not());
 }
 
 #[test]

@@ -927,7 +927,7 @@ impl Backend for SimBackend {
             }
         }
         // As the real backend reports a GPU that NVML lists but cannot hand out.
-        let lost_gpus = self
+        let lost_gpus: Vec<LostGpu> = self
             .faults_of(FaultKind::GpuLost)
             .map(|f| {
                 let i = f.gpu.unwrap_or(node.gpu.count - 1);
@@ -939,6 +939,16 @@ impl Backend for SimBackend {
                 }
             })
             .collect();
+        if self.present.is_empty() && !lost_gpus.is_empty() {
+            // The real backend cannot open such a node either.
+            return Err(HwError::Unavailable {
+                what: "a GPU".into(),
+                detail: format!(
+                    "all {} GPUs of the simulated node fell off the bus (gpu-lost)",
+                    node.gpu.count
+                ),
+            });
+        }
         Ok(Inventory {
             lost_gpus,
             hostname: node.hostname.clone(),

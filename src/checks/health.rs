@@ -33,7 +33,7 @@ impl Check for Health {
     }
 
     fn plan(&self, ctx: &Ctx) -> Result<Vec<String>, String> {
-        if ctx.inventory.gpus.is_empty() {
+        if ctx.inventory.gpus.is_empty() && ctx.inventory.lost_gpus.is_empty() {
             return Err("no GPUs to check".into());
         }
         Ok(vec![format!(
