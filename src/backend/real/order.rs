@@ -96,7 +96,13 @@ pub fn order(nvml: &[NvmlId], cuda: &CudaView, visible: Option<&str>) -> Order {
             )),
         }
     }
-    for (id, _) in nvml.iter().zip(&used).filter(|(_, u)| !**u) {
+    // A GPU NVML could not hand out has no ids (it is reported as lost, not as hidden).
+    let unknown = |id: &NvmlId| id.uuid.is_empty() && id.bus_id.is_empty();
+    for (id, _) in nvml
+        .iter()
+        .zip(&used)
+        .filter(|(id, u)| !**u && !unknown(id))
+    {
         out.notes.push(match visible {
             Some(v) => format!(
                 "gpu at {} is hidden from CUDA (CUDA_VISIBLE_DEVICES={v}): left out",
@@ -241,6 +247,20 @@ mod tests {
         let o = order(&nvml_ids(), &c, None);
         assert_eq!(o.nvml_indices, vec![1, 0, 2]);
         assert!(o.notes.is_empty());
+    }
+
+    #[test]
+    fn a_lost_gpu_is_left_out_without_a_hidden_note() {
+        // NVML index 1 fell off the bus: no ids. CUDA still lists the two others.
+        let mut ids = nvml_ids();
+        ids[1] = NvmlId {
+            uuid: String::new(),
+            bus_id: String::new(),
+        };
+        let c = cuda(&[(Some("GPU-aaaa"), None), (Some("GPU-cccc"), None)]);
+        let o = order(&ids, &c, None);
+        assert_eq!(o.nvml_indices, vec![0, 2]);
+        assert!(o.notes.is_empty(), "{:?}", o.notes);
     }
 
     #[test]
