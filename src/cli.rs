@@ -623,6 +623,17 @@ fn expected_inventory(s: &crate::suite::Suite) -> crate::inventory::Inventory {
 fn cmd_inventory(simulate: Option<String>, json: bool, as_suite: Option<&Path>) -> Result<u8> {
     let (mut b, simrec) = backend(simulate.as_deref(), &[], 1)?;
     let inv = b.inventory()?;
+    if let (Some(_), false) = (as_suite, inv.lost_gpus.is_empty()) {
+        // The suite would expect the broken shape, and its per-GPU lists would be shifted.
+        let lost: Vec<String> = inv.lost_gpus.iter().map(|l| l.label()).collect();
+        eprintln!(
+            "error: not freezing this node: {} fell off the bus, and a suite written now would \
+             expect the node without it; reset or repair the GPU first (`nodecert inventory` \
+             lists it)",
+            lost.join(", ")
+        );
+        return Ok(exit::CHECK_FAILED);
+    }
     if let Some(path) = as_suite {
         let text = crate::suite::freeze::suite_from_inventory(&inv, simrec.is_some());
         if path == Path::new("-") {

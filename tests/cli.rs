@@ -515,6 +515,42 @@ fn html_is_escaped() {
 }
 
 #[test]
+fn a_node_with_a_lost_gpu_is_not_frozen() {
+    let env = Env::new();
+    let base = nodecert::backend::sim::EMBEDDED
+        .iter()
+        .find(|(n, _)| *n == "h100-sxm-8")
+        .unwrap()
+        .1;
+    env.write(
+        "node.toml",
+        &format!("{base}\n[[faults]]\nkind = \"gpu-lost\"\ngpu = 3\n"),
+    );
+    env.cmd()
+        .args([
+            "inventory",
+            "--simulate",
+            "node.toml",
+            "--as-suite",
+            "f.toml",
+        ])
+        .assert()
+        .code(1)
+        .stderr(predicate::str::contains(
+            "not freezing this node: NVML GPU 3 fell off the bus",
+        ));
+    assert!(!env.path("f.toml").exists());
+    // The plain inventory still lists it.
+    env.cmd()
+        .args(["inventory", "--simulate", "node.toml"])
+        .assert()
+        .code(0)
+        .stdout(predicate::str::contains(
+            "NVML GPU 3: nvmlDeviceGetHandleByIndex(3) failed",
+        ));
+}
+
+#[test]
 fn a_node_file_can_carry_faults_and_is_validated_like_a_suite() {
     let env = Env::new();
     let base = nodecert::backend::sim::EMBEDDED
