@@ -440,7 +440,9 @@ impl Backend for RealBackend {
 }
 
 /// How long host-to-device copies keep a GPU busy while its PCIe link is read, at most; the
-/// reading stops early once the link is at its maximum.
+/// reading stops early once the link is at its maximum. The window opens when the first batch of
+/// copies has finished: that first call also opens the GPUs (cuInit, a context per GPU), which
+/// can take longer than the window itself.
 const PCIE_LOAD_WINDOW: std::time::Duration = std::time::Duration::from_millis(1000);
 
 /// The highest PCIe generation and width NVML reports while host-to-device copies run on `gpu`.
@@ -450,6 +452,27 @@ fn pcie_under_load(
     gpu: usize,
     max: (u32, u32),
 ) -> Result<(u32, u32), HwError> {
+    load_while_sampling(
+        || cuda.host_copy(gpu, HostDir::H2d, 32 << 20, 0, 1).map(drop),
+        || {
+            d.current_pcie_link_gen()
+                .ok()
+                .zip(d.current_pcie_link_width().ok())
+        },
+        max,
+        PCIE_LOAD_WINDOW,
+    )
+}
+
+/// Run `copy` again and again while another thread polls `read` (generation, width): until the
+/// link reads `max`, or until `window` has passed since the first `copy` returned. The highest
+/// generation and width read.
+fn load_while_sampling(
+    mut copy: impl FnMut() -> Result<(), HwError>,
+    read: impl Fn() -> Option<(u32, u32)> + Sync,
+    max: (u32, u32),
+    window: std::time::Duration,
+) -> Result<(u32, u32), HwError> {
     use std::sync::atomic::{AtomicBool, Ordering};
     let stop = AtomicBool::new(false);
     let at_max = AtomicBool::new(false);
@@ -457,7 +480,7 @@ fn pcie_under_load(
         let sampler = s.spawn(|| {
             let mut best: Option<(u32, u32)> = None;
             while !stop.load(Ordering::Relaxed) {
-                if let (Ok(g), Ok(w)) = (d.current_pcie_link_gen(), d.current_pcie_link_width()) {
+                if let Some((g, w)) = read() {
                     let (bg, bw) = best.unwrap_or((0, 0));
                     best = Some((bg.max(g), bw.max(w)));
                     if g >= max.0 && w >= max.1 {
@@ -468,13 +491,14 @@ fn pcie_under_load(
             }
             best
         });
-        let t0 = std::time::Instant::now();
+        let mut opened: Option<std::time::Instant> = None;
         let mut copies = Ok(());
-        while !at_max.load(Ordering::Relaxed) && t0.elapsed() < PCIE_LOAD_WINDOW {
-            if let Err(e) = cuda.host_copy(gpu, HostDir::H2d, 32 << 20, 0, 1) {
+        while !at_max.load(Ordering::Relaxed) && opened.is_none_or(|t| t.elapsed() < window) {
+            if let Err(e) = copy() {
                 copies = Err(e);
                 break;
             }
+            opened.get_or_insert_with(std::time::Instant::now);
         }
         stop.store(true, Ordering::Relaxed);
         let best = sampler.join().ok().flatten();
@@ -491,4 +515,77 @@ pub fn hostname() -> String {
         .or_else(|_| std::fs::read_to_string("/etc/hostname"))
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown-host".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use std::time::{Duration, Instant};
+
+    #[test]
+    fn the_link_is_loaded_for_the_whole_window_after_the_gpus_open() {
+        // The first call opens the GPUs and takes longer than the window: the copies must go on
+        // for a window after it, not stop after that single call.
+        let calls = AtomicU32::new(0);
+        let t0 = Instant::now();
+        let r = load_while_sampling(
+            || {
+                let first = calls.fetch_add(1, Ordering::SeqCst) == 0;
+                std::thread::sleep(Duration::from_millis(if first { 300 } else { 5 }));
+                Ok(())
+            },
+            || Some((3, 8)),
+            (4, 16),
+            Duration::from_millis(100),
+        );
+        assert_eq!(r.unwrap(), (3, 8));
+        assert!(calls.load(Ordering::SeqCst) >= 5, "{calls:?}");
+        assert!(
+            t0.elapsed() >= Duration::from_millis(400),
+            "{:?}",
+            t0.elapsed()
+        );
+    }
+
+    #[test]
+    fn loading_stops_once_the_link_reads_its_maximum_or_a_copy_fails() {
+        let t0 = Instant::now();
+        let r = load_while_sampling(
+            || {
+                std::thread::sleep(Duration::from_millis(5));
+                Ok(())
+            },
+            || Some((5, 16)),
+            (5, 16),
+            Duration::from_secs(30),
+        );
+        assert_eq!(r.unwrap(), (5, 16));
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+
+        let calls = AtomicU32::new(0);
+        let r = load_while_sampling(
+            || {
+                calls.fetch_add(1, Ordering::SeqCst);
+                Err(HwError::Call {
+                    call: "cuMemAlloc".into(),
+                    detail: "out of memory".into(),
+                })
+            },
+            || Some((3, 16)),
+            (5, 16),
+            Duration::from_secs(30),
+        );
+        assert_eq!(
+            r.unwrap_err().to_string(),
+            "cuMemAlloc failed: out of memory"
+        );
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_link_nvml_never_answers_for_is_an_error() {
+        let r = load_while_sampling(|| Ok(()), || None, (5, 16), Duration::from_millis(20));
+        assert!(r.unwrap_err().to_string().contains("no answer"));
+    }
 }
