@@ -664,6 +664,7 @@ impl Suite {
                 p.limit(&format!("checks.host_bandwidth.{k}"), l);
             }
             p.iters("checks.host_bandwidth.iterations", h.iterations);
+            p.warmup("checks.host_bandwidth.warmup", h.warmup);
             p.pct("checks.host_bandwidth.outlier_pct", h.outlier_pct);
         }
         if let Some(x) = &c.p2p_bandwidth {
@@ -671,6 +672,7 @@ impl Suite {
                 p.limit(&format!("checks.p2p_bandwidth.{k}"), l);
             }
             p.iters("checks.p2p_bandwidth.iterations", x.iterations);
+            p.warmup("checks.p2p_bandwidth.warmup", x.warmup);
             p.pct("checks.p2p_bandwidth.outlier_pct", x.outlier_pct);
         }
         if let Some(x) = &c.p2p_latency {
@@ -681,6 +683,7 @@ impl Suite {
         for (op, cc) in &c.collective {
             let base = format!("checks.collective.{op}");
             p.iters(&format!("{base}.iterations"), cc.iterations);
+            p.warmup(&format!("{base}.warmup"), cc.warmup);
             if cc.min_size.0 == 0 {
                 p.bad(
                     &format!("{base}.min_size"),
@@ -866,8 +869,27 @@ impl Problems {
         if v == 0 {
             self.bad(path, "iterations must be at least 1".into());
         }
+        if v > MAX_ITERATIONS {
+            self.bad(
+                path,
+                format!("iterations must be at most {MAX_ITERATIONS}, got {v}"),
+            );
+        }
+    }
+
+    fn warmup(&mut self, path: &str, v: u32) {
+        if v > MAX_ITERATIONS {
+            self.bad(
+                path,
+                format!("warmup must be at most {MAX_ITERATIONS}, got {v}"),
+            );
+        }
     }
 }
+
+/// The most timed (or warm-up) repetitions a measurement takes: far beyond any useful run, and
+/// small enough that counts and deadlines stay clear of overflow.
+pub const MAX_ITERATIONS: u32 = 100_000;
 
 /// "535.104.05" -> [535, 104, 5].
 pub fn parse_version(s: &str) -> Option<Vec<u64>> {
