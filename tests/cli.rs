@@ -514,14 +514,19 @@ fn html_is_escaped() {
     assert!(html.contains("&lt;script&gt;"));
 }
 
+/// The text of an embedded simulated node, to extend with faults.
+fn embedded_node(name: &str) -> &'static str {
+    nodecert::backend::sim::EMBEDDED
+        .iter()
+        .find(|(n, _)| *n == name)
+        .unwrap_or_else(|| panic!("no embedded node {name}"))
+        .1
+}
+
 #[test]
 fn a_node_with_a_lost_gpu_is_not_frozen() {
     let env = Env::new();
-    let base = nodecert::backend::sim::EMBEDDED
-        .iter()
-        .find(|(n, _)| *n == "h100-sxm-8")
-        .unwrap()
-        .1;
+    let base = embedded_node("h100-sxm-8");
     env.write(
         "node.toml",
         &format!("{base}\n[[faults]]\nkind = \"gpu-lost\"\ngpu = 3\n"),
@@ -553,11 +558,7 @@ fn a_node_with_a_lost_gpu_is_not_frozen() {
 #[test]
 fn a_node_file_can_carry_faults_and_is_validated_like_a_suite() {
     let env = Env::new();
-    let base = nodecert::backend::sim::EMBEDDED
-        .iter()
-        .find(|(n, _)| *n == "l40s-pcie-4")
-        .unwrap()
-        .1;
+    let base = embedded_node("l40s-pcie-4");
     env.write(
         "node.toml",
         &format!("{base}\n[[faults]]\nkind = \"ecc-uncorrectable\"\ngpu = 1\n"),
