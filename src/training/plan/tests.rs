@@ -859,25 +859,34 @@ fn one_replica_reproduces_the_cpu_golden_run_bit_for_bit() {
     assert_eq!(out.times.exposed_ms, [0.0, 0.0]);
 }
 
+/// Initialise and run `steps` steps of `m` on three emulated replicas, in buckets of at most
+/// 100 bytes so that there are several; every bucket is all-reduced every step.
+fn three_replicas_with_small_buckets(m: &Model, steps: usize) -> Emu {
+    let mut emu = Emu::new(m, steps);
+    let buckets = plan_buckets(&m.tensors(), 100);
+    assert!(buckets.len() > 2);
+    run_lockstep(&mut emu, &buckets, &vec![init_ops(m); 3]).unwrap();
+    for step in 0..steps {
+        let lists: Vec<Vec<Op>> = (0..3).map(|r| step_ops(m, &buckets, step, r)).collect();
+        run_lockstep(&mut emu, &buckets, &lists).unwrap();
+    }
+    assert_eq!(emu.all_reduces, steps * buckets.len());
+    emu
+}
+
+/// `len` words of `buf` from each of the three replicas.
+fn read_replicas(emu: &mut Emu, buf: Buf, len: usize) -> Vec<Vec<u32>> {
+    (0..3).map(|r| emu.read(r, buf, len).unwrap()).collect()
+}
+
 #[test]
 fn replicas_stay_identical_and_follow_the_golden_trajectory() {
     // Three layers so that both delta buffers and a dX of every kind are used; tiny buckets so
     // that there are several.
     let m = model(&[16, 24, 20, 4], 8, 3);
     let steps = 5;
-    let mut emu = Emu::new(&m, steps);
-    // Force small buckets by running the plan with a 100-byte cap.
-    let buckets = plan_buckets(&m.tensors(), 100);
-    assert!(buckets.len() > 2);
-    run_lockstep(&mut emu, &buckets, &vec![init_ops(&m); 3]).unwrap();
-    for step in 0..steps {
-        let lists: Vec<Vec<Op>> = (0..3).map(|r| step_ops(&m, &buckets, step, r)).collect();
-        run_lockstep(&mut emu, &buckets, &lists).unwrap();
-    }
-    assert_eq!(emu.all_reduces, steps * buckets.len());
-    let flats: Vec<Vec<u32>> = (0..3)
-        .map(|r| emu.read(r, Buf::Params, m.flat_len()).unwrap())
-        .collect();
+    let mut emu = three_replicas_with_small_buckets(&m, steps);
+    let flats = read_replicas(&mut emu, Buf::Params, m.flat_len());
     assert!(flats.windows(2).all(|w| w[0] == w[1]));
     // The alignment gaps were zeroed at the start (the emulation's memory starts as NaN) and
     // stay zero through the all-reduces and updates.
@@ -1140,25 +1149,13 @@ fn bf16_replicas_stay_identical_and_track_the_fp32_trajectory() {
     // As the fp32 test: three layers, three replicas, several buckets.
     let m = bf16(model(&[16, 24, 20, 4], 8, 3));
     let steps = 5;
-    let buckets = plan_buckets(&m.tensors(), 100);
-    assert!(buckets.len() > 2);
-    let mut emu = Emu::new(&m, steps);
-    run_lockstep(&mut emu, &buckets, &vec![init_ops(&m); 3]).unwrap();
-    for step in 0..steps {
-        let lists: Vec<Vec<Op>> = (0..3).map(|r| step_ops(&m, &buckets, step, r)).collect();
-        run_lockstep(&mut emu, &buckets, &lists).unwrap();
-    }
-    assert_eq!(emu.all_reduces, steps * buckets.len());
+    let mut emu = three_replicas_with_small_buckets(&m, steps);
     // The all-reduced gradients are fp32 and every replica applies the same sum to the same
     // fp32 master parameters: bit-identical replicas.
-    let flats: Vec<Vec<u32>> = (0..3)
-        .map(|r| emu.read(r, Buf::Params, m.flat_len()).unwrap())
-        .collect();
+    let flats = read_replicas(&mut emu, Buf::Params, m.flat_len());
     assert!(flats.windows(2).all(|w| w[0] == w[1]));
     // ... and their bf16 copies too (made from those parameters at the start of the last step).
-    let copies: Vec<Vec<u32>> = (0..3)
-        .map(|r| emu.read(r, Buf::ParamsBf16, m.flat_len()).unwrap())
-        .collect();
+    let copies = read_replicas(&mut emu, Buf::ParamsBf16, m.flat_len());
     assert!(copies.windows(2).all(|w| w[0] == w[1]));
     assert!(copies[0].iter().all(|&w| w <= 0xffff && w != NAN_BF16));
 
