@@ -764,17 +764,25 @@ mod tests {
         assert_eq!(Target::Ptx(90).option(), "--gpu-architecture=compute_90");
     }
 
+    /// Whether libnvrtc loads here; if not, says what is `skipped`. CI installs libnvrtc and sets
+    /// NODECERT_REQUIRE_NVRTC: there a test must not skip.
+    fn nvrtc_here(skipped: &str) -> bool {
+        if super::super::libs::Lib::Nvrtc.loadable() {
+            return true;
+        }
+        assert!(
+            std::env::var_os("NODECERT_REQUIRE_NVRTC").is_none(),
+            "NODECERT_REQUIRE_NVRTC is set but libnvrtc cannot be loaded"
+        );
+        eprintln!("libnvrtc not loadable: {skipped}");
+        false
+    }
+
     /// NVRTC needs no GPU: wherever libnvrtc loads (a GPU machine, a CUDA install, or here with
     /// the nvidia-cuda-nvrtc wheel's folder on LD_LIBRARY_PATH) the kernels are compiled for real.
     #[test]
     fn kernels_compile_for_every_data_centre_architecture_where_libnvrtc_is_present() {
-        if !super::super::libs::Lib::Nvrtc.loadable() {
-            // CI installs libnvrtc and sets this: there the test must not skip.
-            assert!(
-                std::env::var_os("NODECERT_REQUIRE_NVRTC").is_none(),
-                "NODECERT_REQUIRE_NVRTC is set but libnvrtc cannot be loaded"
-            );
-            eprintln!("libnvrtc not loadable: kernel compilation not tried");
+        if !nvrtc_here("kernel compilation not tried") {
             return;
         }
         let archs = supported_archs().unwrap();
@@ -872,12 +880,7 @@ mod tests {
     /// cuLaunchKernel copies. Wherever libnvrtc loads.
     #[test]
     fn every_launch_matches_the_compiled_kernels_parameters() {
-        if !super::super::libs::Lib::Nvrtc.loadable() {
-            assert!(
-                std::env::var_os("NODECERT_REQUIRE_NVRTC").is_none(),
-                "NODECERT_REQUIRE_NVRTC is set but libnvrtc cannot be loaded"
-            );
-            eprintln!("libnvrtc not loadable: compiled parameters not checked");
+        if !nvrtc_here("compiled parameters not checked") {
             return;
         }
         let ptx = compile(Target::Ptx(80)).unwrap();
