@@ -25,6 +25,18 @@ fn ssh_keygen() -> Command {
     Command::new(SSH_KEYGEN)
 }
 
+/// A real node's report folder with its manifest written (not yet signed).
+fn manifested_dir() -> tempfile::TempDir {
+    let dir = report_dir(false);
+    write_manifest(
+        dir.path(),
+        &["evidence.json", "report.html", "report.md"],
+        &ManifestMeta::default(),
+    )
+    .unwrap();
+    dir
+}
+
 fn report_dir(simulated: bool) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path();
@@ -194,13 +206,7 @@ fn our_signature_verifies_with_ssh_keygen() {
 
 #[test]
 fn ssh_keygen_signature_verifies_with_our_code() {
-    let dir = report_dir(false);
-    write_manifest(
-        dir.path(),
-        &["evidence.json", "report.html", "report.md"],
-        &ManifestMeta::default(),
-    )
-    .unwrap();
+    let dir = manifested_dir();
     let keys = tempfile::tempdir().unwrap();
     let key = keys.path().join("openssh_key");
     let st = ssh_keygen()
@@ -659,13 +665,7 @@ fn manifest_meta_and_evidence_must_agree() {
 
 #[test]
 fn signing_refuses_altered_reports() {
-    let dir = report_dir(false);
-    write_manifest(
-        dir.path(),
-        &["evidence.json", "report.html", "report.md"],
-        &ManifestMeta::default(),
-    )
-    .unwrap();
+    let dir = manifested_dir();
     fs::write(dir.path().join("report.md"), "edited\n").unwrap();
     let keys = tempfile::tempdir().unwrap();
     let key = new_key(keys.path(), "vendor");
@@ -804,13 +804,7 @@ fn ecdsa_and_rsa_keys_sign_and_verify_both_ways_with_ssh_keygen() {
 
         // ssh-keygen -Y sign (file mode) makes the first signature; nodecert verifies it
         // and countersigns beside it.
-        let dir = report_dir(false);
-        write_manifest(
-            dir.path(),
-            &["evidence.json", "report.html", "report.md"],
-            &ManifestMeta::default(),
-        )
-        .unwrap();
+        let dir = manifested_dir();
         let st = ssh_keygen()
             .args(["-Y", "sign", "-n", "nodecert", "-f"])
             .arg(&key)
