@@ -198,6 +198,12 @@ impl CheckRecord {
             .iter()
             .find(|m| m.name == name && &m.subject == subject)
     }
+
+    pub fn fact(&self, name: &str, subject: &Subject) -> Option<&Fact> {
+        self.facts
+            .iter()
+            .find(|f| f.name == name && &f.subject == subject)
+    }
 }
 
 /// The suite as used.

@@ -46,6 +46,16 @@ pub struct LostGpu {
 }
 
 impl LostGpu {
+    /// A GPU NVML counts but cannot hand out (nvmlDeviceGetHandleByIndex answered GPU_IS_LOST).
+    pub fn unlisted(nvml_index: u32) -> LostGpu {
+        LostGpu {
+            index: None,
+            nvml_index: Some(nvml_index),
+            pci_bus_id: None,
+            detail: format!("nvmlDeviceGetHandleByIndex({nvml_index})"),
+        }
+    }
+
     /// "GPU 3 (0000:3b:00.0)", or "NVML GPU 5" when nodecert never numbered it.
     pub fn label(&self) -> String {
         let who = match (self.index, self.nvml_index) {

@@ -929,15 +929,7 @@ impl Backend for SimBackend {
         // As the real backend reports a GPU that NVML lists but cannot hand out.
         let lost_gpus: Vec<LostGpu> = self
             .faults_of(FaultKind::GpuLost)
-            .map(|f| {
-                let i = f.gpu.unwrap_or(node.gpu.count - 1);
-                LostGpu {
-                    index: None,
-                    nvml_index: Some(i as u32),
-                    pci_bus_id: None,
-                    detail: format!("nvmlDeviceGetHandleByIndex({i})"),
-                }
-            })
+            .map(|f| LostGpu::unlisted(f.gpu.unwrap_or(node.gpu.count - 1) as u32))
             .collect();
         if self.present.is_empty() && !lost_gpus.is_empty() {
             // The real backend cannot open such a node either.

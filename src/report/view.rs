@@ -420,9 +420,7 @@ pub fn build(ev: &Evidence) -> View {
                         "",
                     );
                     let wrong = c
-                        .facts
-                        .iter()
-                        .find(|f| f.name == "wrong_elements" && f.subject == sub)
+                        .fact("wrong_elements", &sub)
                         .map(|f| {
                             let w = f.value.split('/').next().unwrap_or("0").to_string();
                             Cell {
@@ -437,9 +435,7 @@ pub fn build(ev: &Evidence) -> View {
                         .unwrap_or_else(Cell::empty);
                     // nccl-tests rounds each rank's block down to 16 bytes: say what moved.
                     let moved = c
-                        .facts
-                        .iter()
-                        .find(|f| f.name == "bytes_moved" && f.subject == sub)
+                        .fact("bytes_moved", &sub)
                         .and_then(|f| f.value.parse::<u64>().ok());
                     CollectiveRow {
                         size: match moved {

@@ -112,16 +112,10 @@ fn ordered_devices(
     let mut ids = Vec::new();
     let mut lost = Vec::new();
     for i in 0..n {
-        let call = format!("nvmlDeviceGetHandleByIndex({i})");
         let d = match nvml.device_by_index(i) {
             Ok(d) => d,
             Err(NvmlError::GpuLost) => {
-                lost.push(LostGpu {
-                    index: None,
-                    nvml_index: Some(i),
-                    pci_bus_id: None,
-                    detail: call,
-                });
+                lost.push(LostGpu::unlisted(i));
                 // Keeps NVML indices and `ids` aligned; never matches a CUDA device.
                 ids.push(order::NvmlId {
                     uuid: String::new(),
@@ -132,7 +126,7 @@ fn ordered_devices(
             }
             Err(e) => {
                 return Err(HwError::Call {
-                    call,
+                    call: format!("nvmlDeviceGetHandleByIndex({i})"),
                     detail: nvml::why(&e),
                 })
             }
