@@ -113,7 +113,6 @@ pub fn throttle_names(r: ThrottleReasons) -> Vec<String> {
         .collect()
 }
 
-/// A CPU bitmask (64 CPUs a word, lowest first) as a list like "0-15,32-47".
 /// nvml.h's nvmlAffinityScope_t for NUMA nodes (the wrapper does not re-export it).
 const NVML_AFFINITY_SCOPE_NODE: u32 = 0;
 
@@ -126,11 +125,7 @@ fn words(m: Vec<std::ffi::c_ulong>) -> Vec<u64> {
 /// The one NUMA node set in an NVML node mask; None when none or several are set (a GPU that is
 /// near several nodes has no single node to expect).
 pub fn single_node(mask: &[u64]) -> Option<i32> {
-    let mut set = mask.iter().enumerate().flat_map(|(w, bits)| {
-        (0..64)
-            .filter(move |b| bits >> b & 1 == 1)
-            .map(move |b| w * 64 + b)
-    });
+    let mut set = set_bits(mask);
     let first = set.next()?;
     match set.next() {
         None => i32::try_from(first).ok(),
@@ -138,16 +133,18 @@ pub fn single_node(mask: &[u64]) -> Option<i32> {
     }
 }
 
+/// The positions of the bits set in an NVML mask (64 a word, lowest first), in order.
+fn set_bits(mask: &[u64]) -> impl Iterator<Item = usize> + '_ {
+    mask.iter().enumerate().flat_map(|(w, bits)| {
+        (0..64)
+            .filter(move |b| bits >> b & 1 == 1)
+            .map(move |b| w * 64 + b)
+    })
+}
+
+/// A CPU bitmask (64 CPUs a word, lowest first) as a list like "0-15,32-47".
 pub fn cpu_list(mask: &[u64]) -> Option<String> {
-    let cpus: Vec<usize> = mask
-        .iter()
-        .enumerate()
-        .flat_map(|(w, bits)| {
-            (0..64)
-                .filter(move |b| bits >> b & 1 == 1)
-                .map(move |b| w * 64 + b)
-        })
-        .collect();
+    let cpus: Vec<usize> = set_bits(mask).collect();
     let mut ranges: Vec<(usize, usize)> = Vec::new();
     for c in cpus {
         match ranges.last_mut() {
@@ -435,7 +432,7 @@ pub fn read_pair(
     who: &str,
     notes: &mut Vec<String>,
 ) -> (P2pStatus, Option<String>) {
-    let mut q = Asker::new(who.to_string(), notes);
+    let mut q = Asker::new(who, notes);
     let mut cap = |what: &str, i| q.ask(what, a.p2p_status(b, i)).map(|s| s == NvmlP2p::Ok);
     let p2p = P2pStatus {
         read: cap("p2p read", P2pCapabilitiesIndex::Read),
