@@ -222,6 +222,18 @@ impl ExportArgs {
     }
 }
 
+impl Command {
+    /// Whether the command runs on a simulated node (--simulate).
+    fn simulates(&self) -> bool {
+        match self {
+            Command::Run { sim, .. }
+            | Command::Check { sim, .. }
+            | Command::Inventory { sim, .. } => sim.simulate.is_some(),
+            _ => false,
+        }
+    }
+}
+
 #[derive(clap::Args, Debug)]
 pub struct SimArgs {
     /// Use a simulated node (embedded name or a node file) instead of the real hardware.
@@ -243,11 +255,11 @@ pub fn main_with_args(args: Vec<String>) -> u8 {
             };
         }
     };
+    let simulating = cli.command.simulates();
     match dispatch(cli, &args) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");
-            let simulating = args.iter().any(|a| a.starts_with("--simulate"));
             if matches!(e, Error::Hardware(_)) && !simulating {
                 eprintln!("hint: to rehearse a suite without GPUs, add --simulate NODE (see `nodecert list`)");
             }
