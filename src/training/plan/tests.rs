@@ -874,6 +874,21 @@ fn three_replicas_with_small_buckets(m: &Model, steps: usize) -> Emu {
     emu
 }
 
+/// train() on the emulated device: every replica ends with the same hash, the losses follow the
+/// CPU's fp32 golden trajectory within `rel_tol`, and they go down.
+fn train_equal_replicas_on_golden(m: &Model, steps: usize, rel_tol: f32) -> Outcome {
+    let mut emu = Emu::new(m, steps);
+    let out = train(&mut emu, m, &opts(steps)).unwrap();
+    assert!(out
+        .replica_hashes
+        .iter()
+        .all(|h| *h == out.replica_hashes[0]));
+    let golden = r::train(&m.mlp_config(steps), steps);
+    r::compare_trajectory(&out.losses, &golden.losses, rel_tol, r::DEFAULT_ABS_TOL).unwrap();
+    assert!(out.losses.last() < out.losses.first(), "{:?}", out.losses);
+    out
+}
+
 /// `len` words of `buf` from each of the three replicas.
 fn read_replicas(emu: &mut Emu, buf: Buf, len: usize) -> Vec<Vec<u32>> {
     (0..3).map(|r| emu.read(r, buf, len).unwrap()).collect()
@@ -907,22 +922,8 @@ fn replicas_stay_identical_and_follow_the_golden_trajectory() {
     }
 
     // Through train(): the default buckets (one, at this size), equal hashes, golden losses.
-    let mut emu = Emu::new(&m, steps);
-    let out = train(&mut emu, &m, &opts(steps)).unwrap();
+    let out = train_equal_replicas_on_golden(&m, steps, r::DEFAULT_REL_TOL);
     assert_eq!(out.replica_hashes.len(), 3);
-    assert!(out
-        .replica_hashes
-        .iter()
-        .all(|h| *h == out.replica_hashes[0]));
-    let golden = r::train(&m.mlp_config(steps), steps);
-    r::compare_trajectory(
-        &out.losses,
-        &golden.losses,
-        r::DEFAULT_REL_TOL,
-        r::DEFAULT_ABS_TOL,
-    )
-    .unwrap();
-    assert!(out.losses.last() < out.losses.first());
     assert_eq!(out.times.step_ms.len(), steps - WARMUP_STEPS);
     assert_eq!(out.times.comm_ms, vec![1.0; 3]);
 }
@@ -1159,22 +1160,8 @@ fn bf16_replicas_stay_identical_and_track_the_fp32_trajectory() {
     assert!(copies.windows(2).all(|w| w[0] == w[1]));
     assert!(copies[0].iter().all(|&w| w <= 0xffff && w != NAN_BF16));
 
-    let mut emu = Emu::new(&m, steps);
-    let out = train(&mut emu, &m, &opts(steps)).unwrap();
-    assert!(out
-        .replica_hashes
-        .iter()
-        .all(|h| *h == out.replica_hashes[0]));
     // Within the bf16 tolerance of the fp32 golden trajectory, and the loss goes down.
-    let golden = r::train(&m.mlp_config(steps), steps);
-    r::compare_trajectory(
-        &out.losses,
-        &golden.losses,
-        r::BF16_REL_TOL,
-        r::DEFAULT_ABS_TOL,
-    )
-    .unwrap();
-    assert!(out.losses.last() < out.losses.first(), "{:?}", out.losses);
+    train_equal_replicas_on_golden(&m, steps, r::BF16_REL_TOL);
     // A broken all-reduce still shows.
     let mut emu = Emu::with(
         &m,
