@@ -224,14 +224,7 @@ fn ssh_keygen_signature_verifies_with_our_code() {
         .status()
         .unwrap();
     assert!(st.success());
-    let st = ssh_keygen()
-        .args(["-Y", "sign", "-n", "nodecert", "-f"])
-        .arg(&key)
-        .arg(dir.path().join(MANIFEST_FILE))
-        .stderr(Stdio::null())
-        .status()
-        .unwrap();
-    assert!(st.success());
+    assert!(ssh_sign_file(dir.path(), &key));
     assert!(dir.path().join(SIGNATURE_FILE).exists());
 
     let r = verify_dir(dir.path(), &Trust::PublicKey(pub_of(&key))).unwrap();
@@ -729,6 +722,19 @@ fn openssh_key(dir: &Path, name: &str, type_args: &[&str], passphrase: &str) -> 
     key
 }
 
+/// `ssh-keygen -Y sign` of the manifest in file mode, which writes the first signature
+/// beside it; whether that worked.
+fn ssh_sign_file(dir: &Path, key: &Path) -> bool {
+    ssh_keygen()
+        .args(["-Y", "sign", "-n", "nodecert", "-f"])
+        .arg(key)
+        .arg(dir.join(MANIFEST_FILE))
+        .stderr(Stdio::null())
+        .status()
+        .unwrap()
+        .success()
+}
+
 /// `ssh-keygen -Y sign` of the manifest, written as `sig` (stdin to stdout, as
 /// a customer countersigns with a key nodecert never sees).
 fn ssh_sign_into(dir: &Path, key: &Path, sig: &str) {
@@ -805,14 +811,7 @@ fn ecdsa_and_rsa_keys_sign_and_verify_both_ways_with_ssh_keygen() {
         // ssh-keygen -Y sign (file mode) makes the first signature; nodecert verifies it
         // and countersigns beside it.
         let dir = manifested_dir();
-        let st = ssh_keygen()
-            .args(["-Y", "sign", "-n", "nodecert", "-f"])
-            .arg(&key)
-            .arg(dir.path().join(MANIFEST_FILE))
-            .stderr(Stdio::null())
-            .status()
-            .unwrap();
-        assert!(st.success(), "{name}");
+        assert!(ssh_sign_file(dir.path(), &key), "{name}");
         assert_eq!(
             sig_algorithm(&dir.path().join(SIGNATURE_FILE)),
             algorithm,
