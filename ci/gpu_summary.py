@@ -38,6 +38,44 @@ def read_json(name):
         return None
 
 
+def last_json_object(text):
+    """The last JSON object in `text`, or None: a program's JSON line among other lines (NCCL
+    writes its messages to stdout unless NCCL_DEBUG_FILE is set, and libraries print warnings)."""
+    dec = json.JSONDecoder()
+    found = None
+    for i, ch in enumerate(text):
+        if ch != "{" or (i > 0 and text[i - 1] not in "\n\r"):
+            continue
+        try:
+            obj, _ = dec.raw_decode(text, i)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            found = obj
+    return found
+
+
+def read_mixed_json(name):
+    """Like read_json, for a program's stdout: other lines around the JSON object are set aside
+    (and counted), not taken as a broken file."""
+    text = read_text(name)
+    if text is None:
+        broken.append(f"{name}: missing")
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    obj = last_json_object(text)
+    if obj is None:
+        broken.append(f"{name}: no JSON object in it")
+        return None
+    others = [l for l in text.splitlines() if l.strip() and not l.lstrip().startswith(("{", "}", '"'))]
+    print(f"note: {name} has {len(others)} line(s) besides its JSON, set aside"
+          + (f"; first: {others[0][:120]}" if others else ""))
+    return obj
+
+
 def rc(name):
     return (read_text(f"{name}.rc") or "?").strip()
 
@@ -47,7 +85,7 @@ inv = inv_doc.get("inventory", {})
 suite = read_json("report/evidence.json") or {}
 frozen = read_json("frozen/evidence.json") or {}
 train_ev = read_json("train/evidence.json") or {}
-torch = read_json("torch.out") or {}
+torch = read_mixed_json("torch.out") or {}
 simulated = bool(inv_doc.get("simulated") or suite.get("simulated"))
 
 if simulated:

@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""Tests of ci/gpu_summary.py: python3 -m unittest discover -s ci -p 'test_*.py'
+
+The summary is what a GPU session reads after its few minutes of device time; it must not lose
+the ratio table because a library printed a line next to PyTorch's JSON.
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+ANCHOR = os.path.join(ROOT, "tests", "fixtures", "h200-firecracker-1gpu", "anchor.json")
+
+NCCL_LINES = (
+    "gpu-host:4242:4242 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.2<0>\n"
+    "gpu-host:4242:4300 [0] NCCL WARN NET/Plugin: Could not find: libnccl-net.so\n"
+)
+
+
+def evidence(h2d, d2h, copy, verdict="pass"):
+    def metric(name, v):
+        return {"name": name, "subject": {"gpu": 0}, "unit": "GB/s", "median": v,
+                "min": v, "max": v, "samples": [v]}
+    return {"verdict": verdict, "checks": [{
+        "id": "host_bandwidth", "status": "pass", "summary": "", "duration_s": 1.0,
+        "findings": [], "facts": [],
+        "metrics": [metric("h2d", h2d), metric("d2h", d2h), metric("device_copy", copy)],
+    }]}
+
+
+class SummaryReadsTorchOutput(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.dir)
+        for sub in ("report", "frozen", "train"):
+            os.makedirs(os.path.join(self.dir, sub))
+        self.write("inventory-json.out", json.dumps({"inventory": {"gpus": []}}))
+        self.write("report/evidence.json", json.dumps(evidence(55.0, 55.0, 4200.0)))
+        self.write("frozen/evidence.json", json.dumps({"verdict": "pass", "checks": []}))
+        self.write("train/evidence.json", json.dumps({"checks": []}))
+        self.write("suite.wall_s", "30.0")
+        with open(ANCHOR) as f:
+            self.anchor = f.read()
+
+    def write(self, name, text):
+        with open(os.path.join(self.dir, name), "w") as f:
+            f.write(text)
+
+    def summary(self):
+        p = subprocess.run([sys.executable, os.path.join(HERE, "gpu_summary.py"), self.dir],
+                           capture_output=True, text=True, timeout=60)
+        return p.returncode, p.stdout + p.stderr
+
+    def ratio_row(self, out, label):
+        rows = [l for l in out.splitlines() if l.startswith(label)]
+        self.assertEqual(len(rows), 1, out)
+        return rows[0]
+
+    def test_nccl_lines_around_the_json_keep_the_ratio_table(self):
+        self.write("torch.out", NCCL_LINES + self.anchor + "\n" + NCCL_LINES)
+        code, out = self.summary()
+        self.assertNotIn("torch.out: not JSON", out)
+        self.assertNotIn("could not read", out)
+        row = self.ratio_row(out, "H2D pinned GB/s")
+        self.assertIn("0.994", row)  # 55.0 / 55.32
+        self.assertNotIn("MISSING", row)
+        self.assertNotIn("MISSING", self.ratio_row(out, "device copy GB/s"))
+        self.assertIn("4 line(s) besides its JSON", out)
+        self.assertNotEqual(code, 2, out)
+
+    def test_a_single_line_json_after_warnings_is_read(self):
+        one_line = json.dumps(json.loads(self.anchor))
+        self.write("torch.out", "UserWarning: something about TF32\n" + one_line + "\n")
+        _, out = self.summary()
+        self.assertNotIn("MISSING", self.ratio_row(out, "D2H pinned GB/s"))
+
+    def test_output_without_json_is_reported_not_taken_as_figures(self):
+        self.write("torch.out", NCCL_LINES + "Traceback (most recent call last):\n")
+        code, out = self.summary()
+        self.assertIn("torch.out: no JSON object in it", out)
+        self.assertIn("MISSING", self.ratio_row(out, "H2D pinned GB/s"))
+        self.assertEqual(code, 2, out)
+
+    def test_a_slow_copy_misses_its_goal(self):
+        self.write("report/evidence.json", json.dumps(evidence(50.0, 55.0, 4200.0)))
+        self.write("torch.out", self.anchor)
+        code, out = self.summary()
+        self.assertIn("MISSED", self.ratio_row(out, "H2D pinned GB/s"))
+        self.assertEqual(code, 1, out)
+
+
+if __name__ == "__main__":
+    unittest.main()
