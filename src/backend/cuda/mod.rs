@@ -12,6 +12,7 @@
 //! - copies: buffers filled with a pattern, the destination cleared; each sample is a batch of
 //!   [`copies_per_sample`] copies timed with CUDA events while a gate holds the stream until the
 //!   batch is queued; warm-up samples discarded; the whole destination checked afterwards.
+//!   Device-local copies batch [`device_copies_per_sample`] copies (4 GiB per sample).
 //!   Host memory is pinned and portable. GB/s are 10^9 bytes/s; device copies count bytes read
 //!   plus written; "both at once" figures are the sum of both directions.
 //! - peer copies: peer access enabled when the driver allows it (cuDeviceCanAccessPeer,
@@ -52,8 +53,9 @@ use std::collections::HashMap;
 use std::time::Duration;
 use worker::{StartError, Worker};
 
-/// Environment variable: a fixed deadline, in seconds, for every measurement (instead of the
-/// one computed from its size).
+/// Environment variable: a floor, in seconds, under every measurement's deadline. Each
+/// measurement gets the larger of this and the deadline computed from its size (with the NCCL
+/// set-up and training allowances): it can raise a deadline for a slow machine, never cut one.
 pub const TIMEOUT_ENV: &str = "NODECERT_CUDA_TIMEOUT_S";
 
 /// How the measurements are set up.
@@ -69,7 +71,8 @@ pub struct CudaOptions {
     /// Whether libnvrtc and libcublas can be loaded (the training run needs both).
     pub nvrtc_loadable: fn() -> bool,
     pub cublas_loadable: fn() -> bool,
-    /// A fixed deadline for every measurement; None: computed per measurement.
+    /// A floor under every measurement's computed deadline ([`TIMEOUT_ENV`]); None: the
+    /// computed deadlines alone.
     pub timeout: Option<Duration>,
 }
 
@@ -110,6 +113,14 @@ pub fn parse_timeout(v: &str) -> Option<Duration> {
         .map(secs_saturating)
 }
 
+/// The deadline a measurement gets: the one computed for it, raised to the user's floor
+/// ([`TIMEOUT_ENV`]) when that is larger. Never lower than computed: a floor below the NCCL
+/// set-up allowance or a long training run's deadline would turn a working node's slow first
+/// call into a timeout that poisons the worker for every later check.
+pub fn effective_limit(floor: Option<Duration>, computed: Duration) -> Duration {
+    floor.map_or(computed, |f| f.max(computed))
+}
+
 /// Seconds as a Duration, Duration::MAX when too large for one (`Duration::from_secs_f64`
 /// panics there). A wait of Duration::MAX is a wait without deadline.
 fn secs_saturating(s: f64) -> Duration {
@@ -121,6 +132,14 @@ fn secs_saturating(s: f64) -> Duration {
 /// overhead out either way).
 pub fn copies_per_sample(bytes: u64) -> u32 {
     (1u64 << 30).div_ceil(bytes.max(1)).clamp(1, 16) as u32
+}
+
+/// Device-local copies timed per sample: enough to move at least 4 GiB (as the PyTorch anchor
+/// times one copy of a 4 GiB buffer, 2 ms on an H200), at least 1, at most 64. One 1 GiB copy
+/// lasts about half a millisecond there, short enough that event resolution and the ramp of the
+/// first copy move the figure by a percent or two.
+pub fn device_copies_per_sample(bytes: u64) -> u32 {
+    (4u64 << 30).div_ceil(bytes.max(1)).clamp(1, 64) as u32
 }
 
 /// For a latency measurement of `transfers` small copies: (copies per sample, samples).
@@ -185,6 +204,23 @@ pub fn extend_info(info: &mut BackendInfo) {
     info.nccl_env = nccl_env_from(std::env::vars());
 }
 
+/// cuInit's CUDA_ERROR_NO_DEVICE on a node whose driver lists `listed` GPUs: the measurement
+/// fails saying so, and the inventory (read through NVML) still describes the node.
+fn no_cuda_device(listed: usize, visible: &str) -> HwError {
+    HwError::Unavailable {
+        what: "a CUDA device".into(),
+        detail: format!(
+            "CUDA sees no GPU (cuInit: CUDA_ERROR_NO_DEVICE){}{visible}; check \
+             CUDA_VISIBLE_DEVICES, the container's GPU access and /dev/nvidia*",
+            if listed > 0 {
+                format!(" although the driver lists {listed}")
+            } else {
+                String::new()
+            }
+        ),
+    }
+}
+
 /// The GPU state, owned by the worker thread.
 ///
 /// Fields drop in declaration order: the NCCL communicators go before the contexts they use.
@@ -194,16 +230,23 @@ pub(crate) struct Cuda {
     peers: HashMap<(usize, usize), bool>,
     /// By nodecert index; Err: not visible to CUDA (the reason says why).
     gpus: Vec<Result<Gpu, String>>,
+    /// A copy gate stalled once: copies are timed without it from then on.
+    gate_stalled: std::sync::atomic::AtomicBool,
 }
 
 impl Cuda {
     fn open(bus_ids: Vec<String>) -> Result<Cuda, HwError> {
-        use cudarc::driver::result;
-        driver::ck("cuInit", result::init())?;
-        let count = driver::ck("cuDeviceGetCount", result::device::get_count())?.max(0) as usize;
+        use cudarc::driver::{result, sys};
         let visible = std::env::var("CUDA_VISIBLE_DEVICES")
             .map(|v| format!(" (CUDA_VISIBLE_DEVICES={v})"))
             .unwrap_or_default();
+        match result::init() {
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NO_DEVICE => {
+                return Err(no_cuda_device(bus_ids.len(), &visible))
+            }
+            r => driver::ck("cuInit", r)?,
+        }
+        let count = driver::ck("cuDeviceGetCount", result::device::get_count())?.max(0) as usize;
         if count == 0 {
             return Err(HwError::Unavailable {
                 what: "a CUDA device".into(),
@@ -232,6 +275,7 @@ impl Cuda {
             nccl: None,
             peers: HashMap::new(),
             gpus,
+            gate_stalled: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -315,7 +359,7 @@ impl CudaMeasurements {
             } else {
                 let ids = self.opts.bus_ids.clone();
                 let what = "opening the GPUs (cuInit, contexts, streams)";
-                let limit = self.opts.timeout.unwrap_or(SETUP_LIMIT).max(SETUP_LIMIT);
+                let limit = effective_limit(self.opts.timeout, SETUP_LIMIT);
                 match Worker::start("nodecert-cuda", what, limit, move || Cuda::open(ids)) {
                     Ok(w) => State::Ready(w),
                     Err(StartError::Failed(e)) => State::Failed(e),
@@ -342,7 +386,7 @@ impl CudaMeasurements {
         R: Send + 'static,
         F: FnOnce(&mut Cuda) -> Result<R, HwError> + Send + 'static,
     {
-        let limit = self.opts.timeout.unwrap_or(limit);
+        let limit = effective_limit(self.opts.timeout, limit);
         self.worker()?.call(&what, limit, f)
     }
 
@@ -407,7 +451,8 @@ impl CudaMeasurements {
         warmup: u32,
         iters: u32,
     ) -> Result<Samples, HwError> {
-        let moved = 2.0 * bytes as f64 * copies_per_sample(bytes) as f64 * (warmup + iters) as f64;
+        let moved =
+            2.0 * bytes as f64 * device_copies_per_sample(bytes) as f64 * (warmup + iters) as f64;
         let what = format!("device copies of {} on GPU {gpu}", format_bytes(bytes));
         self.run(
             what,
@@ -570,6 +615,13 @@ mod tests {
         assert_eq!(copies_per_sample(4 << 30), 1);
         assert_eq!(copies_per_sample(4096), 16);
         assert_eq!(copies_per_sample(0), 16);
+        // Device copies move 4 GiB per sample, as the PyTorch anchor's one 4 GiB copy does.
+        assert_eq!(device_copies_per_sample(1 << 30), 4);
+        assert_eq!(device_copies_per_sample(4 << 30), 1);
+        assert_eq!(device_copies_per_sample(3 << 30), 2);
+        assert_eq!(device_copies_per_sample(8 << 30), 1);
+        assert_eq!(device_copies_per_sample(1 << 20), 64);
+        assert_eq!(device_copies_per_sample(0), 64);
         assert_eq!(latency_plan(1000), (10, 100));
         assert_eq!(latency_plan(100), (10, 10));
         assert_eq!(latency_plan(50), (1, 50));
@@ -585,6 +637,31 @@ mod tests {
         // Absurd sizes saturate instead of panicking in Duration::from_secs_f64.
         assert_eq!(deadline(1e30, 0.0), Duration::MAX);
         assert_eq!(deadline(f64::NAN, 0.0), Duration::from_secs(60));
+    }
+
+    #[test]
+    fn no_cuda_device_says_so_and_names_the_visible_devices() {
+        let e = no_cuda_device(8, " (CUDA_VISIBLE_DEVICES=)").to_string();
+        assert!(
+            e.starts_with("a CUDA device is not available: CUDA sees no GPU"),
+            "{e}"
+        );
+        assert!(
+            e.contains("the driver lists 8 (CUDA_VISIBLE_DEVICES=)"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_timeout_variable_raises_deadlines_and_never_cuts_them() {
+        let s = Duration::from_secs;
+        assert_eq!(effective_limit(None, s(240)), s(240));
+        // Below the computed deadline (the NCCL set-up allowance, a long training run): kept.
+        assert_eq!(effective_limit(Some(s(120)), s(240)), s(240));
+        assert_eq!(effective_limit(Some(s(120)), SETUP_LIMIT), SETUP_LIMIT);
+        // Above it: raised.
+        assert_eq!(effective_limit(Some(s(900)), s(240)), s(900));
+        assert_eq!(effective_limit(Some(Duration::MAX), s(1)), Duration::MAX);
     }
 
     #[test]
