@@ -70,18 +70,33 @@ fn find(nvml: &[NvmlId], used: &[bool], c: &CudaDevice) -> Option<usize> {
 /// bus id and say so. `visible` is CUDA_VISIBLE_DEVICES, for the notes.
 pub fn order(nvml: &[NvmlId], cuda: &CudaView, visible: Option<&str>) -> Order {
     let mut out = Order::default();
+    // A GPU NVML could not hand out has no ids (it is reported as lost, not as hidden).
+    let unknown = |id: &NvmlId| id.uuid.is_empty() && id.bus_id.is_empty();
+    let by_bus_id = |mut out: Order, why: &str| {
+        let mut idx: Vec<usize> = (0..nvml.len()).filter(|&j| !unknown(&nvml[j])).collect();
+        idx.sort_by_key(|&j| normalize_bus_id(&nvml[j].bus_id));
+        out.nvml_indices = idx;
+        out.notes.push(format!(
+            "gpu order: by PCI bus id, not CUDA ordinal ({why})"
+        ));
+        out
+    };
     let devices = match cuda {
         CudaView::Devices(d) => d,
-        CudaView::Unavailable(why) => {
-            let mut idx: Vec<usize> = (0..nvml.len()).collect();
-            idx.sort_by_key(|&j| normalize_bus_id(&nvml[j].bus_id));
-            out.nvml_indices = idx;
-            out.notes.push(format!(
-                "gpu order: by PCI bus id, not CUDA ordinal ({why})"
-            ));
-            return out;
-        }
+        CudaView::Unavailable(why) => return by_bus_id(out, why),
     };
+    let listed = nvml.iter().filter(|id| !unknown(id)).count();
+    if devices.is_empty() && listed > 0 {
+        // cuInit said CUDA_ERROR_NO_DEVICE (or counts none): the NVML inventory still tells
+        // what the node is, and every measurement then fails saying CUDA sees no GPU.
+        let why = format!(
+            "CUDA sees none of the {listed} GPUs NVML lists{}",
+            visible
+                .map(|v| format!(", CUDA_VISIBLE_DEVICES={v}"))
+                .unwrap_or_default()
+        );
+        return by_bus_id(out, &why);
+    }
     let mut used = vec![false; nvml.len()];
     for c in devices {
         match find(nvml, &used, c) {
@@ -96,8 +111,6 @@ pub fn order(nvml: &[NvmlId], cuda: &CudaView, visible: Option<&str>) -> Order {
             )),
         }
     }
-    // A GPU NVML could not hand out has no ids (it is reported as lost, not as hidden).
-    let unknown = |id: &NvmlId| id.uuid.is_empty() && id.bus_id.is_empty();
     for (id, _) in nvml
         .iter()
         .zip(&used)
@@ -307,6 +320,29 @@ mod tests {
             o.notes,
             vec!["gpu order: by PCI bus id, not CUDA ordinal (libcuda not found)"]
         );
+    }
+
+    #[test]
+    fn cuda_seeing_no_gpu_still_gives_the_nvml_inventory_by_bus_id() {
+        // cuInit answered CUDA_ERROR_NO_DEVICE: an empty device list, not an abort.
+        let o = order(&nvml_ids(), &CudaView::Devices(vec![]), Some(""));
+        assert_eq!(o.nvml_indices, vec![1, 0, 2]);
+        assert_eq!(
+            o.notes,
+            vec![
+                "gpu order: by PCI bus id, not CUDA ordinal (CUDA sees none of the 3 GPUs \
+                 NVML lists, CUDA_VISIBLE_DEVICES=)"
+            ]
+        );
+        // A GPU that fell off the bus stays out of the list (the health check reports it).
+        let mut ids = nvml_ids();
+        ids[0] = NvmlId {
+            uuid: String::new(),
+            bus_id: String::new(),
+        };
+        let o = order(&ids, &CudaView::Devices(vec![]), None);
+        assert_eq!(o.nvml_indices, vec![1, 2]);
+        assert!(o.notes[0].contains("none of the 2 GPUs"), "{:?}", o.notes);
     }
 
     #[test]
