@@ -100,6 +100,9 @@ pub struct Metric {
     pub max: f64,
     /// Raw samples, one per timed repetition.
     pub samples: Vec<f64>,
+    /// How the GPU timed the samples, for copy figures measured on real GPUs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<crate::backend::Timing>,
 }
 
 impl Metric {
@@ -113,7 +116,14 @@ impl Metric {
             min,
             max,
             samples,
+            timing: None,
         }
+    }
+
+    /// Record how the samples were timed.
+    pub fn timed(mut self, timing: Option<crate::backend::Timing>) -> Self {
+        self.timing = timing;
+        self
     }
 }
 

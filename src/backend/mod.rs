@@ -41,6 +41,32 @@ pub struct Samples {
     pub values: Vec<f64>,
     /// Whether the data was checked after the copies and found right (None: not checked).
     pub verified: Option<bool>,
+    /// How the samples were timed (None: not by CUDA events, e.g. computed by the simulator).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timing: Option<Timing>,
+}
+
+/// How a copy measurement's samples were timed on the GPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Timing {
+    /// CUDA events around a batch of copies that a host-function gate held back until the whole
+    /// batch was queued: launch overhead stays out (nvbandwidth holds the stream the same way,
+    /// with a spin kernel).
+    GatedEvents,
+    /// CUDA events around a batch queued while the stream already runs: launch overhead is in
+    /// the figure (negligible for large copies, an upper bound for latency). Used for staged
+    /// peer copies, and for every copy after a gate stalled once.
+    Events,
+}
+
+impl Timing {
+    pub fn describe(self) -> &'static str {
+        match self {
+            Timing::GatedEvents => "CUDA events, batch held by a host-function gate",
+            Timing::Events => "CUDA events, batch not gated (launch overhead included)",
+        }
+    }
 }
 
 /// Result of one peer copy measurement.

@@ -984,6 +984,7 @@ impl Backend for SimBackend {
         Ok(Samples {
             values: self.samples(&format!("host {dir:?} {gpu}"), mean, iters),
             verified: Some(true),
+            timing: None,
         })
     }
 
@@ -1018,6 +1019,7 @@ impl Backend for SimBackend {
             .map(|(i, m)| Samples {
                 values: self.samples(&format!("host-all {dir:?} {i}"), *m, iters),
                 verified: Some(true),
+                timing: None,
             })
             .collect())
     }
@@ -1037,6 +1039,7 @@ impl Backend for SimBackend {
                 iters,
             ),
             verified: Some(true),
+            timing: None,
         })
     }
 
@@ -1061,6 +1064,7 @@ impl Backend for SimBackend {
             gbps: Samples {
                 values: self.samples(&format!("p2p {mode:?} {src} {dst}"), mean, iters),
                 verified: Some(true),
+                timing: None,
             },
             peer_access: self.p2p_enabled(src, dst),
         })
@@ -1078,6 +1082,7 @@ impl Backend for SimBackend {
         Ok(Samples {
             values: self.samples(&format!("lat {src} {dst}"), mean, iters.min(100)),
             verified: None,
+            timing: None,
         })
     }
 

@@ -81,18 +81,15 @@ impl Check for HostBandwidth {
                 let s = b.host_copy(g, dir, c.size.0, c.warmup, c.iterations)?;
                 verified(&mut m, name, g, s.verified);
                 m.metrics
-                    .push(Metric::new(name, Subject::gpu(g), "GB/s", s.values));
+                    .push(Metric::new(name, Subject::gpu(g), "GB/s", s.values).timed(s.timing));
                 done += 1;
                 progress(done, total);
             }
             let s = b.device_copy(g, c.size.0, c.warmup, c.iterations)?;
             verified(&mut m, "device_copy", g, s.verified);
-            m.metrics.push(Metric::new(
-                "device_copy",
-                Subject::gpu(g),
-                "GB/s",
-                s.values,
-            ));
+            m.metrics.push(
+                Metric::new("device_copy", Subject::gpu(g), "GB/s", s.values).timed(s.timing),
+            );
             done += 1;
             progress(done, total);
         }
@@ -103,12 +100,9 @@ impl Check for HostBandwidth {
                 .enumerate()
             {
                 verified(&mut m, "all_gpus_h2d", g, s.verified);
-                m.metrics.push(Metric::new(
-                    "all_gpus_h2d",
-                    Subject::gpu(g),
-                    "GB/s",
-                    s.values,
-                ));
+                m.metrics.push(
+                    Metric::new("all_gpus_h2d", Subject::gpu(g), "GB/s", s.values).timed(s.timing),
+                );
             }
             progress(total, total);
         }

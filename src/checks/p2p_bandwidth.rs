@@ -59,12 +59,15 @@ impl Check for P2pBandwidth {
                     });
                 }
                 verified(&mut m, &format!("p2p_{name}"), a, s.gbps.verified);
-                m.metrics.push(Metric::new(
-                    &format!("p2p_{name}"),
-                    Subject::pair(a, z),
-                    "GB/s",
-                    s.gbps.values,
-                ));
+                m.metrics.push(
+                    Metric::new(
+                        &format!("p2p_{name}"),
+                        Subject::pair(a, z),
+                        "GB/s",
+                        s.gbps.values,
+                    )
+                    .timed(s.gbps.timing),
+                );
                 done += 1;
                 progress(done, total);
             }
@@ -72,12 +75,10 @@ impl Check for P2pBandwidth {
         for &(a, z) in pairs.iter().filter(|(a, z)| a < z) {
             let s = b.p2p_copy(a, z, P2pMode::Bidir, c.size.0, c.warmup, c.iterations)?;
             verified(&mut m, "p2p_bidir", a, s.gbps.verified);
-            m.metrics.push(Metric::new(
-                "p2p_bidir",
-                Subject::pair(a, z),
-                "GB/s",
-                s.gbps.values,
-            ));
+            m.metrics.push(
+                Metric::new("p2p_bidir", Subject::pair(a, z), "GB/s", s.gbps.values)
+                    .timed(s.gbps.timing),
+            );
             done += 1;
             progress(done, total);
         }

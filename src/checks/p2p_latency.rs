@@ -40,7 +40,7 @@ impl Check for P2pLatency {
         for (i, &(a, z)) in pairs.iter().enumerate() {
             let s = b.p2p_latency(a, z, self.0.iterations)?;
             m.metrics
-                .push(Metric::new("latency", Subject::pair(a, z), "us", s.values));
+                .push(Metric::new("latency", Subject::pair(a, z), "us", s.values).timed(s.timing));
             progress(i + 1, pairs.len());
         }
         Ok(m)

@@ -10,10 +10,11 @@ use super::driver::{
     HostBuf, Peer, SyncOnDrop,
 };
 use super::verify::{count_pattern_mismatches, fill_pattern};
-use super::{copies_per_sample, latency_plan, Cuda};
-use crate::backend::{HostDir, P2pMode, P2pSample, Samples};
+use super::{copies_per_sample, device_copies_per_sample, latency_plan, Cuda};
+use crate::backend::{HostDir, P2pMode, P2pSample, Samples, Timing};
 use crate::error::HwError;
 use cudarc::driver::{sys, CudaEvent, CudaStream};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// One stream's part of a sample: `enqueue` queues one copy on `stream`.
 pub struct Lane<'a> {
@@ -52,16 +53,88 @@ impl<'a> Group<'a> {
     }
 }
 
+/// Whether a batch may be held by the host-function gate.
+#[derive(Clone, Copy)]
+pub enum Gating<'a> {
+    /// Never gate (staged peer copies, whose queuing may wait for the stream itself).
+    Off,
+    /// Gate unless a gate already stalled in this process (`stalled`), and if one stalls now,
+    /// set `stalled` and measure again without it.
+    Try(&'a AtomicBool),
+}
+
+/// Why a sampling pass ended early.
+pub enum SampleError {
+    /// The gate gave up holding the stream: the samples timed the queuing too.
+    GateStalled,
+    Hw(HwError),
+}
+
+impl From<HwError> for SampleError {
+    fn from(e: HwError) -> Self {
+        SampleError::Hw(e)
+    }
+}
+
+/// Run `pass(gated)` gated when `gating` allows, and again ungated when the gate stalls; after
+/// the first stall every later call goes ungated at once. A stall costs one wasted pass, never
+/// the measurement: public NCCL and Hopper reports show pending host functions holding back
+/// other streams, and a gate that cannot stall is better than a figure that cannot be had.
+pub fn with_gate_fallback<T>(
+    gating: Gating<'_>,
+    mut pass: impl FnMut(bool) -> Result<T, SampleError>,
+) -> Result<(T, Timing), HwError> {
+    let ungated = |pass: &mut dyn FnMut(bool) -> Result<T, SampleError>| match pass(false) {
+        Ok(t) => Ok((t, Timing::Events)),
+        Err(SampleError::Hw(e)) => Err(e),
+        // Without a gate nothing can stall; say so rather than loop.
+        Err(SampleError::GateStalled) => Err(stall_error()),
+    };
+    match gating {
+        Gating::Off => ungated(&mut pass),
+        Gating::Try(stalled) if stalled.load(Ordering::Acquire) => ungated(&mut pass),
+        Gating::Try(stalled) => match pass(true) {
+            Ok(t) => Ok((t, Timing::GatedEvents)),
+            Err(SampleError::Hw(e)) => Err(e),
+            Err(SampleError::GateStalled) => {
+                stalled.store(true, Ordering::Release);
+                ungated(&mut pass)
+            }
+        },
+    }
+}
+
+fn stall_error() -> HwError {
+    HwError::Call {
+        call: "cuLaunchHostFunc (stream gate)".into(),
+        detail: "queuing one batch of copies took over 10 s; the sample would time the queuing, \
+                 not the copies"
+            .into(),
+    }
+}
+
 /// Run `warmup` + `samples` samples of `per_sample` copies per lane; all groups start together.
-/// Returns, per group, the seconds of each timed sample. `gated`: hold the streams while
-/// queuing (off for staged peer copies, whose queuing may wait for the stream itself).
+/// Returns, per group, the seconds of each timed sample, and how they were timed.
 pub fn run_samples(
     groups: &mut [Group<'_>],
     per_sample: u32,
     warmup: u32,
     samples: u32,
+    gating: Gating<'_>,
+) -> Result<(Vec<Vec<f64>>, Timing), HwError> {
+    with_gate_fallback(gating, |gated| {
+        sample_pass(groups, per_sample, warmup, samples, gated)
+    })
+}
+
+/// One pass of samples; `gated`: hold the streams while queuing.
+fn sample_pass(
+    groups: &mut [Group<'_>],
+    per_sample: u32,
+    warmup: u32,
+    samples: u32,
     gated: bool,
-) -> Result<Vec<Vec<f64>>, HwError> {
+) -> Result<Vec<Vec<f64>>, SampleError> {
     let mut out = vec![Vec::with_capacity(samples as usize); groups.len()];
     for s in 0..warmup + samples {
         let gate = Gate::new();
@@ -99,12 +172,7 @@ pub fn run_samples(
             }
         }
         if gate.expired() {
-            return Err(HwError::Call {
-                call: "cuLaunchHostFunc (stream gate)".into(),
-                detail: "queuing one batch of copies took over 10 s; the sample would time the \
-                         queuing, not the copies"
-                    .into(),
-            });
+            return Err(SampleError::GateStalled);
         }
     }
     Ok(out)
@@ -230,6 +298,11 @@ fn host_bufs(g: &Gpu, dir: HostDir, n: usize) -> Result<HostBufs, HwError> {
 }
 
 impl Cuda {
+    /// Gate copy batches unless a gate has stalled in this process.
+    fn gating(&self) -> Gating<'_> {
+        Gating::Try(&self.gate_stalled)
+    }
+
     /// Host<->device copies on each of `gpus` at once (one GPU: the per-GPU figure).
     pub fn host_copy_on(
         &self,
@@ -246,7 +319,7 @@ impl Cuda {
             .map(|g| host_bufs(g, dir, n))
             .collect::<Result<Vec<_>, _>>()?;
         let _sync = SyncOnDrop(gpus.to_vec());
-        let times = {
+        let (times, timing) = {
             let mut groups = Vec::new();
             for (g, b) in gpus.iter().zip(&bufs) {
                 let mut lanes = Vec::new();
@@ -259,7 +332,7 @@ impl Cuda {
                 }
                 groups.push(Group::new(lanes)?);
             }
-            run_samples(&mut groups, k, warmup, iters, true)?
+            run_samples(&mut groups, k, warmup, iters, self.gating())?
         };
         for g in gpus {
             g.sync_streams()?;
@@ -283,6 +356,7 @@ impl Cuda {
             out.push(Samples {
                 values: gbps(per_sample, t),
                 verified: Some(wrong == 0),
+                timing: Some(timing),
             });
         }
         Ok(out)
@@ -297,14 +371,14 @@ impl Cuda {
         iters: u32,
     ) -> Result<Samples, HwError> {
         let n = buffer_len(bytes)?;
-        let k = copies_per_sample(bytes);
+        let k = device_copies_per_sample(bytes);
         let sd = seed(D2D, g.index, 0);
         let src = DevBuf::new(g, n)?;
         fill_device(&src, sd)?;
         let dst = DevBuf::new(g, n)?;
         dst.memset(0)?;
         let _sync = SyncOnDrop(vec![g]);
-        let times = {
+        let (times, timing) = {
             let (s, d) = (src.ptr, dst.ptr);
             let raw = g.streams[0].cu_stream();
             let lane = Lane {
@@ -318,13 +392,14 @@ impl Cuda {
                 }),
             };
             let mut groups = vec![Group::new(vec![lane])?];
-            run_samples(&mut groups, k, warmup, iters, true)?
+            run_samples(&mut groups, k, warmup, iters, self.gating())?
         };
         g.sync_streams()?;
         let wrong = check_device(&dst, sd)?;
         Ok(Samples {
             values: gbps(2.0 * n as f64 * k as f64, &times[0]),
             verified: Some(wrong == 0),
+            timing: Some(timing),
         })
     }
 
@@ -378,14 +453,19 @@ impl Cuda {
             None
         };
         let _sync = SyncOnDrop(vec![a, b]);
-        let times = {
+        let (times, timing) = {
             let by = if mode == P2pMode::Write { a } else { b };
             let mut lanes = vec![peer_lane(by, a, &fwd_src, b, &fwd_dst, n)];
             if let Some((s, d)) = &rev {
                 lanes.push(peer_lane(a, b, s, a, d, n));
             }
             let mut groups = vec![Group::new(lanes)?];
-            run_samples(&mut groups, k, warmup, iters, peer_access)?
+            let gating = if peer_access {
+                self.gating()
+            } else {
+                Gating::Off
+            };
+            run_samples(&mut groups, k, warmup, iters, gating)?
         };
         a.sync_streams()?;
         b.sync_streams()?;
@@ -398,6 +478,7 @@ impl Cuda {
             gbps: Samples {
                 values: gbps(dirs * n as f64 * k as f64, &times[0]),
                 verified: Some(wrong == 0),
+                timing: Some(timing),
             },
             peer_access,
         })
@@ -421,15 +502,93 @@ impl Cuda {
         d.memset(0)?;
         let (per, samples) = latency_plan(iters);
         let _sync = SyncOnDrop(vec![a, b]);
-        let times = {
+        let (times, timing) = {
             let mut groups = vec![Group::new(vec![peer_lane(b, a, &s, b, &d, N)])?];
-            run_samples(&mut groups, per, 2, samples, peer_access)?
+            let gating = if peer_access {
+                self.gating()
+            } else {
+                Gating::Off
+            };
+            run_samples(&mut groups, per, 2, samples, gating)?
         };
         b.sync_streams()?;
         let wrong = check_device(&d, sd)?;
         Ok(Samples {
             values: times[0].iter().map(|t| t / per as f64 * 1e6).collect(),
             verified: Some(wrong == 0),
+            timing: Some(timing),
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hw() -> HwError {
+        HwError::Call {
+            call: "cuMemcpyHtoDAsync".into(),
+            detail: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+        }
+    }
+
+    #[test]
+    fn a_stalled_gate_is_measured_again_ungated_and_stays_off() {
+        let stalled = AtomicBool::new(false);
+        let mut calls = Vec::new();
+        let r = with_gate_fallback(Gating::Try(&stalled), |gated| {
+            calls.push(gated);
+            if gated {
+                Err(SampleError::GateStalled)
+            } else {
+                Ok(7)
+            }
+        });
+        assert_eq!(r.ok(), Some((7, Timing::Events)));
+        assert_eq!(calls, vec![true, false]);
+        assert!(stalled.load(Ordering::Acquire));
+        // The next measurement does not try the gate again.
+        calls.clear();
+        let r = with_gate_fallback(Gating::Try(&stalled), |gated| {
+            calls.push(gated);
+            Ok(8)
+        });
+        assert_eq!(r.ok(), Some((8, Timing::Events)));
+        assert_eq!(calls, vec![false]);
+    }
+
+    #[test]
+    fn a_gate_that_holds_measures_gated_once() {
+        let stalled = AtomicBool::new(false);
+        let mut calls = Vec::new();
+        let r = with_gate_fallback(Gating::Try(&stalled), |gated| {
+            calls.push(gated);
+            Ok(1)
+        });
+        assert_eq!(r.ok(), Some((1, Timing::GatedEvents)));
+        assert_eq!(calls, vec![true]);
+        assert!(!stalled.load(Ordering::Acquire));
+        let r = with_gate_fallback(Gating::Off, |gated| {
+            assert!(!gated);
+            Ok(2)
+        });
+        assert_eq!(r.ok(), Some((2, Timing::Events)));
+    }
+
+    #[test]
+    fn a_driver_error_is_not_retried_or_taken_for_a_stall() {
+        let stalled = AtomicBool::new(false);
+        let mut calls = 0;
+        let r: Result<((), Timing), HwError> = with_gate_fallback(Gating::Try(&stalled), |_| {
+            calls += 1;
+            Err(SampleError::Hw(hw()))
+        });
+        assert!(matches!(r, Err(HwError::Call { .. })));
+        assert_eq!(calls, 1);
+        assert!(!stalled.load(Ordering::Acquire));
+        // An ungated pass that reports a stall (it cannot) ends with the stall error, no loop.
+        let r: Result<((), Timing), HwError> =
+            with_gate_fallback(Gating::Off, |_| Err(SampleError::GateStalled));
+        assert!(r.unwrap_err().to_string().contains("took over 10 s"));
     }
 }
