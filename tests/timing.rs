@@ -1,5 +1,6 @@
-//! Each copy figure says how the GPU timed it (gated events, or plain events after a gate
-//! stalled), from the backend's samples to the evidence file and back.
+//! What the real backend records beside each copy figure reaches the evidence: how the GPU timed
+//! it (gated events, or plain events after a gate stalled), and where the pinned host buffers
+//! were (a GPU whose buffers sat on the other socket is named).
 
 use nodecert::backend::sim::{load_node, SimBackend};
 use nodecert::backend::*;
@@ -8,8 +9,19 @@ use nodecert::inventory::Inventory;
 use nodecert::suite::{CollectiveOp, TrainingCheck};
 
 /// The simulated node, with the timing a real backend reports stamped on its copies: host
-/// copies gated, device copies and peer copies ungated (as after a stall).
+/// copies gated, device copies and peer copies ungated (as after a stall). Host buffers sit on
+/// the GPU's node (GPUs 0-3 on node 0, 4-7 on node 1), except GPU 6's, on node 0.
 struct Stamped(SimBackend);
+
+fn placed(g: usize) -> nodecert::platform::numa::HostPlacement {
+    let gpu_node = (g / 4) as i32;
+    nodecert::platform::numa::HostPlacement {
+        gpu_node: Some(gpu_node),
+        bound_cpus: Some(if g < 4 { "0-47" } else { "48-95" }.into()),
+        pages_node: Some(if g == 6 { 0 } else { gpu_node }),
+        ..Default::default()
+    }
+}
 
 fn stamp(mut s: Samples, t: Timing) -> Samples {
     s.timing = Some(t);
@@ -31,7 +43,9 @@ impl Backend for Stamped {
         w: u32,
         i: u32,
     ) -> Result<Samples, HwError> {
-        Ok(stamp(self.0.host_copy(g, d, b, w, i)?, Timing::GatedEvents))
+        let mut s = stamp(self.0.host_copy(g, d, b, w, i)?, Timing::GatedEvents);
+        s.host_memory = Some(placed(g));
+        Ok(s)
     }
     fn host_copy_all(
         &mut self,
@@ -44,7 +58,12 @@ impl Backend for Stamped {
             .0
             .host_copy_all(d, b, w, i)?
             .into_iter()
-            .map(|s| stamp(s, Timing::GatedEvents))
+            .enumerate()
+            .map(|(g, s)| {
+                let mut s = stamp(s, Timing::GatedEvents);
+                s.host_memory = Some(placed(g));
+                s
+            })
             .collect())
     }
     fn device_copy(&mut self, g: usize, b: u64, w: u32, i: u32) -> Result<Samples, HwError> {
@@ -135,4 +154,36 @@ fn simulated_figures_claim_no_gpu_timing() {
         .iter()
         .flat_map(|c| &c.metrics)
         .all(|m| m.timing.is_none()));
+}
+
+#[test]
+fn host_buffers_on_the_far_socket_are_recorded_and_named() {
+    use nodecert::evidence::{Status, Subject};
+    let loaded = nodecert::suite::load::load("h100-sxm-8").unwrap();
+    let mut b = Stamped(SimBackend::new(load_node("h100-sxm-8").unwrap(), vec![], 1).unwrap());
+    let inv = b.inventory().unwrap();
+    let ev = nodecert::runner::new_evidence(&loaded, &b, inv, None, Default::default());
+    let ev =
+        nodecert::runner::run(&loaded, &mut b, ev, None, &mut nodecert::runner::Silent).unwrap();
+    let c = ev.check("host_bandwidth").unwrap();
+    let fact = |name: &str, g: usize| c.fact(name, &Subject::gpu(g)).map(|f| f.value.clone());
+    assert_eq!(
+        fact("host_memory", 5).as_deref(),
+        Some("NUMA node 1 (the GPU's), allocated on CPUs 48-95")
+    );
+    assert_eq!(
+        fact("host_memory", 6).as_deref(),
+        Some("NUMA node 0, not the GPU's node 1, allocated on CPUs 48-95")
+    );
+    assert!(fact("all_gpus_h2d_host_memory", 6).is_some());
+    assert!(fact("host_memory_remote", 5).is_none());
+    let warned: Vec<&str> = c
+        .findings
+        .iter()
+        .filter(|f| f.status == Status::Warn && f.reason.contains("socket link"))
+        .map(|f| f.subject.as_str())
+        .collect();
+    // Once for the GPU's own copies, once for the all-GPU copies; no other GPU.
+    assert_eq!(warned, vec!["GPU 6", "GPU 6"], "{:#?}", c.findings);
+    assert_eq!(c.status, Status::Warn);
 }

@@ -44,6 +44,10 @@ pub struct Samples {
     /// How the samples were timed (None: not by CUDA events, e.g. computed by the simulator).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timing: Option<Timing>,
+    /// For host copies: where the pinned host buffers were (None: not a host copy, or not
+    /// known, e.g. simulated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_memory: Option<crate::platform::numa::HostPlacement>,
 }
 
 /// How a copy measurement's samples were timed on the GPU.

@@ -985,6 +985,7 @@ impl Backend for SimBackend {
             values: self.samples(&format!("host {dir:?} {gpu}"), mean, iters),
             verified: Some(true),
             timing: None,
+            host_memory: None,
         })
     }
 
@@ -1020,6 +1021,7 @@ impl Backend for SimBackend {
                 values: self.samples(&format!("host-all {dir:?} {i}"), *m, iters),
                 verified: Some(true),
                 timing: None,
+                host_memory: None,
             })
             .collect())
     }
@@ -1040,6 +1042,7 @@ impl Backend for SimBackend {
             ),
             verified: Some(true),
             timing: None,
+            host_memory: None,
         })
     }
 
@@ -1065,6 +1068,7 @@ impl Backend for SimBackend {
                 values: self.samples(&format!("p2p {mode:?} {src} {dst}"), mean, iters),
                 verified: Some(true),
                 timing: None,
+                host_memory: None,
             },
             peer_access: self.p2p_enabled(src, dst),
         })
@@ -1083,6 +1087,7 @@ impl Backend for SimBackend {
             values: self.samples(&format!("lat {src} {dst}"), mean, iters.min(100)),
             verified: None,
             timing: None,
+            host_memory: None,
         })
     }
 

@@ -80,6 +80,9 @@ impl Check for HostBandwidth {
             ] {
                 let s = b.host_copy(g, dir, c.size.0, c.warmup, c.iterations)?;
                 verified(&mut m, name, g, s.verified);
+                if dir == HostDir::H2d {
+                    host_memory(&mut m, "host_memory", g, s.host_memory.as_ref());
+                }
                 m.metrics
                     .push(Metric::new(name, Subject::gpu(g), "GB/s", s.values).timed(s.timing));
                 done += 1;
@@ -100,6 +103,12 @@ impl Check for HostBandwidth {
                 .enumerate()
             {
                 verified(&mut m, "all_gpus_h2d", g, s.verified);
+                host_memory(
+                    &mut m,
+                    "all_gpus_h2d_host_memory",
+                    g,
+                    s.host_memory.as_ref(),
+                );
                 m.metrics.push(
                     Metric::new("all_gpus_h2d", Subject::gpu(g), "GB/s", s.values).timed(s.timing),
                 );
@@ -111,6 +120,7 @@ impl Check for HostBandwidth {
 
     fn evaluate(&self, _: &Ctx, m: &Measured) -> Vec<Finding> {
         let mut out = verification_findings(m);
+        out.extend(remote_memory_findings(m));
         for (name, human) in FIGURES {
             let items: Vec<(String, f64)> = m
                 .metrics
@@ -133,6 +143,51 @@ impl Check for HostBandwidth {
         }
         out
     }
+}
+
+/// Record where a GPU's pinned host buffers were; a placement on another NUMA node than the
+/// GPU's is also recorded as `<name>_remote`, which the evaluation turns into a warning.
+fn host_memory(
+    m: &mut Measured,
+    name: &str,
+    g: usize,
+    p: Option<&crate::platform::numa::HostPlacement>,
+) {
+    let Some(p) = p else { return };
+    m.facts.push(crate::evidence::Fact {
+        name: name.into(),
+        subject: Subject::gpu(g),
+        value: p.describe(),
+    });
+    if p.remote() {
+        m.facts.push(crate::evidence::Fact {
+            name: format!("{name}_remote"),
+            subject: Subject::gpu(g),
+            value: p.describe(),
+        });
+    }
+}
+
+/// Host buffers on the far socket: the GPU's host figures crossed the socket link, so a low
+/// figure may be the placement's fault, not the GPU's.
+fn remote_memory_findings(m: &Measured) -> Vec<Finding> {
+    m.facts
+        .iter()
+        .filter(|f| f.name.ends_with("host_memory_remote"))
+        .map(|f| {
+            super::judge::finding(
+                Status::Warn,
+                f.subject.describe(),
+                f.value.clone(),
+                "host buffers on the GPU's NUMA node",
+                format!(
+                    "{}: pinned host buffers were on {}: its host copies crossed the socket link",
+                    f.subject.describe(),
+                    f.value
+                ),
+            )
+        })
+        .collect()
 }
 
 /// Record a failed data check as a fact the evaluation turns into a failure.

@@ -346,6 +346,11 @@ impl Cuda {
             };
         let mut out = Vec::new();
         for (b, t) in bufs.iter_mut().zip(&times) {
+            let host_memory = b
+                .h2d
+                .as_ref()
+                .or(b.d2h.as_ref())
+                .map(|(h, _, _)| h.placement.clone());
             let mut wrong = 0;
             if let Some((_, dev, sd)) = &b.h2d {
                 wrong += check_device(dev, *sd)?;
@@ -357,6 +362,7 @@ impl Cuda {
                 values: gbps(per_sample, t),
                 verified: Some(wrong == 0),
                 timing: Some(timing),
+                host_memory,
             });
         }
         Ok(out)
@@ -400,6 +406,7 @@ impl Cuda {
             values: gbps(2.0 * n as f64 * k as f64, &times[0]),
             verified: Some(wrong == 0),
             timing: Some(timing),
+            host_memory: None,
         })
     }
 
@@ -479,6 +486,7 @@ impl Cuda {
                 values: gbps(dirs * n as f64 * k as f64, &times[0]),
                 verified: Some(wrong == 0),
                 timing: Some(timing),
+                host_memory: None,
             },
             peer_access,
         })
@@ -517,6 +525,7 @@ impl Cuda {
             values: times[0].iter().map(|t| t / per as f64 * 1e6).collect(),
             verified: Some(wrong == 0),
             timing: Some(timing),
+            host_memory: None,
         })
     }
 }

@@ -8,6 +8,7 @@
 //! every context; `alloc_pinned` would be write-combined and slow for the CPU to read).
 
 use crate::error::HwError;
+use crate::platform::numa::{self, HostPlacement, LocalTo};
 use cudarc::driver::result::{self, DriverError};
 use cudarc::driver::{sys, CudaContext, CudaEvent, CudaStream, PinnedHostSlice};
 use std::ffi::c_void;
@@ -250,17 +251,22 @@ pub fn check_device(buf: &DevBuf, seed: u32) -> Result<u64, HwError> {
     Ok(wrong)
 }
 
-/// Pinned, portable host memory.
+/// Pinned, portable host memory, on the GPU's own NUMA node where the node says which it is.
 pub struct HostBuf {
     // Keeps the allocation alive; freed by cudarc on drop.
     _mem: PinnedHostSlice<u8>,
     ptr: *mut u8,
     pub bytes: usize,
+    /// Where the pages are, as the kernel reports it after allocation.
+    pub placement: HostPlacement,
 }
 
 impl HostBuf {
     pub fn new(gpu: &Gpu, bytes: usize) -> Result<HostBuf, HwError> {
         let n = bytes.max(16);
+        // Allocate and first-touch on the GPU's CPUs, preferring its memory node: otherwise the
+        // pages land on whichever socket the worker thread runs on.
+        let (local, node) = LocalTo::gpu(std::path::Path::new("/"), &gpu.bus_id);
         // SAFETY: the memory is uninitialised until we write it, which we do before any read.
         let mut mem = ck(&format!("cuMemHostAlloc({n} bytes, PORTABLE)"), unsafe {
             gpu.ctx
@@ -270,10 +276,13 @@ impl HostBuf {
         // Touch every page now so the first timed copy does not pay for it.
         // SAFETY: ptr is valid for n bytes.
         unsafe { std::ptr::write_bytes(ptr, 0, n) };
+        let placement = numa::placement(ptr, n, node, &local);
+        drop(local);
         Ok(HostBuf {
             _mem: mem,
             ptr,
             bytes,
+            placement,
         })
     }
 
