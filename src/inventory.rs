@@ -254,6 +254,11 @@ pub struct XidEvent {
     /// Where it was seen: "nvml event" or "kernel log".
     pub source: String,
     pub detail: Option<String>,
+    /// Seconds from its most recent occurrence to the inventory reading: 0 for an event seen
+    /// while nodecert ran, from the kernel log's timestamp otherwise. None: not known (judged
+    /// as recent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub age_s: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]

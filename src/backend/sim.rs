@@ -192,6 +192,8 @@ pub struct Fault {
     pub width: Option<u32>,
     /// For xid: the XID code.
     pub code: Option<u32>,
+    /// For xid: logged this many hours before the run (a kernel-log XID); unset: seen during it.
+    pub age_h: Option<f64>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
@@ -290,7 +292,9 @@ impl FaultKind {
             FaultKind::WrongLoss => {
                 "a broken kernel (ReLU backward) makes the losses leave the CPU golden trajectory"
             }
-            FaultKind::Xid => "an XID event on a GPU (gpu=N, code=79)",
+            FaultKind::Xid => {
+                "an XID event on a GPU (gpu=N, code=79; age_h=H: logged H hours before the run)"
+            }
             FaultKind::ThermalThrottle => "a GPU is held back by hardware thermal slowdown (gpu=N)",
             FaultKind::Vgpu => "the GPUs are vGPUs rather than passed through",
         }
@@ -331,6 +335,13 @@ impl Fault {
                 "op" => {
                     f.op = Some(CollectiveOp::parse(v).ok_or_else(|| format!("fault '{spec}': unknown collective '{v}'"))?)
                 }
+                "age_h" => {
+                    let x: f64 = v.parse().map_err(|_| format!("fault '{spec}': age_h={v} is not a number"))?;
+                    if !(x.is_finite() && x >= 0.0) {
+                        return Err(format!("fault '{spec}': age_h must be >= 0"));
+                    }
+                    f.age_h = Some(x)
+                }
                 "factor" => {
                     let x: f64 = v.parse().map_err(|_| format!("fault '{spec}': factor={v} is not a number"))?;
                     if !(x.is_finite() && x >= 0.0) {
@@ -338,7 +349,7 @@ impl Fault {
                     }
                     f.factor = Some(x)
                 }
-                other => return Err(format!("fault '{spec}': unknown key '{other}' (gpu, peer, op, factor, gen, width, code)")),
+                other => return Err(format!("fault '{spec}': unknown key '{other}' (gpu, peer, op, factor, gen, width, code, age_h)")),
             }
         }
         Ok(f)
@@ -354,6 +365,7 @@ impl Fault {
             ("gen", self.gen.map(|x| x.to_string())),
             ("width", self.width.map(|x| x.to_string())),
             ("code", self.code.map(|x| x.to_string())),
+            ("age_h", self.age_h.map(|x| x.to_string())),
         ]
         .into_iter()
         .filter_map(|(k, v)| v.map(|v| format!("{k}={v}")))
@@ -770,10 +782,20 @@ impl Backend for SimBackend {
                         rows.pending = true;
                         rows.uncorrectable = 1;
                     }
-                    FaultKind::Xid => xids.push(XidEvent {
-                        code: f.code.unwrap_or(79),
-                        source: "nvml event".into(),
-                        detail: Some("simulated".into()),
+                    FaultKind::Xid => xids.push(match f.age_h {
+                        // An XID in the kernel log, logged `age_h` hours before the run.
+                        Some(h) => XidEvent {
+                            code: f.code.unwrap_or(79),
+                            source: "kernel log".into(),
+                            detail: Some(format!("simulated, logged {h} h before the run")),
+                            age_s: Some(h * 3600.0),
+                        },
+                        None => XidEvent {
+                            code: f.code.unwrap_or(79),
+                            source: "nvml event".into(),
+                            detail: Some("simulated".into()),
+                            age_s: Some(0.0),
+                        },
                     }),
                     FaultKind::ThermalThrottle => throttle.push("hw_thermal_slowdown".to_string()),
                     _ => {}

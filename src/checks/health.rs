@@ -7,9 +7,29 @@ use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
 use crate::error::HwError;
 use crate::evidence::{Finding, Status};
+use crate::inventory::XidEvent;
 use crate::suite::{version_at_least, HealthCheck};
 
 pub struct Health(pub HealthCheck);
+
+/// XIDs to judge (seen while nodecert ran, logged within `lookback_h` hours before it, or of
+/// unknown age) and XIDs that are history (logged earlier: perhaps before a GPU reset).
+fn split_xids(xids: &[XidEvent], lookback_h: f64) -> (Vec<&XidEvent>, Vec<&XidEvent>) {
+    let window_s = lookback_h * 3600.0;
+    xids.iter()
+        .partition(|x| x.age_s.is_none_or(|a| a <= window_s))
+}
+
+/// "3.2 h", "12.0 d", "40 s".
+fn fmt_age(s: f64) -> String {
+    if s >= 2.0 * 86400.0 {
+        format!("{:.1} d", s / 86400.0)
+    } else if s >= 3600.0 {
+        format!("{:.1} h", s / 3600.0)
+    } else {
+        format!("{s:.0} s")
+    }
+}
 
 fn na(out: &mut Vec<Finding>, who: &str, what: &str) {
     out.push(finding(
@@ -191,17 +211,45 @@ impl Check for Health {
                     );
                 }
             }
-            for x in &g.xids {
+            let (recent, history) = split_xids(&g.xids, h.xid_lookback_h);
+            for x in recent {
                 let fatal = h.fail_xids.contains(&x.code);
                 bad(
                     if fatal { Status::Fail } else { Status::Warn },
                     format!("XID {}", x.code),
                     "no XID".into(),
                     format!(
-                        "{who}: XID {} ({}){}",
+                        "{who}: XID {} ({}{}){}",
                         x.code,
                         x.source,
+                        x.age_s
+                            .filter(|a| *a > 0.0)
+                            .map(|a| format!(", {} before the run", fmt_age(a)))
+                            .unwrap_or_default(),
                         if fatal { ", which fails a node" } else { "" }
+                    ),
+                );
+            }
+            if !history.is_empty() {
+                let list: Vec<String> = history
+                    .iter()
+                    .map(|x| {
+                        format!(
+                            "XID {} ({}, {} ago)",
+                            x.code,
+                            x.source,
+                            fmt_age(x.age_s.unwrap_or(0.0))
+                        )
+                    })
+                    .collect();
+                bad(
+                    Status::Warn,
+                    format!("{} older XID(s)", history.len()),
+                    format!("judged: XIDs of the last {} h", h.xid_lookback_h),
+                    format!(
+                        "{who}: history, not judged: {} logged before the {} h look-back",
+                        list.join(", "),
+                        h.xid_lookback_h
                     ),
                 );
             }

@@ -193,6 +193,11 @@ pub struct HealthCheck {
     /// XIDs that fail a node (Azure's list).
     #[serde(default = "default_xids")]
     pub fail_xids: Vec<u32>,
+    /// Hours before the run in which a kernel-log XID is still judged. Older ones (logged since
+    /// boot, perhaps before a GPU reset weeks ago) are reported as history, not judged; XIDs
+    /// seen while nodecert runs and XIDs of unknown age are always judged. 0: this run only.
+    #[serde(default = "default_xid_lookback_h")]
+    pub xid_lookback_h: f64,
     /// PCIe replays allowed per GPU (DCGM: 80).
     #[serde(default = "default_replays")]
     pub max_pcie_replays: u64,
@@ -219,6 +224,9 @@ fn default_xids() -> Vec<u32> {
     vec![
         48, 56, 57, 58, 62, 63, 64, 65, 68, 69, 73, 74, 79, 80, 81, 92, 119, 120,
     ]
+}
+fn default_xid_lookback_h() -> f64 {
+    24.0
 }
 fn default_replays() -> u64 {
     80
@@ -788,6 +796,16 @@ impl Suite {
             }
         }
         if let Some(h) = &c.health {
+            if !(h.xid_lookback_h.is_finite() && (0.0..=24.0 * 3650.0).contains(&h.xid_lookback_h))
+            {
+                p.bad(
+                    "checks.health.xid_lookback_h",
+                    format!(
+                        "xid_lookback_h must be 0 to 87600 hours (10 years), got {}",
+                        h.xid_lookback_h
+                    ),
+                );
+            }
             for (i, r) in h.fail_throttle.iter().enumerate() {
                 if !THROTTLE_REASONS.contains(&r.as_str()) {
                     p.bad(

@@ -219,6 +219,7 @@ impl RealBackend {
                         code,
                         source: "nvml event",
                         text: format!("nvml critical xid event {code}"),
+                        since_boot_s: None,
                     });
                 }
                 Err(NvmlError::Timeout) => break,
@@ -251,7 +252,7 @@ impl RealBackend {
             Ok(text) => reports.extend(xid::parse_kernel_log(&text)),
             Err(e) => notes.push(format!("kernel log xids: not readable ({e})")),
         }
-        notes.extend(xid::attach(&mut gpus, &reports));
+        notes.extend(xid::attach(&mut gpus, &reports, xid::since_boot_now()));
         notes.extend(self.event_notes.iter().cloned());
         let buses: Vec<String> = gpus.iter().map(|g| g.pci_bus_id.clone()).collect();
         let (virtualization, vnotes) = platform::virtualization(

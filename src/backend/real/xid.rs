@@ -4,7 +4,7 @@
 use crate::inventory::{normalize_bus_id, Gpu, XidEvent};
 
 /// One XID report before it is attached to a GPU.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct XidReport {
     /// Normalised bus id of the GPU ("0000:3b:00.0"), when the source names it so.
     pub bus_id: Option<String>,
@@ -15,6 +15,29 @@ pub struct XidReport {
     pub source: &'static str,
     /// The line or event as seen.
     pub text: String,
+    /// When it was logged, seconds since boot (the kernel log's timestamp); None for NVML
+    /// events (seen while nodecert runs) and for log lines without a timestamp.
+    pub since_boot_s: Option<f64>,
+}
+
+/// The kernel log's "[ 1234.567890]" timestamp at the start of a line: seconds since boot.
+fn leading_timestamp(line: &str) -> Option<f64> {
+    let rest = line.trim_start().strip_prefix('[')?;
+    let (t, _) = rest.split_once(']')?;
+    let t: f64 = t.trim().parse().ok()?;
+    (t.is_finite() && t >= 0.0).then_some(t)
+}
+
+/// Seconds since boot now, on the clock the kernel log stamps its lines with (CLOCK_MONOTONIC:
+/// both exclude time suspended).
+pub fn since_boot_now() -> Option<f64> {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid out-pointer.
+    (unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) } == 0)
+        .then(|| ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9)
 }
 
 /// Parse one kernel log line; None when it is not an NVRM XID line.
@@ -47,6 +70,7 @@ pub fn parse_kernel_line(line: &str) -> Option<XidReport> {
         code,
         source: "kernel log",
         text: line[at..].trim().to_string(),
+        since_boot_s: leading_timestamp(&line[..at]),
     })
 }
 
@@ -55,11 +79,30 @@ pub fn parse_kernel_log(text: &str) -> Vec<XidReport> {
     text.lines().filter_map(parse_kernel_line).collect()
 }
 
-/// Attach reports to the GPUs they name, one event per (GPU, code, source) with a count.
-/// Reports that name no GPU of this inventory come back as notes.
-pub fn attach(gpus: &mut [Gpu], reports: &[XidReport]) -> Vec<String> {
+/// The age of a report at `now` (seconds since boot): 0 for NVML events, which arrive while
+/// nodecert runs; from the timestamp for kernel log lines; None when either is unknown.
+fn age_of(r: &XidReport, now: Option<f64>) -> Option<f64> {
+    if r.source == "nvml event" {
+        return Some(0.0);
+    }
+    Some((now? - r.since_boot_s?).max(0.0))
+}
+
+/// The younger of two ages; unknown counts as youngest (an XID of unknown age is judged).
+fn younger(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        _ => None,
+    }
+}
+
+/// Attach reports to the GPUs they name, one event per (GPU, code, source) with a count and
+/// the age of the most recent one at `now` (seconds since boot). Reports that name no GPU of
+/// this inventory come back as notes.
+pub fn attach(gpus: &mut [Gpu], reports: &[XidReport], now: Option<f64>) -> Vec<String> {
     let mut notes = Vec::new();
-    let mut tally: Vec<(usize, u32, &'static str, usize, &str)> = Vec::new();
+    #[allow(clippy::type_complexity)]
+    let mut tally: Vec<(usize, u32, &'static str, usize, &str, Option<f64>)> = Vec::new();
     for r in reports {
         let gpu = gpus.iter().position(|g| {
             r.uuid.as_deref().is_some_and(|u| u == g.uuid)
@@ -72,6 +115,7 @@ pub fn attach(gpus: &mut [Gpu], reports: &[XidReport]) -> Vec<String> {
             ));
             continue;
         };
+        let age = age_of(r, now);
         match tally
             .iter_mut()
             .find(|t| (t.0, t.1, t.2) == (i, r.code, r.source))
@@ -79,11 +123,12 @@ pub fn attach(gpus: &mut [Gpu], reports: &[XidReport]) -> Vec<String> {
             Some(t) => {
                 t.3 += 1;
                 t.4 = &r.text;
+                t.5 = younger(t.5, age);
             }
-            None => tally.push((i, r.code, r.source, 1, &r.text)),
+            None => tally.push((i, r.code, r.source, 1, &r.text, age)),
         }
     }
-    for (i, code, source, n, text) in tally {
+    for (i, code, source, n, text, age_s) in tally {
         gpus[i].xids.push(XidEvent {
             code,
             source: source.into(),
@@ -92,6 +137,7 @@ pub fn attach(gpus: &mut [Gpu], reports: &[XidReport]) -> Vec<String> {
             } else {
                 format!("{n} times; last: {text}")
             }),
+            age_s,
         });
     }
     notes.dedup();
@@ -135,7 +181,11 @@ fn read_kmsg() -> Result<String, String> {
 fn push_record(out: &mut String, rec: &[u8]) {
     let text = String::from_utf8_lossy(rec);
     let first = text.lines().next().unwrap_or("");
-    if let Some((_, msg)) = first.split_once(';') {
+    if let Some((head, msg)) = first.split_once(';') {
+        // "prio,seq,time,flags": time in microseconds since boot, written as dmesg does.
+        if let Some(us) = head.split(',').nth(2).and_then(|t| t.parse::<u64>().ok()) {
+            out.push_str(&format!("[{:>5}.{:06}] ", us / 1_000_000, us % 1_000_000));
+        }
         out.push_str(msg);
         out.push('\n');
     }
@@ -202,7 +252,7 @@ mod tests {
         }
         let mut gpus = vec![gpu(0, "0000:3b:00.0")];
         let r = parse_kernel_log("[ 9.0] NVRM: Xid (PCI:0000:3b:00 GPU-I:05): 94, pid=1, x\n");
-        assert!(attach(&mut gpus, &r).is_empty());
+        assert!(attach(&mut gpus, &r, None).is_empty());
         assert_eq!(gpus[0].xids[0].code, 94);
     }
 
@@ -216,8 +266,9 @@ mod tests {
             code: 94,
             source: "nvml event",
             text: "nvml event: xid 94".into(),
+            since_boot_s: None,
         });
-        let notes = attach(&mut gpus, &reports);
+        let notes = attach(&mut gpus, &reports, Some(2000.0));
         assert_eq!(gpus[0].xids.len(), 1);
         assert_eq!(gpus[0].xids[0].code, 79);
         assert!(gpus[0].xids[0]
@@ -232,13 +283,53 @@ mod tests {
     }
 
     #[test]
+    fn xids_carry_the_age_of_their_latest_line() {
+        let r = parse_kernel_log(LOG);
+        assert_eq!(r[0].since_boot_s, Some(1234.5));
+        assert_eq!(r[1].since_boot_s, Some(1300.1));
+        assert_eq!(
+            parse_kernel_line("NVRM: Xid (PCI:0000:3b:00): 79, x")
+                .unwrap()
+                .since_boot_s,
+            None
+        );
+        let mut gpus = vec![gpu(0, "0000:3b:00.0"), gpu(1, "0000:5d:00.0")];
+        attach(&mut gpus, &r, Some(1500.0));
+        // Two XID 79 lines on GPU 0: the age of the later one (1300.1 s since boot).
+        let age = gpus[0].xids[0].age_s.unwrap();
+        assert!((age - 199.9).abs() < 1e-6, "{age}");
+        assert!((gpus[1].xids[0].age_s.unwrap() - 100.0).abs() < 1e-6);
+        // Without a clock, or a timestamp, the age is unknown; NVML events are from this run.
+        let mut gpus = vec![gpu(0, "0000:3b:00.0")];
+        attach(&mut gpus, &r[..1], None);
+        assert_eq!(gpus[0].xids[0].age_s, None);
+        let nvml = XidReport {
+            bus_id: Some("0000:3b:00.0".into()),
+            uuid: None,
+            code: 79,
+            source: "nvml event",
+            text: "nvml critical xid event 79".into(),
+            since_boot_s: None,
+        };
+        let mut gpus = vec![gpu(0, "0000:3b:00.0")];
+        attach(&mut gpus, &[r[0].clone(), nvml], Some(99_999.0));
+        assert_eq!(gpus[0].xids[1].age_s, Some(0.0));
+        assert!(since_boot_now().is_some_and(|t| t > 0.0));
+    }
+
+    #[test]
     fn kmsg_records_keep_the_message() {
         let mut out = String::new();
         push_record(
             &mut out,
             b"4,1234,5678,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1\n SUBSYSTEM=pci\n",
         );
-        assert_eq!(out, "NVRM: Xid (PCI:0000:3b:00): 79, pid=1\n");
+        assert_eq!(
+            out,
+            "[    0.005678] NVRM: Xid (PCI:0000:3b:00): 79, pid=1\n"
+        );
+        let r = parse_kernel_log(&out);
+        assert_eq!(r[0].since_boot_s, Some(0.005678));
     }
 
     #[test]
