@@ -205,7 +205,7 @@ fn inventory_from_capture(sysfs: &Path) -> Inventory {
         }
     }
     let dmesg = section(&facts, "dmesg").join("\n");
-    notes.extend(xid::attach(&mut gpus, &xid::parse_kernel_log(&dmesg)));
+    notes.extend(xid::attach(&mut gpus, &xid::parse_kernel_log(&dmesg), None));
     let nvml_mode = match devices
         .first()
         .and_then(|d| d["virtualization_mode"].as_str())

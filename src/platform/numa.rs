@@ -209,8 +209,9 @@ fn prefer_node(node: i32) -> Result<(), String> {
     Ok(())
 }
 
-/// The NUMA node of the page at `addr`, which must be mapped (touched) already.
-pub fn page_node(addr: *const u8) -> Result<i32, String> {
+/// The NUMA node of the page at address `addr`, which must be mapped (touched) already; the
+/// kernel checks the address (EFAULT), nothing here dereferences it.
+pub fn page_node(addr: usize) -> Result<i32, String> {
     let mut node: libc::c_int = -1;
     // SAFETY: with MPOL_F_NODE | MPOL_F_ADDR the kernel writes the node of the page at `addr`
     // into `node` and reads no mask.
@@ -220,7 +221,7 @@ pub fn page_node(addr: *const u8) -> Result<i32, String> {
             &mut node as *mut libc::c_int,
             std::ptr::null_mut::<libc::c_ulong>(),
             0 as libc::c_ulong,
-            addr,
+            addr as *const libc::c_void,
             MPOL_F_NODE | MPOL_F_ADDR,
         )
     };
@@ -230,16 +231,16 @@ pub fn page_node(addr: *const u8) -> Result<i32, String> {
     Ok(node)
 }
 
-/// Where the first and last pages of a touched buffer are, in a placement record.
+/// Where the first and last pages of a touched buffer at address `addr` are, in a placement
+/// record.
 pub fn placement(
-    ptr: *const u8,
+    addr: usize,
     bytes: usize,
     gpu_node: Option<i32>,
     bind: &LocalTo,
 ) -> HostPlacement {
-    let first = page_node(ptr);
-    // SAFETY: the caller passes a buffer of `bytes` bytes; the last byte is inside it.
-    let last = page_node(unsafe { ptr.add(bytes.saturating_sub(1)) });
+    let first = page_node(addr);
+    let last = page_node(addr.saturating_add(bytes.saturating_sub(1)));
     let mut notes = bind.notes.clone();
     let (pages_node, split) = match (first, last) {
         (Ok(a), Ok(b)) => (Some(a), a != b),
@@ -318,8 +319,8 @@ mod tests {
                 // (and the preferred one of any other).
                 let mut v = vec![1u8; 1 << 16];
                 v[0] = 2;
-                if let Ok(n) = page_node(v.as_ptr()) {
-                    let pl = placement(v.as_ptr(), v.len(), Some(0), &b);
+                if let Ok(n) = page_node(v.as_ptr() as usize) {
+                    let pl = placement(v.as_ptr() as usize, v.len(), Some(0), &b);
                     assert_eq!(pl.pages_node, Some(n));
                     assert_eq!(pl.bound_cpus.as_deref(), Some(first.to_string().as_str()));
                 }

@@ -276,7 +276,7 @@ impl HostBuf {
         // Touch every page now so the first timed copy does not pay for it.
         // SAFETY: ptr is valid for n bytes.
         unsafe { std::ptr::write_bytes(ptr, 0, n) };
-        let placement = numa::placement(ptr, n, node, &local);
+        let placement = numa::placement(ptr as usize, n, node, &local);
         drop(local);
         Ok(HostBuf {
             _mem: mem,

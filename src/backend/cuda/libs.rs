@@ -618,6 +618,193 @@ pub fn plan_links(
         .collect()
 }
 
+/// Every file of `lib` in the places [`find`] searches, in its order (best first within a
+/// folder), each once by resolved path.
+pub fn find_all(lib: Lib, inputs: &SearchInputs) -> Vec<Found> {
+    let mut out: Vec<Found> = Vec::new();
+    let mut push = |f: Found| {
+        if !out.iter().any(|o| o.real == f.real) {
+            out.push(f);
+        }
+    };
+    let mut dirs = ld_dirs(inputs.ld_library_path.as_deref());
+    if let Some(text) = &inputs.ldconfig {
+        for (n, p) in parse_ldconfig(text) {
+            if is_lib_file_name(&n, lib.stem()) && p.exists() {
+                push(found(lib, p));
+            }
+        }
+    }
+    dirs.extend(inputs.dirs.iter().cloned());
+    for d in dirs {
+        for f in files_in_dir(&d, lib) {
+            push(found(lib, f));
+        }
+    }
+    out
+}
+
+/// The CUDA major version of a toolkit library's version ("12" of "12.8.93"); None when the
+/// version is unknown or not a number.
+fn major_of(version: Option<&str>) -> Option<u32> {
+    version?.split('.').next()?.parse().ok()
+}
+
+/// Whether a toolkit library (libnvrtc, libcublas) suits the driver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolkitFit {
+    /// Its major version is at most the driver's CUDA major version.
+    Fits,
+    /// Its version (or the driver's) is not known: nothing to compare.
+    Unknown,
+    /// It is newer than the driver, and this file (same major as the driver, or the newest
+    /// older one) suits it: link it under the name cudarc loads first.
+    Use(Found),
+    /// It is newer than the driver and nothing on the machine suits the driver.
+    TooNew {
+        file: PathBuf,
+        version: String,
+        /// The driver's CUDA version, e.g. 12080 for 12.8 (cuDriverGetVersion).
+        driver: u32,
+    },
+}
+
+/// Compare the library cudarc would load (`used`) with the driver's CUDA version. A CUBIN from
+/// NVRTC 13 does not load on a 12.x driver, and cuBLAS 13 needs R580: prefer a matching `.so.12`.
+pub fn toolkit_fit(driver: Option<u32>, used: Option<&Found>, candidates: &[Found]) -> ToolkitFit {
+    let (Some(driver), Some(used)) = (driver, used) else {
+        return ToolkitFit::Unknown;
+    };
+    let want = driver / 1000;
+    let Some(major) = major_of(used.version.as_deref()) else {
+        return ToolkitFit::Unknown;
+    };
+    if major <= want {
+        return ToolkitFit::Fits;
+    }
+    let mut fitting: Vec<&Found> = candidates
+        .iter()
+        .filter(|c| major_of(c.version.as_deref()).is_some_and(|m| m <= want))
+        .collect();
+    // The driver's own major first, then the newest older one.
+    fitting.sort_by_key(|c| {
+        let v = version_key(c.version.as_deref().unwrap_or(""));
+        (
+            std::cmp::Reverse(v.first() == Some(&(want as u64))),
+            std::cmp::Reverse(v),
+        )
+    });
+    match fitting.first() {
+        Some(c) => ToolkitFit::Use((*c).clone()),
+        None => ToolkitFit::TooNew {
+            file: used.real.clone(),
+            version: used.version.clone().unwrap_or_default(),
+            driver,
+        },
+    }
+}
+
+/// "toolkit newer than driver: ..." for a library that cannot work with this driver.
+pub fn too_new_error(lib: Lib, file: &Path, version: &str, driver: u32) -> crate::error::HwError {
+    crate::error::HwError::Unavailable {
+        what: format!("a {} that suits the driver", lib.display()),
+        detail: format!(
+            "toolkit newer than driver: {} is CUDA {version}, but the driver supports CUDA \
+             {}.{} (cuDriverGetVersion {driver}) and no {}.{} or older was found; install the \
+             CUDA {} build of it (for example from the nvidia-*-cu{} wheels) or a newer driver; \
+             {}",
+            file.display(),
+            driver / 1000,
+            (driver % 1000) / 10,
+            lib.stem(),
+            driver / 1000,
+            driver / 1000,
+            driver / 1000,
+            lib.needed_for()
+        ),
+    }
+}
+
+/// The driver's CUDA version (cuDriverGetVersion: 12080 for 12.8), read from libcuda.so.1
+/// without initialising CUDA; None when libcuda is absent or does not answer.
+pub fn driver_cuda_version() -> Option<u32> {
+    static V: OnceLock<Option<u32>> = OnceLock::new();
+    *V.get_or_init(|| {
+        type GetVersion = unsafe extern "C" fn(*mut std::ffi::c_int) -> std::ffi::c_int;
+        // SAFETY: loading libcuda runs its initialisers, as using it would; cuDriverGetVersion
+        // only writes an int and needs no cuInit.
+        unsafe {
+            let lib = libloading::Library::new("libcuda.so.1").ok()?;
+            let f: libloading::Symbol<GetVersion> = lib.get(b"cuDriverGetVersion\0").ok()?;
+            let mut v: std::ffi::c_int = 0;
+            (f(&mut v) == 0 && v > 0).then_some(v as u32)
+        }
+    })
+}
+
+/// The toolkit libraries whose loaded version is newer than the driver, with what to do.
+fn toolkit_fits() -> &'static [(Lib, ToolkitFit)] {
+    static F: OnceLock<Vec<(Lib, ToolkitFit)>> = OnceLock::new();
+    F.get_or_init(|| {
+        let driver = driver_cuda_version();
+        let inputs = SearchInputs::system();
+        [Lib::Nvrtc, Lib::Cublas]
+            .into_iter()
+            .map(|lib| {
+                let used = loaded_file(lib).map(|p| found(lib, p));
+                let fit = match toolkit_fit(driver, used.as_ref(), &[]) {
+                    ToolkitFit::TooNew { .. } => {
+                        toolkit_fit(driver, used.as_ref(), &find_all(lib, &inputs))
+                    }
+                    other => other,
+                };
+                (lib, fit)
+            })
+            .collect()
+    })
+}
+
+/// Before a measurement that needs `lib`: an error when the library cudarc loads is newer than
+/// the driver and no suitable one was linked in its place at start.
+pub fn toolkit_check(lib: Lib) -> Result<(), crate::error::HwError> {
+    match toolkit_fits().iter().find(|(l, _)| *l == lib) {
+        Some((
+            _,
+            ToolkitFit::TooNew {
+                file,
+                version,
+                driver,
+            },
+        )) => Err(too_new_error(lib, file, version, *driver)),
+        // A `Use` still standing means the re-exec did not happen (a warning said why).
+        Some((_, ToolkitFit::Use(f))) => {
+            let used = loaded_file(lib).unwrap_or_default();
+            Err(crate::error::HwError::Unavailable {
+                what: format!("a {} that suits the driver", lib.display()),
+                detail: format!(
+                    "toolkit newer than driver: {} is loaded although {} suits the driver; \
+                     put {} first on LD_LIBRARY_PATH",
+                    used.display(),
+                    f.real.display(),
+                    f.real.parent().unwrap_or(Path::new("/")).display()
+                ),
+            })
+        }
+        _ => Ok(()),
+    }
+}
+
+/// The links that make cudarc load a toolkit library matching the driver instead of a newer one.
+fn toolkit_links() -> Vec<(String, PathBuf)> {
+    toolkit_fits()
+        .iter()
+        .filter_map(|(lib, fit)| match fit {
+            ToolkitFit::Use(f) => Some((lib.link_name().to_string(), f.real.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
 /// This process's effective user id (the owner of what it creates).
 fn euid() -> u32 {
     // SAFETY: geteuid cannot fail and has no side effects.
@@ -774,7 +961,12 @@ pub fn reexec_if_needed() {
     if guard.is_some() {
         return;
     }
-    let links = plan_links(discovery(), Lib::loadable);
+    let mut links = plan_links(discovery(), Lib::loadable);
+    // A toolkit newer than the driver: link the matching one under the name cudarc tries first.
+    for (name, target) in toolkit_links() {
+        links.retain(|(n, _)| *n != name);
+        links.push((name, target));
+    }
     let dir = link_dir();
     let ld = std::env::var("LD_LIBRARY_PATH").ok();
     let Reexec::Exec { ld_library_path } =
@@ -874,6 +1066,115 @@ mod tests {
     fn touch(p: &Path) {
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, b"\x7fELF fake").unwrap();
+    }
+
+    /// A toolkit tree: /usr/local/cuda (13.0, with the unversioned names cudarc tries first)
+    /// and /usr/local/cuda-12.8 beside it, as a machine upgraded to CUDA 13 with an R570 driver
+    /// has.
+    fn two_toolkits(root: &Path) -> (PathBuf, PathBuf) {
+        let new = root.join("cuda/lib64");
+        let old = root.join("cuda-12.8/lib64");
+        touch(&new.join("libnvrtc.so.13.0.88"));
+        symlink("libnvrtc.so.13.0.88", new.join("libnvrtc.so.13")).unwrap();
+        symlink("libnvrtc.so.13", new.join("libnvrtc.so")).unwrap();
+        touch(&old.join("libnvrtc.so.12.8.93"));
+        symlink("libnvrtc.so.12.8.93", old.join("libnvrtc.so.12")).unwrap();
+        (new, old)
+    }
+
+    #[test]
+    fn a_toolkit_newer_than_the_driver_is_replaced_by_the_matching_one() {
+        let t = tempfile::tempdir().unwrap();
+        let (new, old) = two_toolkits(t.path());
+        let inputs = SearchInputs {
+            ld_library_path: Some(new.display().to_string()),
+            ldconfig: None,
+            dirs: vec![old.clone(), new.clone()],
+        };
+        let all = find_all(Lib::Nvrtc, &inputs);
+        // Each file once, by resolved path.
+        assert_eq!(all.len(), 2, "{all:?}");
+        let used = found(Lib::Nvrtc, new.join("libnvrtc.so"));
+        assert_eq!(used.version.as_deref(), Some("13.0.88"));
+        match toolkit_fit(Some(12080), Some(&used), &all) {
+            ToolkitFit::Use(f) => {
+                assert_eq!(
+                    f.real,
+                    std::fs::canonicalize(old.join("libnvrtc.so.12.8.93")).unwrap()
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        // A driver of CUDA 13 takes the 13 build as it is.
+        assert_eq!(
+            toolkit_fit(Some(13000), Some(&used), &all),
+            ToolkitFit::Fits
+        );
+        // Unknown driver or library version: nothing to compare.
+        assert_eq!(toolkit_fit(None, Some(&used), &all), ToolkitFit::Unknown);
+        let bare = Found {
+            file: "/x/libnvrtc.so".into(),
+            real: "/x/libnvrtc.so".into(),
+            version: None,
+        };
+        assert_eq!(
+            toolkit_fit(Some(12080), Some(&bare), &all),
+            ToolkitFit::Unknown
+        );
+    }
+
+    #[test]
+    fn the_drivers_own_major_is_preferred_over_older_ones() {
+        let f = |v: &str| Found {
+            file: format!("/l/libcublas.so.{v}").into(),
+            real: format!("/l/libcublas.so.{v}").into(),
+            version: Some(v.into()),
+        };
+        let used = f("13.1.0");
+        let all = vec![f("11.8.0"), f("13.1.0"), f("12.2.1"), f("12.9.1")];
+        assert_eq!(
+            toolkit_fit(Some(12090), Some(&used), &all),
+            ToolkitFit::Use(f("12.9.1"))
+        );
+        assert_eq!(
+            toolkit_fit(Some(11080), Some(&used), &all),
+            ToolkitFit::Use(f("11.8.0"))
+        );
+    }
+
+    #[test]
+    fn a_toolkit_newer_than_the_driver_with_nothing_older_says_so() {
+        let t = tempfile::tempdir().unwrap();
+        let (new, _) = two_toolkits(t.path());
+        let used = found(Lib::Nvrtc, new.join("libnvrtc.so"));
+        let only_new = vec![used.clone()];
+        let fit = toolkit_fit(Some(12040), Some(&used), &only_new);
+        let ToolkitFit::TooNew {
+            file,
+            version,
+            driver,
+        } = fit
+        else {
+            panic!("{fit:?}")
+        };
+        let e = too_new_error(Lib::Nvrtc, &file, &version, driver).to_string();
+        assert!(e.contains("toolkit newer than driver"), "{e}");
+        assert!(e.contains("libnvrtc.so.13.0.88 is CUDA 13.0.88"), "{e}");
+        assert!(
+            e.contains("the driver supports CUDA 12.4 (cuDriverGetVersion 12040)"),
+            "{e}"
+        );
+        assert!(e.ends_with("GPU kernels cannot be compiled"), "{e}");
+    }
+
+    #[test]
+    fn no_driver_here_means_no_version_and_no_panic() {
+        // CI has no libcuda: the version is unknown, and the check lets the caller go on to the
+        // ordinary "not available" error.
+        if !Lib::Cuda.loadable() {
+            assert_eq!(driver_cuda_version(), None);
+        }
+        let _ = toolkit_check(Lib::Nvrtc);
     }
 
     #[test]

@@ -71,6 +71,8 @@ pub struct CudaOptions {
     /// Whether libnvrtc and libcublas can be loaded (the training run needs both).
     pub nvrtc_loadable: fn() -> bool,
     pub cublas_loadable: fn() -> bool,
+    /// Whether a loaded toolkit library (libnvrtc, libcublas) suits the driver's CUDA version.
+    pub toolkit_check: fn(Lib) -> Result<(), HwError>,
     /// A floor under every measurement's computed deadline ([`TIMEOUT_ENV`]); None: the
     /// computed deadlines alone.
     pub timeout: Option<Duration>,
@@ -97,6 +99,7 @@ impl Default for CudaOptions {
             nccl_loadable,
             nvrtc_loadable,
             cublas_loadable,
+            toolkit_check: libs::toolkit_check,
             timeout: std::env::var(TIMEOUT_ENV)
                 .ok()
                 .and_then(|v| parse_timeout(&v)),
@@ -529,6 +532,9 @@ impl CudaMeasurements {
             if !loadable() {
                 return Err(libs::missing(lib));
             }
+            // Before compiling or loading anything: a libnvrtc or libcublas newer than the
+            // driver fails here with its path, not later as an opaque PTX or cuBLAS error.
+            (self.opts.toolkit_check)(lib)?;
         }
         let golden = Model::golden(cfg)?;
         let n = self.run("counting the GPUs".into(), Duration::from_secs(60), |c| {
@@ -711,6 +717,7 @@ mod tests {
             nccl_loadable: || false,
             nvrtc_loadable: || false,
             cublas_loadable: || false,
+            toolkit_check: |_| Ok(()),
             timeout: None,
         })
     }
