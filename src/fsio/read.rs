@@ -147,7 +147,7 @@ pub fn open_in(dir: &Path, rel: &str) -> io::Result<File> {
 }
 
 /// Everything `f` holds, at most `limit` bytes: more is an error.
-pub fn read_limited(mut f: File, limit: u64, what: &str) -> io::Result<Vec<u8>> {
+pub fn read_limited(mut f: impl Read, limit: u64, what: &str) -> io::Result<Vec<u8>> {
     let mut buf = Vec::new();
     (&mut f).take(limit + 1).read_to_end(&mut buf)?;
     if buf.len() as u64 > limit {

@@ -72,7 +72,7 @@ fn env(templates: Option<&Path>) -> Result<Environment<'static>, String> {
         for (name, slot) in [(HTML_TEMPLATE, &mut html), (MD_TEMPLATE, &mut md)] {
             let p = dir.join(name);
             if p.exists() {
-                *slot = std::fs::read_to_string(&p)
+                *slot = crate::fsio::read::read_to_string(&p, crate::fsio::read::Kind::Template)
                     .map_err(|e| format!("cannot read {}: {e}", p.display()))?;
                 found = true;
             }
