@@ -319,7 +319,7 @@ pub fn main_with_args(args: Vec<String>) -> u8 {
     match dispatch(cli, &args) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::console::visible_lines(&e.to_string()));
             if matches!(e, Error::Hardware(_)) && !simulating {
                 eprintln!("hint: to rehearse a suite without GPUs, add --simulate NODE (see `nodecert list`)");
             }
@@ -535,9 +535,9 @@ fn cmd_run(
         eprintln!(
             "nodecert {}: suite {} on {} ({}){}",
             env!("CARGO_PKG_VERSION"),
-            loaded.suite.name,
-            inv.hostname,
-            inv.summary(),
+            crate::console::visible(&loaded.suite.name),
+            crate::console::visible(&inv.hostname),
+            crate::console::visible(&inv.summary()),
             if simrec.is_some() { " [SIMULATED]" } else { "" }
         );
     }
@@ -561,7 +561,7 @@ fn cmd_run(
         println!(
             "{}: {} ({})",
             ev.overall().label(),
-            ev.suite.name,
+            crate::console::visible(&ev.suite.name),
             if ev.simulated {
                 "simulated"
             } else {

@@ -448,3 +448,35 @@ fn a_cycle_through_unnormalised_paths_is_detected() {
     assert!(e.contains("forms a cycle"), "{e}");
     assert!(e.len() < 2000, "short: {e}");
 }
+
+// ---------------------------------------------------------------------------------------------
+// strings from the suite or the node
+
+#[test]
+fn control_characters_in_a_suite_name_are_shown_not_obeyed() {
+    let env = Env::new();
+    env.write(
+        "evil.toml",
+        "format_version = 1\nname = \"evil\\n## Injected heading\\r\\u001b[2KPASS: node passed\"\nextends = \"h200-vm-1\"\n",
+    );
+    for quiet in [true, false] {
+        let mut c = env.cmd();
+        c.args(["run", "evil.toml", "--simulate", "h200-vm-1", "--out", "r"])
+            .args(["--inject", "ecc-uncorrectable"]);
+        if quiet {
+            c.arg("-q");
+        }
+        let o = c.timeout(QUICK).output().unwrap();
+        assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+        let all = format!("{}{}", String::from_utf8_lossy(&o.stdout), stderr(&o));
+        assert!(!all.contains('\u{1b}') && !all.contains('\r'), "{all:?}");
+        assert!(!all.lines().any(|l| l.starts_with("PASS")), "{all}");
+        assert!(
+            all.contains("evil\\n## Injected heading\\r\\u{1b}[2KPASS"),
+            "{all}"
+        );
+    }
+    let md = env.read("r/report.md");
+    assert!(!md.lines().any(|l| l.starts_with("## Injected")), "{md}");
+    assert!(!md.contains('\u{1b}'), "{md}");
+}
