@@ -824,17 +824,33 @@ fn next_token(s: &str) -> Option<(&str, &str)> {
 
 /// OpenSSH `match_pattern` (`*` and `?` wildcards).
 fn match_pattern(s: &str, pat: &str) -> bool {
+    // Iterative, remembering only the last '*': at most len(s) * len(pat) steps and no
+    // recursion, whatever the pattern (a million '*', or 80 of them before a literal).
     let s: Vec<char> = s.chars().collect();
     let p: Vec<char> = pat.chars().collect();
-    fn go(s: &[char], p: &[char]) -> bool {
-        match p.first() {
-            None => s.is_empty(),
-            Some('*') => (0..=s.len()).any(|i| go(&s[i..], &p[1..])),
-            Some('?') => !s.is_empty() && go(&s[1..], &p[1..]),
-            Some(c) => s.first() == Some(c) && go(&s[1..], &p[1..]),
+    let (mut i, mut j) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while i < s.len() {
+        match p.get(j) {
+            Some('*') => {
+                star = Some((j, i));
+                j += 1;
+            }
+            Some(&c) if c == '?' || c == s[i] => {
+                i += 1;
+                j += 1;
+            }
+            _ => match star {
+                Some((sj, si)) => {
+                    j = sj + 1;
+                    i = si + 1;
+                    star = Some((sj, si + 1));
+                }
+                None => return false,
+            },
         }
     }
-    go(&s, &p)
+    p[j..].iter().all(|c| *c == '*')
 }
 
 /// OpenSSH `match_pattern_list`: comma-separated, `!` negates and wins.
@@ -1945,5 +1961,28 @@ mod tests {
             digest_check_command("r"),
             "cd r && sha256sum -c nodecert-manifest.txt"
         );
+    }
+
+    #[test]
+    fn patterns_match_in_bounded_time_and_without_recursion() {
+        for (s, p, want) in [
+            ("alice@example.com", "*@example.com", true),
+            ("alice@example.com", "a?ice@*", true),
+            ("alice@example.com", "*@example.org", false),
+            ("", "*", true),
+            ("", "?", false),
+            ("abc", "abc*", true),
+            ("abc", "a*c*d", false),
+            ("aXbYc", "a*b*c", true),
+        ] {
+            assert_eq!(match_pattern(s, p), want, "{s} {p}");
+        }
+        let start = std::time::Instant::now();
+        let many = "*".repeat(1_000_000);
+        assert!(match_pattern("alice", &many));
+        let s = "a".repeat(100);
+        let p = format!("{}b", "*".repeat(80));
+        assert!(!match_pattern(&s, &p));
+        assert!(start.elapsed() < std::time::Duration::from_secs(5));
     }
 }
