@@ -480,3 +480,23 @@ fn control_characters_in_a_suite_name_are_shown_not_obeyed() {
     assert!(!md.lines().any(|l| l.starts_with("## Injected")), "{md}");
     assert!(!md.contains('\u{1b}'), "{md}");
 }
+
+#[test]
+fn an_unreadable_extends_target_is_located_at_its_key() {
+    let env = Env::new();
+    mkfifo(&env.path("parent.toml"));
+    env.write(
+        "a.toml",
+        "format_version = 1\nname = \"a\"\nextends = \"parent.toml\"\n",
+    );
+    let o = env
+        .cmd()
+        .args(["check", "a.toml"])
+        .timeout(QUICK)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let e = stderr(&o);
+    assert!(e.contains("a.toml:3:"), "{e}");
+    assert!(e.contains("FIFO"), "{e}");
+}
