@@ -69,6 +69,14 @@ impl Dir {
     /// the last one in any case, is entered without following a symbolic link; components that
     /// already existed before the last are the caller's path.
     pub fn create_all(path: &Path) -> io::Result<Dir> {
+        // Without a trailing '/', which would make the kernel follow a last component that is a
+        // link whatever O_NOFOLLOW says.
+        let normal: PathBuf = path.components().collect();
+        let path = if normal.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            normal.as_path()
+        };
         match open_dir_at(libc::AT_FDCWD, path.as_os_str(), false) {
             Ok(fd) => {
                 return Ok(Dir {
@@ -432,6 +440,9 @@ mod tests {
         symlink(&elsewhere, t.path().join("link")).unwrap();
         let e = Dir::create_all(&t.path().join("link")).unwrap_err();
         assert!(e.to_string().contains("symbolic link"), "{e}");
+        let mut slash = t.path().join("link").into_os_string();
+        slash.push("/");
+        assert!(Dir::create_all(Path::new(&slash)).is_err());
     }
 
     #[test]
