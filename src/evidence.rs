@@ -296,7 +296,7 @@ impl Evidence {
     /// Write atomically: a temp file in the same folder, then rename (see [`crate::fsio::write`]).
     pub fn write(&self, path: &Path) -> std::io::Result<()> {
         let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        crate::fsio::write::replace(path, &json)
+        crate::fsio::write::replace_in_report(path, &json)
     }
 
     /// The evidence file meant by `p`: `p` itself, or `p/evidence.json` when `p` is a report folder.

@@ -305,6 +305,22 @@ pub fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
     Dir::open(dir)?.replace(name, bytes)
 }
 
+/// [`replace`] for a file of a report folder: the folder itself (the last component of its
+/// path) is not entered through a link, so a report folder swapped for a link during a run does
+/// not redirect the evidence written after each check.
+pub fn replace_in_report(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let (dir, name) = split(path)?;
+    let d = match open_dir_at(libc::AT_FDCWD, dir.as_os_str(), false) {
+        Ok(fd) => Dir {
+            fd,
+            path: dir.to_path_buf(),
+        },
+        Err(_) if is_link(dir) => return Err(link_refused(dir)),
+        Err(e) => return Err(e),
+    };
+    d.replace(name, bytes)
+}
+
 /// Create the file at `path`, which must not exist, with `mode`. Its folder must exist.
 pub fn create_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     let (dir, name) = split(path)?;
@@ -443,6 +459,21 @@ mod tests {
         let mut slash = t.path().join("link").into_os_string();
         slash.push("/");
         assert!(Dir::create_all(Path::new(&slash)).is_err());
+    }
+
+    #[test]
+    fn evidence_is_not_written_through_a_report_folder_swapped_for_a_link() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path().join("r");
+        std::fs::create_dir(&r).unwrap();
+        replace_in_report(&r.join("evidence.json"), b"1").unwrap();
+        let elsewhere = t.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::rename(&r, t.path().join("old")).unwrap();
+        symlink(&elsewhere, &r).unwrap();
+        let e = replace_in_report(&r.join("evidence.json"), b"2").unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
     }
 
     #[test]
