@@ -249,7 +249,19 @@ fn read_limited_in(
 }
 
 fn write_new(path: &Path, data: &[u8], mode: u32) -> Result<(), SignError> {
-    crate::fsio::write::create_new(path, data, mode).map_err(|e| {
+    map_new(path, crate::fsio::write::create_new(path, data, mode))
+}
+
+/// A signature in a report folder: created only if absent, the folder not entered via a link.
+fn write_new_in_report(path: &Path, data: &[u8], mode: u32) -> Result<(), SignError> {
+    map_new(
+        path,
+        crate::fsio::write::create_new_in_report(path, data, mode),
+    )
+}
+
+fn map_new(path: &Path, r: io::Result<()>) -> Result<(), SignError> {
+    r.map_err(|e| {
         if e.kind() == io::ErrorKind::AlreadyExists {
             SignError::Exists(path.to_path_buf())
         } else {
@@ -786,7 +798,7 @@ pub fn write_manifest(
     };
     let text = manifest.render();
     debug_assert_eq!(Manifest::parse(&text).as_ref(), Ok(&manifest));
-    crate::fsio::write::replace(&manifest_path, text.as_bytes())
+    crate::fsio::write::replace_in_report(&manifest_path, text.as_bytes())
         .map_err(io_err("write", &manifest_path))?;
     Ok(manifest_path)
 }
@@ -1783,7 +1795,7 @@ pub fn sign_dir(dir: &Path, key: &Path) -> Result<SignatureInfo, SignError> {
     let mut index = 1;
     loop {
         let path = dir.join(signature_name(index));
-        match write_new(&path, pem.as_bytes(), 0o644) {
+        match write_new_in_report(&path, pem.as_bytes(), 0o644) {
             Ok(()) => {
                 return Ok(SignatureInfo {
                     manifest: manifest_path,

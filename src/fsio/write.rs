@@ -310,15 +310,25 @@ pub fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
 /// not redirect the evidence written after each check.
 pub fn replace_in_report(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let (dir, name) = split(path)?;
-    let d = match open_dir_at(libc::AT_FDCWD, dir.as_os_str(), false) {
-        Ok(fd) => Dir {
+    report_dir(dir)?.replace(name, bytes)
+}
+
+/// [`create_new`] for a file of a report folder (a signature): the folder is not entered
+/// through a link.
+pub fn create_new_in_report(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let (dir, name) = split(path)?;
+    report_dir(dir)?.create_new(name, bytes, mode)
+}
+
+fn report_dir(dir: &Path) -> io::Result<Dir> {
+    match open_dir_at(libc::AT_FDCWD, dir.as_os_str(), false) {
+        Ok(fd) => Ok(Dir {
             fd,
             path: dir.to_path_buf(),
-        },
-        Err(_) if is_link(dir) => return Err(link_refused(dir)),
-        Err(e) => return Err(e),
-    };
-    d.replace(name, bytes)
+        }),
+        Err(_) if is_link(dir) => Err(link_refused(dir)),
+        Err(e) => Err(e),
+    }
 }
 
 /// Create the file at `path`, which must not exist, with `mode`. Its folder must exist.
