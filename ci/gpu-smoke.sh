@@ -102,7 +102,7 @@ smoke() {
     export NCCL_DEBUG=${NCCL_DEBUG:-WARN} NCCL_DEBUG_FILE="$(cd "$out" && pwd)/nccl.%h.%p.log"
     step inventory 60 "$bin" inventory "${sim[@]}"
     step inventory-json 60 "$bin" inventory "${sim[@]}" --json
-    step as-suite 60 "$bin" inventory "${sim[@]}" --as-suite "$out/frozen-suite.toml"
+    step as-suite 60 "$bin" inventory "${sim[@]}" --as-suite "$out/frozen-suite.toml" --force
     step suite 240 "$bin" run h200-vm-1 "${sim[@]}" --out "$out/report"
     if [ "$mode" = dry-run ]; then
         cp "$anchor" "$out/torch.out"

@@ -4,6 +4,7 @@ use crate::backend::sim::{self, Fault, SimBackend};
 use crate::backend::Backend;
 use crate::error::{exit, Error, InputError, Result};
 use crate::evidence::{Environment, Evidence, SimulationRecord, Status};
+use crate::fsio::write::{Dir, LockedDir};
 use crate::sign;
 use crate::suite::load::{self, LoadedSuite};
 use clap::{Parser, Subcommand};
@@ -139,6 +140,10 @@ pub enum Command {
         /// way to freeze a node at handover.
         #[arg(long, value_name = "FILE", num_args = 0..=1, default_missing_value = "-")]
         as_suite: Option<PathBuf>,
+        /// Let --as-suite FILE replace an existing file (a frozen suite is never replaced
+        /// silently).
+        #[arg(long, requires = "as_suite")]
+        force: bool,
     },
     /// Render the reports again from an evidence file.
     #[command(after_help = EXIT_CODES)]
@@ -168,6 +173,10 @@ pub struct ExportArgs {
     /// node_exporter's textfile collector reads (name it *.prom). Written atomically.
     #[arg(long, value_name = "FILE")]
     pub prometheus: Option<PathBuf>,
+    /// Let --junit and --prometheus replace a file in a signed report folder, or a file that is
+    /// not an earlier output of the same kind (a suite, someone's notes).
+    #[arg(long)]
+    pub force: bool,
 }
 
 impl ExportArgs {
@@ -182,27 +191,78 @@ impl ExportArgs {
         v
     }
 
-    /// Fail before a long run when an output could not be written: its folder must exist.
-    fn check(&self) -> Result<()> {
+    /// Fail before a long run when an output could not or must not be written: its folder must
+    /// exist and the target be absent or a regular file; it must not be one of the files of the
+    /// report folder `out` or the evidence read (`reading`); without --force, it must not be in a
+    /// signed folder nor replace a file that is not an earlier output of its kind.
+    fn check(&self, out: &Path, reading: Option<&Path>) -> Result<()> {
+        let refuse = |flag: &str, path: &Path, why: String| -> Result<()> {
+            Err(Error::Input(InputError::Other(format!(
+                "{flag} {}: {why}",
+                path.display()
+            ))))
+        };
         for (path, e) in self.outputs() {
+            let flag = e.flag();
+            if let Err(why) = crate::fsio::write::check_target(path) {
+                return refuse(flag, path, why.to_string());
+            }
             let dir = path
                 .parent()
                 .filter(|p| !p.as_os_str().is_empty())
                 .unwrap_or(Path::new("."));
-            if path.is_dir() {
-                return Err(Error::Input(InputError::Other(format!(
-                    "{} {}: is a folder, not a file",
-                    e.flag(),
-                    path.display()
-                ))));
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            let own = sign::DEFAULT_FILES.contains(&name) || name.starts_with(sign::MANIFEST_FILE);
+            if own && crate::fsio::write::same_dir(dir, out) {
+                return refuse(
+                    flag,
+                    path,
+                    format!(
+                        "is one of the report's own files in {}: choose another file",
+                        out.display()
+                    ),
+                );
             }
-            if !dir.is_dir() {
-                return Err(Error::Input(InputError::Other(format!(
-                    "{} {}: folder {} does not exist",
-                    e.flag(),
-                    path.display(),
-                    dir.display()
-                ))));
+            if reading.is_some_and(|r| crate::fsio::write::same_file(r, path)) {
+                return refuse(
+                    flag,
+                    path,
+                    "is the evidence being read: choose another file".into(),
+                );
+            }
+            if self.force {
+                continue;
+            }
+            if dir.join(sign::MANIFEST_FILE).exists() {
+                return refuse(
+                    flag,
+                    path,
+                    format!(
+                        "{} holds a signed report; add --force to write there anyway",
+                        dir.display()
+                    ),
+                );
+            }
+            if let Ok(f) = crate::fsio::read::open(path, false) {
+                let head = crate::fsio::read::read_limited(
+                    std::io::Read::take(f, 4096),
+                    4096,
+                    "the start of a file",
+                )
+                .unwrap_or_default();
+                let head = String::from_utf8_lossy(&head);
+                if !head.is_empty() && !crate::export::is_previous_output(e.as_ref(), &head) {
+                    return refuse(
+                        flag,
+                        path,
+                        format!(
+                            "exists and is not an earlier {flag} output; add --force to replace it"
+                        ),
+                    );
+                }
             }
         }
         Ok(())
@@ -259,7 +319,7 @@ pub fn main_with_args(args: Vec<String>) -> u8 {
     match dispatch(cli, &args) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e}");
+            eprintln!("error: {}", crate::console::visible_lines(&e.to_string()));
             if matches!(e, Error::Hardware(_)) && !simulating {
                 eprintln!("hint: to rehearse a suite without GPUs, add --simulate NODE (see `nodecert list`)");
             }
@@ -321,7 +381,8 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             sim,
             json,
             as_suite,
-        } => cmd_inventory(sim.simulate, json, as_suite.as_deref()),
+            force,
+        } => cmd_inventory(sim.simulate, json, as_suite.as_deref(), force),
         Command::Render {
             evidence,
             out,
@@ -446,7 +507,7 @@ fn cmd_run(
         Some(s) => Some(load::load(s)?),
         None => None,
     };
-    export.check()?;
+    export.check(out, None)?;
     if let Some(t) = templates {
         // Fail early on broken templates rather than after a long run.
         crate::report::render(
@@ -465,10 +526,8 @@ fn cmd_run(
         (None, Some(rec)) if load::embedded(&rec.node).is_some() => load::load(&rec.node)?,
         (None, _) => pick_suite(None, &inv)?,
     };
-    std::fs::create_dir_all(out).map_err(|e| Error::Write {
-        path: out.to_path_buf(),
-        source: e,
-    })?;
+    // Held until the run ends: no other nodecert writes here meanwhile.
+    let dir = open_report_dir(out)?;
     let evidence_path = out.join(crate::evidence::EVIDENCE_FILE);
     let mut console = crate::console::Console::new(quiet);
     let color = console.color();
@@ -476,9 +535,9 @@ fn cmd_run(
         eprintln!(
             "nodecert {}: suite {} on {} ({}){}",
             env!("CARGO_PKG_VERSION"),
-            loaded.suite.name,
-            inv.hostname,
-            inv.summary(),
+            crate::console::visible(&loaded.suite.name),
+            crate::console::visible(&inv.hostname),
+            crate::console::visible(&inv.summary()),
             if simrec.is_some() { " [SIMULATED]" } else { "" }
         );
     }
@@ -492,7 +551,7 @@ fn cmd_run(
         Some(s) => s.signing(out)?,
         None => Default::default(),
     };
-    write_reports(&ev, out, templates, &signing)?;
+    write_reports(&ev, &dir, templates, &signing)?;
     let signed = match signer {
         Some(s) => Some(s.sign(out)?),
         None => None,
@@ -502,7 +561,7 @@ fn cmd_run(
         println!(
             "{}: {} ({})",
             ev.overall().label(),
-            ev.suite.name,
+            crate::console::visible(&ev.suite.name),
             if ev.simulated {
                 "simulated"
             } else {
@@ -537,17 +596,67 @@ pub fn exit_for(ev: &Evidence) -> u8 {
 
 pub fn write_reports(
     ev: &Evidence,
-    out: &Path,
+    dir: &Dir,
     templates: Option<&Path>,
     signing: &crate::report::Signing,
 ) -> Result<()> {
     let r = crate::report::render(ev, templates, signing).map_err(Error::Render)?;
-    for (name, body) in [("report.html", r.html), ("report.md", r.markdown)] {
-        let p = out.join(name);
-        crate::evidence::write_atomic(&p, body.as_bytes())
-            .map_err(|e| Error::Write { path: p, source: e })?;
+    write_files(dir, [("report.html", r.html), ("report.md", r.markdown)])
+}
+
+/// Write each (name, body) into `dir`.
+fn write_files<const N: usize>(dir: &Dir, files: [(&str, String); N]) -> Result<()> {
+    for (name, body) in files {
+        dir.replace(name.as_ref(), body.as_bytes())
+            .map_err(|e| Error::Write {
+                path: dir.path().join(name),
+                source: e,
+            })?;
     }
     Ok(())
+}
+
+/// An error of creating or opening a folder: the user's mistake (a file, a link, a name that
+/// names no folder) is invalid input, anything else a failed write.
+fn dir_error(path: &Path, e: std::io::Error) -> Error {
+    use std::io::ErrorKind as K;
+    match e.kind() {
+        K::InvalidInput | K::NotADirectory | K::AlreadyExists => {
+            Error::Input(InputError::Other(format!("{}: {}", path.display(), e)))
+        }
+        _ => Error::Write {
+            path: path.to_path_buf(),
+            source: e,
+        },
+    }
+}
+
+/// Lock the folder `dir` for this command, or say that another nodecert holds it.
+fn lock_dir(d: Dir) -> Result<LockedDir> {
+    let path = d.path().to_path_buf();
+    d.lock().map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock => Error::Input(InputError::Other(format!(
+            "{}: another nodecert is writing to this folder (it holds the folder's lock); \
+             wait for it to end or choose another folder",
+            path.display()
+        ))),
+        _ => Error::Write { path, source: e },
+    })
+}
+
+/// Create (when missing) and lock a folder for reports, refusing a signed one. Checked again
+/// under the lock: a run that signed here meanwhile is not overwritten.
+fn open_report_dir(out: &Path) -> Result<LockedDir> {
+    let d = lock_dir(Dir::create_all(out).map_err(|e| dir_error(out, e))?)?;
+    if d.exists(sign::MANIFEST_FILE.as_ref()).unwrap_or(true) {
+        return Err(InputError::Other(format!(
+            "{} holds a signed report ({}); refusing to write into it: choose another --out",
+            out.display(),
+            sign::MANIFEST_FILE
+        ))
+        .into());
+    }
+    Ok(d)
 }
 
 fn cmd_check(suite: &str, simulate: Option<String>) -> Result<u8> {
@@ -632,7 +741,26 @@ fn expected_inventory(s: &crate::suite::Suite) -> crate::inventory::Inventory {
     }
 }
 
-fn cmd_inventory(simulate: Option<String>, json: bool, as_suite: Option<&Path>) -> Result<u8> {
+fn cmd_inventory(
+    simulate: Option<String>,
+    json: bool,
+    as_suite: Option<&Path>,
+    force: bool,
+) -> Result<u8> {
+    if let Some(path) = as_suite.filter(|p| *p != Path::new("-")) {
+        let refuse = |why: String| -> Result<u8> {
+            Err(InputError::Other(format!("--as-suite {}: {why}", path.display())).into())
+        };
+        if let Err(why) = crate::fsio::write::check_target(path) {
+            return refuse(why.to_string());
+        }
+        if path.symlink_metadata().is_ok() && !force {
+            return refuse(
+                "exists; a frozen suite is never replaced silently: add --force to replace it"
+                    .into(),
+            );
+        }
+    }
     let (mut b, simrec) = backend(simulate.as_deref(), &[], 1)?;
     let inv = b.inventory()?;
     if let (Some(_), false) = (as_suite, inv.lost_gpus.is_empty()) {
@@ -651,7 +779,7 @@ fn cmd_inventory(simulate: Option<String>, json: bool, as_suite: Option<&Path>) 
         if path == Path::new("-") {
             print!("{text}");
         } else {
-            crate::evidence::write_atomic(path, text.as_bytes()).map_err(|e| Error::Write {
+            crate::fsio::write::replace(path, text.as_bytes()).map_err(|e| Error::Write {
                 path: path.to_path_buf(),
                 source: e,
             })?;
@@ -672,10 +800,10 @@ fn cmd_render(
     templates: Option<&Path>,
     export: &ExportArgs,
 ) -> Result<u8> {
-    export.check()?;
-    let (path, ev) = read_evidence(evidence)?;
+    let path = Evidence::path_in(evidence);
     let out = out.unwrap_or_else(|| {
         path.parent()
+            .filter(|p| !p.as_os_str().is_empty())
             .map(Path::to_path_buf)
             .unwrap_or_else(|| PathBuf::from("."))
     });
@@ -686,11 +814,10 @@ fn cmd_render(
         ))
         .into());
     }
-    std::fs::create_dir_all(&out).map_err(|e| Error::Write {
-        path: out.clone(),
-        source: e,
-    })?;
-    write_reports(&ev, &out, templates, &Default::default())?;
+    export.check(&out, Some(&path))?;
+    let (_, ev) = read_evidence(evidence)?;
+    let dir = open_report_dir(&out)?;
+    write_reports(&ev, &dir, templates, &Default::default())?;
     println!(
         "rendered {} and {}",
         out.join("report.html").display(),
@@ -909,9 +1036,13 @@ fn cmd_sign(dir: &Path, signer: &Signer) -> Result<u8> {
     if !dir.is_dir() {
         return Err(InputError::Other(format!("{}: not a report folder", dir.display())).into());
     }
+    // No other nodecert writes here while the signature is made.
+    let _lock = lock_dir(Dir::open(dir).map_err(|e| dir_error(dir, e))?)?;
     let info = signer.sign(dir)?;
-    let simulated = std::fs::read_to_string(&info.manifest)
+    let simulated = crate::fsio::read::open(&info.manifest, false)
+        .and_then(|f| crate::fsio::read::read_limited(f, 4 << 20, "a manifest"))
         .ok()
+        .and_then(|b| String::from_utf8(b).ok())
         .and_then(|t| sign::Manifest::parse(&t).ok())
         .is_some_and(|m| m.simulated);
     print!("{}", signer.signed_text(dir, &info, simulated));
@@ -938,15 +1069,8 @@ fn cmd_diff(old: &Path, new: &Path, out: &Path, tolerance_pct: f64) -> Result<u8
     d.old.source = old_path.display().to_string();
     d.new.source = new_path.display().to_string();
     let r = crate::report::render_diff(&d).map_err(Error::Render)?;
-    std::fs::create_dir_all(out).map_err(|e| Error::Write {
-        path: out.to_path_buf(),
-        source: e,
-    })?;
-    for (name, body) in [("diff.html", r.html), ("diff.md", r.markdown)] {
-        let p = out.join(name);
-        crate::evidence::write_atomic(&p, body.as_bytes())
-            .map_err(|e| Error::Write { path: p, source: e })?;
-    }
+    let dir = open_report_dir(out)?;
+    write_files(&dir, [("diff.html", r.html), ("diff.md", r.markdown)])?;
     print!("{}", diff_summary(&d));
     println!(
         "wrote {} and {}",

@@ -72,7 +72,7 @@ impl Observer for Console {
                     .progress_chars("=> "),
             );
             bar.set_prefix(format!("[{}/{}]", index + 1, total));
-            bar.set_message(title.to_string());
+            bar.set_message(visible(title));
             bar.set_draw_target(ProgressDrawTarget::stderr());
             self.bar = Some(bar);
         }
@@ -96,11 +96,36 @@ impl Observer for Console {
             "[{}/{}] {:<32} {:>5}  {:.1}s",
             self.index + 1,
             self.total,
-            r.title,
+            visible(&r.title),
             paint(r.status, self.tty && self.color),
             r.duration_s
         );
     }
+}
+
+/// `s` as it may reach a terminal: control characters (ESC, CR, line breaks, C1 codes) and
+/// the Unicode controls that reorder text (bidi overrides) are shown as escapes, so a name from
+/// a suite or a node can neither move the cursor, recolour, nor fake a line ("PASS: ...").
+pub fn visible(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if is_hidden(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// [`visible`], keeping line breaks: for messages nodecert composes of several lines itself.
+pub fn visible_lines(s: &str) -> String {
+    s.split('\n').map(visible).collect::<Vec<_>>().join("\n")
+}
+
+fn is_hidden(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
 }
 
 /// The table printed at the end of a run.
@@ -112,7 +137,7 @@ pub fn summary(ev: &Evidence, color: bool) -> String {
     let w = ev
         .checks
         .iter()
-        .map(|c| c.title.len())
+        .map(|c| visible(&c.title).len())
         .max()
         .unwrap_or(5)
         .max(5);
@@ -122,9 +147,9 @@ pub fn summary(ev: &Evidence, color: bool) -> String {
         let pad = 6usize.saturating_sub(c.status.label().len());
         s.push_str(&format!(
             "{:<w$}  {label}{} {}\n",
-            c.title,
+            visible(&c.title),
             " ".repeat(pad),
-            c.summary
+            visible(&c.summary)
         ));
     }
     let overall = ev.overall();
@@ -136,9 +161,25 @@ pub fn summary(ev: &Evidence, color: bool) -> String {
         } else {
             "node did not pass"
         },
-        ev.node.hostname,
-        ev.node.summary(),
-        ev.suite.name
+        visible(&ev.node.hostname),
+        visible(&ev.node.summary()),
+        visible(&ev.suite.name)
     ));
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_shown_not_obeyed() {
+        assert_eq!(visible("plain name-1"), "plain name-1");
+        assert_eq!(
+            visible("x\r\x1b[2KPASS: node passed\n"),
+            "x\\r\\u{1b}[2KPASS: node passed\\n"
+        );
+        assert_eq!(visible("a\u{202e}b"), "a\\u{202e}b");
+        assert_eq!(visible_lines("one\ntwo\x07"), "one\ntwo\\u{7}");
+    }
 }

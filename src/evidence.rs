@@ -303,10 +303,10 @@ impl Evidence {
         self.checks.iter().find(|c| c.id == id)
     }
 
-    /// Write atomically: a temp file in the same folder, then rename.
+    /// Write atomically: a temp file in the same folder, then rename (see [`crate::fsio::write`]).
     pub fn write(&self, path: &Path) -> std::io::Result<()> {
         let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        write_atomic(path, &json)
+        crate::fsio::write::replace_in_report(path, &json)
     }
 
     /// The evidence file meant by `p`: `p` itself, or `p/evidence.json` when `p` is a report folder.
@@ -320,7 +320,7 @@ impl Evidence {
 
     /// Read and check the format version.
     pub fn read(path: &Path) -> Result<Evidence, String> {
-        let text = std::fs::read_to_string(path)
+        let text = crate::fsio::read::read_to_string(path, crate::fsio::read::Kind::Evidence)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
             format!(
@@ -356,23 +356,6 @@ impl Evidence {
             )
         })
     }
-}
-
-/// Write bytes to `path` atomically (temp file + rename in the same folder).
-pub fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    let dir = path
-        .parent()
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("out");
-    let tmp = dir.join(format!(".{name}.tmp.{}", std::process::id()));
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]

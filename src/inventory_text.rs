@@ -9,9 +9,9 @@ pub fn render(inv: &Inventory, simulated: bool) -> String {
     }
     s.push_str(&format!(
         "{}: {}\ndriver {} (CUDA {}), virtualization: {}{}\n\n",
-        inv.hostname,
-        inv.summary(),
-        inv.driver_version.as_deref().unwrap_or("n/a"),
+        crate::console::visible(&inv.hostname),
+        crate::console::visible(&inv.summary()),
+        crate::console::visible(inv.driver_version.as_deref().unwrap_or("n/a")),
         inv.cuda_driver_version.as_deref().unwrap_or("n/a"),
         inv.virtualization.mode,
         inv.virtualization
@@ -34,7 +34,7 @@ pub fn render(inv: &Inventory, simulated: bool) -> String {
         s.push_str(&format!(
             "{:<4} {:<28} {:<13} {:>6.1} GiB {:<11} {:<5} {:<4} {}\n",
             g.index,
-            g.name,
+            crate::console::visible(&g.name),
             g.pci_bus_id,
             g.memory_bytes as f64 / (1u64 << 30) as f64,
             pcie,

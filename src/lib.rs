@@ -14,6 +14,7 @@ pub mod diff;
 pub mod error;
 pub mod evidence;
 pub mod export;
+pub mod fsio;
 pub mod inventory;
 pub mod inventory_text;
 pub mod platform;

@@ -79,7 +79,7 @@ use std::collections::BTreeSet;
 use std::ffi::OsString;
 use std::fmt;
 use std::fs;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -228,42 +228,46 @@ fn pub_path(out: &Path) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// A regular file of at most `limit` bytes (a FIFO or a device is refused, never read).
 fn read_limited(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u8>, SignError> {
-    let f = fs::File::open(path).map_err(io_err(what, path))?;
-    let mut buf = Vec::new();
-    f.take(limit + 1)
-        .read_to_end(&mut buf)
-        .map_err(io_err(what, path))?;
-    if buf.len() as u64 > limit {
-        return Err(SignError::Io {
-            action: what,
-            path: path.to_path_buf(),
-            source: io::Error::other(format!("file larger than {limit} bytes")),
-        });
-    }
-    Ok(buf)
+    crate::fsio::read::open(path, true)
+        .and_then(|f| crate::fsio::read::read_limited(f, limit, "this file"))
+        .map_err(io_err(what, path))
+}
+
+/// `read_limited` for the file `rel` of a report folder: no symbolic link below `dir` is followed.
+fn read_limited_in(
+    dir: &Path,
+    rel: &str,
+    limit: u64,
+    what: &'static str,
+) -> Result<Vec<u8>, SignError> {
+    let path = dir.join(rel);
+    crate::fsio::read::open_in(dir, rel)
+        .and_then(|f| crate::fsio::read::read_limited(f, limit, "this file"))
+        .map_err(io_err(what, &path))
 }
 
 fn write_new(path: &Path, data: &[u8], mode: u32) -> Result<(), SignError> {
-    let mut opts = fs::OpenOptions::new();
-    opts.write(true).create_new(true);
-    #[cfg(unix)]
-    {
-        use std::os::unix::fs::OpenOptionsExt;
-        opts.mode(mode);
-    }
-    #[cfg(not(unix))]
-    let _ = mode;
-    let mut f = opts.open(path).map_err(|e| {
+    map_new(path, crate::fsio::write::create_new(path, data, mode))
+}
+
+/// A signature in a report folder: created only if absent, the folder not entered via a link.
+fn write_new_in_report(path: &Path, data: &[u8], mode: u32) -> Result<(), SignError> {
+    map_new(
+        path,
+        crate::fsio::write::create_new_in_report(path, data, mode),
+    )
+}
+
+fn map_new(path: &Path, r: io::Result<()>) -> Result<(), SignError> {
+    r.map_err(|e| {
         if e.kind() == io::ErrorKind::AlreadyExists {
             SignError::Exists(path.to_path_buf())
         } else {
             io_err("create", path)(e)
         }
-    })?;
-    f.write_all(data)
-        .and_then(|_| f.sync_all())
-        .map_err(io_err("write", path))
+    })
 }
 
 fn key_err(path: &Path, reason: impl Into<String>) -> SignError {
@@ -661,9 +665,17 @@ fn short(hex: &str) -> String {
     format!("{}…", &hex[..hex.len().min(12)])
 }
 
-/// SHA-256 of a file, lowercase hex.
+/// SHA-256 of a regular file, lowercase hex.
 pub fn sha256_file(path: &Path) -> io::Result<String> {
-    let mut f = fs::File::open(path)?;
+    sha256_of(crate::fsio::read::open(path, true)?)
+}
+
+/// SHA-256 of the regular file `rel` of the folder `dir`, following no symbolic link below it.
+pub fn sha256_in(dir: &Path, rel: &str) -> io::Result<String> {
+    sha256_of(crate::fsio::read::open_in(dir, rel)?)
+}
+
+fn sha256_of(mut f: fs::File) -> io::Result<String> {
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
     loop {
@@ -678,7 +690,8 @@ pub fn sha256_file(path: &Path) -> io::Result<String> {
 
 /// Top-level `simulated` boolean of evidence.json, if present.
 fn evidence_simulated(path: &Path) -> Result<Option<bool>, SignError> {
-    let bytes = fs::read(path).map_err(io_err("read", path))?;
+    let bytes = crate::fsio::read::read(path, crate::fsio::read::Kind::Evidence)
+        .map_err(io_err("read", path))?;
     let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| SignError::Evidence {
         path: path.to_path_buf(),
         reason: format!("not valid json: {e}"),
@@ -768,7 +781,7 @@ pub fn write_manifest(
     let mut entries = Vec::new();
     for name in files {
         let p = dir.join(name);
-        let h = sha256_file(&p).map_err(io_err("read", &p))?;
+        let h = sha256_in(dir, name).map_err(io_err("read", &p))?;
         entries.push((name.to_string(), h));
     }
     let evidence_sha256 = entries
@@ -785,10 +798,8 @@ pub fn write_manifest(
     };
     let text = manifest.render();
     debug_assert_eq!(Manifest::parse(&text).as_ref(), Ok(&manifest));
-    let tmp = dir.join(format!(".{MANIFEST_FILE}.tmp"));
-    let _ = fs::remove_file(&tmp);
-    write_new(&tmp, text.as_bytes(), 0o644)?;
-    fs::rename(&tmp, &manifest_path).map_err(io_err("write", &manifest_path))?;
+    crate::fsio::write::replace_in_report(&manifest_path, text.as_bytes())
+        .map_err(io_err("write", &manifest_path))?;
     Ok(manifest_path)
 }
 
@@ -825,17 +836,33 @@ fn next_token(s: &str) -> Option<(&str, &str)> {
 
 /// OpenSSH `match_pattern` (`*` and `?` wildcards).
 fn match_pattern(s: &str, pat: &str) -> bool {
+    // Iterative, remembering only the last '*': at most len(s) * len(pat) steps and no
+    // recursion, whatever the pattern (a million '*', or 80 of them before a literal).
     let s: Vec<char> = s.chars().collect();
     let p: Vec<char> = pat.chars().collect();
-    fn go(s: &[char], p: &[char]) -> bool {
-        match p.first() {
-            None => s.is_empty(),
-            Some('*') => (0..=s.len()).any(|i| go(&s[i..], &p[1..])),
-            Some('?') => !s.is_empty() && go(&s[1..], &p[1..]),
-            Some(c) => s.first() == Some(c) && go(&s[1..], &p[1..]),
+    let (mut i, mut j) = (0, 0);
+    let mut star: Option<(usize, usize)> = None;
+    while i < s.len() {
+        match p.get(j) {
+            Some('*') => {
+                star = Some((j, i));
+                j += 1;
+            }
+            Some(&c) if c == '?' || c == s[i] => {
+                i += 1;
+                j += 1;
+            }
+            _ => match star {
+                Some((sj, si)) => {
+                    j = sj + 1;
+                    i = si + 1;
+                    star = Some((sj, si + 1));
+                }
+                None => return false,
+            },
         }
     }
-    go(&s, &p)
+    p[j..].iter().all(|c| *c == '*')
 }
 
 /// OpenSSH `match_pattern_list`: comma-separated, `!` negates and wins.
@@ -1439,7 +1466,11 @@ fn check_signature(path: &Path, manifest: Option<&[u8]>, trust: &LoadedTrust) ->
         c.status = SigStatus::Invalid { reason };
         c
     };
-    let bytes = match read_limited(path, MAX_SIGNATURE_BYTES, "read") {
+    // A signature file of the folder: a link out of it is not followed.
+    let bytes = match crate::fsio::read::open(path, false)
+        .and_then(|f| crate::fsio::read::read_limited(f, MAX_SIGNATURE_BYTES, "this file"))
+        .map_err(io_err("read", path))
+    {
         Ok(b) => b,
         Err(e) => return invalid(check, e.to_string()),
     };
@@ -1549,8 +1580,7 @@ fn inspect(dir: &Path, trust: &LoadedTrust) -> Result<(VerifyReport, Option<Vec<
     }
     entries.sort();
 
-    let manifest_path = dir.join(MANIFEST_FILE);
-    let manifest_bytes = match read_limited(&manifest_path, MAX_MANIFEST_BYTES, "read") {
+    let manifest_bytes = match read_limited_in(dir, MANIFEST_FILE, MAX_MANIFEST_BYTES, "read") {
         Ok(b) => Some(b),
         Err(SignError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
             r.problems.push(format!("{MANIFEST_FILE}: missing"));
@@ -1576,8 +1606,7 @@ fn inspect(dir: &Path, trust: &LoadedTrust) -> Result<(VerifyReport, Option<Vec<
 
     if let Some(m) = &r.manifest {
         for (name, expected) in &m.files {
-            let p = dir.join(name);
-            let status = match sha256_file(&p) {
+            let status = match sha256_in(dir, name) {
                 Ok(h) if h == *expected => FileStatus::Ok,
                 Ok(actual) => {
                     r.problems.push(format!(
@@ -1766,7 +1795,7 @@ pub fn sign_dir(dir: &Path, key: &Path) -> Result<SignatureInfo, SignError> {
     let mut index = 1;
     loop {
         let path = dir.join(signature_name(index));
-        match write_new(&path, pem.as_bytes(), 0o644) {
+        match write_new_in_report(&path, pem.as_bytes(), 0o644) {
             Ok(()) => {
                 return Ok(SignatureInfo {
                     manifest: manifest_path,
@@ -1944,5 +1973,28 @@ mod tests {
             digest_check_command("r"),
             "cd r && sha256sum -c nodecert-manifest.txt"
         );
+    }
+
+    #[test]
+    fn patterns_match_in_bounded_time_and_without_recursion() {
+        for (s, p, want) in [
+            ("alice@example.com", "*@example.com", true),
+            ("alice@example.com", "a?ice@*", true),
+            ("alice@example.com", "*@example.org", false),
+            ("", "*", true),
+            ("", "?", false),
+            ("abc", "abc*", true),
+            ("abc", "a*c*d", false),
+            ("aXbYc", "a*b*c", true),
+        ] {
+            assert_eq!(match_pattern(s, p), want, "{s} {p}");
+        }
+        let start = std::time::Instant::now();
+        let many = "*".repeat(1_000_000);
+        assert!(match_pattern("alice", &many));
+        let s = "a".repeat(100);
+        let p = format!("{}b", "*".repeat(80));
+        assert!(!match_pattern(&s, &p));
+        assert!(start.elapsed() < std::time::Duration::from_secs(5));
     }
 }

@@ -386,10 +386,11 @@ pub fn load_node(spec: &str) -> Result<SimNode, InputError> {
             text: t.to_string(),
         }
     } else if std::path::Path::new(spec).exists() || spec.ends_with(".toml") {
-        let text = std::fs::read_to_string(spec).map_err(|e| InputError::Read {
-            path: spec.into(),
-            source: e,
-        })?;
+        let text = crate::fsio::read::read_to_string(spec.as_ref(), crate::fsio::read::Kind::Node)
+            .map_err(|e| InputError::Read {
+                path: spec.into(),
+                source: e,
+            })?;
         Source {
             name: spec.to_string(),
             text,

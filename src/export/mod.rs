@@ -20,5 +20,16 @@ pub trait Exporter {
 /// Render and write atomically (a temp file in the same folder, then a rename), so a collector
 /// never reads half a file.
 pub fn write(exporter: &dyn Exporter, ev: &Evidence, path: &Path) -> std::io::Result<()> {
-    crate::evidence::write_atomic(path, exporter.render(ev).as_bytes())
+    crate::fsio::write::replace(path, exporter.render(ev).as_bytes())
+}
+
+/// Whether `head` (the start of a file that exists at an export's target) is what that export
+/// wrote before: such a file is replaced without `--force` (a textfile collector's file is
+/// rewritten on every run), anything else is not.
+pub fn is_previous_output(exporter: &dyn Exporter, head: &str) -> bool {
+    match exporter.flag() {
+        "--junit" => head.starts_with("<?xml") && head.contains("<testsuites name=\"nodecert\""),
+        "--prometheus" => head.starts_with("# HELP nodecert_"),
+        _ => false,
+    }
 }

@@ -54,10 +54,44 @@ fn base_env() -> Environment<'static> {
     {
         env.set_syntax(syntax);
     }
+    env.add_filter("md", |v: String| md_text(&v));
+    env.add_filter("md_code", |v: String| md_code(&v));
     env.add_filter("num", |v: f64| crate::checks::judge::fmt_num(v));
     env.add_filter("bytes", |v: u64| crate::units::format_bytes(v));
     env.add_filter("pct", |v: f64| format!("{:.1}%", v * 100.0));
     env
+}
+
+/// A string from the node, the suite or the evidence as Markdown text: control characters
+/// shown as escapes (a line break cannot start a heading or a table row), and the characters
+/// that make tables, links, HTML tags, code or emphasis escaped.
+pub fn md_text(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let text = crate::console::visible(s);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' | '|' | '`' | '[' | ']' | '*' => {
+                out.push('\\');
+                out.push(c);
+            }
+            // Only what would open an HTML tag: "GPU 1 <-> GPU 2" stays as it is.
+            '<' if chars
+                .peek()
+                .is_some_and(|n| n.is_ascii_alphabetic() || matches!(n, '/' | '!' | '?')) =>
+            {
+                out.push_str("&lt;")
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// A string from the node, the suite or the evidence inside a Markdown code span: control
+/// characters shown as escapes, and no backtick to end the span.
+pub fn md_code(s: &str) -> String {
+    crate::console::visible(s).replace('`', "'")
 }
 
 fn env(templates: Option<&Path>) -> Result<Environment<'static>, String> {
@@ -72,7 +106,7 @@ fn env(templates: Option<&Path>) -> Result<Environment<'static>, String> {
         for (name, slot) in [(HTML_TEMPLATE, &mut html), (MD_TEMPLATE, &mut md)] {
             let p = dir.join(name);
             if p.exists() {
-                *slot = std::fs::read_to_string(&p)
+                *slot = crate::fsio::read::read_to_string(&p, crate::fsio::read::Kind::Template)
                     .map_err(|e| format!("cannot read {}: {e}", p.display()))?;
                 found = true;
             }

@@ -20,6 +20,9 @@ pub const EMBEDDED: &[(&str, &str)] = &[
     ("h200-vm-1", include_str!("../../suites/h200-vm-1.toml")),
 ];
 
+/// The most files an `extends` chain may hold, the given one included (README, "Limits").
+pub const MAX_EXTENDS_DEPTH: usize = 16;
+
 /// A suite with where it came from.
 #[derive(Debug, Clone)]
 pub struct LoadedSuite {
@@ -67,10 +70,13 @@ pub fn load(spec: &str) -> Result<LoadedSuite, InputError> {
 }
 
 fn read_source(path: &Path) -> Result<Source, InputError> {
-    let text = std::fs::read_to_string(path).map_err(|e| InputError::Read {
-        path: path.to_path_buf(),
-        source: e,
-    })?;
+    let text =
+        crate::fsio::read::read_to_string(path, crate::fsio::read::Kind::Suite).map_err(|e| {
+            InputError::Read {
+                path: path.to_path_buf(),
+                source: e,
+            }
+        })?;
     Ok(Source {
         name: path.display().to_string(),
         text,
@@ -82,7 +88,7 @@ pub fn load_source(src: Source) -> Result<LoadedSuite, InputError> {
     let sha256 = hex::encode(Sha256::digest(src.text.as_bytes()));
     let origin = src.name.clone();
     let mut chain = Vec::new();
-    let table = resolve(src, &mut chain)?;
+    let table = resolve(src, &mut chain, &mut Vec::new())?;
     let suite: Suite = config::deserialize(&chain, table)?;
     if let Some((path, msg)) = suite.validate().into_iter().next() {
         return Err(config::error_at(&chain, &path, msg));
@@ -119,15 +125,38 @@ fn load_baseline(chain: &[Source], b: &Baseline) -> Result<LoadedBaseline, Input
     Ok(LoadedBaseline { path, evidence })
 }
 
-/// Parse `src`, follow its `extends`, and return the merged table; `chain` collects the files.
-fn resolve(src: Source, chain: &mut Vec<Source>) -> Result<toml::Table, InputError> {
-    if chain.iter().any(|s| s.name == src.name) {
+/// What makes two sources the same file: the canonical path of a file (so `./a.toml` and
+/// `sub/../a.toml` are one), the name of an embedded suite.
+fn identity(src: &Source) -> String {
+    if src.name.starts_with("embedded:") {
+        return src.name.clone();
+    }
+    std::fs::canonicalize(&src.name)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| src.name.clone())
+}
+
+/// Parse `src`, follow its `extends`, and return the merged table; `chain` collects the files,
+/// `seen` their identities.
+fn resolve(
+    src: Source,
+    chain: &mut Vec<Source>,
+    seen: &mut Vec<String>,
+) -> Result<toml::Table, InputError> {
+    let id = identity(&src);
+    if seen.contains(&id) {
         let names: Vec<String> = chain.iter().map(|s| s.name.clone()).collect();
         return Err(InputError::File {
-            file: src.name,
-            message: format!("`extends` forms a cycle: {} -> itself", names.join(" -> ")),
+            file: src.name.clone(),
+            message: format!(
+                "`extends` forms a cycle: {} -> {} (the same file as {})",
+                names.join(" -> "),
+                src.name,
+                id
+            ),
         });
     }
+    seen.push(id);
     let mut table = config::parse_table(&src)?;
     config::check_format_version(&src, &table, FORMAT_VERSION)?;
     let parent = match table.remove("extends") {
@@ -146,6 +175,13 @@ fn resolve(src: Source, chain: &mut Vec<Source>) -> Result<toml::Table, InputErr
     let Some(parent) = parent else {
         return Ok(table);
     };
+    if chain.len() >= MAX_EXTENDS_DEPTH {
+        return Err(config::error_at(
+            std::slice::from_ref(&here),
+            &config::key_path("extends"),
+            format!("`extends` chains at most {MAX_EXTENDS_DEPTH} files; this one goes deeper"),
+        ));
+    }
     let parent_src = if let Some(text) = embedded(&parent) {
         Source {
             name: format!("embedded:{parent}"),
@@ -163,9 +199,15 @@ fn resolve(src: Source, chain: &mut Vec<Source>) -> Result<toml::Table, InputErr
                 ),
             ));
         }
-        read_source(&p)?
+        read_source(&p).map_err(|e| {
+            config::error_at(
+                std::slice::from_ref(&here),
+                &config::key_path("extends"),
+                format!("extends = \"{parent}\": {e}"),
+            )
+        })?
     };
-    let mut merged = resolve(parent_src, chain)?;
+    let mut merged = resolve(parent_src, chain, seen)?;
     // The parent's own name and description do not carry over to the child.
     config::merge(&mut merged, table);
     Ok(merged)

@@ -1,0 +1,244 @@
+//! Reading files: regular files only, each kind with a size limit (README, "Limits").
+//!
+//! Files are opened with O_NONBLOCK, so that opening a FIFO does not wait for a writer, then
+//! checked with fstat: a FIFO, a device (/dev/zero), a socket or a folder is refused at once.
+//! [`open_in`] opens a file named relative to a folder without following any symbolic link
+//! under that folder: what `verify` reads of a signed folder stays inside it.
+
+use super::{cstr, cvt, kind_of};
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::path::Path;
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * KIB;
+
+/// What a file is read as, and so how large it may be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A suite or a file it extends: 1 MiB.
+    Suite,
+    /// A simulated node description: 1 MiB.
+    Node,
+    /// evidence.json (also as a baseline or in `diff`): 64 MiB.
+    Evidence,
+    /// A report template: 1 MiB.
+    Template,
+}
+
+impl Kind {
+    pub const fn limit(self) -> u64 {
+        match self {
+            Kind::Suite | Kind::Node | Kind::Template => MIB,
+            Kind::Evidence => 64 * MIB,
+        }
+    }
+
+    pub const fn name(self) -> &'static str {
+        match self {
+            Kind::Suite => "a suite",
+            Kind::Node => "a node description",
+            Kind::Evidence => "evidence",
+            Kind::Template => "a template",
+        }
+    }
+}
+
+fn not_regular(mode: libc::mode_t) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "is {}, not a regular file; nodecert reads only regular files",
+            kind_of(mode)
+        ),
+    )
+}
+
+/// Open `fd`'s file if it is a regular file, in blocking mode again.
+fn regular(fd: OwnedFd) -> io::Result<File> {
+    // SAFETY: zeroed stat is a valid out-parameter; valid fd.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
+    if st.st_mode & libc::S_IFMT != libc::S_IFREG {
+        return Err(not_regular(st.st_mode));
+    }
+    // SAFETY: valid fd; clears O_NONBLOCK (no effect on regular files, but tidy).
+    unsafe {
+        let fl = libc::fcntl(fd.as_raw_fd(), libc::F_GETFL);
+        if fl >= 0 {
+            libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, fl & !libc::O_NONBLOCK);
+        }
+    }
+    Ok(File::from(fd))
+}
+
+fn open_at(at: libc::c_int, name: &OsStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+    let c = cstr(name)?;
+    // SAFETY: a valid C string; the fd is owned below.
+    let fd = cvt(unsafe { libc::openat(at, c.as_ptr(), flags | libc::O_CLOEXEC) })?;
+    // SAFETY: just opened, owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn link_error(e: io::Error) -> io::Error {
+    if e.raw_os_error() == Some(libc::ELOOP) {
+        io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "is a symbolic link, which is not followed here",
+        )
+    } else {
+        e
+    }
+}
+
+/// Open the regular file at `path` for reading; `follow`: whether its last component may be a
+/// symbolic link.
+pub fn open(path: &Path, follow: bool) -> io::Result<File> {
+    let mut flags = libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY;
+    if !follow {
+        flags |= libc::O_NOFOLLOW;
+    }
+    let fd = open_at(libc::AT_FDCWD, path.as_os_str(), flags).map_err(link_error)?;
+    regular(fd)
+}
+
+/// Open the regular file `rel` ('/'-separated, no '..') under the folder `dir`, following no
+/// symbolic link below `dir`.
+pub fn open_in(dir: &Path, rel: &str) -> io::Result<File> {
+    let mut at = open_at(
+        libc::AT_FDCWD,
+        dir.as_os_str(),
+        libc::O_RDONLY | libc::O_DIRECTORY,
+    )?;
+    let parts: Vec<&str> = rel.split('/').collect();
+    for (i, part) in parts.iter().enumerate() {
+        if part.is_empty() || *part == "." || *part == ".." {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "names a path outside the folder or an empty component",
+            ));
+        }
+        let last = i + 1 == parts.len();
+        let flags = libc::O_RDONLY
+            | libc::O_NOFOLLOW
+            | if last {
+                libc::O_NONBLOCK | libc::O_NOCTTY
+            } else {
+                libc::O_DIRECTORY
+            };
+        let next = open_at(at.as_raw_fd(), OsStr::new(part), flags).map_err(|e| {
+            if e.raw_os_error() == Some(libc::ENOTDIR) && !last {
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{part} is not a folder (a symbolic link is not followed here)"),
+                )
+            } else {
+                link_error(e)
+            }
+        })?;
+        if last {
+            return regular(next);
+        }
+        at = next;
+    }
+    unreachable!("split yields at least one part")
+}
+
+/// Everything `f` holds, at most `limit` bytes: more is an error.
+pub fn read_limited(mut f: impl Read, limit: u64, what: &str) -> io::Result<Vec<u8>> {
+    let mut buf = Vec::new();
+    (&mut f).take(limit + 1).read_to_end(&mut buf)?;
+    if buf.len() as u64 > limit {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("larger than the {} limit for {what}", format_limit(limit)),
+        ));
+    }
+    Ok(buf)
+}
+
+fn format_limit(b: u64) -> String {
+    if b >= MIB && b % MIB == 0 {
+        format!("{} MiB", b / MIB)
+    } else if b >= KIB && b % KIB == 0 {
+        format!("{} KiB", b / KIB)
+    } else {
+        format!("{b} bytes")
+    }
+}
+
+/// The bytes of the regular file at `path`, read as `kind` (links followed: the caller named it).
+pub fn read(path: &Path, kind: Kind) -> io::Result<Vec<u8>> {
+    read_limited(open(path, true)?, kind.limit(), kind.name())
+}
+
+/// The text of the regular file at `path`, read as `kind`.
+pub fn read_to_string(path: &Path, kind: Kind) -> io::Result<String> {
+    String::from_utf8(read(path, kind)?).map_err(|_| {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "stream did not contain valid UTF-8",
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+    use std::time::{Duration, Instant};
+
+    fn mkfifo(p: &Path) {
+        let c = cstr(p.as_os_str()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    }
+
+    #[test]
+    fn a_fifo_is_refused_at_once() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("suite.toml");
+        mkfifo(&p);
+        let start = Instant::now();
+        let e = read(&p, Kind::Suite).unwrap_err();
+        assert!(e.to_string().contains("named pipe (FIFO)"), "{e}");
+        assert!(start.elapsed() < Duration::from_secs(2));
+        let e = open_in(t.path(), "suite.toml").unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e}");
+    }
+
+    #[test]
+    fn a_device_is_refused() {
+        let e = read(Path::new("/dev/zero"), Kind::Evidence).unwrap_err();
+        assert!(e.to_string().contains("character device"), "{e}");
+    }
+
+    #[test]
+    fn a_file_over_its_limit_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("big.toml");
+        std::fs::write(&p, vec![b'#'; (Kind::Suite.limit() + 1) as usize]).unwrap();
+        let e = read(&p, Kind::Suite).unwrap_err();
+        assert_eq!(e.to_string(), "larger than the 1 MiB limit for a suite");
+    }
+
+    #[test]
+    fn open_in_follows_no_link_below_the_folder() {
+        let t = tempfile::tempdir().unwrap();
+        let outside = t.path().join("outside");
+        std::fs::create_dir(&outside).unwrap();
+        std::fs::write(outside.join("secret"), "x").unwrap();
+        let dir = t.path().join("cert");
+        std::fs::create_dir_all(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("sub/ok"), "fine").unwrap();
+        symlink(outside.join("secret"), dir.join("file")).unwrap();
+        symlink(&outside, dir.join("linked")).unwrap();
+        assert!(open_in(&dir, "sub/ok").is_ok());
+        let e = open_in(&dir, "file").unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert!(open_in(&dir, "linked/secret").is_err());
+        assert!(open_in(&dir, "../outside/secret").is_err());
+    }
+}

@@ -1,0 +1,510 @@
+//! Writing files: regular files only, replaced atomically through a temp file no one can guess
+//! or plant, in folders opened without following a symbolic link nodecert did not choose.
+//!
+//! - A target that exists and is not a regular file (a symbolic link, a device such as
+//!   /dev/null, a FIFO, a folder) is refused with a message naming what it is.
+//! - The temp file is created in the target's folder under a random name with
+//!   O_CREAT|O_EXCL|O_NOFOLLOW, so a link planted in advance is never opened, and it is removed
+//!   on any failure (a full disk included).
+//! - Folders nodecert creates are created and entered one component at a time without following
+//!   links; the last component of a report folder is never a link.
+//! - A report folder is locked ([`Dir::lock`], flock) for as long as a command writes there.
+
+use super::{cstr, cvt, kind_of, split};
+use std::ffi::OsStr;
+use std::fs::File;
+use std::io::{self, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+
+/// Mode of the files nodecert writes (reports, evidence, exports), before the umask.
+pub const FILE_MODE: u32 = 0o644;
+
+/// An open folder that files are written into by name, relative to it: once opened, renaming or
+/// replacing its path does not redirect later writes.
+#[derive(Debug)]
+pub struct Dir {
+    fd: OwnedFd,
+    path: PathBuf,
+}
+
+fn open_dir_at(at: libc::c_int, path: &OsStr, follow: bool) -> io::Result<OwnedFd> {
+    let c = cstr(path)?;
+    let mut flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+    if !follow {
+        flags |= libc::O_NOFOLLOW;
+    }
+    // SAFETY: a valid C string and flags; the fd returned is owned below.
+    let fd = cvt(unsafe { libc::openat(at, c.as_ptr(), flags) })?;
+    // SAFETY: `fd` was just opened and is owned by nobody else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+fn is_link(path: &Path) -> bool {
+    path.symlink_metadata()
+        .is_ok_and(|m| m.file_type().is_symlink())
+}
+
+fn link_refused(path: &Path) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "{} is a symbolic link; nodecert does not write through one: give the folder itself",
+            path.display()
+        ),
+    )
+}
+
+impl Dir {
+    /// Open an existing folder as given (links in it are the caller's choice).
+    pub fn open(path: &Path) -> io::Result<Dir> {
+        Ok(Dir {
+            fd: open_dir_at(libc::AT_FDCWD, path.as_os_str(), true)?,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Open the folder `path`, creating what is missing of it. Every component created here, and
+    /// the last one in any case, is entered without following a symbolic link; components that
+    /// already existed before the last are the caller's path.
+    pub fn create_all(path: &Path) -> io::Result<Dir> {
+        // Without a trailing '/', which would make the kernel follow a last component that is a
+        // link whatever O_NOFOLLOW says.
+        let normal: PathBuf = path.components().collect();
+        let path = if normal.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            normal.as_path()
+        };
+        match open_dir_at(libc::AT_FDCWD, path.as_os_str(), false) {
+            Ok(fd) => {
+                return Ok(Dir {
+                    fd,
+                    path: path.to_path_buf(),
+                })
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(_) if is_link(path) => return Err(link_refused(path)),
+            Err(e) => return Err(e),
+        }
+        let (parent, name) = split(path)?;
+        let parent_dir = match Dir::open(parent) {
+            Ok(d) => d,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Dir::create_all(parent)?,
+            Err(e) => return Err(e),
+        };
+        let c = cstr(name)?;
+        // SAFETY: a valid fd and C string.
+        if unsafe { libc::mkdirat(parent_dir.fd.as_raw_fd(), c.as_ptr(), 0o755) } < 0 {
+            let e = io::Error::last_os_error();
+            if e.kind() != io::ErrorKind::AlreadyExists {
+                return Err(e);
+            }
+        }
+        match open_dir_at(parent_dir.fd.as_raw_fd(), name, false) {
+            Ok(fd) => Ok(Dir {
+                fd,
+                path: path.to_path_buf(),
+            }),
+            Err(_) if is_link(path) => Err(link_refused(path)),
+            Err(e) => Err(e),
+        }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Take the folder's advisory lock (flock, exclusive) without waiting: another nodecert that
+    /// writes here holds it, so this fails with [`io::ErrorKind::WouldBlock`]. Released when the
+    /// returned lock (or the process) ends.
+    pub fn lock(self) -> io::Result<LockedDir> {
+        // SAFETY: a valid fd.
+        cvt(unsafe { libc::flock(self.fd.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) })?;
+        Ok(LockedDir(self))
+    }
+
+    /// What is at `name` in this folder, without following a link: None when nothing is.
+    fn stat(&self, name: &OsStr) -> io::Result<Option<libc::stat>> {
+        let c = cstr(name)?;
+        // SAFETY: zeroed stat is a valid out-parameter.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        // SAFETY: valid fd, C string and out-pointer.
+        let r = unsafe {
+            libc::fstatat(
+                self.fd.as_raw_fd(),
+                c.as_ptr(),
+                &mut st,
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        if r < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::NotFound => Ok(None),
+                _ => Err(e),
+            };
+        }
+        Ok(Some(st))
+    }
+
+    /// Refuse a target that exists and is not a regular file.
+    pub fn check_target(&self, name: &OsStr) -> io::Result<()> {
+        match self.stat(name)? {
+            Some(st) if st.st_mode & libc::S_IFMT != libc::S_IFREG => {
+                Err(not_regular(&self.path.join(name), st.st_mode))
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Whether `name` exists here (as anything, links not followed).
+    pub fn exists(&self, name: &OsStr) -> io::Result<bool> {
+        Ok(self.stat(name)?.is_some())
+    }
+
+    /// Create `name` (which must not exist, as anything) and write `bytes` to it, with `mode`.
+    /// On failure the file is removed.
+    pub fn create_new(&self, name: &OsStr, bytes: &[u8], mode: u32) -> io::Result<()> {
+        let c = cstr(name)?;
+        let mut f = self.open_new(&c, mode)?;
+        let r = f.write_all(bytes).and_then(|_| f.sync_all());
+        if r.is_err() {
+            self.unlink(&c);
+        }
+        r
+    }
+
+    /// Replace (or create) the regular file `name` with `bytes`, atomically.
+    pub fn replace(&self, name: &OsStr, bytes: &[u8]) -> io::Result<()> {
+        self.replace_with(name, FILE_MODE, |f| f.write_all(bytes))
+    }
+
+    /// Replace (or create) the regular file `name` with what `fill` writes, atomically: a temp
+    /// file with a random name in this folder, synced, then renamed over the target. The temp
+    /// file is removed when anything fails.
+    pub fn replace_with(
+        &self,
+        name: &OsStr,
+        mode: u32,
+        fill: impl FnOnce(&mut File) -> io::Result<()>,
+    ) -> io::Result<()> {
+        self.check_target(name)?;
+        let (tmp, mut f) = self.temp_for(name, mode)?;
+        let r = fill(&mut f).and_then(|_| f.sync_all());
+        drop(f);
+        if let Err(e) = r {
+            self.unlink(&tmp);
+            return Err(e);
+        }
+        // Again, just before: what was checked may have been swapped meanwhile. A link put there
+        // now is replaced itself by the rename, not followed.
+        let target = cstr(name)?;
+        let r = self.check_target(name).and_then(|_| {
+            // SAFETY: valid fds and C strings.
+            cvt(unsafe {
+                libc::renameat(
+                    self.fd.as_raw_fd(),
+                    tmp.as_ptr(),
+                    self.fd.as_raw_fd(),
+                    target.as_ptr(),
+                )
+            })
+            .map(|_| ())
+        });
+        if r.is_err() {
+            self.unlink(&tmp);
+        }
+        r
+    }
+
+    fn open_new(&self, name: &std::ffi::CStr, mode: u32) -> io::Result<File> {
+        let flags =
+            libc::O_WRONLY | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: valid fd and C string; the fd returned is owned below.
+        let fd = cvt(unsafe {
+            libc::openat(
+                self.fd.as_raw_fd(),
+                name.as_ptr(),
+                flags,
+                mode as libc::c_uint,
+            )
+        })?;
+        // SAFETY: just opened, owned by nobody else.
+        Ok(unsafe { File::from_raw_fd(fd) })
+    }
+
+    /// A new temp file for `name`: `.NAME.RANDOM.tmp`, created exclusively.
+    fn temp_for(&self, name: &OsStr, mode: u32) -> io::Result<(std::ffi::CString, File)> {
+        let mut last = None;
+        for _ in 0..16 {
+            let mut t = Vec::from(&b"."[..]);
+            // Keep the name short enough for NAME_MAX whatever the target's length.
+            t.extend(name.as_bytes().iter().take(200));
+            t.extend(format!(".{}.tmp", random_hex()).as_bytes());
+            let c = cstr(OsStr::from_bytes(&t))?;
+            match self.open_new(&c, mode) {
+                Ok(f) => return Ok((c, f)),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| io::Error::other("no free temp name")))
+    }
+
+    fn unlink(&self, name: &std::ffi::CStr) {
+        // SAFETY: valid fd and C string.
+        unsafe { libc::unlinkat(self.fd.as_raw_fd(), name.as_ptr(), 0) };
+    }
+}
+
+/// A report folder this process holds the lock of.
+#[derive(Debug)]
+pub struct LockedDir(Dir);
+
+impl std::ops::Deref for LockedDir {
+    type Target = Dir;
+    fn deref(&self) -> &Dir {
+        &self.0
+    }
+}
+
+/// 16 random bytes as hex, from the kernel (getrandom); the clock and a counter if that fails,
+/// which O_EXCL still makes safe (a guessed name is refused, never followed).
+fn random_hex() -> String {
+    let mut b = [0u8; 16];
+    // SAFETY: a valid buffer of that length.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n != b.len() as isize {
+        static COUNT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or_default();
+        let c = COUNT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        b.copy_from_slice(&(t ^ ((c as u128) << 64) ^ std::process::id() as u128).to_le_bytes());
+    }
+    hex::encode(b)
+}
+
+fn not_regular(path: &Path, mode: libc::mode_t) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!(
+            "{} is {}, not a regular file; nodecert writes only regular files",
+            path.display(),
+            kind_of(mode)
+        ),
+    )
+}
+
+/// Replace (or create) the regular file at `path` atomically. Its folder must exist.
+pub fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let (dir, name) = split(path)?;
+    Dir::open(dir)?.replace(name, bytes)
+}
+
+/// [`replace`] for a file of a report folder: the folder itself (the last component of its
+/// path) is not entered through a link, so a report folder swapped for a link during a run does
+/// not redirect the evidence written after each check.
+pub fn replace_in_report(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let (dir, name) = split(path)?;
+    report_dir(dir)?.replace(name, bytes)
+}
+
+/// [`create_new`] for a file of a report folder (a signature): the folder is not entered
+/// through a link.
+pub fn create_new_in_report(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let (dir, name) = split(path)?;
+    report_dir(dir)?.create_new(name, bytes, mode)
+}
+
+fn report_dir(dir: &Path) -> io::Result<Dir> {
+    match open_dir_at(libc::AT_FDCWD, dir.as_os_str(), false) {
+        Ok(fd) => Ok(Dir {
+            fd,
+            path: dir.to_path_buf(),
+        }),
+        Err(_) if is_link(dir) => Err(link_refused(dir)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Create the file at `path`, which must not exist, with `mode`. Its folder must exist.
+pub fn create_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let (dir, name) = split(path)?;
+    Dir::open(dir)?.create_new(name, bytes, mode)
+}
+
+/// Whether a file can be written at `path`: its folder exists and the path is absent or a
+/// regular file. The error says why not, for a message before any work is done.
+pub fn check_target(path: &Path) -> io::Result<()> {
+    let (dir, name) = split(path)?;
+    let d = Dir::open(dir).map_err(|e| match e.kind() {
+        io::ErrorKind::NotFound => io::Error::new(
+            io::ErrorKind::NotFound,
+            format!("folder {} does not exist", dir.display()),
+        ),
+        _ => e,
+    })?;
+    d.check_target(name)
+}
+
+/// Whether `a` and `b` name the same existing file (same device and inode, links followed).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (a.metadata(), b.metadata()) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+/// Whether `a` and `b` are the same existing folder.
+pub fn same_dir(a: &Path, b: &Path) -> bool {
+    same_file(a, b)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().to_string())
+            .collect();
+        v.sort();
+        v
+    }
+
+    fn mkfifo(p: &Path) {
+        let c = cstr(p.as_os_str()).unwrap();
+        // SAFETY: a valid C string.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+    }
+
+    #[test]
+    fn replaces_a_regular_file_and_leaves_no_temp_file() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("a.json");
+        replace(&p, b"one").unwrap();
+        replace(&p, b"two").unwrap();
+        assert_eq!(std::fs::read(&p).unwrap(), b"two");
+        assert_eq!(names(t.path()), ["a.json"]);
+    }
+
+    #[test]
+    fn a_symlink_target_is_refused_and_its_target_untouched() {
+        let t = tempfile::tempdir().unwrap();
+        let victim = t.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        let link = t.path().join("out.xml");
+        symlink(&victim, &link).unwrap();
+        let e = replace(&link, b"x").unwrap_err();
+        assert!(e.to_string().contains("a symbolic link"), "{e}");
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        assert!(link.symlink_metadata().unwrap().file_type().is_symlink());
+        assert_eq!(names(t.path()), ["out.xml", "victim"]);
+    }
+
+    #[test]
+    fn a_fifo_or_a_folder_target_is_refused() {
+        let t = tempfile::tempdir().unwrap();
+        let fifo = t.path().join("null");
+        mkfifo(&fifo);
+        let e = replace(&fifo, b"x").unwrap_err();
+        assert!(e.to_string().contains("named pipe (FIFO)"), "{e}");
+        assert!(check_target(&fifo).is_err());
+        std::fs::create_dir(t.path().join("d")).unwrap();
+        let e = replace(&t.path().join("d"), b"x").unwrap_err();
+        assert!(e.to_string().contains("a folder"), "{e}");
+        assert_eq!(names(t.path()), ["d", "null"]);
+    }
+
+    #[test]
+    fn a_failed_write_removes_its_temp_file_and_keeps_the_old_one() {
+        let t = tempfile::tempdir().unwrap();
+        let d = Dir::open(t.path()).unwrap();
+        d.replace(OsStr::new("e.json"), b"old").unwrap();
+        let e = d
+            .replace_with(OsStr::new("e.json"), FILE_MODE, |f| {
+                f.write_all(b"half")?;
+                Err(io::Error::from_raw_os_error(libc::ENOSPC))
+            })
+            .unwrap_err();
+        assert_eq!(e.raw_os_error(), Some(libc::ENOSPC));
+        assert_eq!(names(t.path()), ["e.json"]);
+        assert_eq!(std::fs::read(t.path().join("e.json")).unwrap(), b"old");
+    }
+
+    #[test]
+    fn a_planted_link_at_the_old_temp_name_is_not_followed() {
+        let t = tempfile::tempdir().unwrap();
+        let victim = t.path().join("victim");
+        std::fs::write(&victim, "precious").unwrap();
+        // The name the old code used: ".NAME.tmp.PID".
+        let planted = t
+            .path()
+            .join(format!(".evidence.json.tmp.{}", std::process::id()));
+        symlink(&victim, &planted).unwrap();
+        replace(&t.path().join("evidence.json"), b"{}").unwrap();
+        assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+        // Temp names are random: two writes never use the same one.
+        assert_ne!(random_hex(), random_hex());
+    }
+
+    #[test]
+    fn created_folders_are_not_entered_through_links() {
+        let t = tempfile::tempdir().unwrap();
+        let d = Dir::create_all(&t.path().join("a/b/c")).unwrap();
+        d.replace(OsStr::new("f"), b"1").unwrap();
+        assert!(t.path().join("a/b/c/f").is_file());
+        let elsewhere = t.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        symlink(&elsewhere, t.path().join("link")).unwrap();
+        let e = Dir::create_all(&t.path().join("link")).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        let mut slash = t.path().join("link").into_os_string();
+        slash.push("/");
+        assert!(Dir::create_all(Path::new(&slash)).is_err());
+    }
+
+    #[test]
+    fn evidence_is_not_written_through_a_report_folder_swapped_for_a_link() {
+        let t = tempfile::tempdir().unwrap();
+        let r = t.path().join("r");
+        std::fs::create_dir(&r).unwrap();
+        replace_in_report(&r.join("evidence.json"), b"1").unwrap();
+        let elsewhere = t.path().join("elsewhere");
+        std::fs::create_dir(&elsewhere).unwrap();
+        std::fs::rename(&r, t.path().join("old")).unwrap();
+        symlink(&elsewhere, &r).unwrap();
+        let e = replace_in_report(&r.join("evidence.json"), b"2").unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+    }
+
+    #[test]
+    fn a_locked_folder_cannot_be_locked_again() {
+        let t = tempfile::tempdir().unwrap();
+        let first = Dir::open(t.path()).unwrap().lock().unwrap();
+        let e = Dir::open(t.path()).unwrap().lock().unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::WouldBlock);
+        drop(first);
+        Dir::open(t.path()).unwrap().lock().unwrap();
+    }
+
+    #[test]
+    fn create_new_never_replaces() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("k");
+        create_new(&p, b"1", 0o600).unwrap();
+        assert_eq!(
+            create_new(&p, b"2", 0o600).unwrap_err().kind(),
+            io::ErrorKind::AlreadyExists
+        );
+        assert_eq!(std::fs::read(&p).unwrap(), b"1");
+    }
+}
