@@ -62,6 +62,21 @@ pub struct SimNode {
     /// Faults that are part of the node itself (command-line `--inject` adds more).
     #[serde(default)]
     pub faults: Vec<Fault>,
+    /// Readings the platform does not give, as VMs often do not (`[[unavailable]]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unavailable: Vec<SimUnavailable>,
+}
+
+/// Readings a simulated node does not give: `[[unavailable]] readings = ["nvlink_errors"]`,
+/// on every GPU, or only on `gpus = [3]` (the node's own numbering, before any GPU goes
+/// missing). `driver_version` is the node's, whatever `gpus` says.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SimUnavailable {
+    pub readings: Vec<Reading>,
+    /// The GPUs that do not give them; empty: all.
+    #[serde(default)]
+    pub gpus: Vec<usize>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -411,6 +426,14 @@ impl SimNode {
                 ),
             ));
         }
+        for (i, u) in self.unavailable.iter().enumerate() {
+            if let Some(g) = u.gpus.iter().find(|g| **g >= n) {
+                return Err((
+                    format!("unavailable[{i}].gpus"),
+                    format!("GPU {g} is not one of 0..{}", n - 1),
+                ));
+            }
+        }
         for (i, d) in self.links.direct.iter().enumerate() {
             if d[0] as usize >= n || d[1] as usize >= n || d[0] == d[1] {
                 return Err((
@@ -652,6 +675,27 @@ impl SimBackend {
         self.present.len()
     }
 
+    /// The readings GPU `orig` (the node's numbering) does not give.
+    fn hidden(&self, orig: usize) -> Vec<Reading> {
+        let mut out: Vec<Reading> = self
+            .node
+            .unavailable
+            .iter()
+            .filter(|u| u.gpus.is_empty() || u.gpus.contains(&orig))
+            .flat_map(|u| u.readings.iter().copied())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    fn hides_driver_version(&self) -> bool {
+        self.node
+            .unavailable
+            .iter()
+            .any(|u| u.readings.contains(&Reading::DriverVersion))
+    }
+
     fn check_gpu(&self, i: usize) -> Result<(), HwError> {
         if i >= self.n() {
             return Err(HwError::Call {
@@ -821,7 +865,12 @@ impl Backend for SimBackend {
                                 pci_bus_id: Some(self.bus_id(self.orig(j))),
                                 gpu: Some(j),
                             },
-                            errors: NvLinkErrors::default(),
+                            errors: NvLinkErrors {
+                                replay: Some(0),
+                                recovery: Some(0),
+                                crc_flit: Some(0),
+                                crc_data: Some(0),
+                            },
                         });
                         l += 1;
                     }
@@ -860,7 +909,12 @@ impl Backend for SimBackend {
                 temperature_c: Some(node.gpu.temperature_c),
                 nvlinks,
                 xids,
+                unavailable: vec![],
             });
+            let g = gpus.last_mut().expect("just pushed");
+            for r in self.hidden(o) {
+                hide(g, r);
+            }
         }
         let mut pairs = Vec::new();
         for a in 0..n {
@@ -916,6 +970,15 @@ impl Backend for SimBackend {
         }
         let mut unavailable = Vec::new();
         for g in &gpus {
+            for r in self.hidden(self.orig(g.index)) {
+                if r != Reading::DriverVersion {
+                    unavailable.push(format!(
+                        "gpu{} {}: not available (hidden by the simulated node)",
+                        g.index,
+                        r.describe()
+                    ));
+                }
+            }
             if g.retired_pages.is_none() {
                 unavailable.push(format!(
                     "gpu{} retired pages: not supported (this GPU remaps rows instead)",
@@ -944,7 +1007,7 @@ impl Backend for SimBackend {
         Ok(Inventory {
             lost_gpus,
             hostname: node.hostname.clone(),
-            driver_version: Some(node.driver_version.clone()),
+            driver_version: (!self.hides_driver_version()).then(|| node.driver_version.clone()),
             cuda_driver_version: Some(node.cuda_driver_version.clone()),
             nvml_version: Some(format!("sim.{}", node.driver_version)),
             gpus,
@@ -1194,6 +1257,38 @@ impl Backend for SimBackend {
             gradient_bytes: grad_bytes,
             precision: cfg.precision,
         })
+    }
+}
+
+/// [`hide`], for the health check's tests.
+#[cfg(test)]
+pub(crate) fn hide_for_tests(g: &mut Gpu, r: Reading) {
+    hide(g, r)
+}
+
+/// Make a GPU's reading unread, as a platform that does not give it leaves it (faults included:
+/// what cannot be read cannot show a fault either).
+fn hide(g: &mut Gpu, r: Reading) {
+    match r {
+        Reading::DriverVersion => {}
+        Reading::EccMode => g.ecc_enabled = None,
+        Reading::EccErrors => g.ecc = EccCounts::default(),
+        Reading::RemappedRows => {
+            g.remapped_rows = None;
+            g.retired_pages = None;
+        }
+        Reading::Xids => g.xids.clear(),
+        Reading::PcieReplays => g.pcie.replay_counter = None,
+        Reading::NvlinkErrors => g
+            .nvlinks
+            .iter_mut()
+            .for_each(|l| l.errors = NvLinkErrors::default()),
+        Reading::ThrottleReasons => g.throttle_reasons.clear(),
+        Reading::Temperature => g.temperature_c = None,
+    }
+    // Fields that cannot be None say it in the list.
+    if matches!(r, Reading::Xids | Reading::ThrottleReasons) && !g.unavailable.contains(&r) {
+        g.unavailable.push(r);
     }
 }
 
