@@ -229,10 +229,11 @@ pub enum FaultKind {
     Xid,
     ThermalThrottle,
     Vgpu,
+    CorruptCopy,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 16] = [
+    pub const ALL: [FaultKind; 17] = [
         FaultKind::GpuMissing,
         FaultKind::GpuLost,
         FaultKind::NvlinkDown,
@@ -249,6 +250,7 @@ impl FaultKind {
         FaultKind::Xid,
         FaultKind::ThermalThrottle,
         FaultKind::Vgpu,
+        FaultKind::CorruptCopy,
     ];
 
     pub fn name(self) -> &'static str {
@@ -269,6 +271,7 @@ impl FaultKind {
             FaultKind::Xid => "xid",
             FaultKind::ThermalThrottle => "thermal-throttle",
             FaultKind::Vgpu => "vgpu",
+            FaultKind::CorruptCopy => "corrupt-copy",
         }
     }
 
@@ -308,6 +311,10 @@ impl FaultKind {
             FaultKind::Xid => "an XID event on a GPU (gpu=N, code=79)",
             FaultKind::ThermalThrottle => "a GPU is held back by hardware thermal slowdown (gpu=N)",
             FaultKind::Vgpu => "the GPUs are vGPUs rather than passed through",
+            FaultKind::CorruptCopy => {
+                "copies return wrong data: peer copies and transfers between a pair both ways \
+                 (gpu=N, peer=M), or a GPU's host and device copies (gpu=N, no peer)"
+            }
         }
     }
 
@@ -673,6 +680,20 @@ impl SimBackend {
 
     fn n(&self) -> usize {
         self.present.len()
+    }
+
+    /// corrupt-copy without a peer: GPU i's host and device copies return wrong data.
+    fn host_copy_corrupt(&self, i: usize) -> bool {
+        self.faults_of(FaultKind::CorruptCopy)
+            .any(|f| f.peer.is_none() && f.gpu.unwrap_or(0) == i)
+    }
+
+    /// corrupt-copy with a peer: copies between the pair, either way, return wrong data.
+    fn pair_copy_corrupt(&self, a: usize, b: usize) -> bool {
+        self.faults_of(FaultKind::CorruptCopy).any(|f| {
+            let g = f.gpu.unwrap_or(0);
+            f.peer.is_some_and(|p| (g, p) == (a, b) || (g, p) == (b, a))
+        })
     }
 
     /// The readings GPU `orig` (the node's numbering) does not give.
@@ -1046,7 +1067,7 @@ impl Backend for SimBackend {
         let mean = base * self.host_factor(gpu);
         Ok(Samples {
             values: self.samples(&format!("host {dir:?} {gpu}"), mean, iters),
-            verified: Some(true),
+            verified: Some(!self.host_copy_corrupt(gpu)),
         })
     }
 
@@ -1080,7 +1101,7 @@ impl Backend for SimBackend {
             .enumerate()
             .map(|(i, m)| Samples {
                 values: self.samples(&format!("host-all {dir:?} {i}"), *m, iters),
-                verified: Some(true),
+                verified: Some(!self.host_copy_corrupt(i)),
             })
             .collect())
     }
@@ -1099,7 +1120,7 @@ impl Backend for SimBackend {
                 self.node.perf.device_copy_gbps,
                 iters,
             ),
-            verified: Some(true),
+            verified: Some(!self.host_copy_corrupt(gpu)),
         })
     }
 
@@ -1123,7 +1144,7 @@ impl Backend for SimBackend {
         Ok(P2pSample {
             gbps: Samples {
                 values: self.samples(&format!("p2p {mode:?} {src} {dst}"), mean, iters),
-                verified: Some(true),
+                verified: Some(!self.pair_copy_corrupt(src, dst)),
             },
             peer_access: self.p2p_enabled(src, dst),
         })
@@ -1140,7 +1161,8 @@ impl Backend for SimBackend {
         };
         Ok(Samples {
             values: self.samples(&format!("lat {src} {dst}"), mean, iters.min(100)),
-            verified: None,
+            // As the CUDA code does, the transfers' data is checked.
+            verified: Some(!self.pair_copy_corrupt(src, dst)),
         })
     }
 

@@ -2,6 +2,7 @@
 //! own copy bandwidth. Pinned, portable memory; copy engines; median of many samples.
 
 use super::judge::{judge, outliers};
+use super::verify;
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::{Backend, HostDir};
 use crate::error::HwError;
@@ -81,14 +82,14 @@ impl Check for HostBandwidth {
                 (HostDir::Bidir, "bidir"),
             ] {
                 let s = b.host_copy(g, dir, c.size.0, c.warmup, c.iterations)?;
-                verified(&mut m, name, g, s.verified);
+                verify::record(&mut m, name, Subject::gpu(g), s.verified);
                 m.metrics
                     .push(Metric::new(name, Subject::gpu(g), "GB/s", s.values));
                 done += 1;
                 progress(done, total);
             }
             let s = b.device_copy(g, c.size.0, c.warmup, c.iterations)?;
-            verified(&mut m, "device_copy", g, s.verified);
+            verify::record(&mut m, "device_copy", Subject::gpu(g), s.verified);
             m.metrics.push(Metric::new(
                 "device_copy",
                 Subject::gpu(g),
@@ -104,7 +105,7 @@ impl Check for HostBandwidth {
                 .into_iter()
                 .enumerate()
             {
-                verified(&mut m, "all_gpus_h2d", g, s.verified);
+                verify::record(&mut m, "all_gpus_h2d", Subject::gpu(g), s.verified);
                 m.metrics.push(Metric::new(
                     "all_gpus_h2d",
                     Subject::gpu(g),
@@ -118,7 +119,7 @@ impl Check for HostBandwidth {
     }
 
     fn evaluate(&self, _: &Ctx, m: &Measured) -> Vec<Finding> {
-        let mut out = verification_findings(m);
+        let mut out = verify::findings(m, &FIGURES, |_, s| s.describe());
         // A figure this check has no limit for is a bug between measuring and judging: it is
         // not judged against another figure's limit.
         for x in m.metrics.iter().filter(|x| self.limit(&x.name).is_none()) {
@@ -162,38 +163,6 @@ impl Check for HostBandwidth {
         }
         out
     }
-}
-
-/// Record a failed data check as a fact the evaluation turns into a failure.
-pub(crate) fn verified(m: &mut Measured, name: &str, g: usize, v: Option<bool>) {
-    if v == Some(false) {
-        m.facts.push(crate::evidence::Fact {
-            name: format!("{name}_data_mismatch"),
-            subject: Subject::gpu(g),
-            value: "data differed after the copy".into(),
-        });
-    }
-}
-
-pub(crate) fn verification_findings(m: &Measured) -> Vec<Finding> {
-    m.facts
-        .iter()
-        .filter(|f| f.name.ends_with("_data_mismatch"))
-        .map(|f| {
-            super::judge::finding(
-                Status::Fail,
-                f.subject.describe(),
-                "wrong data",
-                "copied data intact",
-                format!(
-                    "{}: {} ({})",
-                    f.subject.describe(),
-                    f.value,
-                    f.name.trim_end_matches("_data_mismatch")
-                ),
-            )
-        })
-        .collect()
 }
 
 #[cfg(test)]
