@@ -315,4 +315,20 @@ mod tests {
             "{text}"
         );
     }
+
+    #[test]
+    fn unread_xids_and_throttle_reasons_read_n_a_not_none() {
+        let mut inv = sim_inventory("h200-vm-1", &[]);
+        let text = render(&inv, true);
+        assert!(
+            text.contains("XIDs none") && text.contains("throttle none"),
+            "{text}"
+        );
+        inv.gpus[0].unavailable = vec![Reading::Xids, Reading::ThrottleReasons];
+        let text = render(&inv, true);
+        assert!(
+            text.contains("XIDs n/a") && text.contains("throttle n/a"),
+            "{text}"
+        );
+    }
 }
