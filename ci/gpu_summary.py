@@ -147,7 +147,7 @@ for c in suite.get("checks", []):
             print(f"       {f.get('status')}: {f.get('reason')}")
     for fact in c.get("facts", []):
         name = fact.get("name", "")
-        if "mismatch" in name or "wrong" in name:
+        if "mismatch" in name or "wrong" in name or fact.get("value") in ("wrong data", "not checked"):
             print(f"       fact {name}: {fact.get('value')}")
 backend = suite.get("backend", {})
 print(f"backend: {backend.get('name')}; NCCL {backend.get('nccl_version')}; "
@@ -174,7 +174,7 @@ if train is None:
 else:
     print(f"training check: {train.get('status')}: {train.get('summary')}")
     for f in train.get("findings", []):
-        print(f"  {f.get('status', '?'):6} {f.get('reason')}")
+        print(f"  {'info' if f.get('info') else f.get('status', '?'):6} {f.get('reason')}")
     metrics = {m.get("name"): m for m in train.get("metrics", []) if not m.get("subject")}
     step = (metrics.get("step_time") or {}).get("median")
     for name in ("comm_time", "exposed_comm_time", "samples_per_s"):

@@ -717,6 +717,7 @@ mod tests {
             metrics,
             facts: vec![],
             findings,
+            coverage: None,
             started_at: Utc::now(),
             duration_s: 0.0,
         }
@@ -730,6 +731,7 @@ mod tests {
             expected: String::new(),
             reason: String::new(),
             metric: Some(metric.into()),
+            info: false,
         }
     }
 

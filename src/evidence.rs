@@ -170,6 +170,11 @@ pub struct Finding {
     /// The metric judged, when the finding is about one ("h2d", "p2p_read", "busbw").
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metric: Option<String>,
+    /// Information, not a judgement: a figure shown for its own sake that no threshold applies
+    /// to (a training run's share of exposed communication). It cannot fail, so it is not
+    /// counted among the judgements of its check, and its status says nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub info: bool,
 }
 
 impl Finding {
@@ -177,6 +182,17 @@ impl Finding {
     pub fn on(mut self, metric: &str) -> Self {
         self.metric = Some(metric.to_string());
         self
+    }
+
+    /// Mark the finding as information rather than a judgement (see [`Finding::info`]).
+    pub fn informational(mut self) -> Self {
+        self.info = true;
+        self
+    }
+
+    /// A judgement: something that could have failed.
+    pub fn is_judgement(&self) -> bool {
+        !self.info && self.status != Status::Skip
     }
 }
 
@@ -197,9 +213,30 @@ pub struct CheckRecord {
     pub metrics: Vec<Metric>,
     pub facts: Vec<Fact>,
     pub findings: Vec<Finding>,
+    /// How many of the readings this check needed the platform gave. Absent in evidence written
+    /// before coverage was recorded, and for a check that was skipped or could not measure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coverage: Option<Coverage>,
     pub started_at: DateTime<Utc>,
     /// Wall time of the check, seconds.
     pub duration_s: f64,
+}
+
+/// How much of what a check set out to judge it could judge: each judgement counts as one
+/// reading available, each "not available here" finding as one that was not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Coverage {
+    /// Readings the platform gave, each judged against its limit.
+    pub available: usize,
+    /// Readings the check needed: the available ones and those the platform did not give.
+    pub total: usize,
+}
+
+impl Coverage {
+    /// Some reading the check needed was not available: a pass is then only a partial one.
+    pub fn partial(&self) -> bool {
+        self.available < self.total
+    }
 }
 
 impl CheckRecord {
@@ -213,6 +250,11 @@ impl CheckRecord {
         self.facts
             .iter()
             .find(|f| f.name == name && &f.subject == subject)
+    }
+
+    /// Some reading this check needed was not available (see [`Coverage`]).
+    pub fn partial(&self) -> bool {
+        self.coverage.is_some_and(|c| c.partial())
     }
 }
 

@@ -106,6 +106,106 @@ pub struct Gpu {
     pub nvlinks: Vec<NvLink>,
     /// XID events seen while nodecert ran (and from the kernel log where readable).
     pub xids: Vec<XidEvent>,
+    /// Readings of this GPU the platform did not give where the field itself cannot say so: an
+    /// empty `throttle_reasons` or `xids` would otherwise read as "none". (An `Option` field
+    /// that is `None` already says it.) Empty in evidence written before this was recorded.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unavailable: Vec<Reading>,
+}
+
+/// A health reading of a GPU (and the node's driver version), as the health check needs it and
+/// as a simulated node names one it hides (`[[unavailable]] readings = [...]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Reading {
+    /// The node's driver version.
+    DriverVersion,
+    /// Whether ECC is on.
+    EccMode,
+    /// ECC error counts (uncorrectable, and SRAM/DRAM where the GPU has those counters).
+    EccErrors,
+    /// Remapped rows, or on older GPUs retired pages.
+    RemappedRows,
+    /// A source of XID events (NVML events or the kernel log).
+    Xids,
+    /// The PCIe replay counter.
+    PcieReplays,
+    /// The error counters of the GPU's NVLinks.
+    NvlinkErrors,
+    /// The current clock-throttle reasons.
+    ThrottleReasons,
+    /// The GPU temperature.
+    Temperature,
+}
+
+impl Reading {
+    pub const ALL: [Reading; 9] = [
+        Reading::DriverVersion,
+        Reading::EccMode,
+        Reading::EccErrors,
+        Reading::RemappedRows,
+        Reading::Xids,
+        Reading::PcieReplays,
+        Reading::NvlinkErrors,
+        Reading::ThrottleReasons,
+        Reading::Temperature,
+    ];
+
+    /// The key a node file uses: "nvlink_errors".
+    pub fn key(self) -> &'static str {
+        match self {
+            Reading::DriverVersion => "driver_version",
+            Reading::EccMode => "ecc_mode",
+            Reading::EccErrors => "ecc_errors",
+            Reading::RemappedRows => "remapped_rows",
+            Reading::Xids => "xids",
+            Reading::PcieReplays => "pcie_replays",
+            Reading::NvlinkErrors => "nvlink_errors",
+            Reading::ThrottleReasons => "throttle_reasons",
+            Reading::Temperature => "temperature",
+        }
+    }
+
+    /// What it is, for people: "NVLink error counters".
+    pub fn describe(self) -> &'static str {
+        match self {
+            Reading::DriverVersion => "driver version",
+            Reading::EccMode => "ECC mode",
+            Reading::EccErrors => "ECC error counts",
+            Reading::RemappedRows => "remapped rows and retired pages",
+            Reading::Xids => "XID events",
+            Reading::PcieReplays => "PCIe replay counter",
+            Reading::NvlinkErrors => "NVLink error counters",
+            Reading::ThrottleReasons => "throttle reasons",
+            Reading::Temperature => "temperature",
+        }
+    }
+}
+
+impl Gpu {
+    /// The platform gave this reading (for an `Option` field: it is `Some`; for the NVLink
+    /// counters: every active link has at least one; a GPU without NVLink has none to give).
+    pub fn gives(&self, r: Reading) -> bool {
+        if self.unavailable.contains(&r) {
+            return false;
+        }
+        match r {
+            Reading::DriverVersion => true,
+            Reading::EccMode => self.ecc_enabled.is_some(),
+            Reading::EccErrors => {
+                self.ecc.volatile_uncorrected.is_some() || self.ecc.sram_uncorrected.is_some()
+            }
+            Reading::RemappedRows => self.remapped_rows.is_some() || self.retired_pages.is_some(),
+            Reading::Xids | Reading::ThrottleReasons => true,
+            Reading::PcieReplays => self.pcie.replay_counter.is_some(),
+            Reading::NvlinkErrors => self
+                .nvlinks
+                .iter()
+                .filter(|l| l.active)
+                .all(|l| l.errors.read().is_some()),
+            Reading::Temperature => self.temperature_c.is_some(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
@@ -246,6 +346,32 @@ pub struct NvLinkErrors {
     pub recovery: Option<u64>,
     pub crc_flit: Option<u64>,
     pub crc_data: Option<u64>,
+}
+
+impl NvLinkErrors {
+    /// The sum of the counters that were read, and the names of those that were not; None when
+    /// none was read (an unread counter is unknown, not 0).
+    pub fn read(&self) -> Option<(u64, Vec<&'static str>)> {
+        let all = [
+            ("replay", self.replay),
+            ("recovery", self.recovery),
+            ("crc_flit", self.crc_flit),
+            ("crc_data", self.crc_data),
+        ];
+        let missing: Vec<&'static str> = all
+            .iter()
+            .filter(|(_, v)| v.is_none())
+            .map(|(n, _)| *n)
+            .collect();
+        if missing.len() == all.len() {
+            return None;
+        }
+        let sum = all
+            .iter()
+            .filter_map(|(_, v)| *v)
+            .fold(0u64, u64::saturating_add);
+        Some((sum, missing))
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

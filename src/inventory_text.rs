@@ -1,6 +1,6 @@
 //! `nodecert inventory`: the node as people read it.
 
-use crate::inventory::Inventory;
+use crate::inventory::{Inventory, Reading};
 
 pub fn render(inv: &Inventory, simulated: bool) -> String {
     let mut s = String::new();
@@ -107,9 +107,9 @@ pub fn render(inv: &Inventory, simulated: bool) -> String {
                 Some(r) => format!("{} corr/{} unc", r.correctable, r.uncorrectable),
                 None => "n/a".into(),
             },
-            if g.xids.is_empty() { "none".to_string() } else { g.xids.iter().map(|x| x.code.to_string()).collect::<Vec<_>>().join(",") },
+            if g.xids.is_empty() { if g.gives(Reading::Xids) { "none" } else { "n/a" }.to_string() } else { g.xids.iter().map(|x| x.code.to_string()).collect::<Vec<_>>().join(",") },
             g.pcie.replay_counter.map(|x| x.to_string()).unwrap_or_else(|| "n/a".into()),
-            if g.throttle_reasons.is_empty() { "none".to_string() } else { g.throttle_reasons.join(",") }
+            if g.throttle_reasons.is_empty() { if g.gives(Reading::ThrottleReasons) { "none" } else { "n/a" }.to_string() } else { g.throttle_reasons.join(",") }
         ));
     }
     if !inv.lost_gpus.is_empty() {
@@ -312,6 +312,22 @@ mod tests {
         assert!(
             text.contains("LOST: listed by the driver but no longer answering")
                 && text.contains("  NVML GPU 5: nvmlDeviceGetHandleByIndex(5) failed\n"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn unread_xids_and_throttle_reasons_read_n_a_not_none() {
+        let mut inv = sim_inventory("h200-vm-1", &[]);
+        let text = render(&inv, true);
+        assert!(
+            text.contains("XIDs none") && text.contains("throttle none"),
+            "{text}"
+        );
+        inv.gpus[0].unavailable = vec![Reading::Xids, Reading::ThrottleReasons];
+        let text = render(&inv, true);
+        assert!(
+            text.contains("XIDs n/a") && text.contains("throttle n/a"),
             "{text}"
         );
     }

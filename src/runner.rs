@@ -80,13 +80,14 @@ pub fn run(
         let planned = check.plan(&ctx);
         let plan_lines = planned.clone().unwrap_or_default();
         observer.check_started(i, total, &check.title(), &plan_lines);
-        let (status, summary, metrics, facts, findings) = match planned {
+        let (status, summary, metrics, facts, findings, coverage) = match planned {
             Err(reason) => (
                 Status::Skip,
                 format!("skipped: {reason}"),
                 vec![],
                 vec![],
                 vec![],
+                None,
             ),
             Ok(_) => {
                 let mut prog = |d: usize, t: usize| observer.progress(d, t);
@@ -97,11 +98,12 @@ pub fn run(
                         vec![],
                         vec![],
                         vec![],
+                        None,
                     ),
                     Ok(m) => {
                         let findings = check.evaluate(&ctx, &m);
-                        let (status, summary) = summarize(&findings);
-                        (status, summary, m.metrics, m.facts, findings)
+                        let (status, summary, coverage) = summarize_with_coverage(&findings);
+                        (status, summary, m.metrics, m.facts, findings, coverage)
                     }
                 }
             }
@@ -116,6 +118,7 @@ pub fn run(
             metrics,
             facts,
             findings,
+            coverage,
             started_at,
             duration_s: t0.elapsed().as_secs_f64(),
         };
@@ -137,31 +140,55 @@ pub fn run(
 
 /// Status of a check from its findings, and the sentence that says why.
 pub fn summarize(findings: &[Finding]) -> (Status, String) {
-    let judged: Vec<&Finding> = findings
+    let (status, summary, _) = summarize_with_coverage(findings);
+    (status, summary)
+}
+
+/// [`summarize`], and the check's coverage: each judgement is a reading the platform gave, each
+/// skip one it did not ("not available here"). Information is neither. A check that judged
+/// something but missed a reading says so first: "partial: 4 of 7 readings available; ...".
+pub fn summarize_with_coverage(findings: &[Finding]) -> (Status, String, Option<Coverage>) {
+    let judged: Vec<&Finding> = findings.iter().filter(|f| f.is_judgement()).collect();
+    let skipped = findings
         .iter()
-        .filter(|f| f.status != Status::Skip)
-        .collect();
+        .filter(|f| !f.info && f.status == Status::Skip)
+        .count();
     let Some(worst) = judged.iter().map(|f| f.status).max() else {
-        return match findings.first() {
-            Some(f) => (Status::Skip, format!("skipped: {}", f.reason)),
-            None => (Status::Skip, "skipped: nothing to judge".into()),
+        let first = findings
+            .iter()
+            .find(|f| !f.info && f.status == Status::Skip)
+            .or(findings.first());
+        let coverage = (skipped > 0).then_some(Coverage {
+            available: 0,
+            total: skipped,
+        });
+        return match first {
+            Some(f) => (Status::Skip, format!("skipped: {}", f.reason), coverage),
+            None => (Status::Skip, "skipped: nothing to judge".into(), None),
         };
     };
-    let bad: Vec<&&Finding> = judged.iter().filter(|f| f.status == worst).collect();
-    let skipped = findings.len() - judged.len();
-    let tail = if skipped > 0 {
-        format!(" ({skipped} not available here)")
+    let coverage = Coverage {
+        available: judged.len(),
+        total: judged.len() + skipped,
+    };
+    let head = if coverage.partial() {
+        format!(
+            "partial: {} of {} readings available; ",
+            coverage.available, coverage.total
+        )
     } else {
         String::new()
     };
+    let bad: Vec<&&Finding> = judged.iter().filter(|f| f.status == worst).collect();
     if worst == Status::Pass {
         return (
             worst,
             format!(
-                "{} of {} judgements within limits{tail}",
+                "{head}{} of {} judgements within limits",
                 judged.len(),
                 judged.len()
             ),
+            Some(coverage),
         );
     }
     let more = if bad.len() > 1 {
@@ -169,7 +196,11 @@ pub fn summarize(findings: &[Finding]) -> (Status, String) {
     } else {
         String::new()
     };
-    (worst, format!("{}{more}", bad[0].reason))
+    (
+        worst,
+        format!("{head}{}{more}", bad[0].reason),
+        Some(coverage),
+    )
 }
 
 /// Run a suite on a simulated node in memory (no files): what tests and rehearsals use.
@@ -202,4 +233,87 @@ pub fn simulate(
         path: "memory".into(),
         source: e,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::judge::finding;
+
+    fn f(status: Status) -> Finding {
+        finding(status, "GPU 0", "-", "-", format!("{status:?} reason"))
+    }
+
+    #[test]
+    fn information_is_not_counted_as_a_judgement() {
+        let all = [
+            f(Status::Pass),
+            f(Status::Pass),
+            f(Status::Pass).informational(),
+        ];
+        let (st, summary, cov) = summarize_with_coverage(&all);
+        assert_eq!(st, Status::Pass);
+        assert_eq!(summary, "2 of 2 judgements within limits");
+        assert_eq!(
+            cov,
+            Some(Coverage {
+                available: 2,
+                total: 2
+            })
+        );
+        // Information cannot fail a check, whatever its status.
+        let (st, _) = summarize(&[f(Status::Pass), f(Status::Fail).informational()]);
+        assert_eq!(st, Status::Pass);
+        // Information alone judges nothing.
+        let (st, _) = summarize(&[f(Status::Pass).informational()]);
+        assert_eq!(st, Status::Skip);
+    }
+
+    #[test]
+    fn a_missing_reading_makes_a_pass_partial() {
+        let all = [
+            f(Status::Pass),
+            f(Status::Skip),
+            f(Status::Pass),
+            f(Status::Skip),
+        ];
+        let (st, summary, cov) = summarize_with_coverage(&all);
+        assert_eq!(st, Status::Pass);
+        assert_eq!(
+            summary,
+            "partial: 2 of 4 readings available; 2 of 2 judgements within limits"
+        );
+        let cov = cov.unwrap();
+        assert_eq!((cov.available, cov.total), (2, 4));
+        assert!(cov.partial());
+        let (st, summary) = summarize(&[f(Status::Fail), f(Status::Skip)]);
+        assert_eq!(st, Status::Fail);
+        assert_eq!(summary, "partial: 1 of 2 readings available; Fail reason");
+    }
+
+    #[test]
+    fn nothing_available_is_a_skip_with_no_reading() {
+        let (st, summary, cov) = summarize_with_coverage(&[f(Status::Skip), f(Status::Skip)]);
+        assert_eq!(st, Status::Skip);
+        assert_eq!(summary, "skipped: Skip reason");
+        assert_eq!(
+            cov,
+            Some(Coverage {
+                available: 0,
+                total: 2
+            })
+        );
+        assert_eq!(summarize_with_coverage(&[]).2, None);
+    }
+
+    #[test]
+    fn the_worst_judgement_decides() {
+        for worst in [Status::Warn, Status::Fail, Status::Error] {
+            let (st, summary) = summarize(&[f(Status::Pass), f(worst), f(Status::Pass)]);
+            assert_eq!(st, worst);
+            assert_eq!(summary, format!("{worst:?} reason"));
+        }
+        let (_, summary) = summarize(&[f(Status::Fail), f(Status::Fail)]);
+        assert_eq!(summary, "Fail reason (and 1 more)");
+    }
 }

@@ -202,6 +202,18 @@ const FAULTS: &[(&str, &str, &str, &str)] = &[
         "virtualization",
         "vGPU where passthrough was promised",
     ),
+    (
+        "corrupt-copy:gpu=1,peer=3",
+        "h100-sxm-8",
+        "p2p_bandwidth",
+        "GPU 1 -> GPU 3: peer read copy returned wrong data",
+    ),
+    (
+        "corrupt-copy:gpu=0",
+        "h200-vm-1",
+        "host_bandwidth",
+        "GPU 0: host-to-device copy returned wrong data",
+    ),
 ];
 
 #[test]
@@ -336,6 +348,7 @@ fn list_shows_suites_nodes_and_faults() {
         "ecc-uncorrectable",
         "row-remap-pending",
         "collective-corrupt",
+        "corrupt-copy",
     ] {
         assert!(out.contains(f), "{f}");
     }

@@ -129,6 +129,7 @@ fn gpu_from(index: usize, d: &Value, sysfs: &Path, notes: &mut Vec<String>) -> G
         temperature_c: d["temperature_c"].as_f64(),
         nvlinks: vec![],
         xids: vec![],
+        unavailable: vec![],
     }
 }
 

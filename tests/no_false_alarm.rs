@@ -51,6 +51,9 @@ fn every_fault_is_caught_over_many_seeds() {
         ("h100-sxm-8", "gpu-missing", "topology"),
         ("h100-sxm-8", "gpu-lost:gpu=2", "health"),
         ("h100-sxm-8", "gpu-lost:gpu=2", "topology"),
+        ("h100-sxm-8", "corrupt-copy:gpu=1,peer=3", "p2p_bandwidth"),
+        ("h100-sxm-8", "corrupt-copy:gpu=1,peer=3", "p2p_latency"),
+        ("l40s-pcie-4", "corrupt-copy:gpu=2", "host_bandwidth"),
     ];
     for (suite, fault, check) in cases {
         for seed in 0..25u64 {

@@ -62,6 +62,21 @@ pub struct SimNode {
     /// Faults that are part of the node itself (command-line `--inject` adds more).
     #[serde(default)]
     pub faults: Vec<Fault>,
+    /// Readings the platform does not give, as VMs often do not (`[[unavailable]]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unavailable: Vec<SimUnavailable>,
+}
+
+/// Readings a simulated node does not give: `[[unavailable]] readings = ["nvlink_errors"]`,
+/// on every GPU, or only on `gpus = [3]` (the node's own numbering, before any GPU goes
+/// missing). `driver_version` is the node's, whatever `gpus` says.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SimUnavailable {
+    pub readings: Vec<Reading>,
+    /// The GPUs that do not give them; empty: all.
+    #[serde(default)]
+    pub gpus: Vec<usize>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -216,10 +231,11 @@ pub enum FaultKind {
     Xid,
     ThermalThrottle,
     Vgpu,
+    CorruptCopy,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 16] = [
+    pub const ALL: [FaultKind; 17] = [
         FaultKind::GpuMissing,
         FaultKind::GpuLost,
         FaultKind::NvlinkDown,
@@ -236,6 +252,7 @@ impl FaultKind {
         FaultKind::Xid,
         FaultKind::ThermalThrottle,
         FaultKind::Vgpu,
+        FaultKind::CorruptCopy,
     ];
 
     pub fn name(self) -> &'static str {
@@ -256,6 +273,7 @@ impl FaultKind {
             FaultKind::Xid => "xid",
             FaultKind::ThermalThrottle => "thermal-throttle",
             FaultKind::Vgpu => "vgpu",
+            FaultKind::CorruptCopy => "corrupt-copy",
         }
     }
 
@@ -297,6 +315,10 @@ impl FaultKind {
             }
             FaultKind::ThermalThrottle => "a GPU is held back by hardware thermal slowdown (gpu=N)",
             FaultKind::Vgpu => "the GPUs are vGPUs rather than passed through",
+            FaultKind::CorruptCopy => {
+                "copies return wrong data: peer copies and transfers between a pair both ways \
+                 (gpu=N, peer=M), or a GPU's host and device copies (gpu=N, no peer)"
+            }
         }
     }
 
@@ -423,6 +445,14 @@ impl SimNode {
                     self.gpu.numa_nodes.len()
                 ),
             ));
+        }
+        for (i, u) in self.unavailable.iter().enumerate() {
+            if let Some(g) = u.gpus.iter().find(|g| **g >= n) {
+                return Err((
+                    format!("unavailable[{i}].gpus"),
+                    format!("GPU {g} is not one of 0..{}", n - 1),
+                ));
+            }
         }
         for (i, d) in self.links.direct.iter().enumerate() {
             if d[0] as usize >= n || d[1] as usize >= n || d[0] == d[1] {
@@ -665,6 +695,41 @@ impl SimBackend {
         self.present.len()
     }
 
+    /// corrupt-copy without a peer: GPU i's host and device copies return wrong data.
+    fn host_copy_corrupt(&self, i: usize) -> bool {
+        self.faults_of(FaultKind::CorruptCopy)
+            .any(|f| f.peer.is_none() && f.gpu.unwrap_or(0) == i)
+    }
+
+    /// corrupt-copy with a peer: copies between the pair, either way, return wrong data.
+    fn pair_copy_corrupt(&self, a: usize, b: usize) -> bool {
+        self.faults_of(FaultKind::CorruptCopy).any(|f| {
+            let g = f.gpu.unwrap_or(0);
+            f.peer.is_some_and(|p| (g, p) == (a, b) || (g, p) == (b, a))
+        })
+    }
+
+    /// The readings GPU `orig` (the node's numbering) does not give.
+    fn hidden(&self, orig: usize) -> Vec<Reading> {
+        let mut out: Vec<Reading> = self
+            .node
+            .unavailable
+            .iter()
+            .filter(|u| u.gpus.is_empty() || u.gpus.contains(&orig))
+            .flat_map(|u| u.readings.iter().copied())
+            .collect();
+        out.sort();
+        out.dedup();
+        out
+    }
+
+    fn hides_driver_version(&self) -> bool {
+        self.node
+            .unavailable
+            .iter()
+            .any(|u| u.readings.contains(&Reading::DriverVersion))
+    }
+
     fn check_gpu(&self, i: usize) -> Result<(), HwError> {
         if i >= self.n() {
             return Err(HwError::Call {
@@ -844,7 +909,12 @@ impl Backend for SimBackend {
                                 pci_bus_id: Some(self.bus_id(self.orig(j))),
                                 gpu: Some(j),
                             },
-                            errors: NvLinkErrors::default(),
+                            errors: NvLinkErrors {
+                                replay: Some(0),
+                                recovery: Some(0),
+                                crc_flit: Some(0),
+                                crc_data: Some(0),
+                            },
                         });
                         l += 1;
                     }
@@ -883,7 +953,12 @@ impl Backend for SimBackend {
                 temperature_c: Some(node.gpu.temperature_c),
                 nvlinks,
                 xids,
+                unavailable: vec![],
             });
+            let g = gpus.last_mut().expect("just pushed");
+            for r in self.hidden(o) {
+                hide(g, r);
+            }
         }
         let mut pairs = Vec::new();
         for a in 0..n {
@@ -939,6 +1014,15 @@ impl Backend for SimBackend {
         }
         let mut unavailable = Vec::new();
         for g in &gpus {
+            for r in self.hidden(self.orig(g.index)) {
+                if r != Reading::DriverVersion {
+                    unavailable.push(format!(
+                        "gpu{} {}: not available (hidden by the simulated node)",
+                        g.index,
+                        r.describe()
+                    ));
+                }
+            }
             if g.retired_pages.is_none() {
                 unavailable.push(format!(
                     "gpu{} retired pages: not supported (this GPU remaps rows instead)",
@@ -967,7 +1051,7 @@ impl Backend for SimBackend {
         Ok(Inventory {
             lost_gpus,
             hostname: node.hostname.clone(),
-            driver_version: Some(node.driver_version.clone()),
+            driver_version: (!self.hides_driver_version()).then(|| node.driver_version.clone()),
             cuda_driver_version: Some(node.cuda_driver_version.clone()),
             nvml_version: Some(format!("sim.{}", node.driver_version)),
             gpus,
@@ -1006,7 +1090,7 @@ impl Backend for SimBackend {
         let mean = base * self.host_factor(gpu);
         Ok(Samples {
             values: self.samples(&format!("host {dir:?} {gpu}"), mean, iters),
-            verified: Some(true),
+            verified: Some(!self.host_copy_corrupt(gpu)),
             timing: None,
             host_memory: None,
         })
@@ -1042,7 +1126,7 @@ impl Backend for SimBackend {
             .enumerate()
             .map(|(i, m)| Samples {
                 values: self.samples(&format!("host-all {dir:?} {i}"), *m, iters),
-                verified: Some(true),
+                verified: Some(!self.host_copy_corrupt(i)),
                 timing: None,
                 host_memory: None,
             })
@@ -1063,7 +1147,7 @@ impl Backend for SimBackend {
                 self.node.perf.device_copy_gbps,
                 iters,
             ),
-            verified: Some(true),
+            verified: Some(!self.host_copy_corrupt(gpu)),
             timing: None,
             host_memory: None,
         })
@@ -1089,7 +1173,7 @@ impl Backend for SimBackend {
         Ok(P2pSample {
             gbps: Samples {
                 values: self.samples(&format!("p2p {mode:?} {src} {dst}"), mean, iters),
-                verified: Some(true),
+                verified: Some(!self.pair_copy_corrupt(src, dst)),
                 timing: None,
                 host_memory: None,
             },
@@ -1108,7 +1192,8 @@ impl Backend for SimBackend {
         };
         Ok(Samples {
             values: self.samples(&format!("lat {src} {dst}"), mean, iters.min(100)),
-            verified: None,
+            // As the CUDA code does, the transfers' data is checked.
+            verified: Some(!self.pair_copy_corrupt(src, dst)),
             timing: None,
             host_memory: None,
         })
@@ -1227,6 +1312,38 @@ impl Backend for SimBackend {
             gradient_bytes: grad_bytes,
             precision: cfg.precision,
         })
+    }
+}
+
+/// [`hide`], for the health check's tests.
+#[cfg(test)]
+pub(crate) fn hide_for_tests(g: &mut Gpu, r: Reading) {
+    hide(g, r)
+}
+
+/// Make a GPU's reading unread, as a platform that does not give it leaves it (faults included:
+/// what cannot be read cannot show a fault either).
+fn hide(g: &mut Gpu, r: Reading) {
+    match r {
+        Reading::DriverVersion => {}
+        Reading::EccMode => g.ecc_enabled = None,
+        Reading::EccErrors => g.ecc = EccCounts::default(),
+        Reading::RemappedRows => {
+            g.remapped_rows = None;
+            g.retired_pages = None;
+        }
+        Reading::Xids => g.xids.clear(),
+        Reading::PcieReplays => g.pcie.replay_counter = None,
+        Reading::NvlinkErrors => g
+            .nvlinks
+            .iter_mut()
+            .for_each(|l| l.errors = NvLinkErrors::default()),
+        Reading::ThrottleReasons => g.throttle_reasons.clear(),
+        Reading::Temperature => g.temperature_c = None,
+    }
+    // Fields that cannot be None say it in the list.
+    if matches!(r, Reading::Xids | Reading::ThrottleReasons) && !g.unavailable.contains(&r) {
+        g.unavailable.push(r);
     }
 }
 

@@ -123,41 +123,20 @@ impl Check for Collective {
             .and_then(|f| f.value.parse().ok())
             .unwrap_or(ctx.inventory.gpus.len());
         // Correct data first: a fast wrong answer fails.
-        let mut wrong_total = 0u64;
-        for f in m.facts.iter().filter(|f| f.name == "wrong_elements") {
-            let (w, t) = f.value.split_once('/').unwrap_or(("0", "0"));
-            let w: u64 = w.parse().unwrap_or(0);
-            if w > 0 {
-                wrong_total += w;
-                out.push(finding(
-                    Status::Fail,
-                    format!("{op} {}", f.subject.describe()),
-                    format!("{w} wrong of {t}"),
-                    "0 wrong elements",
-                    format!(
-                        "{op} at {}: {w} of {t} elements wrong after the collective",
-                        f.subject.describe()
-                    ),
-                ));
-            }
-        }
-        if wrong_total == 0 {
-            out.push(finding(
-                Status::Pass,
-                op.to_string(),
-                "0 wrong elements",
-                "0 wrong elements",
-                format!("{op}: data correct at every size"),
-            ));
-        }
+        out.extend(data_findings(op, m));
         if ranks < 2 {
-            out.push(finding(
-                Status::Skip,
-                op.to_string(),
-                "1 rank",
-                "bus bandwidth floors",
-                format!("{op}: one rank, bus bandwidth is 0 by definition: floors not applicable"),
-            ));
+            out.push(
+                finding(
+                    Status::Skip,
+                    op.to_string(),
+                    "1 rank",
+                    "bus bandwidth floors",
+                    format!(
+                        "{op}: one rank, bus bandwidth is 0 by definition: floors not applicable"
+                    ),
+                )
+                .informational(),
+            );
             return out;
         }
         let floors = CollectiveCheck::floors(&c.min_busbw_gbps);
@@ -232,6 +211,84 @@ impl Check for Collective {
     }
 }
 
+/// "3/1024": wrong and checked elements of one size, as `measure` records them. None when the
+/// fact is not two whole numbers.
+fn parse_wrong(value: &str) -> Option<(u64, u64)> {
+    let (w, t) = value.split_once('/')?;
+    Some((w.trim().parse().ok()?, t.trim().parse().ok()?))
+}
+
+/// The data judgement: every size's result checked, none wrong. A size whose count cannot be
+/// read, or where nothing was checked, proves nothing about the data: an error, never a pass.
+fn data_findings(op: CollectiveOp, m: &Measured) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let facts: Vec<&Fact> = m
+        .facts
+        .iter()
+        .filter(|f| f.name == "wrong_elements")
+        .collect();
+    let mut checked_total = 0u64;
+    let mut good = true;
+    for f in &facts {
+        let at = f.subject.describe();
+        let who = format!("{op} {at}");
+        match parse_wrong(&f.value) {
+            None => {
+                good = false;
+                out.push(finding(
+                    Status::Error,
+                    who,
+                    format!("'{}'", f.value),
+                    "wrong/checked element counts",
+                    format!(
+                        "{op} at {at}: the data check's result '{}' cannot be read, so the data was not proven correct",
+                        f.value
+                    ),
+                ));
+            }
+            Some((_, 0)) => {
+                good = false;
+                out.push(finding(
+                    Status::Error,
+                    who,
+                    "0 elements checked",
+                    "every element checked",
+                    format!("{op} at {at}: no element of the result was checked"),
+                ));
+            }
+            Some((w, t)) if w > 0 => {
+                good = false;
+                out.push(finding(
+                    Status::Fail,
+                    who,
+                    format!("{w} wrong of {t}"),
+                    "0 wrong elements",
+                    format!("{op} at {at}: {w} of {t} elements wrong after the collective"),
+                ));
+            }
+            Some((_, t)) => checked_total += t,
+        }
+    }
+    if facts.is_empty() {
+        out.push(finding(
+            Status::Error,
+            op.to_string(),
+            "no data check",
+            "0 wrong elements",
+            format!("{op}: no size's result was checked, so the data was not proven correct"),
+        ));
+    } else if good {
+        out.push(finding(
+            Status::Pass,
+            op.to_string(),
+            "0 wrong elements",
+            "0 wrong elements",
+            format!("{op}: data correct at every size ({checked_total} elements checked)"),
+        ));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -278,5 +335,65 @@ mod tests {
                 (moved != size).then_some("896")
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod data_tests {
+    use super::*;
+
+    fn measured(values: &[&str]) -> Measured {
+        Measured {
+            metrics: vec![],
+            facts: values
+                .iter()
+                .enumerate()
+                .map(|(i, v)| Fact {
+                    name: "wrong_elements".into(),
+                    subject: Subject::size(1 << (10 + i)),
+                    value: v.to_string(),
+                })
+                .collect(),
+        }
+    }
+
+    fn statuses(values: &[&str]) -> Vec<Status> {
+        data_findings(CollectiveOp::AllReduce, &measured(values))
+            .iter()
+            .map(|f| f.status)
+            .collect()
+    }
+
+    #[test]
+    fn correct_data_at_every_size_passes() {
+        let f = data_findings(CollectiveOp::AllReduce, &measured(&["0/256", "0/512"]));
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].status, Status::Pass);
+        assert!(
+            f[0].reason.contains("768 elements checked"),
+            "{}",
+            f[0].reason
+        );
+    }
+
+    #[test]
+    fn one_wrong_element_fails_naming_the_size() {
+        let f = data_findings(CollectiveOp::AllReduce, &measured(&["0/256", "1/512"]));
+        assert_eq!(f.len(), 1, "no pass beside a failure: {f:?}");
+        assert_eq!(f[0].status, Status::Fail);
+        assert_eq!(f[0].subject, "all_reduce 2 KiB");
+    }
+
+    #[test]
+    fn a_malformed_count_is_an_error_not_zero_wrong() {
+        for bad in ["", "x/256", "3", "1/y", "-1/256"] {
+            assert_eq!(statuses(&["0/256", bad]), vec![Status::Error], "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn nothing_checked_is_an_error_not_correct_data() {
+        assert_eq!(statuses(&["0/0"]), vec![Status::Error]);
+        assert_eq!(statuses(&[]), vec![Status::Error]);
     }
 }

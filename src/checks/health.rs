@@ -1,13 +1,18 @@
 //! Health: ECC mode and error counts, row remapping, retired pages, XIDs, PCIe replays, NVLink
 //! error counters, throttling, temperature, driver version. Limits from Azure's and DCGM's rules
 //! (shared/notes/reference-numbers.md).
+//!
+//! Every reading is a finding of its own, per GPU: within limits (a pass), beyond them (a
+//! warning or failure), or "not available here" (a skip) when the platform did not give it, as
+//! VMs often do not. Nothing unknown is counted as healthy: an unread counter is not 0, unread
+//! throttle reasons are not "not throttled", and a check that missed a reading is a partial one.
 
 use super::judge::finding;
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
 use crate::error::HwError;
 use crate::evidence::{Finding, Status};
-use crate::inventory::XidEvent;
+use crate::inventory::{Gpu, Reading, XidEvent};
 use crate::suite::{version_at_least, HealthCheck};
 
 pub struct Health(pub HealthCheck);
@@ -31,14 +36,40 @@ fn fmt_age(s: f64) -> String {
     }
 }
 
-fn na(out: &mut Vec<Finding>, who: &str, what: &str) {
-    out.push(finding(
+/// A reading the platform did not give: "not available here: NVLink error counters of GPU 3".
+fn na(who: &str, r: Reading, expected: impl Into<String>) -> Finding {
+    finding(
         Status::Skip,
         who,
         "not available here",
-        "-",
-        format!("{who} {what}: not available here"),
-    ));
+        expected,
+        format!("not available here: {} of {who}", r.describe()),
+    )
+    .on(r.key())
+}
+
+/// A reading within its limit.
+fn ok(who: &str, r: Reading, found: impl Into<String>, expected: impl Into<String>) -> Finding {
+    let found = found.into();
+    finding(
+        Status::Pass,
+        who,
+        found.clone(),
+        expected,
+        format!("{who} {}: {found}", r.describe()),
+    )
+    .on(r.key())
+}
+
+fn bad(
+    st: Status,
+    who: &str,
+    r: Reading,
+    found: impl Into<String>,
+    expected: impl Into<String>,
+    reason: String,
+) -> Finding {
+    finding(st, who, found, expected, reason).on(r.key())
 }
 
 impl Check for Health {
@@ -78,22 +109,26 @@ impl Check for Health {
         let mut out = Vec::new();
         let driver_min = h.driver_min.as_ref().or(ctx.suite.node.driver_min.as_ref());
         if let Some(min) = driver_min {
+            let r = Reading::DriverVersion;
             match &inv.driver_version {
                 Some(v) => {
-                    let ok = version_at_least(v, min).unwrap_or(false);
-                    out.push(finding(
-                        if ok { Status::Pass } else { Status::Fail },
-                        "node",
-                        format!("driver {v}"),
-                        format!(">= {min}"),
-                        if ok {
-                            format!("driver {v}")
-                        } else {
-                            format!("driver {v} is older than the required {min}")
-                        },
-                    ));
+                    let good = version_at_least(v, min).unwrap_or(false);
+                    out.push(if good {
+                        let mut f = ok("node", r, format!("driver {v}"), format!(">= {min}"));
+                        f.reason = format!("driver {v}");
+                        f
+                    } else {
+                        bad(
+                            Status::Fail,
+                            "node",
+                            r,
+                            format!("driver {v}"),
+                            format!(">= {min}"),
+                            format!("driver {v} is older than the required {min}"),
+                        )
+                    });
                 }
-                None => na(&mut out, "node", "driver version"),
+                None => out.push(na("node", r, format!(">= {min}"))),
             }
         }
         // A GPU that stopped answering the driver fails the node, whatever else was read.
@@ -112,211 +147,633 @@ impl Check for Health {
             ));
         }
         for g in &inv.gpus {
-            let who = format!("GPU {}", g.index);
-            let mut bad = |st: Status, found: String, expected: String, reason: String| {
-                out.push(finding(st, &who, found, expected, reason))
-            };
-            match g.ecc_enabled {
-                Some(true) => {}
-                Some(false) if h.require_ecc => bad(
-                    Status::Fail,
-                    "ECC off".into(),
-                    "ECC on".into(),
-                    format!("{who}: ECC is disabled"),
-                ),
-                Some(false) => {}
-                None if h.require_ecc => bad(
-                    Status::Skip,
-                    "not available here".into(),
-                    "ECC on".into(),
-                    format!("{who} ECC mode: not available here"),
-                ),
-                None => {}
-            }
-            let e = &g.ecc;
-            let unc = [e.volatile_uncorrected, e.sram_uncorrected]
-                .into_iter()
-                .flatten()
-                .max();
-            match unc {
-                Some(u) if u > h.max_uncorrectable => bad(
-                    Status::Fail,
-                    format!("{u} uncorrectable"),
-                    format!("<= {}", h.max_uncorrectable),
-                    format!("{who}: {u} uncorrectable ECC error(s)"),
-                ),
-                Some(_) => {}
-                None => bad(
-                    Status::Skip,
-                    "not available here".into(),
-                    "-".into(),
-                    format!("{who} ECC error counts: not available here"),
-                ),
-            }
-            if let Some(c) = e.sram_corrected.filter(|c| *c > h.max_sram_correctable) {
-                bad(
-                    Status::Fail,
-                    format!("{c} SRAM corrected"),
-                    format!("<= {}", h.max_sram_correctable),
-                    format!("{who}: {c} correctable SRAM errors"),
-                );
-            }
-            if let Some(c) = e.dram_errors.filter(|c| *c > h.max_dram_errors) {
-                bad(
-                    Status::Fail,
-                    format!("{c} DRAM errors"),
-                    format!("<= {}", h.max_dram_errors),
-                    format!("{who}: {c} DRAM errors"),
-                );
-            }
-            match &g.remapped_rows {
-                Some(r) => {
-                    if r.pending && h.fail_on_remap_pending {
-                        bad(
-                            Status::Fail,
-                            "remap pending".into(),
-                            "no pending remap".into(),
-                            format!(
-                                "{who}: a row remap is pending: the GPU must be reset before use"
-                            ),
-                        );
-                    }
-                    if r.failure && h.fail_on_remap_failure {
-                        bad(
-                            Status::Fail,
-                            "remap failed".into(),
-                            "no failed remap".into(),
-                            format!("{who}: a row remap failed: the GPU is out of spare rows"),
-                        );
-                    }
-                }
-                None => {
-                    if g.retired_pages.is_none() {
-                        bad(
-                            Status::Skip,
-                            "not available here".into(),
-                            "-".into(),
-                            format!("{who} remapped rows and retired pages: not available here"),
-                        );
-                    }
-                }
-            }
-            if let Some(p) = &g.retired_pages {
-                if p.pending {
-                    bad(
-                        Status::Warn,
-                        "page retirement pending".into(),
-                        "none pending".into(),
-                        format!("{who}: a page retirement is pending (reset needed)"),
-                    );
-                }
-            }
-            let (recent, history) = split_xids(&g.xids, h.xid_lookback_h);
-            for x in recent {
-                let fatal = h.fail_xids.contains(&x.code);
-                bad(
-                    if fatal { Status::Fail } else { Status::Warn },
-                    format!("XID {}", x.code),
-                    "no XID".into(),
-                    format!(
-                        "{who}: XID {} ({}{}){}",
-                        x.code,
-                        x.source,
-                        x.age_s
-                            .filter(|a| *a > 0.0)
-                            .map(|a| format!(", {} before the run", fmt_age(a)))
-                            .unwrap_or_default(),
-                        if fatal { ", which fails a node" } else { "" }
-                    ),
-                );
-            }
-            if !history.is_empty() {
-                let list: Vec<String> = history
-                    .iter()
-                    .map(|x| {
-                        format!(
-                            "XID {} ({}, {} ago)",
-                            x.code,
-                            x.source,
-                            fmt_age(x.age_s.unwrap_or(0.0))
-                        )
-                    })
-                    .collect();
-                bad(
-                    Status::Warn,
-                    format!("{} older XID(s)", history.len()),
-                    format!("judged: XIDs of the last {} h", h.xid_lookback_h),
-                    format!(
-                        "{who}: history, not judged: {} logged before the {} h look-back",
-                        list.join(", "),
-                        h.xid_lookback_h
-                    ),
-                );
-            }
-            if let Some(r) = g.pcie.replay_counter.filter(|r| *r > h.max_pcie_replays) {
-                bad(
-                    Status::Fail,
-                    format!("{r} replays"),
-                    format!("<= {}", h.max_pcie_replays),
-                    format!("{who}: {r} PCIe replays (limit {})", h.max_pcie_replays),
-                );
-            }
-            for l in &g.nvlinks {
-                let errs: u64 = [
-                    l.errors.replay,
-                    l.errors.recovery,
-                    l.errors.crc_flit,
-                    l.errors.crc_data,
-                ]
-                .into_iter()
-                .flatten()
-                .sum();
-                if errs > h.max_nvlink_errors {
-                    bad(
-                        Status::Fail,
-                        format!("{errs} errors"),
-                        format!("<= {}", h.max_nvlink_errors),
-                        format!(
-                            "{who} link {}: {errs} NVLink errors (replay, recovery, CRC)",
-                            l.link
-                        ),
-                    );
-                }
-            }
-            for t in &g.throttle_reasons {
-                if h.fail_throttle.contains(t) {
-                    bad(
-                        Status::Fail,
-                        t.clone(),
-                        "not throttled".into(),
-                        format!("{who}: clocks held back by {t}"),
-                    );
-                }
-            }
-            if let (Some(t), Some(w)) = (g.temperature_c, h.warn_temperature_c) {
-                if t > w {
-                    bad(
-                        Status::Warn,
-                        format!("{t:.0} °C"),
-                        format!("<= {w:.0} °C"),
-                        format!("{who}: {t:.0} °C at rest"),
-                    );
-                }
-            }
-        }
-        let problems = out
-            .iter()
-            .filter(|f| f.status != Status::Pass && f.status != Status::Skip)
-            .count();
-        if problems == 0 {
-            out.push(finding(
-                Status::Pass,
-                "node",
-                format!("{} GPUs healthy", inv.gpus.len()),
-                "no errors beyond limits",
-                format!("{} GPUs: ECC, remapped rows, XIDs, replays, NVLink errors and throttling within limits", inv.gpus.len()),
-            ));
+            out.extend(gpu_findings(h, g));
         }
         out
+    }
+}
+
+/// The findings of one GPU: one per reading (a pass, a skip, or the problems found in it).
+fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
+    let who = &format!("GPU {}", g.index);
+    let mut out = Vec::new();
+
+    if h.require_ecc {
+        let r = Reading::EccMode;
+        out.push(match g.ecc_enabled.filter(|_| g.gives(r)) {
+            Some(true) => ok(who, r, "ECC on", "ECC on"),
+            Some(false) => bad(
+                Status::Fail,
+                who,
+                r,
+                "ECC off",
+                "ECC on",
+                format!("{who}: ECC is disabled"),
+            ),
+            None => na(who, r, "ECC on"),
+        });
+    }
+
+    let r = Reading::EccErrors;
+    if g.gives(r) {
+        let e = &g.ecc;
+        let mut p = Vec::new();
+        let unc = [e.volatile_uncorrected, e.sram_uncorrected]
+            .into_iter()
+            .flatten()
+            .max()
+            .unwrap_or(0);
+        if unc > h.max_uncorrectable {
+            p.push(bad(
+                Status::Fail,
+                who,
+                r,
+                format!("{unc} uncorrectable"),
+                format!("<= {}", h.max_uncorrectable),
+                format!("{who}: {unc} uncorrectable ECC error(s)"),
+            ));
+        }
+        if let Some(c) = e.sram_corrected.filter(|c| *c > h.max_sram_correctable) {
+            p.push(bad(
+                Status::Fail,
+                who,
+                r,
+                format!("{c} SRAM corrected"),
+                format!("<= {}", h.max_sram_correctable),
+                format!("{who}: {c} correctable SRAM errors"),
+            ));
+        }
+        if let Some(c) = e.dram_errors.filter(|c| *c > h.max_dram_errors) {
+            p.push(bad(
+                Status::Fail,
+                who,
+                r,
+                format!("{c} DRAM errors"),
+                format!("<= {}", h.max_dram_errors),
+                format!("{who}: {c} DRAM errors"),
+            ));
+        }
+        if p.is_empty() {
+            out.push(ok(
+                who,
+                r,
+                format!("{unc} uncorrectable"),
+                format!("<= {}", h.max_uncorrectable),
+            ));
+        }
+        out.extend(p);
+    } else {
+        out.push(na(
+            who,
+            r,
+            format!("<= {} uncorrectable", h.max_uncorrectable),
+        ));
+    }
+
+    let r = Reading::RemappedRows;
+    if g.gives(r) {
+        let mut p = Vec::new();
+        if let Some(rows) = &g.remapped_rows {
+            if rows.pending && h.fail_on_remap_pending {
+                p.push(bad(
+                    Status::Fail,
+                    who,
+                    r,
+                    "remap pending",
+                    "no pending remap",
+                    format!("{who}: a row remap is pending: the GPU must be reset before use"),
+                ));
+            }
+            if rows.failure && h.fail_on_remap_failure {
+                p.push(bad(
+                    Status::Fail,
+                    who,
+                    r,
+                    "remap failed",
+                    "no failed remap",
+                    format!("{who}: a row remap failed: the GPU is out of spare rows"),
+                ));
+            }
+        }
+        if g.retired_pages.as_ref().is_some_and(|x| x.pending) {
+            p.push(bad(
+                Status::Warn,
+                who,
+                r,
+                "page retirement pending",
+                "none pending",
+                format!("{who}: a page retirement is pending (reset needed)"),
+            ));
+        }
+        if p.is_empty() {
+            out.push(ok(
+                who,
+                r,
+                "none pending or failed",
+                "no pending or failed remap",
+            ));
+        }
+        out.extend(p);
+    } else {
+        out.push(na(who, r, "no pending or failed remap"));
+    }
+
+    // XIDs: an event seen is judged even when a source was missing; no event proves nothing
+    // unless a source was there to see one.
+    let r = Reading::Xids;
+    // Kernel-log XIDs older than the look-back (logged since boot, perhaps before a GPU reset)
+    // are history: listed in one warning, not judged.
+    let (recent, history) = split_xids(&g.xids, h.xid_lookback_h);
+    for x in &recent {
+        let fatal = h.fail_xids.contains(&x.code);
+        out.push(bad(
+            if fatal { Status::Fail } else { Status::Warn },
+            who,
+            r,
+            format!("XID {}", x.code),
+            "no XID",
+            format!(
+                "{who}: XID {} ({}{}){}",
+                x.code,
+                x.source,
+                x.age_s
+                    .filter(|a| *a > 0.0)
+                    .map(|a| format!(", {} before the run", fmt_age(a)))
+                    .unwrap_or_default(),
+                if fatal { ", which fails a node" } else { "" }
+            ),
+        ));
+    }
+    if !history.is_empty() {
+        let list: Vec<String> = history
+            .iter()
+            .map(|x| {
+                format!(
+                    "XID {} ({}, {} ago)",
+                    x.code,
+                    x.source,
+                    fmt_age(x.age_s.unwrap_or(0.0))
+                )
+            })
+            .collect();
+        out.push(bad(
+            Status::Warn,
+            who,
+            r,
+            format!("{} older XID(s)", history.len()),
+            format!("judged: XIDs of the last {} h", h.xid_lookback_h),
+            format!(
+                "{who}: history, not judged: {} logged before the {} h look-back",
+                list.join(", "),
+                h.xid_lookback_h
+            ),
+        ));
+    }
+    if recent.is_empty() {
+        out.push(if g.gives(r) {
+            ok(who, r, "none", "no XID")
+        } else {
+            na(who, r, "no XID")
+        });
+    }
+
+    let r = Reading::PcieReplays;
+    let limit = format!("<= {}", h.max_pcie_replays);
+    out.push(match g.pcie.replay_counter.filter(|_| g.gives(r)) {
+        Some(n) if n > h.max_pcie_replays => bad(
+            Status::Fail,
+            who,
+            r,
+            format!("{n} replays"),
+            limit,
+            format!("{who}: {n} PCIe replays (limit {})", h.max_pcie_replays),
+        ),
+        Some(n) => ok(who, r, format!("{n} replays"), limit),
+        None => na(who, r, limit),
+    });
+
+    // NVLink: a GPU without links has no counters to give and none to judge.
+    let r = Reading::NvlinkErrors;
+    let active: Vec<_> = g.nvlinks.iter().filter(|l| l.active).collect();
+    if !active.is_empty() {
+        let limit = format!("<= {} per link", h.max_nvlink_errors);
+        let mut p = Vec::new();
+        let mut unread = Vec::new();
+        let mut partly = Vec::new();
+        for l in &active {
+            match l.errors.read() {
+                None => unread.push(l.link.to_string()),
+                Some((errs, missing)) => {
+                    if !missing.is_empty() {
+                        partly.push(format!("link {}: {} not read", l.link, missing.join(", ")));
+                    }
+                    if errs > h.max_nvlink_errors {
+                        p.push(bad(
+                            Status::Fail,
+                            &format!("{who} link {}", l.link),
+                            r,
+                            format!("{errs} errors"),
+                            format!("<= {}", h.max_nvlink_errors),
+                            format!(
+                                "{who} link {}: {errs} NVLink errors (replay, recovery, CRC)",
+                                l.link
+                            ),
+                        ));
+                    }
+                }
+            }
+        }
+        if !unread.is_empty() {
+            let mut f = na(who, r, limit.clone());
+            if unread.len() < active.len() {
+                f.reason = format!("{} (links {})", f.reason, unread.join(", "));
+            }
+            out.push(f);
+        } else if p.is_empty() {
+            let mut f = ok(
+                who,
+                r,
+                format!("{} active links within limits", active.len()),
+                limit,
+            );
+            if !partly.is_empty() {
+                f.found = format!("{} ({})", f.found, partly.join("; "));
+                f.reason = format!("{}; {}", f.reason, partly.join("; "));
+            }
+            out.push(f);
+        }
+        out.extend(p);
+    }
+
+    let r = Reading::ThrottleReasons;
+    if g.gives(r) {
+        let held: Vec<&String> = g
+            .throttle_reasons
+            .iter()
+            .filter(|t| h.fail_throttle.contains(t))
+            .collect();
+        for t in &held {
+            out.push(bad(
+                Status::Fail,
+                who,
+                r,
+                t.to_string(),
+                "not throttled",
+                format!("{who}: clocks held back by {t}"),
+            ));
+        }
+        if held.is_empty() {
+            out.push(ok(
+                who,
+                r,
+                if g.throttle_reasons.is_empty() {
+                    "none".to_string()
+                } else {
+                    g.throttle_reasons.join(", ")
+                },
+                "not throttled",
+            ));
+        }
+    } else {
+        out.push(na(who, r, "not throttled"));
+    }
+
+    if let Some(w) = h.warn_temperature_c {
+        let r = Reading::Temperature;
+        let limit = format!("<= {w:.0} °C");
+        out.push(match g.temperature_c.filter(|_| g.gives(r)) {
+            Some(t) if t > w => bad(
+                Status::Warn,
+                who,
+                r,
+                format!("{t:.0} °C"),
+                limit,
+                format!("{who}: {t:.0} °C at rest"),
+            ),
+            Some(t) => ok(who, r, format!("{t:.0} °C"), limit),
+            None => na(who, r, limit),
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::Evidence;
+    use crate::inventory::{Inventory, RemappedRows, RetiredPages, XidEvent};
+
+    /// The health findings of a simulated `node` after `edit` changed what was read.
+    fn judge(node: &str, edit: impl FnOnce(&mut Inventory)) -> Vec<Finding> {
+        let ev: Evidence = crate::testutil::simulated(node, &[]);
+        let mut inv = ev.node.clone();
+        edit(&mut inv);
+        let cfg = ev.suite.resolved.checks.health.clone().expect("health");
+        let ctx = Ctx {
+            suite: &ev.suite.resolved,
+            inventory: &inv,
+            earlier: &[],
+            simulated: true,
+        };
+        Health(cfg).evaluate(&ctx, &Measured::default())
+    }
+
+    /// The findings about `subject` on reading `r`.
+    fn on<'a>(f: &'a [Finding], subject: &str, r: Reading) -> Vec<&'a Finding> {
+        f.iter()
+            .filter(|x| x.subject == subject && x.metric.as_deref() == Some(r.key()))
+            .collect()
+    }
+
+    fn status(f: &[Finding], subject: &str, r: Reading) -> Vec<Status> {
+        on(f, subject, r).iter().map(|x| x.status).collect()
+    }
+
+    #[test]
+    fn a_healthy_node_passes_every_reading_of_every_gpu() {
+        let f = judge("h100-sxm-8", |_| {});
+        for g in 0..8 {
+            let who = format!("GPU {g}");
+            for r in [
+                Reading::EccMode,
+                Reading::EccErrors,
+                Reading::RemappedRows,
+                Reading::Xids,
+                Reading::PcieReplays,
+                Reading::NvlinkErrors,
+                Reading::ThrottleReasons,
+                Reading::Temperature,
+            ] {
+                assert_eq!(status(&f, &who, r), vec![Status::Pass], "{who} {r:?}");
+            }
+        }
+        assert_eq!(
+            status(&f, "node", Reading::DriverVersion),
+            vec![Status::Pass]
+        );
+    }
+
+    #[test]
+    fn nvlink_errors_are_judged_per_link_against_the_limit() {
+        let set =
+            |n: u64| move |inv: &mut Inventory| inv.gpus[2].nvlinks[5].errors.replay = Some(n);
+        // At the limit (100) passes; one more fails, naming the link.
+        assert_eq!(
+            status(
+                &judge("h100-sxm-8", set(100)),
+                "GPU 2",
+                Reading::NvlinkErrors
+            ),
+            vec![Status::Pass]
+        );
+        let f = judge("h100-sxm-8", set(101));
+        assert_eq!(
+            status(&f, "GPU 2 link 5", Reading::NvlinkErrors),
+            vec![Status::Fail]
+        );
+        assert!(
+            status(&f, "GPU 2", Reading::NvlinkErrors).is_empty(),
+            "no pass beside it"
+        );
+        // The counters add up: 60 + 41 is over 100.
+        let f = judge("h100-sxm-8", |inv| {
+            let e = &mut inv.gpus[2].nvlinks[5].errors;
+            e.replay = Some(60);
+            e.crc_flit = Some(41);
+        });
+        assert_eq!(
+            status(&f, "GPU 2 link 5", Reading::NvlinkErrors),
+            vec![Status::Fail]
+        );
+    }
+
+    #[test]
+    fn unread_nvlink_counters_are_not_zero() {
+        // One link gives no counter: GPU 3's counters are not available, not within limits.
+        let f = judge("h100-sxm-8", |inv| {
+            inv.gpus[3].nvlinks[7].errors = Default::default();
+        });
+        let na = on(&f, "GPU 3", Reading::NvlinkErrors);
+        assert_eq!(na.len(), 1);
+        assert_eq!(na[0].status, Status::Skip);
+        assert_eq!(
+            na[0].reason,
+            "not available here: NVLink error counters of GPU 3 (links 7)"
+        );
+        // A link with some counters is judged on those, and says which were not read.
+        let f = judge("h100-sxm-8", |inv| {
+            inv.gpus[3].nvlinks[7].errors.crc_data = None;
+        });
+        let ok = on(&f, "GPU 3", Reading::NvlinkErrors);
+        assert_eq!(ok[0].status, Status::Pass);
+        assert!(
+            ok[0].found.contains("link 7: crc_data not read"),
+            "{}",
+            ok[0].found
+        );
+        // A GPU whose links give no counter at all.
+        let f = judge("h100-sxm-8", |inv| {
+            inv.gpus[3]
+                .nvlinks
+                .iter_mut()
+                .for_each(|l| l.errors = Default::default());
+        });
+        assert_eq!(
+            on(&f, "GPU 3", Reading::NvlinkErrors)[0].reason,
+            "not available here: NVLink error counters of GPU 3"
+        );
+    }
+
+    #[test]
+    fn pcie_replays_are_judged_against_the_limit() {
+        let set = |n: Option<u64>| move |inv: &mut Inventory| inv.gpus[1].pcie.replay_counter = n;
+        let st = |n| status(&judge("h100-sxm-8", set(n)), "GPU 1", Reading::PcieReplays);
+        assert_eq!(st(Some(80)), vec![Status::Pass]);
+        assert_eq!(st(Some(81)), vec![Status::Fail]);
+        assert_eq!(st(None), vec![Status::Skip]);
+    }
+
+    #[test]
+    fn unread_throttle_reasons_are_not_not_throttled() {
+        let f = judge("h100-sxm-8", |inv| {
+            inv.gpus[4].unavailable.push(Reading::ThrottleReasons)
+        });
+        let x = on(&f, "GPU 4", Reading::ThrottleReasons);
+        assert_eq!(x.len(), 1);
+        assert_eq!(x[0].status, Status::Skip);
+        assert_eq!(x[0].reason, "not available here: throttle reasons of GPU 4");
+        let with = |t: &str| {
+            let t = t.to_string();
+            status(
+                &judge("h100-sxm-8", move |inv| {
+                    inv.gpus[4].throttle_reasons = vec![t]
+                }),
+                "GPU 4",
+                Reading::ThrottleReasons,
+            )
+        };
+        assert_eq!(with("hw_slowdown"), vec![Status::Fail]);
+        assert_eq!(with("gpu_idle"), vec![Status::Pass]);
+    }
+
+    #[test]
+    fn xids_need_a_source_and_fatal_ones_fail() {
+        let f = judge("h100-sxm-8", |inv| {
+            inv.gpus[0].unavailable.push(Reading::Xids)
+        });
+        assert_eq!(status(&f, "GPU 0", Reading::Xids), vec![Status::Skip]);
+        let xid = |code: u32, hidden: bool| xid_aged(code, hidden, None);
+        assert_eq!(xid(79, false), vec![Status::Fail]);
+        // Within the 24 h look-back of the suite, judged; older, history (a warning) and the
+        // reading itself holds: no XID in the window.
+        assert_eq!(xid_aged(79, false, Some(23.0 * 3600.0)), vec![Status::Fail]);
+        assert_eq!(
+            xid_aged(79, false, Some(25.0 * 3600.0)),
+            vec![Status::Warn, Status::Pass]
+        );
+        assert_eq!(
+            xid_aged(79, true, Some(25.0 * 3600.0)),
+            vec![Status::Warn, Status::Skip]
+        );
+        assert_eq!(xid(13, false), vec![Status::Warn]);
+        // An XID seen by one source is judged even when another source was missing.
+        assert_eq!(xid(79, true), vec![Status::Fail]);
+    }
+
+    fn xid_aged(code: u32, hidden: bool, age_s: Option<f64>) -> Vec<Status> {
+        {
+            status(
+                &judge("h100-sxm-8", move |inv| {
+                    let g = &mut inv.gpus[0];
+                    g.xids.push(XidEvent {
+                        code,
+                        source: "kernel log".into(),
+                        detail: None,
+                        age_s,
+                    });
+                    if hidden {
+                        g.unavailable.push(Reading::Xids);
+                    }
+                }),
+                "GPU 0",
+                Reading::Xids,
+            )
+        }
+    }
+
+    #[test]
+    fn ecc_mode_and_counts_are_judged() {
+        let f = judge("h100-sxm-8", |inv| inv.gpus[6].ecc_enabled = Some(false));
+        assert_eq!(status(&f, "GPU 6", Reading::EccMode), vec![Status::Fail]);
+        let f = judge("h100-sxm-8", |inv| inv.gpus[6].ecc_enabled = None);
+        assert_eq!(status(&f, "GPU 6", Reading::EccMode), vec![Status::Skip]);
+        let ecc = |edit: fn(&mut crate::inventory::EccCounts)| {
+            status(
+                &judge("h100-sxm-8", move |inv| edit(&mut inv.gpus[6].ecc)),
+                "GPU 6",
+                Reading::EccErrors,
+            )
+        };
+        assert_eq!(
+            ecc(|e| e.volatile_uncorrected = Some(1)),
+            vec![Status::Fail]
+        );
+        assert_eq!(ecc(|e| e.sram_uncorrected = Some(1)), vec![Status::Fail]);
+        assert_eq!(ecc(|e| e.sram_corrected = Some(10_000)), vec![Status::Pass]);
+        assert_eq!(ecc(|e| e.sram_corrected = Some(10_001)), vec![Status::Fail]);
+        assert_eq!(
+            ecc(|e| e.dram_errors = Some(20_000_000)),
+            vec![Status::Pass]
+        );
+        assert_eq!(
+            ecc(|e| e.dram_errors = Some(20_000_001)),
+            vec![Status::Fail]
+        );
+        assert_eq!(ecc(|e| *e = Default::default()), vec![Status::Skip]);
+    }
+
+    #[test]
+    fn remaps_and_retirements_are_judged() {
+        let rows = |r: RemappedRows| {
+            status(
+                &judge("h100-sxm-8", move |inv| inv.gpus[5].remapped_rows = Some(r)),
+                "GPU 5",
+                Reading::RemappedRows,
+            )
+        };
+        assert_eq!(rows(RemappedRows::default()), vec![Status::Pass]);
+        assert_eq!(
+            rows(RemappedRows {
+                pending: true,
+                ..Default::default()
+            }),
+            vec![Status::Fail]
+        );
+        assert_eq!(
+            rows(RemappedRows {
+                failure: true,
+                ..Default::default()
+            }),
+            vec![Status::Fail]
+        );
+        let f = judge("a100-sxm-80gb-8", |inv| {
+            inv.gpus[5].retired_pages = Some(RetiredPages {
+                pending: true,
+                ..Default::default()
+            })
+        });
+        assert_eq!(
+            status(&f, "GPU 5", Reading::RemappedRows),
+            vec![Status::Warn]
+        );
+        let f = judge("h100-sxm-8", |inv| {
+            inv.gpus[5].remapped_rows = None;
+            inv.gpus[5].retired_pages = None;
+        });
+        assert_eq!(
+            status(&f, "GPU 5", Reading::RemappedRows),
+            vec![Status::Skip]
+        );
+    }
+
+    #[test]
+    fn temperature_and_driver_are_judged() {
+        let temp = |t: Option<f64>| {
+            status(
+                &judge("h100-sxm-8", move |inv| inv.gpus[7].temperature_c = t),
+                "GPU 7",
+                Reading::Temperature,
+            )
+        };
+        assert_eq!(temp(Some(85.0)), vec![Status::Pass]);
+        assert_eq!(temp(Some(86.0)), vec![Status::Warn]);
+        assert_eq!(temp(None), vec![Status::Skip]);
+        let drv = |v: Option<&str>| {
+            let v = v.map(String::from);
+            status(
+                &judge("h100-sxm-8", move |inv| inv.driver_version = v),
+                "node",
+                Reading::DriverVersion,
+            )
+        };
+        // h100-sxm-8 asks for 535.104.
+        assert_eq!(drv(Some("535.104")), vec![Status::Pass]);
+        assert_eq!(drv(Some("535.86")), vec![Status::Fail]);
+        assert_eq!(drv(None), vec![Status::Skip]);
+    }
+
+    #[test]
+    fn no_finding_claims_a_reading_that_was_not_given() {
+        let f = judge("h200-vm-1", |inv| {
+            let g = &mut inv.gpus[0];
+            for r in Reading::ALL {
+                crate::backend::sim::hide_for_tests(g, r);
+            }
+        });
+        for x in f.iter().filter(|x| x.subject == "GPU 0") {
+            assert_eq!(x.status, Status::Skip, "{x:?}");
+            assert!(x.reason.starts_with("not available here: "), "{}", x.reason);
+            assert!(!x.reason.contains("within limits"), "{}", x.reason);
+        }
     }
 }

@@ -2,6 +2,7 @@
 //! own copy bandwidth. Pinned, portable memory; copy engines; median of many samples.
 
 use super::judge::{judge, outliers};
+use super::verify;
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::{Backend, HostDir};
 use crate::error::HwError;
@@ -21,13 +22,15 @@ pub const FIGURES: [(&str, &str); 5] = [
 ];
 
 impl HostBandwidth {
-    fn limit(&self, name: &str) -> &Limit {
+    /// The suite's limit for a figure; None for a name this check does not measure.
+    fn limit(&self, name: &str) -> Option<&Limit> {
         match name {
-            "h2d" => &self.0.h2d,
-            "d2h" => &self.0.d2h,
-            "bidir" => &self.0.bidir,
-            "all_gpus_h2d" => &self.0.all_gpus_h2d,
-            _ => &self.0.device_copy,
+            "h2d" => Some(&self.0.h2d),
+            "d2h" => Some(&self.0.d2h),
+            "bidir" => Some(&self.0.bidir),
+            "all_gpus_h2d" => Some(&self.0.all_gpus_h2d),
+            "device_copy" => Some(&self.0.device_copy),
+            _ => None,
         }
     }
 }
@@ -79,7 +82,7 @@ impl Check for HostBandwidth {
                 (HostDir::Bidir, "bidir"),
             ] {
                 let s = b.host_copy(g, dir, c.size.0, c.warmup, c.iterations)?;
-                verified(&mut m, name, g, s.verified);
+                verify::record(&mut m, name, Subject::gpu(g), s.verified);
                 if dir == HostDir::H2d {
                     host_memory(&mut m, "host_memory", g, s.host_memory.as_ref());
                 }
@@ -89,7 +92,7 @@ impl Check for HostBandwidth {
                 progress(done, total);
             }
             let s = b.device_copy(g, c.size.0, c.warmup, c.iterations)?;
-            verified(&mut m, "device_copy", g, s.verified);
+            verify::record(&mut m, "device_copy", Subject::gpu(g), s.verified);
             m.metrics.push(
                 Metric::new("device_copy", Subject::gpu(g), "GB/s", s.values).timed(s.timing),
             );
@@ -102,7 +105,7 @@ impl Check for HostBandwidth {
                 .into_iter()
                 .enumerate()
             {
-                verified(&mut m, "all_gpus_h2d", g, s.verified);
+                verify::record(&mut m, "all_gpus_h2d", Subject::gpu(g), s.verified);
                 host_memory(
                     &mut m,
                     "all_gpus_h2d_host_memory",
@@ -119,9 +122,30 @@ impl Check for HostBandwidth {
     }
 
     fn evaluate(&self, _: &Ctx, m: &Measured) -> Vec<Finding> {
-        let mut out = verification_findings(m);
+        let mut out = verify::findings(m, &FIGURES, |_, s| s.describe());
         out.extend(remote_memory_findings(m));
+        // A figure this check has no limit for is a bug between measuring and judging: it is
+        // not judged against another figure's limit.
+        for x in m.metrics.iter().filter(|x| self.limit(&x.name).is_none()) {
+            out.push(
+                super::judge::finding(
+                    Status::Error,
+                    x.subject.describe(),
+                    format!("unknown figure '{}'", x.name),
+                    "a figure of this check",
+                    format!(
+                        "{}: host bandwidth figure '{}' is not one this check knows a limit for",
+                        x.subject.describe(),
+                        x.name
+                    ),
+                )
+                .on(&x.name),
+            );
+        }
         for (name, human) in FIGURES {
+            let Some(limit) = self.limit(name) else {
+                continue;
+            };
             let items: Vec<(String, f64)> = m
                 .metrics
                 .iter()
@@ -129,7 +153,7 @@ impl Check for HostBandwidth {
                 .map(|x| (x.subject.describe(), x.median))
                 .collect();
             for (who, v) in &items {
-                if let Some(f) = judge(who, human, *v, "GB/s", self.limit(name)) {
+                if let Some(f) = judge(who, human, *v, "GB/s", limit) {
                     out.push(f.on(name));
                 }
             }
@@ -190,34 +214,60 @@ fn remote_memory_findings(m: &Measured) -> Vec<Finding> {
         .collect()
 }
 
-/// Record a failed data check as a fact the evaluation turns into a failure.
-pub(crate) fn verified(m: &mut Measured, name: &str, g: usize, v: Option<bool>) {
-    if v == Some(false) {
-        m.facts.push(crate::evidence::Fact {
-            name: format!("{name}_data_mismatch"),
-            subject: Subject::gpu(g),
-            value: "data differed after the copy".into(),
-        });
-    }
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-pub(crate) fn verification_findings(m: &Measured) -> Vec<Finding> {
-    m.facts
-        .iter()
-        .filter(|f| f.name.ends_with("_data_mismatch"))
-        .map(|f| {
-            super::judge::finding(
-                Status::Fail,
-                f.subject.describe(),
-                "wrong data",
-                "copied data intact",
-                format!(
-                    "{}: {} ({})",
-                    f.subject.describe(),
-                    f.value,
-                    f.name.trim_end_matches("_data_mismatch")
-                ),
-            )
-        })
-        .collect()
+    fn check() -> HostBandwidth {
+        HostBandwidth(
+            toml::from_str("h2d = { fail_below = 48.0 }\ndevice_copy = { fail_below = 1000.0 }")
+                .unwrap(),
+        )
+    }
+
+    fn evaluate(metrics: Vec<Metric>) -> Vec<Finding> {
+        let ev = crate::testutil::simulated("h200-vm-1", &[]);
+        let ctx = Ctx {
+            suite: &ev.suite.resolved,
+            inventory: &ev.node,
+            earlier: &[],
+            simulated: true,
+        };
+        check().evaluate(
+            &ctx,
+            &Measured {
+                metrics,
+                facts: vec![],
+            },
+        )
+    }
+
+    #[test]
+    fn each_figure_is_judged_against_its_own_limit() {
+        // 500 GB/s is far above the H2D floor and far below the device-copy one.
+        let f = evaluate(vec![Metric::new(
+            "h2d",
+            Subject::gpu(0),
+            "GB/s",
+            vec![500.0],
+        )]);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].status, Status::Pass);
+        let f = evaluate(vec![Metric::new(
+            "device_copy",
+            Subject::gpu(0),
+            "GB/s",
+            vec![500.0],
+        )]);
+        assert_eq!(f[0].status, Status::Fail);
+    }
+
+    #[test]
+    fn an_unknown_figure_is_an_error_not_judged_by_another_limit() {
+        let f = evaluate(vec![Metric::new("h2x", Subject::gpu(0), "GB/s", vec![5.0])]);
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].status, Status::Error);
+        assert!(f[0].reason.contains("'h2x'"), "{}", f[0].reason);
+        assert_eq!(f[0].subject, "GPU 0");
+    }
 }

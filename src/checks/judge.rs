@@ -103,12 +103,14 @@ pub fn judge(subject: &str, what: &str, value: f64, unit: &str, limit: &Limit) -
         expected,
         reason,
         metric: None,
+        info: false,
     })
 }
 
 /// The in-node outlier rule: each item must be within `pct` percent of the node's median, on
 /// the bad side only (`higher_is_better`: bandwidth; otherwise latency). Catches the slow but
-/// otherwise healthy GPU that passes every absolute floor. Returns failing items only.
+/// otherwise healthy GPU that passes every absolute floor. Returns failing items only; a figure
+/// that is not a number (NaN, infinite) cannot be within anything and fails too.
 pub fn outliers(
     items: &[(String, f64)],
     pct: f64,
@@ -116,20 +118,34 @@ pub fn outliers(
     what: &str,
     unit: &str,
 ) -> Vec<Finding> {
+    let mut out: Vec<Finding> = items
+        .iter()
+        .filter(|(_, v)| !v.is_finite())
+        .map(|(subject, v)| Finding {
+            status: Status::Fail,
+            subject: subject.clone(),
+            found: format!("{} {unit}", fmt_num(*v)).trim_end().to_string(),
+            expected: format!("within {}% of the node median", fmt_num(pct)),
+            reason: format!("{subject}: {what} could not be computed"),
+            metric: None,
+            info: false,
+        })
+        .collect();
     let vals: Vec<f64> = items
         .iter()
         .map(|x| x.1)
         .filter(|v| v.is_finite())
         .collect();
     if vals.len() < 2 {
-        return vec![];
+        return out;
     }
     let med = crate::evidence::median(&vals);
     if med <= 0.0 {
-        return vec![];
+        return out;
     }
-    items
+    out.extend(items
         .iter()
+        .filter(|(_, v)| v.is_finite())
         .filter_map(|(subject, v)| {
             let dev = (v - med) / med * 100.0;
             let bad = if higher_is_better { dev < -pct } else { dev > pct };
@@ -147,9 +163,10 @@ pub fn outliers(
                     fmt_num(pct)
                 ),
                 metric: None,
+                info: false,
             })
-        })
-        .collect()
+        }));
+    out
 }
 
 pub fn finding(
@@ -166,6 +183,7 @@ pub fn finding(
         expected: expected.into(),
         reason: reason.into(),
         metric: None,
+        info: false,
     }
 }
 
@@ -225,5 +243,47 @@ mod tests {
             outliers(&lat, 20.0, false, "latency", "us")[0].subject,
             "p2"
         );
+    }
+
+    #[test]
+    fn outlier_rule_fails_a_figure_that_is_not_a_number() {
+        for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+            let items: Vec<(String, f64)> = (0..4)
+                .map(|i| (format!("GPU {i}"), if i == 1 { bad } else { 55.0 }))
+                .collect();
+            for higher in [true, false] {
+                let f = outliers(&items, 10.0, higher, "h2d", "GB/s");
+                assert_eq!(f.len(), 1, "{bad} {higher}: {f:?}");
+                assert_eq!(f[0].status, Status::Fail);
+                assert_eq!(f[0].subject, "GPU 1");
+                assert!(
+                    f[0].reason.contains("could not be computed"),
+                    "{}",
+                    f[0].reason
+                );
+            }
+        }
+        // Even when it leaves fewer than two figures to take a median of.
+        let two = vec![("GPU 0".to_string(), 55.0), ("GPU 1".to_string(), f64::NAN)];
+        assert_eq!(outliers(&two, 10.0, true, "h2d", "GB/s").len(), 1);
+    }
+
+    #[test]
+    fn outlier_rule_flags_the_bad_side_only() {
+        let items: Vec<(String, f64)> = (0..4)
+            .map(|i| (format!("GPU {i}"), if i == 2 { 80.0 } else { 55.0 }))
+            .collect();
+        // A fast GPU is no bandwidth outlier, but the same spread is one for a latency.
+        assert!(outliers(&items, 10.0, true, "h2d", "GB/s").is_empty());
+        assert_eq!(
+            outliers(&items, 10.0, false, "latency", "us")[0].subject,
+            "GPU 2"
+        );
+        // Just inside the rule is not an outlier.
+        let near: Vec<(String, f64)> = (0..4)
+            .map(|i| (format!("GPU {i}"), if i == 0 { 50.0 } else { 55.0 }))
+            .collect();
+        assert!(outliers(&near, 10.0, true, "h2d", "GB/s").is_empty());
+        assert_eq!(outliers(&near, 9.0, true, "h2d", "GB/s").len(), 1);
     }
 }

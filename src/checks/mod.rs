@@ -13,6 +13,7 @@ pub mod p2p_bandwidth;
 pub mod p2p_latency;
 pub mod topology;
 pub mod training;
+pub mod verify;
 pub mod virtualization;
 
 use crate::backend::Backend;

@@ -1,8 +1,8 @@
 //! Peer-to-peer bandwidth for every ordered GPU pair: read and write copies one way, and both
 //! ways at once for every pair.
 
-use super::host_bandwidth::{verification_findings, verified};
 use super::judge::{finding, fmt_num, judge, outliers};
+use super::verify;
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::{Backend, P2pMode};
 use crate::error::HwError;
@@ -11,6 +11,22 @@ use crate::suite::P2pBandwidthCheck;
 use crate::units::format_bytes;
 
 pub struct P2pBandwidth(pub P2pBandwidthCheck);
+
+/// (metric name, human name) of each figure this check measures.
+pub const FIGURES: [(&str, &str); 3] = [
+    ("p2p_read", "peer read"),
+    ("p2p_write", "peer write"),
+    ("p2p_bidir", "peer both ways"),
+];
+
+/// The pair a figure is about: "GPU 0 -> GPU 5" one way, "GPU 0 <-> GPU 5" both ways.
+fn who(metric: &str, s: &Subject) -> String {
+    if metric == "p2p_bidir" {
+        format!("GPU {} <-> GPU {}", s.gpu.unwrap_or(0), s.peer.unwrap_or(0))
+    } else {
+        s.describe()
+    }
+}
 
 impl Check for P2pBandwidth {
     fn id(&self) -> String {
@@ -58,7 +74,12 @@ impl Check for P2pBandwidth {
                         value: "disabled".into(),
                     });
                 }
-                verified(&mut m, &format!("p2p_{name}"), a, s.gbps.verified);
+                verify::record(
+                    &mut m,
+                    &format!("p2p_{name}"),
+                    Subject::pair(a, z),
+                    s.gbps.verified,
+                );
                 m.metrics.push(
                     Metric::new(
                         &format!("p2p_{name}"),
@@ -74,7 +95,7 @@ impl Check for P2pBandwidth {
         }
         for &(a, z) in pairs.iter().filter(|(a, z)| a < z) {
             let s = b.p2p_copy(a, z, P2pMode::Bidir, c.size.0, c.warmup, c.iterations)?;
-            verified(&mut m, "p2p_bidir", a, s.gbps.verified);
+            verify::record(&mut m, "p2p_bidir", Subject::pair(a, z), s.gbps.verified);
             m.metrics.push(
                 Metric::new("p2p_bidir", Subject::pair(a, z), "GB/s", s.gbps.values)
                     .timed(s.gbps.timing),
@@ -87,7 +108,7 @@ impl Check for P2pBandwidth {
 
     fn evaluate(&self, _: &Ctx, m: &Measured) -> Vec<Finding> {
         let c = &self.0;
-        let mut out = verification_findings(m);
+        let mut out = verify::findings(m, &FIGURES, who);
         for f in m
             .facts
             .iter()
@@ -117,18 +138,7 @@ impl Check for P2pBandwidth {
                 .metrics
                 .iter()
                 .filter(|x| x.name == name)
-                .map(|x| {
-                    let who = if name == "p2p_bidir" {
-                        format!(
-                            "GPU {} <-> GPU {}",
-                            x.subject.gpu.unwrap_or(0),
-                            x.subject.peer.unwrap_or(0)
-                        )
-                    } else {
-                        x.subject.describe()
-                    };
-                    (who, x.median)
-                })
+                .map(|x| (who(name, &x.subject), x.median))
                 .collect();
             for (who, v) in &items {
                 if let Some(f) = judge(who, human, *v, "GB/s", limit) {

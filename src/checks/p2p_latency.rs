@@ -1,6 +1,7 @@
 //! Peer-to-peer latency for every ordered GPU pair (small transfers).
 
 use super::judge::{judge, outliers};
+use super::verify;
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
 use crate::error::HwError;
@@ -39,6 +40,8 @@ impl Check for P2pLatency {
         let mut m = Measured::default();
         for (i, &(a, z)) in pairs.iter().enumerate() {
             let s = b.p2p_latency(a, z, self.0.iterations)?;
+            // The CUDA code checks what the small transfers carried: judge it, per pair.
+            verify::record(&mut m, "latency", Subject::pair(a, z), s.verified);
             m.metrics
                 .push(Metric::new("latency", Subject::pair(a, z), "us", s.values).timed(s.timing));
             progress(i + 1, pairs.len());
@@ -52,12 +55,12 @@ impl Check for P2pLatency {
             .iter()
             .map(|x| (x.subject.describe(), x.median))
             .collect();
-        let mut out: Vec<Finding> = items
-            .iter()
-            .filter_map(|(who, v)| {
-                judge(who, "latency", *v, "us", &self.0.latency_us).map(|f| f.on("latency"))
-            })
-            .collect();
+        let mut out = verify::findings(m, &[("latency", "small peer transfer")], |_, s| {
+            s.describe()
+        });
+        out.extend(items.iter().filter_map(|(who, v)| {
+            judge(who, "latency", *v, "us", &self.0.latency_us).map(|f| f.on("latency"))
+        }));
         if let Some(pct) = self.0.outlier_pct {
             out.extend(
                 outliers(&items, pct, false, "latency", "us")

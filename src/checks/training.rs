@@ -131,7 +131,7 @@ impl Check for Training {
         Ok(m)
     }
 
-    fn evaluate(&self, _: &Ctx, m: &Measured) -> Vec<Finding> {
+    fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
         let c = &self.0;
         let mut out = Vec::new();
         let get = |n: &str| m.metrics.iter().find(|x| x.name == n);
@@ -165,60 +165,18 @@ impl Check for Training {
                     "golden step {step}: the node's loss {gpu:.6} differs from the CPU golden {cpu:.6} by {rel_diff:.1e} (relative): this node computes wrong answers"
                 ),
             ),
-            Err(e) => finding(Status::Fail, "node", "no comparable losses", expected, format!("golden trajectory: {e}")),
+            // Too few losses to compare is missing data, not a wrong answer: an error.
+            Err(e) => finding(Status::Error, "node", "no comparable losses", expected, format!("golden trajectory: {e}")),
         });
         // The loss goes down and reaches the target.
-        if let (Some(first), Some(last)) = (losses.first(), losses.last()) {
-            let down = last < first;
-            let target_ok = c.loss_target.is_none_or(|t| *last < t);
-            out.push(finding(
-                if down && target_ok {
-                    Status::Pass
-                } else {
-                    Status::Fail
-                },
-                "node",
-                format!("loss {first:.4} -> {last:.4}"),
-                match c.loss_target {
-                    Some(t) => format!("decreasing, final < {t}"),
-                    None => "decreasing".into(),
-                },
-                if !down {
-                    format!("the loss did not decrease ({first:.4} -> {last:.4})")
-                } else if !target_ok {
-                    format!(
-                        "final loss {last:.4} is not below the target {}",
-                        c.loss_target.unwrap_or(0.0)
-                    )
-                } else {
-                    format!("loss went down from {first:.4} to {last:.4}")
-                },
-            ));
-        }
+        out.push(loss_finding(c.loss_target, &losses));
         // Replicas bit-identical.
         let hashes: Vec<&Fact> = m
             .facts
             .iter()
             .filter(|f| f.name == "params_sha256")
             .collect();
-        if let Some(first) = hashes.first() {
-            let odd: Vec<String> = hashes
-                .iter()
-                .filter(|h| h.value != first.value)
-                .map(|h| h.subject.describe())
-                .collect();
-            out.push(if odd.is_empty() {
-                finding(Status::Pass, "node", format!("{} identical replicas", hashes.len()), "identical parameters", format!("all {} replicas hold bit-identical parameters", hashes.len()))
-            } else {
-                finding(
-                    Status::Fail,
-                    odd.join(", "),
-                    "parameters differ",
-                    "identical parameters",
-                    format!("replica mismatch: {} ended with parameters different from GPU 0 (silent data corruption or a broken all-reduce)", odd.join(", ")),
-                )
-            });
-        }
+        out.push(replica_finding(&hashes, ctx.inventory.gpus.len()));
         if let Some(x) = get("samples_per_s") {
             if let Some(f) = judge(
                 "node",
@@ -245,23 +203,232 @@ impl Check for Training {
             ));
         }
         if let Some(x) = get("comm_fraction") {
+            // Information about the node, not a judgement: no suite sets a limit on it.
             let f = x.median;
-            out.push(finding(
-                Status::Pass,
-                "node",
-                format!("{:.1}% of step time in exposed communication", f * 100.0),
-                "-",
-                format!(
-                    "{}% of each step waits on gradient exchange: this node makes such a job {}",
-                    fmt_num(f * 100.0),
-                    if f > 0.2 {
-                        "communication-bound"
-                    } else {
-                        "compute-bound"
-                    }
-                ),
-            ));
+            out.push(
+                finding(
+                    Status::Pass,
+                    "node",
+                    format!("{:.1}% of step time in exposed communication", f * 100.0),
+                    "-",
+                    format!(
+                        "{}% of each step waits on gradient exchange: this node makes such a job {}",
+                        fmt_num(f * 100.0),
+                        if f > 0.2 {
+                            "communication-bound"
+                        } else {
+                            "compute-bound"
+                        }
+                    ),
+                )
+                .informational(),
+            );
         }
         out
+    }
+}
+
+/// The loss must go down and end below the suite's target. No loss at all, or one that is not a
+/// number, proves nothing: an error, not a pass.
+fn loss_finding(target: Option<f64>, losses: &[f64]) -> Finding {
+    let expected = match target {
+        Some(t) => format!("decreasing, final < {t}"),
+        None => "decreasing".into(),
+    };
+    let (Some(first), Some(last)) = (losses.first().copied(), losses.last().copied()) else {
+        return finding(
+            Status::Error,
+            "node",
+            "no losses",
+            expected,
+            "the training run reported no loss, so it cannot show that the model learns",
+        );
+    };
+    if !(first.is_finite() && last.is_finite()) {
+        return finding(
+            Status::Error,
+            "node",
+            format!("loss {first} -> {last}"),
+            expected,
+            format!("the training run's loss is not a number ({first} -> {last})"),
+        );
+    }
+    let down = last < first;
+    let target_ok = target.is_none_or(|t| last < t);
+    finding(
+        if down && target_ok {
+            Status::Pass
+        } else {
+            Status::Fail
+        },
+        "node",
+        format!("loss {first:.4} -> {last:.4}"),
+        expected,
+        if !down {
+            format!("the loss did not decrease ({first:.4} -> {last:.4})")
+        } else if !target_ok {
+            format!(
+                "final loss {last:.4} is not below the target {}",
+                target.unwrap_or(0.0)
+            )
+        } else {
+            format!("loss went down from {first:.4} to {last:.4}")
+        },
+    )
+}
+
+/// A SHA-256 as hex: what a replica's hash must look like to be compared at all.
+fn is_sha256(v: &str) -> bool {
+    v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Every GPU's replica must end with the same parameters. A hash that is missing, or is not a
+/// hash (a hashing thread that failed), is an error: equal failure messages prove nothing.
+fn replica_finding(hashes: &[&Fact], gpus: usize) -> Finding {
+    let expected = "identical parameters";
+    let broken: Vec<String> = hashes
+        .iter()
+        .filter(|h| !is_sha256(&h.value))
+        .map(|h| format!("{} ({})", h.subject.describe(), h.value))
+        .collect();
+    if !broken.is_empty() {
+        return finding(
+            Status::Error,
+            "node",
+            "no parameter hash",
+            expected,
+            format!(
+                "the parameters of {} could not be hashed, so the replicas were not compared",
+                broken.join(", ")
+            ),
+        );
+    }
+    let missing: Vec<String> = (0..gpus)
+        .filter(|g| !hashes.iter().any(|h| h.subject.gpu == Some(*g)))
+        .map(|g| format!("GPU {g}"))
+        .collect();
+    if hashes.is_empty() || !missing.is_empty() {
+        return finding(
+            Status::Error,
+            if missing.is_empty() {
+                "node".to_string()
+            } else {
+                missing.join(", ")
+            },
+            "no parameter hash",
+            expected,
+            format!(
+                "the training run reported no parameter hash for {}, so the replicas were not compared",
+                if missing.is_empty() {
+                    "any replica".to_string()
+                } else {
+                    missing.join(", ")
+                }
+            ),
+        );
+    }
+    let first = &hashes[0].value;
+    let odd: Vec<String> = hashes
+        .iter()
+        .filter(|h| &h.value != first)
+        .map(|h| h.subject.describe())
+        .collect();
+    if odd.is_empty() {
+        finding(
+            Status::Pass,
+            "node",
+            format!("{} identical replicas", hashes.len()),
+            expected,
+            format!(
+                "all {} replicas hold bit-identical parameters",
+                hashes.len()
+            ),
+        )
+    } else {
+        finding(
+            Status::Fail,
+            odd.join(", "),
+            "parameters differ",
+            expected,
+            format!(
+                "replica mismatch: {} ended with parameters different from {} (silent data corruption or a broken all-reduce)",
+                odd.join(", "),
+                hashes[0].subject.describe()
+            ),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hashes(values: &[&str]) -> Vec<Fact> {
+        values
+            .iter()
+            .enumerate()
+            .map(|(g, v)| Fact {
+                name: "params_sha256".into(),
+                subject: Subject::gpu(g),
+                value: v.to_string(),
+            })
+            .collect()
+    }
+
+    fn judge_replicas(values: &[&str], gpus: usize) -> Finding {
+        let facts = hashes(values);
+        let refs: Vec<&Fact> = facts.iter().collect();
+        replica_finding(&refs, gpus)
+    }
+
+    const A: &str = "5f9c4ab08cac7457e9111a30e4664920607ea2c115a1433d7be98e97e64244ca";
+    const B: &str = "7d865e959b2466918c9863afca942d0fb89d7c9ac0c99bafc3749504ded97730";
+
+    #[test]
+    fn identical_replicas_pass_and_a_different_one_fails_by_name() {
+        assert_eq!(judge_replicas(&[A, A, A], 3).status, Status::Pass);
+        let f = judge_replicas(&[A, A, B], 3);
+        assert_eq!(f.status, Status::Fail);
+        assert_eq!(f.subject, "GPU 2");
+    }
+
+    #[test]
+    fn hashes_that_all_failed_are_an_error_not_identical_replicas() {
+        let f = judge_replicas(&["hashing failed"; 4], 4);
+        assert_eq!(f.status, Status::Error, "{f:?}");
+        assert!(f.reason.contains("GPU 3 (hashing failed)"), "{}", f.reason);
+        assert_eq!(
+            judge_replicas(&[A, "hashing failed"], 2).status,
+            Status::Error
+        );
+        assert_eq!(judge_replicas(&[""], 1).status, Status::Error);
+    }
+
+    #[test]
+    fn missing_hashes_are_an_error() {
+        assert_eq!(judge_replicas(&[], 8).status, Status::Error);
+        assert_eq!(judge_replicas(&[], 0).status, Status::Error);
+        let f = judge_replicas(&[A, A], 4);
+        assert_eq!(f.status, Status::Error);
+        assert_eq!(f.subject, "GPU 2, GPU 3");
+    }
+
+    #[test]
+    fn the_loss_must_fall_below_the_target() {
+        assert_eq!(loss_finding(Some(2.0), &[2.7, 1.9]).status, Status::Pass);
+        assert_eq!(loss_finding(None, &[2.7, 2.5]).status, Status::Pass);
+        // Falls, but not below the target; ends exactly on it.
+        assert_eq!(loss_finding(Some(2.0), &[2.7, 2.1]).status, Status::Fail);
+        assert_eq!(loss_finding(Some(2.0), &[2.7, 2.0]).status, Status::Fail);
+        // Does not fall.
+        assert_eq!(loss_finding(None, &[2.7, 2.7]).status, Status::Fail);
+        assert_eq!(loss_finding(Some(5.0), &[2.7, 2.8]).status, Status::Fail);
+    }
+
+    #[test]
+    fn no_loss_or_a_loss_that_is_not_a_number_is_an_error() {
+        assert_eq!(loss_finding(Some(2.0), &[]).status, Status::Error);
+        assert_eq!(loss_finding(None, &[2.7, f64::NAN]).status, Status::Error);
+        assert_eq!(loss_finding(None, &[f64::NAN, 1.0]).status, Status::Error);
     }
 }

@@ -3,6 +3,7 @@
 
 use crate::checks::judge::fmt_num;
 use crate::evidence::{median, CheckRecord, Evidence, Status, Subject};
+use crate::inventory::Reading;
 use crate::report::svg::{self, AxisFormat, CellStatus, HeatCell, Heatmap, LineChart, Series};
 use crate::suite::{CollectiveCheck, CollectiveOp};
 use crate::units::format_bytes;
@@ -509,7 +510,12 @@ pub fn build(ev: &Evidence) -> View {
                     None => "n/a".into(),
                 },
                 xids: if g.xids.is_empty() {
-                    "none".into()
+                    if g.gives(Reading::Xids) {
+                        "none"
+                    } else {
+                        "n/a"
+                    }
+                    .into()
                 } else {
                     g.xids
                         .iter()
@@ -519,7 +525,12 @@ pub fn build(ev: &Evidence) -> View {
                 },
                 replays: opt(g.pcie.replay_counter),
                 throttle: if g.throttle_reasons.is_empty() {
-                    "none".into()
+                    if g.gives(Reading::ThrottleReasons) {
+                        "none"
+                    } else {
+                        "n/a"
+                    }
+                    .into()
                 } else {
                     g.throttle_reasons.join(", ")
                 },

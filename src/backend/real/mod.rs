@@ -32,6 +32,8 @@ pub struct RealBackend {
     lost_at_open: Vec<LostGpu>,
     /// XID critical-error events, registered when the backend opened.
     events: Option<EventSet<'static>>,
+    /// Which GPUs (by index) the event set listens to.
+    event_gpus: Vec<bool>,
     event_notes: Vec<String>,
     /// XIDs collected from events so far.
     nvml_xids: Vec<xid::XidReport>,
@@ -56,7 +58,7 @@ pub fn open() -> Result<Box<dyn Backend>, HwError> {
     }
     let nvml: &'static Nvml = Box::leak(Box::new(nvml));
     let (devices, order_notes, lost_at_open) = ordered_devices(nvml, n)?;
-    let (events, event_notes) = register_xid_events(nvml, &devices);
+    let (events, event_notes, event_gpus) = register_xid_events(nvml, &devices);
     // Measurements address GPUs by the inventory's index (CUDA order): give CUDA their bus ids.
     let bus_ids = devices
         .iter()
@@ -73,6 +75,7 @@ pub fn open() -> Result<Box<dyn Backend>, HwError> {
         order_notes,
         lost_at_open,
         events,
+        event_gpus,
         event_notes,
         nvml_xids: Vec::new(),
         cuda,
@@ -168,15 +171,23 @@ fn ordered_devices(
     Ok((devices, o.notes, lost))
 }
 
-/// An NVML event set for XID critical errors on every GPU that supports it.
+/// An NVML event set for XID critical errors on every GPU that supports it, and which GPUs
+/// it listens to.
 fn register_xid_events(
     nvml: &'static Nvml,
     devices: &[Device<'static>],
-) -> (Option<EventSet<'static>>, Vec<String>) {
+) -> (Option<EventSet<'static>>, Vec<String>, Vec<bool>) {
     let mut notes = Vec::new();
+    let mut listening = vec![false; devices.len()];
     let mut set = match nvml.create_event_set() {
         Ok(s) => s,
-        Err(e) => return (None, vec![format!("xid events: {}", nvml::why(&e))]),
+        Err(e) => {
+            return (
+                None,
+                vec![format!("xid events: {}", nvml::why(&e))],
+                listening,
+            )
+        }
     };
     for (i, d) in devices.iter().enumerate() {
         let supported = d
@@ -191,11 +202,12 @@ fn register_xid_events(
             Err(e) => {
                 // The failed call released the set: no events from any GPU.
                 notes.push(format!("xid events: {}", nvml::why(&e.error)));
-                return (None, notes);
+                return (None, notes, vec![false; devices.len()]);
             }
         };
+        listening[i] = true;
     }
-    (Some(set), notes)
+    (Some(set), notes, listening)
 }
 
 impl RealBackend {
@@ -248,9 +260,22 @@ impl RealBackend {
         self.read_pcie_under_load(&mut gpus, &mut notes);
         let pairs = self.read_pairs(&gpus, &mut notes);
         let mut reports = self.nvml_xids.clone();
-        match xid::read_kernel_log() {
-            Ok(text) => reports.extend(xid::parse_kernel_log(&text)),
-            Err(e) => notes.push(format!("kernel log xids: not readable ({e})")),
+        let kernel_log = match xid::read_kernel_log() {
+            Ok(text) => {
+                reports.extend(xid::parse_kernel_log(&text));
+                true
+            }
+            Err(e) => {
+                notes.push(format!("kernel log xids: not readable ({e})"));
+                false
+            }
+        };
+        // No event set listening to a GPU and no kernel log: no XID of it could have been seen.
+        for (i, g) in gpus.iter_mut().enumerate() {
+            let events = self.events.is_some() && self.event_gpus.get(i) == Some(&true);
+            if !kernel_log && !events {
+                g.unavailable.push(crate::inventory::Reading::Xids);
+            }
         }
         notes.extend(xid::attach(&mut gpus, &reports, xid::since_boot_now()));
         notes.extend(self.event_notes.iter().cloned());

@@ -201,6 +201,9 @@ pub fn read_gpu(
         .ask("pci bus id", d.pci_info())
         .map(|p| normalize_bus_id(&p.bus_id))
         .unwrap_or_default();
+    let throttle = q
+        .ask("throttle reasons", d.current_throttle_reasons())
+        .map(throttle_names);
     let mut g = Gpu {
         index,
         name: q
@@ -216,10 +219,7 @@ pub fn read_gpu(
         ecc_enabled: q
             .ask("ecc mode", d.is_ecc_enabled())
             .map(|e| e.currently_enabled),
-        throttle_reasons: q
-            .ask("throttle reasons", d.current_throttle_reasons())
-            .map(throttle_names)
-            .unwrap_or_default(),
+        throttle_reasons: throttle.clone().unwrap_or_default(),
         sm_clock_mhz: q.ask("sm clock", d.clock_info(Clock::SM)),
         sm_clock_max_mhz: q.ask("sm clock max", d.max_clock_info(Clock::SM)),
         power_limit_w: q
@@ -231,6 +231,11 @@ pub fn read_gpu(
         pci_bus_id,
         ..Default::default()
     };
+    if throttle.is_none() {
+        // Unread is not "not throttled".
+        g.unavailable
+            .push(crate::inventory::Reading::ThrottleReasons);
+    }
     placement(&mut g, d, root, &mut q);
     g.ecc = ecc_counts(d, &mut q, g.ecc_enabled == Some(false));
     g.remapped_rows = q.ask("remapped rows", remapped_rows(nvml, d));
