@@ -676,21 +676,19 @@ pub fn sha256_file(path: &Path) -> io::Result<String> {
     Ok(hex::encode(h.finalize()))
 }
 
-/// Top-level `simulated` boolean of evidence.json, if present.
+/// Whether evidence.json is simulated, from all its records ([`crate::evidence::simulated_status`]).
 fn evidence_simulated(path: &Path) -> Result<Option<bool>, SignError> {
     let bytes = fs::read(path).map_err(io_err("read", path))?;
     let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| SignError::Evidence {
         path: path.to_path_buf(),
         reason: format!("not valid json: {e}"),
     })?;
-    match v.get("simulated") {
-        None => Ok(None),
-        Some(serde_json::Value::Bool(b)) => Ok(Some(*b)),
-        Some(_) => Err(SignError::Evidence {
-            path: path.to_path_buf(),
-            reason: "top-level 'simulated' is not a boolean".into(),
-        }),
-    }
+    // Every record that says whether the figures are simulated must agree: one edited field
+    // does not make simulated figures a certification of hardware.
+    crate::evidence::simulated_status(&v).map_err(|reason| SignError::Evidence {
+        path: path.to_path_buf(),
+        reason,
+    })
 }
 
 fn existing_signatures(dir: &Path) -> Result<Vec<String>, SignError> {
