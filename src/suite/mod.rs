@@ -623,15 +623,6 @@ impl Suite {
     /// Semantic validation, after the types are known to be right.
     pub fn validate(&self) -> Vec<Problem> {
         let mut p = Problems(Vec::new());
-        if self.promised_checks().is_empty() {
-            p.bad(
-                "checks",
-                "the suite enables no check, so a run could judge nothing: add one under [checks] \
-                 (topology, virtualization, health, host_bandwidth, p2p_bandwidth, p2p_latency, \
-                 collective.<op>, training) or re-enable an inherited one (enabled = true)"
-                    .into(),
-            );
-        }
         if self.name.trim().is_empty() {
             p.bad("name", "name must not be empty".into());
         }
@@ -859,6 +850,16 @@ impl Suite {
                     );
                 }
             }
+        }
+        // Last: a more specific problem of the same file is reported first.
+        if self.promised_checks().is_empty() {
+            p.bad(
+                "checks",
+                "the suite enables no check, so a run could judge nothing: add one under [checks] \
+                 (topology, virtualization, health, host_bandwidth, p2p_bandwidth, p2p_latency, \
+                 collective.<op>, training) or re-enable an inherited one (enabled = true)"
+                    .into(),
+            );
         }
         p.0
     }
