@@ -3,7 +3,7 @@
 use crate::backend::sim::{self, Fault, SimBackend};
 use crate::backend::Backend;
 use crate::error::{exit, Error, InputError, Result};
-use crate::evidence::{Environment, Evidence, SimulationRecord, Status};
+use crate::evidence::{Environment, Evidence, SimulationRecord};
 use crate::fsio::write::{Dir, LockedDir};
 use crate::sign;
 use crate::suite::load::{self, LoadedSuite};
@@ -16,7 +16,10 @@ Exit codes:
   1  a check failed
   2  invalid input: suite, node description, flags or evidence
   3  the node could not be tested: no driver, no GPU, a hardware or runtime error
-  4  a signature or digest did not verify";
+  4  a signature or digest did not verify
+  5  incomplete run: promised checks never ran (also: sign refused it)
+  6  nothing judged: every check was skipped (also: sign refused it)
+  When several hold: 3 over 1 over 5 over 6.";
 
 const DIFF_EXIT_CODES: &str = "\
 Exit codes:
@@ -67,6 +70,9 @@ pub enum Command {
         /// key's comment, else "nodecert-signer").
         #[arg(long, value_name = "ID", requires = "sign_key")]
         signer_id: Option<String>,
+        /// Sign even a run that judged nothing; the title then says "signed as nothing judged".
+        #[arg(long, requires = "sign_key")]
+        allow_incomplete: bool,
         #[command(flatten)]
         export: ExportArgs,
     },
@@ -105,6 +111,10 @@ pub enum Command {
         /// Identity for the allowed_signers line printed (default: the key's comment).
         #[arg(long, value_name = "ID")]
         signer_id: Option<String>,
+        /// Sign a run that did not finish or judged nothing (refused otherwise, exit 5 or 6); the
+        /// reports are rendered again so that their title says "signed as incomplete".
+        #[arg(long)]
+        allow_incomplete: bool,
     },
     /// Compare two runs: hardware changes, metrics that regressed, verdicts that changed.
     #[command(after_help = DIFF_EXIT_CODES)]
@@ -340,6 +350,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             quiet,
             sign_key,
             signer_id,
+            allow_incomplete,
             export,
         } => {
             let signer = match &sign_key {
@@ -354,7 +365,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
                 &out,
                 templates.as_deref(),
                 quiet,
-                signer.as_ref(),
+                signer.as_ref().map(|s| (s, allow_incomplete)),
                 &export,
                 args,
             )
@@ -369,7 +380,8 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             dir,
             key,
             signer_id,
-        } => cmd_sign(&dir, &Signer::open(&key, signer_id)?),
+            allow_incomplete,
+        } => cmd_sign(&dir, &Signer::open(&key, signer_id)?, allow_incomplete),
         Command::Diff {
             old,
             new,
@@ -490,7 +502,7 @@ fn cmd_run(
     out: &Path,
     templates: Option<&Path>,
     quiet: bool,
-    signer: Option<&Signer>,
+    signer: Option<(&Signer, bool)>,
     export: &ExportArgs,
     args: &[String],
 ) -> Result<u8> {
@@ -547,8 +559,14 @@ fn cmd_run(
             path: evidence_path.clone(),
             source: e,
         })?;
+    // A run that judged nothing is not signed unless the signer says so (--allow-incomplete).
+    let refused = match (signer, ev.shortfall()) {
+        (Some((_, false)), Some(v)) => Some(v),
+        _ => None,
+    };
+    let signer = signer.filter(|_| refused.is_none()).map(|(s, _)| s);
     let signing = match signer {
-        Some(s) => s.signing(out)?,
+        Some(s) => s.signing(out, &ev)?,
         None => Default::default(),
     };
     write_reports(&ev, &dir, templates, &signing)?;
@@ -560,7 +578,7 @@ fn cmd_run(
     if quiet {
         println!(
             "{}: {} ({})",
-            ev.overall().label(),
+            ev.assess().label(),
             crate::console::visible(&ev.suite.name),
             if ev.simulated {
                 "simulated"
@@ -582,16 +600,21 @@ fn cmd_run(
             false => print!("{text}"),
         }
     }
+    if let Some(v) = refused {
+        eprintln!(
+            "error: not signed: {}; sign it anyway with `nodecert sign {} --key KEY --allow-incomplete`",
+            ev.shortfall_text().unwrap_or_else(|| v.words().into()),
+            out.display()
+        );
+    }
     Ok(exit_for(&ev))
 }
 
-/// 3 when a measurement failed (the node could not be tested), else 1 on any failure.
+/// The exit code of the run's verdict: 3 when a measurement failed (the node could not be
+/// tested), else 1 on any failure, else 5 when the run did not finish, 6 when nothing was
+/// judged, 0 on a pass.
 pub fn exit_for(ev: &Evidence) -> u8 {
-    match ev.worst() {
-        Status::Error => exit::NODE_UNTESTABLE,
-        Status::Fail => exit::CHECK_FAILED,
-        _ => exit::PASS,
-    }
+    ev.assess().exit_code()
 }
 
 pub fn write_reports(
@@ -826,7 +849,11 @@ fn cmd_render(
     for p in export.write(&ev)? {
         println!("wrote {}", p.display());
     }
-    Ok(exit::PASS)
+    if let Some(t) = ev.shortfall_text() {
+        eprintln!("{}: {t}", ev.assess().label());
+    }
+    // As the run itself exits: a re-rendered failure or incomplete run is still one.
+    Ok(exit_for(&ev))
 }
 
 pub fn list_text() -> String {
@@ -902,7 +929,7 @@ impl Signer {
     }
 
     /// What the reports say about the signature to come: key, evidence digest, verify command.
-    fn signing(&self, out: &Path) -> Result<crate::report::Signing> {
+    fn signing(&self, out: &Path, ev: &Evidence) -> Result<crate::report::Signing> {
         let evidence = out.join(sign::EVIDENCE_FILE);
         let digest = sign::sha256_file(&evidence).map_err(|e| Error::Write {
             path: evidence,
@@ -915,6 +942,7 @@ impl Signer {
                 &out.display().to_string(),
                 &self.identity,
             )),
+            signed_as: ev.shortfall().map(|v| format!("signed as {}", v.words())),
         })
     }
 
@@ -1032,12 +1060,40 @@ fn cmd_verify(dir: &Path, allowed: Option<PathBuf>, pubkey: Option<PathBuf>) -> 
     Ok(exit::VERIFY_FAILED)
 }
 
-fn cmd_sign(dir: &Path, signer: &Signer) -> Result<u8> {
+fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u8> {
     if !dir.is_dir() {
         return Err(InputError::Other(format!("{}: not a report folder", dir.display())).into());
     }
     // No other nodecert writes here while the signature is made.
-    let _lock = lock_dir(Dir::open(dir).map_err(|e| dir_error(dir, e))?)?;
+    let lock = lock_dir(Dir::open(dir).map_err(|e| dir_error(dir, e))?)?;
+    // Read as render does: a file whose records disagree (simulated) is refused here.
+    let (_, ev) = read_evidence(dir)?;
+    if let Some(v) = ev.shortfall() {
+        let why = ev.shortfall_text().unwrap_or_else(|| v.words().into());
+        if !allow_incomplete {
+            return Err(Error::Refused {
+                message: format!(
+                    "not signing {}: {why}; a signature would certify what was never checked \
+                     (sign it as {} with --allow-incomplete)",
+                    dir.display(),
+                    v.words()
+                ),
+                code: v.exit_code(),
+            });
+        }
+        if dir.join(sign::MANIFEST_FILE).exists() {
+            eprintln!(
+                "warning: {} is already signed, so its reports cannot be rendered again: their \
+                 title may not say that this run is {}",
+                dir.display(),
+                v.words()
+            );
+        } else {
+            // The first signature: the reports are rendered again, titled "signed as ...".
+            let signing = signer.signing(dir, &ev)?;
+            write_reports(&ev, &lock, None, &signing)?;
+        }
+    }
     let info = signer.sign(dir)?;
     let simulated = crate::fsio::read::open(&info.manifest, false)
         .and_then(|f| crate::fsio::read::read_limited(f, 4 << 20, "a manifest"))

@@ -152,11 +152,24 @@ pub fn summary(ev: &Evidence, color: bool) -> String {
             visible(&c.summary)
         ));
     }
-    let overall = ev.overall();
+    let verdict = ev.assess();
+    let shown = match verdict {
+        crate::evidence::Verdict::Pass => Status::Pass,
+        crate::evidence::Verdict::Fail => Status::Fail,
+        crate::evidence::Verdict::Error => Status::Error,
+        _ => Status::Warn,
+    };
+    let label = match color {
+        true => paint(shown, color).replace(shown.label(), verdict.label()),
+        false => verdict.label().to_string(),
+    };
+    if let Some(t) = ev.shortfall_text() {
+        s.push_str(&format!("\n{t}"));
+    }
     s.push_str(&format!(
         "\n{}: {} on {} ({}), suite {}\n",
-        paint(overall, color),
-        if overall == Status::Pass {
+        label,
+        if verdict == crate::evidence::Verdict::Pass {
             "node passed"
         } else {
             "node did not pass"

@@ -365,7 +365,7 @@ impl Side {
                 }
                 t
             }),
-            verdict: ev.overall().label().to_string(),
+            verdict: ev.assess().label().to_string(),
         }
     }
 }

@@ -17,6 +17,14 @@ pub mod exit {
     pub const NODE_UNTESTABLE: u8 = 3;
     /// A signature or digest did not verify.
     pub const VERIFY_FAILED: u8 = 4;
+    /// The run did not finish: promised checks never ran (interrupted, or still running). Also
+    /// `sign` refusing such a run without `--allow-incomplete`.
+    pub const INCOMPLETE: u8 = 5;
+    /// Every check was skipped: nothing about the node was judged. Also `sign` refusing such a
+    /// run without `--allow-incomplete`.
+    pub const NOTHING_JUDGED: u8 = 6;
+    // Precedence when several hold for one run: 3 (a measurement error) over 1 (a failure) over
+    // 5 (incomplete: what did run already failed) over 6 (nothing judged) over 0.
 }
 
 /// A place in a text file: 1-based line and column.
@@ -82,6 +90,9 @@ pub enum Error {
     Render(String),
     #[error("{0}")]
     Verify(String),
+    /// A command refused to go on because of the run's verdict (`sign` of an incomplete run).
+    #[error("{message}")]
+    Refused { message: String, code: u8 },
 }
 
 impl From<HwError> for Error {
@@ -97,6 +108,7 @@ impl Error {
             Error::Hardware(_) => exit::NODE_UNTESTABLE,
             Error::Write { .. } | Error::Render(_) => exit::NODE_UNTESTABLE,
             Error::Verify(_) => exit::VERIFY_FAILED,
+            Error::Refused { code, .. } => *code,
         }
     }
 }

@@ -8,7 +8,10 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// Evidence format written by this nodecert. Readers accept this version and older ones.
-pub const FORMAT_VERSION: u32 = 1;
+///
+/// 2: `verdict` may also be `incomplete` or `nothing_judged`, and `never_ran` names the promised
+/// checks that left no record. Version 1 files read as before; their verdict is recomputed.
+pub const FORMAT_VERSION: u32 = 2;
 pub const FORMAT_NAME: &str = "nodecert-evidence";
 /// File name of the evidence in a report folder.
 pub const EVIDENCE_FILE: &str = "evidence.json";
@@ -292,6 +295,79 @@ pub struct SimulationRecord {
     pub faults: Vec<String>,
 }
 
+/// The verdict of a run, judged against what its suite promised, not against the checks that
+/// happen to be present. From most to least decisive: a measurement error (the node could not be
+/// tested) wins over a failure, a failure over an unfinished run (what ran already failed), an
+/// unfinished run over one that judged nothing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// Every promised check ran, at least one judgement was made, and each one held (warnings
+    /// and skips allowed).
+    Pass,
+    /// A judgement did not hold.
+    Fail,
+    /// A measurement failed: the node could not be tested.
+    Error,
+    /// The run did not finish: it is still running, was interrupted, or promised checks left no
+    /// record.
+    Incomplete,
+    /// Every check ran but none could judge anything here (all skipped).
+    NothingJudged,
+}
+
+impl Verdict {
+    pub fn label(self) -> &'static str {
+        match self {
+            Verdict::Pass => "PASS",
+            Verdict::Fail => "FAIL",
+            Verdict::Error => "ERROR",
+            Verdict::Incomplete => "INCOMPLETE",
+            Verdict::NothingJudged => "NOTHING JUDGED",
+        }
+    }
+
+    /// The documented exit code of a run with this verdict (`error::exit`).
+    pub fn exit_code(self) -> u8 {
+        use crate::error::exit;
+        match self {
+            Verdict::Pass => exit::PASS,
+            Verdict::Fail => exit::CHECK_FAILED,
+            Verdict::Error => exit::NODE_UNTESTABLE,
+            Verdict::Incomplete => exit::INCOMPLETE,
+            Verdict::NothingJudged => exit::NOTHING_JUDGED,
+        }
+    }
+
+    /// Lowercase words, as a sentence or a label value says it: "incomplete", "nothing judged".
+    pub fn words(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "fail",
+            Verdict::Error => "error",
+            Verdict::Incomplete => "incomplete",
+            Verdict::NothingJudged => "nothing judged",
+        }
+    }
+
+    /// Every verdict, for exporters that list them all.
+    pub const ALL: [Verdict; 5] = [
+        Verdict::Pass,
+        Verdict::Fail,
+        Verdict::Error,
+        Verdict::Incomplete,
+        Verdict::NothingJudged,
+    ];
+
+    /// The serialized name: "pass", "nothing_judged".
+    pub fn key(self) -> &'static str {
+        match self {
+            Verdict::NothingJudged => "nothing_judged",
+            v => v.words(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RunState {
@@ -317,27 +393,105 @@ pub struct Evidence {
     pub started_at: DateTime<Utc>,
     pub finished_at: Option<DateTime<Utc>>,
     pub state: RunState,
-    /// Overall verdict (worst check status; warnings and skips still pass).
-    pub verdict: Status,
+    /// Overall verdict, judged against the suite's promise ([`Evidence::assess`]). Readers
+    /// recompute it rather than trust it.
+    pub verdict: Verdict,
+    /// Promised checks that left no record (the run did not finish). Readers recompute it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub never_ran: Vec<String>,
     pub checks: Vec<CheckRecord>,
 }
 
 impl Evidence {
-    /// Worst status over all checks.
+    /// Worst status over all checks; `Skip` when there is none (nothing was judged).
     pub fn worst(&self) -> Status {
         self.checks
             .iter()
             .map(|c| c.status)
             .max()
-            .unwrap_or(Status::Pass)
+            .unwrap_or(Status::Skip)
     }
 
-    /// Pass or fail, as the certificate states it: warnings and skips still pass.
-    pub fn overall(&self) -> Status {
+    /// The ids of the checks the suite promised (from the resolved suite in the evidence).
+    pub fn promised(&self) -> Vec<String> {
+        self.suite.resolved.promised_checks()
+    }
+
+    /// Promised checks without a record, in the order they would have run.
+    pub fn missing_checks(&self) -> Vec<String> {
+        self.promised()
+            .into_iter()
+            .filter(|id| self.check(id).is_none())
+            .collect()
+    }
+
+    /// The run finished: state complete and every promised check has a record.
+    pub fn finished(&self) -> bool {
+        self.state == RunState::Complete && self.missing_checks().is_empty()
+    }
+
+    /// Whether any check made a judgement (a finding that is not a skip, or a measurement error).
+    pub fn judged_anything(&self) -> bool {
+        self.checks.iter().any(|c| {
+            c.status == Status::Error
+                || c.findings.iter().any(|f| match f.status {
+                    Status::Pass | Status::Warn | Status::Fail | Status::Error => true,
+                    Status::Skip => false,
+                })
+        })
+    }
+
+    /// The verdict, from the suite's promise: error, else fail, else incomplete (the run did not
+    /// finish), else nothing judged (no check could judge anything), else pass.
+    pub fn assess(&self) -> Verdict {
         match self.worst() {
-            Status::Fail => Status::Fail,
-            Status::Error => Status::Error,
-            _ => Status::Pass,
+            Status::Error => Verdict::Error,
+            Status::Fail => Verdict::Fail,
+            _ if !self.finished() => Verdict::Incomplete,
+            _ if !self.judged_anything() => Verdict::NothingJudged,
+            _ => Verdict::Pass,
+        }
+    }
+
+    /// Set `verdict` and `never_ran` from the records.
+    pub fn update_verdict(&mut self) {
+        self.never_ran = self.missing_checks();
+        self.verdict = self.assess();
+    }
+
+    /// Why this run cannot be signed as a plain certificate: it did not finish, or it judged
+    /// nothing. `None` when it can (whatever its verdict: a failure is a result too).
+    pub fn shortfall(&self) -> Option<Verdict> {
+        if !self.finished() {
+            Some(Verdict::Incomplete)
+        } else if self.assess() == Verdict::NothingJudged {
+            Some(Verdict::NothingJudged)
+        } else {
+            None
+        }
+    }
+
+    /// One sentence on what the run left undone, for reports and messages; `None` when it
+    /// finished and judged something.
+    pub fn shortfall_text(&self) -> Option<String> {
+        match self.shortfall()? {
+            Verdict::NothingJudged => Some(
+                "nothing judged: every check was skipped, so nothing about this node was checked"
+                    .into(),
+            ),
+            _ => {
+                let missing = self.missing_checks();
+                let promised = self.promised().len();
+                Some(if missing.is_empty() {
+                    "incomplete: the run did not finish (its evidence was never closed)".into()
+                } else {
+                    format!(
+                        "incomplete: the run did not finish; {} of {promised} promised checks never ran: {}",
+                        missing.len(),
+                        missing.join(", ")
+                    )
+                })
+            }
         }
     }
 
@@ -388,16 +542,98 @@ impl Evidence {
             }
             None => return Err(format!("{}: missing format_version", path.display())),
         }
+        let simulated = simulated_status(&v).map_err(|e| {
+            format!(
+                "{}: invalid evidence: {e}; refusing a file whose records disagree",
+                path.display()
+            )
+        })?;
         // From the text again, not from `v`: only then does an error know its line and column.
-        serde_json::from_str(&text).map_err(|e| {
+        let mut ev: Evidence = serde_json::from_str(&text).map_err(|e| {
             format!(
                 "{}:{}:{}: invalid evidence: {e}",
                 path.display(),
                 e.line(),
                 e.column()
             )
-        })
+        })?;
+        if let Some(s) = simulated {
+            ev.simulated = s;
+        }
+        // The stored verdict is a claim; the records are the facts (a version-1 file said pass
+        // for a run that never finished).
+        ev.update_verdict();
+        Ok(ev)
     }
+}
+
+/// Whether an evidence file's figures are simulated, from every record that says so: the
+/// top-level `simulated`, `backend.simulated`, the backend's name ("simulated node ..."), the
+/// `simulation` record, and a `--simulate` on the recorded command line. `Ok(None)` when no record
+/// says; an error naming each record when they disagree (one edited field cannot turn simulated
+/// figures into a certification of hardware, nor the reverse).
+pub fn simulated_status(v: &serde_json::Value) -> Result<Option<bool>, String> {
+    let mut said: Vec<(String, bool)> = Vec::new();
+    match v.get("simulated") {
+        None | Some(serde_json::Value::Null) => {}
+        Some(serde_json::Value::Bool(b)) => said.push((format!("\"simulated\" is {b}"), *b)),
+        Some(_) => return Err("top-level \"simulated\" is not a boolean".into()),
+    }
+    if let Some(backend) = v.get("backend") {
+        match backend.get("simulated") {
+            None | Some(serde_json::Value::Null) => {}
+            Some(serde_json::Value::Bool(b)) => {
+                said.push((format!("backend.simulated is {b}"), *b))
+            }
+            Some(_) => return Err("backend.simulated is not a boolean".into()),
+        }
+        if let Some(name) = backend.get("name").and_then(|n| n.as_str()) {
+            let sim = name.starts_with("simulated");
+            said.push((
+                format!(
+                    "the backend is {name:?} ({})",
+                    if sim {
+                        "the simulator"
+                    } else {
+                        "real hardware"
+                    }
+                ),
+                sim,
+            ));
+        }
+    }
+    if let Some(sim) = v.get("simulation").filter(|s| !s.is_null()) {
+        let node = sim.get("node").and_then(|n| n.as_str()).unwrap_or("?");
+        said.push((
+            format!("a simulation record is present (node {node})"),
+            true,
+        ));
+    }
+    let simulate_flag = v
+        .pointer("/environment/command_line")
+        .and_then(|c| c.as_array())
+        .is_some_and(|args| {
+            args.iter()
+                .filter_map(|a| a.as_str())
+                .any(|a| a == "--simulate" || a.starts_with("--simulate="))
+        });
+    if simulate_flag {
+        said.push(("the command line has --simulate".into(), true));
+    }
+    let Some((_, first)) = said.first() else {
+        return Ok(None);
+    };
+    if said.iter().all(|(_, b)| b == first) {
+        return Ok(Some(*first));
+    }
+    let (sim, real): (Vec<_>, Vec<_>) = said.into_iter().partition(|(_, b)| *b);
+    let names =
+        |l: Vec<(String, bool)>| l.into_iter().map(|(s, _)| s).collect::<Vec<_>>().join(", ");
+    Err(format!(
+        "inconsistent simulated status: {} (simulated), but {} (not simulated)",
+        names(sim),
+        names(real)
+    ))
 }
 
 #[cfg(test)]

@@ -49,7 +49,8 @@ pub fn new_evidence(
         started_at: Utc::now(),
         finished_at: None,
         state: RunState::Running,
-        verdict: Status::Pass,
+        verdict: Verdict::Incomplete,
+        never_ran: suite.suite.promised_checks(),
         checks: vec![],
     }
 }
@@ -124,14 +125,14 @@ pub fn run(
         };
         observer.check_finished(&record);
         ev.checks.push(record);
-        ev.verdict = ev.overall();
+        ev.update_verdict();
         if let Some(p) = evidence_path {
             ev.write(p)?;
         }
     }
     ev.finished_at = Some(Utc::now());
     ev.state = RunState::Complete;
-    ev.verdict = ev.overall();
+    ev.update_verdict();
     if let Some(p) = evidence_path {
         ev.write(p)?;
     }

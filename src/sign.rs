@@ -688,7 +688,7 @@ fn sha256_of(mut f: fs::File) -> io::Result<String> {
     Ok(hex::encode(h.finalize()))
 }
 
-/// Top-level `simulated` boolean of evidence.json, if present.
+/// Whether evidence.json is simulated, from all its records ([`crate::evidence::simulated_status`]).
 fn evidence_simulated(path: &Path) -> Result<Option<bool>, SignError> {
     let bytes = crate::fsio::read::read(path, crate::fsio::read::Kind::Evidence)
         .map_err(io_err("read", path))?;
@@ -696,14 +696,12 @@ fn evidence_simulated(path: &Path) -> Result<Option<bool>, SignError> {
         path: path.to_path_buf(),
         reason: format!("not valid json: {e}"),
     })?;
-    match v.get("simulated") {
-        None => Ok(None),
-        Some(serde_json::Value::Bool(b)) => Ok(Some(*b)),
-        Some(_) => Err(SignError::Evidence {
-            path: path.to_path_buf(),
-            reason: "top-level 'simulated' is not a boolean".into(),
-        }),
-    }
+    // Every record that says whether the figures are simulated must agree: one edited field
+    // does not make simulated figures a certification of hardware.
+    crate::evidence::simulated_status(&v).map_err(|reason| SignError::Evidence {
+        path: path.to_path_buf(),
+        reason,
+    })
 }
 
 fn existing_signatures(dir: &Path) -> Result<Vec<String>, SignError> {

@@ -533,7 +533,11 @@ fn a_baseline_of_another_kind_or_node_is_a_warning_in_the_report() {
     // The same figures, marked as measured on real hardware: a simulated run must not pass
     // against it silently, nor it against a simulated one.
     let mut ev = util::read_json(&env.path("runs/healthy/evidence.json"));
+    // Every record that says "simulated" must change (one flipped field is refused as forged).
     ev["simulated"] = false.into();
+    ev["backend"]["simulated"] = false.into();
+    ev["backend"]["name"] = "nvml".into();
+    ev["environment"]["command_line"] = serde_json::json!(["nodecert", "run", "h200-sxm-8"]);
     ev.as_object_mut().unwrap().remove("simulation");
     env.write("runs/real/evidence.json", &ev.to_string());
     env.write(

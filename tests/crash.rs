@@ -116,6 +116,10 @@ fn a_crash_mid_run_leaves_the_finished_checks_on_disk() {
         .checks
         .iter()
         .all(|c| c.status == nodecert::evidence::Status::Pass));
+    // Every check that ran passed, but the run did not finish: never a pass.
+    assert_eq!(saved.verdict, nodecert::evidence::Verdict::Incomplete);
+    assert_eq!(nodecert::cli::exit_for(&saved), 5);
+    assert!(saved.never_ran.contains(&"p2p_bandwidth".to_string()));
     // No temp file left behind next to it.
     let names: Vec<String> = std::fs::read_dir(dir.path())
         .unwrap()

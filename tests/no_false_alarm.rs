@@ -68,7 +68,7 @@ fn every_fault_is_caught_over_many_seeds() {
                 c.status,
                 c.summary
             );
-            assert_eq!(ev.overall(), Status::Fail);
+            assert_eq!(ev.assess(), nodecert::evidence::Verdict::Fail);
         }
     }
 }

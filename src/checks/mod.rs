@@ -116,3 +116,20 @@ pub fn from_suite(loaded: &LoadedSuite) -> Vec<Box<dyn Check>> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The verdict counts the checks a suite promises from `Suite::promised_checks`; it must name
+    /// exactly the checks that `from_suite` runs, in the same order.
+    #[test]
+    fn promised_checks_are_the_checks_that_run() {
+        for (name, _) in crate::suite::load::EMBEDDED {
+            let loaded = crate::suite::load::load(name).expect("embedded suite loads");
+            let ran: Vec<String> = from_suite(&loaded).iter().map(|c| c.id()).collect();
+            assert_eq!(ran, loaded.suite.promised_checks(), "suite {name}");
+            assert!(!ran.is_empty(), "suite {name}");
+        }
+    }
+}

@@ -100,11 +100,44 @@ fn problem_text(c: &CheckRecord, status: Status) -> String {
     }
 }
 
+/// Test cases that fail because of what the run left undone: one per promised check that never
+/// ran, one for a run that never closed its evidence, one for a run that judged nothing. A CI
+/// dashboard must not show an unfinished or empty run as green. (classname, name, message)
+fn run_shortfall(ev: &Evidence) -> Vec<(String, String, String)> {
+    let mut out: Vec<(String, String, String)> = ev
+        .missing_checks()
+        .into_iter()
+        .map(|id| {
+            (
+                "nodecert.never_ran".to_string(),
+                id.clone(),
+                format!("{id} never ran: the run did not finish"),
+            )
+        })
+        .collect();
+    if out.is_empty() && ev.state != crate::evidence::RunState::Complete {
+        out.push((
+            "nodecert.run".into(),
+            "complete".into(),
+            "the run did not finish (its evidence was never closed)".into(),
+        ));
+    }
+    if ev.assess() == crate::evidence::Verdict::NothingJudged {
+        out.push((
+            "nodecert.run".into(),
+            "judged".into(),
+            "nothing judged: every check was skipped".into(),
+        ));
+    }
+    out
+}
+
 pub fn render(ev: &Evidence) -> String {
     let count = |s: Status| ev.checks.iter().filter(|c| c.status == s).count();
+    let shortfall = run_shortfall(ev);
     let (tests, failures, errors, skipped) = (
-        ev.checks.len(),
-        count(Status::Fail),
+        ev.checks.len() + shortfall.len(),
+        count(Status::Fail) + shortfall.len(),
         count(Status::Error),
         count(Status::Skip),
     );
@@ -132,7 +165,7 @@ pub fn render(ev: &Evidence) -> String {
         ("suite", ev.suite.name.clone()),
         ("suite_sha256", ev.suite.sha256.clone()),
         ("node_summary", ev.node.summary()),
-        ("verdict", ev.overall().label().to_string()),
+        ("verdict", ev.assess().label().to_string()),
         ("backend", ev.backend.name.clone()),
         ("nodecert_version", ev.nodecert_version.clone()),
         ("evidence_format_version", ev.format_version.to_string()),
@@ -186,6 +219,22 @@ pub fn render(ev: &Evidence) -> String {
             out,
             "      <system-out>{}</system-out>",
             text(&system_out(ev, c))
+        );
+        out.push_str("    </testcase>\n");
+    }
+    for (class, name, message) in &shortfall {
+        let _ = writeln!(
+            out,
+            r#"    <testcase classname="{}" name="{}" time="0.000">"#,
+            attr(class),
+            attr(name)
+        );
+        let _ = writeln!(
+            out,
+            r#"      <failure type="{}" message="{}">{}</failure>"#,
+            attr(ev.assess().key()),
+            attr(message),
+            text(message)
         );
         out.push_str("    </testcase>\n");
     }

@@ -10,7 +10,7 @@
 //! `> 1` selects what did not pass and `< 0` what was not run.
 
 use super::Exporter;
-use crate::evidence::{CheckRecord, Evidence, Status};
+use crate::evidence::{CheckRecord, Evidence, Status, Verdict};
 use std::fmt::Write as _;
 
 pub struct Prometheus;
@@ -126,7 +126,7 @@ pub fn render(ev: &Evidence) -> String {
     );
     pass.push(
         vec![],
-        if ev.overall() == Status::Pass {
+        if ev.assess() == Verdict::Pass {
             1.0
         } else {
             0.0
@@ -140,6 +140,26 @@ pub fn render(ev: &Evidence) -> String {
     );
     run_status.push(vec![], status_code(ev.worst()));
     families.push(run_status);
+
+    let mut verdict = Family::new(
+        "nodecert_run_verdict",
+        "The run's verdict: 1 for the one that holds, 0 for the others (pass, fail, error, incomplete: promised checks never ran, nothing_judged: every check skipped).",
+    );
+    let now = ev.assess();
+    for v in Verdict::ALL {
+        verdict.push(
+            vec![("verdict", v.key().to_string())],
+            if v == now { 1.0 } else { 0.0 },
+        );
+    }
+    families.push(verdict);
+
+    let mut never = Family::new(
+        "nodecert_run_checks_never_ran",
+        "Checks the suite promised that left no record (the run did not finish).",
+    );
+    never.push(vec![], ev.missing_checks().len() as f64);
+    families.push(never);
 
     let mut ts = Family::new(
         "nodecert_run_timestamp_seconds",

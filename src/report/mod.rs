@@ -34,6 +34,9 @@ pub struct Signing {
     pub evidence_sha256: Option<String>,
     /// The exact command to verify with stock OpenSSH.
     pub verify_command: Option<String>,
+    /// Set when the signer signed a run that did not finish or judged nothing, explicitly
+    /// (`--allow-incomplete`): "signed as incomplete". The title says it.
+    pub signed_as: Option<String>,
 }
 
 /// The environment every page shares: autoescaping by name, strict undefined, filters.
@@ -140,7 +143,13 @@ pub fn render(
     signing: &Signing,
 ) -> Result<Rendered, String> {
     let env = env(templates)?;
-    let v = view::build(ev);
+    let mut v = view::build(ev);
+    if let Some(s) = &signing.signed_as {
+        v.verdict = match v.verdict.strip_suffix(')') {
+            Some(head) if v.simulated => format!("{head}; {s})"),
+            _ => format!("{} ({s})", v.verdict),
+        };
+    }
     let ctx = minijinja::context! {
         ev => Value::from(Serde(ev)),
         v => Value::from(Serde(&v)),

@@ -2,7 +2,7 @@
 //! the evidence.
 
 use crate::checks::judge::fmt_num;
-use crate::evidence::{median, CheckRecord, Evidence, Status, Subject};
+use crate::evidence::{median, CheckRecord, Evidence, Status, Subject, Verdict};
 use crate::inventory::Reading;
 use crate::report::svg::{self, AxisFormat, CellStatus, HeatCell, Heatmap, LineChart, Series};
 use crate::suite::{CollectiveCheck, CollectiveOp};
@@ -14,6 +14,10 @@ pub struct View {
     pub simulated: bool,
     pub verdict: String,
     pub verdict_class: String,
+    /// What the run left undone ("incomplete: ... never ran: training"), when it did.
+    pub verdict_note: Option<String>,
+    /// Promised checks that left no record.
+    pub never_ran: Vec<String>,
     pub node_summary: String,
     pub rows: Vec<Row>,
     pub counts: Counts,
@@ -682,16 +686,26 @@ pub fn build(ev: &Evidence) -> View {
         )
         .collect();
 
-    let overall = ev.overall();
+    let overall = ev.assess();
+    let mut verdict = overall.label().to_string();
+    if matches!(overall, Verdict::Fail | Verdict::Error) && !ev.finished() {
+        verdict.push_str(", INCOMPLETE");
+    }
+    if ev.simulated {
+        verdict.push_str(" (SIMULATED)");
+    }
     View {
         simulated: ev.simulated,
-        verdict: match (overall, ev.simulated) {
-            (Status::Pass, false) => "PASS".into(),
-            (Status::Pass, true) => "PASS (SIMULATED)".into(),
-            (s, false) => s.label().into(),
-            (s, true) => format!("{} (SIMULATED)", s.label()),
-        },
-        verdict_class: class(overall),
+        verdict,
+        verdict_class: match overall {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "fail",
+            Verdict::Error => "error",
+            Verdict::Incomplete | Verdict::NothingJudged => "warn",
+        }
+        .into(),
+        verdict_note: ev.shortfall_text(),
+        never_ran: ev.missing_checks(),
         node_summary: inv.summary(),
         rows,
         counts,

@@ -585,6 +585,49 @@ fn default_golden_abs_tol() -> f64 {
 pub type Problem = (KeyPath, String);
 
 impl Suite {
+    /// The ids of the checks this suite promises, in the order they run ("topology",
+    /// "collective.all_reduce", ..., "baseline" last). A run's verdict is judged against this list:
+    /// a check in it that left no record never ran. `checks::from_suite` builds the same list.
+    pub fn promised_checks(&self) -> Vec<String> {
+        let c = &self.checks;
+        let mut out: Vec<String> = Vec::new();
+        let mut add = |on: bool, id: &str| {
+            if on {
+                out.push(id.to_string());
+            }
+        };
+        add(c.topology.as_ref().is_some_and(|x| x.enabled), "topology");
+        add(
+            c.virtualization.as_ref().is_some_and(|x| x.enabled),
+            "virtualization",
+        );
+        add(c.health.as_ref().is_some_and(|x| x.enabled), "health");
+        add(
+            c.host_bandwidth.as_ref().is_some_and(|x| x.enabled),
+            "host_bandwidth",
+        );
+        add(
+            c.p2p_bandwidth.as_ref().is_some_and(|x| x.enabled),
+            "p2p_bandwidth",
+        );
+        add(
+            c.p2p_latency.as_ref().is_some_and(|x| x.enabled),
+            "p2p_latency",
+        );
+        for op in CollectiveOp::ALL {
+            if c.collective.get(&op).is_some_and(|x| x.enabled) {
+                out.push(format!("collective.{op}"));
+            }
+        }
+        if c.training.as_ref().is_some_and(|x| x.enabled) {
+            out.push("training".into());
+        }
+        if self.baseline.is_some() {
+            out.push("baseline".into());
+        }
+        out
+    }
+
     /// Semantic validation, after the types are known to be right.
     pub fn validate(&self) -> Vec<Problem> {
         let mut p = Problems(Vec::new());
@@ -825,6 +868,16 @@ impl Suite {
                     );
                 }
             }
+        }
+        // Last: a more specific problem of the same file is reported first.
+        if self.promised_checks().is_empty() {
+            p.bad(
+                "checks",
+                "the suite enables no check, so a run could judge nothing: add one under [checks] \
+                 (topology, virtualization, health, host_bandwidth, p2p_bandwidth, p2p_latency, \
+                 collective.<op>, training) or re-enable an inherited one (enabled = true)"
+                    .into(),
+            );
         }
         p.0
     }

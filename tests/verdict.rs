@@ -1,0 +1,307 @@
+//! The verdict knows what ran: an interrupted run is incomplete (exit 5), a run that judged
+//! nothing is "nothing judged" (exit 6), a suite with no check is invalid input (exit 2), and
+//! "simulated" cannot be forged by editing one field. Old (format 1) certificates still render
+//! and verify.
+
+mod util;
+
+use std::path::Path;
+use util::{read_json, Env};
+
+/// A finished simulated run of the 1x H200 VM suite in `out`.
+fn run_h200(env: &Env, out: &str) {
+    env.cmd()
+        .args([
+            "run",
+            "h200-vm-1",
+            "--simulate",
+            "h200-vm-1",
+            "--out",
+            out,
+            "-q",
+        ])
+        .assert()
+        .code(0);
+}
+
+/// Edit `out/evidence.json` as a crash during the last check leaves it: state running, no end
+/// time, the last check without a record. Returns the id of that check.
+fn interrupt(env: &Env, out: &str) -> String {
+    let p = env.path(&format!("{out}/evidence.json"));
+    let mut v = read_json(&p);
+    let checks = v["checks"].as_array_mut().expect("checks");
+    let last = checks.pop().expect("a check");
+    v["state"] = "running".into();
+    v["finished_at"] = serde_json::Value::Null;
+    std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    last["id"].as_str().unwrap().to_string()
+}
+
+fn keygen(env: &Env) {
+    env.cmd()
+        .args(["keygen", "--out", "k", "--comment", "ops@example.com"])
+        .assert()
+        .code(0);
+}
+
+#[test]
+fn interrupted_run_is_incomplete_everywhere_and_signed_only_as_such() {
+    let env = Env::new();
+    run_h200(&env, "r");
+    let missing = interrupt(&env, "r");
+    let out = env
+        .cmd()
+        .args([
+            "render",
+            "r",
+            "--out",
+            "again",
+            "--junit",
+            "j.xml",
+            "--prometheus",
+            "p.prom",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("never ran") && stderr.contains(&missing),
+        "{stderr}"
+    );
+    let md = env.read("again/report.md");
+    assert!(md.contains("**INCOMPLETE (SIMULATED)**"), "{md}");
+    assert!(md.contains(&format!("never ran: {missing}")), "{md}");
+    assert!(env.read("again/report.html").contains("INCOMPLETE"));
+    let junit = env.read("j.xml");
+    assert!(
+        junit.contains(&format!(
+            r#"classname="nodecert.never_ran" name="{missing}""#
+        )),
+        "{junit}"
+    );
+    assert!(junit.contains("<failure type=\"incomplete\""), "{junit}");
+    assert!(!junit.contains(r#"failures="0""#), "{junit}");
+    let prom = env.read("p.prom");
+    assert!(prom.contains("\nnodecert_run_pass{"), "{prom}");
+    let pass_line = prom
+        .lines()
+        .find(|l| l.starts_with("nodecert_run_pass{"))
+        .unwrap();
+    assert!(pass_line.ends_with(" 0"), "{pass_line}");
+    assert!(
+        prom.lines().any(|l| l.starts_with("nodecert_run_verdict{")
+            && l.contains("verdict=\"incomplete\"")
+            && l.ends_with(" 1")),
+        "{prom}"
+    );
+
+    // sign refuses it, and leaves the folder unsigned.
+    keygen(&env);
+    let out = env
+        .cmd()
+        .args(["sign", "r", "--key", "k"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--allow-incomplete"));
+    assert!(!env.path("r/nodecert-manifest.txt").exists());
+
+    // With the flag it signs, and the title says so.
+    env.cmd()
+        .args(["sign", "r", "--key", "k", "--allow-incomplete"])
+        .assert()
+        .code(0);
+    let md = env.read("r/report.md");
+    assert!(
+        md.contains("**INCOMPLETE (SIMULATED; signed as incomplete)**"),
+        "{md}"
+    );
+    assert!(env
+        .read("r/report.html")
+        .contains("INCOMPLETE (SIMULATED; signed as incomplete)"));
+    env.cmd()
+        .args(["verify", "r", "--pubkey", "k.pub"])
+        .assert()
+        .code(0);
+}
+
+#[test]
+fn a_suite_with_no_enabled_check_is_invalid_input() {
+    let env = Env::new();
+    env.write(
+        "empty.toml",
+        "format_version = 1\nname = \"empty\"\n\n[checks]\n",
+    );
+    env.write(
+        "none.toml",
+        "format_version = 1\nname = \"none\"\nextends = \"base\"\n\n[checks.topology]\nenabled = false\n\n[checks.virtualization]\nenabled = false\n\n[checks.health]\nenabled = false\n",
+    );
+    for (file, line) in [("empty.toml", 4), ("none.toml", 5)] {
+        for args in [
+            vec!["check", file],
+            vec!["run", file, "--simulate", "h200-vm-1", "--out", "r"],
+        ] {
+            let out = env.cmd().args(&args).output().unwrap();
+            assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert!(
+                err.contains(&format!("{file}:{line}:")) && err.contains("enables no check"),
+                "{args:?}: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_run_where_every_check_skips_judged_nothing() {
+    let env = Env::new();
+    // Peer checks only, on a node with one GPU: each says "skipped: no peer pairs".
+    env.write(
+        "peers.toml",
+        "format_version = 1\nname = \"peers-only\"\n\n[checks.p2p_bandwidth]\nread = { fail_below = 1.0 }\n\n[checks.p2p_latency]\nlatency_us = { fail_above = 100.0 }\n",
+    );
+    keygen(&env);
+    let out = env
+        .cmd()
+        .args([
+            "run",
+            "peers.toml",
+            "--simulate",
+            "h200-vm-1",
+            "--out",
+            "r",
+            "--sign-key",
+            "k",
+            "--junit",
+            "j.xml",
+            "--prometheus",
+            "p.prom",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(6), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("NOTHING JUDGED"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not signed"));
+    assert!(!env.path("r/nodecert-manifest.txt").exists());
+    assert_eq!(
+        read_json(&env.path("r/evidence.json"))["verdict"],
+        "nothing_judged"
+    );
+    assert!(env
+        .read("j.xml")
+        .contains(r#"classname="nodecert.run" name="judged""#));
+    assert!(env
+        .read("p.prom")
+        .lines()
+        .any(|l| l.contains("verdict=\"nothing_judged\"") && l.ends_with(" 1")));
+    env.cmd()
+        .args(["render", "r", "--out", "again"])
+        .assert()
+        .code(6);
+    env.cmd().args(["sign", "r", "--key", "k"]).assert().code(6);
+    env.cmd()
+        .args(["sign", "r", "--key", "k", "--allow-incomplete"])
+        .assert()
+        .code(0);
+    assert!(env
+        .read("r/report.md")
+        .contains("NOTHING JUDGED (SIMULATED; signed as nothing judged)"));
+}
+
+#[test]
+fn forged_simulated_false_is_refused_at_render_sign_and_verify() {
+    let env = Env::new();
+    run_h200(&env, "r");
+    let p = env.path("r/evidence.json");
+    let mut v = read_json(&p);
+    v["simulated"] = false.into();
+    std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    let out = env
+        .cmd()
+        .args(["render", "r", "--out", "again"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("inconsistent simulated status"), "{err}");
+    assert!(err.contains("backend.simulated is true"), "{err}");
+    keygen(&env);
+    env.cmd().args(["sign", "r", "--key", "k"]).assert().code(2);
+    assert!(!env.path("r/nodecert-manifest.txt").exists());
+
+    // Forged after signing: verify names the disagreement.
+    let env = Env::new();
+    keygen(&env);
+    env.cmd()
+        .args([
+            "run",
+            "h200-vm-1",
+            "--simulate",
+            "h200-vm-1",
+            "--out",
+            "s",
+            "-q",
+            "--sign-key",
+            "k",
+        ])
+        .assert()
+        .code(0);
+    let p = env.path("s/evidence.json");
+    let mut v = read_json(&p);
+    v["simulated"] = false.into();
+    v["backend"]["simulated"] = false.into();
+    std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    let out = env
+        .cmd()
+        .args(["verify", "s", "--pubkey", "k.pub"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
+
+#[test]
+fn format_1_certificates_still_verify_and_render() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/evidence-v1");
+    let env = Env::new();
+    copy_dir(&fixture.join("cert"), &env.path("cert"));
+    std::fs::copy(fixture.join("signer.key.pub"), env.path("signer.key.pub")).unwrap();
+    assert_eq!(
+        read_json(&env.path("cert/evidence.json"))["format_version"],
+        1
+    );
+    env.cmd()
+        .args(["verify", "cert", "--pubkey", "signer.key.pub"])
+        .assert()
+        .code(0);
+    env.cmd()
+        .args(["render", "cert", "--out", "again"])
+        .assert()
+        .code(0);
+    assert!(env.read("again/report.md").contains("**PASS (SIMULATED)**"));
+
+    // A format-1 file that says pass for a run that never finished reads as incomplete.
+    copy_dir(&fixture.join("cert"), &env.path("old"));
+    std::fs::remove_file(env.path("old/nodecert-manifest.txt")).unwrap();
+    std::fs::remove_file(env.path("old/nodecert-manifest.txt.sig")).unwrap();
+    let p = env.path("old/evidence.json");
+    let mut v = read_json(&p);
+    assert_eq!(v["verdict"], "pass");
+    v["state"] = "running".into();
+    std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    env.cmd()
+        .args(["render", "old", "--out", "old2"])
+        .assert()
+        .code(5);
+    assert!(env
+        .read("old2/report.md")
+        .contains("**INCOMPLETE (SIMULATED)**"));
+}
