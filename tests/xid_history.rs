@@ -109,7 +109,13 @@ fn the_suite_sets_the_look_back() {
 
 #[test]
 fn an_xid_age_must_be_a_number() {
-    for bad in ["xid:age_h=-3", "xid:age_h=x", "xid:age_h=inf"] {
+    for bad in [
+        "xid:age_h=-3",
+        "xid:age_h=x",
+        "xid:age_h=inf",
+        // Not truncated into XID 79.
+        "xid:code=4294967375",
+    ] {
         let e = nodecert::runner::simulate("h100-sxm-8", "h100-sxm-8", &[bad], 1).unwrap_err();
         assert_eq!(e.exit_code(), 2, "{bad}");
     }

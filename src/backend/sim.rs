@@ -348,12 +348,21 @@ impl Fault {
                 v.parse()
                     .map_err(|_| format!("fault '{spec}': {k}={v} is not a whole number"))
             };
+            // Never truncated: xid:code=4294967375 is refused, not recorded as XID 79.
+            let num32 = |v: &str| -> Result<u32, String> {
+                u32::try_from(num(v)?).map_err(|_| {
+                    format!(
+                        "fault '{spec}': {k}={v} is out of range (at most {})",
+                        u32::MAX
+                    )
+                })
+            };
             match k {
                 "gpu" => f.gpu = Some(num(v)? as usize),
                 "peer" => f.peer = Some(num(v)? as usize),
-                "gen" => f.gen = Some(num(v)? as u32),
-                "width" => f.width = Some(num(v)? as u32),
-                "code" => f.code = Some(num(v)? as u32),
+                "gen" => f.gen = Some(num32(v)?),
+                "width" => f.width = Some(num32(v)?),
+                "code" => f.code = Some(num32(v)?),
                 "op" => {
                     f.op = Some(CollectiveOp::parse(v).ok_or_else(|| format!("fault '{spec}': unknown collective '{v}'"))?)
                 }
