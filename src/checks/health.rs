@@ -640,6 +640,16 @@ mod tests {
         assert_eq!(xid(79, true), vec![Status::Fail]);
     }
 
+    #[test]
+    fn ages_read_in_seconds_hours_then_days_from_two_days_on() {
+        assert_eq!(fmt_age(40.0), "40 s");
+        assert_eq!(fmt_age(3600.0), "1.0 h");
+        // A day and a half is still hours: days start at two.
+        assert_eq!(fmt_age(36.0 * 3600.0), "36.0 h");
+        assert_eq!(fmt_age(2.0 * 86400.0), "2.0 d");
+        assert_eq!(fmt_age(3.0 * 86400.0), "3.0 d");
+    }
+
     fn xid_aged(code: u32, hidden: bool, age_s: Option<f64>) -> Vec<Status> {
         {
             status(
