@@ -26,18 +26,6 @@ def read_text(name, default=None):
         return default
 
 
-def read_json(name):
-    text = read_text(name)
-    if text is None:
-        broken.append(f"{name}: missing")
-        return None
-    try:
-        return json.loads(text)
-    except ValueError as e:
-        broken.append(f"{name}: not JSON ({e})")
-        return None
-
-
 def last_json_object(text):
     """The last JSON object in `text`, or None: a program's JSON line among other lines (NCCL
     writes its messages to stdout unless NCCL_DEBUG_FILE is set, and libraries print warnings)."""
@@ -55,17 +43,19 @@ def last_json_object(text):
     return found
 
 
-def read_mixed_json(name):
-    """Like read_json, for a program's stdout: other lines around the JSON object are set aside
-    (and counted), not taken as a broken file."""
+def read_json(name, mixed=False):
+    """A JSON file, or None with the reason in `broken`. `mixed`: a program's stdout, where other
+    lines around the JSON object are set aside (and counted), not taken as a broken file."""
     text = read_text(name)
     if text is None:
         broken.append(f"{name}: missing")
         return None
     try:
         return json.loads(text)
-    except ValueError:
-        pass
+    except ValueError as e:
+        if not mixed:
+            broken.append(f"{name}: not JSON ({e})")
+            return None
     obj = last_json_object(text)
     if obj is None:
         broken.append(f"{name}: no JSON object in it")
@@ -85,7 +75,7 @@ inv = inv_doc.get("inventory", {})
 suite = read_json("report/evidence.json") or {}
 frozen = read_json("frozen/evidence.json") or {}
 train_ev = read_json("train/evidence.json") or {}
-torch = read_mixed_json("torch.out") or {}
+torch = read_json("torch.out", mixed=True) or {}
 simulated = bool(inv_doc.get("simulated") or suite.get("simulated"))
 
 if simulated:
