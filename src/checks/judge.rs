@@ -22,6 +22,32 @@ pub fn fmt_num(v: f64) -> String {
     }
 }
 
+/// A figure and the limit it is compared with, rounded so that two different numbers never read
+/// the same ("51.96 is below 52" and not "52.0 is below 52.0"): `fmt_num` first, then more
+/// decimals until they differ (at most 6). Equal numbers read the same.
+pub fn fmt_apart(value: f64, limit: f64) -> (String, String) {
+    let (a, b) = (fmt_num(value), fmt_num(limit));
+    if a != b || value == limit || !value.is_finite() || !limit.is_finite() {
+        return (a, b);
+    }
+    for d in 1..=6 {
+        let (a, b) = (format!("{value:.d$}"), format!("{limit:.d$}"));
+        if a != b {
+            return (a, b);
+        }
+    }
+    (format!("{value:e}"), format!("{limit:e}"))
+}
+
+/// "52.0 GB/s", or "3" for a figure without a unit.
+fn with_unit(v: &str, unit: &str) -> String {
+    if unit.is_empty() {
+        v.to_string()
+    } else {
+        format!("{v} {unit}")
+    }
+}
+
 /// "fail < 48, warn < 52 GB/s".
 pub fn describe_limit(l: &Limit, unit: &str) -> String {
     let mut parts = Vec::new();
@@ -59,37 +85,41 @@ pub fn judge(subject: &str, what: &str, value: f64, unit: &str, limit: &Limit) -
             format!("{subject}: {what} could not be computed"),
         )
     } else if limit.fail_below.is_some_and(|f| value < f) {
-        (
-            Status::Fail,
+        (Status::Fail, {
+            let (v, l) = fmt_apart(value, limit.fail_below.unwrap_or(0.0));
             format!(
-                "{subject}: {what} {found} is below the floor of {} {unit}",
-                fmt_num(limit.fail_below.unwrap_or(0.0))
-            ),
-        )
+                "{subject}: {what} {} is below the floor of {}",
+                with_unit(&v, unit),
+                with_unit(&l, unit)
+            )
+        })
     } else if limit.fail_above.is_some_and(|f| value > f) {
-        (
-            Status::Fail,
+        (Status::Fail, {
+            let (v, l) = fmt_apart(value, limit.fail_above.unwrap_or(0.0));
             format!(
-                "{subject}: {what} {found} is above the ceiling of {} {unit}",
-                fmt_num(limit.fail_above.unwrap_or(0.0))
-            ),
-        )
+                "{subject}: {what} {} is above the ceiling of {}",
+                with_unit(&v, unit),
+                with_unit(&l, unit)
+            )
+        })
     } else if limit.warn_below.is_some_and(|f| value < f) {
-        (
-            Status::Warn,
+        (Status::Warn, {
+            let (v, l) = fmt_apart(value, limit.warn_below.unwrap_or(0.0));
             format!(
-                "{subject}: {what} {found} is below the warning level of {} {unit}",
-                fmt_num(limit.warn_below.unwrap_or(0.0))
-            ),
-        )
+                "{subject}: {what} {} is below the warning level of {}",
+                with_unit(&v, unit),
+                with_unit(&l, unit)
+            )
+        })
     } else if limit.warn_above.is_some_and(|f| value > f) {
-        (
-            Status::Warn,
+        (Status::Warn, {
+            let (v, l) = fmt_apart(value, limit.warn_above.unwrap_or(0.0));
             format!(
-                "{subject}: {what} {found} is above the warning level of {} {unit}",
-                fmt_num(limit.warn_above.unwrap_or(0.0))
-            ),
-        )
+                "{subject}: {what} {} is above the warning level of {}",
+                with_unit(&v, unit),
+                with_unit(&l, unit)
+            )
+        })
     } else {
         (
             Status::Pass,
@@ -226,6 +256,31 @@ mod tests {
             judge("p", "latency", 12.0, "us", &ceil).unwrap().status,
             Status::Fail
         );
+    }
+
+    #[test]
+    fn a_figure_and_its_limit_never_read_the_same_when_they_differ() {
+        let l = lim(None, Some(52.0));
+        let f = judge("GPU 0", "device-to-host", 51.96, "GB/s", &l).unwrap();
+        assert_eq!(f.status, Status::Warn);
+        assert!(
+            f.reason
+                .contains("51.96 GB/s is below the warning level of 52.00 GB/s"),
+            "{}",
+            f.reason
+        );
+        let f = judge("GPU 0", "h2d", 47.999, "GB/s", &lim(Some(48.0), None)).unwrap();
+        assert!(
+            f.reason
+                .contains("47.999 GB/s is below the floor of 48.000"),
+            "{}",
+            f.reason
+        );
+        assert_eq!(fmt_apart(52.0, 52.0), ("52.0".into(), "52.0".into()));
+        assert_eq!(fmt_apart(50.0, 52.0), ("50.0".into(), "52.0".into()));
+        assert_eq!(fmt_apart(431.4, 431.0), ("431.4".into(), "431.0".into()));
+        let (a, b) = fmt_apart(1.0 + 1e-9, 1.0);
+        assert_ne!(a, b);
     }
 
     #[test]
