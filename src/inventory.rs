@@ -136,10 +136,12 @@ pub enum Reading {
     ThrottleReasons,
     /// The GPU temperature.
     Temperature,
+    /// The VBIOS version (judged across the node's GPUs: they must all run one).
+    Vbios,
 }
 
 impl Reading {
-    pub const ALL: [Reading; 9] = [
+    pub const ALL: [Reading; 10] = [
         Reading::DriverVersion,
         Reading::EccMode,
         Reading::EccErrors,
@@ -149,6 +151,7 @@ impl Reading {
         Reading::NvlinkErrors,
         Reading::ThrottleReasons,
         Reading::Temperature,
+        Reading::Vbios,
     ];
 
     /// The key a node file uses: "nvlink_errors".
@@ -163,6 +166,7 @@ impl Reading {
             Reading::NvlinkErrors => "nvlink_errors",
             Reading::ThrottleReasons => "throttle_reasons",
             Reading::Temperature => "temperature",
+            Reading::Vbios => "vbios",
         }
     }
 
@@ -178,6 +182,7 @@ impl Reading {
             Reading::NvlinkErrors => "NVLink error counters",
             Reading::ThrottleReasons => "throttle reasons",
             Reading::Temperature => "temperature",
+            Reading::Vbios => "VBIOS version",
         }
     }
 }
@@ -204,6 +209,7 @@ impl Gpu {
                 .filter(|l| l.active)
                 .all(|l| l.errors.read().is_some()),
             Reading::Temperature => self.temperature_c.is_some(),
+            Reading::Vbios => self.vbios.as_deref().is_some_and(|v| !v.trim().is_empty()),
         }
     }
 }

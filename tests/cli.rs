@@ -197,6 +197,12 @@ const FAULTS: &[(&str, &str, &str, &str)] = &[
         "GPU 1: clocks held back by hw_thermal_slowdown",
     ),
     (
+        "vbios-mismatch:gpu=6",
+        "a100-sxm-80gb-8",
+        "health",
+        "92.00.36.00.03 on GPU 6",
+    ),
+    (
         "vgpu",
         "h200-vm-1",
         "virtualization",

@@ -232,10 +232,11 @@ pub enum FaultKind {
     ThermalThrottle,
     Vgpu,
     CorruptCopy,
+    VbiosMismatch,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 17] = [
+    pub const ALL: [FaultKind; 18] = [
         FaultKind::GpuMissing,
         FaultKind::GpuLost,
         FaultKind::NvlinkDown,
@@ -253,6 +254,7 @@ impl FaultKind {
         FaultKind::ThermalThrottle,
         FaultKind::Vgpu,
         FaultKind::CorruptCopy,
+        FaultKind::VbiosMismatch,
     ];
 
     pub fn name(self) -> &'static str {
@@ -274,6 +276,7 @@ impl FaultKind {
             FaultKind::ThermalThrottle => "thermal-throttle",
             FaultKind::Vgpu => "vgpu",
             FaultKind::CorruptCopy => "corrupt-copy",
+            FaultKind::VbiosMismatch => "vbios-mismatch",
         }
     }
 
@@ -318,6 +321,9 @@ impl FaultKind {
             FaultKind::CorruptCopy => {
                 "copies return wrong data: peer copies and transfers between a pair both ways \
                  (gpu=N, peer=M), or a GPU's host and device copies (gpu=N, no peer)"
+            }
+            FaultKind::VbiosMismatch => {
+                "a GPU runs another VBIOS than the rest of the node, as after a partial repair (gpu=N)"
             }
         }
     }
@@ -513,6 +519,18 @@ pub struct SimBackend {
     seed: u64,
     /// GPUs after `gpu-missing` and `gpu-lost` faults: original indices of the GPUs that remain.
     present: Vec<usize>,
+}
+
+/// Another VBIOS version than `v`, for the vbios-mismatch fault: its last field changed
+/// ("96.00.9F.00.05" becomes "96.00.9F.00.06"), as a GPU flashed at another time would show.
+fn other_vbios(v: &str) -> String {
+    match v.rsplit_once('.') {
+        Some((head, last)) => {
+            let next = u32::from_str_radix(last, 16).map_or(1, |n| n.wrapping_add(1) & 0xff);
+            format!("{head}.{next:02X}")
+        }
+        None => format!("{v}.1"),
+    }
 }
 
 impl SimBackend {
@@ -843,6 +861,7 @@ impl Backend for SimBackend {
             };
             let mut rows = RemappedRows::default();
             let mut xids = Vec::new();
+            let mut vbios = node.gpu.vbios.clone();
             for f in &self.faults {
                 if f.gpu.unwrap_or(0) != i {
                     continue;
@@ -873,6 +892,7 @@ impl Backend for SimBackend {
                         },
                     }),
                     FaultKind::ThermalThrottle => throttle.push("hw_thermal_slowdown".to_string()),
+                    FaultKind::VbiosMismatch => vbios = other_vbios(&vbios),
                     _ => {}
                 }
             }
@@ -934,7 +954,7 @@ impl Backend for SimBackend {
                 name: node.gpu.name.clone(),
                 uuid: sim_uuid(&node.name, o),
                 serial: Some(format!("SIM{:010}", 1_652_000_000u64 + o as u64)),
-                vbios: Some(node.gpu.vbios.clone()),
+                vbios: Some(vbios),
                 pci_bus_id: self.bus_id(o),
                 memory_bytes: node.gpu.memory_bytes,
                 pcie: PcieLink {
@@ -1349,6 +1369,7 @@ fn hide(g: &mut Gpu, r: Reading) {
             .for_each(|l| l.errors = NvLinkErrors::default()),
         Reading::ThrottleReasons => g.throttle_reasons.clear(),
         Reading::Temperature => g.temperature_c = None,
+        Reading::Vbios => g.vbios = None,
     }
     // Fields that cannot be None say it in the list.
     if matches!(r, Reading::Xids | Reading::ThrottleReasons) && !g.unavailable.contains(&r) {

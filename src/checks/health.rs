@@ -149,7 +149,76 @@ impl Check for Health {
         for g in &inv.gpus {
             out.extend(gpu_findings(h, g));
         }
+        if h.vbios_must_match {
+            out.extend(vbios_findings(&inv.gpus));
+        }
         out
+    }
+}
+
+/// One VBIOS across the node: a GPU whose version was not read is "not available here", and the
+/// versions that were read must all be one. A node with one GPU has nothing to compare, so no
+/// judgement is made (and none is counted).
+fn vbios_findings(gpus: &[Gpu]) -> Vec<Finding> {
+    let r = Reading::Vbios;
+    if gpus.len() < 2 {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    // Version -> the GPUs that run it, in the order first seen.
+    let mut versions: Vec<(&str, Vec<usize>)> = Vec::new();
+    for g in gpus {
+        match g.vbios.as_deref().map(str::trim).filter(|_| g.gives(r)) {
+            Some(v) => match versions.iter_mut().find(|(x, _)| *x == v) {
+                Some((_, ids)) => ids.push(g.index),
+                None => versions.push((v, vec![g.index])),
+            },
+            None => out.push(na(&format!("GPU {}", g.index), r, "the node's one VBIOS")),
+        }
+    }
+    let read: usize = versions.iter().map(|(_, ids)| ids.len()).sum();
+    match versions.len() {
+        0 => {}
+        1 if read < 2 => {}
+        1 => out.push(ok(
+            "node",
+            r,
+            format!("{} on {read} GPUs", versions[0].0),
+            "one VBIOS on every GPU",
+        )),
+        _ => {
+            let list = versions
+                .iter()
+                .map(|(v, ids)| format!("{v} on {}", gpu_list(ids)))
+                .collect::<Vec<_>>()
+                .join("; ");
+            out.push(bad(
+                Status::Fail,
+                "node",
+                r,
+                list.clone(),
+                "one VBIOS on every GPU",
+                format!(
+                    "the GPUs run {} VBIOS versions ({list}): flash them to one version",
+                    versions.len()
+                ),
+            ));
+        }
+    }
+    out
+}
+
+/// "GPU 3", "GPUs 0, 1, 2".
+fn gpu_list(ids: &[usize]) -> String {
+    let n = ids
+        .iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    if ids.len() == 1 {
+        format!("GPU {n}")
+    } else {
+        format!("GPUs {n}")
     }
 }
 
@@ -770,6 +839,79 @@ mod tests {
         assert_eq!(drv(Some("535.104")), vec![Status::Pass]);
         assert_eq!(drv(Some("535.86")), vec![Status::Fail]);
         assert_eq!(drv(None), vec![Status::Skip]);
+    }
+
+    #[test]
+    fn one_vbios_across_the_node_is_judged() {
+        let vb = |f: &[Finding]| -> Vec<(String, Status)> {
+            f.iter()
+                .filter(|x| x.metric.as_deref() == Some("vbios"))
+                .map(|x| (x.subject.clone(), x.status))
+                .collect()
+        };
+        // One version on all eight GPUs: one judgement, held.
+        let f = judge("h100-sxm-8", |_| {});
+        assert_eq!(vb(&f), vec![("node".to_string(), Status::Pass)]);
+        // One GPU flashed differently: the node fails, naming the versions and their GPUs.
+        let f = judge("h100-sxm-8", |inv| {
+            inv.gpus[5].vbios = Some("96.00.74.00.0C".into())
+        });
+        assert_eq!(vb(&f), vec![("node".to_string(), Status::Fail)]);
+        let x = f
+            .iter()
+            .find(|x| x.metric.as_deref() == Some("vbios"))
+            .unwrap();
+        assert!(x.reason.contains("2 VBIOS versions"), "{}", x.reason);
+        assert!(x.reason.contains("96.00.74.00.0C on GPU 5"), "{}", x.reason);
+        assert!(
+            x.reason
+                .contains("96.00.74.00.0B on GPUs 0, 1, 2, 3, 4, 6, 7"),
+            "{}",
+            x.reason
+        );
+        // A version that was not read is not assumed to match.
+        let f = judge("h100-sxm-8", |inv| inv.gpus[2].vbios = None);
+        assert_eq!(
+            vb(&f),
+            vec![
+                ("GPU 2".to_string(), Status::Skip),
+                ("node".to_string(), Status::Pass)
+            ]
+        );
+        // Only one version read: nothing to compare, no judgement claimed.
+        let f = judge("h100-sxm-8", |inv| {
+            for g in inv.gpus.iter_mut().skip(1) {
+                g.vbios = None;
+            }
+        });
+        assert!(
+            vb(&f).iter().all(|(_, st)| *st == Status::Skip),
+            "{:?}",
+            vb(&f)
+        );
+        // One GPU: no judgement at all.
+        assert!(vb(&judge("h200-vm-1", |_| {})).is_empty());
+    }
+
+    #[test]
+    fn the_vbios_rule_can_be_turned_off() {
+        let ev: Evidence = crate::testutil::simulated("h100-sxm-8", &[]);
+        let mut inv = ev.node.clone();
+        inv.gpus[5].vbios = Some("96.00.74.00.0C".into());
+        let mut h: HealthCheck = toml::from_str("").unwrap();
+        assert!(vbios_findings(&inv.gpus)
+            .iter()
+            .any(|x| x.status == Status::Fail));
+        h.vbios_must_match = false;
+        let suite = crate::suite::load::load("h100-sxm-8").unwrap().suite;
+        let ctx = Ctx {
+            suite: &suite,
+            inventory: &inv,
+            earlier: &[],
+            simulated: true,
+        };
+        let f = Health(h).evaluate(&ctx, &Measured::default());
+        assert!(f.iter().all(|x| x.metric.as_deref() != Some("vbios")));
     }
 
     #[test]

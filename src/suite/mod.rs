@@ -211,6 +211,10 @@ pub struct HealthCheck {
     pub warn_temperature_c: Option<f64>,
     /// Minimum driver version (overrides node.driver_min for this check).
     pub driver_min: Option<String>,
+    /// Every GPU of the node must run the same VBIOS version (Azure's health checks fail a node
+    /// with more than one). Judged on nodes with two or more GPUs.
+    #[serde(default = "yes")]
+    pub vbios_must_match: bool,
 }
 
 fn default_sram_correctable() -> u64 {
