@@ -170,17 +170,16 @@ fn walk(root: &toml_edit::Item, path: &[Seg]) -> (usize, Option<usize>) {
                         return (depth, found);
                     };
                     found = v.span().map(|s| s.start).or(found);
-                    // Values inside arrays: continue through inline tables.
-                    return match v.as_inline_table() {
-                        Some(t) => {
+                    // Values inside arrays: continue through inline tables and arrays.
+                    return match v {
+                        toml_edit::Value::InlineTable(_) | toml_edit::Value::Array(_) => {
                             let rest = &path[depth + 1..];
-                            let tmp =
-                                toml_edit::Item::Value(toml_edit::Value::InlineTable(t.clone()));
+                            let tmp = toml_edit::Item::Value(v.clone());
                             let (d, f) = walk(&tmp, rest);
                             // Spans of the clone are preserved, so `f` is in the same file.
                             (depth + 1 + d, f.or(found))
                         }
-                        None => (depth + 1, found),
+                        _ => (depth + 1, found),
                     };
                 } else if let Some(a) = item.as_array_of_tables() {
                     let Some(t) = a.get(*i) else {
