@@ -88,6 +88,10 @@ pub struct Gpu {
     pub numa_node: Option<i32>,
     /// CPUs close to the GPU, as a list like "0-15,32-47".
     pub cpu_affinity: Option<String>,
+    /// The CPU socket (physical package) of the GPU's NUMA node; None: not reported. Sockets,
+    /// not NUMA ids, say which GPUs share a CPU: one socket may hold 1, 2 or 4 NUMA nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_socket: Option<u32>,
     pub persistence_mode: Option<bool>,
     pub mig_enabled: Option<bool>,
     pub ecc_enabled: Option<bool>,

@@ -105,6 +105,7 @@ fn gpu_from(index: usize, d: &Value, sysfs: &Path, notes: &mut Vec<String>) -> G
         },
         numa_node: numa,
         cpu_affinity: d["cpu_affinity"].as_str().map(String::from),
+        cpu_socket: None,
         persistence_mode: d["persistence_mode"].as_bool(),
         mig_enabled: u64_at(&d["mig_mode"], "current").map(|m| m == 1),
         ecc_enabled: d["ecc_mode"]["current"].as_bool(),

@@ -50,6 +50,27 @@ const BROKEN: &[(&str, &str, &str)] = &[
         "6:56",
         "GPU index 9 is out of range: the node has 8 GPUs",
     ),
+    // topology relations: GPU indexes in range, each GPU once, known path classes, pairs once
+    (
+        "format_version = 1\nname = \"x\"\n[node]\ngpu_count = 8\n[topology]\nsocket_groups = [[0, 1, 2, 3], [4, 5, 6, 8]]\n",
+        "6:42",
+        "GPU index 8 is out of range: the node has 8 GPUs",
+    ),
+    (
+        "format_version = 1\nname = \"x\"\n[node]\ngpu_count = 8\n[topology]\nnuma_groups = [[0, 1], [1, 2]]\n",
+        "6:25",
+        "GPU 1 is in more than one place of numa_groups",
+    ),
+    (
+        "format_version = 1\nname = \"x\"\n[node]\ngpu_count = 4\n[topology]\npcie_paths = [{ a = 0, b = 1, path = \"PCI\" }]\n",
+        "6:31",
+        "unknown variant `PCI`",
+    ),
+    (
+        "format_version = 1\nname = \"x\"\n[node]\ngpu_count = 4\n[topology]\npcie_paths = [{ a = 0, b = 1, path = \"PIX\" }, { a = 1, b = 0, path = \"SYS\" }]\n",
+        "6:47",
+        "the pair 1-0 is listed twice",
+    ),
     (
         "format_version = 1\nname = \"x\"\n[checks.host_bandwidth]\nh2d = { fail_below = 48.0, warn_below = 40.0 }\n",
         "4:28",

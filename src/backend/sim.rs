@@ -98,6 +98,10 @@ pub struct SimGpu {
     /// CPU list of each NUMA node, e.g. ["0-55,112-167", "56-111,168-223"].
     #[serde(default)]
     pub numa_cpus: Vec<String>,
+    /// The CPU socket of each NUMA node, by node id (`[0, 0, 1, 1]`: nodes 0 and 1 on socket 0,
+    /// as with AMD's NPS2); empty: each NUMA node is a socket of its own (NPS1).
+    #[serde(default)]
+    pub numa_sockets: Vec<u32>,
     pub ecc: bool,
     pub power_limit_w: f64,
     pub temperature_c: f64,
@@ -460,6 +464,21 @@ impl SimNode {
                     self.gpu.numa_nodes.len()
                 ),
             ));
+        }
+        if !self.gpu.numa_sockets.is_empty() {
+            if let Some(m) =
+                self.gpu.numa_nodes.iter().find(|m| {
+                    usize::try_from(**m).map_or(true, |m| m >= self.gpu.numa_sockets.len())
+                })
+            {
+                return Err((
+                    "gpu.numa_sockets".into(),
+                    format!(
+                        "numa_sockets gives the socket of NUMA nodes 0..{}, but a GPU is on node {m}",
+                        self.gpu.numa_sockets.len() - 1
+                    ),
+                ));
+            }
         }
         for (i, u) in self.unavailable.iter().enumerate() {
             if let Some(g) = u.gpus.iter().find(|g| **g >= n) {
@@ -968,6 +987,13 @@ impl Backend for SimBackend {
                 },
                 numa_node: numa,
                 cpu_affinity: cpus,
+                cpu_socket: numa.and_then(|m| {
+                    if node.gpu.numa_sockets.is_empty() {
+                        u32::try_from(m).ok()
+                    } else {
+                        node.gpu.numa_sockets.get(usize::try_from(m).ok()?).copied()
+                    }
+                }),
                 persistence_mode: Some(true),
                 mig_enabled: Some(false),
                 ecc_enabled: Some(node.gpu.ecc),
@@ -1423,6 +1449,36 @@ mod tests {
             let n = load_node(name).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_eq!(&n.name, name);
         }
+    }
+
+    #[test]
+    fn numa_sockets_give_each_gpu_its_socket() {
+        let mut node = load_node("a100-sxm-80gb-8").unwrap();
+        let mut b = SimBackend::new(node.clone(), vec![], 1).unwrap();
+        let sockets: Vec<Option<u32>> = b
+            .inventory()
+            .unwrap()
+            .gpus
+            .iter()
+            .map(|g| g.cpu_socket)
+            .collect();
+        assert_eq!(sockets, [0, 0, 0, 0, 1, 1, 1, 1].map(Some));
+        // Without numa_sockets each NUMA node is a socket of its own.
+        node.gpu.numa_sockets.clear();
+        let mut b = SimBackend::new(node.clone(), vec![], 1).unwrap();
+        let sockets: Vec<Option<u32>> = b
+            .inventory()
+            .unwrap()
+            .gpus
+            .iter()
+            .map(|g| g.cpu_socket)
+            .collect();
+        assert_eq!(sockets, [3, 3, 1, 1, 7, 7, 5, 5].map(Some));
+        // A list too short for the GPUs' nodes is refused, at its key.
+        node.gpu.numa_sockets = vec![0, 0, 0, 0];
+        let (at, msg) = node.validate().unwrap_err();
+        assert_eq!(at, "gpu.numa_sockets");
+        assert!(msg.contains("a GPU is on node 7"), "{msg}");
     }
 
     #[test]

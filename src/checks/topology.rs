@@ -6,7 +6,8 @@ use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
 use crate::error::HwError;
 use crate::evidence::{Finding, Status};
-use crate::inventory::PcieLink;
+use crate::inventory::{Gpu, Inventory, PcieLink};
+use crate::suite::{PairPath, PciePath};
 
 pub struct Topology;
 
@@ -223,6 +224,41 @@ impl Check for Topology {
                 )),
             }
         }
+        if let Some(groups) = &topo.socket_groups {
+            out.extend(group_findings(inv, groups, Place::Socket));
+        }
+        if let Some(groups) = &topo.numa_groups {
+            out.extend(group_findings(inv, groups, Place::Numa));
+        }
+        if let Some(want) = topo.nvswitch_count {
+            out.push(match inv.nvswitches {
+                Some(s) => finding(
+                    if s == want {
+                        Status::Pass
+                    } else {
+                        Status::Fail
+                    },
+                    "node",
+                    format!("{s} NVSwitches"),
+                    format!("{want} NVSwitches"),
+                    if s == want {
+                        format!("{s} NVSwitches reached by active NVLinks")
+                    } else {
+                        format!("{s} NVSwitches reached by active NVLinks, expected {want}")
+                    },
+                ),
+                None => finding(
+                    Status::Skip,
+                    "node",
+                    "not available here",
+                    format!("{want} NVSwitches"),
+                    "NVSwitch count: not available here",
+                ),
+            });
+        }
+        for pp in &topo.pcie_paths {
+            out.push(path_finding(inv, pp));
+        }
         if out.is_empty() {
             out.push(finding(
                 Status::Skip,
@@ -233,6 +269,168 @@ impl Check for Topology {
             ));
         }
         out
+    }
+}
+
+/// Where a GPU sits, for the group relations.
+#[derive(Clone, Copy)]
+enum Place {
+    Socket,
+    Numa,
+}
+
+impl Place {
+    fn of(self, g: &Gpu) -> Option<i64> {
+        match self {
+            Place::Socket => g.cpu_socket.map(i64::from),
+            Place::Numa => g.numa_node.map(i64::from),
+        }
+    }
+    fn what(self) -> &'static str {
+        match self {
+            Place::Socket => "CPU socket",
+            Place::Numa => "NUMA node",
+        }
+    }
+}
+
+/// "GPU 3", "GPUs 0, 1, 2".
+fn gpus_text(ids: &[usize]) -> String {
+    let n = ids
+        .iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    if ids.len() == 1 {
+        format!("GPU {n}")
+    } else {
+        format!("GPUs {n}")
+    }
+}
+
+/// The GPUs of each group share one socket (or NUMA node), and different groups sit on
+/// different ones. Which number the socket has is not judged. A GPU whose place was not read
+/// is "not available here", never assumed to be where it should.
+fn group_findings(inv: &Inventory, groups: &[Vec<usize>], place: Place) -> Vec<Finding> {
+    let what = place.what();
+    let mut out = Vec::new();
+    // Each group's single place, when its GPUs agree.
+    let mut agreed: Vec<Option<i64>> = Vec::new();
+    for group in groups {
+        let mut at: Vec<(i64, Vec<usize>)> = Vec::new();
+        for &i in group {
+            match inv.gpus.get(i).and_then(|g| place.of(g)) {
+                Some(v) => match at.iter_mut().find(|(x, _)| *x == v) {
+                    Some((_, ids)) => ids.push(i),
+                    None => at.push((v, vec![i])),
+                },
+                None => out.push(finding(
+                    Status::Skip,
+                    format!("GPU {i}"),
+                    "not available here",
+                    format!("its {what} shared with {}", gpus_text(group)),
+                    if inv.gpus.get(i).is_some() {
+                        format!("GPU {i} {what}: not available here")
+                    } else {
+                        format!("GPU {i} {what}: GPU {i} is not present")
+                    },
+                )),
+            }
+        }
+        match at.len() {
+            0 => agreed.push(None),
+            1 => agreed.push(Some(at[0].0)),
+            _ => {
+                agreed.push(None);
+                let spread = at
+                    .iter()
+                    .map(|(v, ids)| format!("{} on {what} {v}", gpus_text(ids)))
+                    .collect::<Vec<_>>()
+                    .join(", ");
+                out.push(finding(
+                    Status::Fail,
+                    gpus_text(group),
+                    spread.clone(),
+                    format!("one {what}"),
+                    format!("{} should share one {what}: {spread}", gpus_text(group)),
+                ));
+            }
+        }
+    }
+    for (gi, group) in groups.iter().enumerate() {
+        let Some(v) = agreed[gi] else { continue };
+        let clash: Vec<&Vec<usize>> = groups
+            .iter()
+            .enumerate()
+            .filter(|(gj, _)| *gj != gi && agreed[*gj] == Some(v))
+            .map(|(_, g)| g)
+            .collect();
+        let who = gpus_text(group);
+        out.push(if clash.is_empty() {
+            finding(
+                Status::Pass,
+                &who,
+                format!("{what} {v}"),
+                format!("one {what} of their own"),
+                format!("{who} share {what} {v}, and no other group of GPUs is on it"),
+            )
+        } else {
+            let others = clash
+                .iter()
+                .map(|g| gpus_text(g))
+                .collect::<Vec<_>>()
+                .join("; ");
+            finding(
+                Status::Fail,
+                &who,
+                format!("{what} {v}"),
+                format!("one {what} of their own"),
+                format!("{who} should not share a {what} with {others}: all are on {what} {v}"),
+            )
+        });
+    }
+    out
+}
+
+/// A pair's PCIe path against the farthest class the suite allows.
+fn path_finding(inv: &Inventory, pp: &PairPath) -> Finding {
+    let who = format!("GPU {} - GPU {}", pp.a, pp.b);
+    let want = pp.path.label();
+    let expected = format!("PCIe path {want} or nearer");
+    let found = inv
+        .pairs
+        .iter()
+        .find(|p| (p.a, p.b) == (pp.a, pp.b) || (p.a, p.b) == (pp.b, pp.a))
+        .and_then(|p| p.pcie_path.as_deref());
+    match found.map(|f| (f, PciePath::parse(f))) {
+        Some((f, Some(path))) if path <= pp.path => finding(
+            Status::Pass,
+            &who,
+            f,
+            expected,
+            format!("{who}: PCIe path {f}"),
+        ),
+        Some((f, Some(_))) => finding(
+            Status::Fail,
+            &who,
+            f,
+            expected,
+            format!("{who}: PCIe path {f}, farther than the {want} expected"),
+        ),
+        Some((f, None)) => finding(
+            Status::Skip,
+            &who,
+            f,
+            expected,
+            format!("{who}: PCIe path reads '{f}', not a class nodecert knows"),
+        ),
+        None => finding(
+            Status::Skip,
+            &who,
+            "not available here",
+            expected,
+            format!("{who} PCIe path: not available here"),
+        ),
     }
 }
 
@@ -313,6 +511,180 @@ fn pcie_finding(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::evidence::Evidence;
+    use crate::suite::TopologyExpect;
+
+    /// The topology findings of a simulated `node` after `edit` changed what was read, against
+    /// a suite that states only `topo`.
+    fn relations(node: &str, topo: &str, edit: impl FnOnce(&mut Inventory)) -> Vec<Finding> {
+        let ev: Evidence = crate::testutil::simulated(node, &[]);
+        let mut inv = ev.node.clone();
+        edit(&mut inv);
+        let mut suite = crate::suite::load::load(node).unwrap().suite;
+        suite.node = Default::default();
+        suite.topology = toml::from_str::<TopologyExpect>(topo).unwrap();
+        let ctx = Ctx {
+            suite: &suite,
+            inventory: &inv,
+            earlier: &[],
+            simulated: true,
+        };
+        Topology.evaluate(&ctx, &Measured::default())
+    }
+
+    fn statuses(f: &[Finding]) -> Vec<(String, Status)> {
+        f.iter().map(|x| (x.subject.clone(), x.status)).collect()
+    }
+
+    const HGX: &str = "socket_groups = [[0, 1, 2, 3], [4, 5, 6, 7]]";
+
+    #[test]
+    fn socket_groups_hold_whatever_the_numa_ids() {
+        // An HGX in NPS4 mode: 3,3,1,1,7,7,5,5, nodes 1 and 3 on socket 0, 5 and 7 on socket 1.
+        let nps4 = |inv: &mut Inventory| {
+            for (g, (numa, socket)) in inv.gpus.iter_mut().zip([
+                (3, 0),
+                (3, 0),
+                (1, 0),
+                (1, 0),
+                (7, 1),
+                (7, 1),
+                (5, 1),
+                (5, 1),
+            ]) {
+                g.numa_node = Some(numa);
+                g.cpu_socket = Some(socket);
+            }
+        };
+        let f = relations("h100-sxm-8", HGX, nps4);
+        assert_eq!(
+            statuses(&f),
+            vec![
+                ("GPUs 0, 1, 2, 3".to_string(), Status::Pass),
+                ("GPUs 4, 5, 6, 7".to_string(), Status::Pass)
+            ],
+            "{f:#?}"
+        );
+        // Literal ids fail the same healthy node: the false alarm the relations avoid.
+        let f = relations("h100-sxm-8", "numa_nodes = [0, 0, 0, 0, 1, 1, 1, 1]", nps4);
+        assert!(f.iter().all(|x| x.status == Status::Fail), "{f:#?}");
+        // And the NUMA relation of the same node is pairs, not halves.
+        let f = relations(
+            "h100-sxm-8",
+            "numa_groups = [[0, 1], [2, 3], [4, 5], [6, 7]]",
+            nps4,
+        );
+        assert!(f.iter().all(|x| x.status == Status::Pass), "{f:#?}");
+        let f = relations(
+            "h100-sxm-8",
+            "numa_groups = [[0, 1, 2, 3], [4, 5, 6, 7]]",
+            nps4,
+        );
+        assert_eq!(
+            f.iter().filter(|x| x.status == Status::Fail).count(),
+            2,
+            "{f:#?}"
+        );
+        assert!(
+            f[0].reason
+                .contains("GPUs 0, 1 on NUMA node 3, GPUs 2, 3 on NUMA node 1"),
+            "{}",
+            f[0].reason
+        );
+    }
+
+    #[test]
+    fn a_gpu_on_the_wrong_socket_fails_its_group() {
+        let f = relations("h100-sxm-8", HGX, |inv| inv.gpus[6].cpu_socket = Some(0));
+        let fails: Vec<&Finding> = f.iter().filter(|x| x.status == Status::Fail).collect();
+        assert_eq!(fails.len(), 1, "{f:#?}");
+        assert_eq!(fails[0].subject, "GPUs 4, 5, 6, 7");
+        assert!(
+            fails[0]
+                .reason
+                .contains("GPUs 4, 5, 7 on CPU socket 1, GPU 6 on CPU socket 0"),
+            "{}",
+            fails[0].reason
+        );
+    }
+
+    #[test]
+    fn two_groups_on_one_socket_fail_both() {
+        let f = relations("h100-sxm-8", HGX, |inv| {
+            inv.gpus.iter_mut().for_each(|g| g.cpu_socket = Some(0))
+        });
+        assert_eq!(
+            statuses(&f),
+            vec![
+                ("GPUs 0, 1, 2, 3".to_string(), Status::Fail),
+                ("GPUs 4, 5, 6, 7".to_string(), Status::Fail)
+            ]
+        );
+        assert!(f[0]
+            .reason
+            .contains("should not share a CPU socket with GPUs 4, 5, 6, 7"));
+    }
+
+    #[test]
+    fn an_unread_socket_is_not_assumed() {
+        let f = relations("h100-sxm-8", HGX, |inv| inv.gpus[2].cpu_socket = None);
+        assert!(f.contains(&finding(
+            Status::Skip,
+            "GPU 2",
+            "not available here",
+            "its CPU socket shared with GPUs 0, 1, 2, 3",
+            "GPU 2 CPU socket: not available here",
+        )));
+        let f = relations("h100-sxm-8", HGX, |inv| {
+            inv.gpus.iter_mut().for_each(|g| g.cpu_socket = None)
+        });
+        assert!(f.iter().all(|x| x.status == Status::Skip), "{f:#?}");
+        assert_eq!(f.len(), 8);
+    }
+
+    #[test]
+    fn the_nvswitch_count_is_judged() {
+        let st = |n: Option<u32>| {
+            relations("h100-sxm-8", "nvswitch_count = 4", |inv| inv.nvswitches = n)[0].status
+        };
+        assert_eq!(st(Some(4)), Status::Pass);
+        assert_eq!(st(Some(3)), Status::Fail);
+        assert_eq!(st(Some(5)), Status::Fail);
+        assert_eq!(st(None), Status::Skip);
+    }
+
+    #[test]
+    fn a_pcie_path_may_be_no_farther_than_stated() {
+        let topo = r#"pcie_paths = [{ a = 0, b = 1, path = "PXB" }]"#;
+        let with = |path: Option<&str>| {
+            let path = path.map(String::from);
+            relations("l40s-pcie-4", topo, move |inv| {
+                let p = inv.pairs.iter_mut().find(|p| (p.a, p.b) == (0, 1)).unwrap();
+                p.pcie_path = path;
+            })[0]
+                .clone()
+        };
+        assert_eq!(with(Some("PXB")).status, Status::Pass);
+        assert_eq!(with(Some("PIX")).status, Status::Pass);
+        let far = with(Some("SYS"));
+        assert_eq!(far.status, Status::Fail);
+        assert_eq!(
+            far.reason,
+            "GPU 0 - GPU 1: PCIe path SYS, farther than the PXB expected"
+        );
+        assert_eq!(with(Some("NODE")).status, Status::Fail);
+        assert_eq!(with(Some("??")).status, Status::Skip);
+        assert_eq!(with(None).status, Status::Skip);
+    }
+
+    #[test]
+    fn path_classes_are_ordered_nearest_first() {
+        for w in PciePath::ALL.windows(2) {
+            assert!(w[0] < w[1]);
+            assert_eq!(PciePath::parse(w[0].label()), Some(w[0]));
+        }
+        assert_eq!(PciePath::parse("NV18"), None);
+    }
 
     fn link(cur: (u32, u32), max: (u32, u32), loaded: Option<(u32, u32)>) -> PcieLink {
         PcieLink {

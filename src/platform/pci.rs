@@ -27,6 +27,17 @@ pub fn local_cpulist(root: &Path, bus_id: &str) -> Option<String> {
     read_trimmed(&device_dir(root, bus_id).join("local_cpulist"))
 }
 
+/// The CPU socket (physical package id) that NUMA node `node` belongs to: the package of the
+/// node's first CPU. None when sysfs does not say (a VM without NUMA, an offline CPU).
+pub fn numa_socket(root: &Path, node: i32) -> Option<u32> {
+    let sys = root.join("sys/devices/system");
+    let cpus = read_trimmed(&sys.join(format!("node/node{node}/cpulist")))?;
+    let first: u32 = cpus.split([',', '-']).next()?.trim().parse().ok()?;
+    read_trimmed(&sys.join(format!("cpu/cpu{first}/topology/physical_package_id")))?
+        .parse()
+        .ok()
+}
+
 /// Number of IOMMU groups; Some(0) when the kernel has none, None when sysfs cannot be read.
 pub fn iommu_groups(root: &Path) -> Option<u32> {
     match std::fs::read_dir(root.join("sys/kernel/iommu_groups")) {

@@ -333,3 +333,32 @@ fn recorded_witnesses_say_which_named_a_hypervisor() {
         .collect();
     assert_eq!(answered, ["/sys/hypervisor/type", "device tree hypervisor"]);
 }
+
+#[test]
+fn the_socket_of_a_numa_node_is_its_first_cpus_package() {
+    // NPS2: nodes 0 and 1 on package 0, nodes 2 and 3 on package 1.
+    let t = Tree::new();
+    for (node, cpus, first, pkg) in [
+        (0, "0-23,96-119", 0, 0),
+        (1, "24-47,120-143", 24, 0),
+        (2, "48-71,144-167", 48, 1),
+        (3, "72-95", 72, 1),
+    ] {
+        t.file(
+            &format!("sys/devices/system/node/node{node}/cpulist"),
+            format!("{cpus}\n"),
+        )
+        .file(
+            &format!("sys/devices/system/cpu/cpu{first}/topology/physical_package_id"),
+            format!("{pkg}\n"),
+        );
+    }
+    assert_eq!(pci::numa_socket(t.root(), 0), Some(0));
+    assert_eq!(pci::numa_socket(t.root(), 1), Some(0));
+    assert_eq!(pci::numa_socket(t.root(), 2), Some(1));
+    assert_eq!(pci::numa_socket(t.root(), 3), Some(1));
+    // A node sysfs does not list (a VM), or whose CPU says no package: not reported.
+    assert_eq!(pci::numa_socket(t.root(), 4), None);
+    t.file("sys/devices/system/node/node5/cpulist", "200\n");
+    assert_eq!(pci::numa_socket(t.root(), 5), None);
+}

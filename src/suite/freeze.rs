@@ -3,6 +3,7 @@
 //! and states the node's shape; health limits stay base's, because errors are not a shape.
 
 use crate::inventory::{Inventory, VirtMode};
+use crate::suite::PciePath;
 use std::collections::BTreeMap;
 use toml_edit::{value, Array, DocumentMut, InlineTable, Item, Table, Value};
 
@@ -185,6 +186,41 @@ fn topology_table(inv: &Inventory) -> Table {
     if let Some(n) = numa.filter(|n| !n.is_empty()) {
         t["numa_nodes"] = value(Array::from_iter(n));
     }
+    // The relations too: which GPUs share a CPU socket, how many NVSwitches, each pair's path.
+    let sockets: Option<Vec<u32>> = inv.gpus.iter().map(|g| g.cpu_socket).collect();
+    if let Some(sockets) = sockets.filter(|s| !s.is_empty()) {
+        let mut groups: Vec<(u32, Vec<i64>)> = Vec::new();
+        for (g, s) in inv.gpus.iter().zip(sockets) {
+            match groups.iter_mut().find(|(x, _)| *x == s) {
+                Some((_, ids)) => ids.push(g.index as i64),
+                None => groups.push((s, vec![g.index as i64])),
+            }
+        }
+        t["socket_groups"] = value(Array::from_iter(
+            groups.into_iter().map(|(_, ids)| Array::from_iter(ids)),
+        ));
+    }
+    if let Some(n) = inv.nvswitches {
+        t["nvswitch_count"] = int(n);
+    }
+    let mut paths = Array::new();
+    for p in &inv.pairs {
+        let Some(path) = p.pcie_path.as_deref().and_then(PciePath::parse) else {
+            continue;
+        };
+        let mut it = InlineTable::new();
+        it.insert("a", (p.a as i64).into());
+        it.insert("b", (p.b as i64).into());
+        it.insert("path", path.label().into());
+        let mut v = Value::InlineTable(it);
+        v.decor_mut().set_prefix("\n  ");
+        paths.push_formatted(v);
+    }
+    if !paths.is_empty() {
+        paths.set_trailing_comma(true);
+        paths.set_trailing("\n");
+        t["pcie_paths"] = value(paths);
+    }
     t
 }
 
@@ -319,6 +355,21 @@ mod tests {
         assert_eq!(s.topology.nvswitch, Some(true));
         assert_eq!(s.topology.pcie_gen, Some(5));
         assert_eq!(s.topology.numa_nodes, Some(vec![0, 0, 0, 0, 1, 1, 1, 1]));
+        assert_eq!(
+            s.topology.socket_groups,
+            Some(vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]])
+        );
+        assert_eq!(s.topology.nvswitch_count, Some(4));
+        assert_eq!(s.topology.pcie_paths.len(), 28);
+        let path = |a, b| {
+            s.topology
+                .pcie_paths
+                .iter()
+                .find(|p| (p.a, p.b) == (a, b))
+                .map(|p| p.path)
+        };
+        assert_eq!(path(0, 3), Some(crate::suite::PciePath::Node));
+        assert_eq!(path(3, 4), Some(crate::suite::PciePath::Sys));
         assert!(s
             .node
             .memory_gib_min

@@ -92,8 +92,75 @@ pub struct TopologyExpect {
     /// Minimum current PCIe generation and width of every GPU.
     pub pcie_gen: Option<u32>,
     pub pcie_width: Option<u32>,
-    /// Expected NUMA node of each GPU, in CUDA order.
+    /// Expected NUMA node of each GPU, in CUDA order: literal ids, which real nodes number in
+    /// their own ways (an HGX A100 in NPS4 mode reports 3,3,1,1,7,7,5,5). Prefer the relations
+    /// below; a frozen handover suite may pin the ids.
     pub numa_nodes: Option<Vec<i32>>,
+    /// GPUs that share a CPU socket, in CUDA order: `[[0, 1, 2, 3], [4, 5, 6, 7]]`. The GPUs of
+    /// one group must sit on one socket and those of different groups on different sockets;
+    /// which number a socket has is not judged.
+    pub socket_groups: Option<Vec<Vec<usize>>>,
+    /// The same relation for NUMA nodes (one socket holds several under AMD's NPS2 or NPS4).
+    pub numa_groups: Option<Vec<Vec<usize>>>,
+    /// NVSwitches reached by the GPUs' active NVLinks (4 on an HGX H100 or H200).
+    pub nvswitch_count: Option<u32>,
+    /// The PCIe path class of GPU pairs, as `nvidia-smi topo -m` prints it; a pair may be no
+    /// farther apart than stated (PIX < PXB < PHB < NODE < SYS).
+    #[serde(default)]
+    pub pcie_paths: Vec<PairPath>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PairPath {
+    pub a: usize,
+    pub b: usize,
+    pub path: PciePath,
+}
+
+/// How two GPUs connect over PCIe, nearest first (nvidia-smi topo -m's legend).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PciePath {
+    /// At most one PCIe bridge between them.
+    #[serde(rename = "PIX")]
+    Pix,
+    /// Several PCIe bridges, no host bridge.
+    #[serde(rename = "PXB")]
+    Pxb,
+    /// Through a PCIe host bridge (typically the CPU).
+    #[serde(rename = "PHB")]
+    Phb,
+    /// Across host bridges within one NUMA node.
+    #[serde(rename = "NODE")]
+    Node,
+    /// Across the interconnect between NUMA nodes (QPI/UPI, Infinity Fabric).
+    #[serde(rename = "SYS")]
+    Sys,
+}
+
+impl PciePath {
+    pub const ALL: [PciePath; 5] = [
+        PciePath::Pix,
+        PciePath::Pxb,
+        PciePath::Phb,
+        PciePath::Node,
+        PciePath::Sys,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            PciePath::Pix => "PIX",
+            PciePath::Pxb => "PXB",
+            PciePath::Phb => "PHB",
+            PciePath::Node => "NODE",
+            PciePath::Sys => "SYS",
+        }
+    }
+
+    /// The class of an inventory label ("PXB"); None for anything else.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|p| p.label() == s.trim())
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -686,6 +753,65 @@ impl Suite {
                 None => p.bad(&path, "nvlink_pairs needs node.gpu_count".into()),
                 Some(n) => {
                     for (k, v) in [("a", pl.a), ("b", pl.b)] {
+                        if v >= n {
+                            p.bad(
+                                &format!("{path}.{k}"),
+                                format!("GPU index {v} is out of range: the node has {n} GPUs (0 to {})", n - 1),
+                            );
+                        }
+                    }
+                }
+            }
+        }
+        for (key, groups) in [
+            ("socket_groups", &self.topology.socket_groups),
+            ("numa_groups", &self.topology.numa_groups),
+        ] {
+            let Some(groups) = groups else { continue };
+            let path = format!("topology.{key}");
+            let Some(n) = n else {
+                p.bad(&path, format!("{key} needs node.gpu_count"));
+                continue;
+            };
+            let mut seen = vec![false; n];
+            for (i, g) in groups.iter().enumerate() {
+                if g.is_empty() {
+                    p.bad(
+                        &format!("{path}[{i}]"),
+                        "a group needs at least one GPU".into(),
+                    );
+                }
+                for (j, &v) in g.iter().enumerate() {
+                    let at = format!("{path}[{i}][{j}]");
+                    if v >= n {
+                        p.bad(
+                            &at,
+                            format!(
+                                "GPU index {v} is out of range: the node has {n} GPUs (0 to {})",
+                                n - 1
+                            ),
+                        );
+                    } else if std::mem::replace(&mut seen[v], true) {
+                        p.bad(&at, format!("GPU {v} is in more than one place of {key}"));
+                    }
+                }
+            }
+        }
+        let mut pairs_seen = std::collections::BTreeSet::new();
+        for (i, pp) in self.topology.pcie_paths.iter().enumerate() {
+            let path = format!("topology.pcie_paths[{i}]");
+            if pp.a == pp.b {
+                p.bad(
+                    &path,
+                    format!("a pair needs two different GPUs, got {} and {}", pp.a, pp.b),
+                );
+            } else if !pairs_seen.insert((pp.a.min(pp.b), pp.a.max(pp.b))) {
+                p.bad(&path, format!("the pair {}-{} is listed twice", pp.a, pp.b));
+            }
+            match n {
+                None => p.bad(&path, "pcie_paths needs node.gpu_count".into()),
+                Some(n) => {
+                    for (k, v) in [("a", pp.a), ("b", pp.b)] {
                         if v >= n {
                             p.bad(
                                 &format!("{path}.{k}"),

@@ -280,6 +280,10 @@ fn placement(g: &mut Gpu, d: &Device, root: &Path, q: &mut Asker) {
     if g.numa_node.is_none() {
         q.notes.push(format!("{} numa node: not reported", q.who));
     }
+    g.cpu_socket = g.numa_node.and_then(|n| pci::numa_socket(root, n));
+    if g.numa_node.is_some() && g.cpu_socket.is_none() {
+        q.notes.push(format!("{} cpu socket: not reported", q.who));
+    }
     g.cpu_affinity = d
         .cpu_affinity(64)
         .ok()
