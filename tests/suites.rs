@@ -50,6 +50,17 @@ const BROKEN: &[(&str, &str, &str)] = &[
         "6:56",
         "GPU index 9 is out of range: the node has 8 GPUs",
     ),
+    // a typical value: positive, and its fraction only beside it
+    (
+        "format_version = 1\nname = \"x\"\n[checks.p2p_bandwidth]\nread = { typical = -3.0 }\n",
+        "4:10",
+        "typical must be a number > 0",
+    ),
+    (
+        "format_version = 1\nname = \"x\"\n[checks.p2p_bandwidth]\nread = { fail_below = 3.0, typical_fraction = 0.8 }\n",
+        "4:28",
+        "typical_fraction needs typical",
+    ),
     // topology relations: GPU indexes in range, each GPU once, known path classes, pairs once
     (
         "format_version = 1\nname = \"x\"\n[node]\ngpu_count = 8\n[topology]\nsocket_groups = [[0, 1, 2, 3], [4, 5, 6, 8]]\n",

@@ -1,7 +1,7 @@
 //! Host<->device bandwidth per GPU (H2D, D2H, both at once), all GPUs at once, and the device's
 //! own copy bandwidth. Pinned, portable memory; copy engines; median of many samples.
 
-use super::judge::{judge, outliers};
+use super::judge::{judge, outliers, typical};
 use super::verify;
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::{Backend, HostDir};
@@ -163,6 +163,10 @@ impl Check for HostBandwidth {
                         .into_iter()
                         .map(|f| f.on(name)),
                 );
+            }
+            let values: Vec<f64> = items.iter().map(|x| x.1).collect();
+            if let Some(f) = typical(&values, limit, true, human, "GB/s") {
+                out.push(f.on(name));
             }
         }
         out

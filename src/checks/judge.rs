@@ -148,6 +148,123 @@ pub fn outliers(
     what: &str,
     unit: &str,
 ) -> Vec<Finding> {
+    outliers_among(items, pct, higher_is_better, what, unit, "the node median")
+}
+
+/// The outlier rule within each class of like items (GPU pairs of one path class: NV18, NODE,
+/// SYS...): a pair is compared with pairs that travel the same way, so that the slower but
+/// healthy cross-socket pairs of a PCIe box are not taken for faulty ones. A class of one item
+/// has nothing to be compared with.
+pub fn outliers_by_class(
+    items: &[(String, String, f64)],
+    pct: f64,
+    higher_is_better: bool,
+    what: &str,
+    unit: &str,
+) -> Vec<Finding> {
+    let mut classes: Vec<&str> = items.iter().map(|(_, c, _)| c.as_str()).collect();
+    classes.sort_unstable();
+    classes.dedup();
+    let single = classes.len() == 1;
+    let mut out = Vec::new();
+    for class in classes {
+        let of: Vec<(String, f64)> = items
+            .iter()
+            .filter(|(_, c, _)| c == class)
+            .map(|(s, _, v)| (s.clone(), *v))
+            .collect();
+        let population = if single {
+            "the node median".to_string()
+        } else {
+            format!("the median of {class} pairs")
+        };
+        out.extend(outliers_among(
+            &of,
+            pct,
+            higher_is_better,
+            what,
+            unit,
+            &population,
+        ));
+    }
+    out
+}
+
+/// The node as a whole against what a healthy node typically measures: its median under
+/// `typical_fraction` of `limit.typical` (over `typical / fraction` for a latency) is a warning.
+/// None when the limit states no typical value or nothing was measured.
+pub fn typical(
+    values: &[f64],
+    limit: &Limit,
+    higher_is_better: bool,
+    what: &str,
+    unit: &str,
+) -> Option<Finding> {
+    let t = limit.typical?;
+    let frac = limit
+        .typical_fraction
+        .unwrap_or(crate::suite::DEFAULT_TYPICAL_FRACTION);
+    let vals: Vec<f64> = values.iter().copied().filter(|v| v.is_finite()).collect();
+    if vals.is_empty() {
+        return None;
+    }
+    let med = crate::evidence::median(&vals);
+    let share = med / t;
+    let (bad, bound) = if higher_is_better {
+        (
+            share < frac,
+            format!(
+                ">= {} of typical {}",
+                fmt_num(frac),
+                with_unit(&fmt_num(t), unit)
+            ),
+        )
+    } else {
+        (
+            share > 1.0 / frac,
+            format!(
+                "<= typical {} / {}",
+                with_unit(&fmt_num(t), unit),
+                fmt_num(frac)
+            ),
+        )
+    };
+    let found = with_unit(&fmt_num(med), unit);
+    Some(Finding {
+        status: if bad { Status::Warn } else { Status::Pass },
+        subject: "node".into(),
+        found: found.clone(),
+        expected: bound,
+        reason: if bad {
+            format!(
+                "node: median {what} {found} is {:.0}% of the typical {} (warned under {:.0}%{}): \
+                 every figure may agree with the others and still be slow",
+                share * 100.0,
+                with_unit(&fmt_num(t), unit),
+                frac * 100.0,
+                if higher_is_better { "" } else { " in speed" }
+            )
+        } else {
+            format!(
+                "node: median {what} {found} is {:.0}% of the typical {}",
+                share * 100.0,
+                with_unit(&fmt_num(t), unit)
+            )
+        },
+        metric: None,
+        info: false,
+    })
+}
+
+/// The outlier rule against `median` ("the node median", "the median of SYS pairs").
+fn outliers_among(
+    items: &[(String, f64)],
+    pct: f64,
+    higher_is_better: bool,
+    what: &str,
+    unit: &str,
+    median: &str,
+) -> Vec<Finding> {
     let mut out: Vec<Finding> = items
         .iter()
         .filter(|(_, v)| !v.is_finite())
@@ -155,7 +272,7 @@ pub fn outliers(
             status: Status::Fail,
             subject: subject.clone(),
             found: format!("{} {unit}", fmt_num(*v)).trim_end().to_string(),
-            expected: format!("within {}% of the node median", fmt_num(pct)),
+            expected: format!("within {}% of {median}", fmt_num(pct)),
             reason: format!("{subject}: {what} could not be computed"),
             metric: None,
             info: false,
@@ -183,9 +300,9 @@ pub fn outliers(
                 status: Status::Fail,
                 subject: subject.clone(),
                 found: format!("{} {unit}", fmt_num(*v)),
-                expected: format!("within {}% of the node median {} {unit}", fmt_num(pct), fmt_num(med)),
+                expected: format!("within {}% of {median} {} {unit}", fmt_num(pct), fmt_num(med)),
                 reason: format!(
-                    "{subject}: {what} {} {unit} is {:.1}% {} the node median of {} {unit} (outlier rule: {}%)",
+                    "{subject}: {what} {} {unit} is {:.1}% {} {median} of {} {unit} (outlier rule: {}%)",
                     fmt_num(*v),
                     dev.abs(),
                     if dev < 0.0 { "below" } else { "above" },
@@ -281,6 +398,142 @@ mod tests {
         assert_eq!(fmt_apart(431.4, 431.0), ("431.4".into(), "431.0".into()));
         let (a, b) = fmt_apart(1.0 + 1e-9, 1.0);
         assert_ne!(a, b);
+    }
+
+    /// A PCIe box: eight near pairs at 26 GB/s, four far ones (cross-socket) 17% slower.
+    fn pcie_box(slow: Option<(usize, f64)>) -> Vec<(String, String, f64)> {
+        (0..12)
+            .map(|i| {
+                let (class, v) = if i < 8 { ("NODE", 26.0) } else { ("SYS", 21.6) };
+                let v = match slow {
+                    Some((j, f)) if j == i => v * f,
+                    _ => v,
+                };
+                (format!("pair {i}"), class.to_string(), v)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_outlier_rule_compares_pairs_of_one_path_class() {
+        // 17% apart, more than the 15% rule: healthy, because each class agrees with itself.
+        assert!(outliers_by_class(&pcie_box(None), 15.0, true, "peer read", "GB/s").is_empty());
+        // Taken as one population, the slower class would have been called faulty.
+        let flat: Vec<(String, f64)> = pcie_box(None).into_iter().map(|(s, _, v)| (s, v)).collect();
+        assert_eq!(outliers(&flat, 15.0, true, "peer read", "GB/s").len(), 4);
+        // A slow pair in its class is still caught, against its own class's median.
+        let f = outliers_by_class(&pcie_box(Some((9, 0.8))), 15.0, true, "peer read", "GB/s");
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].subject, "pair 9");
+        assert!(
+            f[0].reason
+                .contains("below the median of SYS pairs of 21.6 GB/s"),
+            "{}",
+            f[0].reason
+        );
+        // With one class, the wording is the node's.
+        let one: Vec<(String, String, f64)> = (0..4)
+            .map(|i| {
+                (
+                    format!("p{i}"),
+                    "NV18".to_string(),
+                    if i == 1 { 300.0 } else { 380.0 },
+                )
+            })
+            .collect();
+        let f = outliers_by_class(&one, 10.0, true, "peer read", "GB/s");
+        assert_eq!(f.len(), 1);
+        assert!(
+            f[0].reason.contains("the node median of 380 GB/s"),
+            "{}",
+            f[0].reason
+        );
+        // A latency outlier is on the high side, within its class.
+        let lat: Vec<(String, String, f64)> = pcie_box(Some((2, 0.6)))
+            .into_iter()
+            .map(|(s, c, v)| (s, c, 40.0 / v))
+            .collect();
+        let f = outliers_by_class(&lat, 15.0, false, "latency", "us");
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].subject, "pair 2");
+    }
+
+    #[test]
+    fn a_node_uniformly_below_typical_is_warned_about() {
+        let lim = |t: f64, frac: Option<f64>| Limit {
+            fail_below: Some(300.0),
+            typical: Some(t),
+            typical_fraction: frac,
+            ..Default::default()
+        };
+        // Every pair 15% under the typical 370: above the floor and in agreement, but slow.
+        let vals = vec![314.5; 56];
+        let f = typical(&vals, &lim(370.0, None), true, "peer read", "GB/s").unwrap();
+        assert_eq!(f.status, Status::Warn);
+        assert_eq!(f.subject, "node");
+        assert!(
+            f.reason.contains("85% of the typical 370 GB/s"),
+            "{}",
+            f.reason
+        );
+        // The same node against a 0.8 fraction, and a healthy one at 95%, pass.
+        assert_eq!(
+            typical(&vals, &lim(370.0, Some(0.8)), true, "peer read", "GB/s")
+                .unwrap()
+                .status,
+            Status::Pass
+        );
+        assert_eq!(
+            typical(&[351.5; 8], &lim(370.0, None), true, "peer read", "GB/s")
+                .unwrap()
+                .status,
+            Status::Pass
+        );
+        // Just under and just over the 0.9 line.
+        assert_eq!(
+            typical(&[332.9], &lim(370.0, None), true, "r", "GB/s")
+                .unwrap()
+                .status,
+            Status::Warn
+        );
+        assert_eq!(
+            typical(&[333.1], &lim(370.0, None), true, "r", "GB/s")
+                .unwrap()
+                .status,
+            Status::Pass
+        );
+        // A latency is bad on the high side: 2.5 us typical, 0.9 gives up to 2.78 us.
+        let l = Limit {
+            typical: Some(2.5),
+            ..Default::default()
+        };
+        assert_eq!(
+            typical(&[2.7], &l, false, "latency", "us").unwrap().status,
+            Status::Pass
+        );
+        assert_eq!(
+            typical(&[2.9], &l, false, "latency", "us").unwrap().status,
+            Status::Warn
+        );
+        assert_eq!(
+            typical(&[2.0], &l, false, "latency", "us").unwrap().status,
+            Status::Pass
+        );
+        // No typical value, or nothing measured: no judgement.
+        assert!(typical(&vals, &Limit::default(), true, "r", "GB/s").is_none());
+        assert!(typical(&[f64::NAN], &lim(370.0, None), true, "r", "GB/s").is_none());
+        // A typical value alone bounds no single figure.
+        assert!(judge(
+            "p",
+            "r",
+            1.0,
+            "GB/s",
+            &Limit {
+                typical: Some(370.0),
+                ..Default::default()
+            }
+        )
+        .is_none());
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! Peer-to-peer bandwidth for every ordered GPU pair: read and write copies one way, and both
 //! ways at once for every pair.
 
-use super::judge::{finding, fmt_num, judge, outliers};
+use super::judge::{finding, fmt_num, judge, outliers_by_class, typical};
 use super::verify;
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::{Backend, P2pMode};
@@ -26,6 +26,19 @@ fn who(metric: &str, s: &Subject) -> String {
     } else {
         s.describe()
     }
+}
+
+/// How a pair connects, as `nvidia-smi topo -m` prints it (NV18, PXB, SYS...): the class of
+/// pairs it is compared with by the outlier rule. "?" when the inventory does not say.
+pub fn path_class(ctx: &Ctx, s: &Subject) -> String {
+    let (a, b) = (s.gpu.unwrap_or(0), s.peer.unwrap_or(0));
+    ctx.inventory
+        .pairs
+        .iter()
+        .find(|p| {
+            (p.a, p.b) == (a.min(b), a.max(b)) || (p.a, p.b) == (a, b) || (p.a, p.b) == (b, a)
+        })
+        .map_or_else(|| "?".to_string(), |p| p.topo_label())
 }
 
 impl Check for P2pBandwidth {
@@ -106,7 +119,7 @@ impl Check for P2pBandwidth {
         Ok(m)
     }
 
-    fn evaluate(&self, _: &Ctx, m: &Measured) -> Vec<Finding> {
+    fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
         let c = &self.0;
         let mut out = verify::findings(m, &FIGURES, who);
         for f in m
@@ -134,25 +147,105 @@ impl Check for P2pBandwidth {
             ("p2p_write", "peer write", &c.write),
             ("p2p_bidir", "peer both ways", &c.bidir),
         ] {
-            let items: Vec<(String, f64)> = m
+            let items: Vec<(String, String, f64)> = m
                 .metrics
                 .iter()
                 .filter(|x| x.name == name)
-                .map(|x| (who(name, &x.subject), x.median))
+                .map(|x| (who(name, &x.subject), path_class(ctx, &x.subject), x.median))
                 .collect();
-            for (who, v) in &items {
+            for (who, _, v) in &items {
                 if let Some(f) = judge(who, human, *v, "GB/s", limit) {
                     out.push(f.on(name));
                 }
             }
             if let Some(pct) = c.outlier_pct {
                 out.extend(
-                    outliers(&items, pct, true, human, "GB/s")
+                    outliers_by_class(&items, pct, true, human, "GB/s")
                         .into_iter()
                         .map(|f| f.on(name)),
                 );
             }
+            let values: Vec<f64> = items.iter().map(|x| x.2).collect();
+            if let Some(f) = typical(&values, limit, true, human, "GB/s") {
+                out.push(f.on(name));
+            }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::Evidence;
+
+    /// A four-GPU PCIe box on two sockets: pairs 0-1 and 2-3 near (NODE), the rest across (SYS),
+    /// each read measured at `bw(a, b)`.
+    fn judge_box(bw: impl Fn(usize, usize) -> f64, cfg: &str) -> Vec<Finding> {
+        let ev: Evidence = crate::testutil::simulated("l40s-pcie-4", &[]);
+        let mut inv = ev.node.clone();
+        for p in &mut inv.pairs {
+            p.nvlinks = 0;
+            p.pcie_path = Some(if p.a / 2 == p.b / 2 { "NODE" } else { "SYS" }.into());
+        }
+        let suite = crate::suite::load::load("l40s-pcie-4").unwrap().suite;
+        let ctx = Ctx {
+            suite: &suite,
+            inventory: &inv,
+            earlier: &[],
+            simulated: true,
+        };
+        let mut m = Measured::default();
+        for (a, b) in inv.ordered_pairs() {
+            m.metrics.push(Metric::new(
+                "p2p_read",
+                Subject::pair(a, b),
+                "GB/s",
+                vec![bw(a, b); 3],
+            ));
+            verify::record(&mut m, "p2p_read", Subject::pair(a, b), Some(true));
+        }
+        let cfg: P2pBandwidthCheck = toml::from_str(cfg).unwrap();
+        P2pBandwidth(cfg)
+            .evaluate(&ctx, &m)
+            .into_iter()
+            .filter(|f| f.metric.as_deref() == Some("p2p_read") && f.status != Status::Pass)
+            .collect()
+    }
+
+    fn healthy(a: usize, b: usize) -> f64 {
+        if a / 2 == b / 2 {
+            26.0
+        } else {
+            21.6
+        }
+    }
+
+    #[test]
+    fn cross_socket_pairs_are_compared_with_cross_socket_pairs() {
+        // 17% apart: the far pairs are healthy for far pairs.
+        let f = judge_box(healthy, "outlier_pct = 15.0");
+        assert!(f.is_empty(), "{f:#?}");
+        // One far pair 25% under its class fails, named, against its class.
+        let f = judge_box(
+            |a, b| healthy(a, b) * if (a, b) == (1, 3) { 0.75 } else { 1.0 },
+            "outlier_pct = 15.0",
+        );
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].subject, "GPU 1 -> GPU 3");
+        assert!(
+            f[0].reason.contains("median of SYS pairs"),
+            "{}",
+            f[0].reason
+        );
+    }
+
+    #[test]
+    fn a_uniformly_slow_box_is_warned_about_against_typical() {
+        let cfg = "outlier_pct = 15.0\nread = { fail_below = 10.0, typical = 24.0 }";
+        let f = judge_box(|a, b| healthy(a, b) * 0.8, cfg);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!((f[0].subject.as_str(), f[0].status), ("node", Status::Warn));
+        assert!(judge_box(healthy, cfg).is_empty());
     }
 }

@@ -1,6 +1,6 @@
 //! Peer-to-peer latency for every ordered GPU pair (small transfers).
 
-use super::judge::{judge, outliers};
+use super::judge::{judge, outliers_by_class, typical};
 use super::verify;
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
@@ -49,11 +49,22 @@ impl Check for P2pLatency {
         Ok(m)
     }
 
-    fn evaluate(&self, _: &Ctx, m: &Measured) -> Vec<Finding> {
+    fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
         let items: Vec<(String, f64)> = m
             .metrics
             .iter()
             .map(|x| (x.subject.describe(), x.median))
+            .collect();
+        let classed: Vec<(String, String, f64)> = m
+            .metrics
+            .iter()
+            .map(|x| {
+                (
+                    x.subject.describe(),
+                    super::p2p_bandwidth::path_class(ctx, &x.subject),
+                    x.median,
+                )
+            })
             .collect();
         let mut out = verify::findings(m, &[("latency", "small peer transfer")], |_, s| {
             s.describe()
@@ -63,10 +74,14 @@ impl Check for P2pLatency {
         }));
         if let Some(pct) = self.0.outlier_pct {
             out.extend(
-                outliers(&items, pct, false, "latency", "us")
+                outliers_by_class(&classed, pct, false, "latency", "us")
                     .into_iter()
                     .map(|f| f.on("latency")),
             );
+        }
+        let values: Vec<f64> = items.iter().map(|x| x.1).collect();
+        if let Some(f) = typical(&values, &self.0.latency_us, false, "latency", "us") {
+            out.push(f.on("latency"));
         }
         out
     }

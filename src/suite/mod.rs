@@ -99,14 +99,17 @@ pub struct TopologyExpect {
     /// GPUs that share a CPU socket, in CUDA order: `[[0, 1, 2, 3], [4, 5, 6, 7]]`. The GPUs of
     /// one group must sit on one socket and those of different groups on different sockets;
     /// which number a socket has is not judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub socket_groups: Option<Vec<Vec<usize>>>,
     /// The same relation for NUMA nodes (one socket holds several under AMD's NPS2 or NPS4).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub numa_groups: Option<Vec<Vec<usize>>>,
     /// NVSwitches reached by the GPUs' active NVLinks (4 on an HGX H100 or H200).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvswitch_count: Option<u32>,
     /// The PCIe path class of GPU pairs, as `nvidia-smi topo -m` prints it; a pair may be no
     /// farther apart than stated (PIX < PXB < PHB < NODE < SYS).
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pcie_paths: Vec<PairPath>,
 }
 
@@ -191,11 +194,27 @@ pub struct Limit {
     pub warn_below: Option<f64>,
     pub fail_above: Option<f64>,
     pub warn_above: Option<f64>,
+    /// What a healthy node typically measures (cite the source beside it). The node's median is
+    /// held against it: under `typical_fraction` of it (over it by as much, for a latency) is a
+    /// warning, even when every figure is above its floor and the figures agree with each
+    /// other (a node uniformly 15% slow).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub typical: Option<f64>,
+    /// The share of `typical` below which the node's median is warned about (default 0.9).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub typical_fraction: Option<f64>,
 }
 
+/// The share of a typical figure a node may fall to before it is warned about.
+pub const DEFAULT_TYPICAL_FRACTION: f64 = 0.9;
+
 impl Limit {
+    /// No bound is set (a typical value alone bounds no figure).
     pub fn is_empty(&self) -> bool {
-        *self == Limit::default()
+        self.fail_below.is_none()
+            && self.warn_below.is_none()
+            && self.fail_above.is_none()
+            && self.warn_above.is_none()
     }
 }
 
@@ -1022,6 +1041,27 @@ impl Problems {
     }
 
     fn limit(&mut self, path: &str, l: &Limit) {
+        if let Some(t) = l.typical {
+            if !(t.is_finite() && t > 0.0) {
+                self.bad(
+                    &format!("{path}.typical"),
+                    format!("typical must be a number > 0, got {t}"),
+                );
+            }
+        }
+        if let Some(f) = l.typical_fraction {
+            if !(f > 0.0 && f <= 1.0) {
+                self.bad(
+                    &format!("{path}.typical_fraction"),
+                    format!("typical_fraction must be above 0 and at most 1, got {f}"),
+                );
+            } else if l.typical.is_none() {
+                self.bad(
+                    &format!("{path}.typical_fraction"),
+                    "typical_fraction needs typical".into(),
+                );
+            }
+        }
         for (k, v) in [
             ("fail_below", l.fail_below),
             ("warn_below", l.warn_below),
