@@ -3,7 +3,7 @@
 use super::*;
 
 /// Quote for a POSIX shell when needed.
-fn sh_quote(s: &str) -> String {
+pub(super) fn sh_quote(s: &str) -> String {
     if !s.is_empty()
         && s.bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"@%+=:,./_-".contains(&b))

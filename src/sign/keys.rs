@@ -75,58 +75,133 @@ pub fn keygen(out: &Path, comment: &str) -> Result<KeyInfo, SignError> {
     })
 }
 
-fn is_private_pem(text: &str) -> bool {
-    text.trim_start()
-        .starts_with("-----BEGIN OPENSSH PRIVATE KEY-----")
+/// What a key file holds, from its first line.
+enum KeyText<'a> {
+    /// `-----BEGIN OPENSSH PRIVATE KEY-----`.
+    OpenSshPrivate,
+    /// Another PEM private key (`RSA PRIVATE KEY`, `EC PRIVATE KEY`, `PRIVATE KEY`, ...): the label.
+    PemPrivate(&'a str),
+    /// Anything else (a public key line, or not a key).
+    Other,
 }
 
-/// Read the public key of a private (OpenSSH format) or public key file.
-pub(super) fn read_any_public_key(path: &Path) -> Result<PublicKey, SignError> {
-    let bytes = read_limited(path, MAX_KEY_BYTES, "read key")?;
-    let text = String::from_utf8(bytes).map_err(|_| key_err(path, "not a text key file"))?;
-    if is_private_pem(&text) {
-        let k = PrivateKey::from_openssh(&text).map_err(|e| {
-            key_err(
-                path,
-                format!("not an openssh private key: {}", lower(&e).to_lowercase()),
-            )
-        })?;
-        Ok(k.public_key().clone())
-    } else {
-        let line = text
-            .lines()
-            .map(str::trim)
-            .find(|l| !l.is_empty() && !l.starts_with('#'))
-            .ok_or_else(|| key_err(path, "no public key found"))?;
-        PublicKey::from_openssh(line).map_err(|e| {
-            key_err(
-                path,
-                format!("not an openssh public key: {}", lower(&e).to_lowercase()),
-            )
-        })
+fn key_text(text: &str) -> KeyText<'_> {
+    let first = text.trim_start().lines().next().unwrap_or("").trim_end();
+    match first
+        .strip_prefix("-----BEGIN ")
+        .and_then(|l| l.strip_suffix("-----"))
+    {
+        Some("OPENSSH PRIVATE KEY") => KeyText::OpenSshPrivate,
+        Some(label) if label.ends_with("PRIVATE KEY") => KeyText::PemPrivate(label),
+        _ => KeyText::Other,
     }
 }
 
-pub(super) fn read_signing_key(path: &Path) -> Result<PrivateKey, SignError> {
-    let bytes = read_limited(path, MAX_KEY_BYTES, "read private key")?;
+/// A private key in a PEM format nodecert does not read: what it is and how to convert it.
+fn pem_private_key_err(path: &Path, label: &str) -> SignError {
+    let what = match label {
+        "RSA PRIVATE KEY" => "an rsa private key in pem (pkcs#1) format".to_string(),
+        "EC PRIVATE KEY" => "an ecdsa private key in pem (sec1) format".to_string(),
+        "DSA PRIVATE KEY" => "a dsa private key in pem format".to_string(),
+        "PRIVATE KEY" => "a private key in pem (pkcs#8) format".to_string(),
+        "ENCRYPTED PRIVATE KEY" => "an encrypted private key in pem (pkcs#8) format".to_string(),
+        other => format!("a pem private key ({other:?})"),
+    };
+    key_err(
+        path,
+        format!(
+            "{what}, as openssl and `ssh-keygen -m PEM` write it; nodecert reads openssh private keys: \
+convert it with `ssh-keygen -p -f {}` (it rewrites the file in the openssh format)",
+            super::commands::sh_quote(&path.to_string_lossy())
+        ),
+    )
+}
+
+/// The text of a key file, and its permission bits.
+fn read_key_text(path: &Path, what: &'static str) -> Result<(String, u32), SignError> {
+    use std::os::unix::fs::PermissionsExt;
+    let f = crate::fsio::read::open(path, true).map_err(io_err(what, path))?;
+    let mode = f
+        .metadata()
+        .map_err(io_err(what, path))?
+        .permissions()
+        .mode();
+    let bytes = crate::fsio::read::read_limited(f, MAX_KEY_BYTES, "this file")
+        .map_err(io_err(what, path))?;
     let text = String::from_utf8(bytes).map_err(|_| key_err(path, "not a text key file"))?;
-    if !is_private_pem(&text) {
-        return Err(key_err(
-            path,
-            "not an openssh private key (give the private key, not the .pub)",
-        ));
-    }
-    let key = PrivateKey::from_openssh(&text).map_err(|e| {
+    Ok((text, mode))
+}
+
+fn parse_private_key(path: &Path, text: &str) -> Result<PrivateKey, SignError> {
+    PrivateKey::from_openssh(text).map_err(|e| {
         key_err(
             path,
             format!("not an openssh private key: {}", lower(&e).to_lowercase()),
         )
-    })?;
+    })
+}
+
+/// Read the public key of a private (OpenSSH format) or public key file.
+pub(super) fn read_any_public_key(path: &Path) -> Result<PublicKey, SignError> {
+    let (text, _) = read_key_text(path, "read key")?;
+    match key_text(&text) {
+        KeyText::OpenSshPrivate => Ok(parse_private_key(path, &text)?.public_key().clone()),
+        KeyText::PemPrivate(label) => Err(pem_private_key_err(path, label)),
+        KeyText::Other => {
+            let line = text
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty() && !l.starts_with('#'))
+                .ok_or_else(|| key_err(path, "no public key found"))?;
+            PublicKey::from_openssh(line).map_err(|e| {
+                key_err(
+                    path,
+                    format!("not an openssh public key: {}", lower(&e).to_lowercase()),
+                )
+            })
+        }
+    }
+}
+
+/// The unencrypted OpenSSH private key at `path`, of a type nodecert signs with, readable by its
+/// owner only.
+pub(super) fn read_signing_key(path: &Path) -> Result<PrivateKey, SignError> {
+    let (text, mode) = read_key_text(path, "read private key")?;
+    let key = match key_text(&text) {
+        KeyText::OpenSshPrivate => parse_private_key(path, &text)?,
+        KeyText::PemPrivate(label) => return Err(pem_private_key_err(path, label)),
+        KeyText::Other => {
+            return Err(key_err(
+                path,
+                "not an openssh private key (give the private key, not the .pub)",
+            ))
+        }
+    };
     if key.is_encrypted() {
         return Err(SignError::EncryptedKey(path.to_path_buf()));
     }
     check_signing_algorithm(path, &key)?;
+    check_private_mode(path, mode)?;
     Ok(key)
+}
+
+/// A private key that group or others may read (or write) is refused, as `ssh-keygen -Y sign`
+/// refuses it ("UNPROTECTED PRIVATE KEY FILE"): anyone who could read it can sign as its owner,
+/// and a certificate signed with it proves nothing.
+fn check_private_mode(path: &Path, mode: u32) -> Result<(), SignError> {
+    if mode & 0o077 == 0 {
+        return Ok(());
+    }
+    Err(key_err(
+        path,
+        format!(
+            "unprotected private key file: permissions {:04o} are too open, a private key must be \
+readable by its owner only (OpenSSH refuses it too); run `chmod 600 {}`, and replace the key if \
+others may have copied it",
+            mode & 0o7777,
+            super::commands::sh_quote(&path.to_string_lossy())
+        ),
+    ))
 }
 
 /// Largest RSA modulus the rsa crate accepts (bits).

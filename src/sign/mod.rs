@@ -49,6 +49,14 @@
 //! control characters or surrounding white space, and never the manifest or a
 //! `.sig` file.
 //!
+//! # Keys
+//!
+//! Signing takes an unencrypted OpenSSH private key that only its owner can
+//! read: like `ssh-keygen -Y sign` ("UNPROTECTED PRIVATE KEY FILE"), nodecert
+//! refuses a key file that group or others may read or write. A PEM private
+//! key (`RSA PRIVATE KEY`, `EC PRIVATE KEY`, `PRIVATE KEY`) is named as such,
+//! with the command that converts it (`ssh-keygen -p -f KEY`).
+//!
 //! # Signatures and countersignatures
 //!
 //! The first signature is `nodecert-manifest.txt.sig`, as `ssh-keygen -Y sign`
