@@ -161,6 +161,21 @@ fn signed_run_round_trip_tamper_wrong_key_missing_file_countersign() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("already signed by this key"));
+    // A copy of a signature under a countersignature's name is one party claimed twice.
+    std::fs::copy(
+        env.path("cert/nodecert-manifest.txt.2.sig"),
+        env.path("cert/nodecert-manifest.txt.3.sig"),
+    )
+    .unwrap();
+    env.cmd()
+        .args(["verify", "cert", "--pubkey", "auditor.key.pub"])
+        .assert()
+        .code(4)
+        .stdout(predicate::str::contains(
+            "signature nodecert-manifest.txt.3.sig: duplicate",
+        ))
+        .stderr(predicate::str::contains("not a countersignature"));
+    std::fs::remove_file(env.path("cert/nodecert-manifest.txt.3.sig")).unwrap();
     // A private key others can read signs nothing, and a run is refused before it starts.
     env.cmd()
         .args(["keygen", "--out", "loose.key"])

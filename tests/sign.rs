@@ -1271,3 +1271,90 @@ fn pem_private_keys_are_named_with_the_command_that_converts_them() {
     let err = sign_dir(report_dir(false).path(), &pub_of(&key)).unwrap_err();
     assert!(err.to_string().contains("not the .pub"), "{err}");
 }
+
+#[test]
+fn a_second_signature_by_the_same_key_is_a_duplicate_not_a_second_party() {
+    let keys = tempfile::tempdir().unwrap();
+    let vendor = new_key(keys.path(), "vendor");
+    let customer = new_key(keys.path(), "customer");
+    let signers = allowed_signers(
+        keys.path(),
+        &[
+            (&vendor, "vendor@example.com"),
+            (&customer, "customer@example.com"),
+        ],
+    );
+    let trust = Trust::AllowedSigners(signers.clone());
+    let second = "nodecert-manifest.txt.2.sig";
+
+    // A copied .sig: the same bytes under a countersignature's name.
+    let dir = report_dir(false);
+    let first = sign_dir(dir.path(), &vendor).unwrap();
+    fs::copy(&first.signature, dir.path().join(second)).unwrap();
+    // Each file alone is a valid signature, for OpenSSH too: what lies is the count.
+    assert!(ssh_verify(
+        dir.path(),
+        second,
+        &signers,
+        "vendor@example.com"
+    ));
+    for trust in [trust.clone(), Trust::Untrusted] {
+        let r = verify_dir(dir.path(), &trust).unwrap();
+        assert!(!r.ok(), "{r}");
+        assert_eq!(
+            r.signatures[1].status,
+            SigStatus::Duplicate {
+                of: SIGNATURE_FILE.into()
+            },
+            "{r}"
+        );
+        assert!(
+            r.problems
+                .iter()
+                .any(|p| p.starts_with(second) && p.contains("not a countersignature")),
+            "{r}"
+        );
+        assert!(
+            r.to_string()
+                .contains(&format!("signature {second}: duplicate")),
+            "{r}"
+        );
+    }
+    assert_eq!(
+        verify_dir(dir.path(), &trust).unwrap().signatures[0].status,
+        SigStatus::Trusted
+    );
+    // Nobody countersigns a folder that claims one party twice, not even a real second party.
+    let err = sign_dir(dir.path(), &customer).unwrap_err();
+    assert!(matches!(err, SignError::NotSignable { .. }), "{err}");
+    assert!(err.to_string().contains("not a countersignature"), "{err}");
+    assert!(!dir.path().join("nodecert-manifest.txt.3.sig").exists());
+    // Without the copy, the real second party countersigns and both count.
+    fs::remove_file(dir.path().join(second)).unwrap();
+    sign_dir(dir.path(), &customer).unwrap();
+    let r = verify_dir(dir.path(), &trust).unwrap();
+    assert!(r.ok(), "{r}");
+    assert!(r.signatures.iter().all(|s| s.status == SigStatus::Trusted));
+
+    // The same key signing again with ssh-keygen: other bytes (ECDSA), same party.
+    let ec = openssh_key(keys.path(), "ec", &["-t", "ecdsa", "-b", "256"], "");
+    let ec_signers = allowed_signers(keys.path(), &[(&ec, "ec@example.com")]);
+    let dir = report_dir(false);
+    sign_dir(dir.path(), &ec).unwrap();
+    ssh_sign_into(dir.path(), &ec, second);
+    assert_ne!(
+        fs::read(dir.path().join(SIGNATURE_FILE)).unwrap(),
+        fs::read(dir.path().join(second)).unwrap()
+    );
+    let r = verify_dir(dir.path(), &Trust::AllowedSigners(ec_signers)).unwrap();
+    assert!(!r.ok(), "{r}");
+    assert!(
+        matches!(&r.signatures[1].status, SigStatus::Duplicate { of } if of == SIGNATURE_FILE),
+        "{r}"
+    );
+    // And nodecert itself never writes one.
+    fs::remove_file(dir.path().join(second)).unwrap();
+    let err = sign_dir(dir.path(), &ec).unwrap_err();
+    assert!(matches!(err, SignError::AlreadySigned { .. }), "{err}");
+    assert!(!dir.path().join(second).exists());
+}

@@ -63,7 +63,9 @@
 //! names it. A second party countersigns the same manifest bytes into
 //! `nodecert-manifest.txt.2.sig`, then `.3.sig`, ...; a countersignature never
 //! rewrites the manifest or another signature. Signing twice with the same key
-//! is an error ([`SignError::AlreadySigned`]). Before signing, [`sign_dir`]
+//! is an error ([`SignError::AlreadySigned`]): one key is one party, and a
+//! second signature by a key that already signed (a copied `.sig`) is
+//! [`SigStatus::Duplicate`] and fails verification. Before signing, [`sign_dir`]
 //! checks that every digest matches and every existing signature is valid, so
 //! nobody signs a report that has already been altered.
 //!
@@ -72,7 +74,7 @@
 //! [`verify_dir`] reports every file digest and every signature;
 //! [`VerifyReport::ok`] holds only when the manifest parses, every listed file
 //! exists and matches, no stray signature-like file lies in the directory, no
-//! signature is invalid, and at least one signature is by a trusted key
+//! signature is invalid or a duplicate, and at least one signature is by a trusted key
 //! ([`Trust::Untrusted`] therefore never verifies). Signature files must be in
 //! the exact form OpenSSH writes (PEM, 70-column base64), so any changed byte
 //! makes a signature invalid; as with OpenSSH, `\r\n` line breaks (a file

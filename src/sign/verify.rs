@@ -1,6 +1,6 @@
 //! Verification: the report of a folder's files and signatures.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use std::fs;
 use std::io;
@@ -61,6 +61,9 @@ pub enum SigStatus {
     Invalid { reason: String },
     /// A kind of signature nodecert cannot check (another tool may): never verifies.
     Unsupported { reason: String },
+    /// Valid, but by a key that already made the signature `of` (a copy, or the same key
+    /// signing twice): not a second party, and it fails verification.
+    Duplicate { of: String },
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -93,7 +96,7 @@ pub struct VerifyReport {
 impl VerifyReport {
     /// True only when the manifest parses, every listed file exists and
     /// matches, nothing stray looks like a signature, no signature is invalid
-    /// and at least one is by a trusted key.
+    /// or a second one by the same key, and at least one is by a trusted key.
     pub fn ok(&self) -> bool {
         self.problems.is_empty()
             && self.manifest.is_some()
@@ -105,7 +108,9 @@ impl VerifyReport {
             && !self.signatures.iter().any(|s| {
                 matches!(
                     s.status,
-                    SigStatus::Invalid { .. } | SigStatus::Unsupported { .. }
+                    SigStatus::Invalid { .. }
+                        | SigStatus::Unsupported { .. }
+                        | SigStatus::Duplicate { .. }
                 )
             })
     }
@@ -138,6 +143,9 @@ impl fmt::Display for VerifyReport {
                 SigStatus::Untrusted { reason } => format!("valid, not trusted: {reason}"),
                 SigStatus::Invalid { reason } => format!("invalid: {reason}"),
                 SigStatus::Unsupported { reason } => format!("not checked: {reason}"),
+                SigStatus::Duplicate { of } => {
+                    format!("duplicate: the key of {of} signed again, not a second party")
+                }
             };
             write!(f, "signature {}: {status}", s.file)?;
             if let Some(fp) = &s.fingerprint {
@@ -521,12 +529,31 @@ pub(super) fn inspect(
             }
         }
     }
+    // One key is one party: a second valid signature by a key that already signed (a copied
+    // .sig, or the same key signing again) is not a countersignature, and a folder that shows
+    // it as one claims a party that does not exist.
+    let mut first_by_key: BTreeMap<String, String> = BTreeMap::new();
     for name in &sig_names {
-        let c = check_signature(&dir.join(name), manifest_bytes.as_deref(), trust);
+        let mut c = check_signature(&dir.join(name), manifest_bytes.as_deref(), trust);
+        if let (SigStatus::Trusted | SigStatus::Untrusted { .. }, Some(fp)) =
+            (&c.status, &c.fingerprint)
+        {
+            match first_by_key.get(fp) {
+                Some(first) => c.status = SigStatus::Duplicate { of: first.clone() },
+                None => {
+                    first_by_key.insert(fp.clone(), name.clone());
+                }
+            }
+        }
         match &c.status {
             SigStatus::Invalid { reason } | SigStatus::Unsupported { reason } => {
                 r.problems.push(format!("{name}: {reason}"))
             }
+            SigStatus::Duplicate { of } => r.problems.push(format!(
+                "{name}: a second signature by the key that made {of} ({}): one key is one party, \
+so it is not a countersignature; remove it",
+                c.fingerprint.as_deref().unwrap_or("?")
+            )),
             SigStatus::Untrusted { reason } => r.notes.push(format!(
                 "{name}: valid signature by {} but not trusted: {reason}",
                 c.fingerprint.as_deref().unwrap_or("?")
