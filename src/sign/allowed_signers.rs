@@ -25,21 +25,29 @@ pub(super) struct AllowedSigner {
     pub(super) key: PublicKey,
 }
 
+/// Byte offset of the first character of `s` outside double quotes for which `sep` holds.
+fn find_unquoted(s: &str, sep: impl Fn(char) -> bool) -> Option<usize> {
+    let mut in_quote = false;
+    for (i, c) in s.char_indices() {
+        if c == '"' {
+            in_quote = !in_quote;
+        } else if !in_quote && sep(c) {
+            return Some(i);
+        }
+    }
+    None
+}
+
 /// Split off the next white-space-delimited token, honouring double quotes.
 fn next_token(s: &str) -> Option<(&str, &str)> {
     let s = s.trim_start_matches([' ', '\t']);
     if s.is_empty() {
         return None;
     }
-    let mut in_quote = false;
-    for (i, c) in s.char_indices() {
-        match c {
-            '"' => in_quote = !in_quote,
-            ' ' | '\t' if !in_quote => return Some((&s[..i], &s[i..])),
-            _ => {}
-        }
-    }
-    Some((s, ""))
+    Some(match find_unquoted(s, |c| c == ' ' || c == '\t') {
+        Some(i) => s.split_at(i),
+        None => (s, ""),
+    })
 }
 
 /// OpenSSH `match_pattern` (`*` and `?` wildcards).
@@ -123,24 +131,17 @@ fn unquote(v: &str) -> Result<&str, String> {
 }
 
 fn parse_signer_options(opts: &str, s: &mut AllowedSigner) -> Result<(), String> {
-    // Split on commas outside quotes.
-    let mut parts = Vec::new();
-    let mut start = 0;
-    let mut in_quote = false;
-    for (i, c) in opts.char_indices() {
-        match c {
-            '"' => in_quote = !in_quote,
-            ',' if !in_quote => {
-                parts.push(&opts[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    if in_quote {
+    if opts.matches('"').count() % 2 == 1 {
         return Err("unbalanced quotes in options".into());
     }
-    parts.push(&opts[start..]);
+    // Split on commas outside quotes.
+    let mut parts = Vec::new();
+    let mut rest = opts;
+    while let Some(i) = find_unquoted(rest, |c| c == ',') {
+        parts.push(&rest[..i]);
+        rest = &rest[i + 1..];
+    }
+    parts.push(rest);
     for part in parts {
         let (name, value) = match part.split_once('=') {
             Some((n, v)) => (n, Some(v)),
@@ -171,6 +172,11 @@ pub(super) fn parse_allowed_signers(path: &Path) -> Result<Vec<AllowedSigner>, S
         line: 0,
         reason: "not utf-8 text".into(),
     })?;
+    parse_allowed_signers_text(path, &text)
+}
+
+/// The entries of an allowed_signers file's `text`; errors name `path` and the line.
+fn parse_allowed_signers_text(path: &Path, text: &str) -> Result<Vec<AllowedSigner>, SignError> {
     let mut out = Vec::new();
     for (i, raw) in text.lines().enumerate() {
         let line_no = i + 1;
@@ -269,6 +275,7 @@ mod tests {
         assert!(!match_pattern_list("nodecert", "*,!nodecert"));
         assert!(match_pattern_list("nodecert", "n?decert"));
     }
+
     #[test]
     fn allowed_signers_options() {
         let dir = tempfile::tempdir().unwrap();
@@ -294,6 +301,7 @@ mod tests {
             Err(SignError::AllowedSigners { line: 1, .. })
         ));
     }
+
     #[test]
     fn patterns_match_in_bounded_time_and_without_recursion() {
         for (s, p, want) in [
@@ -315,5 +323,206 @@ mod tests {
         let p = format!("{}b", "*".repeat(80));
         assert!(!match_pattern(&s, &p));
         assert!(start.elapsed() < std::time::Duration::from_secs(5));
+    }
+
+    /// Property tests: hostile allowed_signers text and patterns never panic, finish within
+    /// a time bound, and matching agrees with a plain recursive matcher.
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+        use std::time::{Duration, Instant};
+
+        const KEY: &str =
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIKfQ5+ClaHsvpT2R5bhvRkxx5SpUiT+xTeKyRuPnH4mS";
+        /// Far above what any case needs (milliseconds), far below a hang or a backtracking blow-up.
+        const BOUND: Duration = Duration::from_secs(2);
+
+        /// The textbook recursive glob matcher: exponential in the worst case, so small inputs only.
+        fn reference(s: &[char], p: &[char]) -> bool {
+            match p.split_first() {
+                None => s.is_empty(),
+                Some(('*', rest)) => (0..=s.len()).any(|k| reference(&s[k..], rest)),
+                Some((c, rest)) => s
+                    .split_first()
+                    .is_some_and(|(d, tail)| (*c == '?' || c == d) && reference(tail, rest)),
+            }
+        }
+
+        fn reference_str(s: &str, p: &str) -> bool {
+            let s: Vec<char> = s.chars().collect();
+            let p: Vec<char> = p.chars().collect();
+            reference(&s, &p)
+        }
+
+        /// OpenSSH's list rule: some plain pattern matches and no negated one does.
+        fn reference_list(s: &str, list: &str) -> bool {
+            let judged: Vec<(bool, bool)> = list
+                .split(',')
+                .map(|p| match p.strip_prefix('!') {
+                    Some(n) => (true, reference_str(s, n)),
+                    None => (false, reference_str(s, p)),
+                })
+                .collect();
+            judged.iter().any(|&(neg, m)| !neg && m) && !judged.iter().any(|&(neg, m)| neg && m)
+        }
+
+        /// Runs of '*' collapsed to one: the same language.
+        fn collapse_stars(p: &str) -> String {
+            let mut out = String::new();
+            for c in p.chars() {
+                if !(c == '*' && out.ends_with('*')) {
+                    out.push(c);
+                }
+            }
+            out
+        }
+
+        fn small(chars: &'static [char], max: usize) -> impl Strategy<Value = String> {
+            proptest::collection::vec(proptest::sample::select(chars), 0..max)
+                .prop_map(|v| v.into_iter().collect())
+        }
+
+        const SUBJECT: &[char] = &['a', 'b', 'é', '\0', '*', '?', '!'];
+        const PATTERN: &[char] = &['a', 'b', 'é', '\0', '*', '?'];
+
+        /// Pieces of allowed_signers lines, well formed and not.
+        fn piece() -> impl Strategy<Value = String> {
+            prop_oneof![
+                proptest::sample::select(vec![
+                    "\"",
+                    ",",
+                    "=",
+                    " ",
+                    "\t",
+                    "*",
+                    "?",
+                    "!",
+                    "\0",
+                    "#",
+                    "é",
+                    "👍",
+                    "\r",
+                    "\u{202e}",
+                    "namespaces=",
+                    "\"nodecert\"",
+                    "namespaces=\"nodecert\"",
+                    "namespaces=\"*,!git\"",
+                    "cert-authority",
+                    "valid-after=\"20200101\"",
+                    "valid-before=\"99991231235959Z\"",
+                    "valid-after=\"2020\"",
+                    "valid-before=\"20201399\"",
+                    "NAMESPACES=\"x\"",
+                    KEY,
+                    "ssh-ed25519",
+                    "ecdsa-sha2-nistp256",
+                    "sk-",
+                    "rsa-",
+                    "AAAA",
+                    "a@example.com",
+                ])
+                .prop_map(str::to_string),
+                (1usize..100_000).prop_map(|n| "*".repeat(n)),
+                (1usize..1_000).prop_map(|n| "\"".repeat(n)),
+                "\\PC{0,12}",
+            ]
+        }
+
+        fn line() -> impl Strategy<Value = String> {
+            proptest::collection::vec(piece(), 0..8).prop_map(|v| v.concat())
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            #[test]
+            fn matching_agrees_with_the_recursive_reference(
+                s in small(SUBJECT, 8),
+                p in small(PATTERN, 8),
+            ) {
+                prop_assert_eq!(match_pattern(&s, &p), reference_str(&s, &p));
+            }
+
+            #[test]
+            fn list_matching_agrees_with_the_reference(
+                s in small(SUBJECT, 6),
+                list in proptest::collection::vec((any::<bool>(), small(PATTERN, 5)), 1..4),
+            ) {
+                let list: Vec<String> = list
+                    .into_iter()
+                    .map(|(neg, p)| if neg { format!("!{p}") } else { p })
+                    .collect();
+                let list = list.join(",");
+                prop_assert_eq!(match_pattern_list(&s, &list), reference_list(&s, &list));
+            }
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(64))]
+
+            #[test]
+            fn huge_star_runs_match_in_bounded_time_as_one_star_does(
+                s in "[abc]{0,64}",
+                runs in proptest::collection::vec((1usize..100_000, "[abc?]{0,3}"), 1..4),
+            ) {
+                let p: String = runs.iter().map(|(n, lit)| format!("{}{lit}", "*".repeat(*n))).collect();
+                let start = Instant::now();
+                let got = match_pattern(&s, &p);
+                prop_assert!(start.elapsed() < BOUND, "{:?} for {} pattern chars", start.elapsed(), p.len());
+                prop_assert_eq!(got, reference_str(&s, &collapse_stars(&p)));
+                let start = Instant::now();
+                match_pattern_list(NAMESPACE, &format!("{p},!{p}"));
+                prop_assert!(start.elapsed() < BOUND);
+            }
+
+            #[test]
+            fn hostile_lines_parse_or_fail_on_their_line_in_bounded_time(
+                lines in proptest::collection::vec(line(), 0..6),
+            ) {
+                let text = lines.join("\n");
+                let path = Path::new("allowed_signers");
+                let start = Instant::now();
+                let parsed = parse_allowed_signers_text(path, &text);
+                prop_assert!(start.elapsed() < BOUND, "{:?}", start.elapsed());
+                let count = text.lines().count();
+                match parsed {
+                    Ok(signers) => {
+                        let mut last = 0;
+                        for s in &signers {
+                            prop_assert!(s.line > last && s.line <= count);
+                            last = s.line;
+                            // Matching its namespaces against ours is bounded too.
+                            if let Some(ns) = &s.namespaces {
+                                let start = Instant::now();
+                                match_pattern_list(NAMESPACE, ns);
+                                prop_assert!(start.elapsed() < BOUND);
+                            }
+                        }
+                    }
+                    Err(SignError::AllowedSigners { line, reason, .. }) => {
+                        prop_assert!(line >= 1 && line <= count, "line {} of {}", line, count);
+                        prop_assert!(!reason.is_empty());
+                    }
+                    Err(e) => prop_assert!(false, "unexpected error kind: {}", e),
+                }
+            }
+
+            #[test]
+            fn the_lines_nodecert_writes_parse_back(
+                identity in "[A-Za-z0-9@._+-]{1,24}",
+                comment in "\\PC{0,12}",
+            ) {
+                let mut key = PublicKey::from_openssh(KEY).unwrap();
+                key.set_comment(comment);
+                let line = allowed_signers_line_for(&key, &identity).unwrap();
+                let signers = parse_allowed_signers_text(Path::new("a"), &format!("# ops\n{line}\n")).unwrap();
+                prop_assert_eq!(signers.len(), 1);
+                prop_assert_eq!(signers[0].line, 2);
+                prop_assert_eq!(&signers[0].principals, &identity);
+                prop_assert_eq!(signers[0].namespaces.as_deref(), Some(NAMESPACE));
+                prop_assert!(match_pattern_list(NAMESPACE, signers[0].namespaces.as_deref().unwrap()));
+                prop_assert_eq!(signers[0].key.key_data(), key.key_data());
+            }
+        }
     }
 }
