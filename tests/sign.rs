@@ -389,7 +389,9 @@ fn wrong_key_fails() {
     let r = verify_dir(dir.path(), &Trust::AllowedSigners(signers.clone())).unwrap();
     assert!(!r.ok(), "{r}");
     assert!(
-        matches!(&r.signatures[0].status, SigStatus::Untrusted { reason } if reason.contains("namespace")),
+        matches!(&r.signatures[0].status, SigStatus::Untrusted { reason }
+            if reason.starts_with(&format!("{}:1: ", signers.display()))
+                && reason.contains("not allowed to sign namespace nodecert")),
         "{r}"
     );
     assert!(!ssh_verify(
@@ -409,6 +411,12 @@ fn wrong_key_fails() {
     fs::write(&signers, format!("{line}\n")).unwrap();
     let r = verify_dir(dir.path(), &Trust::AllowedSigners(signers.clone())).unwrap();
     assert!(!r.ok(), "{r}");
+    let at = format!("{}:1: ", signers.display());
+    assert!(
+        matches!(&r.signatures[0].status, SigStatus::Untrusted { reason }
+            if reason.starts_with(&at) && reason.contains("outside its validity period")),
+        "{r}"
+    );
     assert!(!ssh_verify(
         dir.path(),
         SIGNATURE_FILE,

@@ -216,7 +216,7 @@ fn parse_allowed_signers_text(path: &Path, text: &str) -> Result<Vec<AllowedSign
             after
         };
         signer.key = PublicKey::from_openssh(key_text.trim())
-            .map_err(|e| err(format!("invalid public key: {}", lower(&e).to_lowercase())))?;
+            .map_err(|e| err(format!("invalid public key: {}", lowercase(&e))))?;
         out.push(signer);
     }
     Ok(out)

@@ -136,7 +136,7 @@ fn parse_private_key(path: &Path, text: &str) -> Result<PrivateKey, SignError> {
     PrivateKey::from_openssh(text).map_err(|e| {
         key_err(
             path,
-            format!("not an openssh private key: {}", lower(&e).to_lowercase()),
+            format!("not an openssh private key: {}", lowercase(&e)),
         )
     })
 }
@@ -156,7 +156,7 @@ pub(super) fn read_any_public_key(path: &Path) -> Result<PublicKey, SignError> {
             PublicKey::from_openssh(line).map_err(|e| {
                 key_err(
                     path,
-                    format!("not an openssh public key: {}", lower(&e).to_lowercase()),
+                    format!("not an openssh public key: {}", lowercase(&e)),
                 )
             })
         }

@@ -173,6 +173,11 @@ fn lower(e: &dyn fmt::Display) -> String {
     }
 }
 
+/// The whole message in lower case (library messages name algorithms and formats in capitals).
+fn lowercase(e: &dyn fmt::Display) -> String {
+    e.to_string().to_lowercase()
+}
+
 fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> SignError + 'a {
     move |source| SignError::Io {
         action,

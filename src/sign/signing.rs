@@ -176,18 +176,18 @@ pub fn sign_dir(dir: &Path, key: &Path) -> Result<SignatureInfo, SignError> {
     }
     let sig = sign_manifest(&private, &manifest).map_err(|e| SignError::Signing {
         path: key.to_path_buf(),
-        reason: lower(&e).to_lowercase(),
+        reason: lowercase(&e),
     })?;
     private
         .public_key()
         .verify(NAMESPACE, &manifest, &sig)
         .map_err(|e| SignError::Signing {
             path: key.to_path_buf(),
-            reason: format!("self-check failed: {}", lower(&e).to_lowercase()),
+            reason: format!("self-check failed: {}", lowercase(&e)),
         })?;
     let pem = sig.to_pem(LineEnding::LF).map_err(|e| SignError::Signing {
         path: key.to_path_buf(),
-        reason: lower(&e).to_lowercase(),
+        reason: lowercase(&e),
     })?;
     let mut index = 1;
     loop {

@@ -228,29 +228,19 @@ impl LoadedTrust {
                     .iter()
                     .filter(|s| !s.cert_authority && s.key.key_data() == key)
                 {
-                    if let Some(ns) = &s.namespaces {
-                        if !match_pattern_list(NAMESPACE, ns) {
-                            why = Some(format!(
-                                "{}:{}: {} is not allowed to sign namespace {NAMESPACE} (namespaces=\"{ns}\")",
-                                p.display(),
-                                s.line,
-                                s.principals
-                            ));
-                            continue;
-                        }
-                    }
-                    if s.valid_after.is_some_and(|t| now < t)
-                        || s.valid_before.is_some_and(|t| now > t)
-                    {
-                        why = Some(format!(
-                            "{}:{}: key of {} is outside its validity period",
-                            p.display(),
-                            s.line,
+                    let refused = match &s.namespaces {
+                        Some(ns) if !match_pattern_list(NAMESPACE, ns) => format!(
+                            "{} is not allowed to sign namespace {NAMESPACE} (namespaces=\"{ns}\")",
                             s.principals
-                        ));
-                        continue;
-                    }
-                    return Ok(Some(s.principals.clone()));
+                        ),
+                        _ if s.valid_after.is_some_and(|t| now < t)
+                            || s.valid_before.is_some_and(|t| now > t) =>
+                        {
+                            format!("key of {} is outside its validity period", s.principals)
+                        }
+                        _ => return Ok(Some(s.principals.clone())),
+                    };
+                    why = Some(format!("{}:{}: {refused}", p.display(), s.line));
                 }
                 Err(why.unwrap_or_else(|| format!("key is not in {}", p.display())))
             }
@@ -325,14 +315,14 @@ fn check_signature(path: &Path, manifest: Option<&[u8]>, trust: &LoadedTrust) ->
                 check,
                 format!(
                     "signature of a kind nodecert cannot read ({}); check it with `ssh-keygen -Y verify`",
-                    lower(&e).to_lowercase()
+                    lowercase(&e)
                 ),
             )
         }
         Err(e) => {
             return invalid(
                 check,
-                format!("not an ssh signature ({})", lower(&e).to_lowercase()),
+                format!("not an ssh signature ({})", lowercase(&e)),
             )
         }
     };
