@@ -161,6 +161,53 @@ fn signed_run_round_trip_tamper_wrong_key_missing_file_countersign() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("already signed by this key"));
+    // A copy of a signature under a countersignature's name is one party claimed twice.
+    std::fs::copy(
+        env.path("cert/nodecert-manifest.txt.2.sig"),
+        env.path("cert/nodecert-manifest.txt.3.sig"),
+    )
+    .unwrap();
+    env.cmd()
+        .args(["verify", "cert", "--pubkey", "auditor.key.pub"])
+        .assert()
+        .code(4)
+        .stdout(predicate::str::contains(
+            "signature nodecert-manifest.txt.3.sig: duplicate",
+        ))
+        .stderr(predicate::str::contains("not a countersignature"));
+    std::fs::remove_file(env.path("cert/nodecert-manifest.txt.3.sig")).unwrap();
+    // A private key others can read signs nothing, and a run is refused before it starts.
+    env.cmd()
+        .args(["keygen", "--out", "loose.key"])
+        .assert()
+        .code(0);
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            env.path("loose.key"),
+            std::fs::Permissions::from_mode(0o644),
+        )
+        .unwrap();
+    }
+    env.cmd()
+        .args(["sign", "cert", "--key", "loose.key"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("permissions 0644 are too open"));
+    env.cmd()
+        .args([
+            "run",
+            "--simulate",
+            "h100-sxm-8",
+            "--sign-key",
+            "loose.key",
+            "--out",
+            "loose",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("chmod 600"));
+    assert!(!env.path("loose/evidence.json").exists());
 
     // A wrong key does not verify.
     env.cmd()

@@ -6,9 +6,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 use nodecert::sign::{
-    allowed_signers_line, digest_check_command, key_fingerprint, keygen, sign_dir, verify_command,
-    verify_dir, write_manifest, FileStatus, ManifestMeta, SigStatus, SignError, Trust,
-    MANIFEST_FILE, SIGNATURE_FILE, SIMULATED_WARNING,
+    allowed_signers_line, digest_check_command, key_fingerprint, keygen, sign_dir,
+    signing_key_info, verify_command, verify_dir, write_manifest, FileStatus, ManifestMeta,
+    SigStatus, SignError, Trust, MANIFEST_FILE, SIGNATURE_FILE, SIMULATED_WARNING,
 };
 
 const SSH_KEYGEN: &str = "ssh-keygen";
@@ -389,7 +389,9 @@ fn wrong_key_fails() {
     let r = verify_dir(dir.path(), &Trust::AllowedSigners(signers.clone())).unwrap();
     assert!(!r.ok(), "{r}");
     assert!(
-        matches!(&r.signatures[0].status, SigStatus::Untrusted { reason } if reason.contains("namespace")),
+        matches!(&r.signatures[0].status, SigStatus::Untrusted { reason }
+            if reason.starts_with(&format!("{}:1: ", signers.display()))
+                && reason.contains("not allowed to sign namespace nodecert")),
         "{r}"
     );
     assert!(!ssh_verify(
@@ -409,6 +411,12 @@ fn wrong_key_fails() {
     fs::write(&signers, format!("{line}\n")).unwrap();
     let r = verify_dir(dir.path(), &Trust::AllowedSigners(signers.clone())).unwrap();
     assert!(!r.ok(), "{r}");
+    let at = format!("{}:1: ", signers.display());
+    assert!(
+        matches!(&r.signatures[0].status, SigStatus::Untrusted { reason }
+            if reason.starts_with(&at) && reason.contains("outside its validity period")),
+        "{r}"
+    );
     assert!(!ssh_verify(
         dir.path(),
         SIGNATURE_FILE,
@@ -1160,4 +1168,201 @@ fn security_keys_cannot_sign_here_but_their_signatures_verify() {
             "{name}: {r}"
         );
     }
+}
+
+fn chmod(path: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+}
+
+#[test]
+fn private_key_others_may_read_is_refused_as_openssh_refuses_it() {
+    let keys = tempfile::tempdir().unwrap();
+    let key = new_key(keys.path(), "vendor");
+    for mode in [0o644, 0o640, 0o604, 0o660, 0o602, 0o610] {
+        chmod(&key, mode);
+        let dir = report_dir(false);
+        let err = sign_dir(dir.path(), &key).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, SignError::Key { .. }), "{mode:o}: {msg}");
+        assert!(
+            msg.contains(&format!("permissions {mode:04o} are too open")),
+            "{msg}"
+        );
+        assert!(
+            msg.contains(&format!("chmod 600 {}", key.display())),
+            "{msg}"
+        );
+        assert!(!dir.path().join(SIGNATURE_FILE).exists(), "{mode:o}");
+        assert!(!dir.path().join(MANIFEST_FILE).exists(), "{mode:o}");
+        // Checked before any work is done (run --sign-key checks the key before the run).
+        assert!(signing_key_info(&key).is_err(), "{mode:o}");
+    }
+    // OpenSSH refuses the same file ("UNPROTECTED PRIVATE KEY FILE").
+    chmod(&key, 0o644);
+    assert!(!ssh_sign_file(manifested_dir().path(), &key));
+    // Reading its public half is not signing: the fingerprint and allowed_signers line still work.
+    assert_eq!(
+        key_fingerprint(&key).unwrap(),
+        key_fingerprint(&pub_of(&key)).unwrap()
+    );
+    // Modes only the owner can use sign.
+    for mode in [0o600, 0o400, 0o700] {
+        chmod(&key, mode);
+        let dir = report_dir(false);
+        sign_dir(dir.path(), &key).unwrap_or_else(|e| panic!("{mode:o}: {e}"));
+        assert!(dir.path().join(SIGNATURE_FILE).exists());
+    }
+}
+
+#[test]
+fn pem_private_keys_are_named_with_the_command_that_converts_them() {
+    let keys = tempfile::tempdir().unwrap();
+    for (name, type_args, said) in [
+        (
+            "ec.pem",
+            &["-t", "ecdsa", "-b", "256", "-m", "PEM"][..],
+            "an ecdsa private key in pem (sec1) format",
+        ),
+        (
+            "rsa.pem",
+            &["-t", "rsa", "-b", "2048", "-m", "PEM"][..],
+            "an rsa private key in pem (pkcs#1) format",
+        ),
+        (
+            "ec.p8",
+            &["-t", "ecdsa", "-b", "256", "-m", "PKCS8"][..],
+            "a private key in pem (pkcs#8) format",
+        ),
+    ] {
+        let key = openssh_key(keys.path(), name, type_args, "");
+        assert!(
+            !fs::read_to_string(&key).unwrap().contains("OPENSSH"),
+            "{name}"
+        );
+        let convert = format!("ssh-keygen -p -f {}", key.display());
+        let dir = report_dir(false);
+        let err = sign_dir(dir.path(), &key).unwrap_err();
+        let msg = err.to_string();
+        assert!(matches!(err, SignError::Key { .. }), "{name}: {msg}");
+        assert!(msg.contains(said), "{name}: {msg}");
+        assert!(msg.contains(&convert), "{name}: {msg}");
+        assert!(!msg.contains(".pub"), "{name}: not a public key: {msg}");
+        assert!(!dir.path().join(SIGNATURE_FILE).exists());
+        // The other readers of a key file say the same.
+        for msg in [
+            key_fingerprint(&key).unwrap_err().to_string(),
+            allowed_signers_line(&key, "ops@example.com")
+                .unwrap_err()
+                .to_string(),
+            verify_dir(dir.path(), &Trust::PublicKey(key.clone()))
+                .unwrap_err()
+                .to_string(),
+        ] {
+            assert!(
+                msg.contains(said) && msg.contains(&convert),
+                "{name}: {msg}"
+            );
+        }
+        // The command it names does convert the key, which then signs.
+        let out = ssh_keygen()
+            .args(["-p", "-N", "", "-P", "", "-f"])
+            .arg(&key)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{name}: {out:?}");
+        let info = sign_dir(dir.path(), &key).unwrap();
+        assert_eq!(info.fingerprint, key_fingerprint(&pub_of(&key)).unwrap());
+    }
+    // A public key given as the private key is still told so.
+    let key = new_key(keys.path(), "ops");
+    let err = sign_dir(report_dir(false).path(), &pub_of(&key)).unwrap_err();
+    assert!(err.to_string().contains("not the .pub"), "{err}");
+}
+
+#[test]
+fn a_second_signature_by_the_same_key_is_a_duplicate_not_a_second_party() {
+    let keys = tempfile::tempdir().unwrap();
+    let vendor = new_key(keys.path(), "vendor");
+    let customer = new_key(keys.path(), "customer");
+    let signers = allowed_signers(
+        keys.path(),
+        &[
+            (&vendor, "vendor@example.com"),
+            (&customer, "customer@example.com"),
+        ],
+    );
+    let trust = Trust::AllowedSigners(signers.clone());
+    let second = "nodecert-manifest.txt.2.sig";
+
+    // A copied .sig: the same bytes under a countersignature's name.
+    let dir = report_dir(false);
+    let first = sign_dir(dir.path(), &vendor).unwrap();
+    fs::copy(&first.signature, dir.path().join(second)).unwrap();
+    // Each file alone is a valid signature, for OpenSSH too: what lies is the count.
+    assert!(ssh_verify(
+        dir.path(),
+        second,
+        &signers,
+        "vendor@example.com"
+    ));
+    for trust in [trust.clone(), Trust::Untrusted] {
+        let r = verify_dir(dir.path(), &trust).unwrap();
+        assert!(!r.ok(), "{r}");
+        assert_eq!(
+            r.signatures[1].status,
+            SigStatus::Duplicate {
+                of: SIGNATURE_FILE.into()
+            },
+            "{r}"
+        );
+        assert!(
+            r.problems
+                .iter()
+                .any(|p| p.starts_with(second) && p.contains("not a countersignature")),
+            "{r}"
+        );
+        assert!(
+            r.to_string()
+                .contains(&format!("signature {second}: duplicate")),
+            "{r}"
+        );
+    }
+    assert_eq!(
+        verify_dir(dir.path(), &trust).unwrap().signatures[0].status,
+        SigStatus::Trusted
+    );
+    // Nobody countersigns a folder that claims one party twice, not even a real second party.
+    let err = sign_dir(dir.path(), &customer).unwrap_err();
+    assert!(matches!(err, SignError::NotSignable { .. }), "{err}");
+    assert!(err.to_string().contains("not a countersignature"), "{err}");
+    assert!(!dir.path().join("nodecert-manifest.txt.3.sig").exists());
+    // Without the copy, the real second party countersigns and both count.
+    fs::remove_file(dir.path().join(second)).unwrap();
+    sign_dir(dir.path(), &customer).unwrap();
+    let r = verify_dir(dir.path(), &trust).unwrap();
+    assert!(r.ok(), "{r}");
+    assert!(r.signatures.iter().all(|s| s.status == SigStatus::Trusted));
+
+    // The same key signing again with ssh-keygen: other bytes (ECDSA), same party.
+    let ec = openssh_key(keys.path(), "ec", &["-t", "ecdsa", "-b", "256"], "");
+    let ec_signers = allowed_signers(keys.path(), &[(&ec, "ec@example.com")]);
+    let dir = report_dir(false);
+    sign_dir(dir.path(), &ec).unwrap();
+    ssh_sign_into(dir.path(), &ec, second);
+    assert_ne!(
+        fs::read(dir.path().join(SIGNATURE_FILE)).unwrap(),
+        fs::read(dir.path().join(second)).unwrap()
+    );
+    let r = verify_dir(dir.path(), &Trust::AllowedSigners(ec_signers)).unwrap();
+    assert!(!r.ok(), "{r}");
+    assert!(
+        matches!(&r.signatures[1].status, SigStatus::Duplicate { of } if of == SIGNATURE_FILE),
+        "{r}"
+    );
+    // And nodecert itself never writes one.
+    fs::remove_file(dir.path().join(second)).unwrap();
+    let err = sign_dir(dir.path(), &ec).unwrap_err();
+    assert!(matches!(err, SignError::AlreadySigned { .. }), "{err}");
+    assert!(!dir.path().join(second).exists());
 }

@@ -1,0 +1,365 @@
+//! The manifest: its text format, the names of signature files, file digests.
+
+use std::collections::BTreeSet;
+use std::fs;
+use std::io::{self, Read};
+use std::path::Path;
+
+use serde::Serialize;
+use sha2::{Digest, Sha256};
+
+use super::*;
+
+/// A parsed manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Manifest {
+    pub format: String,
+    pub nodecert_version: String,
+    pub evidence_sha256: String,
+    pub simulated: bool,
+    /// `(file name, sha-256 hex)` in manifest order.
+    pub files: Vec<(String, String)>,
+}
+
+fn is_hex64(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
+pub(super) fn is_signature_name(name: &str) -> bool {
+    if name == SIGNATURE_FILE {
+        return true;
+    }
+    signature_index(name).is_some()
+}
+
+/// `nodecert-manifest.txt.<n>.sig` with n >= 2, no leading zero.
+pub(super) fn signature_index(name: &str) -> Option<u32> {
+    let mid = name
+        .strip_prefix(MANIFEST_FILE)?
+        .strip_prefix('.')?
+        .strip_suffix(".sig")?;
+    if mid.is_empty() || mid.starts_with('0') || !mid.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    mid.parse().ok().filter(|n| *n >= 2)
+}
+
+pub(super) fn signature_name(index: u32) -> String {
+    if index <= 1 {
+        SIGNATURE_FILE.to_string()
+    } else {
+        format!("{MANIFEST_FILE}.{index}.sig")
+    }
+}
+
+pub(super) fn check_file_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("empty".into());
+    }
+    if name.chars().any(|c| c.is_control() || c == '\\') {
+        return Err("contains a control character or backslash".into());
+    }
+    if name.trim() != name {
+        return Err("starts or ends with white space".into());
+    }
+    if name.starts_with('/') {
+        return Err("absolute path".into());
+    }
+    if name
+        .split('/')
+        .any(|c| c.is_empty() || c == "." || c == "..")
+    {
+        return Err("empty, '.' or '..' path component".into());
+    }
+    let first = name.split('/').next().unwrap_or(name);
+    if first.starts_with(MANIFEST_FILE) || name.ends_with(".sig") {
+        return Err("the manifest and signatures cannot be listed".into());
+    }
+    Ok(())
+}
+
+fn parse_meta_line(line: &str) -> Option<(&str, &str)> {
+    let rest = line.strip_prefix("# ")?;
+    let (key, value) = rest.split_once(": ")?;
+    if key.is_empty()
+        || !key
+            .bytes()
+            .all(|b| matches!(b, b'a'..=b'z' | b'0'..=b'9' | b'-'))
+    {
+        return None;
+    }
+    Some((key, value))
+}
+
+impl Manifest {
+    /// Parse manifest text strictly (see the module documentation).
+    pub fn parse(text: &str) -> Result<Manifest, String> {
+        if text.is_empty() {
+            return Err("empty manifest".into());
+        }
+        if text.contains('\r') {
+            return Err("contains a carriage return (must use \\n line endings)".into());
+        }
+        let body = text
+            .strip_suffix('\n')
+            .ok_or("does not end with a line break")?;
+        let mut lines = body.split('\n');
+        let first = lines.next().unwrap_or("");
+        match parse_meta_line(first) {
+            Some(("format", f)) if f == MANIFEST_FORMAT => {}
+            Some(("format", f)) => {
+                return Err(format!(
+                    "unsupported manifest format {f:?} (expected {MANIFEST_FORMAT})"
+                ))
+            }
+            _ => return Err(format!("first line is not '# format: {MANIFEST_FORMAT}'")),
+        }
+        let mut version = None;
+        let mut evidence = None;
+        let mut simulated = None;
+        let mut warning = false;
+        let mut files: Vec<(String, String)> = Vec::new();
+        let mut names = BTreeSet::new();
+        for (i, line) in lines.enumerate() {
+            let n = i + 2;
+            if line.starts_with('#') {
+                if line == SIMULATED_WARNING {
+                    warning = true;
+                }
+                let Some((key, value)) = parse_meta_line(line) else {
+                    continue;
+                };
+                let slot = match key {
+                    "format" => return Err(format!("line {n}: duplicate 'format'")),
+                    "nodecert-version" => &mut version,
+                    "evidence-sha256" => &mut evidence,
+                    "simulated" => &mut simulated,
+                    _ => continue,
+                };
+                if slot.is_some() {
+                    return Err(format!("line {n}: duplicate '{key}'"));
+                }
+                *slot = Some(value.to_string());
+                continue;
+            }
+            if line.is_empty() {
+                return Err(format!("line {n}: blank line"));
+            }
+            let (hash, name) = match (line.get(..64), line.get(64..66), line.get(66..)) {
+                (Some(h), Some("  "), Some(name)) if is_hex64(h) => (h, name),
+                _ => {
+                    return Err(format!(
+                        "line {n}: neither a '#' comment nor a '<sha-256>  <file>' line"
+                    ))
+                }
+            };
+            check_file_name(name).map_err(|e| format!("line {n}: file name {name:?}: {e}"))?;
+            if !names.insert(name.to_string()) {
+                return Err(format!("line {n}: {name} listed twice"));
+            }
+            files.push((name.to_string(), hash.to_string()));
+        }
+        let nodecert_version = version.ok_or("missing '# nodecert-version: ' line")?;
+        let evidence_sha256 = evidence.ok_or("missing '# evidence-sha256: ' line")?;
+        if !is_hex64(&evidence_sha256) {
+            return Err("evidence-sha256 is not 64 lowercase hex digits".into());
+        }
+        let simulated = match simulated.as_deref() {
+            Some("true") => true,
+            Some("false") => false,
+            Some(other) => return Err(format!("simulated is {other:?}, not true or false")),
+            None => return Err("missing '# simulated: ' line".into()),
+        };
+        if simulated && !warning {
+            return Err("simulated results without the simulated-results warning line".into());
+        }
+        if !simulated && warning {
+            return Err("simulated-results warning line in a manifest of real results".into());
+        }
+        match files.iter().find(|(n, _)| n == EVIDENCE_FILE) {
+            None => return Err(format!("{EVIDENCE_FILE} is not listed")),
+            Some((_, h)) if *h != evidence_sha256 => {
+                return Err(format!(
+                    "evidence-sha256 {} differs from the digest listed for {EVIDENCE_FILE} {}",
+                    short(&evidence_sha256),
+                    short(h)
+                ))
+            }
+            Some(_) => {}
+        }
+        Ok(Manifest {
+            format: MANIFEST_FORMAT.to_string(),
+            nodecert_version,
+            evidence_sha256,
+            simulated,
+            files,
+        })
+    }
+
+    /// Render the manifest text (the inverse of [`Manifest::parse`]).
+    pub fn render(&self) -> String {
+        let mut s = String::new();
+        s.push_str(&format!("# format: {MANIFEST_FORMAT}\n"));
+        s.push_str(&format!("# nodecert-version: {}\n", self.nodecert_version));
+        s.push_str(&format!("# evidence-sha256: {}\n", self.evidence_sha256));
+        s.push_str(&format!("# simulated: {}\n", self.simulated));
+        if self.simulated {
+            s.push_str(SIMULATED_WARNING);
+            s.push('\n');
+        }
+        s.push_str("#\n");
+        s.push_str(
+            "# SHA-256 of each file of this nodecert report, one '<sha-256>  <file>' line each.\n",
+        );
+        s.push_str(&format!(
+            "# Signed with SSH keys ({SIGNATURE_FILE}, countersignatures {MANIFEST_FILE}.N.sig; namespace {NAMESPACE}).\n"
+        ));
+        s.push_str(&format!(
+            "# Check a signature: ssh-keygen -Y verify -f allowed_signers -I IDENTITY -n {NAMESPACE} -s {SIGNATURE_FILE} < {MANIFEST_FILE}\n"
+        ));
+        s.push_str(&format!(
+            "# Check the files, in this directory: sha256sum -c {MANIFEST_FILE}\n"
+        ));
+        for (name, hash) in &self.files {
+            s.push_str(&format!("{hash}  {name}\n"));
+        }
+        s
+    }
+}
+
+pub(super) fn short(hex: &str) -> String {
+    format!("{}…", &hex[..hex.len().min(12)])
+}
+
+/// SHA-256 of a regular file, lowercase hex.
+pub fn sha256_file(path: &Path) -> io::Result<String> {
+    sha256_of(crate::fsio::read::open(path, true)?)
+}
+
+/// SHA-256 of the regular file `rel` of the folder `dir`, following no symbolic link below it.
+pub fn sha256_in(dir: &Path, rel: &str) -> io::Result<String> {
+    sha256_of(crate::fsio::read::open_in(dir, rel)?)
+}
+
+fn sha256_of(mut f: fs::File) -> io::Result<String> {
+    let mut h = Sha256::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n]);
+    }
+    Ok(hex::encode(h.finalize()))
+}
+
+/// Whether evidence.json is simulated, from all its records ([`crate::evidence::simulated_status`]).
+pub(super) fn evidence_simulated(path: &Path) -> Result<Option<bool>, SignError> {
+    let bytes = crate::fsio::read::read(path, crate::fsio::read::Kind::Evidence)
+        .map_err(io_err("read", path))?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| SignError::Evidence {
+        path: path.to_path_buf(),
+        reason: format!("not valid json: {e}"),
+    })?;
+    // Every record that says whether the figures are simulated must agree: one edited field
+    // does not make simulated figures a certification of hardware.
+    crate::evidence::simulated_status(&v).map_err(|reason| SignError::Evidence {
+        path: path.to_path_buf(),
+        reason,
+    })
+}
+
+pub(super) fn existing_signatures(dir: &Path) -> Result<Vec<String>, SignError> {
+    let mut out = Vec::new();
+    for entry in fs::read_dir(dir).map_err(io_err("list", dir))? {
+        let entry = entry.map_err(io_err("list", dir))?;
+        if let Some(name) = entry.file_name().to_str() {
+            if is_signature_name(name) {
+                out.push(name.to_string());
+            }
+        }
+    }
+    out.sort_by_key(|n| signature_index(n).unwrap_or(1));
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signature_names() {
+        assert_eq!(signature_index("nodecert-manifest.txt.2.sig"), Some(2));
+        assert_eq!(signature_index("nodecert-manifest.txt.02.sig"), None);
+        assert_eq!(signature_index("nodecert-manifest.txt.1.sig"), None);
+        assert_eq!(signature_index("nodecert-manifest.txt.sig"), None);
+        assert!(is_signature_name("nodecert-manifest.txt.sig"));
+        assert!(!is_signature_name("nodecert-manifest.txt.x.sig"));
+        assert_eq!(signature_name(1), SIGNATURE_FILE);
+        assert_eq!(signature_name(3), "nodecert-manifest.txt.3.sig");
+    }
+
+    #[test]
+    fn file_names() {
+        assert!(check_file_name("report.html").is_ok());
+        assert!(check_file_name("raw/nccl.log").is_ok());
+        for bad in [
+            "",
+            "/etc/passwd",
+            "../x",
+            "a/../b",
+            "a//b",
+            "a\nb",
+            "a\\b",
+            " a",
+            "x.sig",
+            MANIFEST_FILE,
+        ] {
+            assert!(check_file_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    fn sample(simulated: bool) -> Manifest {
+        let h = "ab".repeat(32);
+        Manifest {
+            format: MANIFEST_FORMAT.into(),
+            nodecert_version: "0.1.0".into(),
+            evidence_sha256: h.clone(),
+            simulated,
+            files: vec![
+                (EVIDENCE_FILE.into(), h),
+                ("report.md".into(), "cd".repeat(32)),
+            ],
+        }
+    }
+
+    #[test]
+    fn manifest_round_trip_and_strictness() {
+        for sim in [true, false] {
+            let m = sample(sim);
+            let text = m.render();
+            assert_eq!(Manifest::parse(&text), Ok(m));
+            assert_eq!(text.contains(SIMULATED_WARNING), sim);
+        }
+        let text = sample(true).render();
+        // Dropping the warning line is rejected.
+        let no_warning = text.replace(&format!("{SIMULATED_WARNING}\n"), "");
+        assert!(Manifest::parse(&no_warning)
+            .unwrap_err()
+            .contains("warning"));
+        // Evidence digest must agree.
+        let bad = text.replacen(&"ab".repeat(32), &"ef".repeat(32), 1);
+        assert!(Manifest::parse(&bad).is_err());
+        // Other bad shapes.
+        assert!(Manifest::parse(&text.replace('\n', "\r\n")).is_err());
+        assert!(Manifest::parse(text.trim_end()).is_err());
+        assert!(Manifest::parse(&format!("{text}\n")).is_err());
+        assert!(Manifest::parse(&format!("{text}garbage\n")).is_err());
+        assert!(
+            Manifest::parse(&text.replace("format: nodecert-manifest-1", "format: x")).is_err()
+        );
+        assert!(Manifest::parse(&format!("{text}# simulated: false\n")).is_err());
+        assert!(Manifest::parse(&format!("{text}{}  report.md\n", "cd".repeat(32))).is_err());
+    }
+}

@@ -1,0 +1,229 @@
+//! Signing and verifying a nodecert report directory with SSH signatures.
+//!
+//! A report directory (`evidence.json`, `report.html`, `report.md`, ...) is
+//! sealed by a text manifest, [`MANIFEST_FILE`], that lists the SHA-256 of
+//! every file, and by one or more detached SSH signatures over that manifest
+//! (the SSHSIG format that `ssh-keygen -Y sign` writes, namespace
+//! [`NAMESPACE`], SHA-512 message hash). nodecert signs with Ed25519, ECDSA
+//! P-256/P-384 and RSA keys (rsa-sha2-512, as ssh-keygen does; up to 4096
+//! bits) and also verifies signatures of security keys (sk-ssh-ed25519,
+//! sk-ecdsa-sha2-nistp256), which only `ssh-keygen -Y sign` can make, since
+//! their private half stays on the token. Anyone can check a
+//! report with stock OpenSSH and coreutils, without nodecert:
+//!
+//! ```text
+//! ssh-keygen -Y verify -f allowed_signers -I IDENTITY -n nodecert \
+//!     -s DIR/nodecert-manifest.txt.sig < DIR/nodecert-manifest.txt
+//! cd DIR && sha256sum -c nodecert-manifest.txt
+//! ```
+//!
+//! # Manifest format (`nodecert-manifest-1`)
+//!
+//! UTF-8 text, `\n` line endings, ending in `\n`, no blank lines. Every line is
+//! either a comment (starts with `#`) or a digest line in the format of
+//! `sha256sum`: 64 lowercase hex digits, two spaces, the file name relative to
+//! the report directory. `sha256sum -c` ignores the comment lines, so it can
+//! check the digests as is.
+//!
+//! Comment lines of the form `# key: value` (key of `a-z`, `0-9`, `-`) are
+//! metadata. The first line must be `# format: nodecert-manifest-1`; the
+//! keys `nodecert-version`, `evidence-sha256` (equal to the digest line of
+//! `evidence.json`, which must be listed) and `simulated` (`true` or `false`)
+//! are required, once each; unknown keys are ignored. When `simulated` is
+//! `true` the manifest must contain the line [`SIMULATED_WARNING`], and must
+//! not otherwise. Other comment lines are free text for humans. Example:
+//!
+//! ```text
+//! # format: nodecert-manifest-1
+//! # nodecert-version: 0.1.0
+//! # evidence-sha256: 5f0c…
+//! # simulated: true
+//! # WARNING: SIMULATED RESULTS. ... not a certification of real hardware.
+//! # (how to check, as free text)
+//! 5f0c…  evidence.json
+//! 9a1b…  report.html
+//! 77de…  report.md
+//! ```
+//!
+//! File names are relative paths without `.`/`..` components, backslashes,
+//! control characters or surrounding white space, and never the manifest or a
+//! `.sig` file.
+//!
+//! # Keys
+//!
+//! Signing takes an unencrypted OpenSSH private key that only its owner can
+//! read: like `ssh-keygen -Y sign` ("UNPROTECTED PRIVATE KEY FILE"), nodecert
+//! refuses a key file that group or others may read or write. A PEM private
+//! key (`RSA PRIVATE KEY`, `EC PRIVATE KEY`, `PRIVATE KEY`) is named as such,
+//! with the command that converts it (`ssh-keygen -p -f KEY`).
+//!
+//! # Signatures and countersignatures
+//!
+//! The first signature is `nodecert-manifest.txt.sig`, as `ssh-keygen -Y sign`
+//! names it. A second party countersigns the same manifest bytes into
+//! `nodecert-manifest.txt.2.sig`, then `.3.sig`, ...; a countersignature never
+//! rewrites the manifest or another signature. Signing twice with the same key
+//! is an error ([`SignError::AlreadySigned`]): one key is one party, and a
+//! second signature by a key that already signed (a copied `.sig`) is
+//! [`SigStatus::Duplicate`] and fails verification. Before signing, [`sign_dir`]
+//! checks that every digest matches and every existing signature is valid, so
+//! nobody signs a report that has already been altered.
+//!
+//! # Verification
+//!
+//! [`verify_dir`] reports every file digest and every signature;
+//! [`VerifyReport::ok`] holds only when the manifest parses, every listed file
+//! exists and matches, no stray signature-like file lies in the directory, no
+//! signature is invalid or a duplicate, and at least one signature is by a trusted key
+//! ([`Trust::Untrusted`] therefore never verifies). Signature files must be in
+//! the exact form OpenSSH writes (PEM, 70-column base64), so any changed byte
+//! makes a signature invalid; as with OpenSSH, `\r\n` line breaks (a file
+//! converted for Windows or sent by mail) and white space around the armor
+//! are accepted. A security key signature must carry the user-presence flag.
+//! A signature nodecert cannot check (another key type) is
+//! [`SigStatus::Unsupported`] and, like an invalid one, fails verification.
+//! Files in the directory that the manifest does not list are mentioned as
+//! notes but are not failures.
+
+mod allowed_signers;
+mod armor;
+mod commands;
+mod keys;
+mod manifest;
+mod signing;
+mod verify;
+
+pub use allowed_signers::{allowed_signers_line, allowed_signers_line_for, is_valid_identity};
+pub use commands::{digest_check_command, verify_command, verify_command_for};
+pub use keys::{key_fingerprint, keygen, signing_key_info, KeyInfo};
+pub use manifest::{sha256_file, sha256_in, Manifest};
+pub use signing::{sign_dir, write_manifest, ManifestMeta, SignatureInfo};
+pub use verify::{
+    verify_dir, FileCheck, FileStatus, SigStatus, SignatureCheck, Trust, VerifyReport,
+};
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// SSHSIG namespace of nodecert signatures (`ssh-keygen -n nodecert`).
+pub const NAMESPACE: &str = "nodecert";
+/// Name of the manifest inside a report directory.
+pub const MANIFEST_FILE: &str = "nodecert-manifest.txt";
+/// Name of the first signature, as `ssh-keygen -Y sign` names it.
+pub const SIGNATURE_FILE: &str = "nodecert-manifest.txt.sig";
+/// Value of the manifest's first line, `# format: ...`.
+pub const MANIFEST_FORMAT: &str = "nodecert-manifest-1";
+/// The evidence file whose digest and `simulated` flag the manifest records.
+pub const EVIDENCE_FILE: &str = crate::evidence::EVIDENCE_FILE;
+/// The files [`sign_dir`] lists when it writes the manifest itself (those present;
+/// `evidence.json` is required).
+pub const DEFAULT_FILES: [&str; 3] = [EVIDENCE_FILE, "report.html", "report.md"];
+/// The line a manifest of simulated results carries.
+pub const SIMULATED_WARNING: &str =
+    "# WARNING: SIMULATED RESULTS. These files come from nodecert's \
+simulator: they are not a certification of real hardware.";
+
+/// Errors of this module. Messages are lowercase and name the file concerned.
+#[derive(Debug, thiserror::Error)]
+pub enum SignError {
+    #[error("cannot {action} {}: {}", .path.display(), lower(.source))]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("refusing to overwrite existing file {}", .0.display())]
+    Exists(PathBuf),
+    #[error("{}: {reason}", .path.display())]
+    Key { path: PathBuf, reason: String },
+    #[error("{}: encrypted private keys are not supported (sign with `ssh-keygen -Y sign`, or use an unencrypted key)", .0.display())]
+    EncryptedKey(PathBuf),
+    #[error("{}: {reason}", .path.display())]
+    Evidence { path: PathBuf, reason: String },
+    #[error("{}: {reason}", .path.display())]
+    Manifest { path: PathBuf, reason: String },
+    #[error("invalid file name {name:?}: {reason}")]
+    FileName { name: String, reason: String },
+    #[error("invalid comment: {0}")]
+    Comment(String),
+    #[error("invalid identity {identity:?}: {reason}")]
+    Identity { identity: String, reason: String },
+    #[error("{}: already signed by this key ({fingerprint})", .path.display())]
+    AlreadySigned { path: PathBuf, fingerprint: String },
+    #[error("refusing to sign {}: {}", .dir.display(), .problems.join("; "))]
+    NotSignable { dir: PathBuf, problems: Vec<String> },
+    #[error("{}:{line}: {reason}", .path.display())]
+    AllowedSigners {
+        path: PathBuf,
+        line: usize,
+        reason: String,
+    },
+    #[error("{}: signing failed: {reason}", .path.display())]
+    Signing { path: PathBuf, reason: String },
+}
+
+fn lower(e: &dyn fmt::Display) -> String {
+    let s = e.to_string();
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_lowercase().chain(c).collect(),
+        None => s,
+    }
+}
+
+/// The whole message in lower case (library messages name algorithms and formats in capitals).
+fn lowercase(e: &dyn fmt::Display) -> String {
+    e.to_string().to_lowercase()
+}
+
+fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> SignError + 'a {
+    move |source| SignError::Io {
+        action,
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// A regular file of at most `limit` bytes (a FIFO or a device is refused, never read).
+fn read_limited(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u8>, SignError> {
+    crate::fsio::read::open(path, true)
+        .and_then(|f| crate::fsio::read::read_limited(f, limit, "this file"))
+        .map_err(io_err(what, path))
+}
+
+/// `read_limited` for the file `rel` of a report folder: no symbolic link below `dir` is followed.
+fn read_limited_in(
+    dir: &Path,
+    rel: &str,
+    limit: u64,
+    what: &'static str,
+) -> Result<Vec<u8>, SignError> {
+    let path = dir.join(rel);
+    crate::fsio::read::open_in(dir, rel)
+        .and_then(|f| crate::fsio::read::read_limited(f, limit, "this file"))
+        .map_err(io_err(what, &path))
+}
+
+fn write_new(path: &Path, data: &[u8], mode: u32) -> Result<(), SignError> {
+    map_new(path, crate::fsio::write::create_new(path, data, mode))
+}
+
+/// A signature in a report folder: created only if absent, the folder not entered via a link.
+fn write_new_in_report(path: &Path, data: &[u8], mode: u32) -> Result<(), SignError> {
+    map_new(
+        path,
+        crate::fsio::write::create_new_in_report(path, data, mode),
+    )
+}
+
+fn map_new(path: &Path, r: io::Result<()>) -> Result<(), SignError> {
+    r.map_err(|e| {
+        if e.kind() == io::ErrorKind::AlreadyExists {
+            SignError::Exists(path.to_path_buf())
+        } else {
+            io_err("create", path)(e)
+        }
+    })
+}

@@ -1,0 +1,209 @@
+//! Signing: writing the manifest and a signature or countersignature.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+use ssh_key::{HashAlg, LineEnding};
+
+use super::keys::{read_signing_key, sign_manifest};
+use super::manifest::{check_file_name, evidence_simulated, existing_signatures, signature_name};
+use super::verify::{inspect, LoadedTrust};
+use super::*;
+
+/// What [`sign_dir`] wrote.
+#[derive(Debug, Clone, Serialize)]
+pub struct SignatureInfo {
+    pub manifest: PathBuf,
+    /// Whether this call wrote the manifest (false: it existed).
+    pub manifest_written: bool,
+    pub signature: PathBuf,
+    /// True when another signature existed and this one was written beside it.
+    pub countersignature: bool,
+    pub fingerprint: String,
+}
+
+/// Metadata for [`write_manifest`].
+#[derive(Debug, Clone)]
+pub struct ManifestMeta {
+    pub nodecert_version: String,
+    /// `None`: read the top-level `simulated` boolean of `evidence.json`.
+    /// `Some`: use it; it must agree with `evidence.json` when that has one.
+    pub simulated: Option<bool>,
+}
+
+impl Default for ManifestMeta {
+    fn default() -> Self {
+        ManifestMeta {
+            nodecert_version: env!("CARGO_PKG_VERSION").to_string(),
+            simulated: None,
+        }
+    }
+}
+
+/// Write `dir/`[`MANIFEST_FILE`] listing the SHA-256 of `files` (names relative
+/// to `dir`; `evidence.json` must be one of them). Replaces an existing
+/// manifest only while no signature exists. Returns the manifest path.
+pub fn write_manifest(
+    dir: &Path,
+    files: &[&str],
+    meta: &ManifestMeta,
+) -> Result<PathBuf, SignError> {
+    let manifest_path = dir.join(MANIFEST_FILE);
+    let mut seen = BTreeSet::new();
+    for name in files {
+        check_file_name(name).map_err(|reason| SignError::FileName {
+            name: name.to_string(),
+            reason,
+        })?;
+        if !seen.insert(*name) {
+            return Err(SignError::FileName {
+                name: name.to_string(),
+                reason: "listed twice".into(),
+            });
+        }
+    }
+    if !seen.contains(EVIDENCE_FILE) {
+        return Err(SignError::Manifest {
+            path: manifest_path,
+            reason: format!("{EVIDENCE_FILE} must be among the listed files"),
+        });
+    }
+    if meta.nodecert_version.is_empty() || meta.nodecert_version.chars().any(|c| c.is_control()) {
+        return Err(SignError::Manifest {
+            path: manifest_path,
+            reason: "nodecert version is empty or contains control characters".into(),
+        });
+    }
+    if let Some(sig) = existing_signatures(dir)?.first() {
+        return Err(SignError::Manifest {
+            path: manifest_path,
+            reason: format!("already signed ({sig}); a signed manifest is never rewritten"),
+        });
+    }
+    let evidence_path = dir.join(EVIDENCE_FILE);
+    let from_evidence = evidence_simulated(&evidence_path)?;
+    let simulated = match (meta.simulated, from_evidence) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(SignError::Evidence {
+                path: evidence_path,
+                reason: format!("says simulated: {b}, but the manifest was asked to say {a}"),
+            })
+        }
+        (Some(a), _) => a,
+        (None, Some(b)) => b,
+        (None, None) => {
+            return Err(SignError::Evidence {
+                path: evidence_path,
+                reason: "has no top-level boolean 'simulated' and none was given".into(),
+            })
+        }
+    };
+    let mut entries = Vec::new();
+    for name in files {
+        let p = dir.join(name);
+        let h = sha256_in(dir, name).map_err(io_err("read", &p))?;
+        entries.push((name.to_string(), h));
+    }
+    let evidence_sha256 = entries
+        .iter()
+        .find(|(n, _)| n == EVIDENCE_FILE)
+        .map(|(_, h)| h.clone())
+        .unwrap_or_default();
+    let manifest = Manifest {
+        format: MANIFEST_FORMAT.to_string(),
+        nodecert_version: meta.nodecert_version.clone(),
+        evidence_sha256,
+        simulated,
+        files: entries,
+    };
+    let text = manifest.render();
+    debug_assert_eq!(Manifest::parse(&text).as_ref(), Ok(&manifest));
+    crate::fsio::write::replace_in_report(&manifest_path, text.as_bytes())
+        .map_err(io_err("write", &manifest_path))?;
+    Ok(manifest_path)
+}
+
+/// Sign the report in `dir` with the unencrypted OpenSSH private key file
+/// `key` (Ed25519, ECDSA P-256/P-384 or RSA).
+///
+/// Writes the manifest (over [`DEFAULT_FILES`] present) if it is missing, then
+/// checks that every digest matches and every existing signature is valid, and
+/// writes [`SIGNATURE_FILE`], or, if that exists, the countersignature
+/// `nodecert-manifest.txt.N.sig` with the smallest free N >= 2. Never modifies
+/// an existing manifest or signature. Signing again with a key that already
+/// signed is [`SignError::AlreadySigned`].
+pub fn sign_dir(dir: &Path, key: &Path) -> Result<SignatureInfo, SignError> {
+    let private = read_signing_key(key)?;
+    let fingerprint = private.fingerprint(HashAlg::Sha256).to_string();
+    let manifest_path = dir.join(MANIFEST_FILE);
+    let mut manifest_written = false;
+    if !manifest_path.exists() {
+        if let Some(sig) = existing_signatures(dir)?.first() {
+            return Err(SignError::Manifest {
+                path: manifest_path,
+                reason: format!("missing, but {sig} exists"),
+            });
+        }
+        let present: Vec<&str> = DEFAULT_FILES
+            .iter()
+            .copied()
+            .filter(|f| *f == EVIDENCE_FILE || dir.join(f).exists())
+            .collect();
+        write_manifest(dir, &present, &ManifestMeta::default())?;
+        manifest_written = true;
+    }
+    let (report, manifest) = inspect(dir, &LoadedTrust::None)?;
+    if !report.problems.is_empty() {
+        return Err(SignError::NotSignable {
+            dir: dir.to_path_buf(),
+            problems: report.problems,
+        });
+    }
+    let manifest = manifest.ok_or_else(|| SignError::Manifest {
+        path: manifest_path.clone(),
+        reason: "missing".into(),
+    })?;
+    if let Some(s) = report
+        .signatures
+        .iter()
+        .find(|s| s.fingerprint.as_deref() == Some(fingerprint.as_str()))
+    {
+        return Err(SignError::AlreadySigned {
+            path: dir.join(&s.file),
+            fingerprint,
+        });
+    }
+    let sig = sign_manifest(&private, &manifest).map_err(|e| SignError::Signing {
+        path: key.to_path_buf(),
+        reason: lowercase(&e),
+    })?;
+    private
+        .public_key()
+        .verify(NAMESPACE, &manifest, &sig)
+        .map_err(|e| SignError::Signing {
+            path: key.to_path_buf(),
+            reason: format!("self-check failed: {}", lowercase(&e)),
+        })?;
+    let pem = sig.to_pem(LineEnding::LF).map_err(|e| SignError::Signing {
+        path: key.to_path_buf(),
+        reason: lowercase(&e),
+    })?;
+    let mut index = 1;
+    loop {
+        let path = dir.join(signature_name(index));
+        match write_new_in_report(&path, pem.as_bytes(), 0o644) {
+            Ok(()) => {
+                return Ok(SignatureInfo {
+                    manifest: manifest_path,
+                    manifest_written,
+                    signature: path,
+                    countersignature: index > 1,
+                    fingerprint,
+                })
+            }
+            Err(SignError::Exists(_)) if index < 10_000 => index += 1,
+            Err(e) => return Err(e),
+        }
+    }
+}
