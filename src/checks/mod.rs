@@ -40,6 +40,49 @@ pub struct Measured {
     pub facts: Vec<Fact>,
 }
 
+impl Measured {
+    /// Take out every figure that is not a measurement: a sample (or the median, min or max)
+    /// that is NaN or infinite, or no sample at all. Each becomes an error finding that names
+    /// the measurement (the node could not be measured there; a broken timer must not look like
+    /// a slow link), so evidence never holds a number it could not read back.
+    pub fn take_non_finite(&mut self) -> Vec<Finding> {
+        let mut out = Vec::new();
+        self.metrics.retain(|m| {
+            let bad = m.samples.iter().position(|v| !v.is_finite());
+            let what = match bad {
+                Some(i) => format!(
+                    "{} in sample {} of {}",
+                    m.samples[i],
+                    i + 1,
+                    m.samples.len()
+                ),
+                None if m.samples.is_empty() => "no sample".to_string(),
+                None if ![m.median, m.min, m.max].iter().all(|v| v.is_finite()) => {
+                    "a median that is not a number".to_string()
+                }
+                None => return true,
+            };
+            let subject = m.subject.describe();
+            out.push(
+                judge::finding(
+                    crate::evidence::Status::Error,
+                    subject.clone(),
+                    what.clone(),
+                    "a finite number",
+                    format!(
+                        "{subject}: the {} measurement gave {what}, not a number: it could not \
+                         be measured",
+                        m.name
+                    ),
+                )
+                .on(&m.name),
+            );
+            false
+        });
+        out
+    }
+}
+
 /// Reports progress: (steps done, steps planned).
 pub type Progress<'a> = &'a mut dyn FnMut(usize, usize);
 
@@ -120,6 +163,34 @@ pub fn from_suite(loaded: &LoadedSuite) -> Vec<Box<dyn Check>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::evidence::{Status, Subject};
+
+    #[test]
+    fn figures_that_are_not_numbers_become_errors_naming_the_measurement() {
+        let mut m = Measured {
+            metrics: vec![
+                Metric::new("h2d", Subject::gpu(0), "GB/s", vec![55.0, 54.0]),
+                Metric::new("h2d", Subject::gpu(1), "GB/s", vec![55.0, f64::NAN]),
+                Metric::new("busbw", Subject::size(8), "GB/s", vec![f64::INFINITY]),
+                Metric::new("loss", Subject::node(), "", vec![]),
+            ],
+            facts: vec![],
+        };
+        let found = m.take_non_finite();
+        assert_eq!(m.metrics.len(), 1, "only the finite figure stays");
+        assert_eq!(m.metrics[0].subject, Subject::gpu(0));
+        let reasons: Vec<&str> = found.iter().map(|f| f.reason.as_str()).collect();
+        assert_eq!(
+            reasons,
+            [
+                "GPU 1: the h2d measurement gave NaN in sample 2 of 2, not a number: it could not be measured",
+                "8 B: the busbw measurement gave inf in sample 1 of 1, not a number: it could not be measured",
+                "node: the loss measurement gave no sample, not a number: it could not be measured",
+            ]
+        );
+        assert!(found.iter().all(|f| f.status == Status::Error));
+        assert_eq!(found[0].metric.as_deref(), Some("h2d"));
+    }
 
     /// The verdict counts the checks a suite promises from `Suite::promised_checks`; it must name
     /// exactly the checks that `from_suite` runs, in the same order.
