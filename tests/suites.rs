@@ -103,7 +103,14 @@ const BROKEN: &[(&str, &str, &str)] = &[
     ("format_version = 1\nname = \"x\"\n[checks.training]\nsteps = 1000000000000\n", "4:1", "steps must be at most 100000"),
     ("format_version = 1\nname = \"x\"\n[checks.training]\ngolden_lr = nan\n", "4:1", "checks.training.golden_lr: golden_lr must be a number > 0"),
     ("format_version = 1\nname = \"x\"\n[checks.training]\nlr = 1e300\n", "4:1", "checks.training.lr: lr must be a number > 0 (as fp32), got 1e300"),
-    ("format_version = 1\nname = \"x\"\n[checks.training]\ngolden_abs_tol = -1.0\n", "4:1", "golden_abs_tol must be a number >= 0"),
+    ("format_version = 1\nname = \"x\"\n[checks.training]\ngolden_abs_tol = -1.0\n", "4:1", "golden_abs_tol must be a number from 0 to below 1"),
+    ("format_version = 1\nname = \"x\"\n[checks.training]\ngolden_rel_tol = 1e39\n", "4:1", "golden_rel_tol must be above 0 and below 1 (relative), got 1e39"),
+    ("format_version = 1\nname = \"x\"\n[checks.training]\ngolden_steps = 0\n", "4:1", "golden_steps must be at least 1"),
+    (
+        "format_version = 1\nname = \"x\"\n[node]\ngpu_count = 2\n[topology]\nnvlink_pairs = [{ a = 0, b = 1, links = 4 }, { a = 1, b = 0, links = 8 }]\n",
+        "6:46",
+        "the pair 1-0 is listed twice",
+    ),
     // documented limits (README, "Files and limits")
     ("format_version = 1\nname = \"x\"\n[node]\ngpu_count = 10000\n", "4:1", "node.gpu_count: gpu_count must be at most 64, got 10000"),
     ("format_version = 1\nname = \"x\"\n[topology]\nnvlinks_per_pair = 4294967295\n", "4:1", "a GPU has at most 32 NVLinks, got 4294967295"),

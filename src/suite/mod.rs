@@ -696,6 +696,16 @@ impl Suite {
         for (i, pl) in self.topology.nvlink_pairs.iter().enumerate() {
             let path = format!("topology.nvlink_pairs[{i}]");
             p.links(&format!("{path}.links"), pl.links);
+            let same = |q: &PairLinks| (q.a, q.b) == (pl.a, pl.b) || (q.a, q.b) == (pl.b, pl.a);
+            if self.topology.nvlink_pairs[..i].iter().any(same) {
+                p.bad(
+                    &path,
+                    format!(
+                        "the pair {}-{} is listed twice: one count per pair",
+                        pl.a, pl.b
+                    ),
+                );
+            }
             if pl.a == pl.b {
                 p.bad(
                     &path,
@@ -889,11 +899,11 @@ impl Suite {
                     ),
                 );
             }
-            if !(t.golden_abs_tol.is_finite() && t.golden_abs_tol >= 0.0) {
+            if !(t.golden_abs_tol >= 0.0 && t.golden_abs_tol < 1.0) {
                 p.bad(
                     "checks.training.golden_abs_tol",
                     format!(
-                        "golden_abs_tol must be a number >= 0, got {}",
+                        "golden_abs_tol must be a number from 0 to below 1, got {}",
                         crate::units::exact(t.golden_abs_tol)
                     ),
                 );
@@ -928,10 +938,21 @@ impl Suite {
                     ),
                 );
             }
-            if !(t.golden_rel_tol.is_finite() && t.golden_rel_tol > 0.0) {
+            // A tolerance of 100% or more could never fail the golden check.
+            if !(t.golden_rel_tol > 0.0 && t.golden_rel_tol < 1.0) {
                 p.bad(
                     "checks.training.golden_rel_tol",
-                    "golden_rel_tol must be > 0".into(),
+                    format!(
+                        "golden_rel_tol must be above 0 and below 1 (relative), got {}",
+                        crate::units::exact(t.golden_rel_tol)
+                    ),
+                );
+            }
+            if t.golden_steps == 0 {
+                p.bad(
+                    "checks.training.golden_steps",
+                    "golden_steps must be at least 1: a golden check of no step checks nothing"
+                        .into(),
                 );
             }
             if let Some(e) = t.min_scaling_efficiency {
