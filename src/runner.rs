@@ -222,6 +222,7 @@ pub fn simulate(
         .collect::<Result<Vec<_>, _>>()?;
     let mut b = SimBackend::new(load_node(node)?, faults, seed)?;
     let inv = b.inventory()?;
+    crate::checks::check_evidence_size(&loaded, inv.gpus.len())?;
     let rec = SimulationRecord {
         node: b.node().name.clone(),
         seed,

@@ -287,6 +287,10 @@ fn run_and_read_back(
             return Ok(());
         }
     };
+    // As `run` does: a plan whose evidence could not be read back is refused first.
+    if let Err(e) = nodecert::checks::check_evidence_size(suite, inv.gpus.len()) {
+        return check_input_error(e);
+    }
     let ev =
         nodecert::runner::new_evidence(suite, &b, inv, Some(record(&b)), Environment::default());
     let dir = tempfile::tempdir().unwrap();

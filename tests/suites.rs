@@ -415,3 +415,31 @@ fn inject_refuses_what_a_node_file_refuses() {
             .stderr(predicate::str::contains(words));
     }
 }
+
+#[test]
+fn a_suite_whose_evidence_could_not_be_read_back_is_refused_before_the_run() {
+    let env = Env::new();
+    env.write(
+        "big.toml",
+        "format_version = 1\nname = \"big\"\nextends = \"h100-sxm-8\"\n[checks.p2p_bandwidth]\niterations = 100000\n",
+    );
+    // The suite itself is valid; on a node of 8 GPUs its evidence would not read back.
+    env.cmd().args(["check", "big.toml"]).assert().code(0);
+    env.cmd()
+        .args([
+            "run",
+            "big.toml",
+            "--simulate",
+            "h100-sxm-8",
+            "-q",
+            "--out",
+            "o",
+        ])
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("big.toml:5:1: `checks.p2p_bandwidth.iterations`")
+                .and(predicate::str::contains("samples")),
+        );
+    assert!(!env.path("o/evidence.json").exists(), "nothing ran");
+}

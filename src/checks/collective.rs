@@ -112,6 +112,16 @@ impl Check for Collective {
         Ok(m)
     }
 
+    fn samples(&self, _gpus: usize) -> (u64, String) {
+        // Time, algbw and busbw per size.
+        let c = &self.cfg;
+        let sizes = size_sweep(c.min_size.0, c.max_size.0, c.factor).len() as u64;
+        (
+            sizes * 3 * u64::from(c.iterations),
+            format!("checks.collective.{}.iterations", self.op),
+        )
+    }
+
     fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
         let c = &self.cfg;
         let op = self.op;

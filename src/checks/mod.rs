@@ -17,7 +17,7 @@ pub mod verify;
 pub mod virtualization;
 
 use crate::backend::Backend;
-use crate::error::HwError;
+use crate::error::{HwError, InputError};
 use crate::evidence::{CheckRecord, Fact, Finding, Metric};
 use crate::inventory::Inventory;
 use crate::suite::load::LoadedSuite;
@@ -102,8 +102,41 @@ pub trait Check {
         backend: &mut dyn Backend,
         progress: Progress,
     ) -> Result<Measured, HwError>;
+    /// The most raw samples this check's measurements record on a node of `gpus` GPUs, and the
+    /// suite key that sets how many (checks that record none: 0 and no key).
+    fn samples(&self, gpus: usize) -> (u64, String);
     /// Judge the measurements against the suite's thresholds.
     fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding>;
+}
+
+/// The most raw samples a run records: each takes about 30 bytes of evidence, and the figures
+/// and findings around them as much again on a large node, so that the evidence stays within
+/// what `render`, `diff` and `[baseline]` read back (64 MiB).
+pub const MAX_SAMPLES: u64 = 1_000_000;
+
+/// Refuse, before anything runs, a suite whose evidence on a node of `gpus` GPUs could not be
+/// read back: its iterations (or steps) times its GPUs, pairs or sizes record more than
+/// [`MAX_SAMPLES`] samples. Located at the key that records the most.
+pub fn check_evidence_size(loaded: &LoadedSuite, gpus: usize) -> Result<(), InputError> {
+    let plan: Vec<(u64, String)> = from_suite(loaded).iter().map(|c| c.samples(gpus)).collect();
+    let total = plan.iter().fold(0u64, |t, (n, _)| t.saturating_add(*n));
+    if total <= MAX_SAMPLES {
+        return Ok(());
+    }
+    let (most, key) = plan
+        .iter()
+        .max_by_key(|(n, _)| *n)
+        .cloned()
+        .unwrap_or_default();
+    Err(crate::config::error_at(
+        &loaded.chain,
+        &crate::config::key_path(&key),
+        format!(
+            "`{key}`: on this node of {gpus} GPUs the suite would record {total} samples \
+             ({most} of them set by this key), more than the {MAX_SAMPLES} whose evidence \
+             `render`, `diff` and `[baseline]` read back: lower it"
+        ),
+    ))
 }
 
 /// Peer checks need two GPUs: the GPU count, or why this node has no peer pairs to measure.
@@ -164,6 +197,35 @@ pub fn from_suite(loaded: &LoadedSuite) -> Vec<Box<dyn Check>> {
 mod tests {
     use super::*;
     use crate::evidence::{Status, Subject};
+
+    #[test]
+    fn every_shipped_suite_fits_the_evidence_limit_on_the_largest_node() {
+        for (name, _) in crate::suite::load::EMBEDDED {
+            let loaded = crate::suite::load::load(name).unwrap();
+            check_evidence_size(&loaded, crate::suite::MAX_GPUS)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
+
+    #[test]
+    fn a_suite_whose_evidence_could_not_be_read_back_is_refused_at_its_key() {
+        let src = crate::config::Source {
+            name: "big.toml".into(),
+            text: "format_version = 1\nname = \"big\"\n[checks.p2p_latency]\niterations = 10\n\
+                   [checks.p2p_bandwidth]\niterations = 100000\n"
+                .into(),
+        };
+        let loaded = crate::suite::load::load_source(src).unwrap();
+        // One GPU has no pairs: nothing is recorded.
+        assert!(check_evidence_size(&loaded, 1).is_ok());
+        // 8 GPUs: 56 ordered pairs x 3 directions x 100,000 samples.
+        let e = check_evidence_size(&loaded, 8).unwrap_err().to_string();
+        assert!(
+            e.starts_with("big.toml:6:1: `checks.p2p_bandwidth.iterations`"),
+            "{e}"
+        );
+        assert!(e.contains("would record 16800560 samples"), "{e}");
+    }
 
     #[test]
     fn figures_that_are_not_numbers_become_errors_naming_the_measurement() {

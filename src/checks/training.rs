@@ -131,6 +131,16 @@ impl Check for Training {
         Ok(m)
     }
 
+    fn samples(&self, _gpus: usize) -> (u64, String) {
+        // Loss, step, communication, exposed communication and throughput per step; the
+        // golden losses twice (node and CPU); scaling efficiency and the communication share.
+        let c = &self.0;
+        (
+            5 * c.steps as u64 + 2 * c.golden_steps as u64 + 2,
+            "checks.training.steps".into(),
+        )
+    }
+
     fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
         let c = &self.0;
         let mut out = Vec::new();
