@@ -312,7 +312,12 @@ const BROKEN_NODES: &[(&str, &str, &str)] = &[
     (
         "noise_pct = 1.0",
         "noise_pct = nan",
-        "noise_pct must be in [0, 50)",
+        "noise_pct must be 0 to 30 (a sample is at most 3 sigma off), got NaN",
+    ),
+    (
+        "noise_pct = 1.0",
+        "noise_pct = 40.0",
+        "noise_pct must be 0 to 30",
     ),
     (
         "bus_stride = 0x10",

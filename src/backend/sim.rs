@@ -167,7 +167,7 @@ pub struct SimPerf {
     /// refused as not modelled.
     #[serde(default)]
     pub bf16_tflops: Option<f64>,
-    /// Relative standard deviation of a sample, percent (noise is bounded at 3 sigma).
+    /// Relative standard deviation of a sample, percent, 0 to 30 (noise is bounded at 3 sigma).
     pub noise_pct: f64,
 }
 
@@ -700,10 +700,14 @@ impl SimNode {
                 }
             }
         }
-        if !(0.0..50.0).contains(&self.perf.noise_pct) {
+        // Noise is bounded at 3 sigma: at most 90% off, so that no sample is 0 or negative.
+        if !(0.0..=30.0).contains(&self.perf.noise_pct) {
             return Err((
                 "perf.noise_pct".into(),
-                "noise_pct must be in [0, 50)".into(),
+                format!(
+                    "noise_pct must be 0 to 30 (a sample is at most 3 sigma off), got {}",
+                    crate::units::exact(self.perf.noise_pct)
+                ),
             ));
         }
         for (i, f) in self.faults.iter().enumerate() {

@@ -73,6 +73,11 @@ impl Check for Collective {
         let mut m = Measured::default();
         for (i, &s) in sizes.iter().enumerate() {
             let r = b.collective(self.op, s, c.warmup, c.iterations)?;
+            super::positive_times(
+                &format!("{} at {}", self.op, format_bytes(s)),
+                "us",
+                &r.time_us,
+            )?;
             // Bandwidth over the bytes really moved (nccl-tests' count), which for a size not
             // divisible into 16-byte blocks per rank is a little less than `s`.
             let moved = r.bytes;

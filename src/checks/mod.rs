@@ -83,6 +83,24 @@ impl Measured {
     }
 }
 
+/// Timings a backend returned for `what`: each must be a positive, finite time, or the figures
+/// computed from them (bandwidth, throughput) would not be numbers. An error naming the
+/// measurement and the sample otherwise.
+pub fn positive_times(what: &str, unit: &str, times: &[f64]) -> Result<(), HwError> {
+    match times.iter().position(|t| !(t.is_finite() && *t > 0.0)) {
+        None => Ok(()),
+        Some(i) => Err(HwError::Call {
+            call: format!("timing {what}"),
+            detail: format!(
+                "sample {} of {} took {} {unit}, so no rate can be computed from it",
+                i + 1,
+                times.len(),
+                times[i]
+            ),
+        }),
+    }
+}
+
 /// Reports progress: (steps done, steps planned).
 pub type Progress<'a> = &'a mut dyn FnMut(usize, usize);
 
@@ -197,6 +215,20 @@ pub fn from_suite(loaded: &LoadedSuite) -> Vec<Box<dyn Check>> {
 mod tests {
     use super::*;
     use crate::evidence::{Status, Subject};
+
+    #[test]
+    fn a_time_that_is_not_positive_is_an_error_naming_the_measurement() {
+        assert!(positive_times("x", "us", &[1.0, 2.5]).is_ok());
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let e = positive_times("all_reduce at 8 B", "us", &[3.0, bad])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("timing all_reduce at 8 B failed: sample 2 of 2 took"),
+                "{e}"
+            );
+        }
+    }
 
     #[test]
     fn every_shipped_suite_fits_the_evidence_limit_on_the_largest_node() {

@@ -49,6 +49,7 @@ impl Check for Training {
         progress: Progress,
     ) -> Result<Measured, HwError> {
         let r = b.training(&self.0)?;
+        super::positive_times("the training step", "ms", &r.step_ms)?;
         progress(1, 1);
         let mut m = Measured::default();
         let node = Subject::node;
