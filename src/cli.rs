@@ -538,6 +538,7 @@ fn cmd_run(
         (None, Some(rec)) if load::embedded(&rec.node).is_some() => load::load(&rec.node)?,
         (None, _) => pick_suite(None, &inv)?,
     };
+    crate::checks::check_evidence_size(&loaded, inv.gpus.len())?;
     // Held until the run ends: no other nodecert writes here meanwhile.
     let dir = open_report_dir(out)?;
     let evidence_path = out.join(crate::evidence::EVIDENCE_FILE);

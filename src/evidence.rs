@@ -500,9 +500,51 @@ impl Evidence {
     }
 
     /// Write atomically: a temp file in the same folder, then rename (see [`crate::fsio::write`]).
+    /// Refuses evidence holding a figure that is not a finite number (JSON has no NaN: it would
+    /// be written as `null` and the file could no longer be read); the runner turns such
+    /// figures into error findings before this, so this is a last guard.
     pub fn write(&self, path: &Path) -> std::io::Result<()> {
+        if let Some(what) = self.non_finite() {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!("refusing to write evidence that could not be read back: {what} is not a finite number"),
+            ));
+        }
         let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
         crate::fsio::write::replace_in_report(path, &json)
+    }
+
+    /// The first figure that is not a finite number, named; None when every figure is one.
+    pub fn non_finite(&self) -> Option<String> {
+        for c in &self.checks {
+            if !c.duration_s.is_finite() {
+                return Some(format!("the duration of check {}", c.id));
+            }
+            for m in &c.metrics {
+                let values = [m.median, m.min, m.max];
+                if values.iter().chain(&m.samples).any(|v| !v.is_finite()) {
+                    return Some(format!(
+                        "the {} figure of {} in check {}",
+                        m.name,
+                        m.subject.describe(),
+                        c.id
+                    ));
+                }
+            }
+        }
+        for g in &self.node.gpus {
+            let values = [g.power_limit_w, g.temperature_c];
+            let ages = g.xids.iter().map(|x| x.age_s);
+            if values
+                .into_iter()
+                .chain(ages)
+                .flatten()
+                .any(|v| !v.is_finite())
+            {
+                return Some(format!("a reading of GPU {}", g.index));
+            }
+        }
+        None
     }
 
     /// The evidence file meant by `p`: `p` itself, or `p/evidence.json` when `p` is a report folder.
@@ -549,14 +591,7 @@ impl Evidence {
             )
         })?;
         // From the text again, not from `v`: only then does an error know its line and column.
-        let mut ev: Evidence = serde_json::from_str(&text).map_err(|e| {
-            format!(
-                "{}:{}:{}: invalid evidence: {e}",
-                path.display(),
-                e.line(),
-                e.column()
-            )
-        })?;
+        let mut ev: Evidence = parse(&text).map_err(|e| format!("{}:{e}", path.display()))?;
         if let Some(s) = simulated {
             ev.simulated = s;
         }
@@ -565,6 +600,38 @@ impl Evidence {
         ev.update_verdict();
         Ok(ev)
     }
+}
+
+/// Parse evidence text; an error says "line:column: invalid evidence: " and names the field by
+/// its path in the file (`checks[2].metrics[0].median`). A `null` where a number belongs (older
+/// nodecerts wrote a figure that was not a number so) is said in those words.
+fn parse(text: &str) -> Result<Evidence, String> {
+    let mut de = serde_json::Deserializer::from_str(text);
+    let out: Result<Evidence, _> = serde_path_to_error::deserialize(&mut de);
+    let ev = out.map_err(|e| {
+        let field = e.path().to_string();
+        let inner = e.into_inner();
+        let (line, column) = (inner.line(), inner.column());
+        let what = inner.to_string();
+        let what = what.split(" at line ").next().unwrap_or(&what).to_string();
+        let what = if what.starts_with("invalid type: null, expected f64")
+            || what.starts_with("invalid type: null, expected u")
+            || what.starts_with("invalid type: null, expected i")
+        {
+            format!(
+                "{field} is null where a number belongs (a figure that was not a number, written \
+                 by an older nodecert?): this file cannot be read"
+            )
+        } else if field.is_empty() || field == "." {
+            what
+        } else {
+            format!("{what} (at {field})")
+        };
+        format!("{line}:{column}: invalid evidence: {what}")
+    })?;
+    de.end()
+        .map_err(|e| format!("{}:{}: invalid evidence: {e}", e.line(), e.column()))?;
+    Ok(ev)
 }
 
 /// Whether an evidence file's figures are simulated, from every record that says so: the
@@ -639,6 +706,61 @@ pub fn simulated_status(v: &serde_json::Value) -> Result<Option<bool>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn written() -> (tempfile::TempDir, std::path::PathBuf, Evidence) {
+        let ev = crate::runner::simulate("h200-vm-1", "h200-vm-1", &[], 1).unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(EVIDENCE_FILE);
+        ev.write(&path).unwrap();
+        (dir, path, ev)
+    }
+
+    #[test]
+    fn a_null_where_a_number_belongs_is_a_located_error_naming_the_field() {
+        let (_dir, path, _) = written();
+        let text = std::fs::read_to_string(&path).unwrap();
+        let line = text
+            .lines()
+            .position(|l| l.contains("\"median\": "))
+            .unwrap()
+            + 1;
+        let broken: Vec<String> = text
+            .lines()
+            .enumerate()
+            .map(|(i, l)| match i + 1 == line {
+                true => format!("{}null,", &l[..l.find(": ").unwrap() + 2]),
+                false => l.to_string(),
+            })
+            .collect();
+        std::fs::write(&path, broken.join("\n")).unwrap();
+        let e = Evidence::read(&path).unwrap_err();
+        assert!(e.starts_with(&format!("{}:{line}:", path.display())), "{e}");
+        assert!(e.contains("invalid evidence: checks["), "{e}");
+        assert!(
+            e.contains("].metrics[0].median is null where a number belongs"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn evidence_with_a_figure_that_is_not_a_number_is_never_written() {
+        let (_dir, path, mut ev) = written();
+        let before = std::fs::read(&path).unwrap();
+        let m = ev
+            .checks
+            .iter_mut()
+            .flat_map(|c| c.metrics.iter_mut())
+            .next()
+            .unwrap();
+        m.samples[0] = f64::NAN;
+        let e = ev.write(&path).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("is not a finite number"), "{e}");
+        assert_eq!(std::fs::read(&path).unwrap(), before, "left as it was");
+        ev.checks.iter_mut().for_each(|c| c.metrics.clear());
+        ev.node.gpus[0].temperature_c = Some(f64::INFINITY);
+        assert!(ev.write(&path).is_err());
+    }
 
     #[test]
     fn median_of_even_and_odd() {

@@ -101,8 +101,10 @@ pub fn run(
                         vec![],
                         None,
                     ),
-                    Ok(m) => {
-                        let findings = check.evaluate(&ctx, &m);
+                    Ok(mut m) => {
+                        // Figures that are not numbers are refused here, at their source.
+                        let mut findings = m.take_non_finite();
+                        findings.extend(check.evaluate(&ctx, &m));
                         let (status, summary, coverage) = summarize_with_coverage(&findings);
                         (status, summary, m.metrics, m.facts, findings, coverage)
                     }
@@ -220,6 +222,7 @@ pub fn simulate(
         .collect::<Result<Vec<_>, _>>()?;
     let mut b = SimBackend::new(load_node(node)?, faults, seed)?;
     let inv = b.inventory()?;
+    crate::checks::check_evidence_size(&loaded, inv.gpus.len())?;
     let rec = SimulationRecord {
         node: b.node().name.clone(),
         seed,
@@ -243,6 +246,42 @@ mod tests {
 
     fn f(status: Status) -> Finding {
         finding(status, "GPU 0", "-", "-", format!("{status:?} reason"))
+    }
+
+    /// A backend whose figures are not numbers (a timer that gave no time, a node described
+    /// without validation): the check errors naming the measurement, and the evidence written
+    /// reads back.
+    #[test]
+    fn a_figure_that_is_not_a_number_is_an_error_and_the_evidence_reads_back() {
+        use crate::backend::sim::{load_node, SimBackend};
+        use crate::backend::Backend;
+        let loaded = crate::suite::load::load("h200-vm-1").unwrap();
+        let mut node = load_node("h200-vm-1").unwrap();
+        node.perf.h2d_gbps = f64::NAN;
+        node.perf.device_copy_gbps = f64::INFINITY;
+        let mut b = SimBackend::new(node, vec![], 1).unwrap();
+        let inv = b.inventory().unwrap();
+        let ev = new_evidence(&loaded, &b, inv, None, Environment::default());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("evidence.json");
+        let ev = run(&loaded, &mut b, ev, Some(&path), &mut Silent).unwrap();
+        let host = ev.check("host_bandwidth").unwrap();
+        assert_eq!(host.status, Status::Error);
+        assert!(
+            host.summary
+                .contains("GPU 0: the h2d measurement gave NaN in sample 1"),
+            "{}",
+            host.summary
+        );
+        assert!(host
+            .findings
+            .iter()
+            .any(|f| f.status == Status::Error
+                && f.reason.contains("device_copy measurement gave inf")));
+        assert!(host.metrics.iter().all(|m| m.median.is_finite()));
+        assert_eq!(ev.verdict, Verdict::Error);
+        let back = Evidence::read(&path).unwrap();
+        assert_eq!(back.check("host_bandwidth").unwrap().status, Status::Error);
     }
 
     #[test]

@@ -59,6 +59,17 @@ impl std::fmt::Display for ByteSize {
     }
 }
 
+/// A number as given, for messages about it: exact, in scientific notation when very large or
+/// very small ("1e30", not thirty zeros), "NaN" and "inf" as Rust writes them.
+pub fn exact(v: f64) -> String {
+    let a = v.abs();
+    if a != 0.0 && a.is_finite() && !(1e-6..1e15).contains(&a) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
+    }
+}
+
 /// "8 B", "4 KiB", "1.5 MiB", "16 GiB": binary units, at most one decimal.
 pub fn format_bytes(b: u64) -> String {
     const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
@@ -122,6 +133,15 @@ pub fn size_sweep(min: u64, max: u64, factor: u64) -> Vec<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn exact_numbers_stay_short() {
+        assert_eq!(exact(1e300), "1e300");
+        assert_eq!(exact(-1e-9), "-1e-9");
+        assert_eq!(exact(48.5), "48.5");
+        assert_eq!(exact(f64::NAN), "NaN");
+        assert_eq!(exact(f64::NEG_INFINITY), "-inf");
+    }
 
     #[test]
     fn parses_sizes() {

@@ -43,7 +43,7 @@ const BROKEN: &[(&str, &str, &str)] = &[
     (
         "format_version = 1\nname = \"x\"\n[checks.host_bandwidth]\nh2d = { fail_below = -5.0 }\n",
         "4:9",
-        "fail_below must be a number >= 0",
+        "fail_below must be a number from 0 to 100000, got -5",
     ),
     (
         "format_version = 1\nname = \"x\"\n[node]\ngpu_count = 8\n[topology]\nnvlink_pairs = [{ a = 0, b = 1, links = 12 }, { a = 2, b = 9, links = 12 }]\n",
@@ -95,6 +95,67 @@ const BROKEN: &[(&str, &str, &str)] = &[
     ("format_version = 1\nname = \"x\"\n[checks.health]\nfail_throttle = [\"hw_slowdown\", \"too_hot\"]\n", "4:33", "unknown throttle reason 'too_hot'"),
     ("format_version = 1\nname = \"x\"\n[node]\ndriver_min = \"five\"\n", "4:1", "'five' is not a version"),
     ("format_version = 1\nname = \"x\"\n[checks.training]\nlayers = [1024]\n", "4:1", "layers needs at least"),
+    // impossible values (issue 13): a floor above a ceiling, at any level
+    (
+        "format_version = 1\nname = \"x\"\n[checks.host_bandwidth]\nh2d = { fail_below = 48.0, fail_above = 40.0 }\n",
+        "4:9",
+        "checks.host_bandwidth.h2d.fail_below: fail_below (48) is above fail_above (40)",
+    ),
+    (
+        "format_version = 1\nname = \"x\"\n[checks.p2p_latency]\nlatency_us = { warn_below = 5.0, warn_above = 4.0 }\n",
+        "4:16",
+        "warn_below (5) is above warn_above (4)",
+    ),
+    (
+        "format_version = 1\nname = \"x\"\n[checks.training]\nsamples_per_s = { fail_below = 9.0, warn_above = 8.0 }\n",
+        "4:19",
+        "fail_below (9) is above warn_above (8)",
+    ),
+    ("format_version = 1\nname = \"x\"\n[checks.host_bandwidth]\nh2d = { fail_below = 1e30 }\n", "4:9", "fail_below must be a number from 0 to 100000"),
+    ("format_version = 1\nname = \"x\"\n[checks.p2p_bandwidth]\nread = { fail_below = nan }\n", "4:10", "checks.p2p_bandwidth.read.fail_below: fail_below must be a number"),
+    ("format_version = 1\nname = \"x\"\n[checks.training]\nloss_target = -1.0\n", "4:1", "checks.training.loss_target: loss_target must be a number > 0"),
+    ("format_version = 1\nname = \"x\"\n[checks.health]\nwarn_temperature_c = -5.0\n", "4:1", "checks.health.warn_temperature_c: warn_temperature_c must be above 0"),
+    ("format_version = 1\nname = \"x\"\n[node]\nmemory_gib_min = 1e30\n", "4:1", "node.memory_gib_min: memory_gib_min must be 0 to 16384 GiB"),
+    ("format_version = 1\nname = \"x\"\n[checks.p2p_bandwidth]\nsize = 0\n", "4:1", "checks.p2p_bandwidth.size: a size must be at least 1 byte"),
+    ("format_version = 1\nname = \"x\"\n[checks.host_bandwidth]\nsize = \"0 MiB\"\n", "4:1", "checks.host_bandwidth.size: a size must be at least 1 byte"),
+    ("format_version = 1\nname = \"x\"\n[checks.collective.all_reduce]\nmax_size = \"99999TiB\"\n", "4:1", "checks.collective.all_reduce.max_size: a size must be at most 64 GiB"),
+    ("format_version = 1\nname = \"x\"\n[checks.collective.broadcast]\nmin_busbw_gbps = { \"99999TiB\" = 3 }\n", "4:20", "over the largest a collective takes (64 GiB)"),
+    ("format_version = 1\nname = \"x\"\n[checks.collective.all_gather]\nwarn_busbw_gbps = { \"1GiB\" = 1e300 }\n", "4:21", "bus bandwidth must be 0 to 100000 GB/s"),
+    ("format_version = 1\nname = \"x\"\n[checks.collective.all_reduce]\nfactor = 9223372036854775807\n", "4:1", "factor must be 2 to 1048576"),
+    ("format_version = 1\nname = \"x\"\n[checks.training]\nlayers = [65536, 65536, 65536, 10]\n", "4:1", "checks.training.layers: layers has 8590721034 parameters; at most 4294967296"),
+    ("format_version = 1\nname = \"x\"\n[checks.training]\nlayers = [1024, 4294967296, 10]\n", "4:17", "a width in layers must be at most 65536, got 4294967296"),
+    ("format_version = 1\nname = \"x\"\n[checks.training]\ngolden_layers = [100000, 10]\n", "4:18", "a width in golden_layers must be at most 4096"),
+    (
+        "format_version = 1\nname = \"x\"\n[checks.training]\ngolden_layers = [2048, 2048, 10]\ngolden_batch = 65536\n",
+        "4:1",
+        "the golden configuration is trained on the CPU",
+    ),
+    ("format_version = 1\nname = \"x\"\n[checks.training]\nbatch = 0\n", "4:1", "checks.training.batch: batch must be 1 to 1048576, got 0"),
+    ("format_version = 1\nname = \"x\"\n[checks.training]\ngolden_batch = 100000000\n", "4:1", "golden_batch must be 1 to 65536"),
+    ("format_version = 1\nname = \"x\"\n[checks.training]\nsteps = 1000000000000\n", "4:1", "steps must be at most 100000"),
+    ("format_version = 1\nname = \"x\"\n[checks.training]\ngolden_lr = nan\n", "4:1", "checks.training.golden_lr: golden_lr must be a number > 0"),
+    ("format_version = 1\nname = \"x\"\n[checks.training]\nlr = 1e300\n", "4:1", "checks.training.lr: lr must be a number > 0 (as fp32), got 1e300"),
+    ("format_version = 1\nname = \"x\"\n[checks.training]\ngolden_abs_tol = -1.0\n", "4:1", "golden_abs_tol must be a number from 0 to below 1"),
+    ("format_version = 1\nname = \"x\"\n[checks.training]\ngolden_rel_tol = 1e39\n", "4:1", "golden_rel_tol must be above 0 and below 1 (relative), got 1e39"),
+    ("format_version = 1\nname = \"x\"\n[checks.training]\ngolden_steps = 0\n", "4:1", "golden_steps must be at least 1"),
+    (
+        "format_version = 1\nname = \"x\"\n[node]\ngpu_count = 2\n[topology]\nnvlink_pairs = [{ a = 0, b = 1, links = 4 }, { a = 1, b = 0, links = 8 }]\n",
+        "6:46",
+        "the pair 1-0 is listed twice",
+    ),
+    // documented limits (README, "Files and limits")
+    ("format_version = 1\nname = \"x\"\n[node]\ngpu_count = 10000\n", "4:1", "node.gpu_count: gpu_count must be at most 64, got 10000"),
+    ("format_version = 1\nname = \"x\"\n[topology]\nnvlinks_per_pair = 4294967295\n", "4:1", "a GPU has at most 32 NVLinks, got 4294967295"),
+    (
+        "format_version = 1\nname = \"x\"\n[node]\ngpu_count = 2\n[topology]\nnvlink_pairs = [{ a = 0, b = 1, links = 99 }]\n",
+        "6:33",
+        "topology.nvlink_pairs[0].links: a GPU has at most 32 NVLinks, got 99",
+    ),
+    (
+        "format_version = 1\nname = \"x\"\n[node]\ngpu_count = 2\n[topology]\nnuma_nodes = [0, -1]\n",
+        "6:18",
+        "a NUMA node is 0 to 1023, got -1",
+    ),
     // baseline: range, unknown key, missing file (read while loading, before any run)
     ("format_version = 1\nname = \"x\"\n[baseline]\nevidence = \"old.json\"\nmax_regression_pct = 100\n", "5:1", "max_regression_pct must be between 0 and 100"),
     ("format_version = 1\nname = \"x\"\n[baseline]\nevidence = \"old.json\"\nmax_regresion_pct = 3\n", "5:1", "unknown field `max_regresion_pct`"),
@@ -219,4 +280,203 @@ fn missing_suite_file_is_invalid_input() {
         .assert()
         .code(2)
         .stderr(predicate::str::contains("embedded: base"));
+}
+
+/// (text to replace in the embedded h100-sxm-8 node, or "" to append; its replacement; words the
+/// message must contain). The error must point at the line of the replacement.
+const BROKEN_NODES: &[(&str, &str, &str)] = &[
+    (
+        "count = 8",
+        "count = 10000",
+        "gpu.count: a node has 1 to 64 GPUs, got 10000",
+    ),
+    ("count = 8", "count = 0", "a node has 1 to 64 GPUs, got 0"),
+    (
+        "nvlinks_per_gpu = 18",
+        "nvlinks_per_gpu = 4294967295",
+        "at most 32 NVLinks",
+    ),
+    (
+        "nvswitches = 4",
+        "nvswitches = 4000",
+        "at most 16 NVSwitches",
+    ),
+    (
+        "temperature_c = 34.0",
+        "temperature_c = nan",
+        "gpu.temperature_c: must be a number from 0 to 200, got NaN",
+    ),
+    (
+        "power_limit_w = 700.0",
+        "power_limit_w = -700.0",
+        "gpu.power_limit_w: must be a number",
+    ),
+    (
+        "h2d_gbps = 55.0",
+        "h2d_gbps = inf",
+        "perf.h2d_gbps: a bandwidth is a number from 0 to 100000 GB/s, got inf",
+    ),
+    (
+        "staged_gbps = 18.0",
+        "staged_gbps = -18.0",
+        "perf.staged_gbps: a bandwidth",
+    ),
+    (
+        "p2p_latency_us = 2.4",
+        "p2p_latency_us = -2.4",
+        "perf.p2p_latency_us: a latency is a number",
+    ),
+    (
+        "device_copy_gbps = 2900.0",
+        "device_copy_gbps = 0.0",
+        "perf.device_copy_gbps: must be a number above 0",
+    ),
+    (
+        "fp32_tflops = 51.0",
+        "fp32_tflops = nan",
+        "perf.fp32_tflops: must be a number above 0",
+    ),
+    (
+        "all_reduce = 480.0",
+        "all_reduce = -480.0",
+        "perf.collective_busbw_gbps.all_reduce",
+    ),
+    (
+        "noise_pct = 1.0",
+        "noise_pct = nan",
+        "noise_pct must be 0 to 30 (a sample is at most 3 sigma off), got NaN",
+    ),
+    (
+        "noise_pct = 1.0",
+        "noise_pct = 40.0",
+        "noise_pct must be 0 to 30",
+    ),
+    (
+        "bus_stride = 0x10",
+        "bus_stride = 0x1000000",
+        "bus numbers are 0 to 0xff",
+    ),
+    ("pcie_gen = 5", "pcie_gen = 99", "pcie_gen must be 1 to 7"),
+    (
+        "numa_nodes = [0, 0, 0, 0, 1, 1, 1, 1]",
+        "numa_nodes = [0, 0, 0, 0, 1, 1, 1, -1]",
+        "a NUMA node is 0 to 1023, got -1",
+    ),
+    // Faults in a node file get the same checks as --inject.
+    (
+        "",
+        "[[faults]]\nkind = \"slow-gpu-pair\"\nfactor = nan\n",
+        "factor must be a number from 0 to 100, got NaN",
+    ),
+    (
+        "",
+        "[[faults]]\nkind = \"slow-host-bandwidth\"\nfactor = -0.5\n",
+        "factor must be a number from 0 to 100, got -0.5",
+    ),
+    (
+        "",
+        "[[faults]]\nkind = \"xid\"\nage_h = inf\n",
+        "age_h must be a number of hours",
+    ),
+    (
+        "",
+        "[[faults]]\nkind = \"pcie-downtrained\"\ngen = 99\n",
+        "gen must be 1 to 7, got 99",
+    ),
+];
+
+#[test]
+fn every_broken_node_file_is_located_and_exits_2() {
+    let env = Env::new();
+    let base = nodecert::backend::sim::EMBEDDED
+        .iter()
+        .find(|(n, _)| *n == "h100-sxm-8")
+        .expect("embedded node")
+        .1;
+    for (i, (from, to, words)) in BROKEN_NODES.iter().enumerate() {
+        let text = if from.is_empty() {
+            format!("{base}\n{to}")
+        } else {
+            assert!(base.contains(from), "case {i}: {from}");
+            base.replacen(from, to, 1)
+        };
+        let line = text[..text.find(to).unwrap()].matches('\n').count() + 1;
+        let name = format!("node{i}.toml");
+        env.write(&name, &text);
+        let a = env
+            .cmd()
+            .args(["inventory", "--simulate", &name])
+            .assert()
+            .code(2);
+        let err = String::from_utf8(a.get_output().stderr.clone()).unwrap();
+        assert!(
+            err.contains(&format!("{name}:{line}:")),
+            "case {i}: expected {name}:{line}: in\n{err}"
+        );
+        assert!(
+            err.contains(words),
+            "case {i}: expected '{words}' in\n{err}"
+        );
+    }
+}
+
+#[test]
+fn inject_refuses_what_a_node_file_refuses() {
+    let env = Env::new();
+    for (spec, words) in [
+        (
+            "slow-gpu-pair:factor=nan",
+            "factor must be a number from 0 to 100, got NaN",
+        ),
+        (
+            "slow-host-bandwidth:factor=-0.5",
+            "factor must be a number from 0 to 100, got -0.5",
+        ),
+        ("xid:age_h=inf", "age_h must be a number of hours"),
+        ("pcie-downtrained:gen=99", "gen must be 1 to 7, got 99"),
+    ] {
+        env.cmd()
+            .args([
+                "run",
+                "h100-sxm-8",
+                "--simulate",
+                "h100-sxm-8",
+                "--inject",
+                spec,
+                "-q",
+                "--out",
+                "o",
+            ])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(words));
+    }
+}
+
+#[test]
+fn a_suite_whose_evidence_could_not_be_read_back_is_refused_before_the_run() {
+    let env = Env::new();
+    env.write(
+        "big.toml",
+        "format_version = 1\nname = \"big\"\nextends = \"h100-sxm-8\"\n[checks.p2p_bandwidth]\niterations = 100000\n",
+    );
+    // The suite itself is valid; on a node of 8 GPUs its evidence would not read back.
+    env.cmd().args(["check", "big.toml"]).assert().code(0);
+    env.cmd()
+        .args([
+            "run",
+            "big.toml",
+            "--simulate",
+            "h100-sxm-8",
+            "-q",
+            "--out",
+            "o",
+        ])
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains("big.toml:5:1: `checks.p2p_bandwidth.iterations`")
+                .and(predicate::str::contains("samples")),
+        );
+    assert!(!env.path("o/evidence.json").exists(), "nothing ran");
 }

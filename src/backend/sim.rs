@@ -171,7 +171,7 @@ pub struct SimPerf {
     /// refused as not modelled.
     #[serde(default)]
     pub bf16_tflops: Option<f64>,
-    /// Relative standard deviation of a sample, percent (noise is bounded at 3 sigma).
+    /// Relative standard deviation of a sample, percent, 0 to 30 (noise is bounded at 3 sigma).
     pub noise_pct: f64,
 }
 
@@ -377,23 +377,49 @@ impl Fault {
                     f.op = Some(CollectiveOp::parse(v).ok_or_else(|| format!("fault '{spec}': unknown collective '{v}'"))?)
                 }
                 "age_h" => {
-                    let x: f64 = v.parse().map_err(|_| format!("fault '{spec}': age_h={v} is not a number"))?;
-                    if !(x.is_finite() && x >= 0.0) {
-                        return Err(format!("fault '{spec}': age_h must be >= 0"));
-                    }
-                    f.age_h = Some(x)
+                    f.age_h = Some(v.parse().map_err(|_| format!("fault '{spec}': age_h={v} is not a number"))?)
                 }
                 "factor" => {
-                    let x: f64 = v.parse().map_err(|_| format!("fault '{spec}': factor={v} is not a number"))?;
-                    if !(x.is_finite() && x >= 0.0) {
-                        return Err(format!("fault '{spec}': factor must be >= 0"));
-                    }
-                    f.factor = Some(x)
+                    f.factor = Some(v.parse().map_err(|_| format!("fault '{spec}': factor={v} is not a number"))?)
                 }
                 other => return Err(format!("fault '{spec}': unknown key '{other}' (gpu, peer, op, factor, gen, width, code, age_h)")),
             }
         }
+        f.check_values()
+            .map_err(|e| format!("fault '{spec}': {e}"))?;
         Ok(f)
+    }
+
+    /// The values a fault carries are possible, whichever way it came (`--inject` or
+    /// `[[faults]]` in a node file): one check for both.
+    pub fn check_values(&self) -> Result<(), String> {
+        if let Some(x) = self.factor {
+            if !(x.is_finite() && (0.0..=MAX_FAULT_FACTOR).contains(&x)) {
+                return Err(format!(
+                    "factor must be a number from 0 to {MAX_FAULT_FACTOR}, got {}",
+                    crate::units::exact(x)
+                ));
+            }
+        }
+        if let Some(x) = self.age_h {
+            if !(x.is_finite() && (0.0..=MAX_FAULT_AGE_H).contains(&x)) {
+                return Err(format!(
+                    "age_h must be a number of hours from 0 to {MAX_FAULT_AGE_H}, got {}",
+                    crate::units::exact(x)
+                ));
+            }
+        }
+        if let Some(g) = self.gen {
+            if !(1..=7).contains(&g) {
+                return Err(format!("gen must be 1 to 7, got {g}"));
+            }
+        }
+        if let Some(w) = self.width {
+            if ![1, 2, 4, 8, 16, 32].contains(&w) {
+                return Err(format!("width must be 1, 2, 4, 8, 16 or 32, got {w}"));
+            }
+        }
+        Ok(())
     }
 
     /// `nvlink-down:gpu=0,peer=1` as written on the command line.
@@ -443,18 +469,33 @@ pub fn load_node(spec: &str) -> Result<SimNode, InputError> {
             names.join(", ")
         )));
     };
-    let node: SimNode = config::load_single(&src, FORMAT_VERSION)?;
+    load_node_source(&src)
+}
+
+/// Parse and validate a node description already read (a file's text, or an embedded one).
+pub fn load_node_source(src: &Source) -> Result<SimNode, InputError> {
+    let node: SimNode = config::load_single(src, FORMAT_VERSION)?;
     node.validate().map_err(|(path, msg)| {
-        config::error_at(std::slice::from_ref(&src), &config::key_path(&path), msg)
+        config::error_at(std::slice::from_ref(src), &config::key_path(&path), msg)
     })?;
     Ok(node)
 }
 
 impl SimNode {
+    /// Every figure of the description is possible: counts within the documented limits
+    /// (README, "Files and limits"), rates and temperatures finite and in range, bus numbers
+    /// within a PCI bus. The first problem, as (key path, message).
     fn validate(&self) -> Result<(), (String, String)> {
+        use crate::suite::{
+            MAX_GBPS, MAX_GPUS, MAX_LATENCY_US, MAX_NUMA_NODE, MAX_NVLINKS_PER_GPU, MAX_PAIRS,
+        };
+        let bad = |path: &str, msg: String| Err((path.to_string(), msg));
         let n = self.gpu.count;
-        if n == 0 {
-            return Err(("gpu.count".into(), "a node needs at least one GPU".into()));
+        if !(1..=MAX_GPUS).contains(&n) {
+            return bad(
+                "gpu.count",
+                format!("a node has 1 to {MAX_GPUS} GPUs, got {n}"),
+            );
         }
         if !self.gpu.numa_nodes.is_empty() && self.gpu.numa_nodes.len() != n {
             return Err((
@@ -480,6 +521,92 @@ impl SimNode {
                 ));
             }
         }
+        if let Some((i, v)) = self
+            .gpu
+            .numa_nodes
+            .iter()
+            .enumerate()
+            .find(|(_, v)| !(0..=MAX_NUMA_NODE).contains(*v))
+        {
+            return bad(
+                &format!("gpu.numa_nodes[{i}]"),
+                format!("a NUMA node is 0 to {MAX_NUMA_NODE}, got {v}"),
+            );
+        }
+        if self.gpu.numa_cpus.len() > MAX_NUMA_NODE as usize + 1 {
+            return bad(
+                "gpu.numa_cpus",
+                format!("at most {} NUMA nodes", MAX_NUMA_NODE + 1),
+            );
+        }
+        if self.gpu.memory_bytes == 0 {
+            return bad(
+                "gpu.memory_bytes",
+                "a GPU has memory: at least 1 byte".into(),
+            );
+        }
+        if !(1..=7).contains(&self.gpu.pcie_gen) {
+            return bad(
+                "gpu.pcie_gen",
+                format!("pcie_gen must be 1 to 7, got {}", self.gpu.pcie_gen),
+            );
+        }
+        if let Some(g) = self.gpu.pcie_idle_gen {
+            if !(1..=self.gpu.pcie_gen).contains(&g) {
+                return bad(
+                    "gpu.pcie_idle_gen",
+                    format!(
+                        "pcie_idle_gen must be 1 to pcie_gen ({}), got {g}",
+                        self.gpu.pcie_gen
+                    ),
+                );
+            }
+        }
+        if ![1, 2, 4, 8, 16, 32].contains(&self.gpu.pcie_width) {
+            return bad(
+                "gpu.pcie_width",
+                format!(
+                    "pcie_width must be 1, 2, 4, 8, 16 or 32, got {}",
+                    self.gpu.pcie_width
+                ),
+            );
+        }
+        for (key, v, lo, hi) in [
+            ("gpu.power_limit_w", self.gpu.power_limit_w, 0.0, 100_000.0),
+            ("gpu.temperature_c", self.gpu.temperature_c, 0.0, 200.0),
+        ] {
+            if !(v.is_finite() && (lo..=hi).contains(&v)) {
+                return bad(
+                    key,
+                    format!(
+                        "must be a number from {lo} to {hi}, got {}",
+                        crate::units::exact(v)
+                    ),
+                );
+            }
+        }
+        if !(1..=100_000).contains(&self.gpu.sm_clock_max_mhz) {
+            return bad(
+                "gpu.sm_clock_max_mhz",
+                format!("must be 1 to 100000 MHz, got {}", self.gpu.sm_clock_max_mhz),
+            );
+        }
+        // GPU i sits at bus first_bus + i * bus_stride: all within one PCI bus number (0-255).
+        let last_bus = (n as u64 - 1)
+            .checked_mul(u64::from(self.gpu.bus_stride))
+            .and_then(|x| x.checked_add(u64::from(self.gpu.first_bus)));
+        if last_bus.is_none_or(|b| b > 0xff) || (n > 1 && self.gpu.bus_stride == 0) {
+            return bad(
+                "gpu.bus_stride",
+                format!(
+                    "GPU {} would sit at bus {:#x} + {} x {:#x}: bus numbers are 0 to 0xff and differ per GPU",
+                    n - 1,
+                    self.gpu.first_bus,
+                    n - 1,
+                    self.gpu.bus_stride
+                ),
+            );
+        }
         for (i, u) in self.unavailable.iter().enumerate() {
             if let Some(g) = u.gpus.iter().find(|g| **g >= n) {
                 return Err((
@@ -488,6 +615,31 @@ impl SimNode {
                 ));
             }
         }
+        if self.links.nvlinks_per_gpu > MAX_NVLINKS_PER_GPU {
+            return bad(
+                "links.nvlinks_per_gpu",
+                format!(
+                    "a GPU has at most {MAX_NVLINKS_PER_GPU} NVLinks, got {}",
+                    self.links.nvlinks_per_gpu
+                ),
+            );
+        }
+        if self.links.nvswitches > 16 {
+            return bad(
+                "links.nvswitches",
+                format!("at most 16 NVSwitches, got {}", self.links.nvswitches),
+            );
+        }
+        if self.links.direct.len() > MAX_PAIRS {
+            return bad(
+                "links.direct",
+                format!(
+                    "{} direct links listed; a node of at most {MAX_GPUS} GPUs has at most {MAX_PAIRS} pairs",
+                    self.links.direct.len()
+                ),
+            );
+        }
+        let mut per_gpu = vec![0u64; n];
         for (i, d) in self.links.direct.iter().enumerate() {
             if d[0] as usize >= n || d[1] as usize >= n || d[0] == d[1] {
                 return Err((
@@ -495,11 +647,92 @@ impl SimNode {
                     format!("pair {}-{} is not two GPUs of 0..{}", d[0], d[1], n - 1),
                 ));
             }
+            if self.links.direct[..i]
+                .iter()
+                .any(|e| (e[0], e[1]) == (d[0], d[1]) || (e[0], e[1]) == (d[1], d[0]))
+            {
+                return bad(
+                    &format!("links.direct[{i}]"),
+                    format!("pair {}-{} is listed twice", d[0], d[1]),
+                );
+            }
+            for g in [d[0], d[1]] {
+                per_gpu[g as usize] += u64::from(d[2]);
+                if per_gpu[g as usize] > u64::from(MAX_NVLINKS_PER_GPU) {
+                    return bad(
+                        &format!("links.direct[{i}]"),
+                        format!("GPU {g} has more than {MAX_NVLINKS_PER_GPU} NVLinks in all"),
+                    );
+                }
+            }
         }
-        if !(0.0..50.0).contains(&self.perf.noise_pct) {
+        let p = &self.perf;
+        let mut rates: Vec<(String, f64)> = vec![
+            ("h2d_gbps".into(), p.h2d_gbps),
+            ("d2h_gbps".into(), p.d2h_gbps),
+            ("bidir_gbps".into(), p.bidir_gbps),
+            ("host_aggregate_gbps".into(), p.host_aggregate_gbps),
+            ("p2p_nvlink_gbps".into(), p.p2p_nvlink_gbps),
+            ("p2p_nvlink_bidir_gbps".into(), p.p2p_nvlink_bidir_gbps),
+            ("p2p_pcie_gbps".into(), p.p2p_pcie_gbps),
+            ("p2p_pcie_bidir_gbps".into(), p.p2p_pcie_bidir_gbps),
+            ("staged_gbps".into(), p.staged_gbps),
+        ];
+        for (op, v) in &p.collective_busbw_gbps {
+            rates.push((format!("collective_busbw_gbps.{op}"), *v));
+        }
+        for (k, v) in rates {
+            if !(v.is_finite() && (0.0..=MAX_GBPS).contains(&v)) {
+                return bad(
+                    &format!("perf.{k}"),
+                    format!(
+                        "a bandwidth is a number from 0 to {MAX_GBPS} GB/s, got {}",
+                        crate::units::exact(v)
+                    ),
+                );
+            }
+        }
+        for (k, v) in [
+            ("p2p_latency_us", p.p2p_latency_us),
+            ("staged_latency_us", p.staged_latency_us),
+            ("collective_latency_us", p.collective_latency_us),
+        ] {
+            if !(v.is_finite() && (0.0..=MAX_LATENCY_US).contains(&v)) {
+                return bad(
+                    &format!("perf.{k}"),
+                    format!(
+                        "a latency is a number from 0 to {MAX_LATENCY_US} us, got {}",
+                        crate::units::exact(v)
+                    ),
+                );
+            }
+        }
+        // Divisors of the model: above 0.
+        for (k, v, max) in [
+            ("device_copy_gbps", Some(p.device_copy_gbps), MAX_GBPS),
+            ("fp32_tflops", Some(p.fp32_tflops), 1e6),
+            ("bf16_tflops", p.bf16_tflops, 1e6),
+        ] {
+            if let Some(v) = v {
+                if !(v.is_finite() && v > 0.0 && v <= max) {
+                    return bad(
+                        &format!("perf.{k}"),
+                        format!(
+                            "must be a number above 0 and at most {max}, got {}",
+                            crate::units::exact(v)
+                        ),
+                    );
+                }
+            }
+        }
+        // Noise is bounded at 3 sigma: at most 90% off, so that no sample is 0 or negative.
+        if !(0.0..=30.0).contains(&self.perf.noise_pct) {
             return Err((
                 "perf.noise_pct".into(),
-                "noise_pct must be in [0, 50)".into(),
+                format!(
+                    "noise_pct must be 0 to 30 (a sample is at most 3 sigma off), got {}",
+                    crate::units::exact(self.perf.noise_pct)
+                ),
             ));
         }
         for (i, f) in self.faults.iter().enumerate() {
@@ -509,7 +742,14 @@ impl SimNode {
     }
 }
 
+/// The largest multiplier a fault takes.
+pub const MAX_FAULT_FACTOR: f64 = 100.0;
+/// The oldest an injected kernel-log XID can be, hours (10 years).
+pub const MAX_FAULT_AGE_H: f64 = 87_600.0;
+
 fn check_fault(f: &Fault, n: usize) -> Result<(), String> {
+    f.check_values()
+        .map_err(|e| format!("{}: {e}", f.kind.name()))?;
     for (k, v) in [("gpu", f.gpu), ("peer", f.peer)] {
         if let Some(v) = v {
             if v >= n {

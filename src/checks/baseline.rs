@@ -60,6 +60,11 @@ impl Check for BaselineCheck {
         Ok(Measured::default())
     }
 
+    fn samples(&self, _gpus: usize) -> (u64, String) {
+        // Reads the inventory (or earlier records): no samples of its own.
+        (0, String::new())
+    }
+
     fn evaluate(&self, ctx: &Ctx, _: &Measured) -> Vec<Finding> {
         let pct = self.max_regression_pct;
         let gpus = GpuMap::by_identity(&self.evidence.node, ctx.inventory);

@@ -73,6 +73,11 @@ impl Check for Collective {
         let mut m = Measured::default();
         for (i, &s) in sizes.iter().enumerate() {
             let r = b.collective(self.op, s, c.warmup, c.iterations)?;
+            super::positive_times(
+                &format!("{} at {}", self.op, format_bytes(s)),
+                "us",
+                &r.time_us,
+            )?;
             // Bandwidth over the bytes really moved (nccl-tests' count), which for a size not
             // divisible into 16-byte blocks per rank is a little less than `s`.
             let moved = r.bytes;
@@ -110,6 +115,16 @@ impl Check for Collective {
             progress(i + 1, sizes.len());
         }
         Ok(m)
+    }
+
+    fn samples(&self, _gpus: usize) -> (u64, String) {
+        // Time, algbw and busbw per size.
+        let c = &self.cfg;
+        let sizes = size_sweep(c.min_size.0, c.max_size.0, c.factor).len() as u64;
+        (
+            sizes * 3 * u64::from(c.iterations),
+            format!("checks.collective.{}.iterations", self.op),
+        )
     }
 
     fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding> {

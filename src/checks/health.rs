@@ -103,6 +103,11 @@ impl Check for Health {
         Ok(Measured::default())
     }
 
+    fn samples(&self, _gpus: usize) -> (u64, String) {
+        // Reads the inventory (or earlier records): no samples of its own.
+        (0, String::new())
+    }
+
     fn evaluate(&self, ctx: &Ctx, _: &Measured) -> Vec<Finding> {
         let h = &self.0;
         let inv = ctx.inventory;

@@ -121,6 +121,15 @@ impl Check for HostBandwidth {
         Ok(m)
     }
 
+    fn samples(&self, gpus: usize) -> (u64, String) {
+        // H2D, D2H, both ways and device copy per GPU, then H2D on all at once.
+        let figures = gpus as u64 * 4 + if gpus > 1 { gpus as u64 } else { 0 };
+        (
+            figures * u64::from(self.0.iterations),
+            "checks.host_bandwidth.iterations".into(),
+        )
+    }
+
     fn evaluate(&self, _: &Ctx, m: &Measured) -> Vec<Finding> {
         let mut out = verify::findings(m, &FIGURES, |_, s| s.describe());
         out.extend(remote_memory_findings(m));

@@ -17,7 +17,7 @@ pub mod verify;
 pub mod virtualization;
 
 use crate::backend::Backend;
-use crate::error::HwError;
+use crate::error::{HwError, InputError};
 use crate::evidence::{CheckRecord, Fact, Finding, Metric};
 use crate::inventory::Inventory;
 use crate::suite::load::LoadedSuite;
@@ -40,6 +40,67 @@ pub struct Measured {
     pub facts: Vec<Fact>,
 }
 
+impl Measured {
+    /// Take out every figure that is not a measurement: a sample (or the median, min or max)
+    /// that is NaN or infinite, or no sample at all. Each becomes an error finding that names
+    /// the measurement (the node could not be measured there; a broken timer must not look like
+    /// a slow link), so evidence never holds a number it could not read back.
+    pub fn take_non_finite(&mut self) -> Vec<Finding> {
+        let mut out = Vec::new();
+        self.metrics.retain(|m| {
+            let bad = m.samples.iter().position(|v| !v.is_finite());
+            let what = match bad {
+                Some(i) => format!(
+                    "{} in sample {} of {}",
+                    m.samples[i],
+                    i + 1,
+                    m.samples.len()
+                ),
+                None if m.samples.is_empty() => "no sample".to_string(),
+                None if ![m.median, m.min, m.max].iter().all(|v| v.is_finite()) => {
+                    "a median that is not a number".to_string()
+                }
+                None => return true,
+            };
+            let subject = m.subject.describe();
+            out.push(
+                judge::finding(
+                    crate::evidence::Status::Error,
+                    subject.clone(),
+                    what.clone(),
+                    "a finite number",
+                    format!(
+                        "{subject}: the {} measurement gave {what}, not a number: it could not \
+                         be measured",
+                        m.name
+                    ),
+                )
+                .on(&m.name),
+            );
+            false
+        });
+        out
+    }
+}
+
+/// Timings a backend returned for `what`: each must be a positive, finite time, or the figures
+/// computed from them (bandwidth, throughput) would not be numbers. An error naming the
+/// measurement and the sample otherwise.
+pub fn positive_times(what: &str, unit: &str, times: &[f64]) -> Result<(), HwError> {
+    match times.iter().position(|t| !(t.is_finite() && *t > 0.0)) {
+        None => Ok(()),
+        Some(i) => Err(HwError::Call {
+            call: format!("timing {what}"),
+            detail: format!(
+                "sample {} of {} took {} {unit}, so no rate can be computed from it",
+                i + 1,
+                times.len(),
+                times[i]
+            ),
+        }),
+    }
+}
+
 /// Reports progress: (steps done, steps planned).
 pub type Progress<'a> = &'a mut dyn FnMut(usize, usize);
 
@@ -59,8 +120,41 @@ pub trait Check {
         backend: &mut dyn Backend,
         progress: Progress,
     ) -> Result<Measured, HwError>;
+    /// The most raw samples this check's measurements record on a node of `gpus` GPUs, and the
+    /// suite key that sets how many (checks that record none: 0 and no key).
+    fn samples(&self, gpus: usize) -> (u64, String);
     /// Judge the measurements against the suite's thresholds.
     fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding>;
+}
+
+/// The most raw samples a run records: each takes about 30 bytes of evidence, and the figures
+/// and findings around them as much again on a large node, so that the evidence stays within
+/// what `render`, `diff` and `[baseline]` read back (64 MiB).
+pub const MAX_SAMPLES: u64 = 1_000_000;
+
+/// Refuse, before anything runs, a suite whose evidence on a node of `gpus` GPUs could not be
+/// read back: its iterations (or steps) times its GPUs, pairs or sizes record more than
+/// [`MAX_SAMPLES`] samples. Located at the key that records the most.
+pub fn check_evidence_size(loaded: &LoadedSuite, gpus: usize) -> Result<(), InputError> {
+    let plan: Vec<(u64, String)> = from_suite(loaded).iter().map(|c| c.samples(gpus)).collect();
+    let total = plan.iter().fold(0u64, |t, (n, _)| t.saturating_add(*n));
+    if total <= MAX_SAMPLES {
+        return Ok(());
+    }
+    let (most, key) = plan
+        .iter()
+        .max_by_key(|(n, _)| *n)
+        .cloned()
+        .unwrap_or_default();
+    Err(crate::config::error_at(
+        &loaded.chain,
+        &crate::config::key_path(&key),
+        format!(
+            "`{key}`: on this node of {gpus} GPUs the suite would record {total} samples \
+             ({most} of them set by this key), more than the {MAX_SAMPLES} whose evidence \
+             `render`, `diff` and `[baseline]` read back: lower it"
+        ),
+    ))
 }
 
 /// Peer checks need two GPUs: the GPU count, or why this node has no peer pairs to measure.
@@ -120,6 +214,77 @@ pub fn from_suite(loaded: &LoadedSuite) -> Vec<Box<dyn Check>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::evidence::{Status, Subject};
+
+    #[test]
+    fn a_time_that_is_not_positive_is_an_error_naming_the_measurement() {
+        assert!(positive_times("x", "us", &[1.0, 2.5]).is_ok());
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            let e = positive_times("all_reduce at 8 B", "us", &[3.0, bad])
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("timing all_reduce at 8 B failed: sample 2 of 2 took"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
+    fn every_shipped_suite_fits_the_evidence_limit_on_the_largest_node() {
+        for (name, _) in crate::suite::load::EMBEDDED {
+            let loaded = crate::suite::load::load(name).unwrap();
+            check_evidence_size(&loaded, crate::suite::MAX_GPUS)
+                .unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
+
+    #[test]
+    fn a_suite_whose_evidence_could_not_be_read_back_is_refused_at_its_key() {
+        let src = crate::config::Source {
+            name: "big.toml".into(),
+            text: "format_version = 1\nname = \"big\"\n[checks.p2p_latency]\niterations = 10\n\
+                   [checks.p2p_bandwidth]\niterations = 100000\n"
+                .into(),
+        };
+        let loaded = crate::suite::load::load_source(src).unwrap();
+        // One GPU has no pairs: nothing is recorded.
+        assert!(check_evidence_size(&loaded, 1).is_ok());
+        // 8 GPUs: 56 ordered pairs x 3 directions x 100,000 samples.
+        let e = check_evidence_size(&loaded, 8).unwrap_err().to_string();
+        assert!(
+            e.starts_with("big.toml:6:1: `checks.p2p_bandwidth.iterations`"),
+            "{e}"
+        );
+        assert!(e.contains("would record 16800560 samples"), "{e}");
+    }
+
+    #[test]
+    fn figures_that_are_not_numbers_become_errors_naming_the_measurement() {
+        let mut m = Measured {
+            metrics: vec![
+                Metric::new("h2d", Subject::gpu(0), "GB/s", vec![55.0, 54.0]),
+                Metric::new("h2d", Subject::gpu(1), "GB/s", vec![55.0, f64::NAN]),
+                Metric::new("busbw", Subject::size(8), "GB/s", vec![f64::INFINITY]),
+                Metric::new("loss", Subject::node(), "", vec![]),
+            ],
+            facts: vec![],
+        };
+        let found = m.take_non_finite();
+        assert_eq!(m.metrics.len(), 1, "only the finite figure stays");
+        assert_eq!(m.metrics[0].subject, Subject::gpu(0));
+        let reasons: Vec<&str> = found.iter().map(|f| f.reason.as_str()).collect();
+        assert_eq!(
+            reasons,
+            [
+                "GPU 1: the h2d measurement gave NaN in sample 2 of 2, not a number: it could not be measured",
+                "8 B: the busbw measurement gave inf in sample 1 of 1, not a number: it could not be measured",
+                "node: the loss measurement gave no sample, not a number: it could not be measured",
+            ]
+        );
+        assert!(found.iter().all(|f| f.status == Status::Error));
+        assert_eq!(found[0].metric.as_deref(), Some("h2d"));
+    }
 
     /// The verdict counts the checks a suite promises from `Suite::promised_checks`; it must name
     /// exactly the checks that `from_suite` runs, in the same order.

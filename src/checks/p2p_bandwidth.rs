@@ -119,6 +119,15 @@ impl Check for P2pBandwidth {
         Ok(m)
     }
 
+    fn samples(&self, gpus: usize) -> (u64, String) {
+        // Read, write and both ways per ordered pair.
+        let pairs = (gpus * gpus.saturating_sub(1)) as u64;
+        (
+            pairs * 3 * u64::from(self.0.iterations),
+            "checks.p2p_bandwidth.iterations".into(),
+        )
+    }
+
     fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
         let c = &self.0;
         let mut out = verify::findings(m, &FIGURES, who);

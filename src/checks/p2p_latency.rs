@@ -49,6 +49,17 @@ impl Check for P2pLatency {
         Ok(m)
     }
 
+    fn samples(&self, gpus: usize) -> (u64, String) {
+        // CUDA batches 10 transfers a sample from 100 on; the simulator records up to 100.
+        let i = self.0.iterations;
+        let per_pair = crate::backend::cuda::latency_plan(i).1.max(i.min(100));
+        let pairs = (gpus * gpus.saturating_sub(1)) as u64;
+        (
+            pairs * u64::from(per_pair),
+            "checks.p2p_latency.iterations".into(),
+        )
+    }
+
     fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
         let items: Vec<(String, f64)> = m
             .metrics

@@ -49,6 +49,7 @@ impl Check for Training {
         progress: Progress,
     ) -> Result<Measured, HwError> {
         let r = b.training(&self.0)?;
+        super::positive_times("the training step", "ms", &r.step_ms)?;
         progress(1, 1);
         let mut m = Measured::default();
         let node = Subject::node;
@@ -129,6 +130,16 @@ impl Check for Training {
             value: crate::suite::Precision::Fp32.name().into(),
         });
         Ok(m)
+    }
+
+    fn samples(&self, _gpus: usize) -> (u64, String) {
+        // Loss, step, communication, exposed communication and throughput per step; the
+        // golden losses twice (node and CPU); scaling efficiency and the communication share.
+        let c = &self.0;
+        (
+            5 * c.steps as u64 + 2 * c.golden_steps as u64 + 2,
+            "checks.training.steps".into(),
+        )
     }
 
     fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding> {

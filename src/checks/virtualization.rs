@@ -113,6 +113,11 @@ impl Check for Virtualization {
         })
     }
 
+    fn samples(&self, _gpus: usize) -> (u64, String) {
+        // Reads the inventory (or earlier records): no samples of its own.
+        (0, String::new())
+    }
+
     fn evaluate(&self, ctx: &Ctx, _: &Measured) -> Vec<Finding> {
         let inv = ctx.inventory;
         let v = &inv.virtualization;

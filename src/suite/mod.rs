@@ -724,14 +724,25 @@ impl Suite {
         if self.name.trim().is_empty() {
             p.bad("name", "name must not be empty".into());
         }
-        if self.node.gpu_count == Some(0) {
-            p.bad("node.gpu_count", "gpu_count must be at least 1".into());
+        if let Some(n) = self.node.gpu_count {
+            if n == 0 {
+                p.bad("node.gpu_count", "gpu_count must be at least 1".into());
+            }
+            if n > MAX_GPUS {
+                p.bad(
+                    "node.gpu_count",
+                    format!("gpu_count must be at most {MAX_GPUS}, got {n}"),
+                );
+            }
         }
         if let Some(m) = self.node.memory_gib_min {
-            if !(m.is_finite() && m >= 0.0) {
+            if !(m.is_finite() && (0.0..=MAX_MEMORY_GIB).contains(&m)) {
                 p.bad(
                     "node.memory_gib_min",
-                    format!("memory_gib_min must be >= 0, got {m}"),
+                    format!(
+                        "memory_gib_min must be 0 to {MAX_MEMORY_GIB} GiB, got {}",
+                        crate::units::exact(m)
+                    ),
                 );
             }
         }
@@ -759,9 +770,32 @@ impl Suite {
                 );
             }
         }
+        if let Some(l) = self.topology.nvlinks_per_pair {
+            p.links("topology.nvlinks_per_pair", l);
+        }
         let n = self.node.gpu_count;
+        if self.topology.nvlink_pairs.len() > MAX_PAIRS {
+            p.bad(
+                "topology.nvlink_pairs",
+                format!(
+                    "nvlink_pairs lists {} pairs; a node of at most {MAX_GPUS} GPUs has at most {MAX_PAIRS}",
+                    self.topology.nvlink_pairs.len()
+                ),
+            );
+        }
         for (i, pl) in self.topology.nvlink_pairs.iter().enumerate() {
             let path = format!("topology.nvlink_pairs[{i}]");
+            p.links(&format!("{path}.links"), pl.links);
+            let same = |q: &PairLinks| (q.a, q.b) == (pl.a, pl.b) || (q.a, q.b) == (pl.b, pl.a);
+            if self.topology.nvlink_pairs[..i].iter().any(same) {
+                p.bad(
+                    &path,
+                    format!(
+                        "the pair {}-{} is listed twice: one count per pair",
+                        pl.a, pl.b
+                    ),
+                );
+            }
             if pl.a == pl.b {
                 p.bad(
                     &path,
@@ -841,6 +875,14 @@ impl Suite {
                 }
             }
         }
+        for (i, v) in self.topology.numa_nodes.iter().flatten().enumerate() {
+            if !(0..=MAX_NUMA_NODE).contains(v) {
+                p.bad(
+                    &format!("topology.numa_nodes[{i}]"),
+                    format!("a NUMA node is 0 to {MAX_NUMA_NODE}, got {v}"),
+                );
+            }
+        }
         if let (Some(numa), Some(n)) = (&self.topology.numa_nodes, n) {
             if numa.len() != n {
                 p.bad(
@@ -861,22 +903,28 @@ impl Suite {
                 ("all_gpus_h2d", &h.all_gpus_h2d),
                 ("device_copy", &h.device_copy),
             ] {
-                p.limit(&format!("checks.host_bandwidth.{k}"), l);
+                p.limit(&format!("checks.host_bandwidth.{k}"), l, MAX_GBPS);
             }
+            p.size("checks.host_bandwidth.size", h.size);
             p.iters("checks.host_bandwidth.iterations", h.iterations);
             p.warmup("checks.host_bandwidth.warmup", h.warmup);
             p.pct("checks.host_bandwidth.outlier_pct", h.outlier_pct);
         }
         if let Some(x) = &c.p2p_bandwidth {
             for (k, l) in [("read", &x.read), ("write", &x.write), ("bidir", &x.bidir)] {
-                p.limit(&format!("checks.p2p_bandwidth.{k}"), l);
+                p.limit(&format!("checks.p2p_bandwidth.{k}"), l, MAX_GBPS);
             }
+            p.size("checks.p2p_bandwidth.size", x.size);
             p.iters("checks.p2p_bandwidth.iterations", x.iterations);
             p.warmup("checks.p2p_bandwidth.warmup", x.warmup);
             p.pct("checks.p2p_bandwidth.outlier_pct", x.outlier_pct);
         }
         if let Some(x) = &c.p2p_latency {
-            p.limit("checks.p2p_latency.latency_us", &x.latency_us);
+            p.limit(
+                "checks.p2p_latency.latency_us",
+                &x.latency_us,
+                MAX_LATENCY_US,
+            );
             p.iters("checks.p2p_latency.iterations", x.iterations);
             p.pct("checks.p2p_latency.outlier_pct", x.outlier_pct);
         }
@@ -890,6 +938,7 @@ impl Suite {
                     "min_size must be at least 1 byte".into(),
                 );
             }
+            p.size(&format!("{base}.max_size"), cc.max_size);
             if cc.min_size > cc.max_size {
                 p.bad(
                     &format!("{base}.max_size"),
@@ -899,10 +948,10 @@ impl Suite {
                     ),
                 );
             }
-            if cc.factor < 2 {
+            if !(2..=MAX_SIZE_FACTOR).contains(&cc.factor) {
                 p.bad(
                     &format!("{base}.factor"),
-                    format!("factor must be at least 2, got {}", cc.factor),
+                    format!("factor must be 2 to {MAX_SIZE_FACTOR}, got {}", cc.factor),
                 );
             }
             for (field, map) in [
@@ -911,13 +960,24 @@ impl Suite {
             ] {
                 for (k, v) in map {
                     let path = format!("{base}.{field}.{k}");
-                    if let Err(e) = ByteSize::parse(k) {
-                        p.bad(&path, format!("the key must be a message size: {e}"));
+                    match ByteSize::parse(k) {
+                        Err(e) => p.bad(&path, format!("the key must be a message size: {e}")),
+                        Ok(b) if b.0 > MAX_SIZE => p.bad(
+                            &path,
+                            format!(
+                                "the message size {b} is over the largest a collective takes ({})",
+                                ByteSize(MAX_SIZE)
+                            ),
+                        ),
+                        Ok(_) => {}
                     }
-                    if !(v.is_finite() && *v >= 0.0) {
+                    if !(v.is_finite() && (0.0..=MAX_GBPS).contains(v)) {
                         p.bad(
                             &path,
-                            format!("bus bandwidth must be a number >= 0, got {v}"),
+                            format!(
+                                "bus bandwidth must be 0 to {MAX_GBPS} GB/s, got {}",
+                                crate::units::exact(*v)
+                            ),
                         );
                     }
                 }
@@ -932,15 +992,82 @@ impl Suite {
             }
         }
         if let Some(t) = &c.training {
-            p.limit("checks.training.samples_per_s", &t.samples_per_s);
-            if t.layers.len() < 2 || t.layers.contains(&0) {
+            p.limit(
+                "checks.training.samples_per_s",
+                &t.samples_per_s,
+                MAX_SAMPLES_PER_S,
+            );
+            p.layers(
+                "checks.training.layers",
+                &t.layers,
+                MAX_TRAINING_WIDTH,
+                MAX_TRAINING_PARAMS,
+            );
+            p.layers(
+                "checks.training.golden_layers",
+                &t.golden_layers,
+                MAX_GOLDEN_WIDTH,
+                MAX_GOLDEN_PARAMS,
+            );
+            for (k, v, max) in [
+                ("batch", t.batch, MAX_BATCH),
+                ("golden_batch", t.golden_batch, MAX_GOLDEN_BATCH),
+            ] {
+                if !(1..=max).contains(&v) {
+                    p.bad(
+                        &format!("checks.training.{k}"),
+                        format!("{k} must be 1 to {max}, got {v}"),
+                    );
+                }
+            }
+            if t.steps > MAX_ITERATIONS as usize {
                 p.bad(
-                    "checks.training.layers",
-                    "layers needs at least an input and an output width, none zero".into(),
+                    "checks.training.steps",
+                    format!("steps must be at most {MAX_ITERATIONS}, got {}", t.steps),
                 );
             }
-            if t.batch == 0 {
-                p.bad("checks.training.batch", "batch must be at least 1".into());
+            if let Some(work) = golden_work(t) {
+                if work > MAX_GOLDEN_WORK {
+                    p.bad(
+                        "checks.training.golden_layers",
+                        format!(
+                            "the golden configuration is trained on the CPU: its parameters x \
+                             golden_batch x golden_steps ({work}) must be at most \
+                             {MAX_GOLDEN_WORK} (minutes of CPU time); use smaller layers, batch \
+                             or steps"
+                        ),
+                    );
+                }
+            }
+            if !(t.golden_lr.is_finite() && t.golden_lr > 0.0 && (t.golden_lr as f32).is_finite()) {
+                p.bad(
+                    "checks.training.golden_lr",
+                    format!(
+                        "golden_lr must be a number > 0 (as fp32), got {}",
+                        crate::units::exact(t.golden_lr)
+                    ),
+                );
+            }
+            if !(t.golden_abs_tol >= 0.0 && t.golden_abs_tol < 1.0) {
+                p.bad(
+                    "checks.training.golden_abs_tol",
+                    format!(
+                        "golden_abs_tol must be a number from 0 to below 1, got {}",
+                        crate::units::exact(t.golden_abs_tol)
+                    ),
+                );
+            }
+            if let Some(l) = t.loss_target {
+                if !(l.is_finite() && l > 0.0) {
+                    p.bad(
+                        "checks.training.loss_target",
+                        format!(
+                            "loss_target must be a number > 0 (a cross-entropy loss is never \
+                             below 0), got {}",
+                            crate::units::exact(l)
+                        ),
+                    );
+                }
             }
             if t.steps == 0 || t.golden_steps > t.steps {
                 p.bad(
@@ -951,16 +1078,30 @@ impl Suite {
                     ),
                 );
             }
-            if !(t.lr.is_finite() && t.lr > 0.0) {
+            if !(t.lr.is_finite() && t.lr > 0.0 && (t.lr as f32).is_finite()) {
                 p.bad(
                     "checks.training.lr",
-                    format!("lr must be > 0, got {}", t.lr),
+                    format!(
+                        "lr must be a number > 0 (as fp32), got {}",
+                        crate::units::exact(t.lr)
+                    ),
                 );
             }
-            if !(t.golden_rel_tol.is_finite() && t.golden_rel_tol > 0.0) {
+            // A tolerance of 100% or more could never fail the golden check.
+            if !(t.golden_rel_tol > 0.0 && t.golden_rel_tol < 1.0) {
                 p.bad(
                     "checks.training.golden_rel_tol",
-                    "golden_rel_tol must be > 0".into(),
+                    format!(
+                        "golden_rel_tol must be above 0 and below 1 (relative), got {}",
+                        crate::units::exact(t.golden_rel_tol)
+                    ),
+                );
+            }
+            if t.golden_steps == 0 {
+                p.bad(
+                    "checks.training.golden_steps",
+                    "golden_steps must be at least 1: a golden check of no step checks nothing"
+                        .into(),
                 );
             }
             if let Some(e) = t.min_scaling_efficiency {
@@ -997,6 +1138,18 @@ impl Suite {
                         h.xid_lookback_h
                     ),
                 );
+            }
+            if let Some(t) = h.warn_temperature_c {
+                if !(t.is_finite() && t > 0.0 && t <= MAX_TEMPERATURE_C) {
+                    p.bad(
+                        "checks.health.warn_temperature_c",
+                        format!(
+                            "warn_temperature_c must be above 0 and at most \
+                             {MAX_TEMPERATURE_C} °C, got {}",
+                            crate::units::exact(t)
+                        ),
+                    );
+                }
             }
             for (i, r) in h.fail_throttle.iter().enumerate() {
                 if !THROTTLE_REASONS.contains(&r.as_str()) {
@@ -1040,7 +1193,9 @@ impl Problems {
         self.0.push((key_path(path), msg));
     }
 
-    fn limit(&mut self, path: &str, l: &Limit) {
+    /// A limit's values: numbers from 0 to `max` (in the figure's unit), in an order that lets
+    /// a figure pass: fail_below <= warn_below <= warn_above <= fail_above.
+    fn limit(&mut self, path: &str, l: &Limit, max: f64) {
         if let Some(t) = l.typical {
             if !(t.is_finite() && t > 0.0) {
                 self.bad(
@@ -1062,17 +1217,21 @@ impl Problems {
                 );
             }
         }
-        for (k, v) in [
+        let named = [
             ("fail_below", l.fail_below),
             ("warn_below", l.warn_below),
-            ("fail_above", l.fail_above),
             ("warn_above", l.warn_above),
-        ] {
+            ("fail_above", l.fail_above),
+        ];
+        for (k, v) in named {
             if let Some(v) = v {
-                if !(v.is_finite() && v >= 0.0) {
+                if !(v.is_finite() && (0.0..=max).contains(&v)) {
                     self.bad(
                         &format!("{path}.{k}"),
-                        format!("{k} must be a number >= 0, got {v}"),
+                        format!(
+                            "{k} must be a number from 0 to {max}, got {}",
+                            crate::units::exact(v)
+                        ),
                     );
                 }
             }
@@ -1092,6 +1251,79 @@ impl Problems {
                     format!("warn_above ({w}) is above fail_above ({f})"),
                 );
             }
+        }
+        // A floor above a ceiling: no figure could pass (or, for a warning level, none could
+        // pass without a warning).
+        for (lk, lo) in &named[..2] {
+            for (uk, hi) in &named[2..] {
+                if let (Some(lo), Some(hi)) = (lo, hi) {
+                    if lo > hi {
+                        self.bad(
+                            &format!("{path}.{lk}"),
+                            format!("{lk} ({lo}) is above {uk} ({hi}): no figure could pass both"),
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// A buffer or message size: at least 1 byte, at most [`MAX_SIZE`].
+    fn size(&mut self, path: &str, v: ByteSize) {
+        if v.0 == 0 {
+            self.bad(path, "a size must be at least 1 byte".into());
+        } else if v.0 > MAX_SIZE {
+            self.bad(
+                path,
+                format!("a size must be at most {}, got {v}", ByteSize(MAX_SIZE)),
+            );
+        }
+    }
+
+    /// An NVLink count: at most [`MAX_NVLINKS_PER_GPU`].
+    fn links(&mut self, path: &str, v: u32) {
+        if v > MAX_NVLINKS_PER_GPU {
+            self.bad(
+                path,
+                format!("a GPU has at most {MAX_NVLINKS_PER_GPU} NVLinks, got {v}"),
+            );
+        }
+    }
+
+    /// Layer widths of a model: input, hidden..., classes; none zero, each at most `width`,
+    /// at most [`MAX_LAYERS`] of them, and at most `params` parameters in all.
+    fn layers(&mut self, path: &str, layers: &[usize], width: usize, params: u64) {
+        let name = path.rsplit('.').next().unwrap_or(path);
+        if layers.len() < 2 || layers.contains(&0) {
+            self.bad(
+                path,
+                format!("{name} needs at least an input and an output width, none zero"),
+            );
+            return;
+        }
+        if layers.len() > MAX_LAYERS {
+            self.bad(
+                path,
+                format!("{name} lists {} widths; at most {MAX_LAYERS}", layers.len()),
+            );
+            return;
+        }
+        if let Some((i, w)) = layers.iter().enumerate().find(|(_, w)| **w > width) {
+            self.bad(
+                &format!("{path}[{i}]"),
+                format!("a width in {name} must be at most {width}, got {w}"),
+            );
+            return;
+        }
+        match param_count(layers) {
+            Some(n) if n <= params => {}
+            n => self.bad(
+                path,
+                format!(
+                    "{name} has {} parameters; at most {params}",
+                    n.map_or("more than 2^64".to_string(), |n| n.to_string())
+                ),
+            ),
         }
     }
 
@@ -1129,8 +1361,65 @@ impl Problems {
 }
 
 /// The most timed (or warm-up) repetitions a measurement takes: far beyond any useful run, and
-/// small enough that counts and deadlines stay clear of overflow.
+/// small enough that counts and deadlines stay clear of overflow. Also the most training steps.
 pub const MAX_ITERATIONS: u32 = 100_000;
+
+// Upper bounds checked at load (README, "Files and limits"): far beyond any real node, and small
+// enough that no suite or node file can make nodecert allocate without bound or run for days.
+
+/// GPUs in a node (a suite's `node.gpu_count`, a simulated node's `gpu.count`).
+pub const MAX_GPUS: usize = 64;
+/// GPU pairs a node can have.
+pub const MAX_PAIRS: usize = MAX_GPUS * (MAX_GPUS - 1) / 2;
+/// NVLinks of one GPU (H100 and H200 have 18, B200 18).
+pub const MAX_NVLINKS_PER_GPU: u32 = 32;
+/// The largest NUMA node number.
+pub const MAX_NUMA_NODE: i32 = 1023;
+/// Copy buffers and collective messages: 64 GiB.
+pub const MAX_SIZE: u64 = 64 << 30;
+/// The largest step between collective sizes (`factor`).
+pub const MAX_SIZE_FACTOR: u64 = 1 << 20;
+/// A bandwidth in a limit, GB/s (100 TB/s: beyond any memory or link today).
+pub const MAX_GBPS: f64 = 100_000.0;
+/// A latency in a limit, microseconds (10 s).
+pub const MAX_LATENCY_US: f64 = 10_000_000.0;
+/// Training throughput in a limit, samples/s.
+pub const MAX_SAMPLES_PER_S: f64 = 1e12;
+/// Memory per GPU a suite may ask for, GiB.
+pub const MAX_MEMORY_GIB: f64 = 16_384.0;
+/// A temperature warning level, °C.
+pub const MAX_TEMPERATURE_C: f64 = 150.0;
+/// Widths in a training model's `layers` (input, hidden..., classes).
+pub const MAX_LAYERS: usize = 64;
+/// One width of the trained model.
+pub const MAX_TRAINING_WIDTH: usize = 65_536;
+/// Parameters of the trained model (2^32: 16 GiB of fp32 weights).
+pub const MAX_TRAINING_PARAMS: u64 = 1 << 32;
+/// Samples per GPU and step.
+pub const MAX_BATCH: usize = 1 << 20;
+/// One width of the golden model (trained on the CPU as well).
+pub const MAX_GOLDEN_WIDTH: usize = 4096;
+/// Parameters of the golden model.
+pub const MAX_GOLDEN_PARAMS: u64 = 1 << 24;
+/// Samples per step of the golden model.
+pub const MAX_GOLDEN_BATCH: usize = 65_536;
+/// Parameters x batch x steps of the golden model: its CPU time (the default is 6.7e7).
+pub const MAX_GOLDEN_WORK: u64 = 1 << 36;
+
+/// Weights and biases of an MLP with these widths; None when the count overflows.
+pub fn param_count(layers: &[usize]) -> Option<u64> {
+    layers.windows(2).try_fold(0u64, |sum, w| {
+        let (a, b) = (w[0] as u64, w[1] as u64);
+        sum.checked_add(a.checked_mul(b)?.checked_add(b)?)
+    })
+}
+
+/// The golden configuration's CPU work: parameters x golden_batch x golden_steps.
+fn golden_work(t: &TrainingCheck) -> Option<u64> {
+    param_count(&t.golden_layers)?
+        .checked_mul(t.golden_batch as u64)?
+        .checked_mul(t.golden_steps as u64)
+}
 
 /// "535.104.05" -> [535, 104, 5].
 pub fn parse_version(s: &str) -> Option<Vec<u64>> {

@@ -178,10 +178,27 @@ fn sample_pass(
     Ok(out)
 }
 
-/// GB/s (10^9 bytes/s) for `bytes` per sample.
-fn gbps(bytes: f64, secs: &[f64]) -> Vec<f64> {
+/// GB/s (10^9 bytes/s) for `bytes` per sample. A sample the GPU timed at no time (or at a time
+/// that is not a number) has no bandwidth: an error naming the measurement (`what`), never a
+/// NaN or infinite figure in the evidence.
+fn gbps(what: &str, bytes: f64, secs: &[f64]) -> Result<Vec<f64>, HwError> {
     secs.iter()
-        .map(|t| if *t > 0.0 { bytes / t / 1e9 } else { f64::NAN })
+        .enumerate()
+        .map(|(i, t)| {
+            let v = bytes / t / 1e9;
+            if *t > 0.0 && v.is_finite() {
+                Ok(v)
+            } else {
+                Err(HwError::Call {
+                    call: format!("timing the {what}"),
+                    detail: format!(
+                        "sample {} of {} took {t} s by the GPU's events, so it has no bandwidth",
+                        i + 1,
+                        secs.len()
+                    ),
+                })
+            }
+        })
         .collect()
 }
 
@@ -345,7 +362,7 @@ impl Cuda {
                 1.0
             };
         let mut out = Vec::new();
-        for (b, t) in bufs.iter_mut().zip(&times) {
+        for ((b, t), g) in bufs.iter_mut().zip(&times).zip(gpus) {
             let host_memory = b
                 .h2d
                 .as_ref()
@@ -359,7 +376,19 @@ impl Cuda {
                 wrong += count_pattern_mismatches(host.slice_mut(), *sd, 0);
             }
             out.push(Samples {
-                values: gbps(per_sample, t),
+                values: gbps(
+                    &format!(
+                        "{} copy of GPU {}",
+                        match dir {
+                            HostDir::H2d => "host-to-device",
+                            HostDir::D2h => "device-to-host",
+                            HostDir::Bidir => "both-ways host",
+                        },
+                        g.index
+                    ),
+                    per_sample,
+                    t,
+                )?,
                 verified: Some(wrong == 0),
                 timing: Some(timing),
                 host_memory,
@@ -403,7 +432,11 @@ impl Cuda {
         g.sync_streams()?;
         let wrong = check_device(&dst, sd)?;
         Ok(Samples {
-            values: gbps(2.0 * n as f64 * k as f64, &times[0]),
+            values: gbps(
+                &format!("device copy of GPU {}", g.index),
+                2.0 * n as f64 * k as f64,
+                &times[0],
+            )?,
             verified: Some(wrong == 0),
             timing: Some(timing),
             host_memory: None,
@@ -483,7 +516,11 @@ impl Cuda {
         let dirs = if mode == P2pMode::Bidir { 2.0 } else { 1.0 };
         Ok(P2pSample {
             gbps: Samples {
-                values: gbps(dirs * n as f64 * k as f64, &times[0]),
+                values: gbps(
+                    &format!("peer copy ({mode:?}) GPU {src} -> GPU {dst}"),
+                    dirs * n as f64 * k as f64,
+                    &times[0],
+                )?,
                 verified: Some(wrong == 0),
                 timing: Some(timing),
                 host_memory: None,
@@ -538,6 +575,17 @@ mod tests {
         HwError::Call {
             call: "cuMemcpyHtoDAsync".into(),
             detail: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+        }
+    }
+
+    #[test]
+    fn a_sample_timed_at_no_time_is_an_error_naming_the_measurement_not_a_nan() {
+        assert_eq!(gbps("x", 2e9, &[1.0, 0.5]).unwrap(), vec![2.0, 4.0]);
+        for bad in [0.0, -1.0, f64::NAN, 1e-320] {
+            let e = gbps("device copy of GPU 3", 2e9, &[1.0, bad]).unwrap_err();
+            let text = e.to_string();
+            assert!(text.contains("device copy of GPU 3"), "{text}");
+            assert!(text.contains("sample 2 of 2"), "{text}");
         }
     }
 
