@@ -8,6 +8,7 @@
 pub mod backend;
 pub mod checks;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod console;
 pub mod diff;
