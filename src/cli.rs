@@ -207,12 +207,19 @@ pub struct SimArgs {
     pub simulate: Option<String>,
 }
 
-/// Parse, run, and return the exit code. Errors are printed here.
+/// Parse, run, and return the exit code. Errors are printed here; a result that could not be
+/// printed (a full disk) turns a 0 into 3 (see [`crate::stdio`]).
 pub fn main_with_args(args: Vec<String>) -> u8 {
+    crate::stdio::finish(run(args))
+}
+
+fn run(args: Vec<String>) -> u8 {
     let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
-            let _ = e.print();
+            if e.print().is_err() {
+                crate::stdio::failed(e.use_stderr());
+            }
             return match e.kind() {
                 clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
                     exit::PASS
@@ -225,9 +232,9 @@ pub fn main_with_args(args: Vec<String>) -> u8 {
     match dispatch(cli, &args) {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {}", crate::console::visible_lines(&e.to_string()));
+            crate::errln!("error: {}", crate::console::visible_lines(&e.to_string()));
             if matches!(e, Error::Hardware(_)) && !simulating {
-                eprintln!("hint: to rehearse a suite without GPUs, add --simulate NODE (see `nodecert list`)");
+                crate::errln!("hint: to rehearse a suite without GPUs, add --simulate NODE (see `nodecert list`)");
             }
             e.exit_code()
         }
@@ -298,7 +305,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             export,
         } => render::cmd_render(&evidence, out, templates.as_deref(), &export),
         Command::List => {
-            print!("{}", list::list_text());
+            crate::out!("{}", list::list_text());
             Ok(exit::PASS)
         }
     }

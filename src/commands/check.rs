@@ -8,12 +8,14 @@ use crate::suite::load;
 pub fn cmd_check(suite: &str, simulate: Option<String>) -> Result<u8> {
     let loaded = load::load(suite)?;
     let s = &loaded.suite;
-    println!(
+    crate::outln!(
         "suite {} ({}), sha256 {}",
-        s.name, loaded.origin, loaded.sha256
+        s.name,
+        loaded.origin,
+        loaded.sha256
     );
     if loaded.chain.len() > 1 {
-        println!(
+        crate::outln!(
             "extends: {}",
             loaded
                 .chain
@@ -24,7 +26,7 @@ pub fn cmd_check(suite: &str, simulate: Option<String>) -> Result<u8> {
                 .join(" -> ")
         );
     }
-    println!("valid.");
+    crate::outln!("valid.");
     // Expand against a node: the simulated one if given, else the suite's own expectations.
     let simulated = simulate.is_some();
     let inv = match simulate {
@@ -34,7 +36,7 @@ pub fn cmd_check(suite: &str, simulate: Option<String>) -> Result<u8> {
         }
         None => expected_inventory(s),
     };
-    println!("plan on {} ({}):", inv.hostname, inv.summary());
+    crate::outln!("plan on {} ({}):", inv.hostname, inv.summary());
     let ctx = crate::checks::Ctx {
         suite: s,
         inventory: &inv,
@@ -44,12 +46,12 @@ pub fn cmd_check(suite: &str, simulate: Option<String>) -> Result<u8> {
     for (i, c) in crate::checks::from_suite(&loaded).iter().enumerate() {
         match c.plan(&ctx) {
             Ok(lines) => {
-                println!("  {}. {} [{}]", i + 1, c.title(), c.id());
+                crate::outln!("  {}. {} [{}]", i + 1, c.title(), c.id());
                 for l in lines {
-                    println!("       {l}");
+                    crate::outln!("       {l}");
                 }
             }
-            Err(why) => println!(
+            Err(why) => crate::outln!(
                 "  {}. {} [{}]: will be skipped: {why}",
                 i + 1,
                 c.title(),

@@ -20,8 +20,8 @@ pub fn cmd_diff(old: &Path, new: &Path, out: &Path, tolerance_pct: f64) -> Resul
     let r = crate::report::render_diff(&d).map_err(Error::Render)?;
     let dir = open_report_dir(out)?;
     write_files(&dir, [("diff.html", r.html), ("diff.md", r.markdown)])?;
-    print!("{}", diff_summary(&d));
-    println!(
+    crate::out!("{}", diff_summary(&d));
+    crate::outln!(
         "wrote {} and {}",
         out.join("diff.md").display(),
         out.join("diff.html").display()

@@ -29,7 +29,7 @@ pub fn cmd_inventory(
     if let (Some(_), false) = (as_suite, inv.lost_gpus.is_empty()) {
         // The suite would expect the broken shape, and its per-GPU lists would be shifted.
         let lost: Vec<String> = inv.lost_gpus.iter().map(|l| l.label()).collect();
-        eprintln!(
+        crate::errln!(
             "error: not freezing this node: {} fell off the bus, and a suite written now would \
              expect the node without it; reset or repair the GPU first (`nodecert inventory` \
              lists it)",
@@ -40,19 +40,19 @@ pub fn cmd_inventory(
     if let Some(path) = as_suite {
         let text = crate::suite::freeze::suite_from_inventory(&inv, simrec.is_some());
         if path == Path::new("-") {
-            print!("{text}");
+            crate::out!("{text}");
         } else {
             crate::fsio::write::replace(path, text.as_bytes()).map_err(|e| Error::Write {
                 path: path.to_path_buf(),
                 source: e,
             })?;
-            println!("wrote a suite that expects this node: {}", path.display());
+            crate::outln!("wrote a suite that expects this node: {}", path.display());
         }
     } else if json {
         let v = serde_json::json!({ "simulated": simrec.is_some(), "inventory": inv });
-        println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        crate::outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
     } else {
-        print!("{}", crate::inventory_text::render(&inv, simrec.is_some()));
+        crate::out!("{}", crate::inventory_text::render(&inv, simrec.is_some()));
     }
     Ok(exit::PASS)
 }

@@ -13,14 +13,14 @@ pub fn cmd_keygen(out: &Path, comment: &str) -> Result<u8> {
         DEFAULT_SIGNER
     };
     let line = sign::allowed_signers_line(&info.public_key, identity).map_err(sign_error)?;
-    println!(
+    crate::outln!(
         "wrote {} (private key, mode 0600; keep it secret) and {}",
         info.private_key.display(),
         info.public_key.display()
     );
-    println!("fingerprint: {}", info.fingerprint);
-    println!("allowed_signers line:\n  {line}");
-    println!(
+    crate::outln!("fingerprint: {}", info.fingerprint);
+    crate::outln!("allowed_signers line:\n  {line}");
+    crate::outln!(
         "sign a run with: nodecert run ... --sign-key {}",
         info.private_key.display()
     );

@@ -32,16 +32,16 @@ pub fn cmd_render(
     let (_, ev) = read_evidence(evidence)?;
     let dir = open_report_dir(&out)?;
     write_reports(&ev, &dir, templates, &Default::default())?;
-    println!(
+    crate::outln!(
         "rendered {} and {}",
         out.join("report.html").display(),
         out.join("report.md").display()
     );
     for p in export.write(&ev)? {
-        println!("wrote {}", p.display());
+        crate::outln!("wrote {}", p.display());
     }
     if let Some(t) = ev.shortfall_text() {
-        eprintln!("{}: {t}", ev.assess().label());
+        crate::errln!("{}: {t}", ev.assess().label());
     }
     // As the run itself exits: a re-rendered failure or incomplete run is still one.
     Ok(exit_for(&ev))

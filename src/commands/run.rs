@@ -88,7 +88,7 @@ pub fn cmd_run(
     let mut console = crate::console::Console::new(quiet);
     let color = console.color();
     if !quiet {
-        eprintln!(
+        crate::errln!(
             "nodecert {}: suite {} on {} ({}){}",
             env!("CARGO_PKG_VERSION"),
             crate::console::visible(&loaded.suite.name),
@@ -120,7 +120,7 @@ pub fn cmd_run(
     };
     let exported = export.write(&ev)?;
     if quiet {
-        println!(
+        crate::outln!(
             "{}: {} ({})",
             ev.assess().label(),
             crate::console::visible(&ev.suite.name),
@@ -131,21 +131,21 @@ pub fn cmd_run(
             }
         );
     } else {
-        print!("{}", crate::console::summary(&ev, color));
-        println!("evidence and reports in {}", out.display());
+        crate::out!("{}", crate::console::summary(&ev, color));
+        crate::outln!("evidence and reports in {}", out.display());
         for p in exported {
-            println!("wrote {}", p.display());
+            crate::outln!("wrote {}", p.display());
         }
     }
     if let (Some(s), Some(info)) = (signer, signed) {
         let text = s.signed_text(out, &info, ev.simulated);
         match quiet {
-            true => println!("{}", text.lines().next().unwrap_or_default()),
-            false => print!("{text}"),
+            true => crate::outln!("{}", text.lines().next().unwrap_or_default()),
+            false => crate::out!("{text}"),
         }
     }
     if let Some(v) = refused {
-        eprintln!(
+        crate::errln!(
             "error: not signed: {}; sign it anyway with `nodecert sign {} --key KEY --allow-incomplete`",
             ev.shortfall_text().unwrap_or_else(|| v.words().into()),
             out.display()

@@ -30,7 +30,7 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
             });
         }
         if dir.join(sign::MANIFEST_FILE).exists() {
-            eprintln!(
+            crate::errln!(
                 "warning: {} is already signed, so its reports cannot be rendered again: their \
                  title may not say that this run is {}",
                 dir.display(),
@@ -49,6 +49,6 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
         .and_then(|b| String::from_utf8(b).ok())
         .and_then(|t| sign::Manifest::parse(&t).ok())
         .is_some_and(|m| m.simulated);
-    print!("{}", signer.signed_text(dir, &info, simulated));
+    crate::out!("{}", signer.signed_text(dir, &info, simulated));
     Ok(exit::PASS)
 }

@@ -16,25 +16,25 @@ pub fn cmd_verify(dir: &Path, allowed: Option<PathBuf>, pubkey: Option<PathBuf>)
     };
     let untrusted = matches!(trust, sign::Trust::Untrusted);
     let r = sign::verify_dir(dir, &trust).map_err(sign_error)?;
-    print!("{r}");
+    crate::out!("{r}");
     let sim = if r.simulated == Some(true) {
         " (SIMULATED RESULTS: not a certification of real hardware)"
     } else {
         ""
     };
     if r.ok() {
-        println!("VERIFIED{sim}");
+        crate::outln!("VERIFIED{sim}");
         return Ok(exit::PASS);
     }
-    println!("NOT VERIFIED{sim}");
+    crate::outln!("NOT VERIFIED{sim}");
     let why = if r.problems.is_empty() {
         "see above".to_string()
     } else {
         r.problems.join("; ")
     };
-    eprintln!("error: verification failed: {why}");
+    crate::errln!("error: verification failed: {why}");
     if untrusted {
-        eprintln!("hint: say whom you trust with --allowed-signers FILE or --pubkey KEY.pub");
+        crate::errln!("hint: say whom you trust with --allowed-signers FILE or --pubkey KEY.pub");
     }
     Ok(exit::VERIFY_FAILED)
 }
