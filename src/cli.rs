@@ -9,15 +9,15 @@ use std::path::PathBuf;
 
 pub use crate::commands::diff::diff_summary;
 pub use crate::commands::list::list_text;
-pub use crate::commands::output::write_reports;
 pub use crate::commands::{environment, exit_for};
 
 const EXIT_CODES: &str = "\
 Exit codes:
   0  every check passed (warnings and skips allowed)
   1  a check failed
-  2  invalid input: suite, node description, flags or evidence
-  3  the node could not be tested: no driver, no GPU, a hardware or runtime error
+  2  invalid input: suite, node description, flags, evidence or report templates
+  3  the node could not be tested: no driver, no GPU, a hardware or runtime error;
+     also output that could not be written (a full disk)
   4  a signature or digest did not verify
   5  incomplete run: promised checks never ran (also: sign refused it)
   6  nothing judged: every check was skipped (also: sign refused it)

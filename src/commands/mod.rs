@@ -17,6 +17,7 @@ use crate::backend::sim::{self, Fault, SimBackend};
 use crate::backend::Backend;
 use crate::error::{Error, InputError, Result};
 use crate::evidence::{Environment, Evidence, SimulationRecord};
+use crate::suite::load;
 use std::path::{Path, PathBuf};
 
 /// The backend: simulated when asked, else the real node.
@@ -91,4 +92,26 @@ pub(crate) fn read_evidence(p: &Path) -> Result<(PathBuf, Evidence)> {
     let path = Evidence::path_in(p);
     let ev = Evidence::read(&path).map_err(|e| Error::Input(InputError::Other(e)))?;
     Ok((path, ev))
+}
+
+/// A tiny evidence used to try user templates before a run.
+pub(crate) fn sample_evidence_for_templates() -> Evidence {
+    let loaded = load::load("h200-vm-1").expect("embedded suite loads");
+    let mut b = SimBackend::new(
+        sim::load_node("h200-vm-1").expect("embedded node loads"),
+        vec![],
+        1,
+    )
+    .expect("valid");
+    let inv = b.inventory().expect("simulated inventory");
+    // Recorded like any simulated run: an embedded template the user's folder does not override
+    // reads `ev.simulation` whenever the evidence is simulated.
+    let rec = SimulationRecord {
+        node: "h200-vm-1".into(),
+        seed: 1,
+        faults: vec![],
+    };
+    let ev = crate::runner::new_evidence(&loaded, &b, inv, Some(rec), Environment::default());
+    crate::runner::run(&loaded, &mut b, ev, None, &mut crate::runner::Silent)
+        .expect("no io without a path")
 }

@@ -5,6 +5,7 @@ use crate::cli::ExportArgs;
 use crate::error::{Error, InputError, Result};
 use crate::evidence::Evidence;
 use crate::fsio::write::{Dir, LockedDir};
+use crate::report::Templates;
 use crate::sign;
 use std::path::{Path, PathBuf};
 
@@ -111,14 +112,46 @@ impl ExportArgs {
     }
 }
 
+/// The report files a report folder holds beside its evidence.
+pub const REPORT_FILES: [&str; 2] = ["report.html", "report.md"];
+
+/// Render the reports of `ev` and write them into `dir`. A template that fails is invalid
+/// input (exit 2), named with its file, line and column.
 pub fn write_reports(
     ev: &Evidence,
     dir: &Dir,
-    templates: Option<&Path>,
+    templates: &Templates,
     signing: &crate::report::Signing,
 ) -> Result<()> {
-    let r = crate::report::render(ev, templates, signing).map_err(Error::Render)?;
-    write_files(dir, [("report.html", r.html), ("report.md", r.markdown)])
+    let r = templates.render(ev, signing).map_err(InputError::from)?;
+    write_rendered(dir, r)
+}
+
+/// Write rendered reports into `dir`.
+pub fn write_rendered(dir: &Dir, r: crate::report::Rendered) -> Result<()> {
+    let [html, md] = REPORT_FILES;
+    write_files(dir, [(html, r.html), (md, r.markdown)])
+}
+
+/// Read and parse the report templates (`--templates DIR`, or the embedded ones); with a
+/// folder, also render them once against a sample evidence (with a signature when `signed`),
+/// so that a template that reads a field evidence does not have fails now, not after a run.
+pub fn load_templates(dir: Option<&Path>, signed: bool) -> Result<Templates> {
+    let t = Templates::load(dir).map_err(InputError::from)?;
+    if t.any_user() {
+        let signing = match signed {
+            true => crate::report::Signing {
+                fingerprint: Some("SHA256:sample".into()),
+                evidence_sha256: Some("0".repeat(64)),
+                verify_command: Some("ssh-keygen -Y verify ...".into()),
+                signed_as: None,
+            },
+            false => Default::default(),
+        };
+        t.render(&super::sample_evidence_for_templates(), &signing)
+            .map_err(InputError::from)?;
+    }
+    Ok(t)
 }
 
 /// Write each (name, body) into `dir`.

@@ -1,6 +1,6 @@
 //! `nodecert render`: the reports again, from an evidence file.
 
-use super::output::{open_report_dir, write_reports};
+use super::output::{load_templates, open_report_dir, write_reports};
 use super::{exit_for, read_evidence};
 use crate::cli::ExportArgs;
 use crate::error::{InputError, Result};
@@ -29,9 +29,10 @@ pub fn cmd_render(
         .into());
     }
     export.check(&out, Some(&path))?;
+    let pages = load_templates(templates, false)?;
     let (_, ev) = read_evidence(evidence)?;
     let dir = open_report_dir(&out)?;
-    write_reports(&ev, &dir, templates, &Default::default())?;
+    write_reports(&ev, &dir, &pages, &Default::default())?;
     crate::outln!(
         "rendered {} and {}",
         out.join("report.html").display(),

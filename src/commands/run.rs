@@ -1,13 +1,11 @@
 //! `nodecert run`: measure the node against a suite, write evidence and reports, sign.
 
-use super::output::{open_report_dir, write_reports};
+use super::output::{load_templates, open_report_dir, write_rendered, REPORT_FILES};
 use super::signer::Signer;
 use super::{backend, environment, exit_for};
-use crate::backend::sim::{self, SimBackend};
-use crate::backend::Backend;
 use crate::cli::ExportArgs;
 use crate::error::{Error, InputError, Result};
-use crate::evidence::{Environment, Evidence, SimulationRecord};
+use crate::evidence::Evidence;
 use crate::sign;
 use crate::suite::load::{self, LoadedSuite};
 use std::path::Path;
@@ -64,15 +62,8 @@ pub fn cmd_run(
         None => None,
     };
     export.check(out, None)?;
-    if let Some(t) = templates {
-        // Fail early on broken templates rather than after a long run.
-        crate::report::render(
-            &sample_evidence_for_templates(),
-            Some(t),
-            &Default::default(),
-        )
-        .map_err(Error::Render)?;
-    }
+    // Fail on a broken template now rather than after a long run.
+    let pages = load_templates(templates, signer.is_some())?;
     let (mut b, simrec) = backend(simulate.as_deref(), &inject, seed)?;
     let inv = b.inventory()?;
     let loaded = match (pre_loaded, &simrec) {
@@ -113,7 +104,33 @@ pub fn cmd_run(
         Some(s) => s.signing(out, &ev)?,
         None => Default::default(),
     };
-    write_reports(&ev, &dir, templates, &signing)?;
+    let rendered = match pages.render(&ev, &signing) {
+        Ok(r) => r,
+        Err(e) => {
+            // The run is complete and its evidence saved; only its pages are missing.
+            for name in REPORT_FILES {
+                dir.remove(name.as_ref()).map_err(|source| Error::Write {
+                    path: out.join(name),
+                    source,
+                })?;
+            }
+            let exported = export.write(&ev)?;
+            if !quiet {
+                crate::out!("{}", crate::console::summary(&ev, color));
+                for p in exported {
+                    crate::outln!("wrote {}", p.display());
+                }
+            }
+            return Err(not_rendered(
+                e,
+                &ev,
+                out,
+                templates,
+                signer.map(|s| s.key()),
+            ));
+        }
+    };
+    write_rendered(&dir, rendered)?;
     let signed = match signer {
         Some(s) => Some(s.sign(out)?),
         None => None,
@@ -154,24 +171,44 @@ pub fn cmd_run(
     Ok(exit_for(&ev))
 }
 
-/// A tiny evidence used to try user templates before a run.
-fn sample_evidence_for_templates() -> Evidence {
-    let loaded = load::load("h200-vm-1").expect("embedded suite loads");
-    let mut b = SimBackend::new(
-        sim::load_node("h200-vm-1").expect("embedded node loads"),
-        vec![],
-        1,
-    )
-    .expect("valid");
-    let inv = b.inventory().expect("simulated inventory");
-    // Recorded like any simulated run: an embedded template the user's folder does not override
-    // reads `ev.simulation` whenever the evidence is simulated.
-    let rec = SimulationRecord {
-        node: "h200-vm-1".into(),
-        seed: 1,
-        faults: vec![],
+/// A complete run whose reports could not be rendered: what is kept, what is not, and the
+/// commands that finish the job once the template is fixed. Exit 2: the template is the input
+/// that is wrong; the node's verdict is in the evidence and on the console.
+fn not_rendered(
+    e: crate::report::TemplateError,
+    ev: &Evidence,
+    out: &Path,
+    templates: Option<&Path>,
+    key: Option<&Path>,
+) -> Error {
+    let evidence = out.join(crate::evidence::EVIDENCE_FILE);
+    let mut s =
+        format!(
+        "{e}\nthe run finished ({}) and its evidence is kept in {}, but its reports could not be \
+         rendered{}",
+        ev.assess().label(),
+        evidence.display(),
+        if key.is_some() { ", so it was not signed" } else { "" }
+    );
+    let with = match templates {
+        Some(t) => format!(" --templates {}", t.display()),
+        None => String::new(),
     };
-    let ev = crate::runner::new_evidence(&loaded, &b, inv, Some(rec), Environment::default());
-    crate::runner::run(&loaded, &mut b, ev, None, &mut crate::runner::Silent)
-        .expect("no io without a path")
+    s.push_str(&format!(
+        ";{} then render them with:\n  nodecert render {}{with}",
+        if e.user {
+            " fix the template,"
+        } else {
+            " (nodecert's own template failed: please report it)"
+        },
+        evidence.display()
+    ));
+    if let Some(k) = key {
+        s.push_str(&format!(
+            "\nand sign with:\n  nodecert sign {} --key {}",
+            out.display(),
+            k.display()
+        ));
+    }
+    Error::Input(InputError::Other(s))
 }

@@ -39,7 +39,8 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
         } else {
             // The first signature: the reports are rendered again, titled "signed as ...".
             let signing = signer.signing(dir, &ev)?;
-            write_reports(&ev, &lock, None, &signing)?;
+            let pages = crate::report::Templates::load(None).map_err(InputError::from)?;
+            write_reports(&ev, &lock, &pages, &signing)?;
         }
     }
     let info = signer.sign(dir)?;

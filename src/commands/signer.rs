@@ -38,6 +38,11 @@ impl Signer {
     }
 
     /// What the reports say about the signature to come: key, evidence digest, verify command.
+    /// The private key's path.
+    pub fn key(&self) -> &Path {
+        &self.key
+    }
+
     pub fn signing(&self, out: &Path, ev: &Evidence) -> Result<crate::report::Signing> {
         let evidence = out.join(sign::EVIDENCE_FILE);
         let digest = sign::sha256_file(&evidence).map_err(|e| Error::Write {

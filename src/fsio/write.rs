@@ -253,6 +253,17 @@ impl Dir {
         Err(last.unwrap_or_else(|| io::Error::other("no free temp name")))
     }
 
+    /// Remove the file `name` here if it exists (a link is removed, never followed): a report
+    /// that no longer belongs to the evidence beside it.
+    pub fn remove(&self, name: &OsStr) -> io::Result<()> {
+        let c = cstr(name)?;
+        // SAFETY: valid fd and C string.
+        match cvt(unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), 0) }) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            r => r.map(|_| ()),
+        }
+    }
+
     fn unlink(&self, name: &std::ffi::CStr) {
         // SAFETY: valid fd and C string.
         unsafe { libc::unlinkat(self.fd.as_raw_fd(), name.as_ptr(), 0) };
