@@ -6,6 +6,7 @@ use crate::error::{exit, Result};
 use crate::suite::load;
 
 pub fn cmd_check(suite: &str, simulate: Option<String>) -> Result<u8> {
+    super::note_if_shadowed("suite", suite, load::embedded(suite).is_some());
     let loaded = load::load(suite)?;
     let s = &loaded.suite;
     crate::outln!(
@@ -31,6 +32,7 @@ pub fn cmd_check(suite: &str, simulate: Option<String>) -> Result<u8> {
     let simulated = simulate.is_some();
     let inv = match simulate {
         Some(spec) => {
+            super::note_if_shadowed("simulated node", &spec, super::is_embedded_node(&spec));
             let mut b = SimBackend::new(sim::load_node(&spec)?, vec![], 1)?;
             b.inventory()?
         }

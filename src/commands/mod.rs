@@ -28,6 +28,7 @@ pub(crate) fn backend(
 ) -> Result<(Box<dyn Backend>, Option<SimulationRecord>)> {
     match simulate {
         Some(spec) => {
+            note_if_shadowed("simulated node", spec, is_embedded_node(spec));
             let node = sim::load_node(spec)?;
             let faults: Vec<Fault> = inject
                 .iter()
@@ -114,4 +115,21 @@ pub(crate) fn sample_evidence_for_templates() -> Evidence {
     let ev = crate::runner::new_evidence(&loaded, &b, inv, Some(rec), Environment::default());
     crate::runner::run(&loaded, &mut b, ev, None, &mut crate::runner::Silent)
         .expect("no io without a path")
+}
+
+/// A bare name that names both an embedded suite (or simulated node) and a file or folder here
+/// takes the embedded one; say so, and how to name the file instead.
+pub(crate) fn note_if_shadowed(what: &str, spec: &str, embedded: bool) {
+    if embedded && Path::new(spec).symlink_metadata().is_ok() {
+        let spec = crate::console::visible(spec);
+        crate::errln!(
+            "note: {spec} is the embedded {what} of that name; for the file or folder {spec} \
+             here, write ./{spec}"
+        );
+    }
+}
+
+/// Whether `spec` is the name of an embedded simulated node.
+pub(crate) fn is_embedded_node(spec: &str) -> bool {
+    sim::EMBEDDED.iter().any(|(n, _)| *n == spec)
 }

@@ -58,7 +58,10 @@ pub fn cmd_run(
         .into());
     }
     let pre_loaded = match &suite {
-        Some(s) => Some(load::load(s)?),
+        Some(s) => {
+            super::note_if_shadowed("suite", s, load::embedded(s).is_some());
+            Some(load::load(s)?)
+        }
         None => None,
     };
     export.check(out, None)?;

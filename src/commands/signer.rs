@@ -110,7 +110,11 @@ pub(crate) fn sign_error(e: sign::SignError) -> Error {
             action,
             path,
             source,
-        } if !(action.starts_with("read") || action == "list") => Error::Write { path, source },
+        } if !(action.starts_with("read") || action == "list")
+            && source.kind() != std::io::ErrorKind::InvalidInput =>
+        {
+            Error::Write { path, source }
+        }
         S::NotSignable { .. } | S::Manifest { .. } | S::Evidence { .. } => {
             Error::Verify(e.to_string())
         }
