@@ -92,7 +92,7 @@ impl Observer for Console {
         if self.quiet {
             return;
         }
-        eprintln!(
+        crate::errln!(
             "[{}/{}] {:<32} {:>5}  {:.1}s",
             self.index + 1,
             self.total,

@@ -11,7 +11,7 @@ pub mod exit {
     pub const PASS: u8 = 0;
     /// At least one check failed, or reported an error while measuring.
     pub const CHECK_FAILED: u8 = 1;
-    /// Invalid input: suite, node description, flags or evidence.
+    /// Invalid input: suite, node description, flags, evidence or report templates.
     pub const INVALID_INPUT: u8 = 2;
     /// The node could not be tested: no driver, no GPU, a hardware or runtime error.
     pub const NODE_UNTESTABLE: u8 = 3;
@@ -86,6 +86,8 @@ pub enum Error {
         path: PathBuf,
         source: std::io::Error,
     },
+    /// Pages that could not be rendered from their templates (exit 2: a template, or evidence
+    /// too big to render within the templates' fuel, is the input at fault).
     #[error("{0}")]
     Render(String),
     #[error("{0}")]
@@ -106,7 +108,8 @@ impl Error {
         match self {
             Error::Input(_) => exit::INVALID_INPUT,
             Error::Hardware(_) => exit::NODE_UNTESTABLE,
-            Error::Write { .. } | Error::Render(_) => exit::NODE_UNTESTABLE,
+            Error::Render(_) => exit::INVALID_INPUT,
+            Error::Write { .. } => exit::NODE_UNTESTABLE,
             Error::Verify(_) => exit::VERIFY_FAILED,
             Error::Refused { code, .. } => *code,
         }

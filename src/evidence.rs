@@ -574,16 +574,7 @@ impl Evidence {
                 path.display()
             ));
         }
-        match v.get("format_version").and_then(|f| f.as_u64()) {
-            Some(x) if x as u32 <= FORMAT_VERSION && x >= 1 => {}
-            Some(x) => {
-                return Err(format!(
-                    "{}: evidence format_version {x} is newer than this nodecert reads ({FORMAT_VERSION}); use a newer nodecert",
-                    path.display()
-                ))
-            }
-            None => return Err(format!("{}: missing format_version", path.display())),
-        }
+        check_format_version(path, &text)?;
         let simulated = simulated_status(&v).map_err(|e| {
             format!(
                 "{}: invalid evidence: {e}; refusing a file whose records disagree",
@@ -632,6 +623,58 @@ fn parse(text: &str) -> Result<Evidence, String> {
     de.end()
         .map_err(|e| format!("{}:{}: invalid evidence: {e}", e.line(), e.column()))?;
     Ok(ev)
+}
+
+/// The evidence's `format_version`: a whole number from 1 to [`FORMAT_VERSION`]; anything else
+/// is refused with its line and column (read from the text, so serde_json knows where it is).
+fn check_format_version(path: &Path, text: &str) -> Result<(), String> {
+    struct Version;
+    impl<'de> serde::Deserialize<'de> for Version {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_any(Version)
+        }
+    }
+    impl serde::de::Visitor<'_> for Version {
+        type Value = Version;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            write!(f, "a whole number from 1 to {FORMAT_VERSION}")
+        }
+        fn visit_u64<E: serde::de::Error>(self, x: u64) -> Result<Version, E> {
+            match x {
+                0 => Err(E::custom("0 is not a version: evidence formats start at 1")),
+                x if x > u64::from(FORMAT_VERSION) => Err(E::custom(format!(
+                    "{x} is newer than this nodecert reads ({FORMAT_VERSION}); use a newer \
+                     nodecert"
+                ))),
+                _ => Ok(Version),
+            }
+        }
+    }
+    #[derive(serde::Deserialize)]
+    struct Header {
+        format_version: Option<Version>,
+    }
+    match serde_json::from_str::<Header>(text) {
+        Ok(Header {
+            format_version: Some(_),
+        }) => Ok(()),
+        Ok(Header {
+            format_version: None,
+        }) => Err(format!(
+            "{}: no format_version (every nodecert evidence file has one)",
+            path.display()
+        )),
+        Err(e) => Err(format!(
+            "{}:{}:{}: format_version: {}",
+            path.display(),
+            e.line(),
+            e.column(),
+            // serde_json appends " at line L column C"; the location leads instead.
+            e.to_string()
+                .rsplit_once(" at line ")
+                .map_or(e.to_string(), |(m, _)| m.to_string())
+        )),
+    }
 }
 
 /// Whether an evidence file's figures are simulated, from every record that says so: the

@@ -5,9 +5,13 @@
 //! [`evidence::Evidence`] -> rendered by [`report`] and exported (JUnit, Prometheus) by
 //! [`export`].
 
+// Printing goes through `stdio` (`out!`, `outln!`, `errln!`): the std macros panic on a full disk.
+#![cfg_attr(not(test), deny(clippy::print_stdout, clippy::print_stderr))]
+
 pub mod backend;
 pub mod checks;
 pub mod cli;
+pub mod commands;
 pub mod config;
 pub mod console;
 pub mod diff;
@@ -21,6 +25,7 @@ pub mod platform;
 pub mod report;
 pub mod runner;
 pub mod sign;
+pub mod stdio;
 pub mod suite;
 #[cfg(test)]
 pub(crate) mod testutil;

@@ -452,8 +452,8 @@ fn render_again_from_evidence_and_with_custom_templates() {
     env.cmd()
         .args(["run", "--simulate", "h200-vm-1", "--templates", "bad", "-q"])
         .assert()
-        .code(3)
-        .stderr(predicate::str::contains("report.html.j2:1"));
+        .code(2)
+        .stderr(predicate::str::contains("report.html.j2:1:"));
 }
 
 #[test]

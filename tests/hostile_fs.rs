@@ -305,9 +305,7 @@ fn a_fifo_as_suite_node_evidence_or_template_is_refused_without_hanging() {
     ];
     for args in cases {
         let o = env.cmd().args(args).timeout(QUICK).output().unwrap();
-        // Template errors still exit 3 (the templates family of issue 13 is not done yet).
-        let want = if args.contains(&"--templates") { 3 } else { 2 };
-        assert_eq!(o.status.code(), Some(want), "{args:?}: {}", stderr(&o));
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
         assert!(
             stderr(&o).contains("named pipe (FIFO)"),
             "{args:?}: {}",

@@ -56,7 +56,121 @@ fn link_refused(path: &Path) -> io::Error {
     )
 }
 
+/// The most symbolic links one path may pass through (the kernel's MAXSYMLINKS).
+const MAX_LINKS: usize = 40;
+
+fn is_trusted_owner(uid: libc::uid_t) -> bool {
+    // SAFETY: geteuid cannot fail.
+    uid == 0 || uid == unsafe { libc::geteuid() }
+}
+
 impl Dir {
+    /// Open an existing folder without letting another user's symbolic link redirect it: every
+    /// component is entered with O_NOFOLLOW; a link on the way is followed only when root or the
+    /// user running nodecert owns it (the system's own, such as /var/run, or the operator's), by
+    /// reading that very link (opened O_PATH, so it cannot be swapped between the owner check and
+    /// the read) and resolving its target the same way. A link owned by anyone else is refused:
+    /// whoever could plant it could point root's write anywhere.
+    pub fn open_trusted(path: &Path) -> io::Result<Dir> {
+        use std::collections::VecDeque;
+        use std::os::unix::ffi::OsStrExt;
+        let root = || open_dir_at(libc::AT_FDCWD, OsStr::new("/"), false);
+        let mut fd = if path.has_root() {
+            root()?
+        } else {
+            open_dir_at(libc::AT_FDCWD, OsStr::new("."), false)?
+        };
+        let mut pending: VecDeque<std::ffi::OsString> = path
+            .components()
+            .filter(|c| {
+                !matches!(
+                    c,
+                    std::path::Component::RootDir | std::path::Component::CurDir
+                )
+            })
+            .map(|c| c.as_os_str().to_os_string())
+            .collect();
+        let mut walked = PathBuf::new();
+        let mut links = 0;
+        while let Some(name) = pending.pop_front() {
+            walked.push(&name);
+            let e = match open_dir_at(fd.as_raw_fd(), &name, false) {
+                Ok(next) => {
+                    fd = next;
+                    continue;
+                }
+                Err(e) => e,
+            };
+            let c = cstr(&name)?;
+            // SAFETY: a valid fd and C string; the fd returned is owned below.
+            let lfd = match cvt(unsafe {
+                libc::openat(
+                    fd.as_raw_fd(),
+                    c.as_ptr(),
+                    libc::O_PATH | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+                )
+            }) {
+                Ok(l) => unsafe { OwnedFd::from_raw_fd(l) },
+                Err(_) => return Err(e),
+            };
+            // SAFETY: a valid fd and a zeroed stat buffer.
+            let mut st: libc::stat = unsafe { std::mem::zeroed() };
+            cvt(unsafe { libc::fstat(lfd.as_raw_fd(), &mut st) })?;
+            if st.st_mode & libc::S_IFMT != libc::S_IFLNK {
+                return Err(e);
+            }
+            if !is_trusted_owner(st.st_uid) {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{} is a symbolic link owned by another user (uid {}); nodecert follows \
+                         only links owned by root or by you on the way to a file it writes: \
+                         give the real folder",
+                        walked.display(),
+                        st.st_uid
+                    ),
+                ));
+            }
+            links += 1;
+            if links > MAX_LINKS {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{}: too many symbolic links", path.display()),
+                ));
+            }
+            let mut buf = vec![0u8; libc::PATH_MAX as usize];
+            // SAFETY: an O_PATH fd of the link itself, an empty path, a buffer of its length.
+            let n = unsafe {
+                libc::readlinkat(
+                    lfd.as_raw_fd(),
+                    c"".as_ptr(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                )
+            };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            buf.truncate(n as usize);
+            let target = Path::new(OsStr::from_bytes(&buf));
+            if target.has_root() {
+                fd = root()?;
+            }
+            for c in target.components().rev().filter(|c| {
+                !matches!(
+                    c,
+                    std::path::Component::RootDir | std::path::Component::CurDir
+                )
+            }) {
+                pending.push_front(c.as_os_str().to_os_string());
+            }
+        }
+        Ok(Dir {
+            fd,
+            path: path.to_path_buf(),
+        })
+    }
+
     /// Open an existing folder as given (links in it are the caller's choice).
     pub fn open(path: &Path) -> io::Result<Dir> {
         Ok(Dir {
@@ -253,6 +367,17 @@ impl Dir {
         Err(last.unwrap_or_else(|| io::Error::other("no free temp name")))
     }
 
+    /// Remove the file `name` here if it exists (a link is removed, never followed): a report
+    /// that no longer belongs to the evidence beside it.
+    pub fn remove(&self, name: &OsStr) -> io::Result<()> {
+        let c = cstr(name)?;
+        // SAFETY: valid fd and C string.
+        match cvt(unsafe { libc::unlinkat(self.fd.as_raw_fd(), c.as_ptr(), 0) }) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+            r => r.map(|_| ()),
+        }
+    }
+
     fn unlink(&self, name: &std::ffi::CStr) {
         // SAFETY: valid fd and C string.
         unsafe { libc::unlinkat(self.fd.as_raw_fd(), name.as_ptr(), 0) };
@@ -299,10 +424,11 @@ fn not_regular(path: &Path, mode: libc::mode_t) -> io::Error {
     )
 }
 
-/// Replace (or create) the regular file at `path` atomically. Its folder must exist.
+/// Replace (or create) the regular file at `path` atomically. Its folder must exist, and is
+/// reached through no link of another user ([`Dir::open_trusted`]).
 pub fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let (dir, name) = split(path)?;
-    Dir::open(dir)?.replace(name, bytes)
+    Dir::open_trusted(dir)?.replace(name, bytes)
 }
 
 /// [`replace`] for a file of a report folder: the folder itself (the last component of its
@@ -334,14 +460,14 @@ fn report_dir(dir: &Path) -> io::Result<Dir> {
 /// Create the file at `path`, which must not exist, with `mode`. Its folder must exist.
 pub fn create_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     let (dir, name) = split(path)?;
-    Dir::open(dir)?.create_new(name, bytes, mode)
+    Dir::open_trusted(dir)?.create_new(name, bytes, mode)
 }
 
 /// Whether a file can be written at `path`: its folder exists and the path is absent or a
 /// regular file. The error says why not, for a message before any work is done.
 pub fn check_target(path: &Path) -> io::Result<()> {
     let (dir, name) = split(path)?;
-    let d = Dir::open(dir).map_err(|e| match e.kind() {
+    let d = Dir::open_trusted(dir).map_err(|e| match e.kind() {
         io::ErrorKind::NotFound => io::Error::new(
             io::ErrorKind::NotFound,
             format!("folder {} does not exist", dir.display()),

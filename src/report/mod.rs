@@ -20,6 +20,7 @@ const EMBEDDED_DIFF_HTML: &str = include_str!("../../templates/diff.html.j2");
 const EMBEDDED_DIFF_MD: &str = include_str!("../../templates/diff.md.j2");
 
 /// The rendered pages.
+#[derive(Debug)]
 pub struct Rendered {
     pub html: String,
     pub markdown: String,
@@ -51,6 +52,9 @@ fn base_env() -> Environment<'static> {
         }
     });
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    // Errors point at their place (line and byte range), in release builds too.
+    env.set_debug(true);
+    env.set_fuel(Some(FUEL));
     if let Ok(syntax) = minijinja::syntax::SyntaxConfig::builder()
         .keep_trailing_newline(true)
         .build()
@@ -97,73 +101,204 @@ pub fn md_code(s: &str) -> String {
     crate::console::visible(s).replace('`', "'")
 }
 
-fn env(templates: Option<&Path>) -> Result<Environment<'static>, String> {
-    let mut env = base_env();
-    let mut html = EMBEDDED_HTML.to_string();
-    let mut md = EMBEDDED_MD.to_string();
-    if let Some(dir) = templates {
-        if !dir.is_dir() {
-            return Err(format!("--templates {}: not a folder", dir.display()));
-        }
-        let mut found = false;
-        for (name, slot) in [(HTML_TEMPLATE, &mut html), (MD_TEMPLATE, &mut md)] {
-            let p = dir.join(name);
-            if p.exists() {
-                *slot = crate::fsio::read::read_to_string(&p, crate::fsio::read::Kind::Template)
-                    .map_err(|e| format!("cannot read {}: {e}", p.display()))?;
-                found = true;
+/// The most work one page may take, in minijinja's fuel (about one instruction each). The real
+/// reports of an 8-GPU node with every pair and size and a fault on every check take under a
+/// tenth of it (`report::tests::fuel_*`); a template that loops without end, or nests loops over
+/// everything, stops here with an error instead of hanging the run.
+pub const FUEL: u64 = 10_000_000;
+
+/// A template that could not be read, parsed or rendered, and where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TemplateError {
+    /// The file: a path under `--templates`, or "embedded NAME".
+    pub file: String,
+    /// 1-based line and column, when minijinja knows them.
+    pub line: Option<usize>,
+    pub column: Option<usize>,
+    pub message: String,
+    /// Whether the template came from `--templates` (else it is one of nodecert's own).
+    pub user: bool,
+}
+
+impl std::fmt::Display for TemplateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.file)?;
+        if let Some(l) = self.line {
+            write!(f, ":{l}")?;
+            if let Some(c) = self.column {
+                write!(f, ":{c}")?;
             }
         }
-        if !found {
-            return Err(format!(
-                "--templates {}: neither {HTML_TEMPLATE} nor {MD_TEMPLATE} found there",
-                dir.display()
-            ));
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl From<TemplateError> for crate::error::InputError {
+    fn from(e: TemplateError) -> Self {
+        use crate::error::{InputError, Location};
+        match (e.line, e.column) {
+            (Some(line), Some(column)) => InputError::Located {
+                location: Location {
+                    file: e.file,
+                    line,
+                    column,
+                },
+                message: e.message,
+            },
+            _ => InputError::Other(e.to_string()),
         }
     }
-    env.add_template_owned(HTML_TEMPLATE, html)
-        .map_err(|e| template_error(&e))?;
-    env.add_template_owned(MD_TEMPLATE, md)
-        .map_err(|e| template_error(&e))?;
-    Ok(env)
+}
+
+/// One template's text and where it came from.
+struct Source {
+    name: &'static str,
+    file: String,
+    user: bool,
+    text: String,
+}
+
+/// The report templates, read and parsed: embedded, or from a `--templates` folder (either page
+/// may be left out there and stays the embedded one). Load them before a run, so that a broken
+/// template stops the run before it starts.
+pub struct Templates {
+    env: Environment<'static>,
+    sources: Vec<Source>,
+}
+
+impl Templates {
+    /// Read and parse the templates; `dir` is `--templates`.
+    pub fn load(dir: Option<&Path>) -> Result<Templates, TemplateError> {
+        let mut sources = vec![
+            Source {
+                name: HTML_TEMPLATE,
+                file: format!("embedded {HTML_TEMPLATE}"),
+                user: false,
+                text: EMBEDDED_HTML.to_string(),
+            },
+            Source {
+                name: MD_TEMPLATE,
+                file: format!("embedded {MD_TEMPLATE}"),
+                user: false,
+                text: EMBEDDED_MD.to_string(),
+            },
+        ];
+        if let Some(dir) = dir {
+            let refuse = |message: String| TemplateError {
+                file: format!("--templates {}", dir.display()),
+                line: None,
+                column: None,
+                message,
+                user: true,
+            };
+            if !dir.is_dir() {
+                return Err(refuse("not a folder".into()));
+            }
+            let mut found = false;
+            for s in &mut sources {
+                let p = dir.join(s.name);
+                if p.symlink_metadata().is_err() {
+                    continue;
+                }
+                s.text = crate::fsio::read::read_to_string(&p, crate::fsio::read::Kind::Template)
+                    .map_err(|e| TemplateError {
+                    file: p.display().to_string(),
+                    line: None,
+                    column: None,
+                    message: format!("cannot read it: {e}"),
+                    user: true,
+                })?;
+                s.file = p.display().to_string();
+                s.user = true;
+                found = true;
+            }
+            if !found {
+                return Err(refuse(format!(
+                    "neither {HTML_TEMPLATE} nor {MD_TEMPLATE} found there"
+                )));
+            }
+        }
+        let mut env = base_env();
+        for s in &sources {
+            env.add_template_owned(s.name, s.text.clone())
+                .map_err(|e| located(&e, &sources))?;
+        }
+        Ok(Templates { env, sources })
+    }
+
+    /// Whether a page comes from `--templates`.
+    pub fn any_user(&self) -> bool {
+        self.sources.iter().any(|s| s.user)
+    }
+
+    /// Render both pages from evidence.
+    pub fn render(&self, ev: &Evidence, signing: &Signing) -> Result<Rendered, TemplateError> {
+        let mut v = view::build(ev);
+        if let Some(s) = &signing.signed_as {
+            v.verdict = match v.verdict.strip_suffix(')') {
+                Some(head) if v.simulated => format!("{head}; {s})"),
+                _ => format!("{} ({s})", v.verdict),
+            };
+        }
+        let ctx = minijinja::context! {
+            ev => Value::from(Serde(ev)),
+            v => Value::from(Serde(&v)),
+            signing => Value::from(Serde(signing)),
+        };
+        let page = |name: &str| {
+            self.env
+                .get_template(name)
+                .and_then(|t| t.render(&ctx))
+                .map_err(|e| located(&e, &self.sources))
+        };
+        Ok(Rendered {
+            html: page(HTML_TEMPLATE)?,
+            markdown: page(MD_TEMPLATE)?,
+        })
+    }
+}
+
+/// A minijinja error as a [`TemplateError`]: the file it names, its line, and the column of
+/// the start of the byte range it points at.
+fn located(e: &minijinja::Error, sources: &[Source]) -> TemplateError {
+    let src = e.name().and_then(|n| sources.iter().find(|s| s.name == n));
+    let column = match (src, e.line(), e.range()) {
+        (Some(s), Some(_), Some(r)) => s.text.get(..r.start).map(|before| {
+            let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+            before[line_start..].chars().count() + 1
+        }),
+        _ => None,
+    };
+    let message = match e.detail() {
+        Some(d) => format!("{}: {d}", e.kind()),
+        None => e.kind().to_string(),
+    };
+    TemplateError {
+        file: src
+            .map(|s| s.file.clone())
+            .or_else(|| e.name().map(String::from))
+            .unwrap_or_else(|| "template".into()),
+        line: e.line(),
+        column,
+        message,
+        user: src.is_some_and(|s| s.user),
+    }
 }
 
 fn template_error(e: &minijinja::Error) -> String {
-    let mut s = format!("template error: {e}");
-    if let (Some(name), Some(line)) = (e.name(), e.line()) {
-        s = format!("{name}:{line}: {}", e.detail().unwrap_or(&e.to_string()));
-    }
-    s
+    located(e, &[]).to_string()
 }
 
-/// Render both pages from evidence.
+/// Render both pages from evidence, with the templates of `templates` (`--templates`) or the
+/// embedded ones.
 pub fn render(
     ev: &Evidence,
     templates: Option<&Path>,
     signing: &Signing,
 ) -> Result<Rendered, String> {
-    let env = env(templates)?;
-    let mut v = view::build(ev);
-    if let Some(s) = &signing.signed_as {
-        v.verdict = match v.verdict.strip_suffix(')') {
-            Some(head) if v.simulated => format!("{head}; {s})"),
-            _ => format!("{} ({s})", v.verdict),
-        };
-    }
-    let ctx = minijinja::context! {
-        ev => Value::from(Serde(ev)),
-        v => Value::from(Serde(&v)),
-        signing => Value::from(Serde(signing)),
-    };
-    let html = env
-        .get_template(HTML_TEMPLATE)
-        .and_then(|t| t.render(&ctx))
-        .map_err(|e| template_error(&e))?;
-    let markdown = env
-        .get_template(MD_TEMPLATE)
-        .and_then(|t| t.render(&ctx))
-        .map_err(|e| template_error(&e))?;
-    Ok(Rendered { html, markdown })
+    Templates::load(templates)
+        .and_then(|t| t.render(ev, signing))
+        .map_err(|e| e.to_string())
 }
 
 /// Render the comparison of two runs (`nodecert diff`) as HTML and Markdown.
@@ -183,4 +318,136 @@ pub fn render_diff(d: &crate::diff::Diff) -> Result<Rendered, String> {
         html: page(DIFF_HTML_TEMPLATE)?,
         markdown: page(DIFF_MD_TEMPLATE)?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::simulated;
+
+    impl Templates {
+        fn with_fuel(mut self, fuel: u64) -> Templates {
+            self.env.set_fuel(Some(fuel));
+            self
+        }
+    }
+
+    /// The biggest reports nodecert writes for a shipped node: 8 GPUs, every pair and size,
+    /// and a fault under every check, so that every findings list and table is full.
+    fn big_node() -> Evidence {
+        simulated(
+            "h200-sxm-8",
+            &[
+                "nvlink-down:gpu=2",
+                "slow-gpu-pair:gpu=1,peer=4",
+                "slow-gpu-pair:gpu=3,peer=6",
+                "slow-host-bandwidth:gpu=5",
+                "pcie-downtrained:gpu=7",
+                "slow-collective",
+                "ecc-uncorrectable:gpu=0",
+                "row-remap-pending:gpu=1",
+                "xid:gpu=2,code=79",
+                "thermal-throttle:gpu=3",
+                "corrupt-copy:gpu=4,peer=5",
+                "replica-mismatch:gpu=6",
+            ],
+        )
+    }
+
+    /// A `--templates` folder holding `report.md.j2` with `text`.
+    fn user_md(text: &str) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join(MD_TEMPLATE), text).unwrap();
+        d
+    }
+
+    #[test]
+    fn the_biggest_real_reports_take_under_a_hundredth_of_the_fuel() {
+        let ev = big_node();
+        let t = Templates::load(None).unwrap().with_fuel(FUEL / 100);
+        let r = t
+            .render(&ev, &Signing::default())
+            .expect("within a hundredth");
+        assert!(r.markdown.contains("GPU 7"));
+        // And the limit is real: far less fuel stops the same pages.
+        let t = Templates::load(None).unwrap().with_fuel(FUEL / 10_000);
+        let e = t.render(&ev, &Signing::default()).unwrap_err();
+        assert!(e.message.contains("fuel"), "{e}");
+    }
+
+    #[test]
+    fn a_user_template_that_reads_every_sample_takes_under_a_tenth_of_the_fuel() {
+        let d = user_md(
+            "{% for c in ev.checks %}{% for m in c.metrics %}{{ m.name }}\
+             {% for x in m.samples %} {{ x }}{% endfor %}\n{% endfor %}{% endfor %}",
+        );
+        let t = Templates::load(Some(d.path()))
+            .unwrap()
+            .with_fuel(FUEL / 10);
+        let r = t
+            .render(&big_node(), &Signing::default())
+            .expect("within a tenth");
+        assert!(r.markdown.lines().count() > 100);
+    }
+
+    #[test]
+    fn a_nested_loop_stops_on_fuel_with_its_place() {
+        let d = user_md(
+            "# {{ ev.suite.name }}\n{% for a in range(100000) %}{% for b in range(100000) %}\
+             {{ a }}{% endfor %}{% endfor %}",
+        );
+        let t = Templates::load(Some(d.path())).unwrap();
+        let started = std::time::Instant::now();
+        let e = t
+            .render(&simulated("h200-vm-1", &[]), &Signing::default())
+            .unwrap_err();
+        assert!(started.elapsed() < std::time::Duration::from_secs(60));
+        assert!(e.message.contains("ran out of fuel"), "{e}");
+        assert_eq!(e.file, d.path().join(MD_TEMPLATE).display().to_string());
+        assert_eq!(e.line, Some(2));
+        assert!(e.column.is_some(), "{e:?}");
+        assert!(e.user);
+    }
+
+    #[test]
+    fn a_syntax_error_names_file_line_and_column() {
+        let d = user_md("# report\nok {{ v.verdict }}\n  x {% if %}\n");
+        let e = Templates::load(Some(d.path())).err().expect("refused");
+        let file = d.path().join(MD_TEMPLATE).display().to_string();
+        assert_eq!(
+            (e.file.as_str(), e.line, e.column),
+            (file.as_str(), Some(3), Some(11))
+        );
+        assert!(e.message.starts_with("syntax error"), "{e}");
+        assert_eq!(e.to_string(), format!("{file}:3:11: {}", e.message));
+        // Located input: exit 2 with file, line and column.
+        let i = crate::error::InputError::from(e);
+        assert!(matches!(i, crate::error::InputError::Located { .. }), "{i}");
+    }
+
+    #[test]
+    fn an_undefined_value_is_found_on_evidence_with_its_column() {
+        let d = user_md("# report\n\u{e9}\u{e9} {{ ev.no_such_field }}\n");
+        let t = Templates::load(Some(d.path())).unwrap();
+        let e = t
+            .render(&simulated("h200-vm-1", &[]), &Signing::default())
+            .unwrap_err();
+        // Columns count characters, not bytes: "éé " is three.
+        assert_eq!((e.line, e.column), (Some(2), Some(7)), "{e}");
+        assert!(e.message.contains("undefined"), "{e}");
+    }
+
+    #[test]
+    fn a_missing_or_empty_templates_folder_is_refused_by_name() {
+        let d = tempfile::tempdir().unwrap();
+        let missing = d.path().join("nope");
+        let e = Templates::load(Some(&missing)).err().expect("refused");
+        assert_eq!(
+            e.to_string(),
+            format!("--templates {}: not a folder", missing.display())
+        );
+        let e = Templates::load(Some(d.path())).err().expect("refused");
+        assert!(e.message.contains("neither"), "{e}");
+        assert!(e.user && e.line.is_none());
+    }
 }

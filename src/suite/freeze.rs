@@ -122,10 +122,17 @@ fn node_table(inv: &Inventory) -> Table {
             ),
         );
     }
-    if let Some(d) = &inv.driver_version {
-        t["driver_min"] = value(d.clone());
-        comment_after(&mut t, "driver_min", "the driver found");
-    }
+    // Only a driver string the suite's validator reads as a version becomes driver_min: the
+    // frozen suite must load again, and the same node pass it.
+    let odd_driver = match &inv.driver_version {
+        Some(d) if super::parse_version(d).is_some() => {
+            t["driver_min"] = value(d.clone());
+            comment_after(&mut t, "driver_min", "the driver found");
+            None
+        }
+        Some(d) => Some(d),
+        None => None,
+    };
     let virt = match inv.virtualization.mode {
         VirtMode::BareMetal => "bare-metal",
         VirtMode::Passthrough => "passthrough",
@@ -133,6 +140,15 @@ fn node_table(inv: &Inventory) -> Table {
         VirtMode::Unknown => "any",
     };
     t["virtualization"] = value(virt);
+    if let Some(d) = odd_driver {
+        if let Some(mut k) = t.key_mut("virtualization") {
+            k.leaf_decor_mut().set_prefix(format!(
+                "# no driver_min: the driver reports {}, which is not a version nodecert \
+                 compares (e.g. \"550.54.15\")\n",
+                comment_text(&format!("{d:?}"))
+            ));
+        }
+    }
     if inv.virtualization.mode == VirtMode::Unknown {
         comment_before(
             &mut t,

@@ -51,14 +51,18 @@ pub fn embedded(name: &str) -> Option<&'static str> {
 }
 
 /// Load a suite given as a path or as the name of an embedded suite.
+///
+/// The name of an embedded suite is that suite, even when a file or folder of the same name is
+/// here (`run h200-vm-1 --out h200-vm-1` must not change what `run h200-vm-1` means): such a file
+/// is `./NAME`. Anything else is a path.
 pub fn load(spec: &str) -> Result<LoadedSuite, InputError> {
-    let src = if Path::new(spec).exists() || spec.ends_with(".toml") || spec.contains('/') {
-        read_source(Path::new(spec))?
-    } else if let Some(text) = embedded(spec) {
+    let src = if let Some(text) = embedded(spec) {
         Source {
             name: format!("embedded:{spec}"),
             text: text.to_string(),
         }
+    } else if Path::new(spec).exists() || spec.ends_with(".toml") || spec.contains('/') {
+        read_source(Path::new(spec))?
     } else {
         let names: Vec<&str> = EMBEDDED.iter().map(|(n, _)| *n).collect();
         return Err(InputError::Other(format!(

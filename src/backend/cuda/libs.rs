@@ -975,7 +975,7 @@ pub fn reexec_if_needed() {
         return;
     };
     if let Err(e) = make_link_dir(&dir, &links) {
-        eprintln!(
+        crate::errln!(
             "warning: cannot prepare library links in {}: {e}; continuing without them",
             dir.display()
         );
@@ -984,7 +984,7 @@ pub fn reexec_if_needed() {
     let exe = match std::env::current_exe() {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("warning: cannot re-execute to load libraries ({e}); continuing without");
+            crate::errln!("warning: cannot re-execute to load libraries ({e}); continuing without");
             return;
         }
     };
@@ -997,7 +997,7 @@ pub fn reexec_if_needed() {
         .env("LD_LIBRARY_PATH", &ld_library_path)
         .env(REEXEC_GUARD, &dir)
         .exec();
-    eprintln!(
+    crate::errln!(
         "warning: cannot re-execute {} to load libraries ({err}); continuing without",
         exe.display()
     );

@@ -1,0 +1,92 @@
+//! `nodecert check`: validate a suite and print the plan it expands to.
+
+use crate::backend::sim::{self, SimBackend};
+use crate::backend::Backend;
+use crate::error::{exit, Result};
+use crate::suite::load;
+
+pub fn cmd_check(suite: &str, simulate: Option<String>) -> Result<u8> {
+    super::note_if_shadowed("suite", suite, load::embedded(suite).is_some());
+    let loaded = load::load(suite)?;
+    let s = &loaded.suite;
+    crate::outln!(
+        "suite {} ({}), sha256 {}",
+        s.name,
+        loaded.origin,
+        loaded.sha256
+    );
+    if loaded.chain.len() > 1 {
+        crate::outln!(
+            "extends: {}",
+            loaded
+                .chain
+                .iter()
+                .skip(1)
+                .map(|c| c.name.clone())
+                .collect::<Vec<_>>()
+                .join(" -> ")
+        );
+    }
+    crate::outln!("valid.");
+    // Expand against a node: the simulated one if given, else the suite's own expectations.
+    let simulated = simulate.is_some();
+    let inv = match simulate {
+        Some(spec) => {
+            super::note_if_shadowed("simulated node", &spec, super::is_embedded_node(&spec));
+            let mut b = SimBackend::new(sim::load_node(&spec)?, vec![], 1)?;
+            b.inventory()?
+        }
+        None => expected_inventory(s),
+    };
+    crate::outln!("plan on {} ({}):", inv.hostname, inv.summary());
+    let ctx = crate::checks::Ctx {
+        suite: s,
+        inventory: &inv,
+        earlier: &[],
+        simulated,
+    };
+    for (i, c) in crate::checks::from_suite(&loaded).iter().enumerate() {
+        match c.plan(&ctx) {
+            Ok(lines) => {
+                crate::outln!("  {}. {} [{}]", i + 1, c.title(), c.id());
+                for l in lines {
+                    crate::outln!("       {l}");
+                }
+            }
+            Err(why) => crate::outln!(
+                "  {}. {} [{}]: will be skipped: {why}",
+                i + 1,
+                c.title(),
+                c.id()
+            ),
+        }
+    }
+    Ok(exit::PASS)
+}
+
+/// A node shaped as the suite expects, for `check` without a node.
+fn expected_inventory(s: &crate::suite::Suite) -> crate::inventory::Inventory {
+    let n = s.node.gpu_count.unwrap_or(1);
+    let gpus = (0..n)
+        .map(|i| crate::inventory::Gpu {
+            index: i,
+            name: s.node.gpu_model.clone().unwrap_or_else(|| "GPU".into()),
+            ..Default::default()
+        })
+        .collect();
+    let pairs = (0..n)
+        .flat_map(|a| ((a + 1)..n).map(move |b| (a, b)))
+        .map(|(a, b)| crate::inventory::GpuPair {
+            a,
+            b,
+            nvlinks: s.topology.expected_links(a, b).unwrap_or(0),
+            ..Default::default()
+        })
+        .collect();
+    crate::inventory::Inventory {
+        hostname: "the expected node".into(),
+        gpus,
+        pairs,
+        ..Default::default()
+    }
+}

@@ -1,0 +1,58 @@
+//! `nodecert inventory`: what the node is, as text, JSON, or a suite that freezes it.
+
+use super::backend;
+use crate::error::{exit, Error, InputError, Result};
+use std::path::Path;
+
+pub fn cmd_inventory(
+    simulate: Option<String>,
+    json: bool,
+    as_suite: Option<&Path>,
+    force: bool,
+) -> Result<u8> {
+    if let Some(path) = as_suite.filter(|p| *p != Path::new("-")) {
+        let refuse = |why: String| -> Result<u8> {
+            Err(InputError::Other(format!("--as-suite {}: {why}", path.display())).into())
+        };
+        if let Err(why) = crate::fsio::write::check_target(path) {
+            return refuse(why.to_string());
+        }
+        if path.symlink_metadata().is_ok() && !force {
+            return refuse(
+                "exists; a frozen suite is never replaced silently: add --force to replace it"
+                    .into(),
+            );
+        }
+    }
+    let (mut b, simrec) = backend(simulate.as_deref(), &[], 1)?;
+    let inv = b.inventory()?;
+    if let (Some(_), false) = (as_suite, inv.lost_gpus.is_empty()) {
+        // The suite would expect the broken shape, and its per-GPU lists would be shifted.
+        let lost: Vec<String> = inv.lost_gpus.iter().map(|l| l.label()).collect();
+        crate::errln!(
+            "error: not freezing this node: {} fell off the bus, and a suite written now would \
+             expect the node without it; reset or repair the GPU first (`nodecert inventory` \
+             lists it)",
+            lost.join(", ")
+        );
+        return Ok(exit::CHECK_FAILED);
+    }
+    if let Some(path) = as_suite {
+        let text = crate::suite::freeze::suite_from_inventory(&inv, simrec.is_some());
+        if path == Path::new("-") {
+            crate::out!("{text}");
+        } else {
+            crate::fsio::write::replace(path, text.as_bytes()).map_err(|e| Error::Write {
+                path: path.to_path_buf(),
+                source: e,
+            })?;
+            crate::outln!("wrote a suite that expects this node: {}", path.display());
+        }
+    } else if json {
+        let v = serde_json::json!({ "simulated": simrec.is_some(), "inventory": inv });
+        crate::outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+    } else {
+        crate::out!("{}", crate::inventory_text::render(&inv, simrec.is_some()));
+    }
+    Ok(exit::PASS)
+}

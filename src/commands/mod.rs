@@ -1,0 +1,135 @@
+//! What each command does, one module per command; `cli` only parses and dispatches. Helpers
+//! that several commands share live here and in [`output`].
+
+pub mod check;
+pub mod diff;
+pub mod inventory;
+pub mod keygen;
+pub mod list;
+pub mod output;
+pub mod render;
+pub mod run;
+pub mod sign;
+pub mod signer;
+pub mod verify;
+
+use crate::backend::sim::{self, Fault, SimBackend};
+use crate::backend::Backend;
+use crate::error::{Error, InputError, Result};
+use crate::evidence::{Environment, Evidence, SimulationRecord};
+use crate::suite::load;
+use std::path::{Path, PathBuf};
+
+/// The backend: simulated when asked, else the real node.
+pub(crate) fn backend(
+    simulate: Option<&str>,
+    inject: &[String],
+    seed: u64,
+) -> Result<(Box<dyn Backend>, Option<SimulationRecord>)> {
+    match simulate {
+        Some(spec) => {
+            note_if_shadowed("simulated node", spec, is_embedded_node(spec));
+            let node = sim::load_node(spec)?;
+            let faults: Vec<Fault> = inject
+                .iter()
+                .map(|s| {
+                    Fault::parse(s)
+                        .map_err(|e| Error::Input(InputError::Other(format!("--inject {e}"))))
+                })
+                .collect::<Result<_>>()?;
+            let b = SimBackend::new(node, faults, seed)?;
+            let rec = SimulationRecord {
+                node: b.node().name.clone(),
+                seed,
+                faults: b.faults().iter().map(Fault::label).collect(),
+            };
+            Ok((Box::new(b), Some(rec)))
+        }
+        None => {
+            // cudarc loads libraries by names that pip wheels and runtime packages may lack:
+            // re-execute once with links to the versioned files found (see backend::cuda::libs).
+            crate::backend::cuda::libs::reexec_if_needed();
+            Ok((crate::backend::real::open()?, None))
+        }
+    }
+}
+
+pub fn environment(args: &[String]) -> Environment {
+    let os = std::fs::read_to_string("/etc/os-release")
+        .ok()
+        .and_then(|t| {
+            t.lines().find_map(|l| {
+                l.strip_prefix("PRETTY_NAME=")
+                    .map(|v| v.trim_matches('"').to_string())
+            })
+        })
+        .unwrap_or_else(|| std::env::consts::OS.to_string());
+    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .ok()
+        .map(|s| s.trim().to_string());
+    let cpu_model = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|t| {
+        t.lines().find_map(|l| {
+            l.strip_prefix("model name")
+                .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())
+        })
+    });
+    Environment {
+        os,
+        kernel,
+        cpu_model,
+        command_line: args.to_vec(),
+    }
+}
+
+/// The exit code of the run's verdict: 3 when a measurement failed (the node could not be
+/// tested), else 1 on any failure, else 5 when the run did not finish, 6 when nothing was
+/// judged, 0 on a pass.
+pub fn exit_for(ev: &Evidence) -> u8 {
+    ev.assess().exit_code()
+}
+
+/// Read evidence given as a file or as a report folder holding evidence.json.
+pub(crate) fn read_evidence(p: &Path) -> Result<(PathBuf, Evidence)> {
+    let path = Evidence::path_in(p);
+    let ev = Evidence::read(&path).map_err(|e| Error::Input(InputError::Other(e)))?;
+    Ok((path, ev))
+}
+
+/// A tiny evidence used to try user templates before a run.
+pub(crate) fn sample_evidence_for_templates() -> Evidence {
+    let loaded = load::load("h200-vm-1").expect("embedded suite loads");
+    let mut b = SimBackend::new(
+        sim::load_node("h200-vm-1").expect("embedded node loads"),
+        vec![],
+        1,
+    )
+    .expect("valid");
+    let inv = b.inventory().expect("simulated inventory");
+    // Recorded like any simulated run: an embedded template the user's folder does not override
+    // reads `ev.simulation` whenever the evidence is simulated.
+    let rec = SimulationRecord {
+        node: "h200-vm-1".into(),
+        seed: 1,
+        faults: vec![],
+    };
+    let ev = crate::runner::new_evidence(&loaded, &b, inv, Some(rec), Environment::default());
+    crate::runner::run(&loaded, &mut b, ev, None, &mut crate::runner::Silent)
+        .expect("no io without a path")
+}
+
+/// A bare name that names both an embedded suite (or simulated node) and a file or folder here
+/// takes the embedded one; say so, and how to name the file instead.
+pub(crate) fn note_if_shadowed(what: &str, spec: &str, embedded: bool) {
+    if embedded && Path::new(spec).symlink_metadata().is_ok() {
+        let spec = crate::console::visible(spec);
+        crate::errln!(
+            "note: {spec} is the embedded {what} of that name; for the file or folder {spec} \
+             here, write ./{spec}"
+        );
+    }
+}
+
+/// Whether `spec` is the name of an embedded simulated node.
+pub(crate) fn is_embedded_node(spec: &str) -> bool {
+    sim::EMBEDDED.iter().any(|(n, _)| *n == spec)
+}

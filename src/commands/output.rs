@@ -1,0 +1,210 @@
+//! Writing what commands produce: report folders (created, locked, never a signed one), the
+//! reports in them, and the exports beside them (--junit, --prometheus).
+
+use crate::cli::ExportArgs;
+use crate::error::{Error, InputError, Result};
+use crate::evidence::Evidence;
+use crate::fsio::write::{Dir, LockedDir};
+use crate::report::Templates;
+use crate::sign;
+use std::path::{Path, PathBuf};
+
+impl ExportArgs {
+    pub(crate) fn outputs(&self) -> Vec<(&Path, Box<dyn crate::export::Exporter>)> {
+        let mut v: Vec<(&Path, Box<dyn crate::export::Exporter>)> = Vec::new();
+        if let Some(p) = &self.junit {
+            v.push((p, Box::new(crate::export::junit::Junit)));
+        }
+        if let Some(p) = &self.prometheus {
+            v.push((p, Box::new(crate::export::prometheus::Prometheus)));
+        }
+        v
+    }
+
+    /// Fail before a long run when an output could not or must not be written: its folder must
+    /// exist and the target be absent or a regular file; it must not be one of the files of the
+    /// report folder `out` or the evidence read (`reading`); without --force, it must not be in a
+    /// signed folder nor replace a file that is not an earlier output of its kind.
+    pub(crate) fn check(&self, out: &Path, reading: Option<&Path>) -> Result<()> {
+        let refuse = |flag: &str, path: &Path, why: String| -> Result<()> {
+            Err(Error::Input(InputError::Other(format!(
+                "{flag} {}: {why}",
+                path.display()
+            ))))
+        };
+        for (path, e) in self.outputs() {
+            let flag = e.flag();
+            if let Err(why) = crate::fsio::write::check_target(path) {
+                return refuse(flag, path, why.to_string());
+            }
+            let dir = path
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            let name = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .unwrap_or_default();
+            let own = sign::DEFAULT_FILES.contains(&name) || name.starts_with(sign::MANIFEST_FILE);
+            if own && crate::fsio::write::same_dir(dir, out) {
+                return refuse(
+                    flag,
+                    path,
+                    format!(
+                        "is one of the report's own files in {}: choose another file",
+                        out.display()
+                    ),
+                );
+            }
+            if reading.is_some_and(|r| crate::fsio::write::same_file(r, path)) {
+                return refuse(
+                    flag,
+                    path,
+                    "is the evidence being read: choose another file".into(),
+                );
+            }
+            if self.force {
+                continue;
+            }
+            if dir.join(sign::MANIFEST_FILE).exists() {
+                return refuse(
+                    flag,
+                    path,
+                    format!(
+                        "{} holds a signed report; add --force to write there anyway",
+                        dir.display()
+                    ),
+                );
+            }
+            if let Ok(f) = crate::fsio::read::open(path, false) {
+                let head = crate::fsio::read::read_limited(
+                    std::io::Read::take(f, 4096),
+                    4096,
+                    "the start of a file",
+                )
+                .unwrap_or_default();
+                let head = String::from_utf8_lossy(&head);
+                if !head.is_empty() && !crate::export::is_previous_output(e.as_ref(), &head) {
+                    return refuse(
+                        flag,
+                        path,
+                        format!(
+                            "exists and is not an earlier {flag} output; add --force to replace it"
+                        ),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Write every output asked for; returns the paths written.
+    pub(crate) fn write(&self, ev: &Evidence) -> Result<Vec<PathBuf>> {
+        let mut written = Vec::new();
+        for (path, e) in self.outputs() {
+            crate::export::write(e.as_ref(), ev, path).map_err(|source| Error::Write {
+                path: path.to_path_buf(),
+                source,
+            })?;
+            written.push(path.to_path_buf());
+        }
+        Ok(written)
+    }
+}
+
+/// The report files a report folder holds beside its evidence.
+pub const REPORT_FILES: [&str; 2] = ["report.html", "report.md"];
+
+/// Render the reports of `ev` and write them into `dir`. A template that fails is invalid
+/// input (exit 2), named with its file, line and column.
+pub fn write_reports(
+    ev: &Evidence,
+    dir: &Dir,
+    templates: &Templates,
+    signing: &crate::report::Signing,
+) -> Result<()> {
+    let r = templates.render(ev, signing).map_err(InputError::from)?;
+    write_rendered(dir, r)
+}
+
+/// Write rendered reports into `dir`.
+pub fn write_rendered(dir: &Dir, r: crate::report::Rendered) -> Result<()> {
+    let [html, md] = REPORT_FILES;
+    write_files(dir, [(html, r.html), (md, r.markdown)])
+}
+
+/// Read and parse the report templates (`--templates DIR`, or the embedded ones); with a
+/// folder, also render them once against a sample evidence (with a signature when `signed`),
+/// so that a template that reads a field evidence does not have fails now, not after a run.
+pub fn load_templates(dir: Option<&Path>, signed: bool) -> Result<Templates> {
+    let t = Templates::load(dir).map_err(InputError::from)?;
+    if t.any_user() {
+        let signing = match signed {
+            true => crate::report::Signing {
+                fingerprint: Some("SHA256:sample".into()),
+                evidence_sha256: Some("0".repeat(64)),
+                verify_command: Some("ssh-keygen -Y verify ...".into()),
+                signed_as: None,
+            },
+            false => Default::default(),
+        };
+        t.render(&super::sample_evidence_for_templates(), &signing)
+            .map_err(InputError::from)?;
+    }
+    Ok(t)
+}
+
+/// Write each (name, body) into `dir`.
+pub(crate) fn write_files<const N: usize>(dir: &Dir, files: [(&str, String); N]) -> Result<()> {
+    for (name, body) in files {
+        dir.replace(name.as_ref(), body.as_bytes())
+            .map_err(|e| Error::Write {
+                path: dir.path().join(name),
+                source: e,
+            })?;
+    }
+    Ok(())
+}
+
+/// An error of creating or opening a folder: the user's mistake (a file, a link, a name that
+/// names no folder) is invalid input, anything else a failed write.
+pub(crate) fn dir_error(path: &Path, e: std::io::Error) -> Error {
+    use std::io::ErrorKind as K;
+    match e.kind() {
+        K::InvalidInput | K::NotADirectory | K::AlreadyExists => {
+            Error::Input(InputError::Other(format!("{}: {}", path.display(), e)))
+        }
+        _ => Error::Write {
+            path: path.to_path_buf(),
+            source: e,
+        },
+    }
+}
+
+/// Lock the folder `dir` for this command, or say that another nodecert holds it.
+pub(crate) fn lock_dir(d: Dir) -> Result<LockedDir> {
+    let path = d.path().to_path_buf();
+    d.lock().map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock => Error::Input(InputError::Other(format!(
+            "{}: another nodecert is writing to this folder (it holds the folder's lock); \
+             wait for it to end or choose another folder",
+            path.display()
+        ))),
+        _ => Error::Write { path, source: e },
+    })
+}
+
+/// Create (when missing) and lock a folder for reports, refusing a signed one. Checked again
+/// under the lock: a run that signed here meanwhile is not overwritten.
+pub(crate) fn open_report_dir(out: &Path) -> Result<LockedDir> {
+    let d = lock_dir(Dir::create_all(out).map_err(|e| dir_error(out, e))?)?;
+    if d.exists(sign::MANIFEST_FILE.as_ref()).unwrap_or(true) {
+        return Err(InputError::Other(format!(
+            "{} holds a signed report ({}); refusing to write into it: choose another --out",
+            out.display(),
+            sign::MANIFEST_FILE
+        ))
+        .into());
+    }
+    Ok(d)
+}

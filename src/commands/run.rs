@@ -1,0 +1,218 @@
+//! `nodecert run`: measure the node against a suite, write evidence and reports, sign.
+
+use super::output::{load_templates, open_report_dir, write_rendered, REPORT_FILES};
+use super::signer::Signer;
+use super::{backend, environment, exit_for};
+use crate::cli::ExportArgs;
+use crate::error::{Error, InputError, Result};
+use crate::evidence::Evidence;
+use crate::sign;
+use crate::suite::load::{self, LoadedSuite};
+use std::path::Path;
+
+fn pick_suite(suite: Option<String>, inv: &crate::inventory::Inventory) -> Result<LoadedSuite> {
+    match suite {
+        Some(s) => Ok(load::load(&s)?),
+        None => {
+            let name = inv.gpus.first().map(|g| g.name.clone()).unwrap_or_default();
+            let virt = !matches!(
+                inv.virtualization.mode,
+                crate::inventory::VirtMode::BareMetal
+            );
+            let pick = load::matching_embedded(&name, inv.gpus.len(), virt).ok_or_else(|| {
+                InputError::Other(format!(
+                    "no embedded suite matches this node ({}); name a suite file or one of: {}",
+                    inv.summary(),
+                    load::EMBEDDED
+                        .iter()
+                        .map(|(n, _)| *n)
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ))
+            })?;
+            Ok(load::load(pick)?)
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+pub fn cmd_run(
+    suite: Option<String>,
+    simulate: Option<String>,
+    inject: Vec<String>,
+    seed: u64,
+    out: &Path,
+    templates: Option<&Path>,
+    quiet: bool,
+    signer: Option<(&Signer, bool)>,
+    export: &ExportArgs,
+    args: &[String],
+) -> Result<u8> {
+    // Validate what the user gave before touching hardware.
+    if out.join(sign::MANIFEST_FILE).exists() {
+        return Err(InputError::Other(format!(
+            "{} holds a signed report ({}); refusing to overwrite it: choose another --out",
+            out.display(),
+            sign::MANIFEST_FILE
+        ))
+        .into());
+    }
+    let pre_loaded = match &suite {
+        Some(s) => {
+            super::note_if_shadowed("suite", s, load::embedded(s).is_some());
+            Some(load::load(s)?)
+        }
+        None => None,
+    };
+    export.check(out, None)?;
+    // Fail on a broken template now rather than after a long run.
+    let pages = load_templates(templates, signer.is_some())?;
+    let (mut b, simrec) = backend(simulate.as_deref(), &inject, seed)?;
+    let inv = b.inventory()?;
+    let loaded = match (pre_loaded, &simrec) {
+        (Some(l), _) => l,
+        // A simulated node is a shipped SKU: its suite is the one of the same name, whatever
+        // faults do to the GPU count.
+        (None, Some(rec)) if load::embedded(&rec.node).is_some() => load::load(&rec.node)?,
+        (None, _) => pick_suite(None, &inv)?,
+    };
+    crate::checks::check_evidence_size(&loaded, inv.gpus.len())?;
+    // Held until the run ends: no other nodecert writes here meanwhile.
+    let dir = open_report_dir(out)?;
+    let evidence_path = out.join(crate::evidence::EVIDENCE_FILE);
+    let mut console = crate::console::Console::new(quiet);
+    let color = console.color();
+    if !quiet {
+        crate::errln!(
+            "nodecert {}: suite {} on {} ({}){}",
+            env!("CARGO_PKG_VERSION"),
+            crate::console::visible(&loaded.suite.name),
+            crate::console::visible(&inv.hostname),
+            crate::console::visible(&inv.summary()),
+            if simrec.is_some() { " [SIMULATED]" } else { "" }
+        );
+    }
+    let ev = crate::runner::new_evidence(&loaded, b.as_ref(), inv, simrec, environment(args));
+    let ev = crate::runner::run(&loaded, b.as_mut(), ev, Some(&evidence_path), &mut console)
+        .map_err(|e| Error::Write {
+            path: evidence_path.clone(),
+            source: e,
+        })?;
+    // A run that judged nothing is not signed unless the signer says so (--allow-incomplete).
+    let refused = match (signer, ev.shortfall()) {
+        (Some((_, false)), Some(v)) => Some(v),
+        _ => None,
+    };
+    let signer = signer.filter(|_| refused.is_none()).map(|(s, _)| s);
+    let signing = match signer {
+        Some(s) => s.signing(out, &ev)?,
+        None => Default::default(),
+    };
+    let rendered = match pages.render(&ev, &signing) {
+        Ok(r) => r,
+        Err(e) => {
+            // The run is complete and its evidence saved; only its pages are missing.
+            for name in REPORT_FILES {
+                dir.remove(name.as_ref()).map_err(|source| Error::Write {
+                    path: out.join(name),
+                    source,
+                })?;
+            }
+            let exported = export.write(&ev)?;
+            if !quiet {
+                crate::out!("{}", crate::console::summary(&ev, color));
+                for p in exported {
+                    crate::outln!("wrote {}", p.display());
+                }
+            }
+            return Err(not_rendered(
+                e,
+                &ev,
+                out,
+                templates,
+                signer.map(|s| s.key()),
+            ));
+        }
+    };
+    write_rendered(&dir, rendered)?;
+    let signed = match signer {
+        Some(s) => Some(s.sign(out)?),
+        None => None,
+    };
+    let exported = export.write(&ev)?;
+    if quiet {
+        crate::outln!(
+            "{}: {} ({})",
+            ev.assess().label(),
+            crate::console::visible(&ev.suite.name),
+            if ev.simulated {
+                "simulated"
+            } else {
+                "measured"
+            }
+        );
+    } else {
+        crate::out!("{}", crate::console::summary(&ev, color));
+        crate::outln!("evidence and reports in {}", out.display());
+        for p in exported {
+            crate::outln!("wrote {}", p.display());
+        }
+    }
+    if let (Some(s), Some(info)) = (signer, signed) {
+        let text = s.signed_text(out, &info, ev.simulated);
+        match quiet {
+            true => crate::outln!("{}", text.lines().next().unwrap_or_default()),
+            false => crate::out!("{text}"),
+        }
+    }
+    if let Some(v) = refused {
+        crate::errln!(
+            "error: not signed: {}; sign it anyway with `nodecert sign {} --key KEY --allow-incomplete`",
+            ev.shortfall_text().unwrap_or_else(|| v.words().into()),
+            out.display()
+        );
+    }
+    Ok(exit_for(&ev))
+}
+
+/// A complete run whose reports could not be rendered: what is kept, what is not, and the
+/// commands that finish the job once the template is fixed. Exit 2: the template is the input
+/// that is wrong; the node's verdict is in the evidence and on the console.
+fn not_rendered(
+    e: crate::report::TemplateError,
+    ev: &Evidence,
+    out: &Path,
+    templates: Option<&Path>,
+    key: Option<&Path>,
+) -> Error {
+    let evidence = out.join(crate::evidence::EVIDENCE_FILE);
+    let mut s =
+        format!(
+        "{e}\nthe run finished ({}) and its evidence is kept in {}, but its reports could not be \
+         rendered{}",
+        ev.assess().label(),
+        evidence.display(),
+        if key.is_some() { ", so it was not signed" } else { "" }
+    );
+    let with = match templates {
+        Some(t) => format!(" --templates {}", t.display()),
+        None => String::new(),
+    };
+    s.push_str(&format!(
+        ";{} then render them with:\n  nodecert render {}{with}",
+        if e.user {
+            " fix the template,"
+        } else {
+            " (nodecert's own template failed: please report it)"
+        },
+        evidence.display()
+    ));
+    if let Some(k) = key {
+        s.push_str(&format!(
+            "\nand sign with:\n  nodecert sign {} --key {}",
+            out.display(),
+            k.display()
+        ));
+    }
+    Error::Input(InputError::Other(s))
+}

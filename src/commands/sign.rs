@@ -1,0 +1,55 @@
+//! `nodecert sign`: sign a report folder, or countersign one.
+
+use super::output::{dir_error, lock_dir, write_reports};
+use super::read_evidence;
+use super::signer::Signer;
+use crate::error::{exit, Error, InputError, Result};
+use crate::fsio::write::Dir;
+use crate::sign;
+use std::path::Path;
+
+pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u8> {
+    if !dir.is_dir() {
+        return Err(InputError::Other(format!("{}: not a report folder", dir.display())).into());
+    }
+    // No other nodecert writes here while the signature is made.
+    let lock = lock_dir(Dir::open(dir).map_err(|e| dir_error(dir, e))?)?;
+    // Read as render does: a file whose records disagree (simulated) is refused here.
+    let (_, ev) = read_evidence(dir)?;
+    if let Some(v) = ev.shortfall() {
+        let why = ev.shortfall_text().unwrap_or_else(|| v.words().into());
+        if !allow_incomplete {
+            return Err(Error::Refused {
+                message: format!(
+                    "not signing {}: {why}; a signature would certify what was never checked \
+                     (sign it as {} with --allow-incomplete)",
+                    dir.display(),
+                    v.words()
+                ),
+                code: v.exit_code(),
+            });
+        }
+        if dir.join(sign::MANIFEST_FILE).exists() {
+            crate::errln!(
+                "warning: {} is already signed, so its reports cannot be rendered again: their \
+                 title may not say that this run is {}",
+                dir.display(),
+                v.words()
+            );
+        } else {
+            // The first signature: the reports are rendered again, titled "signed as ...".
+            let signing = signer.signing(dir, &ev)?;
+            let pages = crate::report::Templates::load(None).map_err(InputError::from)?;
+            write_reports(&ev, &lock, &pages, &signing)?;
+        }
+    }
+    let info = signer.sign(dir)?;
+    let simulated = crate::fsio::read::open(&info.manifest, false)
+        .and_then(|f| crate::fsio::read::read_limited(f, 4 << 20, "a manifest"))
+        .ok()
+        .and_then(|b| String::from_utf8(b).ok())
+        .and_then(|t| sign::Manifest::parse(&t).ok())
+        .is_some_and(|m| m.simulated);
+    crate::out!("{}", signer.signed_text(dir, &info, simulated));
+    Ok(exit::PASS)
+}

@@ -1,0 +1,40 @@
+//! `nodecert verify`: every signature and every digest of a report folder.
+
+use super::signer::sign_error;
+use crate::error::{exit, InputError, Result};
+use crate::sign;
+use std::path::{Path, PathBuf};
+
+pub fn cmd_verify(dir: &Path, allowed: Option<PathBuf>, pubkey: Option<PathBuf>) -> Result<u8> {
+    if !dir.is_dir() {
+        return Err(InputError::Other(format!("{}: not a report folder", dir.display())).into());
+    }
+    let trust = match (allowed, pubkey) {
+        (Some(f), _) => sign::Trust::AllowedSigners(f),
+        (None, Some(k)) => sign::Trust::PublicKey(k),
+        (None, None) => sign::Trust::Untrusted,
+    };
+    let untrusted = matches!(trust, sign::Trust::Untrusted);
+    let r = sign::verify_dir(dir, &trust).map_err(sign_error)?;
+    crate::out!("{r}");
+    let sim = if r.simulated == Some(true) {
+        " (SIMULATED RESULTS: not a certification of real hardware)"
+    } else {
+        ""
+    };
+    if r.ok() {
+        crate::outln!("VERIFIED{sim}");
+        return Ok(exit::PASS);
+    }
+    crate::outln!("NOT VERIFIED{sim}");
+    let why = if r.problems.is_empty() {
+        "see above".to_string()
+    } else {
+        r.problems.join("; ")
+    };
+    crate::errln!("error: verification failed: {why}");
+    if untrusted {
+        crate::errln!("hint: say whom you trust with --allowed-signers FILE or --pubkey KEY.pub");
+    }
+    Ok(exit::VERIFY_FAILED)
+}
