@@ -1,0 +1,349 @@
+//! The real backend (NVML, sysfs, the kernel log; no `--simulate`) run through the product
+//! against the fake NVML of the workspace (fake-nvml), loaded as libnvidia-ml.so.1 through
+//! LD_LIBRARY_PATH: an 8-GPU NVSwitch node, an 8-GPU PCIe node with mixed paths, NotSupported
+//! answers, lost GPUs, row remapping and XID events. No machine here has a GPU, so these are the
+//! only tests of the 8-GPU NVML reading that run in CI.
+//!
+//! What the platform reads outside NVML (sysfs NUMA nodes, hypervisor witnesses, the kernel log)
+//! is this machine's: the tests assert only what does not depend on it.
+
+mod util;
+
+use serde_json::{json, Value};
+use util::{fake_nvml::use_fake, Env};
+
+/// A node under test: its description, written for the fake, and commands that use it.
+struct Node {
+    env: Env,
+}
+
+impl Node {
+    fn new(description: &Value) -> Self {
+        let env = Env::new();
+        env.write("node.json", &description.to_string());
+        Node { env }
+    }
+
+    fn cmd(&self) -> assert_cmd::Command {
+        let mut c = self.env.cmd();
+        use_fake(&mut c, &self.env.path("node.json"));
+        c
+    }
+
+    /// `nodecert inventory --json`: the inventory, after checking the command succeeded.
+    fn inventory(&self) -> Value {
+        let out = self
+            .cmd()
+            .args(["inventory", "--json"])
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert_eq!(v["simulated"], false);
+        v["inventory"].clone()
+    }
+
+    /// `nodecert run suite.toml`: its exit code and evidence.
+    fn run(&self, suite: &str) -> (i32, Value) {
+        self.env.write("suite.toml", suite);
+        let out = self
+            .cmd()
+            .args(["run", "suite.toml", "--quiet", "--out", "report"])
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{stderr}");
+        let code = out.status.code().expect("exit code");
+        let ev = util::read_json(&self.env.path("report/evidence.json"));
+        (code, ev)
+    }
+}
+
+/// Every finding of the evidence: (check kind, status, subject, reason).
+fn findings(ev: &Value) -> Vec<(String, String, String, String)> {
+    let s = |v: &Value| v.as_str().unwrap_or("").to_string();
+    ev["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .flat_map(|c| {
+            let kind = s(&c["kind"]);
+            c["findings"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(move |f| {
+                    (
+                        kind.clone(),
+                        s(&f["status"]),
+                        s(&f["subject"]),
+                        s(&f["reason"]),
+                    )
+                })
+        })
+        .collect()
+}
+
+fn failures(ev: &Value) -> Vec<(String, String, String, String)> {
+    findings(ev).into_iter().filter(|f| f.1 == "fail").collect()
+}
+
+/// Whether this machine's sysfs has a PCI device at `bus`: the platform then reads its NUMA
+/// node there before asking NVML.
+fn host_has_pci(bus: &str) -> bool {
+    std::path::Path::new("/sys/bus/pci/devices")
+        .join(bus)
+        .exists()
+}
+
+const HGX_BUS: [&str; 8] = [
+    "00000000:18:00.0",
+    "00000000:2A:00.0",
+    "00000000:3A:00.0",
+    "00000000:5D:00.0",
+    "00000000:9A:00.0",
+    "00000000:AB:00.0",
+    "00000000:BA:00.0",
+    "00000000:DB:00.0",
+];
+const SWITCH_BUS: [&str; 4] = [
+    "00000000:05:00.0",
+    "00000000:06:00.0",
+    "00000000:07:00.0",
+    "00000000:08:00.0",
+];
+
+/// A healthy GPU as NVML answers on bare metal: every reading answered, nothing wrong.
+fn healthy_gpu(i: usize, name: &str, bus: &str, memory: u64, numa: u32, cpus: &str) -> Value {
+    json!({
+        "name": name,
+        "uuid": format!("GPU-00000000-0000-0000-0000-00000000000{i}"),
+        "serial": format!("165432100{i}"),
+        "vbios": "96.00.74.00.01",
+        "pci_bus_id": bus,
+        "pci_device_id": 0x233510de_u32,
+        "memory_total_bytes": memory,
+        "persistence_mode": true,
+        "mig_mode": 0,
+        "ecc_mode": true,
+        "ecc": {
+            "volatile_corrected": 0, "volatile_uncorrected": 0,
+            "aggregate_corrected": 0, "aggregate_uncorrected": 0,
+            "sram_corrected": 0, "sram_uncorrected": 0,
+            "dram_corrected": 0, "dram_uncorrected": 0
+        },
+        "retired_pages": {"single_bit": 0, "double_bit": 0, "pending": false},
+        "remapped_rows": {"correctable": 0, "uncorrectable": 0, "pending": false, "failure": false},
+        "temperature_c": 34,
+        "power_limit_mw": 700000,
+        "sm_clock_mhz": 1980,
+        "sm_clock_max_mhz": 1980,
+        "throttle_reasons": 1,
+        "pcie": {"gen_current": 5, "gen_max": 5, "width_current": 16, "width_max": 16,
+                 "replay_counter": 0},
+        "numa_node": numa,
+        "cpu_affinity": cpus,
+        "virtualization_mode": "none",
+        "xid_events": [],
+    })
+}
+
+/// An HGX H200 board: 8 GPUs, 18 NVLink 4.0 links each to 4 NVSwitches, two sockets.
+fn hgx_h200() -> Value {
+    let gpus: Vec<Value> = (0..8)
+        .map(|i| {
+            let numa = (i / 4) as u32;
+            let cpus = if numa == 0 {
+                "0-47,96-143"
+            } else {
+                "48-95,144-191"
+            };
+            let mut g = healthy_gpu(i, "NVIDIA H200", HGX_BUS[i], 150_754_820_096, numa, cpus);
+            g["nvlinks"] = (0..18)
+                .map(|l| {
+                    json!({
+                        "active": true, "version": 6,
+                        "remote_bus_id": SWITCH_BUS[l % 4], "remote_type": "switch",
+                        "errors": {"replay": 0, "recovery": 0, "crc_flit": 0, "crc_data": 0}
+                    })
+                })
+                .collect();
+            g
+        })
+        .collect();
+    let same_socket: Vec<Value> = (0..8)
+        .flat_map(|a| ((a + 1)..8).map(move |b| (a, b)))
+        .filter(|(a, b)| a / 4 == b / 4)
+        .map(|(a, b)| {
+            json!({"a": a, "b": b, "path": "NODE", "p2p_read": "ok", "p2p_write": "ok",
+                             "p2p_nvlink": "ok", "p2p_atomics": "ok"})
+        })
+        .collect();
+    json!({
+        "driver_version": "570.133.20",
+        "cuda_driver_version": 12080,
+        "nvml_version": "12.570.133.20",
+        "gpus": gpus,
+        "pair_default": {"path": "SYS", "p2p_read": "ok", "p2p_write": "ok",
+                         "p2p_nvlink": "ok", "p2p_atomics": "ok"},
+        "pairs": same_socket,
+    })
+}
+
+/// The suite the HGX board is judged by: h200-sxm-8's node and topology, with base's
+/// topology, virtualization and health checks only (no CUDA measurement: no libcuda here).
+const HGX_SUITE: &str = r#"
+format_version = 1
+name = "hgx-h200-nvml"
+extends = "base"
+
+[node]
+gpu_count = 8
+gpu_model = "H200"
+memory_gib_min = 139.0
+driver_min = "550.54"
+virtualization = "any"
+
+[topology]
+nvlinks_per_pair = 18
+nvswitch = true
+pcie_gen = 5
+pcie_width = 16
+numa_nodes = [0, 0, 0, 0, 1, 1, 1, 1]
+"#;
+
+#[test]
+fn an_hgx_board_reads_as_eight_gpus_on_four_nvswitches() {
+    let inv = Node::new(&hgx_h200()).inventory();
+    let gpus = inv["gpus"].as_array().expect("gpus");
+    assert_eq!(gpus.len(), 8);
+    assert_eq!(inv["nvswitches"], 4);
+    assert_eq!(inv["driver_version"], "570.133.20");
+    assert_eq!(inv["cuda_driver_version"], "12.8");
+    for (i, g) in gpus.iter().enumerate() {
+        assert_eq!(g["index"], i);
+        assert_eq!(g["name"], "NVIDIA H200");
+        // Ordered by bus id (no CUDA), written as the kernel writes it.
+        assert_eq!(g["pci_bus_id"], HGX_BUS[i][4..].to_lowercase());
+        assert_eq!(g["vbios"], "96.00.74.00.01");
+        assert_eq!(g["memory_bytes"], 150_754_820_096_u64);
+        assert_eq!(g["power_limit_w"], 700.0);
+        assert_eq!(g["throttle_reasons"], json!(["gpu_idle"]));
+        assert_eq!(g["ecc"]["dram_errors"], 0);
+        assert_eq!(g["retired_pages"]["pending"], false);
+        let links = g["nvlinks"].as_array().expect("links");
+        assert_eq!(links.len(), 18);
+        assert!(links.iter().all(|l| l["active"] == true
+            && l["version"] == 4
+            && l["remote"]["kind"] == "nv_switch"
+            && l["errors"]["replay"] == 0));
+        assert_eq!(
+            g["cpu_affinity"],
+            if i < 4 {
+                "0-47,96-143"
+            } else {
+                "48-95,144-191"
+            }
+        );
+        if !host_has_pci(&HGX_BUS[i][4..].to_lowercase()) {
+            assert_eq!(g["numa_node"], i / 4, "from NVML's memory affinity");
+        }
+    }
+    let pairs = inv["pairs"].as_array().expect("pairs");
+    assert_eq!(pairs.len(), 28);
+    for p in pairs {
+        assert_eq!(p["nvlinks"], 18, "{p}");
+        let same = p["a"].as_u64() < Some(4) && p["b"].as_u64() < Some(4)
+            || p["a"].as_u64() >= Some(4) && p["b"].as_u64() >= Some(4);
+        assert_eq!(p["pcie_path"], if same { "NODE" } else { "SYS" }, "{p}");
+        assert_eq!(p["p2p"]["nvlink"], true);
+    }
+    let unavailable: Vec<&str> = inv["unavailable"]
+        .as_array()
+        .expect("notes")
+        .iter()
+        .filter_map(Value::as_str)
+        .filter(|n| n.starts_with("gpu") && !n.starts_with("gpu order"))
+        .collect();
+    assert!(
+        unavailable.is_empty(),
+        "every reading answered: {unavailable:?}"
+    );
+}
+
+#[test]
+fn a_healthy_hgx_board_passes_and_each_fault_fails_naming_its_gpu() {
+    let (code, ev) = Node::new(&hgx_h200()).run(HGX_SUITE);
+    assert_eq!(failures(&ev), vec![], "{:#?}", findings(&ev));
+    assert_eq!(code, 0, "{:#?}", findings(&ev));
+    assert_eq!(ev["backend"]["simulated"], false);
+    let kinds: Vec<&str> = ev["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .filter_map(|c| c["kind"].as_str())
+        .collect();
+    assert_eq!(kinds, ["topology", "virtualization", "health"]);
+
+    // NVLink 7 of GPU 3 is down: GPU 3 reaches its peers over 17 links, not 18.
+    let mut d = hgx_h200();
+    d["gpus"][3]["nvlinks"][7]["active"] = json!(false);
+    let (code, ev) = Node::new(&d).run(HGX_SUITE);
+    assert_eq!(code, 1);
+    let f = failures(&ev);
+    assert!(
+        !f.is_empty() && f.iter().all(|f| f.0 == "topology" && f.2.contains("GPU 3")),
+        "{f:#?}"
+    );
+
+    // Two uncorrectable ECC errors on GPU 5.
+    let mut d = hgx_h200();
+    d["gpus"][5]["ecc"]["volatile_uncorrected"] = json!(2);
+    d["gpus"][5]["ecc"]["aggregate_uncorrected"] = json!(2);
+    let (code, ev) = Node::new(&d).run(HGX_SUITE);
+    assert_eq!(code, 1);
+    let f = failures(&ev);
+    assert!(
+        !f.is_empty() && f.iter().all(|f| f.0 == "health" && f.2 == "GPU 5"),
+        "{f:#?}"
+    );
+
+    // NVML GPU 6 fell off the bus after NVML handed out its handle: it answers nothing, not
+    // even its bus id, so it has no place in the order; it must still fail the node.
+    let mut d = hgx_h200();
+    d["gpus"][6]["lost"] = json!("after_open");
+    let (code, ev) = Node::new(&d).run(HGX_SUITE);
+    assert_eq!(code, 1);
+    let f = failures(&ev);
+    assert!(
+        f.iter().any(|f| f.0 == "health"
+            && f.2 == "NVML GPU 6"
+            && f.3.contains("fell off the bus")
+            && f.3.contains("nvmlDeviceGetUUID(6)")),
+        "{f:#?}"
+    );
+    assert!(
+        f.iter()
+            .any(|f| f.0 == "topology" && f.3.contains("1 of 8 GPUs missing")),
+        "{f:#?}"
+    );
+
+    // GPU 2 answers who it is, then stops answering in the middle of the reading.
+    let mut d = hgx_h200();
+    d["gpus"][2]["errors"] = json!({
+        "nvmlDeviceGetEccMode": "gpu_is_lost",
+        "nvmlDeviceGetTotalEccErrors": "gpu_is_lost",
+        "nvmlDeviceGetTemperature": "gpu_is_lost",
+    });
+    let (code, ev) = Node::new(&d).run(HGX_SUITE);
+    assert_eq!(code, 1);
+    let f = failures(&ev);
+    assert!(
+        f.iter().any(|f| f.0 == "health"
+            && f.2.starts_with("GPU 2")
+            && f.3.contains("fell off the bus")),
+        "{f:#?}"
+    );
+}
