@@ -347,3 +347,266 @@ fn a_healthy_hgx_board_passes_and_each_fault_fails_naming_its_gpu() {
         "{f:#?}"
     );
 }
+
+/// An 8-GPU PCIe box (L40S, no NVLink), two sockets with mixed paths: on socket 0 two PCIe
+/// switches under one root complex (PIX inside a switch, PXB across), on socket 1 two switches
+/// on different root ports (PIX, NODE); SYS across sockets, where the chipset refuses P2P.
+fn pcie_box() -> Value {
+    let bus = [
+        "00000000:1B:00.0",
+        "00000000:1C:00.0",
+        "00000000:3D:00.0",
+        "00000000:3E:00.0",
+        "00000000:99:00.0",
+        "00000000:9A:00.0",
+        "00000000:C3:00.0",
+        "00000000:C4:00.0",
+    ];
+    let gpus: Vec<Value> = (0..8)
+        .map(|i| {
+            let numa = (i / 4) as u32;
+            let cpus = if numa == 0 { "0-31" } else { "32-63" };
+            let mut g = healthy_gpu(i, "NVIDIA L40S", bus[i], 48_305_799_168, numa, cpus);
+            g["pcie"] = json!({"gen_current": 4, "gen_max": 4, "width_current": 16,
+                               "width_max": 16, "replay_counter": 0});
+            g["power_limit_mw"] = json!(350000);
+            g
+        })
+        .collect();
+    let pairs: Vec<Value> = (0..8)
+        .flat_map(|a| ((a + 1)..8).map(move |b| (a, b)))
+        .map(|(a, b)| {
+            let (path, p2p) = match (a / 4 == b / 4, a / 2 == b / 2) {
+                (_, true) => ("PIX", "ok"),
+                (true, false) if a < 4 => ("PXB", "ok"),
+                (true, false) => ("NODE", "ok"),
+                (false, _) => ("SYS", "ok"),
+            };
+            json!({"a": a, "b": b, "path": path, "p2p_read": p2p, "p2p_write": p2p,
+                   "p2p_nvlink": "not_supported", "p2p_atomics": "not_supported"})
+        })
+        .collect();
+    json!({
+        "driver_version": "550.127.05",
+        "cuda_driver_version": 12040,
+        "nvml_version": "12.550.127.05",
+        "gpus": gpus,
+        "pairs": pairs,
+    })
+}
+
+const PCIE_SUITE: &str = r#"
+format_version = 1
+name = "l40s-pcie-8-nvml"
+extends = "base"
+
+[node]
+gpu_count = 8
+gpu_model = "L40S"
+memory_gib_min = 44.0
+driver_min = "535.104"
+virtualization = "any"
+
+[topology]
+nvlinks_per_pair = 0
+nvswitch = false
+pcie_gen = 4
+pcie_width = 16
+"#;
+
+#[test]
+fn a_pcie_box_reads_its_mixed_paths_and_passes() {
+    let node = Node::new(&pcie_box());
+    let inv = node.inventory();
+    assert_eq!(inv["gpus"].as_array().map(Vec::len), Some(8));
+    assert_eq!(inv["nvswitches"], 0);
+    let path = |a: u64, b: u64| {
+        inv["pairs"]
+            .as_array()
+            .expect("pairs")
+            .iter()
+            .find(|p| p["a"] == a && p["b"] == b)
+            .unwrap_or_else(|| panic!("pair {a}-{b}"))
+            .clone()
+    };
+    assert_eq!(path(0, 1)["pcie_path"], "PIX");
+    assert_eq!(path(0, 2)["pcie_path"], "PXB");
+    assert_eq!(path(4, 6)["pcie_path"], "NODE");
+    assert_eq!(path(6, 7)["pcie_path"], "PIX");
+    assert_eq!(path(3, 4)["pcie_path"], "SYS");
+    assert_eq!(path(3, 4)["p2p"]["read"], true);
+    assert_eq!(path(0, 2)["p2p"]["read"], true);
+    assert_eq!(path(0, 2)["p2p"]["nvlink"], false);
+    for p in inv["pairs"].as_array().expect("pairs") {
+        assert_eq!(p["nvlinks"], 0);
+    }
+    let notes = inv["unavailable"].to_string();
+    for i in 0..8 {
+        assert!(
+            notes.contains(&format!("gpu{i} nvlink: not supported (no NVLink)")),
+            "{notes}"
+        );
+        assert_eq!(inv["gpus"][i]["nvlinks"], json!([]));
+    }
+
+    let (code, ev) = node.run(PCIE_SUITE);
+    assert_eq!(failures(&ev), vec![], "{:#?}", findings(&ev));
+    assert_eq!(code, 0);
+
+    // The chipset refuses peer access across one pair: the pair fails, by name.
+    let mut d = pcie_box();
+    let refused = d["pairs"]
+        .as_array_mut()
+        .expect("pairs")
+        .iter_mut()
+        .find(|p| p["a"] == 3 && p["b"] == 4)
+        .expect("pair 3-4");
+    refused["p2p_read"] = json!("chipset_not_supported");
+    refused["p2p_write"] = json!("chipset_not_supported");
+    let (code, ev) = Node::new(&d).run(PCIE_SUITE);
+    assert_eq!(code, 1);
+    let f = failures(&ev);
+    assert!(
+        !f.is_empty()
+            && f.iter()
+                .all(|f| f.0 == "virtualization" && f.2 == "GPU 3 - GPU 4"),
+        "{f:#?}"
+    );
+
+    // The same box with an 8th GPU whose link trained at Gen3: topology fails naming it.
+    let mut d = pcie_box();
+    d["gpus"][7]["pcie"]["gen_max"] = json!(3);
+    d["gpus"][7]["pcie"]["gen_current"] = json!(3);
+    let (code, ev) = Node::new(&d).run(PCIE_SUITE);
+    assert_eq!(code, 1);
+    let f = failures(&ev);
+    assert!(
+        !f.is_empty() && f.iter().all(|f| f.0 == "topology" && f.2 == "GPU 7"),
+        "{f:#?}"
+    );
+}
+
+#[test]
+fn readings_nvml_does_not_answer_are_not_available_never_healthy() {
+    let mut d = hgx_h200();
+    let g = &mut d["gpus"][1];
+    for key in [
+        "ecc",
+        "remapped_rows",
+        "retired_pages",
+        "temperature_c",
+        "throttle_reasons",
+        "xid_events",
+    ] {
+        g.as_object_mut().expect("gpu").remove(key);
+    }
+    g["pcie"]
+        .as_object_mut()
+        .expect("pcie")
+        .remove("replay_counter");
+    for l in g["nvlinks"].as_array_mut().expect("links") {
+        l.as_object_mut().expect("link").remove("errors");
+    }
+    let node = Node::new(&d);
+    let inv = node.inventory();
+    let g1 = &inv["gpus"][1];
+    assert_eq!(g1["remapped_rows"], Value::Null);
+    assert_eq!(g1["temperature_c"], Value::Null);
+    assert_eq!(g1["ecc"]["volatile_uncorrected"], Value::Null);
+    assert_eq!(g1["nvlinks"][0]["errors"]["replay"], Value::Null);
+    let notes = inv["unavailable"].to_string();
+    for n in [
+        "gpu1 remapped rows: not supported",
+        "gpu1 temperature: not supported",
+        "gpu1 throttle reasons: not supported",
+        "gpu1 pcie replay counter: not supported",
+        "gpu1 nvlink error counters: not reported",
+        "gpu1 xid events: not supported",
+    ] {
+        assert!(notes.contains(n), "{n}: {notes}");
+    }
+
+    let (_, ev) = node.run(HGX_SUITE);
+    let all = findings(&ev);
+    let gpu1: Vec<_> = all
+        .iter()
+        .filter(|f| f.0 == "health" && f.2 == "GPU 1")
+        .collect();
+    // Each missing reading is a finding of its own, and none of them passes. (XIDs are left
+    // out: the kernel log, this machine's, may still be a source for them.)
+    for what in [
+        "ECC error counts",
+        "remapped rows",
+        "PCIe replay counter",
+        "NVLink error counters",
+        "throttle reasons",
+        "temperature",
+    ] {
+        let said: Vec<_> = gpu1.iter().filter(|f| f.3.contains(what)).collect();
+        assert!(
+            !said.is_empty(),
+            "nothing said about {what} of GPU 1: {gpu1:#?}"
+        );
+        assert!(
+            said.iter()
+                .all(|f| f.1 != "pass" && f.3.starts_with("not available here: ")),
+            "{what}: {said:#?}"
+        );
+    }
+    let health = ev["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["kind"] == "health")
+        .expect("health")
+        .clone();
+    // Partial coverage is said in the check's summary.
+    let summary = health["summary"].as_str().unwrap_or("");
+    assert!(summary.starts_with("partial: "), "{summary}");
+    // GPU 0 answered everything: its readings pass.
+    assert!(
+        all.iter()
+            .any(|f| f.0 == "health" && f.2 == "GPU 0" && f.1 == "pass"),
+        "{all:#?}"
+    );
+}
+
+#[test]
+fn row_remapping_xids_and_a_gpu_lost_at_open_fail_health_naming_the_gpu() {
+    let mut d = hgx_h200();
+    d["gpus"][4]["remapped_rows"]["pending"] = json!(true);
+    d["gpus"][5]["remapped_rows"]["failure"] = json!(true);
+    d["gpus"][5]["remapped_rows"]["uncorrectable"] = json!(3);
+    d["gpus"][2]["xid_events"] = json!([79]);
+    let node = Node::new(&d);
+    let inv = node.inventory();
+    let xids = &inv["gpus"][2]["xids"];
+    assert_eq!(xids[0]["code"], 79, "{xids}");
+    assert_eq!(xids[0]["source"], "nvml event", "{xids}");
+    assert_eq!(inv["gpus"][4]["remapped_rows"]["pending"], true);
+    let (code, ev) = node.run(HGX_SUITE);
+    assert_eq!(code, 1);
+    let f = failures(&ev);
+    let failed = |gpu: &str, what: &str| {
+        f.iter()
+            .any(|x| x.0 == "health" && x.2 == gpu && x.3.to_lowercase().contains(what))
+    };
+    assert!(failed("GPU 2", "xid 79"), "{f:#?}");
+    assert!(failed("GPU 4", "pending"), "{f:#?}");
+    assert!(failed("GPU 5", "remap"), "{f:#?}");
+    let named: std::collections::BTreeSet<&str> = f.iter().map(|x| x.2.as_str()).collect();
+    assert_eq!(named, ["GPU 2", "GPU 4", "GPU 5"].into(), "{f:#?}");
+
+    // NVML counts 8 GPUs but cannot hand out the last one.
+    let mut d = hgx_h200();
+    d["gpus"][7]["lost"] = json!("at_open");
+    let (code, ev) = Node::new(&d).run(HGX_SUITE);
+    assert_eq!(code, 1);
+    let f = failures(&ev);
+    assert!(
+        f.iter().any(|x| x.0 == "health"
+            && x.2 == "NVML GPU 7"
+            && x.3.contains("nvmlDeviceGetHandleByIndex(7)")),
+        "{f:#?}"
+    );
+}
