@@ -610,3 +610,103 @@ fn row_remapping_xids_and_a_gpu_lost_at_open_fail_health_naming_the_gpu() {
         "{f:#?}"
     );
 }
+
+/// Two H100 NVL bridge pairs (GPU 0-1 and 2-3, 12 links each, no NVSwitch). The first pair's
+/// driver names the far end a GPU; the second's does not answer the remote type, and the far end
+/// is recognised by its bus id.
+#[test]
+fn direct_nvlink_bridges_reach_their_gpu_by_type_or_by_bus_id() {
+    let bus = [
+        "00000000:17:00.0",
+        "00000000:65:00.0",
+        "00000000:CA:00.0",
+        "00000000:E3:00.0",
+    ];
+    let gpus: Vec<Value> = (0..4)
+        .map(|i| {
+            let mut g = healthy_gpu(i, "NVIDIA H100 NVL", bus[i], 100_485_038_080, 0, "0-63");
+            let peer = i ^ 1;
+            g["nvlinks"] = (0..12)
+                .map(|_| {
+                    let mut l = json!({
+                        "active": true, "version": 6, "remote_bus_id": bus[peer],
+                        "errors": {"replay": 0, "recovery": 0, "crc_flit": 0, "crc_data": 0}
+                    });
+                    if i < 2 {
+                        l["remote_type"] = json!("gpu");
+                    }
+                    l
+                })
+                .collect();
+            g
+        })
+        .collect();
+    let d = json!({
+        "driver_version": "550.127.05",
+        "gpus": gpus,
+        "pair_default": {"path": "NODE", "p2p_read": "ok", "p2p_write": "ok",
+                         "p2p_nvlink": "not_supported", "p2p_atomics": "ok"},
+        "pairs": [
+            {"a": 0, "b": 1, "path": "NODE", "p2p_read": "ok", "p2p_write": "ok",
+             "p2p_nvlink": "ok", "p2p_atomics": "ok"},
+            {"a": 2, "b": 3, "path": "NODE", "p2p_read": "ok", "p2p_write": "ok",
+             "p2p_nvlink": "ok", "p2p_atomics": "ok"},
+        ],
+    });
+    let inv = Node::new(&d).inventory();
+    assert_eq!(inv["nvswitches"], 0);
+    for (i, g) in inv["gpus"].as_array().expect("gpus").iter().enumerate() {
+        let l = &g["nvlinks"][0];
+        assert_eq!(l["remote"]["kind"], "gpu", "GPU {i}: {l}");
+        assert_eq!(l["remote"]["gpu"], i ^ 1, "GPU {i}: {l}");
+    }
+    for p in inv["pairs"].as_array().expect("pairs") {
+        let bridged = (p["a"] == 0 && p["b"] == 1) || (p["a"] == 2 && p["b"] == 3);
+        assert_eq!(p["nvlinks"], if bridged { 12 } else { 0 }, "{p}");
+        assert_eq!(p["p2p"]["nvlink"], bridged, "{p}");
+    }
+    // The cuda driver version was not answered: a note, not a guess.
+    assert_eq!(inv["cuda_driver_version"], Value::Null);
+    assert!(inv["unavailable"]
+        .to_string()
+        .contains("node cuda driver version: not supported"));
+}
+
+/// NVML that loads but cannot test the node: exit 3, one sentence naming why, no panic.
+#[test]
+fn nvml_that_cannot_test_the_node_exits_3_saying_why() {
+    let cases = [
+        (
+            json!({"errors": {"nvmlInit_v2": "driver_not_loaded"}, "gpus": [{}]}),
+            "the NVIDIA kernel driver is not loaded",
+        ),
+        (
+            json!({"errors": {"nvmlInit_v2": "no_permission"}, "gpus": [{}]}),
+            "no permission",
+        ),
+        (json!({"gpus": []}), "reports no GPU"),
+        (
+            json!({"gpus": [{"lost": "at_open"}, {"lost": "at_open"}]}),
+            "all 2 GPUs NVML lists fell off the bus",
+        ),
+        (
+            json!({"errors": {"nvmlDeviceGetCount_v2": "unknown"}, "gpus": [{}]}),
+            "nvmlDeviceGetCount failed",
+        ),
+    ];
+    for (d, want) in cases {
+        let node = Node::new(&d);
+        let out = node
+            .cmd()
+            .args(["inventory", "--json"])
+            .output()
+            .expect("runs");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(3), "{d}: {stderr}");
+        assert!(stderr.contains(want), "{d}: {stderr}");
+        assert!(
+            !stderr.contains("panicked") && out.stdout.is_empty(),
+            "{stderr}"
+        );
+    }
+}
