@@ -45,12 +45,18 @@ impl Node {
         v["inventory"].clone()
     }
 
-    /// `nodecert run suite.toml`: its exit code and evidence.
+    /// `nodecert run suite.toml` with this suite text: its exit code and evidence.
     fn run(&self, suite: &str) -> (i32, Value) {
         self.env.write("suite.toml", suite);
+        self.run_suite("suite.toml")
+    }
+
+    /// `nodecert run SUITE` (a file or an embedded suite): its exit code and evidence.
+    fn run_suite(&self, suite: &str) -> (i32, Value) {
+        let _ = std::fs::remove_dir_all(self.env.path("report"));
         let out = self
             .cmd()
-            .args(["run", "suite.toml", "--quiet", "--out", "report"])
+            .args(["run", suite, "--quiet", "--out", "report"])
             .output()
             .expect("runs");
         let stderr = String::from_utf8_lossy(&out.stderr);
@@ -709,4 +715,41 @@ fn nvml_that_cannot_test_the_node_exits_3_saying_why() {
             "{stderr}"
         );
     }
+}
+
+/// NVML's virtualization mode decides the mode whatever this machine's own witnesses say: a vGPU
+/// slice where the suite promised a passed-through GPU fails virtualization; passthrough passes.
+#[test]
+fn a_vgpu_where_passthrough_was_promised_fails_virtualization() {
+    let node = |mode: &str| {
+        let mut g = healthy_gpu(
+            0,
+            "NVIDIA H200",
+            "00000000:00:06.0",
+            150_754_820_096,
+            0,
+            "0-15",
+        );
+        g["virtualization_mode"] = json!(mode);
+        Node::new(&json!({"driver_version": "580.159.04", "gpus": [g]}))
+    };
+    let virt = |ev: &Value| {
+        findings(ev)
+            .into_iter()
+            .filter(|f| f.0 == "virtualization" && f.2 == "node")
+            .map(|f| (f.1, f.3))
+            .collect::<Vec<_>>()
+    };
+    let (_, ev) = node("vgpu").run_suite("h200-vm-1");
+    assert_eq!(
+        virt(&ev),
+        [(
+            "fail".to_string(),
+            "vGPU where passthrough was promised: the GPUs are shared slices, not whole devices"
+                .to_string()
+        )]
+    );
+    let (_, ev) = node("passthrough").run_suite("h200-vm-1");
+    let v = virt(&ev);
+    assert!(v.len() == 1 && v[0].0 == "pass", "{v:?}");
 }
