@@ -753,3 +753,36 @@ fn a_vgpu_where_passthrough_was_promised_fails_virtualization() {
     let v = virt(&ev);
     assert!(v.len() == 1 && v[0].0 == "pass", "{v:?}");
 }
+
+/// An idle GPU lowers its PCIe link. Below its maximum at rest, the link is read again under
+/// load through CUDA; with no CUDA GPU to load (none here) it is neither passed nor failed: a
+/// warning says a downtrained link is not ruled out.
+#[test]
+fn a_link_below_its_maximum_at_rest_that_cannot_be_loaded_is_a_warning() {
+    let mut d = pcie_box();
+    d["gpus"][4]["pcie"]["gen_current"] = json!(1);
+    let node = Node::new(&d);
+    let inv = node.inventory();
+    assert_eq!(inv["gpus"][4]["pcie"]["gen_loaded"], Value::Null);
+    assert!(
+        inv["unavailable"]
+            .to_string()
+            .contains("gpu4 pcie link under load: not read"),
+        "{}",
+        inv["unavailable"]
+    );
+    let (code, ev) = node.run(PCIE_SUITE);
+    assert_eq!(failures(&ev), vec![], "{:#?}", findings(&ev));
+    let warned: Vec<_> = findings(&ev)
+        .into_iter()
+        .filter(|f| f.1 == "warn")
+        .collect();
+    assert!(
+        warned.len() == 1
+            && warned[0].0 == "topology"
+            && warned[0].2 == "GPU 4"
+            && warned[0].3.contains("a downtrained link is not ruled out"),
+        "{warned:#?}"
+    );
+    assert_eq!(code, 0, "a warning passes");
+}
