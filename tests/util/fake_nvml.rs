@@ -8,8 +8,8 @@ use std::sync::OnceLock;
 
 /// The folder that holds the fake as libnvidia-ml.so.1, built on first use.
 ///
-/// It is built with cargo into a target folder of its own: the `cargo test` that runs this test
-/// holds the lock on the main one until every test has finished.
+/// It is built with cargo into a target folder of its own, so that it never contends for
+/// `target/` with the cargo that is running the tests.
 pub fn lib_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
