@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod expo;
+pub mod fake_nvml;
 pub mod xml;
 
 use assert_cmd::Command;

@@ -114,6 +114,7 @@ fn ordered_devices(
     let mut all = Vec::new();
     let mut ids = Vec::new();
     let mut lost = Vec::new();
+    let mut unnamed = Vec::new();
     for i in 0..n {
         let d = match nvml.device_by_index(i) {
             Ok(d) => d,
@@ -134,12 +135,30 @@ fn ordered_devices(
                 })
             }
         };
+        let uuid = d.uuid();
+        let bus_id = d
+            .pci_info()
+            .map(|p| crate::inventory::normalize_bus_id(&p.bus_id));
+        if let Some(l) = lost_after_handle(i, &uuid, &bus_id) {
+            // Without a UUID or a bus id it cannot be ordered; it must not vanish either.
+            lost.push(l);
+            ids.push(order::NvmlId {
+                uuid: String::new(),
+                bus_id: String::new(),
+            });
+            all.push(None);
+            continue;
+        }
+        if let (Err(u), Err(b)) = (&uuid, &bus_id) {
+            unnamed.push(format!(
+                "NVML GPU {i} answers neither its UUID ({}) nor its bus id ({}): left out",
+                nvml::why(u),
+                nvml::why(b)
+            ));
+        }
         ids.push(order::NvmlId {
-            uuid: d.uuid().unwrap_or_default(),
-            bus_id: d
-                .pci_info()
-                .map(|p| crate::inventory::normalize_bus_id(&p.bus_id))
-                .unwrap_or_default(),
+            uuid: uuid.unwrap_or_default(),
+            bus_id: bus_id.unwrap_or_default(),
         });
         all.push(Some(d));
     }
@@ -168,7 +187,33 @@ fn ordered_devices(
             ),
         });
     }
-    Ok((devices, o.notes, lost))
+    Ok((devices, [o.notes, unnamed].concat(), lost))
+}
+
+/// A GPU NVML handed out that answers neither its UUID nor its bus id because it fell off the
+/// bus (NVML_ERROR_GPU_IS_LOST): lost, as if NVML had not handed it out.
+fn lost_after_handle(
+    nvml_index: u32,
+    uuid: &Result<String, NvmlError>,
+    bus_id: &Result<String, NvmlError>,
+) -> Option<LostGpu> {
+    let lost = |r: &Result<String, NvmlError>| matches!(r, Err(NvmlError::GpuLost));
+    if uuid.is_ok() || bus_id.is_ok() || !(lost(uuid) || lost(bus_id)) {
+        return None;
+    }
+    Some(LostGpu {
+        index: None,
+        nvml_index: Some(nvml_index),
+        pci_bus_id: None,
+        detail: format!(
+            "nvml{}({nvml_index})",
+            if lost(uuid) {
+                "DeviceGetUUID"
+            } else {
+                "DeviceGetPciInfo"
+            }
+        ),
+    })
 }
 
 /// An NVML event set for XID critical errors on every GPU that supports it, and which GPUs
@@ -601,6 +646,27 @@ mod tests {
             "cuMemAlloc failed: out of memory"
         );
         assert_eq!(calls.load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_gpu_lost_after_its_handle_is_lost_not_dropped() {
+        let lost = Err(NvmlError::GpuLost);
+        let l = lost_after_handle(6, &lost, &lost).expect("lost");
+        assert_eq!(l.nvml_index, Some(6));
+        assert_eq!(l.detail, "nvmlDeviceGetUUID(6)");
+        let other = Err(NvmlError::NotSupported);
+        assert_eq!(
+            lost_after_handle(2, &other, &lost).map(|l| l.detail),
+            Some("nvmlDeviceGetPciInfo(2)".into())
+        );
+        // One id is enough to order it: read_gpu then finds it lost, with its index.
+        assert_eq!(
+            lost_after_handle(6, &lost, &Ok("0000:9a:00.0".into())),
+            None
+        );
+        assert_eq!(lost_after_handle(6, &Ok("GPU-1".into()), &lost), None);
+        // Unreadable for another reason: not lost (the order notes say it is left out).
+        assert_eq!(lost_after_handle(6, &other, &other), None);
     }
 
     #[test]
