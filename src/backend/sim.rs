@@ -1693,27 +1693,16 @@ mod tests {
 
     #[test]
     fn numa_sockets_give_each_gpu_its_socket() {
+        let sockets = |node: &SimNode| -> Vec<Option<u32>> {
+            let mut b = SimBackend::new(node.clone(), vec![], 1).unwrap();
+            let inv = b.inventory().unwrap();
+            inv.gpus.iter().map(|g| g.cpu_socket).collect()
+        };
         let mut node = load_node("a100-sxm-80gb-8").unwrap();
-        let mut b = SimBackend::new(node.clone(), vec![], 1).unwrap();
-        let sockets: Vec<Option<u32>> = b
-            .inventory()
-            .unwrap()
-            .gpus
-            .iter()
-            .map(|g| g.cpu_socket)
-            .collect();
-        assert_eq!(sockets, [0, 0, 0, 0, 1, 1, 1, 1].map(Some));
+        assert_eq!(sockets(&node), [0, 0, 0, 0, 1, 1, 1, 1].map(Some));
         // Without numa_sockets each NUMA node is a socket of its own.
         node.gpu.numa_sockets.clear();
-        let mut b = SimBackend::new(node.clone(), vec![], 1).unwrap();
-        let sockets: Vec<Option<u32>> = b
-            .inventory()
-            .unwrap()
-            .gpus
-            .iter()
-            .map(|g| g.cpu_socket)
-            .collect();
-        assert_eq!(sockets, [3, 3, 1, 1, 7, 7, 5, 5].map(Some));
+        assert_eq!(sockets(&node), [3, 3, 1, 1, 7, 7, 5, 5].map(Some));
         // A list too short for the GPUs' nodes is refused, at its key.
         node.gpu.numa_sockets = vec![0, 0, 0, 0];
         let (at, msg) = node.validate().unwrap_err();

@@ -194,7 +194,7 @@ fn vbios_findings(gpus: &[Gpu]) -> Vec<Finding> {
         _ => {
             let list = versions
                 .iter()
-                .map(|(v, ids)| format!("{v} on {}", gpu_list(ids)))
+                .map(|(v, ids)| format!("{v} on {}", super::judge::gpu_list(ids)))
                 .collect::<Vec<_>>()
                 .join("; ");
             out.push(bad(
@@ -211,20 +211,6 @@ fn vbios_findings(gpus: &[Gpu]) -> Vec<Finding> {
         }
     }
     out
-}
-
-/// "GPU 3", "GPUs 0, 1, 2".
-fn gpu_list(ids: &[usize]) -> String {
-    let n = ids
-        .iter()
-        .map(|i| i.to_string())
-        .collect::<Vec<_>>()
-        .join(", ");
-    if ids.len() == 1 {
-        format!("GPU {n}")
-    } else {
-        format!("GPUs {n}")
-    }
 }
 
 /// The findings of one GPU: one per reading (a pass, a skip, or the problems found in it).

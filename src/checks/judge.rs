@@ -48,6 +48,20 @@ fn with_unit(v: &str, unit: &str) -> String {
     }
 }
 
+/// "GPU 3", "GPUs 0, 1, 2".
+pub fn gpu_list(ids: &[usize]) -> String {
+    let n = ids
+        .iter()
+        .map(|i| i.to_string())
+        .collect::<Vec<_>>()
+        .join(", ");
+    if ids.len() == 1 {
+        format!("GPU {n}")
+    } else {
+        format!("GPUs {n}")
+    }
+}
+
 /// "fail < 48, warn < 52 GB/s".
 pub fn describe_limit(l: &Limit, unit: &str) -> String {
     let mut parts = Vec::new();

@@ -1,7 +1,7 @@
 //! Topology: GPU count, model and memory; NVLinks between each pair; NVSwitch; PCIe link of each
 //! GPU; NUMA affinity. Judged from the inventory, which is the measurement.
 
-use super::judge::finding;
+use super::judge::{finding, gpu_list};
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
 use crate::error::HwError;
@@ -299,20 +299,6 @@ impl Place {
     }
 }
 
-/// "GPU 3", "GPUs 0, 1, 2".
-fn gpus_text(ids: &[usize]) -> String {
-    let n = ids
-        .iter()
-        .map(|i| i.to_string())
-        .collect::<Vec<_>>()
-        .join(", ");
-    if ids.len() == 1 {
-        format!("GPU {n}")
-    } else {
-        format!("GPUs {n}")
-    }
-}
-
 /// The GPUs of each group share one socket (or NUMA node), and different groups sit on
 /// different ones. Which number the socket has is not judged. A GPU whose place was not read
 /// is "not available here", never assumed to be where it should.
@@ -333,7 +319,7 @@ fn group_findings(inv: &Inventory, groups: &[Vec<usize>], place: Place) -> Vec<F
                     Status::Skip,
                     format!("GPU {i}"),
                     "not available here",
-                    format!("its {what} shared with {}", gpus_text(group)),
+                    format!("its {what} shared with {}", gpu_list(group)),
                     if inv.gpus.get(i).is_some() {
                         format!("GPU {i} {what}: not available here")
                     } else {
@@ -349,15 +335,15 @@ fn group_findings(inv: &Inventory, groups: &[Vec<usize>], place: Place) -> Vec<F
                 agreed.push(None);
                 let spread = at
                     .iter()
-                    .map(|(v, ids)| format!("{} on {what} {v}", gpus_text(ids)))
+                    .map(|(v, ids)| format!("{} on {what} {v}", gpu_list(ids)))
                     .collect::<Vec<_>>()
                     .join(", ");
                 out.push(finding(
                     Status::Fail,
-                    gpus_text(group),
+                    gpu_list(group),
                     spread.clone(),
                     format!("one {what}"),
-                    format!("{} should share one {what}: {spread}", gpus_text(group)),
+                    format!("{} should share one {what}: {spread}", gpu_list(group)),
                 ));
             }
         }
@@ -370,7 +356,7 @@ fn group_findings(inv: &Inventory, groups: &[Vec<usize>], place: Place) -> Vec<F
             .filter(|(gj, _)| *gj != gi && agreed[*gj] == Some(v))
             .map(|(_, g)| g)
             .collect();
-        let who = gpus_text(group);
+        let who = gpu_list(group);
         out.push(if clash.is_empty() {
             finding(
                 Status::Pass,
@@ -382,7 +368,7 @@ fn group_findings(inv: &Inventory, groups: &[Vec<usize>], place: Place) -> Vec<F
         } else {
             let others = clash
                 .iter()
-                .map(|g| gpus_text(g))
+                .map(|g| gpu_list(g))
                 .collect::<Vec<_>>()
                 .join("; ");
             finding(
