@@ -357,6 +357,57 @@ const BROKEN_NODES: &[(&str, &str, &str)] = &[
         "bus numbers are 0 to 0xff",
     ),
     ("pcie_gen = 5", "pcie_gen = 99", "pcie_gen must be 1 to 7"),
+    // Real addresses, per-pair PCIe paths and per-class figures (issue 14 item 1).
+    (
+        "first_bus = 0x18",
+        "bus_ids = [\"0000:18:00.0\", \"0000:2a:00.0\", \"0000:3a:00.0\", \"0000:5d:00.0\", \"0000:9a:00.0\", \"0000:ab:00.0\", \"0000:ba:00.0\", \"0000:db:00.0\"]\nfirst_bus = 0x18",
+        "give bus_ids or first_bus and bus_stride, not both",
+    ),
+    (
+        "first_bus = 0x18\nbus_stride = 0x10",
+        "bus_ids = [\"0000:18:00.0\", \"0000:2a:00.0\"]",
+        "bus_ids lists 2 GPUs, gpu.count is 8",
+    ),
+    (
+        "first_bus = 0x18\nbus_stride = 0x10",
+        "bus_ids = [\"0000:18:00.0\", \"0000:2a:00.0\", \"0000:3a:00.0\", \"0000:5d:00.0\", \"0000:9a:00.0\", \"0000:ab:00.0\", \"0000:ba:00\", \"0000:db:00.0\"]",
+        "is not a PCI address like 0000:18:00.0",
+    ),
+    (
+        "first_bus = 0x18\nbus_stride = 0x10",
+        "bus_ids = [\"0000:18:00.0\", \"0000:2a:00.0\", \"0000:3a:00.0\", \"0000:5d:00.0\", \"0000:9a:00.0\", \"0000:18:00.0\", \"0000:ba:00.0\", \"0000:db:00.0\"]",
+        "GPU 5 has the address of GPU 0: 0000:18:00.0",
+    ),
+    (
+        "p2p = true",
+        "pcie_paths = [{ a = 0, b = 8, path = \"PIX\" }]\np2p = true",
+        "pair 0-8 is not two GPUs of 0..7",
+    ),
+    (
+        "p2p = true",
+        "pcie_paths = [{ a = 0, b = 1, path = \"PIX\" }, { a = 1, b = 0, path = \"PXB\" }]\np2p = true",
+        "pair 1-0 is listed twice",
+    ),
+    (
+        "p2p = true",
+        "pcie_paths = [{ a = 0, b = 1, path = \"NV18\" }]\np2p = true",
+        "unknown variant",
+    ),
+    (
+        "p2p_pcie_gbps = 40.0",
+        "p2p_pcie_gbps_by_path = { PIX = 26.0, SYS = -19.0 }\np2p_pcie_gbps = 40.0",
+        "perf.p2p_pcie_gbps_by_path.SYS: a bandwidth is a number",
+    ),
+    (
+        "p2p_pcie_bidir_gbps = 70.0",
+        "p2p_pcie_bidir_gbps_by_path = { PXB = inf }\np2p_pcie_bidir_gbps = 70.0",
+        "perf.p2p_pcie_bidir_gbps_by_path.PXB: a bandwidth is a number",
+    ),
+    (
+        "p2p_latency_us = 2.4",
+        "p2p_latency_us_by_path = { SYS = nan }\np2p_latency_us = 2.4",
+        "perf.p2p_latency_us_by_path.SYS: a latency is a number",
+    ),
     (
         "numa_nodes = [0, 0, 0, 0, 1, 1, 1, 1]",
         "numa_nodes = [0, 0, 0, 0, 1, 1, 1, -1]",

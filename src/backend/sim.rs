@@ -8,7 +8,7 @@ use super::*;
 use crate::config::{self, Source};
 use crate::error::InputError;
 use crate::inventory::*;
-use crate::suite::CollectiveOp;
+use crate::suite::{CollectiveOp, PciePath};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
@@ -110,9 +110,16 @@ pub struct SimGpu {
     /// (nothing is refused for it). A bf16 training run needs `[8, 0]` or newer.
     #[serde(default)]
     pub compute_capability: Option<(i32, i32)>,
-    /// First PCI bus number; GPU i sits at bus `first_bus + i * bus_stride`.
-    pub first_bus: u32,
-    pub bus_stride: u32,
+    /// First PCI bus number; GPU i sits at bus `first_bus + i * bus_stride` (domain 0). Give
+    /// these two or `bus_ids`, not both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_bus: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bus_stride: Option<u32>,
+    /// The PCI address of each GPU, in the node's numbering, as `nvidia-smi` or `lspci` writes
+    /// it ("0000:18:00.0" or "00000000:18:00.0"): real boxes have irregular bus numbers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bus_ids: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -129,9 +136,14 @@ pub struct SimLinks {
     /// Direct GPU-to-GPU links when there is no switch: [a, b, links].
     #[serde(default)]
     pub direct: Vec<[u32; 3]>,
-    /// PCIe path label between GPUs on the same NUMA node, and across nodes.
+    /// PCIe path label between GPUs on the same NUMA node, and across nodes: the default for
+    /// every pair that `pcie_paths` does not list.
     pub pcie_same_numa: String,
     pub pcie_cross_numa: String,
+    /// The PCIe path of single pairs, as `nvidia-smi topo -m` prints it (a real box mixes PIX
+    /// and PXB within one socket): `[[links.pcie_paths]] a = 0, b = 1, path = "PIX"`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pcie_paths: Vec<crate::suite::PairPath>,
     /// Peer access available between GPUs.
     pub p2p: bool,
     pub nvlink_version: Option<u32>,
@@ -156,9 +168,19 @@ pub struct SimPerf {
     /// Per ordered pair over PCIe with peer access, one way; and both ways.
     pub p2p_pcie_gbps: f64,
     pub p2p_pcie_bidir_gbps: f64,
+    /// Peer bandwidth over PCIe per path class (`{ PIX = 26.0, SYS = 19.0 }`), one way and
+    /// both ways; a class not listed delivers `p2p_pcie_gbps` / `p2p_pcie_bidir_gbps`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub p2p_pcie_gbps_by_path: BTreeMap<PciePath, f64>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub p2p_pcie_bidir_gbps_by_path: BTreeMap<PciePath, f64>,
     /// Peer copies staged through the host when peer access is off.
     pub staged_gbps: f64,
     pub p2p_latency_us: f64,
+    /// Peer latency of pairs without NVLink per PCIe path class; a class not listed:
+    /// `p2p_latency_us`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub p2p_latency_us_by_path: BTreeMap<PciePath, f64>,
     pub staged_latency_us: f64,
     /// Peak bus bandwidth per collective at large sizes, GB/s.
     pub collective_busbw_gbps: BTreeMap<CollectiveOp, f64>,
@@ -591,22 +613,7 @@ impl SimNode {
                 format!("must be 1 to 100000 MHz, got {}", self.gpu.sm_clock_max_mhz),
             );
         }
-        // GPU i sits at bus first_bus + i * bus_stride: all within one PCI bus number (0-255).
-        let last_bus = (n as u64 - 1)
-            .checked_mul(u64::from(self.gpu.bus_stride))
-            .and_then(|x| x.checked_add(u64::from(self.gpu.first_bus)));
-        if last_bus.is_none_or(|b| b > 0xff) || (n > 1 && self.gpu.bus_stride == 0) {
-            return bad(
-                "gpu.bus_stride",
-                format!(
-                    "GPU {} would sit at bus {:#x} + {} x {:#x}: bus numbers are 0 to 0xff and differ per GPU",
-                    n - 1,
-                    self.gpu.first_bus,
-                    n - 1,
-                    self.gpu.bus_stride
-                ),
-            );
-        }
+        self.validate_bus_ids()?;
         for (i, u) in self.unavailable.iter().enumerate() {
             if let Some(g) = u.gpus.iter().find(|g| **g >= n) {
                 return Err((
@@ -666,6 +673,32 @@ impl SimNode {
                 }
             }
         }
+        if self.links.pcie_paths.len() > MAX_PAIRS {
+            return bad(
+                "links.pcie_paths",
+                format!(
+                    "{} PCIe paths listed; a node of at most {MAX_GPUS} GPUs has at most {MAX_PAIRS} pairs",
+                    self.links.pcie_paths.len()
+                ),
+            );
+        }
+        for (i, pp) in self.links.pcie_paths.iter().enumerate() {
+            if pp.a >= n || pp.b >= n || pp.a == pp.b {
+                return bad(
+                    &format!("links.pcie_paths[{i}]"),
+                    format!("pair {}-{} is not two GPUs of 0..{}", pp.a, pp.b, n - 1),
+                );
+            }
+            if self.links.pcie_paths[..i]
+                .iter()
+                .any(|e| (e.a, e.b) == (pp.a, pp.b) || (e.a, e.b) == (pp.b, pp.a))
+            {
+                return bad(
+                    &format!("links.pcie_paths[{i}]"),
+                    format!("pair {}-{} is listed twice", pp.a, pp.b),
+                );
+            }
+        }
         let p = &self.perf;
         let mut rates: Vec<(String, f64)> = vec![
             ("h2d_gbps".into(), p.h2d_gbps),
@@ -681,6 +714,17 @@ impl SimNode {
         for (op, v) in &p.collective_busbw_gbps {
             rates.push((format!("collective_busbw_gbps.{op}"), *v));
         }
+        for (key, map) in [
+            ("p2p_pcie_gbps_by_path", &p.p2p_pcie_gbps_by_path),
+            (
+                "p2p_pcie_bidir_gbps_by_path",
+                &p.p2p_pcie_bidir_gbps_by_path,
+            ),
+        ] {
+            for (path, v) in map {
+                rates.push((format!("{key}.{}", path.label()), *v));
+            }
+        }
         for (k, v) in rates {
             if !(v.is_finite() && (0.0..=MAX_GBPS).contains(&v)) {
                 return bad(
@@ -692,11 +736,15 @@ impl SimNode {
                 );
             }
         }
-        for (k, v) in [
-            ("p2p_latency_us", p.p2p_latency_us),
-            ("staged_latency_us", p.staged_latency_us),
-            ("collective_latency_us", p.collective_latency_us),
-        ] {
+        let mut latencies: Vec<(String, f64)> = vec![
+            ("p2p_latency_us".into(), p.p2p_latency_us),
+            ("staged_latency_us".into(), p.staged_latency_us),
+            ("collective_latency_us".into(), p.collective_latency_us),
+        ];
+        for (path, v) in &p.p2p_latency_us_by_path {
+            latencies.push((format!("p2p_latency_us_by_path.{}", path.label()), *v));
+        }
+        for (k, v) in latencies {
             if !(v.is_finite() && (0.0..=MAX_LATENCY_US).contains(&v)) {
                 return bad(
                     &format!("perf.{k}"),
@@ -739,6 +787,141 @@ impl SimNode {
             check_fault(f, n).map_err(|m| (format!("faults[{i}]"), m))?;
         }
         Ok(())
+    }
+}
+
+impl SimNode {
+    /// GPU addresses: either `bus_ids` (one per GPU, each a PCI address, all different) or
+    /// `first_bus` and `bus_stride` (GPU i at bus first_bus + i * bus_stride, within 0-0xff).
+    fn validate_bus_ids(&self) -> Result<(), (String, String)> {
+        let n = self.gpu.count;
+        let g = &self.gpu;
+        if !g.bus_ids.is_empty() {
+            if g.first_bus.is_some() || g.bus_stride.is_some() {
+                return Err((
+                    "gpu.bus_ids".into(),
+                    "give bus_ids or first_bus and bus_stride, not both".into(),
+                ));
+            }
+            if g.bus_ids.len() != n {
+                return Err((
+                    "gpu.bus_ids".into(),
+                    format!("bus_ids lists {} GPUs, gpu.count is {n}", g.bus_ids.len()),
+                ));
+            }
+            let mut seen: Vec<PciAddress> = Vec::with_capacity(n);
+            for (i, b) in g.bus_ids.iter().enumerate() {
+                let a = PciAddress::parse(b).ok_or_else(|| {
+                    (
+                        format!("gpu.bus_ids[{i}]"),
+                        format!(
+                            "'{}' is not a PCI address like 0000:18:00.0 (domain:bus:device.function, hexadecimal; device 0-1f, function 0-7)",
+                            b.escape_debug()
+                        ),
+                    )
+                })?;
+                if let Some(j) = seen.iter().position(|s| *s == a) {
+                    return Err((
+                        format!("gpu.bus_ids[{i}]"),
+                        format!("GPU {i} has the address of GPU {j}: {a}"),
+                    ));
+                }
+                seen.push(a);
+            }
+            return Ok(());
+        }
+        let (Some(first), Some(stride)) = (g.first_bus, g.bus_stride) else {
+            return Err((
+                "gpu".into(),
+                "give each GPU's address: bus_ids, or first_bus and bus_stride".into(),
+            ));
+        };
+        // GPU i sits at bus first_bus + i * bus_stride: all within one PCI bus number (0-255).
+        let last_bus = (n as u64 - 1)
+            .checked_mul(u64::from(stride))
+            .and_then(|x| x.checked_add(u64::from(first)));
+        if last_bus.is_none_or(|b| b > 0xff) || (n > 1 && stride == 0) {
+            return Err((
+                "gpu.bus_stride".into(),
+                format!(
+                    "GPU {} would sit at bus {:#x} + {} x {:#x}: bus numbers are 0 to 0xff and differ per GPU",
+                    n - 1,
+                    first,
+                    n - 1,
+                    stride
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The PCIe path label between two GPUs (the node's numbering): the pair's own
+    /// `links.pcie_paths` entry, else by NUMA node (a GPU whose node is not reported counts as
+    /// local).
+    pub fn pcie_label(&self, a: usize, b: usize) -> String {
+        if let Some(p) = self
+            .links
+            .pcie_paths
+            .iter()
+            .find(|p| (p.a, p.b) == (a, b) || (p.a, p.b) == (b, a))
+        {
+            return p.path.label().to_string();
+        }
+        let (na, nb) = (self.gpu.numa_nodes.get(a), self.gpu.numa_nodes.get(b));
+        if na.is_none() || na == nb {
+            self.links.pcie_same_numa.clone()
+        } else {
+            self.links.pcie_cross_numa.clone()
+        }
+    }
+
+    /// The PCI address of GPU `i` (the node's numbering), as NVML's short form writes it.
+    fn bus_id(&self, i: usize) -> String {
+        if let Some(a) = self.gpu.bus_ids.get(i).and_then(|b| PciAddress::parse(b)) {
+            return a.to_string();
+        }
+        let bus = self.gpu.first_bus.unwrap_or(0) + i as u32 * self.gpu.bus_stride.unwrap_or(0);
+        format!("0000:{bus:02x}:00.0")
+    }
+}
+
+/// A PCI address, domain:bus:device.function.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct PciAddress {
+    domain: u32,
+    bus: u8,
+    device: u8,
+    function: u8,
+}
+
+impl PciAddress {
+    /// "0000:18:00.0" or NVML's "00000000:18:00.0", hexadecimal, either case.
+    fn parse(s: &str) -> Option<Self> {
+        let (domain, rest) = s.split_once(':')?;
+        let (bus, rest) = rest.split_once(':')?;
+        let (device, function) = rest.split_once('.')?;
+        let hex = |t: &str, max_len: usize| {
+            (!t.is_empty() && t.len() <= max_len && t.bytes().all(|c| c.is_ascii_hexdigit()))
+                .then(|| u32::from_str_radix(t, 16).ok())
+                .flatten()
+        };
+        let a = PciAddress {
+            domain: hex(domain, 8).filter(|_| domain.len() >= 4)?,
+            bus: u8::try_from(hex(bus, 2).filter(|_| bus.len() == 2)?).ok()?,
+            device: u8::try_from(hex(device, 2).filter(|_| device.len() == 2)?).ok()?,
+            function: u8::try_from(hex(function, 1)?).ok()?,
+        };
+        (a.device <= 0x1f && a.function <= 7).then_some(a)
+    }
+}
+
+impl std::fmt::Display for PciAddress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:04x}:{:02x}:{:02x}.{}",
+            self.domain, self.bus, self.device, self.function
+        )
     }
 }
 
@@ -833,10 +1016,7 @@ impl SimBackend {
     }
 
     fn bus_id(&self, orig: usize) -> String {
-        format!(
-            "0000:{:02x}:00.0",
-            self.node.gpu.first_bus + orig as u32 * self.node.gpu.bus_stride
-        )
+        self.node.bus_id(orig)
     }
 
     /// A deterministic generator for one measurement: depends on the seed and what is measured,
@@ -971,10 +1151,38 @@ impl SimBackend {
             let r = links as f64 / nominal as f64;
             (p.p2p_nvlink_gbps * r, p.p2p_nvlink_bidir_gbps * r)
         } else {
-            (p.p2p_pcie_gbps, p.p2p_pcie_bidir_gbps)
+            self.pcie_pair_gbps(a, b)
         };
         let f = self.pair_factor(a, b);
         (one * f, both * f)
+    }
+
+    /// The PCIe path class of a pair of CUDA ordinals, when its label is one.
+    fn pcie_class(&self, a: usize, b: usize) -> Option<PciePath> {
+        PciePath::parse(&self.node.pcie_label(self.orig(a), self.orig(b)))
+    }
+
+    /// One-way and both-way peer bandwidth of a healthy pair over PCIe: its path class's
+    /// figures, else the node's single ones.
+    fn pcie_pair_gbps(&self, a: usize, b: usize) -> (f64, f64) {
+        let p = &self.node.perf;
+        let class = self.pcie_class(a, b);
+        let of = |m: &BTreeMap<PciePath, f64>, default: f64| {
+            class.and_then(|c| m.get(&c).copied()).unwrap_or(default)
+        };
+        (
+            of(&p.p2p_pcie_gbps_by_path, p.p2p_pcie_gbps),
+            of(&p.p2p_pcie_bidir_gbps_by_path, p.p2p_pcie_bidir_gbps),
+        )
+    }
+
+    /// One-way peer bandwidth a healthy pair delivers (no faults), the yardstick for collectives.
+    fn pair_gbps_nominal(&self, a: usize, b: usize) -> f64 {
+        if self.pair_links_nominal(a, b) > 0 {
+            self.node.perf.p2p_nvlink_gbps
+        } else {
+            self.pcie_pair_gbps(a, b).0
+        }
     }
 
     fn n(&self) -> usize {
@@ -1031,23 +1239,20 @@ impl SimBackend {
         let p = &self.node.perf;
         let mut peak = p.collective_busbw_gbps.get(&op).copied().unwrap_or(0.0);
         let n = self.n();
-        // Collectives ride the slowest path between GPUs.
+        // Collectives ride the slowest path between GPUs: the figure a healthy node delivers,
+        // times the worst share of its healthy figure that any pair now delivers.
         if n > 1 {
-            let mut worst = f64::INFINITY;
-            let mut nominal_worst = f64::INFINITY;
+            let mut share = f64::INFINITY;
             for a in 0..n {
                 for b in (a + 1)..n {
-                    worst = worst.min(self.pair_gbps(a, b).0);
-                    let nominal = if self.pair_links_nominal(a, b) > 0 {
-                        p.p2p_nvlink_gbps
-                    } else {
-                        p.p2p_pcie_gbps
-                    };
-                    nominal_worst = nominal_worst.min(nominal);
+                    let nominal = self.pair_gbps_nominal(a, b);
+                    if nominal > 0.0 {
+                        share = share.min(self.pair_gbps(a, b).0 / nominal);
+                    }
                 }
             }
-            if worst.is_finite() && nominal_worst.is_finite() && nominal_worst > 0.0 {
-                peak *= (worst / nominal_worst).min(1.0);
+            if share.is_finite() {
+                peak *= share.min(1.0);
             }
         }
         for f in self.faults_of(FaultKind::SlowCollective) {
@@ -1259,18 +1464,12 @@ impl Backend for SimBackend {
         for a in 0..n {
             for b in (a + 1)..n {
                 let links = self.pair_links(a, b);
-                let same_numa =
-                    gpus[a].numa_node.is_some() && gpus[a].numa_node == gpus[b].numa_node;
                 let p2p = self.p2p_enabled(a, b);
                 pairs.push(GpuPair {
                     a,
                     b,
                     nvlinks: links,
-                    pcie_path: Some(if same_numa || gpus[a].numa_node.is_none() {
-                        node.links.pcie_same_numa.clone()
-                    } else {
-                        node.links.pcie_cross_numa.clone()
-                    }),
+                    pcie_path: Some(node.pcie_label(self.orig(a), self.orig(b))),
                     p2p: P2pStatus {
                         read: Some(p2p),
                         write: Some(p2p),
@@ -1481,7 +1680,14 @@ impl Backend for SimBackend {
         self.check_gpu(dst)?;
         let p = &self.node.perf;
         let mean = if self.p2p_enabled(src, dst) {
-            p.p2p_latency_us
+            match self.pcie_class(src, dst) {
+                Some(c) if self.pair_links_nominal(src, dst) == 0 => p
+                    .p2p_latency_us_by_path
+                    .get(&c)
+                    .copied()
+                    .unwrap_or(p.p2p_latency_us),
+                _ => p.p2p_latency_us,
+            }
         } else {
             p.staged_latency_us
         };
@@ -1793,5 +1999,140 @@ mod tests {
             1
         )
         .is_err());
+    }
+
+    /// A 4-GPU PCIe box written as a real one is: irregular addresses, per-pair paths, and a
+    /// figure per path class.
+    fn pcie_box() -> SimNode {
+        let mut node = load_node("l40s-pcie-4").unwrap();
+        node.gpu.first_bus = None;
+        node.gpu.bus_stride = None;
+        node.gpu.bus_ids = [
+            "0000:1B:00.0",
+            "00000000:3d:00.0",
+            "0000:89:00.0",
+            "0000:b1:00.0",
+        ]
+        .map(String::from)
+        .to_vec();
+        node.gpu.numa_nodes = vec![0, 0, 1, 1];
+        node.gpu.numa_cpus = vec!["0-31".into(), "32-63".into()];
+        node.links.pcie_same_numa = "PXB".into();
+        node.links.pcie_cross_numa = "SYS".into();
+        node.links.pcie_paths = vec![crate::suite::PairPath {
+            a: 3,
+            b: 2,
+            path: PciePath::Pix,
+        }];
+        node.perf.noise_pct = 0.0;
+        node.perf.p2p_pcie_gbps_by_path = [(PciePath::Pix, 26.0), (PciePath::Sys, 19.0)].into();
+        node.perf.p2p_pcie_bidir_gbps_by_path = [(PciePath::Pix, 50.0)].into();
+        node.perf.p2p_latency_us_by_path = [(PciePath::Sys, 14.0)].into();
+        node.validate().unwrap();
+        node
+    }
+
+    #[test]
+    fn a_real_pcie_topology_can_be_written() {
+        let node = pcie_box();
+        let mut b = SimBackend::new(node.clone(), vec![], 1).unwrap();
+        let inv = b.inventory().unwrap();
+        let ids: Vec<&str> = inv.gpus.iter().map(|g| g.pci_bus_id.as_str()).collect();
+        assert_eq!(
+            ids,
+            [
+                "0000:1b:00.0",
+                "0000:3d:00.0",
+                "0000:89:00.0",
+                "0000:b1:00.0"
+            ]
+        );
+        let path = |a: usize, b: usize| {
+            inv.pairs
+                .iter()
+                .find(|p| (p.a, p.b) == (a, b))
+                .and_then(|p| p.pcie_path.clone())
+                .unwrap()
+        };
+        // Listed pair, same NUMA node, across NUMA nodes.
+        assert_eq!(path(2, 3), "PIX");
+        assert_eq!(path(0, 1), "PXB");
+        assert_eq!(path(1, 2), "SYS");
+        // Each class delivers its own figure; PXB is not listed and takes the single one.
+        let mut read = |a: usize, c: usize, mode: P2pMode| {
+            b.p2p_copy(a, c, mode, 1, 0, 3).unwrap().gbps.values[0]
+        };
+        assert_eq!(read(3, 2, P2pMode::Read), 26.0);
+        assert_eq!(read(0, 1, P2pMode::Read), node.perf.p2p_pcie_gbps);
+        assert_eq!(read(0, 3, P2pMode::Read), 19.0);
+        assert_eq!(read(2, 3, P2pMode::Bidir), 50.0);
+        assert_eq!(read(0, 3, P2pMode::Bidir), node.perf.p2p_pcie_bidir_gbps);
+        let lat =
+            |b: &mut SimBackend, x: usize, y: usize| b.p2p_latency(x, y, 3).unwrap().values[0];
+        assert_eq!(lat(&mut b, 0, 2), 14.0);
+        assert_eq!(lat(&mut b, 0, 1), node.perf.p2p_latency_us);
+    }
+
+    #[test]
+    fn slower_path_classes_do_not_slow_a_healthy_collective_but_a_slow_pair_does() {
+        let node = pcie_box();
+        let healthy = SimBackend::new(node.clone(), vec![], 1).unwrap();
+        let peak = node.perf.collective_busbw_gbps[&CollectiveOp::AllReduce];
+        assert_eq!(healthy.coll_peak(CollectiveOp::AllReduce), peak);
+        // A PIX pair at 60% of its 26 GB/s is still faster than SYS pairs, yet it is faulty.
+        let slow = SimBackend::new(
+            node,
+            vec![Fault::parse("slow-gpu-pair:gpu=2,peer=3,factor=0.6").unwrap()],
+            1,
+        )
+        .unwrap();
+        let got = slow.coll_peak(CollectiveOp::AllReduce);
+        assert!((got - peak * 0.6).abs() < 1e-9, "{got}");
+    }
+
+    #[test]
+    fn bus_ids_are_checked() {
+        let good = pcie_box();
+        let check = |f: &dyn Fn(&mut SimNode)| {
+            let mut n = good.clone();
+            f(&mut n);
+            n.validate().unwrap_err()
+        };
+        let (at, msg) = check(&|n| n.gpu.first_bus = Some(0x18));
+        assert_eq!(
+            (at.as_str(), msg.as_str()),
+            (
+                "gpu.bus_ids",
+                "give bus_ids or first_bus and bus_stride, not both"
+            )
+        );
+        let (at, msg) = check(&|n| n.gpu.bus_ids.truncate(3));
+        assert_eq!(at, "gpu.bus_ids");
+        assert!(msg.contains("lists 3 GPUs, gpu.count is 4"), "{msg}");
+        for bad in [
+            "0000:1b:00",
+            "0000:1b:20.0",
+            "0000:1b:00.8",
+            "0000:1bb:00.0",
+            "00:1b:00.0",
+            "0000:1g:00.0",
+            "+000:1b:00.0",
+        ] {
+            let (at, msg) = check(&|n| n.gpu.bus_ids[2] = bad.into());
+            assert_eq!(at, "gpu.bus_ids[2]", "{bad}");
+            assert!(msg.contains("is not a PCI address"), "{bad}: {msg}");
+        }
+        let (at, msg) = check(&|n| n.gpu.bus_ids[3] = "0000:1B:00.0".into());
+        assert_eq!(at, "gpu.bus_ids[3]");
+        assert!(
+            msg.contains("GPU 3 has the address of GPU 0: 0000:1b:00.0"),
+            "{msg}"
+        );
+        let (at, msg) = check(&|n| n.gpu.bus_ids.clear());
+        assert_eq!(at, "gpu");
+        assert!(
+            msg.contains("bus_ids, or first_bus and bus_stride"),
+            "{msg}"
+        );
     }
 }
