@@ -890,6 +890,42 @@ pub fn simulated_status(v: &serde_json::Value) -> Result<Option<bool>, String> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_figure_counted_otherwise_than_its_tool_converts_by_a_stated_factor() {
+        use Bytes::*;
+        use Directions::*;
+        let nvb = |d, b| Convention::new(d, b, Tool::Nvbandwidth).tool_factor();
+        assert_eq!(nvb(OneWay, Once), None);
+        assert_eq!(nvb(SumOfBoth, Once), Some(0.5));
+        assert_eq!(nvb(OneWay, ReadPlusWritten), Some(0.5));
+        assert_eq!(nvb(SumOfBoth, ReadPlusWritten), Some(0.25));
+        // algbw and busbw are nccl-tests' own formulas.
+        for b in [Once, BusFactor] {
+            assert_eq!(
+                Convention::new(OneWay, b, Tool::NcclTests).tool_factor(),
+                None
+            );
+        }
+    }
+
+    #[test]
+    fn a_metric_and_a_check_record_from_before_conventions_and_remeasure_read() {
+        let m: Metric = serde_json::from_str(
+            r#"{"name":"h2d","subject":{"gpu":0},"unit":"GB/s","median":1.0,"min":1.0,"max":1.0,"samples":[1.0]}"#,
+        )
+        .unwrap();
+        assert_eq!(m.convention, None);
+        let back = serde_json::to_string(&m).unwrap();
+        assert!(!back.contains("convention"), "{back}");
+        let c = Convention::new(Directions::SumOfBoth, Bytes::Once, Tool::Nvbandwidth);
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(
+            json,
+            r#"{"directions":"sum_of_both","bytes":"once","compared_with":"nvbandwidth"}"#
+        );
+        assert_eq!(serde_json::from_str::<Convention>(&json).unwrap(), c);
+    }
+
     fn written() -> (tempfile::TempDir, std::path::PathBuf, Evidence) {
         let ev = crate::runner::simulate("h200-vm-1", "h200-vm-1", &[], 1).unwrap();
         let dir = tempfile::tempdir().unwrap();

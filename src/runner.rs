@@ -518,6 +518,34 @@ mod tests {
         assert_eq!((r.allowed, r.decided_by, r.earlier.len()), (2, 1, 0));
     }
 
+    /// A figure that is not a number is an error: never measured again into a pass.
+    #[test]
+    fn an_error_is_not_re_measured() {
+        use crate::backend::sim::{load_node, SimBackend};
+        use crate::backend::Backend;
+        let loaded = crate::suite::load::load_source(crate::config::Source {
+            name: "retry.toml".into(),
+            text: "format_version = 1\nname = \"retry\"\nextends = \"h200-vm-1\"\n\
+                   [checks.host_bandwidth]\nremeasure = 3\n"
+                .into(),
+        })
+        .unwrap();
+        let mut node = load_node("h200-vm-1").unwrap();
+        node.perf.h2d_gbps = f64::NAN;
+        let mut b = SimBackend::new(node, vec![], 1).unwrap();
+        let inv = b.inventory().unwrap();
+        let ev = new_evidence(&loaded, &b, inv, None, Environment::default());
+        let ev = run(&loaded, &mut b, ev, None, &mut Silent).unwrap();
+        let host = ev.check("host_bandwidth").unwrap();
+        assert_eq!(host.status, Status::Error);
+        let r = host.remeasure.as_ref().unwrap();
+        assert_eq!((r.allowed, r.decided_by, r.earlier.len()), (4, 1, 0));
+        assert!(host
+            .summary
+            .starts_with("GPU 0: the h2d measurement gave NaN"));
+        assert_eq!(ev.verdict, Verdict::Error);
+    }
+
     fn outcome(status: Status, findings: Vec<Finding>, facts: Vec<Fact>) -> Outcome {
         Outcome {
             status,

@@ -16,6 +16,10 @@ pub struct Collective {
     pub cfg: CollectiveCheck,
 }
 
+/// (metric name, human name) of each bandwidth figure this check measures.
+pub const FIGURES: [(&str, &str); 2] =
+    [("algbw", "algorithm bandwidth"), ("busbw", "bus bandwidth")];
+
 /// How each figure counts: as nccl-tests computes it, algbw over the bytes of the message
 /// once, busbw times the collective's bus factor.
 pub fn convention(name: &str) -> Option<Convention> {
