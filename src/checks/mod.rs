@@ -283,6 +283,26 @@ mod tests {
     }
 
     #[test]
+    fn the_evidence_limit_counts_every_attempt_a_check_may_take() {
+        let load = |extra: &str| {
+            crate::suite::load::load_source(crate::config::Source {
+                name: "big.toml".into(),
+                text: format!(
+                    "format_version = 1\nname = \"big\"\n[checks.p2p_bandwidth]\n\
+                     iterations = 3000\n{extra}"
+                ),
+            })
+            .unwrap()
+        };
+        // 8 GPUs: 56 ordered pairs x 3 directions x 3,000 samples = 504,000: fits once.
+        assert!(check_evidence_size(&load(""), 8).is_ok());
+        let e = check_evidence_size(&load("remeasure = 1\n"), 8)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("would record 1008000 samples"), "{e}");
+    }
+
+    #[test]
     fn figures_that_are_not_numbers_become_errors_naming_the_measurement() {
         let mut m = Measured {
             metrics: vec![
