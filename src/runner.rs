@@ -13,6 +13,9 @@ use std::time::Instant;
 pub trait Observer {
     fn check_started(&mut self, _index: usize, _total: usize, _title: &str, _plan: &[String]) {}
     fn progress(&mut self, _done: usize, _total: usize) {}
+    /// The attempt just judged missed (`missed`: its summary); attempt `attempt` of `allowed`
+    /// starts now.
+    fn remeasuring(&mut self, _attempt: u32, _allowed: u32, _missed: &str) {}
     fn check_finished(&mut self, _record: &CheckRecord) {}
 }
 
@@ -92,12 +95,12 @@ pub fn run(
                 None,
             ),
             Ok(_) => {
-                let mut prog = |d: usize, t: usize| observer.progress(d, t);
                 let allowed = 1 + check.remeasure();
                 let mut earlier: Vec<Attempt> = Vec::new();
                 loop {
                     let attempt = earlier.len() as u32 + 1;
                     let t_attempt = Instant::now();
+                    let mut prog = |d: usize, t: usize| observer.progress(d, t);
                     let outcome = match check.measure(&ctx, backend, &mut prog) {
                         Err(e) => Outcome {
                             status: Status::Error,
@@ -122,6 +125,7 @@ pub fn run(
                     };
                     let next = next_attempt(&outcome, attempt, allowed);
                     if next == Next::Again {
+                        observer.remeasuring(attempt + 1, allowed, &outcome.summary);
                         earlier.push(Attempt {
                             attempt,
                             status: outcome.status,

@@ -227,3 +227,39 @@ fn a_format_1_certificate_renders_without_conventions_or_attempts() {
     assert!(!md.contains("How the bandwidth figures count"));
     assert!(!md.contains("Re-measured"));
 }
+
+#[test]
+fn the_console_says_when_a_check_measures_again() {
+    let env = Env::new();
+    let s = suite(&env, "[checks.p2p_bandwidth]\nremeasure = 1\n");
+    let out = env
+        .cmd()
+        .args(["run", "--simulate", "l40s-pcie-4", &s, "--out", "out"])
+        .args(["--inject", TRANSIENT])
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = err
+        .lines()
+        .find(|l| l.contains("measuring again"))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(
+        line.starts_with("[5/12] missed: GPU 0 -> GPU 1: peer read")
+            && line.ends_with("; measuring again, attempt 2 of 2"),
+        "{line}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("passed on attempt 2 of 2, after 1 miss"),
+        "{stdout}"
+    );
+    // Quiet: one line on stdout, nothing on stderr.
+    env.cmd()
+        .args(["run", "--simulate", "l40s-pcie-4", &s, "-q", "--out", "q"])
+        .args(["--inject", TRANSIENT])
+        .assert()
+        .code(0)
+        .stderr("");
+}
