@@ -449,6 +449,31 @@ mod tests {
     }
 
     #[test]
+    fn a_collective_measures_again_only_under_its_own_key() {
+        let slow = "slow-collective:op=all_reduce,factor=0.3,attempts=1";
+        let ev = run_text("[checks.collective.all_reduce]\nremeasure = 1\n", &[slow]);
+        let c = ev.check("collective.all_reduce").unwrap();
+        assert_eq!(c.status, Status::Pass, "{}", c.summary);
+        assert!(
+            c.summary
+                .starts_with("passed on attempt 2 of 2, after 1 miss"),
+            "{}",
+            c.summary
+        );
+        // all_gather has no remeasure of its own: judged on one attempt, no record.
+        assert!(ev
+            .check("collective.all_gather")
+            .unwrap()
+            .remeasure
+            .is_none());
+        let ev = run_text("", &[slow]);
+        assert_eq!(
+            ev.check("collective.all_reduce").unwrap().status,
+            Status::Fail
+        );
+    }
+
+    #[test]
     fn without_remeasure_the_transient_miss_fails_as_before() {
         let ev = run_text("", &[TRANSIENT]);
         let c = ev.check("p2p_bandwidth").unwrap();
