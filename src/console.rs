@@ -78,6 +78,22 @@ impl Observer for Console {
         }
     }
 
+    fn remeasuring(&mut self, attempt: u32, allowed: u32, missed: &str) {
+        if self.quiet {
+            return;
+        }
+        let line = format!(
+            "[{}/{}] missed: {}; measuring again, attempt {attempt} of {allowed}",
+            self.index + 1,
+            self.total,
+            visible(missed)
+        );
+        match &self.bar {
+            Some(b) => b.println(line),
+            None => crate::errln!("{line}"),
+        }
+    }
+
     fn progress(&mut self, done: usize, total: usize) {
         if let Some(b) = &self.bar {
             b.set_length(total as u64);

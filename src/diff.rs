@@ -720,6 +720,7 @@ mod tests {
             coverage: None,
             started_at: Utc::now(),
             duration_s: 0.0,
+            remeasure: None,
         }
     }
 

@@ -106,6 +106,104 @@ pub struct Metric {
     /// How the GPU timed the samples, for copy figures measured on real GPUs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timing: Option<crate::backend::Timing>,
+    /// How a bandwidth figure counts: one direction or the sum of both, bytes once or read plus
+    /// written. Absent for figures that are not bandwidths and in evidence written before
+    /// conventions were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub convention: Option<Convention>,
+}
+
+/// Which directions a bandwidth figure adds up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Directions {
+    /// One direction (a copy one way, or one way while the other runs).
+    OneWay,
+    /// The sum of both directions running at once.
+    SumOfBoth,
+}
+
+/// Which bytes a bandwidth figure counts per byte of buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Bytes {
+    /// Each byte of the buffer once.
+    Once,
+    /// Each byte read and each byte written (a copy within one memory counts twice).
+    ReadPlusWritten,
+    /// nccl-tests' bus bandwidth: bytes over time times the collective's bus factor.
+    BusFactor,
+}
+
+/// The tool a user compares a figure with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Tool {
+    Nvbandwidth,
+    NcclTests,
+}
+
+impl Tool {
+    pub fn name(self) -> &'static str {
+        match self {
+            Tool::Nvbandwidth => "nvbandwidth",
+            Tool::NcclTests => "nccl-tests",
+        }
+    }
+}
+
+/// How a bandwidth figure counts, and the tool users compare it with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Convention {
+    pub directions: Directions,
+    pub bytes: Bytes,
+    /// The tool that reports the same measurement (nvbandwidth, nccl-tests).
+    pub compared_with: Tool,
+}
+
+impl Convention {
+    pub const fn new(directions: Directions, bytes: Bytes, compared_with: Tool) -> Self {
+        Convention {
+            directions,
+            bytes,
+            compared_with,
+        }
+    }
+
+    /// "one direction, bytes read plus written".
+    pub fn describe(&self) -> String {
+        let d = match self.directions {
+            Directions::OneWay => "one direction",
+            Directions::SumOfBoth => "sum of both directions",
+        };
+        let b = match self.bytes {
+            Bytes::Once => "bytes counted once",
+            Bytes::ReadPlusWritten => "bytes read plus bytes written",
+            Bytes::BusFactor => "bus bandwidth (algbw x the collective's factor)",
+        };
+        format!("{d}, {b}")
+    }
+
+    /// The factor that turns this figure into the one its tool reports, or None where the tool
+    /// counts the same way. nodecert computes algbw and busbw with nccl-tests' own formulas.
+    /// nvbandwidth reports one direction with each byte counted once (its bidirectional tests
+    /// report the direction they time while the other runs): a sum of both directions becomes
+    /// the mean of one, and a copy's bytes read plus written become bytes once.
+    pub fn tool_factor(&self) -> Option<f64> {
+        match self.compared_with {
+            Tool::NcclTests => None,
+            Tool::Nvbandwidth => {
+                let mut f = 1.0;
+                if self.directions == Directions::SumOfBoth {
+                    f *= 0.5;
+                }
+                if self.bytes == Bytes::ReadPlusWritten {
+                    f *= 0.5;
+                }
+                (f != 1.0).then_some(f)
+            }
+        }
+    }
 }
 
 impl Metric {
@@ -120,12 +218,19 @@ impl Metric {
             max,
             samples,
             timing: None,
+            convention: None,
         }
     }
 
     /// Record how the samples were timed.
     pub fn timed(mut self, timing: Option<crate::backend::Timing>) -> Self {
         self.timing = timing;
+        self
+    }
+
+    /// Record how the figure counts (see [`Convention`]).
+    pub fn counted(mut self, convention: Option<Convention>) -> Self {
+        self.convention = convention;
         self
     }
 }
@@ -222,6 +327,41 @@ pub struct CheckRecord {
     pub coverage: Option<Coverage>,
     pub started_at: DateTime<Utc>,
     /// Wall time of the check, seconds.
+    pub duration_s: f64,
+    /// The re-measure policy as applied: present when the suite allowed this check to measure
+    /// again after a miss (`remeasure` above 0). The metrics, facts and findings above are those
+    /// of the attempt that decided; the earlier ones are kept here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remeasure: Option<Remeasure>,
+}
+
+/// How a check used its re-measure allowance.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Remeasure {
+    /// Attempts allowed in all: 1 + the suite's `remeasure`.
+    pub allowed: u32,
+    /// The attempt that decided the check's status (1-based): the last one taken.
+    pub decided_by: u32,
+    /// Why no further attempt was taken after a miss although one was allowed (wrong data is
+    /// never re-measured). None when the last attempt did not miss or the attempts ran out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stopped: Option<String>,
+    /// The attempts before the deciding one, in order: each missed.
+    #[serde(default)]
+    pub earlier: Vec<Attempt>,
+}
+
+/// One earlier attempt of a check, kept whole.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Attempt {
+    /// 1-based.
+    pub attempt: u32,
+    pub status: Status,
+    pub summary: String,
+    pub metrics: Vec<Metric>,
+    pub facts: Vec<Fact>,
+    pub findings: Vec<Finding>,
+    /// Wall time of the attempt, seconds.
     pub duration_s: f64,
 }
 
@@ -749,6 +889,42 @@ pub fn simulated_status(v: &serde_json::Value) -> Result<Option<bool>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_figure_counted_otherwise_than_its_tool_converts_by_a_stated_factor() {
+        use Bytes::*;
+        use Directions::*;
+        let nvb = |d, b| Convention::new(d, b, Tool::Nvbandwidth).tool_factor();
+        assert_eq!(nvb(OneWay, Once), None);
+        assert_eq!(nvb(SumOfBoth, Once), Some(0.5));
+        assert_eq!(nvb(OneWay, ReadPlusWritten), Some(0.5));
+        assert_eq!(nvb(SumOfBoth, ReadPlusWritten), Some(0.25));
+        // algbw and busbw are nccl-tests' own formulas.
+        for b in [Once, BusFactor] {
+            assert_eq!(
+                Convention::new(OneWay, b, Tool::NcclTests).tool_factor(),
+                None
+            );
+        }
+    }
+
+    #[test]
+    fn a_metric_and_a_check_record_from_before_conventions_and_remeasure_read() {
+        let m: Metric = serde_json::from_str(
+            r#"{"name":"h2d","subject":{"gpu":0},"unit":"GB/s","median":1.0,"min":1.0,"max":1.0,"samples":[1.0]}"#,
+        )
+        .unwrap();
+        assert_eq!(m.convention, None);
+        let back = serde_json::to_string(&m).unwrap();
+        assert!(!back.contains("convention"), "{back}");
+        let c = Convention::new(Directions::SumOfBoth, Bytes::Once, Tool::Nvbandwidth);
+        let json = serde_json::to_string(&c).unwrap();
+        assert_eq!(
+            json,
+            r#"{"directions":"sum_of_both","bytes":"once","compared_with":"nvbandwidth"}"#
+        );
+        assert_eq!(serde_json::from_str::<Convention>(&json).unwrap(), c);
+    }
 
     fn written() -> (tempfile::TempDir, std::path::PathBuf, Evidence) {
         let ev = crate::runner::simulate("h200-vm-1", "h200-vm-1", &[], 1).unwrap();

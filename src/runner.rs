@@ -13,6 +13,9 @@ use std::time::Instant;
 pub trait Observer {
     fn check_started(&mut self, _index: usize, _total: usize, _title: &str, _plan: &[String]) {}
     fn progress(&mut self, _done: usize, _total: usize) {}
+    /// The attempt just judged missed (`missed`: its summary); attempt `attempt` of `allowed`
+    /// starts now.
+    fn remeasuring(&mut self, _attempt: u32, _allowed: u32, _missed: &str) {}
     fn check_finished(&mut self, _record: &CheckRecord) {}
 }
 
@@ -81,7 +84,7 @@ pub fn run(
         let planned = check.plan(&ctx);
         let plan_lines = planned.clone().unwrap_or_default();
         observer.check_started(i, total, &check.title(), &plan_lines);
-        let (status, summary, metrics, facts, findings, coverage) = match planned {
+        let (status, summary, metrics, facts, findings, coverage, remeasure) = match planned {
             Err(reason) => (
                 Status::Skip,
                 format!("skipped: {reason}"),
@@ -89,25 +92,73 @@ pub fn run(
                 vec![],
                 vec![],
                 None,
+                None,
             ),
             Ok(_) => {
-                let mut prog = |d: usize, t: usize| observer.progress(d, t);
-                match check.measure(&ctx, backend, &mut prog) {
-                    Err(e) => (
-                        Status::Error,
-                        format!("could not measure: {e}"),
-                        vec![],
-                        vec![],
-                        vec![],
-                        None,
-                    ),
-                    Ok(mut m) => {
-                        // Figures that are not numbers are refused here, at their source.
-                        let mut findings = m.take_non_finite();
-                        findings.extend(check.evaluate(&ctx, &m));
-                        let (status, summary, coverage) = summarize_with_coverage(&findings);
-                        (status, summary, m.metrics, m.facts, findings, coverage)
+                let allowed = 1 + check.remeasure();
+                let mut earlier: Vec<Attempt> = Vec::new();
+                loop {
+                    let attempt = earlier.len() as u32 + 1;
+                    let t_attempt = Instant::now();
+                    let mut prog = |d: usize, t: usize| observer.progress(d, t);
+                    let outcome = match check.measure(&ctx, backend, &mut prog) {
+                        Err(e) => Outcome {
+                            status: Status::Error,
+                            summary: format!("could not measure: {e}"),
+                            measured: checks::Measured::default(),
+                            findings: vec![],
+                            coverage: None,
+                        },
+                        Ok(mut m) => {
+                            // Figures that are not numbers are refused here, at their source.
+                            let mut findings = m.take_non_finite();
+                            findings.extend(check.evaluate(&ctx, &m));
+                            let (status, summary, coverage) = summarize_with_coverage(&findings);
+                            Outcome {
+                                status,
+                                summary,
+                                measured: m,
+                                findings,
+                                coverage,
+                            }
+                        }
+                    };
+                    let next = next_attempt(&outcome, attempt, allowed);
+                    if next == Next::Again {
+                        observer.remeasuring(attempt + 1, allowed, &outcome.summary);
+                        earlier.push(Attempt {
+                            attempt,
+                            status: outcome.status,
+                            summary: outcome.summary,
+                            metrics: outcome.measured.metrics,
+                            facts: outcome.measured.facts,
+                            findings: outcome.findings,
+                            duration_s: t_attempt.elapsed().as_secs_f64(),
+                        });
+                        continue;
                     }
+                    let remeasure = (allowed > 1).then(|| Remeasure {
+                        allowed,
+                        decided_by: attempt,
+                        stopped: match next {
+                            Next::Stop(why) => Some(why.to_string()),
+                            _ => None,
+                        },
+                        earlier,
+                    });
+                    let summary = match &remeasure {
+                        Some(r) => attempts_summary(outcome.status, r, &outcome.summary),
+                        None => outcome.summary,
+                    };
+                    break (
+                        outcome.status,
+                        summary,
+                        outcome.measured.metrics,
+                        outcome.measured.facts,
+                        outcome.findings,
+                        outcome.coverage,
+                        remeasure,
+                    );
                 }
             }
         };
@@ -124,6 +175,7 @@ pub fn run(
             coverage,
             started_at,
             duration_s: t0.elapsed().as_secs_f64(),
+            remeasure,
         };
         observer.check_finished(&record);
         ev.checks.push(record);
@@ -139,6 +191,67 @@ pub fn run(
         ev.write(p)?;
     }
     Ok(ev)
+}
+
+/// One attempt of a check, measured and judged.
+struct Outcome {
+    status: Status,
+    summary: String,
+    measured: checks::Measured,
+    findings: Vec<Finding>,
+    coverage: Option<Coverage>,
+}
+
+/// What follows an attempt under the re-measure policy.
+#[derive(Debug, PartialEq, Eq)]
+enum Next {
+    /// The attempt decides: it held, or it was the last one allowed.
+    Done,
+    /// A figure missed: measure the check again.
+    Again,
+    /// It missed, attempts remain, and still it decides, for this reason.
+    Stop(&'static str),
+}
+
+/// The re-measure policy: only a miss (a failure of a figure against its floor) is measured
+/// again, while attempts remain. A pass and a warning stand; an error (the node could not be
+/// measured, and a check with an error finding has the status of its error) is never retried
+/// into a pass; wrong data once is a failure.
+fn next_attempt(o: &Outcome, attempt: u32, allowed: u32) -> Next {
+    if o.status != Status::Fail || attempt >= allowed {
+        return Next::Done;
+    }
+    if o.measured.wrong_data() {
+        return Next::Stop("wrong data is never re-measured away");
+    }
+    Next::Again
+}
+
+/// The check's summary under the re-measure policy: which attempt decided and after how many
+/// misses, then the deciding attempt's own summary.
+fn attempts_summary(status: Status, r: &Remeasure, summary: &str) -> String {
+    let (n, of) = (r.decided_by, r.allowed);
+    let misses = r.earlier.len();
+    let after = match misses {
+        0 => String::new(),
+        1 => ", after 1 miss".into(),
+        m => format!(", after {m} misses"),
+    };
+    let head = match (status, &r.stopped) {
+        (Status::Fail, Some(why)) => {
+            format!("failed on attempt {n} of {of}{after} ({why})")
+        }
+        (Status::Fail, None) => format!("failed {n} of {of} attempts"),
+        (Status::Pass, _) if misses == 0 => return summary.to_string(),
+        (Status::Pass, _) => format!("passed on attempt {n} of {of}{after}"),
+        (Status::Warn, _) => format!("warned on attempt {n} of {of}{after}"),
+        (Status::Error, _) => format!("could not measure on attempt {n} of {of}{after}"),
+        (Status::Skip, _) => format!("skipped on attempt {n} of {of}{after}"),
+    };
+    if misses == 0 && status != Status::Fail {
+        return summary.to_string();
+    }
+    format!("{head}: {summary}")
 }
 
 /// Status of a check from its findings, and the sentence that says why.
@@ -282,6 +395,288 @@ mod tests {
         assert_eq!(ev.verdict, Verdict::Error);
         let back = Evidence::read(&path).unwrap();
         assert_eq!(back.check("host_bandwidth").unwrap().status, Status::Error);
+    }
+
+    /// Run `suite` (TOML text) on the simulated l40s-pcie-4 with `faults`.
+    fn run_text(suite: &str, faults: &[&str]) -> Evidence {
+        use crate::backend::sim::{load_node, Fault, SimBackend};
+        use crate::backend::Backend;
+        let loaded = crate::suite::load::load_source(crate::config::Source {
+            name: "retry.toml".into(),
+            text: format!(
+                "format_version = 1\nname = \"retry\"\nextends = \"l40s-pcie-4\"\n{suite}"
+            ),
+        })
+        .unwrap();
+        let faults = faults.iter().map(|f| Fault::parse(f).unwrap()).collect();
+        let mut b = SimBackend::new(load_node("l40s-pcie-4").unwrap(), faults, 1).unwrap();
+        let inv = b.inventory().unwrap();
+        let ev = new_evidence(&loaded, &b, inv, None, Environment::default());
+        run(&loaded, &mut b, ev, None, &mut Silent).unwrap()
+    }
+
+    const TRANSIENT: &str = "slow-gpu-pair:gpu=0,peer=1,attempts=1";
+
+    #[test]
+    fn a_transient_miss_passes_on_the_next_attempt_and_the_miss_is_kept() {
+        let ev = run_text("[checks.p2p_bandwidth]\nremeasure = 2\n", &[TRANSIENT]);
+        let c = ev.check("p2p_bandwidth").unwrap();
+        assert_eq!(c.status, Status::Pass, "{}", c.summary);
+        assert!(
+            c.summary
+                .starts_with("passed on attempt 2 of 3, after 1 miss: "),
+            "{}",
+            c.summary
+        );
+        let r = c.remeasure.as_ref().unwrap();
+        assert_eq!(
+            (r.allowed, r.decided_by, r.stopped.as_deref()),
+            (3, 2, None)
+        );
+        assert_eq!(r.earlier.len(), 1);
+        let miss = &r.earlier[0];
+        assert_eq!((miss.attempt, miss.status), (1, Status::Fail));
+        assert!(miss.summary.contains("GPU 0 -> GPU 1"), "{}", miss.summary);
+        // The miss keeps its figures; the deciding attempt measured the pair healthy.
+        let read = |ms: &[Metric]| {
+            ms.iter()
+                .find(|m| m.name == "p2p_read" && m.subject == Subject::pair(0, 1))
+                .unwrap()
+                .median
+        };
+        assert!(read(&miss.metrics) < 0.7 * read(&c.metrics));
+        assert_eq!(ev.verdict, Verdict::Pass);
+    }
+
+    #[test]
+    fn a_collective_measures_again_only_under_its_own_key() {
+        let slow = "slow-collective:op=all_reduce,factor=0.3,attempts=1";
+        let ev = run_text("[checks.collective.all_reduce]\nremeasure = 1\n", &[slow]);
+        let c = ev.check("collective.all_reduce").unwrap();
+        assert_eq!(c.status, Status::Pass, "{}", c.summary);
+        assert!(
+            c.summary
+                .starts_with("passed on attempt 2 of 2, after 1 miss"),
+            "{}",
+            c.summary
+        );
+        // all_gather has no remeasure of its own: judged on one attempt, no record.
+        assert!(ev
+            .check("collective.all_gather")
+            .unwrap()
+            .remeasure
+            .is_none());
+        let ev = run_text("", &[slow]);
+        assert_eq!(
+            ev.check("collective.all_reduce").unwrap().status,
+            Status::Fail
+        );
+    }
+
+    #[test]
+    fn without_remeasure_the_transient_miss_fails_as_before() {
+        let ev = run_text("", &[TRANSIENT]);
+        let c = ev.check("p2p_bandwidth").unwrap();
+        assert_eq!(c.status, Status::Fail);
+        assert!(c.remeasure.is_none());
+        assert!(
+            c.summary.starts_with("GPU 0 -> GPU 1: peer read"),
+            "{}",
+            c.summary
+        );
+        assert_eq!(ev.verdict, Verdict::Fail);
+    }
+
+    #[test]
+    fn a_persistent_miss_fails_after_every_attempt() {
+        let ev = run_text(
+            "[checks.p2p_bandwidth]\nremeasure = 2\n",
+            &["slow-gpu-pair:gpu=0,peer=1"],
+        );
+        let c = ev.check("p2p_bandwidth").unwrap();
+        assert_eq!(c.status, Status::Fail);
+        assert!(
+            c.summary
+                .starts_with("failed 3 of 3 attempts: GPU 0 -> GPU 1"),
+            "{}",
+            c.summary
+        );
+        let r = c.remeasure.as_ref().unwrap();
+        assert_eq!((r.decided_by, r.earlier.len()), (3, 2));
+        assert!(r.earlier.iter().all(|a| a.status == Status::Fail));
+        assert_eq!(
+            r.earlier.iter().map(|a| a.attempt).collect::<Vec<_>>(),
+            [1, 2]
+        );
+    }
+
+    #[test]
+    fn wrong_data_is_never_re_measured() {
+        let ev = run_text(
+            "[checks.p2p_bandwidth]\nremeasure = 3\n",
+            &["corrupt-copy:gpu=0,peer=1"],
+        );
+        let c = ev.check("p2p_bandwidth").unwrap();
+        assert_eq!(c.status, Status::Fail);
+        let r = c.remeasure.as_ref().unwrap();
+        assert_eq!((r.decided_by, r.earlier.len()), (1, 0));
+        assert_eq!(
+            r.stopped.as_deref(),
+            Some("wrong data is never re-measured away")
+        );
+        assert!(
+            c.summary
+                .starts_with("failed on attempt 1 of 4 (wrong data is never re-measured away): "),
+            "{}",
+            c.summary
+        );
+    }
+
+    #[test]
+    fn a_pass_at_the_first_attempt_reads_as_before() {
+        let ev = run_text("[checks.host_bandwidth]\nremeasure = 1\n", &[]);
+        let c = ev.check("host_bandwidth").unwrap();
+        assert_eq!(c.status, Status::Pass);
+        assert!(
+            c.summary.ends_with("judgements within limits"),
+            "{}",
+            c.summary
+        );
+        assert!(!c.summary.contains("attempt"), "{}", c.summary);
+        let r = c.remeasure.as_ref().unwrap();
+        assert_eq!((r.allowed, r.decided_by, r.earlier.len()), (2, 1, 0));
+    }
+
+    /// A figure that is not a number is an error: never measured again into a pass.
+    #[test]
+    fn an_error_is_not_re_measured() {
+        use crate::backend::sim::{load_node, SimBackend};
+        use crate::backend::Backend;
+        let loaded = crate::suite::load::load_source(crate::config::Source {
+            name: "retry.toml".into(),
+            text: "format_version = 1\nname = \"retry\"\nextends = \"h200-vm-1\"\n\
+                   [checks.host_bandwidth]\nremeasure = 3\n"
+                .into(),
+        })
+        .unwrap();
+        let mut node = load_node("h200-vm-1").unwrap();
+        node.perf.h2d_gbps = f64::NAN;
+        let mut b = SimBackend::new(node, vec![], 1).unwrap();
+        let inv = b.inventory().unwrap();
+        let ev = new_evidence(&loaded, &b, inv, None, Environment::default());
+        let ev = run(&loaded, &mut b, ev, None, &mut Silent).unwrap();
+        let host = ev.check("host_bandwidth").unwrap();
+        assert_eq!(host.status, Status::Error);
+        let r = host.remeasure.as_ref().unwrap();
+        assert_eq!((r.allowed, r.decided_by, r.earlier.len()), (4, 1, 0));
+        assert!(host
+            .summary
+            .starts_with("GPU 0: the h2d measurement gave NaN"));
+        assert_eq!(ev.verdict, Verdict::Error);
+    }
+
+    fn outcome(status: Status, findings: Vec<Finding>, facts: Vec<Fact>) -> Outcome {
+        Outcome {
+            status,
+            summary: String::new(),
+            measured: checks::Measured {
+                metrics: vec![],
+                facts,
+            },
+            findings,
+            coverage: None,
+        }
+    }
+
+    #[test]
+    fn only_a_miss_with_attempts_left_is_measured_again() {
+        let miss = || outcome(Status::Fail, vec![f(Status::Fail)], vec![]);
+        assert_eq!(next_attempt(&miss(), 1, 3), Next::Again);
+        assert_eq!(next_attempt(&miss(), 2, 3), Next::Again);
+        assert_eq!(next_attempt(&miss(), 3, 3), Next::Done);
+        assert_eq!(next_attempt(&miss(), 1, 1), Next::Done);
+        // A pass, a warning and an error stand.
+        for st in [Status::Pass, Status::Warn, Status::Error, Status::Skip] {
+            assert_eq!(
+                next_attempt(&outcome(st, vec![f(st)], vec![]), 1, 3),
+                Next::Done
+            );
+        }
+        // A miss beside an error finding (a figure that was not a number): not retried.
+        let o = outcome(
+            Status::Error,
+            vec![f(Status::Fail), f(Status::Error)],
+            vec![],
+        );
+        assert_eq!(next_attempt(&o, 1, 3), Next::Done);
+        // Wrong data from a copy, or from a collective, stops the attempts.
+        for (name, value) in [
+            ("p2p_read_data", "wrong data"),
+            ("wrong_elements", "3/1024"),
+            ("wrong_elements", "unreadable"),
+        ] {
+            let fact = Fact {
+                name: name.into(),
+                subject: Subject::node(),
+                value: value.into(),
+            };
+            let o = outcome(Status::Fail, vec![f(Status::Fail)], vec![fact]);
+            assert_eq!(
+                next_attempt(&o, 1, 3),
+                Next::Stop("wrong data is never re-measured away"),
+                "{name}={value}"
+            );
+        }
+        let intact = Fact {
+            name: "wrong_elements".into(),
+            subject: Subject::node(),
+            value: "0/1024".into(),
+        };
+        let o = outcome(Status::Fail, vec![f(Status::Fail)], vec![intact]);
+        assert_eq!(next_attempt(&o, 1, 3), Next::Again);
+    }
+
+    #[test]
+    fn the_summary_says_which_attempt_decided() {
+        let r = |decided_by: u32, misses: u32, stopped: Option<&str>| Remeasure {
+            allowed: 3,
+            decided_by,
+            stopped: stopped.map(str::to_string),
+            earlier: (1..=misses)
+                .map(|attempt| Attempt {
+                    attempt,
+                    status: Status::Fail,
+                    summary: String::new(),
+                    metrics: vec![],
+                    facts: vec![],
+                    findings: vec![],
+                    duration_s: 0.0,
+                })
+                .collect(),
+        };
+        let s = |st, r: Remeasure| attempts_summary(st, &r, "why");
+        assert_eq!(
+            s(Status::Fail, r(3, 2, None)),
+            "failed 3 of 3 attempts: why"
+        );
+        assert_eq!(
+            s(Status::Pass, r(3, 2, None)),
+            "passed on attempt 3 of 3, after 2 misses: why"
+        );
+        assert_eq!(
+            s(Status::Warn, r(2, 1, None)),
+            "warned on attempt 2 of 3, after 1 miss: why"
+        );
+        assert_eq!(
+            s(Status::Error, r(2, 1, None)),
+            "could not measure on attempt 2 of 3, after 1 miss: why"
+        );
+        assert_eq!(
+            s(Status::Fail, r(2, 1, Some("wrong data"))),
+            "failed on attempt 2 of 3, after 1 miss (wrong data): why"
+        );
+        assert_eq!(s(Status::Pass, r(1, 0, None)), "why");
+        assert_eq!(s(Status::Error, r(1, 0, None)), "why");
     }
 
     #[test]

@@ -235,6 +235,10 @@ pub struct Fault {
     pub code: Option<u32>,
     /// For xid: logged this many hours before the run (a kernel-log XID); unset: seen during it.
     pub age_h: Option<f64>,
+    /// For the slow faults: a transient that shows only on the first N measurements of what it
+    /// slows (a warming or shared node); unset: on every measurement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
@@ -321,12 +325,12 @@ impl FaultKind {
             FaultKind::P2pDisabled => {
                 "peer access is off, as in a VM that hides it (gpu=N, peer=M; default all pairs)"
             }
-            FaultKind::SlowHostBandwidth => "one GPU's host bandwidth is 40% low (gpu=N, factor=F)",
+            FaultKind::SlowHostBandwidth => "one GPU's host bandwidth is 40% low (gpu=N, factor=F; attempts=A: only on the first A measurements)",
             FaultKind::SlowGpuPair => {
-                "one GPU pair's peer bandwidth is 40% low (gpu=N, peer=M, factor=F)"
+                "one GPU pair's peer bandwidth is 40% low (gpu=N, peer=M, factor=F; attempts=A: only on the first A measurements)"
             }
             FaultKind::SlowCollective => {
-                "a collective's bus bandwidth is 30% low (op=all_reduce, factor=F)"
+                "a collective's bus bandwidth is 30% low (op=all_reduce, factor=F; attempts=A: only on the first A measurements)"
             }
             FaultKind::EccUncorrectable => "an uncorrectable ECC error on a GPU (gpu=N)",
             FaultKind::RowRemapPending => "a row remap is pending on a GPU (gpu=N)",
@@ -404,7 +408,8 @@ impl Fault {
                 "factor" => {
                     f.factor = Some(v.parse().map_err(|_| format!("fault '{spec}': factor={v} is not a number"))?)
                 }
-                other => return Err(format!("fault '{spec}': unknown key '{other}' (gpu, peer, op, factor, gen, width, code, age_h)")),
+                "attempts" => f.attempts = Some(num32(v)?),
+                other => return Err(format!("fault '{spec}': unknown key '{other}' (gpu, peer, op, factor, gen, width, code, age_h, attempts)")),
             }
         }
         f.check_values()
@@ -415,6 +420,24 @@ impl Fault {
     /// The values a fault carries are possible, whichever way it came (`--inject` or
     /// `[[faults]]` in a node file): one check for both.
     pub fn check_values(&self) -> Result<(), String> {
+        if let Some(n) = self.attempts {
+            if !matches!(
+                self.kind,
+                FaultKind::SlowHostBandwidth | FaultKind::SlowGpuPair | FaultKind::SlowCollective
+            ) {
+                return Err(
+                    "attempts applies to the slow faults only (slow-host-bandwidth, \
+                     slow-gpu-pair, slow-collective)"
+                        .into(),
+                );
+            }
+            if n == 0 {
+                return Err(
+                    "attempts must be at least 1 (the fault shows on the first N measurements)"
+                        .into(),
+                );
+            }
+        }
         if let Some(x) = self.factor {
             if !(x.is_finite() && (0.0..=MAX_FAULT_FACTOR).contains(&x)) {
                 return Err(format!(
@@ -455,6 +478,7 @@ impl Fault {
             ("width", self.width.map(|x| x.to_string())),
             ("code", self.code.map(|x| x.to_string())),
             ("age_h", self.age_h.map(|x| x.to_string())),
+            ("attempts", self.attempts.map(|x| x.to_string())),
         ]
         .into_iter()
         .filter_map(|(k, v)| v.map(|v| format!("{k}={v}")))
@@ -961,6 +985,11 @@ pub struct SimBackend {
     seed: u64,
     /// GPUs after `gpu-missing` and `gpu-lost` faults: original indices of the GPUs that remain.
     present: Vec<usize>,
+    /// How many times each measurement was taken: a transient fault (`attempts=N`) shows only
+    /// on the first N.
+    taken: std::collections::HashMap<String, u32>,
+    /// Measurements of the same thing taken before the one in progress.
+    nth: u32,
 }
 
 /// Another VBIOS version than `v`, for the vbios-mismatch fault: its last field changed
@@ -995,6 +1024,8 @@ impl SimBackend {
             faults,
             seed,
             present,
+            taken: Default::default(),
+            nth: 0,
         })
     }
 
@@ -1006,8 +1037,25 @@ impl SimBackend {
         &self.faults
     }
 
+    /// The faults of a kind that show on the measurement in progress.
     fn faults_of(&self, kind: FaultKind) -> impl Iterator<Item = &Fault> {
-        self.faults.iter().filter(move |f| f.kind == kind)
+        let nth = self.nth;
+        self.faults
+            .iter()
+            .filter(move |f| f.kind == kind && f.attempts.is_none_or(|k| nth < k))
+    }
+
+    /// Start measuring `what`: count it, so that transient faults show on its first
+    /// measurements only, and name its samples (a repeat measurement gets its own noise).
+    fn begin(&mut self, what: String) -> String {
+        let n = self.taken.entry(what.clone()).or_insert(0);
+        self.nth = *n;
+        *n += 1;
+        if self.nth == 0 {
+            what
+        } else {
+            format!("{what} #{}", self.nth)
+        }
     }
 
     /// Original index of the GPU at CUDA ordinal `i`.
@@ -1127,9 +1175,14 @@ impl SimBackend {
         f.min(1.0)
     }
 
-    fn pair_factor(&self, a: usize, b: usize) -> f64 {
+    /// Peer bandwidth multiplier for a pair; `transients`: with the faults that show only on
+    /// the pair's first copies (a collective does not see them).
+    fn pair_factor(&self, a: usize, b: usize, transients: bool) -> f64 {
         let mut f = 1.0;
-        for x in self.faults_of(FaultKind::SlowGpuPair) {
+        for x in self
+            .faults_of(FaultKind::SlowGpuPair)
+            .filter(|x| transients || x.attempts.is_none())
+        {
             let g = x.gpu.unwrap_or(0);
             let p = x.peer.unwrap_or(g + 1);
             if (g, p) == (a, b) || (g, p) == (b, a) {
@@ -1140,7 +1193,7 @@ impl SimBackend {
     }
 
     /// One-way and both-way peer bandwidth of a pair, before noise.
-    fn pair_gbps(&self, a: usize, b: usize) -> (f64, f64) {
+    fn pair_gbps(&self, a: usize, b: usize, transients: bool) -> (f64, f64) {
         let p = &self.node.perf;
         if !self.p2p_enabled(a, b) {
             return (p.staged_gbps, p.staged_gbps * 1.4);
@@ -1153,7 +1206,7 @@ impl SimBackend {
         } else {
             self.pcie_pair_gbps(a, b)
         };
-        let f = self.pair_factor(a, b);
+        let f = self.pair_factor(a, b, transients);
         (one * f, both * f)
     }
 
@@ -1247,7 +1300,7 @@ impl SimBackend {
                 for b in (a + 1)..n {
                     let nominal = self.pair_gbps_nominal(a, b);
                     if nominal > 0.0 {
-                        share = share.min(self.pair_gbps(a, b).0 / nominal);
+                        share = share.min(self.pair_gbps(a, b, false).0 / nominal);
                     }
                 }
             }
@@ -1575,6 +1628,7 @@ impl Backend for SimBackend {
         iters: u32,
     ) -> Result<Samples, HwError> {
         self.check_gpu(gpu)?;
+        let key = self.begin(format!("host {dir:?} {gpu}"));
         let p = &self.node.perf;
         let base = match dir {
             HostDir::H2d => p.h2d_gbps,
@@ -1583,7 +1637,7 @@ impl Backend for SimBackend {
         };
         let mean = base * self.host_factor(gpu);
         Ok(Samples {
-            values: self.samples(&format!("host {dir:?} {gpu}"), mean, iters),
+            values: self.samples(&key, mean, iters),
             verified: Some(!self.host_copy_corrupt(gpu)),
             timing: None,
             host_memory: None,
@@ -1598,6 +1652,7 @@ impl Backend for SimBackend {
         iters: u32,
     ) -> Result<Vec<Samples>, HwError> {
         let n = self.n();
+        let key = self.begin(format!("host-all {dir:?}"));
         let mut each: Vec<f64> = (0..n)
             .map(|i| {
                 let p = &self.node.perf;
@@ -1619,7 +1674,7 @@ impl Backend for SimBackend {
             .iter()
             .enumerate()
             .map(|(i, m)| Samples {
-                values: self.samples(&format!("host-all {dir:?} {i}"), *m, iters),
+                values: self.samples(&format!("{key} {i}"), *m, iters),
                 verified: Some(!self.host_copy_corrupt(i)),
                 timing: None,
                 host_memory: None,
@@ -1635,12 +1690,9 @@ impl Backend for SimBackend {
         iters: u32,
     ) -> Result<Samples, HwError> {
         self.check_gpu(gpu)?;
+        let key = self.begin(format!("d2d {gpu}"));
         Ok(Samples {
-            values: self.samples(
-                &format!("d2d {gpu}"),
-                self.node.perf.device_copy_gbps,
-                iters,
-            ),
+            values: self.samples(&key, self.node.perf.device_copy_gbps, iters),
             verified: Some(!self.host_copy_corrupt(gpu)),
             timing: None,
             host_memory: None,
@@ -1658,7 +1710,8 @@ impl Backend for SimBackend {
     ) -> Result<P2pSample, HwError> {
         self.check_gpu(src)?;
         self.check_gpu(dst)?;
-        let (one, both) = self.pair_gbps(src, dst);
+        let key = self.begin(format!("p2p {mode:?} {src} {dst}"));
+        let (one, both) = self.pair_gbps(src, dst, true);
         let mean = match mode {
             P2pMode::Read => one,
             P2pMode::Write => one * 0.995,
@@ -1666,7 +1719,7 @@ impl Backend for SimBackend {
         };
         Ok(P2pSample {
             gbps: Samples {
-                values: self.samples(&format!("p2p {mode:?} {src} {dst}"), mean, iters),
+                values: self.samples(&key, mean, iters),
                 verified: Some(!self.pair_copy_corrupt(src, dst)),
                 timing: None,
                 host_memory: None,
@@ -1678,6 +1731,7 @@ impl Backend for SimBackend {
     fn p2p_latency(&mut self, src: usize, dst: usize, iters: u32) -> Result<Samples, HwError> {
         self.check_gpu(src)?;
         self.check_gpu(dst)?;
+        let key = self.begin(format!("lat {src} {dst}"));
         let p = &self.node.perf;
         let mean = if self.p2p_enabled(src, dst) {
             match self.pcie_class(src, dst) {
@@ -1692,7 +1746,7 @@ impl Backend for SimBackend {
             p.staged_latency_us
         };
         Ok(Samples {
-            values: self.samples(&format!("lat {src} {dst}"), mean, iters.min(100)),
+            values: self.samples(&key, mean, iters.min(100)),
             // As the CUDA code does, the transfers' data is checked.
             verified: Some(!self.pair_copy_corrupt(src, dst)),
             timing: None,
@@ -1707,6 +1761,7 @@ impl Backend for SimBackend {
         _warmup: u32,
         iters: u32,
     ) -> Result<CollectiveSample, HwError> {
+        let key = self.begin(format!("coll {op} {bytes}"));
         let t = self.coll_time_us(op, bytes);
         let elements = (bytes / 4).max(1);
         let corrupt = self
@@ -1719,7 +1774,7 @@ impl Backend for SimBackend {
             0
         };
         Ok(CollectiveSample {
-            time_us: self.samples(&format!("coll {op} {bytes}"), t, iters),
+            time_us: self.samples(&key, t, iters),
             elements_checked: elements * self.n() as u64,
             wrong_elements: wrong,
             ranks: self.n(),
@@ -1729,6 +1784,8 @@ impl Backend for SimBackend {
 
     fn training(&mut self, cfg: &crate::suite::TrainingCheck) -> Result<TrainingRun, HwError> {
         use crate::suite::Precision;
+        // A transient fault shows on the measurements of its own figure only.
+        self.nth = u32::MAX;
         let n = self.n();
         let params: u64 = cfg
             .layers
@@ -1927,6 +1984,50 @@ mod tests {
         assert!(Fault::parse("nvlink-up").is_err());
         assert!(Fault::parse("slow-collective:op=all_sum").is_err());
         assert!(Fault::parse("slow-gpu-pair:gpu=x").is_err());
+    }
+
+    #[test]
+    fn a_transient_slow_fault_shows_on_its_first_measurements_only() {
+        let f = Fault::parse("slow-host-bandwidth:gpu=1,factor=0.5,attempts=2").unwrap();
+        assert_eq!(f.label(), "slow-host-bandwidth:gpu=1,factor=0.5,attempts=2");
+        let mut b = SimBackend::new(load_node("l40s-pcie-4").unwrap(), vec![f], 1).unwrap();
+        let mut h2d = || {
+            crate::evidence::median(&b.host_copy(1, HostDir::H2d, 1 << 20, 0, 9).unwrap().values)
+        };
+        let (first, second, third) = (h2d(), h2d(), h2d());
+        let healthy = load_node("l40s-pcie-4").unwrap().perf.h2d_gbps;
+        assert!(
+            first < 0.6 * healthy && second < 0.6 * healthy,
+            "{first} {second}"
+        );
+        assert!(third > 0.9 * healthy, "{third}");
+        // A persistent fault shows every time.
+        let f = Fault::parse("slow-host-bandwidth:gpu=1,factor=0.5").unwrap();
+        let mut b = SimBackend::new(load_node("l40s-pcie-4").unwrap(), vec![f], 1).unwrap();
+        for _ in 0..4 {
+            let v = crate::evidence::median(
+                &b.host_copy(1, HostDir::H2d, 1 << 20, 0, 9).unwrap().values,
+            );
+            assert!(v < 0.6 * healthy, "{v}");
+        }
+    }
+
+    #[test]
+    fn attempts_is_for_slow_faults_and_at_least_one() {
+        for ok in [
+            "slow-gpu-pair:gpu=0,peer=1,attempts=1",
+            "slow-collective:op=all_gather,attempts=3",
+        ] {
+            assert!(Fault::parse(ok).is_ok(), "{ok}");
+        }
+        let e = Fault::parse("corrupt-copy:gpu=0,attempts=1").unwrap_err();
+        assert!(
+            e.contains("attempts applies to the slow faults only"),
+            "{e}"
+        );
+        let e = Fault::parse("slow-gpu-pair:attempts=0").unwrap_err();
+        assert!(e.contains("attempts must be at least 1"), "{e}");
+        assert!(Fault::parse("slow-gpu-pair:attempts=-1").is_err());
     }
 
     #[test]

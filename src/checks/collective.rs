@@ -5,13 +5,30 @@ use super::judge::{finding, fmt_num};
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
 use crate::error::HwError;
-use crate::evidence::{Fact, Finding, Metric, Status, Subject};
+use crate::evidence::{
+    Bytes, Convention, Directions, Fact, Finding, Metric, Status, Subject, Tool,
+};
 use crate::suite::{CollectiveCheck, CollectiveOp};
 use crate::units::{format_bytes, size_sweep};
 
 pub struct Collective {
     pub op: CollectiveOp,
     pub cfg: CollectiveCheck,
+}
+
+/// (metric name, human name) of each bandwidth figure this check measures.
+pub const FIGURES: [(&str, &str); 2] =
+    [("algbw", "algorithm bandwidth"), ("busbw", "bus bandwidth")];
+
+/// How each figure counts: as nccl-tests computes it, algbw over the bytes of the message
+/// once, busbw times the collective's bus factor.
+pub fn convention(name: &str) -> Option<Convention> {
+    let b = match name {
+        "algbw" => Bytes::Once,
+        "busbw" => Bytes::BusFactor,
+        _ => return None,
+    };
+    Some(Convention::new(Directions::OneWay, b, Tool::NcclTests))
 }
 
 /// algbw in GB/s for `bytes` moved in `time_us` (nccl-tests: size / time).
@@ -89,10 +106,12 @@ impl Check for Collective {
                 .collect();
             m.metrics
                 .push(Metric::new("time", Subject::size(s), "us", r.time_us));
-            m.metrics
-                .push(Metric::new("algbw", Subject::size(s), "GB/s", algbw));
-            m.metrics
-                .push(Metric::new("busbw", Subject::size(s), "GB/s", busbw));
+            m.metrics.push(
+                Metric::new("algbw", Subject::size(s), "GB/s", algbw).counted(convention("algbw")),
+            );
+            m.metrics.push(
+                Metric::new("busbw", Subject::size(s), "GB/s", busbw).counted(convention("busbw")),
+            );
             if moved != s {
                 m.facts.push(Fact {
                     name: "bytes_moved".into(),
@@ -125,6 +144,10 @@ impl Check for Collective {
             sizes * 3 * u64::from(c.iterations),
             format!("checks.collective.{}.iterations", self.op),
         )
+    }
+
+    fn remeasure(&self) -> u32 {
+        self.cfg.remeasure
     }
 
     fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
@@ -228,7 +251,7 @@ impl Check for Collective {
 
 /// "3/1024": wrong and checked elements of one size, as `measure` records them. None when the
 /// fact is not two whole numbers.
-fn parse_wrong(value: &str) -> Option<(u64, u64)> {
+pub(crate) fn parse_wrong(value: &str) -> Option<(u64, u64)> {
     let (w, t) = value.split_once('/')?;
     Some((w.trim().parse().ok()?, t.trim().parse().ok()?))
 }

@@ -6,7 +6,7 @@ use super::verify;
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::{Backend, HostDir};
 use crate::error::HwError;
-use crate::evidence::{Finding, Metric, Status, Subject};
+use crate::evidence::{Bytes, Convention, Directions, Finding, Metric, Status, Subject, Tool};
 use crate::suite::{HostBandwidthCheck, Limit};
 use crate::units::format_bytes;
 
@@ -20,6 +20,21 @@ pub const FIGURES: [(&str, &str); 5] = [
     ("all_gpus_h2d", "host-to-device with all GPUs at once"),
     ("device_copy", "device-local copy"),
 ];
+
+/// How each figure counts, compared with nvbandwidth's host and device-local copy tests:
+/// "both directions at once" is the sum of both, and a device-local copy counts each byte read
+/// and each byte written (nvbandwidth counts them once).
+pub fn convention(name: &str) -> Option<Convention> {
+    use Bytes::*;
+    use Directions::*;
+    let (d, b) = match name {
+        "h2d" | "d2h" | "all_gpus_h2d" => (OneWay, Once),
+        "bidir" => (SumOfBoth, Once),
+        "device_copy" => (OneWay, ReadPlusWritten),
+        _ => return None,
+    };
+    Some(Convention::new(d, b, Tool::Nvbandwidth))
+}
 
 impl HostBandwidth {
     /// The suite's limit for a figure; None for a name this check does not measure.
@@ -86,15 +101,20 @@ impl Check for HostBandwidth {
                 if dir == HostDir::H2d {
                     host_memory(&mut m, "host_memory", g, s.host_memory.as_ref());
                 }
-                m.metrics
-                    .push(Metric::new(name, Subject::gpu(g), "GB/s", s.values).timed(s.timing));
+                m.metrics.push(
+                    Metric::new(name, Subject::gpu(g), "GB/s", s.values)
+                        .timed(s.timing)
+                        .counted(convention(name)),
+                );
                 done += 1;
                 progress(done, total);
             }
             let s = b.device_copy(g, c.size.0, c.warmup, c.iterations)?;
             verify::record(&mut m, "device_copy", Subject::gpu(g), s.verified);
             m.metrics.push(
-                Metric::new("device_copy", Subject::gpu(g), "GB/s", s.values).timed(s.timing),
+                Metric::new("device_copy", Subject::gpu(g), "GB/s", s.values)
+                    .timed(s.timing)
+                    .counted(convention("device_copy")),
             );
             done += 1;
             progress(done, total);
@@ -113,7 +133,9 @@ impl Check for HostBandwidth {
                     s.host_memory.as_ref(),
                 );
                 m.metrics.push(
-                    Metric::new("all_gpus_h2d", Subject::gpu(g), "GB/s", s.values).timed(s.timing),
+                    Metric::new("all_gpus_h2d", Subject::gpu(g), "GB/s", s.values)
+                        .timed(s.timing)
+                        .counted(convention("all_gpus_h2d")),
                 );
             }
             progress(total, total);
@@ -128,6 +150,10 @@ impl Check for HostBandwidth {
             figures * u64::from(self.0.iterations),
             "checks.host_bandwidth.iterations".into(),
         )
+    }
+
+    fn remeasure(&self) -> u32 {
+        self.0.remeasure
     }
 
     fn evaluate(&self, _: &Ctx, m: &Measured) -> Vec<Finding> {

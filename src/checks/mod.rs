@@ -41,6 +41,17 @@ pub struct Measured {
 }
 
 impl Measured {
+    /// Some copy or collective returned wrong data: a copy whose data check failed, or a
+    /// collective size with a wrong element (or a count that cannot be read). Wrong data once is
+    /// a failure, so such a measurement is never re-measured.
+    pub fn wrong_data(&self) -> bool {
+        self.facts.iter().any(|f| {
+            (f.name.ends_with("_data") && f.value == verify::WRONG)
+                || (f.name == "wrong_elements"
+                    && collective::parse_wrong(&f.value).is_none_or(|(w, _)| w > 0))
+        })
+    }
+
     /// Take out every figure that is not a measurement: a sample (or the median, min or max)
     /// that is NaN or infinite, or no sample at all. Each becomes an error finding that names
     /// the measurement (the node could not be measured there; a broken timer must not look like
@@ -125,6 +136,11 @@ pub trait Check {
     fn samples(&self, gpus: usize) -> (u64, String);
     /// Judge the measurements against the suite's thresholds.
     fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding>;
+    /// How many more times the suite lets this check measure after a figure missed its floor
+    /// (`remeasure`); 0 for checks that judge no noisy figure.
+    fn remeasure(&self) -> u32 {
+        0
+    }
 }
 
 /// The most raw samples a run records: each takes about 30 bytes of evidence, and the figures
@@ -136,7 +152,14 @@ pub const MAX_SAMPLES: u64 = 1_000_000;
 /// read back: its iterations (or steps) times its GPUs, pairs or sizes record more than
 /// [`MAX_SAMPLES`] samples. Located at the key that records the most.
 pub fn check_evidence_size(loaded: &LoadedSuite, gpus: usize) -> Result<(), InputError> {
-    let plan: Vec<(u64, String)> = from_suite(loaded).iter().map(|c| c.samples(gpus)).collect();
+    // Each attempt a check may take records its samples again.
+    let plan: Vec<(u64, String)> = from_suite(loaded)
+        .iter()
+        .map(|c| {
+            let (n, key) = c.samples(gpus);
+            (n.saturating_mul(1 + u64::from(c.remeasure())), key)
+        })
+        .collect();
     let total = plan.iter().fold(0u64, |t, (n, _)| t.saturating_add(*n));
     if total <= MAX_SAMPLES {
         return Ok(());
@@ -257,6 +280,26 @@ mod tests {
             "{e}"
         );
         assert!(e.contains("would record 16800560 samples"), "{e}");
+    }
+
+    #[test]
+    fn the_evidence_limit_counts_every_attempt_a_check_may_take() {
+        let load = |extra: &str| {
+            crate::suite::load::load_source(crate::config::Source {
+                name: "big.toml".into(),
+                text: format!(
+                    "format_version = 1\nname = \"big\"\n[checks.p2p_bandwidth]\n\
+                     iterations = 3000\n{extra}"
+                ),
+            })
+            .unwrap()
+        };
+        // 8 GPUs: 56 ordered pairs x 3 directions x 3,000 samples = 504,000: fits once.
+        assert!(check_evidence_size(&load(""), 8).is_ok());
+        let e = check_evidence_size(&load("remeasure = 1\n"), 8)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("would record 1008000 samples"), "{e}");
     }
 
     #[test]

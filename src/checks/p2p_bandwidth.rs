@@ -6,7 +6,9 @@ use super::verify;
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::{Backend, P2pMode};
 use crate::error::HwError;
-use crate::evidence::{Fact, Finding, Metric, Status, Subject};
+use crate::evidence::{
+    Bytes, Convention, Directions, Fact, Finding, Metric, Status, Subject, Tool,
+};
 use crate::suite::P2pBandwidthCheck;
 use crate::units::format_bytes;
 
@@ -18,6 +20,17 @@ pub const FIGURES: [(&str, &str); 3] = [
     ("p2p_write", "peer write"),
     ("p2p_bidir", "peer both ways"),
 ];
+
+/// How each figure counts, compared with nvbandwidth's peer copy tests: read and write one
+/// direction, "both ways" the sum of both directions (nvbandwidth reports one).
+pub fn convention(name: &str) -> Option<Convention> {
+    let d = match name {
+        "p2p_read" | "p2p_write" => Directions::OneWay,
+        "p2p_bidir" => Directions::SumOfBoth,
+        _ => return None,
+    };
+    Some(Convention::new(d, Bytes::Once, Tool::Nvbandwidth))
+}
 
 /// The pair a figure is about: "GPU 0 -> GPU 5" one way, "GPU 0 <-> GPU 5" both ways.
 fn who(metric: &str, s: &Subject) -> String {
@@ -100,7 +113,8 @@ impl Check for P2pBandwidth {
                         "GB/s",
                         s.gbps.values,
                     )
-                    .timed(s.gbps.timing),
+                    .timed(s.gbps.timing)
+                    .counted(convention(&format!("p2p_{name}"))),
                 );
                 done += 1;
                 progress(done, total);
@@ -111,7 +125,8 @@ impl Check for P2pBandwidth {
             verify::record(&mut m, "p2p_bidir", Subject::pair(a, z), s.gbps.verified);
             m.metrics.push(
                 Metric::new("p2p_bidir", Subject::pair(a, z), "GB/s", s.gbps.values)
-                    .timed(s.gbps.timing),
+                    .timed(s.gbps.timing)
+                    .counted(convention("p2p_bidir")),
             );
             done += 1;
             progress(done, total);
@@ -126,6 +141,10 @@ impl Check for P2pBandwidth {
             pairs * 3 * u64::from(self.0.iterations),
             "checks.p2p_bandwidth.iterations".into(),
         )
+    }
+
+    fn remeasure(&self) -> u32 {
+        self.0.remeasure
     }
 
     fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding> {

@@ -60,6 +60,10 @@ impl Check for P2pLatency {
         )
     }
 
+    fn remeasure(&self) -> u32 {
+        self.0.remeasure
+    }
+
     fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
         let items: Vec<(String, f64)> = m
             .metrics

@@ -2,6 +2,8 @@
 //! in the binary and can be overridden with `--templates DIR`. Nothing here touches hardware;
 //! everything shown is derived from the evidence alone.
 
+pub mod conventions;
+pub mod remeasured;
 pub mod svg;
 pub mod view;
 

@@ -32,6 +32,10 @@ pub struct View {
     pub health: Vec<HealthRow>,
     pub training: Option<TrainingView>,
     pub problems: Vec<Problem>,
+    /// Checks measured more than once under the re-measure policy, attempt by attempt.
+    pub remeasured: Vec<crate::report::remeasured::RemeasuredCheck>,
+    /// How each bandwidth figure counts, and its figure as nvbandwidth or nccl-tests count it.
+    pub conventions: Vec<crate::report::conventions::ConventionRow>,
     pub started: String,
     pub finished: String,
     pub duration: String,
@@ -718,6 +722,8 @@ pub fn build(ev: &Evidence) -> View {
         health,
         training,
         problems,
+        remeasured: crate::report::remeasured::build(ev),
+        conventions: crate::report::conventions::build(ev),
         started: ev.started_at.format("%Y-%m-%d %H:%M:%S UTC").to_string(),
         finished: ev
             .finished_at

@@ -376,7 +376,19 @@ pub struct HostBandwidthCheck {
     pub device_copy: Limit,
     /// Each GPU must be within this many percent of the node's median.
     pub outlier_pct: Option<f64>,
+    /// After a figure misses its floor, measure the whole check again up to this many more
+    /// times before it fails (0 to 5; 0: judged on one attempt). Errors, warnings and wrong
+    /// data are never re-measured.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub remeasure: u32,
 }
+
+fn is_zero(v: &u32) -> bool {
+    *v == 0
+}
+
+/// The most re-measures a check may take after a miss.
+pub const MAX_REMEASURE: u32 = 5;
 
 fn default_host_size() -> ByteSize {
     ByteSize(256 << 20)
@@ -413,6 +425,11 @@ pub struct P2pBandwidthCheck {
     /// A pair without peer access fails (copies would be staged through the host).
     #[serde(default = "yes")]
     pub require_peer_access: bool,
+    /// After a figure misses its floor, measure the whole check again up to this many more
+    /// times before it fails (0 to 5; 0: judged on one attempt). Errors, warnings and wrong
+    /// data are never re-measured.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub remeasure: u32,
 }
 
 fn default_p2p_size() -> ByteSize {
@@ -430,6 +447,11 @@ pub struct P2pLatencyCheck {
     #[serde(default)]
     pub latency_us: Limit,
     pub outlier_pct: Option<f64>,
+    /// After a figure misses its floor, measure the whole check again up to this many more
+    /// times before it fails (0 to 5; 0: judged on one attempt). Errors, warnings and wrong
+    /// data are never re-measured.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub remeasure: u32,
 }
 
 fn default_latency_iterations() -> u32 {
@@ -535,6 +557,11 @@ pub struct CollectiveCheck {
     /// For PCIe boxes: the largest size's bus bandwidth must reach this fraction of the slowest
     /// measured peer-to-peer path (needs the p2p_bandwidth check).
     pub min_fraction_of_p2p: Option<f64>,
+    /// After a figure misses its floor, measure the whole check again up to this many more
+    /// times before it fails (0 to 5; 0: judged on one attempt). Errors, warnings and wrong
+    /// data are never re-measured.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub remeasure: u32,
 }
 
 fn default_coll_min() -> ByteSize {
@@ -909,6 +936,7 @@ impl Suite {
             p.iters("checks.host_bandwidth.iterations", h.iterations);
             p.warmup("checks.host_bandwidth.warmup", h.warmup);
             p.pct("checks.host_bandwidth.outlier_pct", h.outlier_pct);
+            p.remeasure("checks.host_bandwidth.remeasure", h.remeasure);
         }
         if let Some(x) = &c.p2p_bandwidth {
             for (k, l) in [("read", &x.read), ("write", &x.write), ("bidir", &x.bidir)] {
@@ -918,6 +946,7 @@ impl Suite {
             p.iters("checks.p2p_bandwidth.iterations", x.iterations);
             p.warmup("checks.p2p_bandwidth.warmup", x.warmup);
             p.pct("checks.p2p_bandwidth.outlier_pct", x.outlier_pct);
+            p.remeasure("checks.p2p_bandwidth.remeasure", x.remeasure);
         }
         if let Some(x) = &c.p2p_latency {
             p.limit(
@@ -927,11 +956,13 @@ impl Suite {
             );
             p.iters("checks.p2p_latency.iterations", x.iterations);
             p.pct("checks.p2p_latency.outlier_pct", x.outlier_pct);
+            p.remeasure("checks.p2p_latency.remeasure", x.remeasure);
         }
         for (op, cc) in &c.collective {
             let base = format!("checks.collective.{op}");
             p.iters(&format!("{base}.iterations"), cc.iterations);
             p.warmup(&format!("{base}.warmup"), cc.warmup);
+            p.remeasure(&format!("{base}.remeasure"), cc.remeasure);
             if cc.min_size.0 == 0 {
                 p.bad(
                     &format!("{base}.min_size"),
@@ -1335,6 +1366,15 @@ impl Problems {
                     format!("outlier_pct must be between 0 and 100, got {v}"),
                 );
             }
+        }
+    }
+
+    fn remeasure(&mut self, path: &str, v: u32) {
+        if v > MAX_REMEASURE {
+            self.bad(
+                path,
+                format!("remeasure must be 0 to {MAX_REMEASURE} more attempts, got {v}"),
+            );
         }
     }
 

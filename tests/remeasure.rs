@@ -1,0 +1,265 @@
+//! The re-measure policy and the figures' conventions, through the binary: a transient miss
+//! passes on a later attempt only when the suite allows one, a persistent miss fails after every
+//! attempt, wrong data is never measured again, and the report says which attempt decided and
+//! how each bandwidth figure counts.
+
+mod util;
+use predicates::prelude::*;
+use std::path::Path;
+use util::{read_json, Env};
+
+const TRANSIENT: &str = "slow-gpu-pair:gpu=0,peer=1,attempts=1";
+
+/// A suite on the simulated l40s-pcie-4 with `extra` appended.
+fn suite(env: &Env, extra: &str) -> String {
+    env.write(
+        "s.toml",
+        &format!("format_version = 1\nname = \"retry\"\nextends = \"l40s-pcie-4\"\n{extra}"),
+    );
+    "s.toml".into()
+}
+
+fn run(env: &Env, suite: &str, faults: &[&str], out: &str, code: i32) -> serde_json::Value {
+    let mut c = env.cmd();
+    c.args([
+        "run",
+        "--simulate",
+        "l40s-pcie-4",
+        suite,
+        "-q",
+        "--out",
+        out,
+    ]);
+    for f in faults {
+        c.args(["--inject", f]);
+    }
+    c.assert().code(code);
+    read_json(&env.path(&format!("{out}/evidence.json")))
+}
+
+fn p2p(ev: &serde_json::Value) -> &serde_json::Value {
+    ev["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "p2p_bandwidth")
+        .unwrap()
+}
+
+#[test]
+fn a_transient_miss_passes_with_remeasure_and_fails_without() {
+    let env = Env::new();
+    let s = suite(&env, "[checks.p2p_bandwidth]\nremeasure = 1\n");
+    let ev = run(&env, &s, &[TRANSIENT], "retried", 0);
+    let c = p2p(&ev);
+    assert_eq!(c["status"], "pass");
+    assert_eq!(
+        c["summary"].as_str().unwrap(),
+        "passed on attempt 2 of 2, after 1 miss: 31 of 31 judgements within limits"
+    );
+    assert_eq!(c["remeasure"]["allowed"], 2);
+    assert_eq!(c["remeasure"]["decided_by"], 2);
+    let miss = &c["remeasure"]["earlier"][0];
+    assert_eq!(
+        (&miss["attempt"], &miss["status"]),
+        (&1.into(), &"fail".into())
+    );
+    assert!(!miss["metrics"].as_array().unwrap().is_empty());
+    let md = env.read("retried/report.md");
+    assert!(md.contains("## Re-measured checks"), "{md}");
+    assert!(md.contains("| 2 (decided) | **PASS** | passed on attempt 2 of 2, after 1 miss"));
+    assert!(md.contains("| 1 | **FAIL** | GPU 0 -> GPU 1: peer read"));
+    let html = env.read("retried/report.html");
+    assert!(html.contains("<h2 id=\"remeasured\">Re-measured checks</h2>"));
+    // A re-measured certificate renders again from its evidence alone.
+    env.cmd()
+        .args(["render", "retried", "--out", "again"])
+        .assert()
+        .code(0);
+    assert!(env.read("again/report.md").contains("(decided)"));
+
+    // The shipped suite judges on one attempt: the same node fails.
+    env.cmd()
+        .args(["run", "--simulate", "l40s-pcie-4", "-q", "--out", "once"])
+        .args(["--inject", TRANSIENT])
+        .assert()
+        .code(1);
+    let ev = read_json(&env.path("once/evidence.json"));
+    assert_eq!(p2p(&ev)["status"], "fail");
+    assert!(p2p(&ev).get("remeasure").is_none());
+    assert!(!env.read("once/report.md").contains("Re-measured"));
+}
+
+#[test]
+fn a_persistent_miss_fails_after_every_attempt() {
+    let env = Env::new();
+    let s = suite(&env, "[checks.p2p_bandwidth]\nremeasure = 2\n");
+    let ev = run(&env, &s, &["slow-gpu-pair:gpu=0,peer=1"], "out", 1);
+    let c = p2p(&ev);
+    assert_eq!(c["status"], "fail");
+    assert!(
+        c["summary"]
+            .as_str()
+            .unwrap()
+            .starts_with("failed 3 of 3 attempts: GPU 0 -> GPU 1: peer read"),
+        "{}",
+        c["summary"]
+    );
+    assert_eq!(c["remeasure"]["earlier"].as_array().unwrap().len(), 2);
+    assert!(env
+        .read("out/report.md")
+        .contains("up to 3 attempts; attempt 3 decided."));
+}
+
+#[test]
+fn wrong_data_is_never_measured_again() {
+    let env = Env::new();
+    let s = suite(&env, "[checks.p2p_bandwidth]\nremeasure = 3\n");
+    let ev = run(&env, &s, &["corrupt-copy:gpu=0,peer=1"], "out", 1);
+    let c = p2p(&ev);
+    assert_eq!(c["remeasure"]["decided_by"], 1);
+    assert_eq!(c["remeasure"]["earlier"].as_array().unwrap().len(), 0);
+    assert_eq!(
+        c["remeasure"]["stopped"],
+        "wrong data is never re-measured away"
+    );
+    assert!(env
+        .read("out/report.md")
+        .contains("Not measured again: wrong data is never re-measured away."));
+}
+
+#[test]
+fn remeasure_beyond_five_is_invalid_input_at_its_key() {
+    let env = Env::new();
+    for (table, line) in [
+        ("[checks.host_bandwidth]", 5),
+        ("[checks.collective.all_reduce]", 5),
+    ] {
+        let s = suite(&env, &format!("{table}\nremeasure = 6\n"));
+        env.cmd()
+            .args(["run", "--simulate", "l40s-pcie-4", &s, "-q", "--out", "x"])
+            .assert()
+            .code(2)
+            .stderr(predicate::str::contains(format!(
+                "s.toml:{line}:1: {}.remeasure: remeasure must be 0 to 5 more attempts, got 6",
+                table.trim_matches(['[', ']'])
+            )));
+    }
+    // A key the check does not have is refused as before.
+    let s = suite(&env, "[checks.topology]\nremeasure = 1\n");
+    env.cmd()
+        .args(["run", "--simulate", "l40s-pcie-4", &s, "-q", "--out", "x"])
+        .assert()
+        .code(2);
+}
+
+#[test]
+fn attempts_is_refused_on_a_fault_that_is_not_slow() {
+    let env = Env::new();
+    env.cmd()
+        .args(["run", "--simulate", "l40s-pcie-4", "-q"])
+        .args(["--inject", "corrupt-copy:gpu=0,attempts=1"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "attempts applies to the slow faults only",
+        ));
+}
+
+#[test]
+fn the_report_gives_device_copy_as_nvbandwidth_counts_it() {
+    let env = Env::new();
+    env.cmd()
+        .args(["run", "--simulate", "h200-vm-1", "-q", "--out", "out"])
+        .assert()
+        .code(0);
+    let ev = read_json(&env.path("out/evidence.json"));
+    let host = ev["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "host_bandwidth")
+        .unwrap();
+    let copy = host["metrics"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "device_copy")
+        .unwrap();
+    assert_eq!(copy["convention"]["bytes"], "read_plus_written");
+    assert_eq!(copy["convention"]["compared_with"], "nvbandwidth");
+    let half = copy["median"].as_f64().unwrap() / 2.0;
+    let md = env.read("out/report.md");
+    let line = md
+        .lines()
+        .find(|l| l.contains("| device-local copy |"))
+        .unwrap_or_else(|| panic!("{md}"));
+    assert!(
+        line.contains("one direction, bytes read plus bytes written")
+            && line.contains(&format!("{half:.0} GB/s as nvbandwidth counts it")),
+        "{line}"
+    );
+    let both = md
+        .lines()
+        .find(|l| l.contains("| both directions at once |"))
+        .unwrap();
+    assert!(both.contains("sum of both directions"), "{both}");
+    assert!(env
+        .read("out/report.html")
+        .contains("<h2 id=\"conventions\">How the bandwidth figures count</h2>"));
+}
+
+#[test]
+fn a_format_1_certificate_renders_without_conventions_or_attempts() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/evidence-v1/cert");
+    let env = Env::new();
+    std::fs::create_dir_all(env.path("cert")).unwrap();
+    std::fs::copy(
+        fixture.join("evidence.json"),
+        env.path("cert/evidence.json"),
+    )
+    .unwrap();
+    env.cmd()
+        .args(["render", "cert", "--out", "again"])
+        .assert()
+        .code(0);
+    let md = env.read("again/report.md");
+    assert!(!md.contains("How the bandwidth figures count"));
+    assert!(!md.contains("Re-measured"));
+}
+
+#[test]
+fn the_console_says_when_a_check_measures_again() {
+    let env = Env::new();
+    let s = suite(&env, "[checks.p2p_bandwidth]\nremeasure = 1\n");
+    let out = env
+        .cmd()
+        .args(["run", "--simulate", "l40s-pcie-4", &s, "--out", "out"])
+        .args(["--inject", TRANSIENT])
+        .assert()
+        .code(0)
+        .get_output()
+        .clone();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let line = err
+        .lines()
+        .find(|l| l.contains("measuring again"))
+        .unwrap_or_else(|| panic!("{err}"));
+    assert!(
+        line.starts_with("[5/12] missed: GPU 0 -> GPU 1: peer read")
+            && line.ends_with("; measuring again, attempt 2 of 2"),
+        "{line}"
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("passed on attempt 2 of 2, after 1 miss"),
+        "{stdout}"
+    );
+    // Quiet: one line on stdout, nothing on stderr.
+    env.cmd()
+        .args(["run", "--simulate", "l40s-pcie-4", &s, "-q", "--out", "q"])
+        .args(["--inject", TRANSIENT])
+        .assert()
+        .code(0)
+        .stderr("");
+}
