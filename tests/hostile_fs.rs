@@ -444,6 +444,8 @@ fn a_cycle_through_unnormalised_paths_is_detected() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let e = stderr(&o);
     assert!(e.contains("forms a cycle"), "{e}");
+    // Located at the `extends` of the file that closes the cycle.
+    assert!(e.contains("b.toml:3:1: `extends` forms a cycle"), "{e}");
     assert!(e.len() < 2000, "short: {e}");
 }
 
