@@ -1,5 +1,6 @@
 //! `nodecert inventory`: the node as people read it.
 
+use crate::console::visible;
 use crate::inventory::{Inventory, Reading};
 
 pub fn render(inv: &Inventory, simulated: bool) -> String {
@@ -9,15 +10,15 @@ pub fn render(inv: &Inventory, simulated: bool) -> String {
     }
     s.push_str(&format!(
         "{}: {}\ndriver {} (CUDA {}), virtualization: {}{}\n\n",
-        crate::console::visible(&inv.hostname),
-        crate::console::visible(&inv.summary()),
-        crate::console::visible(inv.driver_version.as_deref().unwrap_or("n/a")),
-        inv.cuda_driver_version.as_deref().unwrap_or("n/a"),
+        visible(&inv.hostname),
+        visible(&inv.summary()),
+        visible(inv.driver_version.as_deref().unwrap_or("n/a")),
+        visible(inv.cuda_driver_version.as_deref().unwrap_or("n/a")),
         inv.virtualization.mode,
         inv.virtualization
             .hypervisor
             .as_ref()
-            .map(|h| format!(" ({h})"))
+            .map(|h| format!(" ({})", visible(h)))
             .unwrap_or_default()
     ));
     s.push_str(
@@ -34,8 +35,8 @@ pub fn render(inv: &Inventory, simulated: bool) -> String {
         s.push_str(&format!(
             "{:<4} {:<28} {:<13} {:>6.1} GiB {:<11} {:<5} {:<4} {}\n",
             g.index,
-            crate::console::visible(&g.name),
-            g.pci_bus_id,
+            visible(&g.name),
+            visible(&g.pci_bus_id),
             g.memory_bytes as f64 / (1u64 << 30) as f64,
             pcie,
             g.numa_node
@@ -46,7 +47,7 @@ pub fn render(inv: &Inventory, simulated: bool) -> String {
                 Some(false) => "off",
                 None => "n/a",
             },
-            g.uuid
+            visible(&g.uuid)
         ));
     }
     gpu_details(&mut s, inv);
@@ -109,19 +110,19 @@ pub fn render(inv: &Inventory, simulated: bool) -> String {
             },
             if g.xids.is_empty() { if g.gives(Reading::Xids) { "none" } else { "n/a" }.to_string() } else { g.xids.iter().map(|x| x.code.to_string()).collect::<Vec<_>>().join(",") },
             g.pcie.replay_counter.map(|x| x.to_string()).unwrap_or_else(|| "n/a".into()),
-            if g.throttle_reasons.is_empty() { if g.gives(Reading::ThrottleReasons) { "none" } else { "n/a" }.to_string() } else { g.throttle_reasons.join(",") }
+            if g.throttle_reasons.is_empty() { if g.gives(Reading::ThrottleReasons) { "none" } else { "n/a" }.to_string() } else { visible(&g.throttle_reasons.join(",")) }
         ));
     }
     if !inv.lost_gpus.is_empty() {
         s.push_str("\nLOST: listed by the driver but no longer answering (fell off the bus):\n");
         for l in &inv.lost_gpus {
-            s.push_str(&format!("  {}: {} failed\n", l.label(), l.detail));
+            s.push_str(&format!("  {}: {} failed\n", l.label(), visible(&l.detail)));
         }
     }
     if !inv.unavailable.is_empty() {
         s.push_str("\nNot available here:\n");
         for u in &inv.unavailable {
-            s.push_str(&format!("  {u}\n"));
+            s.push_str(&format!("  {}\n", visible(u)));
         }
     }
     s
@@ -145,15 +146,15 @@ fn gpu_details(s: &mut String, inv: &Inventory) {
         s.push_str(&format!(
             "  GPU {}: serial {}, VBIOS {}, persistence {}, MIG {}, SM {}/{} MHz, power limit {} W, {} °C, CPUs {}, PCIe {}\n",
             g.index,
-            g.serial.as_deref().unwrap_or("n/a"),
-            g.vbios.as_deref().unwrap_or("n/a"),
+            visible(g.serial.as_deref().unwrap_or("n/a")),
+            visible(g.vbios.as_deref().unwrap_or("n/a")),
             on_off(g.persistence_mode),
             on_off(g.mig_enabled),
             or_na(g.sm_clock_mhz),
             or_na(g.sm_clock_max_mhz),
             or_na(g.power_limit_w.map(|w| format!("{w:.0}"))),
             or_na(g.temperature_c.map(|t| format!("{t:.0}"))),
-            g.cpu_affinity.as_deref().unwrap_or("n/a"),
+            visible(g.cpu_affinity.as_deref().unwrap_or("n/a")),
             pcie_reading(&g.pcie),
         ));
     }
@@ -252,17 +253,21 @@ fn virtualization(s: &mut String, inv: &Inventory) {
         v.mode,
         v.hypervisor
             .as_ref()
-            .map(|h| format!(" ({h})"))
+            .map(|h| format!(" ({})", visible(h)))
             .unwrap_or_default(),
         or_na(v.iommu_groups),
         if v.acs_enabled_bridges.is_empty() {
             "none".to_string()
         } else {
-            v.acs_enabled_bridges.join(", ")
+            visible(&v.acs_enabled_bridges.join(", "))
         }
     ));
     for w in &v.witnesses {
-        s.push_str(&format!("  {}: {}\n", w.source, w.finding));
+        s.push_str(&format!(
+            "  {}: {}\n",
+            visible(&w.source),
+            visible(&w.finding)
+        ));
     }
 }
 

@@ -444,6 +444,8 @@ fn a_cycle_through_unnormalised_paths_is_detected() {
     assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
     let e = stderr(&o);
     assert!(e.contains("forms a cycle"), "{e}");
+    // Located at the `extends` of the file that closes the cycle.
+    assert!(e.contains("b.toml:3:1: `extends` forms a cycle"), "{e}");
     assert!(e.len() < 2000, "short: {e}");
 }
 
@@ -477,6 +479,105 @@ fn control_characters_in_a_suite_name_are_shown_not_obeyed() {
     let md = env.read("r/report.md");
     assert!(!md.lines().any(|l| l.starts_with("## Injected")), "{md}");
     assert!(!md.contains('\u{1b}'), "{md}");
+}
+
+/// A node whose owner put control characters and Markdown into every string it reports.
+fn hostile_node(env: &Env) -> String {
+    let node = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("suites/nodes/h200-vm-1.toml"),
+    )
+    .unwrap();
+    let evil = |what: &str| format!("\"{what}\\n# Injected {what}\\r\\u001b[2KPASS: node passed\"");
+    let node = node
+        .replace(
+            "hostname = \"sim-h200-vm\"",
+            &format!("hostname = {}", evil("host")),
+        )
+        .replace(
+            "driver_version = \"580.159.04\"",
+            &format!("driver_version = {}", evil("1.2")),
+        )
+        .replace(
+            "name = \"NVIDIA H200\"",
+            &format!("name = {}", evil("NVIDIA H200")),
+        )
+        .replace(
+            "vbios = \"96.00.AF.00.01\"",
+            &format!("vbios = {}", evil("96")),
+        );
+    assert_eq!(
+        node.matches("Injected").count(),
+        4,
+        "the node file changed shape"
+    );
+    env.write("evil-node.toml", &node);
+    "evil-node.toml".into()
+}
+
+/// Neither a raw control character nor a line that a node string started.
+fn assert_shown_not_obeyed(what: &str, text: &str) {
+    assert!(
+        !text.contains('\u{1b}') && !text.contains('\r'),
+        "{what}: {text:?}"
+    );
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with("# Injected") || l.starts_with("PASS")),
+        "{what}: {text}"
+    );
+}
+
+#[test]
+fn node_strings_are_shown_not_obeyed_by_check_inventory_diff_and_the_markdown() {
+    let env = Env::new();
+    let node = hostile_node(&env);
+    let out = |args: &[&str]| {
+        let o = env.cmd().args(args).timeout(QUICK).output().unwrap();
+        let all = format!("{}{}", String::from_utf8_lossy(&o.stdout), stderr(&o));
+        (o.status.code(), all)
+    };
+    let (code, text) = out(&["check", "h200-vm-1", "--simulate", &node]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("host\\n# Injected host"), "{text}");
+    assert_shown_not_obeyed("check", &text);
+    let (code, text) = out(&["inventory", "--simulate", &node]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("VBIOS 96\\n# Injected 96"), "{text}");
+    assert_shown_not_obeyed("inventory", &text);
+    // The old driver fails the health check, whose finding quotes the driver string.
+    let (code, text) = out(&["run", "--simulate", &node, "-q", "--out", "new"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert_shown_not_obeyed("run", &text);
+    let (code, text) = out(&[
+        "run",
+        "h200-vm-1",
+        "--simulate",
+        "h200-vm-1",
+        "-q",
+        "--out",
+        "old",
+    ]);
+    assert_eq!(code, Some(0), "{text}");
+    let (code, text) = out(&["diff", "old", "new", "--out", "d"]);
+    assert_eq!(code, Some(1), "{text}");
+    assert!(text.contains("1.2\\n# Injected 1.2"), "{text}");
+    assert_shown_not_obeyed("diff", &text);
+    for f in ["new/report.md", "d/diff.md"] {
+        let md = env.read(f);
+        assert!(
+            md.contains("\\# Injected") || md.contains("\\n# Injected"),
+            "{f}: {md}"
+        );
+        assert_shown_not_obeyed(f, &md);
+        // Every table row stays one line: a row ends with '|'.
+        for l in md.lines().filter(|l| l.starts_with('|')) {
+            assert!(
+                l.trim_end().ends_with('|'),
+                "{f}: a table row was broken: {l}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -251,6 +251,9 @@ fn links_above_an_export_target_are_followed_only_when_root_or_the_user_owns_the
             "theirs/dir/s.toml",
         ][..],
         &["keygen", "--out", "theirs/dir/k"][..],
+        // A report folder below another user's link: not created there, nothing written.
+        &["run", "--simulate", "h200-vm-1", "--out", "theirs/dir/r3"][..],
+        &["run", "--simulate", "h200-vm-1", "--out", "theirs/dir"][..],
     ] {
         env.cmd()
             .args(args)

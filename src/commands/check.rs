@@ -2,6 +2,7 @@
 
 use crate::backend::sim::{self, SimBackend};
 use crate::backend::Backend;
+use crate::console::visible;
 use crate::error::{exit, Result};
 use crate::suite::load;
 
@@ -11,8 +12,8 @@ pub fn cmd_check(suite: &str, simulate: Option<String>) -> Result<u8> {
     let s = &loaded.suite;
     crate::outln!(
         "suite {} ({}), sha256 {}",
-        s.name,
-        loaded.origin,
+        visible(&s.name),
+        visible(&loaded.origin),
         loaded.sha256
     );
     if loaded.chain.len() > 1 {
@@ -22,7 +23,7 @@ pub fn cmd_check(suite: &str, simulate: Option<String>) -> Result<u8> {
                 .chain
                 .iter()
                 .skip(1)
-                .map(|c| c.name.clone())
+                .map(|c| visible(&c.name))
                 .collect::<Vec<_>>()
                 .join(" -> ")
         );
@@ -38,7 +39,11 @@ pub fn cmd_check(suite: &str, simulate: Option<String>) -> Result<u8> {
         }
         None => expected_inventory(s),
     };
-    crate::outln!("plan on {} ({}):", inv.hostname, inv.summary());
+    crate::outln!(
+        "plan on {} ({}):",
+        visible(&inv.hostname),
+        visible(&inv.summary())
+    );
     let ctx = crate::checks::Ctx {
         suite: s,
         inventory: &inv,
@@ -50,14 +55,15 @@ pub fn cmd_check(suite: &str, simulate: Option<String>) -> Result<u8> {
             Ok(lines) => {
                 crate::outln!("  {}. {} [{}]", i + 1, c.title(), c.id());
                 for l in lines {
-                    crate::outln!("       {l}");
+                    crate::outln!("       {}", visible(&l));
                 }
             }
             Err(why) => crate::outln!(
-                "  {}. {} [{}]: will be skipped: {why}",
+                "  {}. {} [{}]: will be skipped: {}",
                 i + 1,
                 c.title(),
-                c.id()
+                c.id(),
+                visible(&why)
             ),
         }
     }

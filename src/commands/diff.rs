@@ -35,6 +35,7 @@ pub fn cmd_diff(old: &Path, new: &Path, out: &Path, tolerance_pct: f64) -> Resul
 
 /// The console summary of a diff; long lists are cut (the files have everything).
 pub fn diff_summary(d: &crate::diff::Diff) -> String {
+    use crate::console::visible;
     const MAX: usize = 30;
     fn section(s: &mut String, title: String, lines: Vec<String>) {
         s.push_str(&format!("{title}: {}\n", lines.len()));
@@ -55,9 +56,9 @@ pub fn diff_summary(d: &crate::diff::Diff) -> String {
     for (tag, side) in [("old", &d.old), ("new", &d.new)] {
         s.push_str(&format!(
             "{tag}: {} (suite {} on {}, {}, {}{})\n",
-            side.source,
-            side.suite,
-            side.hostname,
+            visible(&side.source),
+            visible(&side.suite),
+            visible(&side.hostname),
             side.started_at,
             side.verdict,
             if side.simulated { ", SIMULATED" } else { "" }
@@ -83,10 +84,10 @@ pub fn diff_summary(d: &crate::diff::Diff) -> String {
             .map(|h| {
                 format!(
                     "{}: {} {} -> {}{}",
-                    h.subject,
-                    h.what,
-                    h.old,
-                    h.new,
+                    visible(&h.subject),
+                    visible(&h.what),
+                    visible(&h.old),
+                    visible(&h.new),
                     worse(h.worse)
                 )
             })
@@ -98,14 +99,17 @@ pub fn diff_summary(d: &crate::diff::Diff) -> String {
             "metrics worse by more than {}% (of {} compared)",
             d.tolerance_pct, d.metrics_compared
         ),
-        d.regressions.iter().map(|c| c.describe()).collect(),
+        d.regressions
+            .iter()
+            .map(|c| visible(&c.describe()))
+            .collect(),
     );
     section(
         &mut s,
         "verdicts changed".into(),
         d.verdicts
             .iter()
-            .map(|v| format!("{}{}", v.describe(), worse(v.worse)))
+            .map(|v| format!("{}{}", visible(&v.describe()), worse(v.worse)))
             .collect(),
     );
     if !d.improvements.is_empty() {

@@ -179,9 +179,10 @@ impl Dir {
         })
     }
 
-    /// Open the folder `path`, creating what is missing of it. Every component created here, and
-    /// the last one in any case, is entered without following a symbolic link; components that
-    /// already existed before the last are the caller's path.
+    /// Open the folder `path`, creating what is missing of it. The folders above it are reached
+    /// as [`Dir::open_trusted`] reaches them (a link on the way is followed only when root or the
+    /// user running nodecert owns it), and every component created here, and the last one in any
+    /// case, is entered without following a symbolic link.
     pub fn create_all(path: &Path) -> io::Result<Dir> {
         // Without a trailing '/', which would make the kernel follow a last component that is a
         // link whatever O_NOFOLLOW says.
@@ -191,19 +192,11 @@ impl Dir {
         } else {
             normal.as_path()
         };
-        match open_dir_at(libc::AT_FDCWD, path.as_os_str(), false) {
-            Ok(fd) => {
-                return Ok(Dir {
-                    fd,
-                    path: path.to_path_buf(),
-                })
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-            Err(_) if is_link(path) => return Err(link_refused(path)),
-            Err(e) => return Err(e),
-        }
-        let (parent, name) = split(path)?;
-        let parent_dir = match Dir::open(parent) {
+        let Ok((parent, name)) = split(path) else {
+            // ".", "/" or a path ending in "..": nothing to create.
+            return Dir::open_trusted(path);
+        };
+        let parent_dir = match Dir::open_trusted(parent) {
             Ok(d) => d,
             Err(e) if e.kind() == io::ErrorKind::NotFound => Dir::create_all(parent)?,
             Err(e) => return Err(e),

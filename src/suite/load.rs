@@ -150,14 +150,23 @@ fn resolve(
     let id = identity(&src);
     if seen.contains(&id) {
         let names: Vec<String> = chain.iter().map(|s| s.name.clone()).collect();
-        return Err(InputError::File {
-            file: src.name.clone(),
-            message: format!(
-                "`extends` forms a cycle: {} -> {} (the same file as {})",
-                names.join(" -> "),
-                src.name,
-                id
+        let message = format!(
+            "`extends` forms a cycle: {} -> {} (the same file as {})",
+            names.join(" -> "),
+            src.name,
+            id
+        );
+        // Located at the `extends` that closes the cycle (README: "a located exit 2").
+        return Err(match chain.last() {
+            Some(from) => config::error_at(
+                std::slice::from_ref(from),
+                &config::key_path("extends"),
+                message,
             ),
+            None => InputError::File {
+                file: src.name.clone(),
+                message,
+            },
         });
     }
     seen.push(id);
