@@ -225,6 +225,11 @@ fn links_above_an_export_target_are_followed_only_when_root_or_the_user_owns_the
         .assert()
         .code(0);
     assert!(env.path("real/dir/j.xml").is_file());
+    env.cmd()
+        .args(["run", "--simulate", "h200-vm-1", "--out", "real/rep", "-q"])
+        .assert()
+        .code(0);
+    env.cmd().args(["keygen", "--out", "k"]).assert().code(0);
     // Another user's link, planted in a folder on the way, is refused before the run.
     // SAFETY: geteuid cannot fail.
     if unsafe { libc::geteuid() } != 0 {
@@ -254,6 +259,8 @@ fn links_above_an_export_target_are_followed_only_when_root_or_the_user_owns_the
         // A report folder below another user's link: not created there, nothing written.
         &["run", "--simulate", "h200-vm-1", "--out", "theirs/dir/r3"][..],
         &["run", "--simulate", "h200-vm-1", "--out", "theirs/dir"][..],
+        // A report folder signed through another user's link: nothing signed.
+        &["sign", "theirs/rep", "--key", "k"][..],
     ] {
         env.cmd()
             .args(args)
@@ -269,4 +276,5 @@ fn links_above_an_export_target_are_followed_only_when_root_or_the_user_owns_the
         .map(|e| e.unwrap().file_name())
         .collect();
     assert_eq!(left, ["j.xml"]);
+    assert!(!env.path("real/rep/nodecert-manifest.txt").exists());
 }

@@ -42,10 +42,27 @@ pub fn cmd_inventory(
         if path == Path::new("-") {
             crate::out!("{text}");
         } else {
-            crate::fsio::write::replace(path, text.as_bytes()).map_err(|e| Error::Write {
-                path: path.to_path_buf(),
-                source: e,
-            })?;
+            // Without --force, a file that appeared while the node was read is not replaced
+            // either: the write itself refuses an existing name.
+            let written = if force {
+                crate::fsio::write::replace(path, text.as_bytes())
+            } else {
+                crate::fsio::write::create_new(path, text.as_bytes(), 0o644)
+            };
+            match written {
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                    return Err(InputError::Other(format!(
+                        "--as-suite {}: exists; a frozen suite is never replaced silently: add \
+                         --force to replace it",
+                        path.display()
+                    ))
+                    .into());
+                }
+                r => r.map_err(|e| Error::Write {
+                    path: path.to_path_buf(),
+                    source: e,
+                })?,
+            }
             crate::outln!("wrote a suite that expects this node: {}", path.display());
         }
     } else if json {

@@ -12,8 +12,9 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
     if !dir.is_dir() {
         return Err(InputError::Other(format!("{}: not a report folder", dir.display())).into());
     }
-    // No other nodecert writes here while the signature is made.
-    let lock = lock_dir(Dir::open(dir).map_err(|e| dir_error(dir, e))?)?;
+    // No other nodecert writes here while the signature is made. The folder is reached through
+    // no link of another user (root's and the signer's own links are followed).
+    let lock = lock_dir(Dir::open_trusted(dir).map_err(|e| dir_error(dir, e))?)?;
     // Read as render does: a file whose records disagree (simulated) is refused here.
     let (_, ev) = read_evidence(dir)?;
     if let Some(v) = ev.shortfall() {
