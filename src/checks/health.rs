@@ -922,6 +922,12 @@ mod tests {
         assert_eq!(f.len(), 7, "{f:?}");
         assert_eq!(f[6], node(Status::Pass));
         assert!(f[..6].iter().all(|(_, s)| *s == Status::Skip), "{f:?}");
+        // No VBIOS read on any GPU: each is said unread, and no version is claimed for the node.
+        let mut none = ev.node.gpus.clone();
+        none.iter_mut().for_each(|g| g.vbios = None);
+        let f = st(&none);
+        assert_eq!(f.len(), 8, "{f:?}");
+        assert!(f.iter().all(|(_, s)| *s == Status::Skip), "{f:?}");
         // A single GPU, even one whose VBIOS was not read, has nothing to be compared with.
         let mut one = ev.node.gpus[..1].to_vec();
         one[0].vbios = None;
