@@ -885,6 +885,42 @@ mod tests {
     }
 
     #[test]
+    fn two_gpus_read_are_enough_to_compare_vbios() {
+        let ev: Evidence = crate::testutil::simulated("h100-sxm-8", &[]);
+        let st = |gpus: &[Gpu]| -> Vec<(String, Status)> {
+            vbios_findings(gpus)
+                .into_iter()
+                .map(|x| (x.subject, x.status))
+                .collect()
+        };
+        let node = |s: Status| ("node".to_string(), s);
+        // A two-GPU node: one version held, two versions failed.
+        let mut two = ev.node.gpus[..2].to_vec();
+        assert_eq!(st(&two), vec![node(Status::Pass)]);
+        two[1].vbios = Some("96.00.74.00.0C".into());
+        assert_eq!(st(&two), vec![node(Status::Fail)]);
+        // Eight GPUs of which only two were read: those two are compared, the rest said unread.
+        let mut eight = ev.node.gpus.clone();
+        for g in eight.iter_mut().skip(2) {
+            g.vbios = None;
+        }
+        let f = st(&eight);
+        assert_eq!(f.len(), 7, "{f:?}");
+        assert_eq!(f[6], node(Status::Pass));
+        assert!(f[..6].iter().all(|(_, s)| *s == Status::Skip), "{f:?}");
+        // No VBIOS read on any GPU: each is said unread, and no version is claimed for the node.
+        let mut none = ev.node.gpus.clone();
+        none.iter_mut().for_each(|g| g.vbios = None);
+        let f = st(&none);
+        assert_eq!(f.len(), 8, "{f:?}");
+        assert!(f.iter().all(|(_, s)| *s == Status::Skip), "{f:?}");
+        // A single GPU, even one whose VBIOS was not read, has nothing to be compared with.
+        let mut one = ev.node.gpus[..1].to_vec();
+        one[0].vbios = None;
+        assert!(st(&one).is_empty(), "{:?}", st(&one));
+    }
+
+    #[test]
     fn the_vbios_rule_can_be_turned_off() {
         let ev: Evidence = crate::testutil::simulated("h100-sxm-8", &[]);
         let mut inv = ev.node.clone();

@@ -414,6 +414,40 @@ mod tests {
         assert_ne!(a, b);
     }
 
+    #[test]
+    fn figures_that_already_read_apart_keep_their_usual_rounding() {
+        // fmt_num's "500" and "520" already differ: no decimals are added to either.
+        assert_eq!(fmt_apart(500.0, 520.0), ("500".into(), "520".into()));
+        let f = judge("GPU 0", "h2d", 500.0, "GB/s", &lim(Some(520.0), None)).unwrap();
+        assert!(
+            f.reason.contains("500 GB/s is below the floor of 520 GB/s"),
+            "{}",
+            f.reason
+        );
+    }
+
+    #[test]
+    fn a_node_exactly_at_the_typical_line_is_not_warned_about() {
+        // "Under" the fraction warns; at it exactly (185 / 370 = 0.5) does not.
+        let bw = Limit {
+            typical: Some(370.0),
+            typical_fraction: Some(0.5),
+            ..Default::default()
+        };
+        let st = |v: f64| typical(&[v], &bw, true, "r", "GB/s").unwrap().status;
+        assert_eq!(st(185.0), Status::Pass);
+        assert_eq!(st(184.9), Status::Warn);
+        // A latency: "over" typical / fraction warns; at it exactly (2.5 / 0.5 = 5) does not.
+        let lat = Limit {
+            typical: Some(2.5),
+            typical_fraction: Some(0.5),
+            ..Default::default()
+        };
+        let st = |v: f64| typical(&[v], &lat, false, "latency", "us").unwrap().status;
+        assert_eq!(st(5.0), Status::Pass);
+        assert_eq!(st(5.1), Status::Warn);
+    }
+
     /// A PCIe box: eight near pairs at 26 GB/s, four far ones (cross-socket) 17% slower.
     fn pcie_box(slow: Option<(usize, f64)>) -> Vec<(String, String, f64)> {
         (0..12)

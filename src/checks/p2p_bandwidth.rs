@@ -241,6 +241,64 @@ mod tests {
             .collect()
     }
 
+    /// The peer-access findings of the four-GPU box when `facts` were recorded and each read
+    /// was measured at `bw(a, b)`.
+    fn peer_access(facts: &[(usize, usize, &str)], cfg: &str) -> Vec<Finding> {
+        let ev: Evidence = crate::testutil::simulated("l40s-pcie-4", &[]);
+        let inv = ev.node.clone();
+        let suite = crate::suite::load::load("l40s-pcie-4").unwrap().suite;
+        let ctx = Ctx {
+            suite: &suite,
+            inventory: &inv,
+            earlier: &[],
+            simulated: true,
+        };
+        let mut m = Measured::default();
+        for (a, b) in inv.ordered_pairs() {
+            let v = if (a, b) == (1, 3) { 9.5 } else { 26.0 };
+            m.metrics.push(Metric::new(
+                "p2p_read",
+                Subject::pair(a, b),
+                "GB/s",
+                vec![v; 3],
+            ));
+            verify::record(&mut m, "p2p_read", Subject::pair(a, b), Some(true));
+        }
+        for &(a, b, value) in facts {
+            m.facts.push(Fact {
+                name: "peer_access".into(),
+                subject: Subject::pair(a, b),
+                value: value.into(),
+            });
+        }
+        let cfg: P2pBandwidthCheck = toml::from_str(cfg).unwrap();
+        P2pBandwidth(cfg)
+            .evaluate(&ctx, &m)
+            .into_iter()
+            .filter(|f| f.found == "no peer access")
+            .collect()
+    }
+
+    #[test]
+    fn a_pair_without_peer_access_is_named_with_its_own_bandwidth() {
+        let f = peer_access(&[(1, 3, "disabled")], "");
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].status, Status::Fail);
+        assert_eq!(f[0].subject, "GPU 1 -> GPU 3");
+        assert_eq!(
+            f[0].reason,
+            "peer access disabled between GPU 1 and GPU 3: copies are staged through host \
+             memory (9.50 GB/s)"
+        );
+        // Only warned about when the suite allows it.
+        let f = peer_access(&[(1, 3, "disabled")], "require_peer_access = false");
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].status, Status::Warn);
+        // A peer-access record that does not say "disabled" is no finding.
+        assert!(peer_access(&[(0, 1, "enabled")], "").is_empty());
+        assert!(peer_access(&[], "").is_empty());
+    }
+
     fn healthy(a: usize, b: usize) -> f64 {
         if a / 2 == b / 2 {
             26.0

@@ -101,3 +101,88 @@ impl Check for P2pLatency {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::{Evidence, Status};
+
+    /// The latency findings of a four-GPU PCIe box on two sockets (pairs 0-1 and 2-3 near,
+    /// NODE; the rest across, SYS), each pair measured at `us(a, b)`.
+    fn judge_box(us: impl Fn(usize, usize) -> f64, cfg: &str) -> Vec<Finding> {
+        let ev: Evidence = crate::testutil::simulated("l40s-pcie-4", &[]);
+        let mut inv = ev.node.clone();
+        for p in &mut inv.pairs {
+            p.nvlinks = 0;
+            p.pcie_path = Some(if p.a / 2 == p.b / 2 { "NODE" } else { "SYS" }.into());
+        }
+        let suite = crate::suite::load::load("l40s-pcie-4").unwrap().suite;
+        let ctx = Ctx {
+            suite: &suite,
+            inventory: &inv,
+            earlier: &[],
+            simulated: true,
+        };
+        let mut m = Measured::default();
+        for (a, b) in inv.ordered_pairs() {
+            m.metrics.push(Metric::new(
+                "latency",
+                Subject::pair(a, b),
+                "us",
+                vec![us(a, b); 3],
+            ));
+            verify::record(&mut m, "latency", Subject::pair(a, b), Some(true));
+        }
+        let cfg: P2pLatencyCheck = toml::from_str(cfg).unwrap();
+        P2pLatency(cfg)
+            .evaluate(&ctx, &m)
+            .into_iter()
+            .filter(|f| f.metric.as_deref() == Some("latency") && f.status != Status::Pass)
+            .collect()
+    }
+
+    /// Near pairs 2.0 us, far pairs 20% slower.
+    fn healthy(a: usize, b: usize) -> f64 {
+        if a / 2 == b / 2 {
+            2.0
+        } else {
+            2.4
+        }
+    }
+
+    #[test]
+    fn a_slow_pair_is_compared_with_pairs_of_its_own_path_class() {
+        // 20% apart, more than the 15% rule: healthy, each class agrees with itself.
+        assert!(judge_box(healthy, "outlier_pct = 15.0").is_empty());
+        // One far pair 50% slower than its class fails, named, against its class.
+        let f = judge_box(
+            |a, b| healthy(a, b) * if (a, b) == (3, 0) { 1.5 } else { 1.0 },
+            "outlier_pct = 15.0",
+        );
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(
+            (f[0].subject.as_str(), f[0].status),
+            ("GPU 3 -> GPU 0", Status::Fail)
+        );
+        assert!(
+            f[0].reason
+                .contains("above the median of SYS pairs of 2.40 us"),
+            "{}",
+            f[0].reason
+        );
+        // The absolute ceiling holds for every pair.
+        let f = judge_box(healthy, "latency_us = { fail_above = 2.2 }");
+        assert_eq!(f.len(), 8, "{f:#?}");
+        assert!(f.iter().all(|x| x.status == Status::Fail), "{f:#?}");
+    }
+
+    #[test]
+    fn a_uniformly_slow_box_is_warned_about_against_typical() {
+        let cfg = "latency_us = { fail_above = 10.0, typical = 2.0 }";
+        // Median 2.4 us against a typical 2 us: over 2 / 0.9 = 2.22 us.
+        let f = judge_box(healthy, cfg);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!((f[0].subject.as_str(), f[0].status), ("node", Status::Warn));
+        assert!(judge_box(|_, _| 2.1, cfg).is_empty());
+    }
+}

@@ -669,6 +669,41 @@ mod tests {
     }
 
     #[test]
+    fn the_nvswitch_count_is_explained() {
+        let reason = |n: u32| {
+            relations("h100-sxm-8", "nvswitch_count = 4", |inv| {
+                inv.nvswitches = Some(n)
+            })[0]
+                .reason
+                .clone()
+        };
+        assert_eq!(reason(4), "4 NVSwitches reached by active NVLinks");
+        assert_eq!(
+            reason(3),
+            "3 NVSwitches reached by active NVLinks, expected 4"
+        );
+    }
+
+    #[test]
+    fn the_stated_pair_is_the_one_judged_in_either_order() {
+        // Every pair near (PIX) but 2-3, across the sockets (SYS).
+        let far_2_3 = |inv: &mut Inventory| {
+            for p in &mut inv.pairs {
+                let far = (p.a, p.b) == (2, 3);
+                p.pcie_path = Some(if far { "SYS" } else { "PIX" }.into());
+            }
+        };
+        for (a, b) in [(2, 3), (3, 2)] {
+            let topo = format!(r#"pcie_paths = [{{ a = {a}, b = {b}, path = "PXB" }}]"#);
+            let f = relations("l40s-pcie-4", &topo, far_2_3);
+            assert_eq!(f.len(), 1, "{f:#?}");
+            assert_eq!(f[0].status, Status::Fail, "{a}-{b}: {f:#?}");
+            assert_eq!(f[0].subject, format!("GPU {a} - GPU {b}"));
+            assert_eq!(f[0].found, "SYS");
+        }
+    }
+
+    #[test]
     fn path_classes_are_ordered_nearest_first() {
         for w in PciePath::ALL.windows(2) {
             assert!(w[0] < w[1]);
