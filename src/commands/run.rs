@@ -93,10 +93,12 @@ pub fn cmd_run(
         );
     }
     let ev = crate::runner::new_evidence(&loaded, b.as_ref(), inv, simrec, environment(args));
-    let ev = crate::runner::run(&loaded, b.as_mut(), ev, Some(&evidence_path), &mut console)
-        .map_err(|e| Error::Write {
-            path: evidence_path.clone(),
-            source: e,
+    let ev =
+        crate::runner::run(&loaded, b.as_mut(), ev, Some(&dir), &mut console).map_err(|e| {
+            Error::Write {
+                path: evidence_path.clone(),
+                source: e,
+            }
         })?;
     // A run that judged nothing is not signed unless the signer says so (--allow-incomplete).
     let refused = match (signer, ev.shortfall()) {
@@ -136,7 +138,7 @@ pub fn cmd_run(
     };
     write_rendered(&dir, rendered)?;
     let signed = match signer {
-        Some(s) => Some(s.sign(out)?),
+        Some(s) => Some(s.sign(&dir)?),
         None => None,
     };
     let exported = export.write(&ev)?;
