@@ -120,7 +120,7 @@ pub fn cmd_run(
                     source,
                 })?;
             }
-            let exported = export.write(&ev)?;
+            let exported = export.write(&ev, out, None)?;
             if !quiet {
                 crate::out!("{}", crate::console::summary(&ev, color));
                 for p in exported {
@@ -137,11 +137,13 @@ pub fn cmd_run(
         }
     };
     write_rendered(&dir, rendered)?;
+    // Before signing: an export into the report folder itself is then not refused as a file of
+    // a signed folder (it is not listed in the manifest either way).
+    let exported = export.write(&ev, out, None)?;
     let signed = match signer {
         Some(s) => Some(s.sign(&dir)?),
         None => None,
     };
-    let exported = export.write(&ev)?;
     if quiet {
         crate::outln!(
             "{}: {} ({})",
