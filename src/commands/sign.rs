@@ -34,7 +34,7 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
             crate::errln!(
                 "warning: {} is already signed, so its reports cannot be rendered again: their \
                  title may not say that this run is {}",
-                dir.display(),
+                crate::console::visible(&dir.display().to_string()),
                 v.words()
             );
         } else {
