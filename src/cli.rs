@@ -232,7 +232,7 @@ fn run(args: Vec<String>) -> u8 {
     match dispatch(cli, &args) {
         Ok(code) => code,
         Err(e) => {
-            crate::errln!("error: {}", crate::console::visible_lines(&e.to_string()));
+            crate::errln!("error: {}", e.console_text());
             if matches!(e, Error::Hardware(_)) && !simulating {
                 crate::errln!("hint: to rehearse a suite without GPUs, add --simulate NODE (see `nodecert list`)");
             }

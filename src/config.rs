@@ -143,6 +143,25 @@ pub fn locate(chain: &[Source], path: &[Seg]) -> Location {
     })
 }
 
+/// Of `paths` (the first preferred on a tie), the one written by the most derived file of the
+/// chain (the chain lists the child first): the key the user who wrote that file can change.
+pub fn most_derived<const N: usize>(chain: &[Source], paths: [KeyPath; N]) -> KeyPath {
+    let written_in = |path: &KeyPath| {
+        chain.iter().position(|src| {
+            toml_edit::Document::parse(src.text.as_str())
+                .is_ok_and(|d| walk(d.as_item(), path).0 == path.len())
+        })
+    };
+    let mut best: Option<(usize, KeyPath)> = None;
+    for p in paths {
+        let at = written_in(&p).unwrap_or(usize::MAX);
+        if best.as_ref().is_none_or(|(b, _)| at < *b) {
+            best = Some((at, p));
+        }
+    }
+    best.map(|(_, p)| p).unwrap_or_default()
+}
+
 /// Follow a path; returns how deep it got and the span start of the deepest item found
 /// (the key when the last step is a key, so that the caret lands on the key's name).
 fn walk(root: &toml_edit::Item, path: &[Seg]) -> (usize, Option<usize>) {

@@ -134,11 +134,6 @@ pub fn visible(s: &str) -> String {
     out
 }
 
-/// [`visible`], keeping line breaks: for messages nodecert composes of several lines itself.
-pub fn visible_lines(s: &str) -> String {
-    s.split('\n').map(visible).collect::<Vec<_>>().join("\n")
-}
-
 fn is_hidden(c: char) -> bool {
     c.is_control()
         || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
@@ -209,6 +204,19 @@ mod tests {
             "x\\r\\u{1b}[2KPASS: node passed\\n"
         );
         assert_eq!(visible("a\u{202e}b"), "a\\u{202e}b");
-        assert_eq!(visible_lines("one\ntwo\x07"), "one\ntwo\\u{7}");
+    }
+
+    #[test]
+    fn an_error_keeps_only_the_line_breaks_nodecert_wrote() {
+        use crate::error::{Error, InputError};
+        let typed = Error::Input(InputError::Other(
+            "x\nPASS: node passed: no such suite".into(),
+        ));
+        assert_eq!(typed.console_text(), "x\\nPASS: node passed: no such suite");
+        let own = Error::Input(InputError::Lines(vec![
+            "one".into(),
+            "  nodecert render a\nPASS\x07".into(),
+        ]));
+        assert_eq!(own.console_text(), "one\n  nodecert render a\\nPASS\\u{7}");
     }
 }

@@ -55,6 +55,11 @@ pub enum InputError {
     },
     #[error("{0}")]
     Other(String),
+    /// A message of several lines that nodecert composed itself (what failed, then what to do):
+    /// its line breaks are its own, so the console keeps them, while each line is still shown
+    /// with control characters escaped ([`Error::console_text`]).
+    #[error("{}", .0.join("\n"))]
+    Lines(Vec<String>),
 }
 
 /// The node (or the library stack on it) could not be tested.
@@ -104,6 +109,22 @@ impl From<HwError> for Error {
 }
 
 impl Error {
+    /// The message for the console: every control character of it escaped (a newline in a path
+    /// or a name the operator typed, or one the node reported, becomes `\n`, so it can never
+    /// print a line of its own such as "PASS: node passed"); only the line breaks of a message
+    /// nodecert composed of several lines ([`InputError::Lines`]) are kept.
+    pub fn console_text(&self) -> String {
+        use crate::console::visible;
+        match self {
+            Error::Input(InputError::Lines(lines)) => lines
+                .iter()
+                .map(|l| visible(l))
+                .collect::<Vec<_>>()
+                .join("\n"),
+            e => visible(&e.to_string()),
+        }
+    }
+
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Input(_) => exit::INVALID_INPUT,

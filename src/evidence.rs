@@ -639,11 +639,13 @@ impl Evidence {
         self.checks.iter().find(|c| c.id == id)
     }
 
-    /// Write atomically: a temp file in the same folder, then rename (see [`crate::fsio::write`]).
+    /// Write as [`EVIDENCE_FILE`] into the report folder `dir`, atomically (a temp file there,
+    /// then rename; see [`crate::fsio::write`]), through its open handle and only while its path
+    /// still names it ([`crate::fsio::write::Dir::check_in_place`]).
     /// Refuses evidence holding a figure that is not a finite number (JSON has no NaN: it would
     /// be written as `null` and the file could no longer be read); the runner turns such
     /// figures into error findings before this, so this is a last guard.
-    pub fn write(&self, path: &Path) -> std::io::Result<()> {
+    pub fn write(&self, dir: &crate::fsio::write::Dir) -> std::io::Result<()> {
         if let Some(what) = self.non_finite() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
@@ -651,7 +653,7 @@ impl Evidence {
             ));
         }
         let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        crate::fsio::write::replace_in_report(path, &json)
+        dir.replace_in_place(EVIDENCE_FILE.as_ref(), &json)
     }
 
     /// The first figure that is not a finite number, named; None when every figure is one.
@@ -926,17 +928,23 @@ mod tests {
         assert_eq!(serde_json::from_str::<Convention>(&json).unwrap(), c);
     }
 
-    fn written() -> (tempfile::TempDir, std::path::PathBuf, Evidence) {
+    fn written() -> (
+        tempfile::TempDir,
+        crate::fsio::write::Dir,
+        std::path::PathBuf,
+        Evidence,
+    ) {
         let ev = crate::runner::simulate("h200-vm-1", "h200-vm-1", &[], 1).unwrap();
         let dir = tempfile::tempdir().unwrap();
+        let d = crate::fsio::write::Dir::open(dir.path()).unwrap();
         let path = dir.path().join(EVIDENCE_FILE);
-        ev.write(&path).unwrap();
-        (dir, path, ev)
+        ev.write(&d).unwrap();
+        (dir, d, path, ev)
     }
 
     #[test]
     fn a_null_where_a_number_belongs_is_a_located_error_naming_the_field() {
-        let (_dir, path, _) = written();
+        let (_dir, _, path, _) = written();
         let text = std::fs::read_to_string(&path).unwrap();
         let line = text
             .lines()
@@ -963,7 +971,7 @@ mod tests {
 
     #[test]
     fn evidence_with_a_figure_that_is_not_a_number_is_never_written() {
-        let (_dir, path, mut ev) = written();
+        let (_dir, d, path, mut ev) = written();
         let before = std::fs::read(&path).unwrap();
         let m = ev
             .checks
@@ -972,13 +980,13 @@ mod tests {
             .next()
             .unwrap();
         m.samples[0] = f64::NAN;
-        let e = ev.write(&path).unwrap_err();
+        let e = ev.write(&d).unwrap_err();
         assert_eq!(e.kind(), std::io::ErrorKind::InvalidData);
         assert!(e.to_string().contains("is not a finite number"), "{e}");
         assert_eq!(std::fs::read(&path).unwrap(), before, "left as it was");
         ev.checks.iter_mut().for_each(|c| c.metrics.clear());
         ev.node.gpus[0].temperature_c = Some(f64::INFINITY);
-        assert!(ev.write(&path).is_err());
+        assert!(ev.write(&d).is_err());
     }
 
     #[test]

@@ -6,7 +6,6 @@ use crate::evidence::*;
 use crate::inventory::Inventory;
 use crate::suite::load::LoadedSuite;
 use chrono::Utc;
-use std::path::Path;
 use std::time::Instant;
 
 /// Told about progress while checks run (the console, or nothing).
@@ -58,18 +57,19 @@ pub fn new_evidence(
     }
 }
 
-/// Run every check of the suite. `evidence_path`, when given, is rewritten after each check.
+/// Run every check of the suite. The evidence in `report`, when given (a folder this command
+/// holds), is rewritten after each check.
 pub fn run(
     suite: &LoadedSuite,
     backend: &mut dyn Backend,
     mut ev: Evidence,
-    evidence_path: Option<&Path>,
+    report: Option<&crate::fsio::write::Dir>,
     observer: &mut dyn Observer,
 ) -> std::io::Result<Evidence> {
     let list = checks::from_suite(suite);
     let total = list.len();
-    if let Some(p) = evidence_path {
-        ev.write(p)?;
+    if let Some(d) = report {
+        ev.write(d)?;
     }
     for (i, check) in list.iter().enumerate() {
         let started_at = Utc::now();
@@ -180,15 +180,15 @@ pub fn run(
         observer.check_finished(&record);
         ev.checks.push(record);
         ev.update_verdict();
-        if let Some(p) = evidence_path {
-            ev.write(p)?;
+        if let Some(d) = report {
+            ev.write(d)?;
         }
     }
     ev.finished_at = Some(Utc::now());
     ev.state = RunState::Complete;
     ev.update_verdict();
-    if let Some(p) = evidence_path {
-        ev.write(p)?;
+    if let Some(d) = report {
+        ev.write(d)?;
     }
     Ok(ev)
 }
@@ -377,7 +377,8 @@ mod tests {
         let ev = new_evidence(&loaded, &b, inv, None, Environment::default());
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("evidence.json");
-        let ev = run(&loaded, &mut b, ev, Some(&path), &mut Silent).unwrap();
+        let d = crate::fsio::write::Dir::open(dir.path()).unwrap();
+        let ev = run(&loaded, &mut b, ev, Some(&d), &mut Silent).unwrap();
         let host = ev.check("host_bandwidth").unwrap();
         assert_eq!(host.status, Status::Error);
         assert!(

@@ -99,9 +99,9 @@ fn a_crash_mid_run_leaves_the_finished_checks_on_disk() {
     let mut b = Faulty::new(true, false);
     let inv = b.inventory().unwrap();
     let ev = nodecert::runner::new_evidence(&loaded, &b, inv, None, Default::default());
-    let p = path.clone();
+    let d = nodecert::fsio::write::Dir::open(dir.path()).unwrap();
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
-        nodecert::runner::run(&loaded, &mut b, ev, Some(&p), &mut nodecert::runner::Silent)
+        nodecert::runner::run(&loaded, &mut b, ev, Some(&d), &mut nodecert::runner::Silent)
     }));
     assert!(r.is_err(), "the backend was meant to crash");
     let saved =

@@ -351,3 +351,47 @@ fn the_xml_checker_rejects_bad_input() {
         assert!(xml::parse(bad).is_err(), "accepted {bad:?}");
     }
 }
+
+/// Exports are checked again when written; one inside the report folder of a signed run is
+/// written before the signature, so the run's own signature does not refuse it, and the
+/// signature still verifies.
+#[test]
+fn an_export_inside_the_signed_report_folder_is_written_and_the_signature_verifies() {
+    let env = Env::new();
+    env.cmd().args(["keygen", "--out", "k"]).assert().code(0);
+    std::fs::create_dir(env.path("cert")).unwrap();
+    env.cmd()
+        .args([
+            "run",
+            "--simulate",
+            "h200-vm-1",
+            "--out",
+            "cert",
+            "--sign-key",
+            "k",
+            "--junit",
+            "cert/junit.xml",
+        ])
+        .assert()
+        .code(0)
+        .stdout(predicates::str::contains("wrote cert/junit.xml"));
+    assert!(xml::parse(&env.read("cert/junit.xml")).is_ok());
+    env.cmd()
+        .args(["verify", "cert", "--pubkey", "k.pub"])
+        .assert()
+        .code(0);
+    // Into a folder signed by an earlier run, only with --force.
+    env.cmd()
+        .args([
+            "run",
+            "--simulate",
+            "h200-vm-1",
+            "--out",
+            "again",
+            "--junit",
+            "cert/junit.xml",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains("holds a signed report"));
+}

@@ -599,3 +599,61 @@ fn an_unreadable_extends_target_is_located_at_its_key() {
     assert!(e.contains("a.toml:3:"), "{e}");
     assert!(e.contains("FIFO"), "{e}");
 }
+
+/// An error naming what the operator typed (a suite path, an --out folder, a key) never prints a
+/// line of its own from a newline in it: the newline is shown as `\n`.
+#[test]
+fn a_newline_in_a_typed_path_does_not_start_a_line_of_an_error() {
+    let env = Env::new();
+    let evil = "x\nPASS: node passed\r\u{1b}[2K";
+    let runs: [&[&str]; 3] = [
+        &["run", evil, "--simulate", "h200-vm-1"],
+        &["render", evil],
+        &["verify", evil, "--pubkey", evil],
+    ];
+    for args in runs {
+        let o = env.cmd().args(args).timeout(QUICK).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let err = stderr(&o);
+        assert!(err.starts_with("error: "), "{err}");
+        assert!(err.contains("x\\nPASS: node passed\\r\\u{1b}[2K"), "{err}");
+        assert_shown_not_obeyed(args[0], &err);
+        assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+    }
+}
+
+/// A message nodecert writes in several lines keeps them: a run whose template fails says what
+/// failed, then the commands that finish the job, each on its own line.
+#[test]
+fn a_failed_template_still_prints_its_commands_on_lines_of_their_own() {
+    let env = Env::new();
+    // Renders against the sample evidence checked before the run; fails on a failed check.
+    env.write(
+        "t/report.md.j2",
+        "{% for c in ev.checks %}{% if c.status == 'fail' %}{{ c.no_such_field }}{% endif %}\
+         {% endfor %}done\n",
+    );
+    let o = env
+        .cmd()
+        .args([
+            "run",
+            "--simulate",
+            "h200-vm-1",
+            "--out",
+            "r\nPASS",
+            "--templates",
+            "t",
+        ])
+        .args(["--inject", "ecc-uncorrectable:gpu=0"])
+        .timeout(QUICK)
+        .output()
+        .unwrap();
+    let err = stderr(&o);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.lines()
+            .any(|l| l == "  nodecert render r\\nPASS/evidence.json --templates t"),
+        "{err}"
+    );
+    assert_shown_not_obeyed("run", &err);
+}

@@ -301,7 +301,7 @@ fn run_and_read_back(
         suite,
         &mut b,
         ev,
-        Some(&path),
+        Some(&nodecert::fsio::write::Dir::open(dir.path()).unwrap()),
         &mut nodecert::runner::Silent,
     )
     .map_err(|e| TestCaseError::fail(format!("evidence not written: {e}")))?;

@@ -229,6 +229,56 @@ fn errors_in_an_inherited_file_name_that_file() {
         .stderr(predicate::str::contains("orphan.toml:3:1:"));
 }
 
+/// A limit that clashes with a level it inherits is reported where the child wrote its half, not
+/// at the parent's line the child cannot change; a clash inside one file stays at the key that
+/// is out of order.
+#[test]
+fn a_clash_with_an_inherited_level_points_at_the_childs_key() {
+    let env = Env::new();
+    env.write(
+        "child.toml",
+        "format_version = 1\nname = \"c\"\nextends = \"h100-sxm-8\"\n[checks.p2p_latency]\n\
+         latency_us = { fail_above = 0.0 }\n",
+    );
+    env.cmd()
+        .args(["check", "child.toml"])
+        .assert()
+        .code(2)
+        .stderr(
+            predicate::str::contains(
+                "child.toml:5:16: checks.p2p_latency.latency_us.fail_above: warn_above (6) is \
+                 above fail_above (0)",
+            )
+            .and(predicate::str::contains("embedded:").not()),
+        );
+    // A floor the child raises above an inherited ceiling: at the child's floor.
+    env.write(
+        "floor.toml",
+        "format_version = 1\nname = \"f\"\nextends = \"h100-sxm-8\"\n[checks.p2p_latency]\n\
+         latency_us = { fail_below = 20.0 }\n",
+    );
+    env.cmd()
+        .args(["check", "floor.toml"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "floor.toml:5:16: checks.p2p_latency.latency_us.fail_below: fail_below (20) is above",
+        ));
+    // Both halves in the child: at the warning level, as before.
+    env.write(
+        "both.toml",
+        "format_version = 1\nname = \"b\"\nextends = \"h100-sxm-8\"\n[checks.p2p_latency]\n\
+         latency_us = { fail_above = 1.0, warn_above = 2.0 }\n",
+    );
+    env.cmd()
+        .args(["check", "both.toml"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "both.toml:5:34: checks.p2p_latency.latency_us.warn_above",
+        ));
+}
+
 #[test]
 fn a_child_overrides_parts_of_an_embedded_suite() {
     let env = Env::new();
@@ -357,6 +407,12 @@ const BROKEN_NODES: &[(&str, &str, &str)] = &[
         "bus_stride = 0x10",
         "bus_stride = 0x1000000",
         "bus numbers are 0 to 0xff",
+    ),
+    // A first bus past the last is that key's fault, at its own line, whatever the stride.
+    (
+        "first_bus = 0x18",
+        "first_bus = 0x100",
+        "gpu.first_bus: first_bus is 0x100: bus numbers are 0 to 0xff",
     ),
     ("pcie_gen = 5", "pcie_gen = 99", "pcie_gen must be 1 to 7"),
     // Real addresses, per-pair PCIe paths and per-class figures (issue 14 item 1).

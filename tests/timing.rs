@@ -111,7 +111,7 @@ fn every_copy_figure_carries_its_timing_into_the_evidence() {
         &loaded,
         &mut b,
         ev,
-        Some(&path),
+        Some(&nodecert::fsio::write::Dir::open(dir.path()).unwrap()),
         &mut nodecert::runner::Silent,
     )
     .unwrap();

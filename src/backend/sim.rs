@@ -860,6 +860,14 @@ impl SimNode {
                 "give each GPU's address: bus_ids, or first_bus and bus_stride".into(),
             ));
         };
+        // GPU 0 sits at first_bus itself: a first_bus past the last bus is that key's fault,
+        // whatever the stride.
+        if first > 0xff {
+            return Err((
+                "gpu.first_bus".into(),
+                format!("first_bus is {first:#x}: bus numbers are 0 to 0xff"),
+            ));
+        }
         // GPU i sits at bus first_bus + i * bus_stride: all within one PCI bus number (0-255).
         let last_bus = (n as u64 - 1)
             .checked_mul(u64::from(stride))
@@ -2235,5 +2243,18 @@ mod tests {
             msg.contains("bus_ids, or first_bus and bus_stride"),
             "{msg}"
         );
+        let strided = |first: u32, stride: u32| {
+            check(&|n| {
+                n.gpu.bus_ids.clear();
+                n.gpu.first_bus = Some(first);
+                n.gpu.bus_stride = Some(stride);
+            })
+        };
+        let (at, msg) = strided(0x100, 1);
+        assert_eq!(at, "gpu.first_bus", "{msg}");
+        assert!(msg.contains("first_bus is 0x100"), "{msg}");
+        assert_eq!(strided(0x100, 0).0, "gpu.first_bus");
+        assert_eq!(strided(0xfe, 1).0, "gpu.bus_stride");
+        assert_eq!(strided(0x10, 0).0, "gpu.bus_stride");
     }
 }

@@ -24,84 +24,88 @@ impl ExportArgs {
     /// Fail before a long run when an output could not or must not be written: its folder must
     /// exist and the target be absent or a regular file; it must not be one of the files of the
     /// report folder `out` or the evidence read (`reading`); without --force, it must not be in a
-    /// signed folder nor replace a file that is not an earlier output of its kind.
+    /// signed folder nor replace a file that is not an earlier output of its kind. [`Self::write`]
+    /// checks each again just before writing it.
     pub(crate) fn check(&self, out: &Path, reading: Option<&Path>) -> Result<()> {
-        let refuse = |flag: &str, path: &Path, why: String| -> Result<()> {
+        for (path, e) in self.outputs() {
+            self.check_one(path, e.as_ref(), out, reading)?;
+        }
+        Ok(())
+    }
+
+    fn check_one(
+        &self,
+        path: &Path,
+        e: &dyn crate::export::Exporter,
+        out: &Path,
+        reading: Option<&Path>,
+    ) -> Result<()> {
+        let flag = e.flag();
+        let refuse = |why: String| -> Result<()> {
             Err(Error::Input(InputError::Other(format!(
                 "{flag} {}: {why}",
                 path.display()
             ))))
         };
-        for (path, e) in self.outputs() {
-            let flag = e.flag();
-            if let Err(why) = crate::fsio::write::check_target(path) {
-                return refuse(flag, path, why.to_string());
-            }
-            let dir = path
-                .parent()
-                .filter(|p| !p.as_os_str().is_empty())
-                .unwrap_or(Path::new("."));
-            let name = path
-                .file_name()
-                .and_then(|n| n.to_str())
-                .unwrap_or_default();
-            let own = sign::DEFAULT_FILES.contains(&name) || name.starts_with(sign::MANIFEST_FILE);
-            if own && crate::fsio::write::same_dir(dir, out) {
-                return refuse(
-                    flag,
-                    path,
-                    format!(
-                        "is one of the report's own files in {}: choose another file",
-                        out.display()
-                    ),
-                );
-            }
-            if reading.is_some_and(|r| crate::fsio::write::same_file(r, path)) {
-                return refuse(
-                    flag,
-                    path,
-                    "is the evidence being read: choose another file".into(),
-                );
-            }
-            if self.force {
-                continue;
-            }
-            if dir.join(sign::MANIFEST_FILE).exists() {
-                return refuse(
-                    flag,
-                    path,
-                    format!(
-                        "{} holds a signed report; add --force to write there anyway",
-                        dir.display()
-                    ),
-                );
-            }
-            if let Ok(f) = crate::fsio::read::open(path, false) {
-                let head = crate::fsio::read::read_limited(
-                    std::io::Read::take(f, 4096),
-                    4096,
-                    "the start of a file",
-                )
-                .unwrap_or_default();
-                let head = String::from_utf8_lossy(&head);
-                if !head.is_empty() && !crate::export::is_previous_output(e.as_ref(), &head) {
-                    return refuse(
-                        flag,
-                        path,
-                        format!(
-                            "exists and is not an earlier {flag} output; add --force to replace it"
-                        ),
-                    );
-                }
+        if let Err(why) = crate::fsio::write::check_target(path) {
+            return refuse(why.to_string());
+        }
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let own = sign::DEFAULT_FILES.contains(&name) || name.starts_with(sign::MANIFEST_FILE);
+        if own && crate::fsio::write::same_dir(dir, out) {
+            return refuse(format!(
+                "is one of the report's own files in {}: choose another file",
+                out.display()
+            ));
+        }
+        if reading.is_some_and(|r| crate::fsio::write::same_file(r, path)) {
+            return refuse("is the evidence being read: choose another file".into());
+        }
+        if self.force {
+            return Ok(());
+        }
+        if dir.join(sign::MANIFEST_FILE).exists() {
+            return refuse(format!(
+                "{} holds a signed report; add --force to write there anyway",
+                dir.display()
+            ));
+        }
+        if let Ok(f) = crate::fsio::read::open(path, false) {
+            let head = crate::fsio::read::read_limited(
+                std::io::Read::take(f, 4096),
+                4096,
+                "the start of a file",
+            )
+            .unwrap_or_default();
+            let head = String::from_utf8_lossy(&head);
+            if !head.is_empty() && !crate::export::is_previous_output(e, &head) {
+                return refuse(format!(
+                    "exists and is not an earlier {flag} output; add --force to replace it"
+                ));
             }
         }
         Ok(())
     }
 
-    /// Write every output asked for; returns the paths written.
-    pub(crate) fn write(&self, ev: &Evidence) -> Result<Vec<PathBuf>> {
+    /// Write every output asked for; returns the paths written. Each is checked again as
+    /// [`Self::check`] did before the run, just before it is written: a folder signed or a
+    /// file put at the target during the run is not overwritten either.
+    pub(crate) fn write(
+        &self,
+        ev: &Evidence,
+        out: &Path,
+        reading: Option<&Path>,
+    ) -> Result<Vec<PathBuf>> {
         let mut written = Vec::new();
         for (path, e) in self.outputs() {
+            self.check_one(path, e.as_ref(), out, reading)?;
             crate::export::write(e.as_ref(), ev, path).map_err(|source| Error::Write {
                 path: path.to_path_buf(),
                 source,
@@ -207,4 +211,77 @@ pub(crate) fn open_report_dir(out: &Path) -> Result<LockedDir> {
         .into());
     }
     Ok(d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn evidence() -> Evidence {
+        crate::runner::simulate("h200-vm-1", "h200-vm-1", &[], 1).unwrap()
+    }
+
+    #[test]
+    fn what_appears_during_the_run_is_refused_when_the_exports_are_written() {
+        let t = tempfile::tempdir().unwrap();
+        let out = t.path().join("out");
+        let shared = t.path().join("shared");
+        std::fs::create_dir_all(&shared).unwrap();
+        let ev = evidence();
+        let junit = shared.join("junit.xml");
+        let prom = shared.join("node.prom");
+        let args = ExportArgs {
+            junit: Some(junit.clone()),
+            prometheus: Some(prom.clone()),
+            force: false,
+        };
+        args.check(&out, None).unwrap();
+        // During the run someone puts their notes where the metrics go.
+        std::fs::write(&prom, "my notes").unwrap();
+        let e = args.write(&ev, &out, None).unwrap_err().to_string();
+        assert!(e.contains("is not an earlier --prometheus output"), "{e}");
+        assert_eq!(std::fs::read_to_string(&prom).unwrap(), "my notes");
+        // An earlier output of its own kind is replaced, as before the run.
+        std::fs::write(&prom, "# HELP nodecert_old x\n").unwrap();
+        let written = args.write(&ev, &out, None).unwrap();
+        assert_eq!(written, [junit.clone(), prom.clone()]);
+        assert!(std::fs::read_to_string(&prom)
+            .unwrap()
+            .starts_with("# HELP nodecert_"));
+        // The folder is signed during the run: nothing more is written there.
+        std::fs::write(shared.join(sign::MANIFEST_FILE), "signed").unwrap();
+        std::fs::remove_file(&junit).unwrap();
+        let e = args.write(&ev, &out, None).unwrap_err().to_string();
+        assert!(e.contains("holds a signed report; add --force"), "{e}");
+        assert!(!junit.exists());
+        // --force still writes there.
+        let forced = ExportArgs {
+            force: true,
+            ..args
+        };
+        forced.write(&ev, &out, None).unwrap();
+        assert!(junit.is_file());
+    }
+
+    #[test]
+    fn an_export_that_became_the_evidence_read_is_refused_at_write_time() {
+        let t = tempfile::tempdir().unwrap();
+        let read = t.path().join("old.json");
+        let target = t.path().join("junit.xml");
+        let args = ExportArgs {
+            junit: Some(target.clone()),
+            prometheus: None,
+            force: true,
+        };
+        args.check(t.path(), Some(&read)).unwrap();
+        // The target is made a hard link to the evidence being read.
+        std::fs::write(&read, "{}").unwrap();
+        std::fs::hard_link(&read, &target).unwrap();
+        let e = args
+            .write(&evidence(), &t.path().join("out"), Some(&read))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("is the evidence being read"), "{e}");
+        assert_eq!(std::fs::read_to_string(&read).unwrap(), "{}");
+    }
 }

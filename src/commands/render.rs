@@ -38,7 +38,7 @@ pub fn cmd_render(
         out.join("report.html").display(),
         out.join("report.md").display()
     );
-    for p in export.write(&ev)? {
+    for p in export.write(&ev, &out, Some(&path))? {
         crate::outln!("wrote {}", p.display());
     }
     if let Some(t) = ev.shortfall_text() {

@@ -93,10 +93,12 @@ pub fn cmd_run(
         );
     }
     let ev = crate::runner::new_evidence(&loaded, b.as_ref(), inv, simrec, environment(args));
-    let ev = crate::runner::run(&loaded, b.as_mut(), ev, Some(&evidence_path), &mut console)
-        .map_err(|e| Error::Write {
-            path: evidence_path.clone(),
-            source: e,
+    let ev =
+        crate::runner::run(&loaded, b.as_mut(), ev, Some(&dir), &mut console).map_err(|e| {
+            Error::Write {
+                path: evidence_path.clone(),
+                source: e,
+            }
         })?;
     // A run that judged nothing is not signed unless the signer says so (--allow-incomplete).
     let refused = match (signer, ev.shortfall()) {
@@ -118,7 +120,7 @@ pub fn cmd_run(
                     source,
                 })?;
             }
-            let exported = export.write(&ev)?;
+            let exported = export.write(&ev, out, None)?;
             if !quiet {
                 crate::out!("{}", crate::console::summary(&ev, color));
                 for p in exported {
@@ -135,11 +137,13 @@ pub fn cmd_run(
         }
     };
     write_rendered(&dir, rendered)?;
+    // Before signing: an export into the report folder itself is then not refused as a file of
+    // a signed folder (it is not listed in the manifest either way).
+    let exported = export.write(&ev, out, None)?;
     let signed = match signer {
-        Some(s) => Some(s.sign(out)?),
+        Some(s) => Some(s.sign(&dir)?),
         None => None,
     };
-    let exported = export.write(&ev)?;
     if quiet {
         crate::outln!(
             "{}: {} ({})",
@@ -168,8 +172,8 @@ pub fn cmd_run(
     if let Some(v) = refused {
         crate::errln!(
             "error: not signed: {}; sign it anyway with `nodecert sign {} --key KEY --allow-incomplete`",
-            ev.shortfall_text().unwrap_or_else(|| v.words().into()),
-            out.display()
+            crate::console::visible(&ev.shortfall_text().unwrap_or_else(|| v.words().into())),
+            crate::console::visible(&out.display().to_string())
         );
     }
     Ok(exit_for(&ev))
@@ -186,33 +190,36 @@ fn not_rendered(
     key: Option<&Path>,
 ) -> Error {
     let evidence = out.join(crate::evidence::EVIDENCE_FILE);
-    let mut s =
-        format!(
-        "{e}\nthe run finished ({}) and its evidence is kept in {}, but its reports could not be \
-         rendered{}",
-        ev.assess().label(),
-        evidence.display(),
-        if key.is_some() { ", so it was not signed" } else { "" }
-    );
+    // The template's message is one line of its own: a line break in it (a template's own
+    // text) is escaped with the rest, not taken for one of these.
+    let mut lines =
+        vec![
+            e.to_string(),
+            format!(
+            "the run finished ({}) and its evidence is kept in {}, but its reports could not be \
+             rendered{}; {} then render them with:",
+            ev.assess().label(),
+            evidence.display(),
+            if key.is_some() { ", so it was not signed" } else { "" },
+            if e.user {
+                "fix the template,"
+            } else {
+                "(nodecert's own template failed: please report it)"
+            },
+        ),
+        ];
     let with = match templates {
         Some(t) => format!(" --templates {}", t.display()),
         None => String::new(),
     };
-    s.push_str(&format!(
-        ";{} then render them with:\n  nodecert render {}{with}",
-        if e.user {
-            " fix the template,"
-        } else {
-            " (nodecert's own template failed: please report it)"
-        },
-        evidence.display()
-    ));
+    lines.push(format!("  nodecert render {}{with}", evidence.display()));
     if let Some(k) = key {
-        s.push_str(&format!(
-            "\nand sign with:\n  nodecert sign {} --key {}",
+        lines.push("and sign with:".into());
+        lines.push(format!(
+            "  nodecert sign {} --key {}",
             out.display(),
             k.display()
         ));
     }
-    Error::Input(InputError::Other(s))
+    Error::Input(InputError::Lines(lines))
 }

@@ -34,7 +34,7 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
             crate::errln!(
                 "warning: {} is already signed, so its reports cannot be rendered again: their \
                  title may not say that this run is {}",
-                dir.display(),
+                crate::console::visible(&dir.display().to_string()),
                 v.words()
             );
         } else {
@@ -44,7 +44,7 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
             write_reports(&ev, &lock, &pages, &signing)?;
         }
     }
-    let info = signer.sign(dir)?;
+    let info = signer.sign(&lock)?;
     let simulated = crate::fsio::read::open(&info.manifest, false)
         .and_then(|f| crate::fsio::read::read_limited(f, 4 << 20, "a manifest"))
         .ok()

@@ -60,8 +60,9 @@ impl Signer {
         })
     }
 
-    pub fn sign(&self, dir: &Path) -> Result<sign::SignatureInfo> {
-        sign::sign_dir(dir, &self.key).map_err(sign_error)
+    /// Sign the report folder this command holds, writing through its handle.
+    pub fn sign(&self, dir: &crate::fsio::write::Dir) -> Result<sign::SignatureInfo> {
+        sign::sign_dir_in(dir, &self.key).map_err(sign_error)
     }
 
     /// What was signed, and how anyone can check it.

@@ -223,6 +223,40 @@ impl Dir {
         &self.path
     }
 
+    /// Whether the path this folder was opened by still names it (the same device and inode,
+    /// links the operator chose followed). Writes go through the open folder whatever its path
+    /// names now; this refuses to go on when the folder was renamed away or another put in its
+    /// place, so that what is read by path (the files a manifest lists) is what is written
+    /// beside, and the operator is told where the files went rather than finding them missing.
+    pub fn check_in_place(&self) -> io::Result<()> {
+        use std::os::unix::fs::MetadataExt;
+        // SAFETY: a valid fd and a zeroed stat buffer.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        cvt(unsafe { libc::fstat(self.fd.as_raw_fd(), &mut st) })?;
+        match std::fs::metadata(&self.path) {
+            Ok(m) if m.dev() == st.st_dev as u64 && m.ino() == st.st_ino as u64 => Ok(()),
+            _ => Err(io::Error::other(format!(
+                "{} is no longer the folder nodecert locked: it was moved or replaced while \
+                 nodecert was writing there, so nothing more is written; the files written so \
+                 far stay in the folder that was moved",
+                self.path.display()
+            ))),
+        }
+    }
+
+    /// [`Dir::replace`] for a report folder: only while its path still names it
+    /// ([`Dir::check_in_place`]), and then through this handle, never by path.
+    pub fn replace_in_place(&self, name: &OsStr, bytes: &[u8]) -> io::Result<()> {
+        self.check_in_place()?;
+        self.replace(name, bytes)
+    }
+
+    /// [`Dir::create_new`] for a report folder (a signature), as [`Dir::replace_in_place`].
+    pub fn create_new_in_place(&self, name: &OsStr, bytes: &[u8], mode: u32) -> io::Result<()> {
+        self.check_in_place()?;
+        self.create_new(name, bytes, mode)
+    }
+
     /// Take the folder's advisory lock (flock, exclusive) without waiting: another nodecert that
     /// writes here holds it, so this fails with [`io::ErrorKind::WouldBlock`]. Released when the
     /// returned lock (or the process) ends.
@@ -424,32 +458,6 @@ pub fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
     Dir::open_trusted(dir)?.replace(name, bytes)
 }
 
-/// [`replace`] for a file of a report folder: the folder itself (the last component of its
-/// path) is not entered through a link, so a report folder swapped for a link during a run does
-/// not redirect the evidence written after each check.
-pub fn replace_in_report(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let (dir, name) = split(path)?;
-    report_dir(dir)?.replace(name, bytes)
-}
-
-/// [`create_new`] for a file of a report folder (a signature): the folder is not entered
-/// through a link.
-pub fn create_new_in_report(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-    let (dir, name) = split(path)?;
-    report_dir(dir)?.create_new(name, bytes, mode)
-}
-
-fn report_dir(dir: &Path) -> io::Result<Dir> {
-    match open_dir_at(libc::AT_FDCWD, dir.as_os_str(), false) {
-        Ok(fd) => Ok(Dir {
-            fd,
-            path: dir.to_path_buf(),
-        }),
-        Err(_) if is_link(dir) => Err(link_refused(dir)),
-        Err(e) => Err(e),
-    }
-}
-
 /// Create the file at `path`, which must not exist, with `mode`. Its folder must exist.
 pub fn create_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     let (dir, name) = split(path)?;
@@ -591,18 +599,57 @@ mod tests {
     }
 
     #[test]
-    fn evidence_is_not_written_through_a_report_folder_swapped_for_a_link() {
+    fn a_report_folder_renamed_away_and_replaced_gets_no_more_writes() {
         let t = tempfile::tempdir().unwrap();
         let r = t.path().join("r");
+        let d = Dir::create_all(&r).unwrap().lock().unwrap();
+        d.replace_in_place(OsStr::new("evidence.json"), b"1")
+            .unwrap();
+        // Someone who can write the parent moves the locked folder away and puts a real
+        // folder (another run's, maybe signed) in its place.
+        std::fs::rename(&r, t.path().join("moved")).unwrap();
         std::fs::create_dir(&r).unwrap();
-        replace_in_report(&r.join("evidence.json"), b"1").unwrap();
+        std::fs::write(r.join("evidence.json"), "theirs").unwrap();
+        let e = d
+            .replace_in_place(OsStr::new("evidence.json"), b"2")
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("no longer the folder nodecert locked"),
+            "{e}"
+        );
+        let e = d
+            .create_new_in_place(OsStr::new("nodecert-manifest.txt.sig"), b"s", 0o644)
+            .unwrap_err();
+        assert!(e.to_string().contains("moved or replaced"), "{e}");
+        assert_eq!(names(&r), ["evidence.json"]);
+        assert_eq!(
+            std::fs::read_to_string(r.join("evidence.json")).unwrap(),
+            "theirs"
+        );
+        assert_eq!(
+            std::fs::read_to_string(t.path().join("moved/evidence.json")).unwrap(),
+            "1"
+        );
+        // A link put there instead, even to the moved folder, is not the path's folder either
+        // unless it leads to the very folder locked: then the write is harmless and goes on.
+        std::fs::remove_file(r.join("evidence.json")).unwrap();
+        std::fs::remove_dir(&r).unwrap();
         let elsewhere = t.path().join("elsewhere");
         std::fs::create_dir(&elsewhere).unwrap();
-        std::fs::rename(&r, t.path().join("old")).unwrap();
         symlink(&elsewhere, &r).unwrap();
-        let e = replace_in_report(&r.join("evidence.json"), b"2").unwrap_err();
-        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert!(d
+            .replace_in_place(OsStr::new("evidence.json"), b"3")
+            .is_err());
         assert_eq!(std::fs::read_dir(&elsewhere).unwrap().count(), 0);
+        std::fs::remove_file(&r).unwrap();
+        symlink(t.path().join("moved"), &r).unwrap();
+        d.replace_in_place(OsStr::new("evidence.json"), b"4")
+            .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(t.path().join("moved/evidence.json")).unwrap(),
+            "4"
+        );
     }
 
     #[test]

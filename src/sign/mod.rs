@@ -97,7 +97,9 @@ pub use allowed_signers::{allowed_signers_line, allowed_signers_line_for, is_val
 pub use commands::{digest_check_command, verify_command, verify_command_for};
 pub use keys::{key_fingerprint, keygen, signing_key_info, KeyInfo};
 pub use manifest::{sha256_file, sha256_in, Manifest};
-pub use signing::{sign_dir, write_manifest, ManifestMeta, SignatureInfo};
+pub use signing::{
+    sign_dir, sign_dir_in, write_manifest, write_manifest_in, ManifestMeta, SignatureInfo,
+};
 pub use verify::{
     verify_dir, FileCheck, FileStatus, SigStatus, SignatureCheck, Trust, VerifyReport,
 };
@@ -208,14 +210,6 @@ fn read_limited_in(
 
 fn write_new(path: &Path, data: &[u8], mode: u32) -> Result<(), SignError> {
     map_new(path, crate::fsio::write::create_new(path, data, mode))
-}
-
-/// A signature in a report folder: created only if absent, the folder not entered via a link.
-fn write_new_in_report(path: &Path, data: &[u8], mode: u32) -> Result<(), SignError> {
-    map_new(
-        path,
-        crate::fsio::write::create_new_in_report(path, data, mode),
-    )
 }
 
 fn map_new(path: &Path, r: io::Result<()>) -> Result<(), SignError> {

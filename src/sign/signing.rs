@@ -10,6 +10,7 @@ use super::keys::{read_signing_key, sign_manifest};
 use super::manifest::{check_file_name, evidence_simulated, existing_signatures, signature_name};
 use super::verify::{inspect, LoadedTrust};
 use super::*;
+use crate::fsio::write::Dir;
 
 /// What [`sign_dir`] wrote.
 #[derive(Debug, Clone, Serialize)]
@@ -49,6 +50,22 @@ pub fn write_manifest(
     files: &[&str],
     meta: &ManifestMeta,
 ) -> Result<PathBuf, SignError> {
+    write_manifest_in(&open_dir(dir)?, files, meta)
+}
+
+/// The folder `dir`, reached through no other user's symbolic link.
+fn open_dir(dir: &Path) -> Result<Dir, SignError> {
+    Dir::open_trusted(dir).map_err(io_err("open", dir))
+}
+
+/// [`write_manifest`] into a folder already open (and locked, for a command): written through
+/// its handle, and only while its path still names it ([`Dir::check_in_place`]).
+pub fn write_manifest_in(
+    folder: &Dir,
+    files: &[&str],
+    meta: &ManifestMeta,
+) -> Result<PathBuf, SignError> {
+    let dir = folder.path();
     let manifest_path = dir.join(MANIFEST_FILE);
     let mut seen = BTreeSet::new();
     for name in files {
@@ -119,7 +136,8 @@ pub fn write_manifest(
     };
     let text = manifest.render();
     debug_assert_eq!(Manifest::parse(&text).as_ref(), Ok(&manifest));
-    crate::fsio::write::replace_in_report(&manifest_path, text.as_bytes())
+    folder
+        .replace_in_place(MANIFEST_FILE.as_ref(), text.as_bytes())
         .map_err(io_err("write", &manifest_path))?;
     Ok(manifest_path)
 }
@@ -134,6 +152,13 @@ pub fn write_manifest(
 /// an existing manifest or signature. Signing again with a key that already
 /// signed is [`SignError::AlreadySigned`].
 pub fn sign_dir(dir: &Path, key: &Path) -> Result<SignatureInfo, SignError> {
+    sign_dir_in(&open_dir(dir)?, key)
+}
+
+/// [`sign_dir`] for a folder already open (and locked, for a command): the manifest and the
+/// signature are written through its handle, and only while its path still names it.
+pub fn sign_dir_in(folder: &Dir, key: &Path) -> Result<SignatureInfo, SignError> {
+    let dir = folder.path();
     let private = read_signing_key(key)?;
     let fingerprint = private.fingerprint(HashAlg::Sha256).to_string();
     let manifest_path = dir.join(MANIFEST_FILE);
@@ -150,7 +175,7 @@ pub fn sign_dir(dir: &Path, key: &Path) -> Result<SignatureInfo, SignError> {
             .copied()
             .filter(|f| *f == EVIDENCE_FILE || dir.join(f).exists())
             .collect();
-        write_manifest(dir, &present, &ManifestMeta::default())?;
+        write_manifest_in(folder, &present, &ManifestMeta::default())?;
         manifest_written = true;
     }
     let (report, manifest) = inspect(dir, &LoadedTrust::None)?;
@@ -192,7 +217,9 @@ pub fn sign_dir(dir: &Path, key: &Path) -> Result<SignatureInfo, SignError> {
     let mut index = 1;
     loop {
         let path = dir.join(signature_name(index));
-        match write_new_in_report(&path, pem.as_bytes(), 0o644) {
+        let name = path.file_name().unwrap_or_default();
+        let written = folder.create_new_in_place(name, pem.as_bytes(), 0o644);
+        match map_new(&path, written) {
             Ok(()) => {
                 return Ok(SignatureInfo {
                     manifest: manifest_path,

@@ -94,8 +94,12 @@ pub fn load_source(src: Source) -> Result<LoadedSuite, InputError> {
     let mut chain = Vec::new();
     let table = resolve(src, &mut chain, &mut Vec::new())?;
     let suite: Suite = config::deserialize(&chain, table)?;
-    if let Some((path, msg)) = suite.validate().into_iter().next() {
-        return Err(config::error_at(&chain, &path, msg));
+    if let Some((path, msg, other)) = suite.validate().into_iter().next() {
+        let at = match other {
+            Some(other) => config::most_derived(&chain, [path, other]),
+            None => path,
+        };
+        return Err(config::error_at(&chain, &at, msg));
     }
     let baseline = match &suite.baseline {
         Some(b) => Some(load_baseline(&chain, b)?),

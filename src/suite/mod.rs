@@ -698,8 +698,11 @@ fn default_golden_abs_tol() -> f64 {
     1e-5
 }
 
-/// A semantic problem at a key path.
-pub type Problem = (KeyPath, String);
+/// A semantic problem at a key path; for a problem between two keys (a warning level above its
+/// failure level), the other key too. The loader points at the one of them that the most derived
+/// file of the chain wrote ([`crate::config::most_derived`]): a child suite that sets only
+/// `fail_above` under a parent's `warn_above` is told about its own line.
+pub type Problem = (KeyPath, String, Option<KeyPath>);
 
 impl Suite {
     /// The ids of the checks this suite promises, in the order they run ("topology",
@@ -1221,7 +1224,12 @@ struct Problems(Vec<Problem>);
 
 impl Problems {
     fn bad(&mut self, path: &str, msg: String) {
-        self.0.push((key_path(path), msg));
+        self.0.push((key_path(path), msg, None));
+    }
+
+    /// A problem between the keys `path` and `other`: either may be the one to change.
+    fn between(&mut self, path: &str, other: &str, msg: String) {
+        self.0.push((key_path(path), msg, Some(key_path(other))));
     }
 
     /// A limit's values: numbers from 0 to `max` (in the figure's unit), in an order that lets
@@ -1269,16 +1277,18 @@ impl Problems {
         }
         if let (Some(f), Some(w)) = (l.fail_below, l.warn_below) {
             if w < f {
-                self.bad(
+                self.between(
                     &format!("{path}.warn_below"),
+                    &format!("{path}.fail_below"),
                     format!("warn_below ({w}) is below fail_below ({f}): a warning level must come before the failure"),
                 );
             }
         }
         if let (Some(f), Some(w)) = (l.fail_above, l.warn_above) {
             if w > f {
-                self.bad(
+                self.between(
                     &format!("{path}.warn_above"),
+                    &format!("{path}.fail_above"),
                     format!("warn_above ({w}) is above fail_above ({f})"),
                 );
             }
@@ -1289,8 +1299,9 @@ impl Problems {
             for (uk, hi) in &named[2..] {
                 if let (Some(lo), Some(hi)) = (lo, hi) {
                     if lo > hi {
-                        self.bad(
+                        self.between(
                             &format!("{path}.{lk}"),
+                            &format!("{path}.{uk}"),
                             format!("{lk} ({lo}) is above {uk} ({hi}): no figure could pass both"),
                         );
                     }
