@@ -147,6 +147,10 @@ pub struct SimLinks {
     /// Peer access available between GPUs.
     pub p2p: bool,
     pub nvlink_version: Option<u32>,
+    /// NVLink SHARP (NVLS) usable: the GPUs report CUDA multicast support and the fabric manager
+    /// registered them (HGX H100/H200). Default false: no multicast, no fabric state.
+    #[serde(default)]
+    pub nvls: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -263,10 +267,11 @@ pub enum FaultKind {
     Vgpu,
     CorruptCopy,
     VbiosMismatch,
+    NvlsUnavailable,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 18] = [
+    pub const ALL: [FaultKind; 19] = [
         FaultKind::GpuMissing,
         FaultKind::GpuLost,
         FaultKind::NvlinkDown,
@@ -285,6 +290,7 @@ impl FaultKind {
         FaultKind::Vgpu,
         FaultKind::CorruptCopy,
         FaultKind::VbiosMismatch,
+        FaultKind::NvlsUnavailable,
     ];
 
     pub fn name(self) -> &'static str {
@@ -307,6 +313,7 @@ impl FaultKind {
             FaultKind::Vgpu => "vgpu",
             FaultKind::CorruptCopy => "corrupt-copy",
             FaultKind::VbiosMismatch => "vbios-mismatch",
+            FaultKind::NvlsUnavailable => "nvls-unavailable",
         }
     }
 
@@ -354,6 +361,10 @@ impl FaultKind {
             }
             FaultKind::VbiosMismatch => {
                 "a GPU runs another VBIOS than the rest of the node, as after a partial repair (gpu=N)"
+            }
+            FaultKind::NvlsUnavailable => {
+                "NVLink SHARP is off, as when the fabric manager is not running: no multicast \
+                 support, fabric not registered (gpu=N: that GPU only; default every GPU)"
             }
         }
     }
@@ -1379,7 +1390,24 @@ impl Backend for SimBackend {
             let mut rows = RemappedRows::default();
             let mut xids = Vec::new();
             let mut vbios = node.gpu.vbios.clone();
+            let mut nvls = if node.links.nvls {
+                Nvls {
+                    multicast: Some(true),
+                    fabric: Some(FabricState::Completed),
+                }
+            } else {
+                Nvls {
+                    multicast: Some(false),
+                    fabric: None,
+                }
+            };
             for f in &self.faults {
+                if f.kind == FaultKind::NvlsUnavailable && f.gpu.is_none_or(|g| g == i) {
+                    nvls = Nvls {
+                        multicast: Some(false),
+                        fabric: node.links.nvswitch.then_some(FabricState::NotStarted),
+                    };
+                }
                 if f.gpu.unwrap_or(0) != i {
                     continue;
                 }
@@ -1506,6 +1534,7 @@ impl Backend for SimBackend {
                 temperature_c: Some(node.gpu.temperature_c),
                 nvlinks,
                 xids,
+                nvls,
                 unavailable: vec![],
             });
             let g = gpus.last_mut().expect("just pushed");
@@ -1951,6 +1980,42 @@ mod tests {
         for (name, _) in EMBEDDED {
             let n = load_node(name).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_eq!(&n.name, name);
+        }
+    }
+
+    #[test]
+    fn nvls_follows_the_node_key_and_the_fault() {
+        let nvls = |name: &str, faults: &[&str]| -> Vec<Nvls> {
+            let faults = faults.iter().map(|f| Fault::parse(f).unwrap()).collect();
+            let mut b = SimBackend::new(load_node(name).unwrap(), faults, 1).unwrap();
+            b.inventory().unwrap().gpus.iter().map(|g| g.nvls).collect()
+        };
+        let on = Nvls {
+            multicast: Some(true),
+            fabric: Some(FabricState::Completed),
+        };
+        let fm_down = Nvls {
+            multicast: Some(false),
+            fabric: Some(FabricState::NotStarted),
+        };
+        for name in ["h100-sxm-8", "h200-sxm-8"] {
+            assert_eq!(nvls(name, &[]), vec![on; 8], "{name}");
+            assert_eq!(
+                nvls(name, &["nvls-unavailable"]),
+                vec![fm_down; 8],
+                "{name}"
+            );
+        }
+        // gpu=N: that GPU only.
+        let one = nvls("h100-sxm-8", &["nvls-unavailable:gpu=3"]);
+        assert_eq!(one[3], fm_down);
+        assert!(one.iter().enumerate().all(|(i, n)| i == 3 || *n == on));
+        // Default off: every node file that does not say `nvls = true` (A100, L40S, a VM).
+        for name in ["a100-sxm-80gb-8", "l40s-pcie-4", "h200-vm-1"] {
+            assert!(
+                nvls(name, &[]).iter().all(|n| n.multicast == Some(false)),
+                "{name}"
+            );
         }
     }
 
