@@ -110,6 +110,10 @@ pub struct Gpu {
     pub nvlinks: Vec<NvLink>,
     /// XID events seen while nodecert ran (and from the kernel log where readable).
     pub xids: Vec<XidEvent>,
+    /// Whether NCCL could use NVLink SHARP (NVLS) on this GPU, as CUDA and NVML report it.
+    /// Unknown (both `None`) in evidence written before this was recorded.
+    #[serde(default)]
+    pub nvls: Nvls,
     /// Readings of this GPU the platform did not give where the field itself cannot say so: an
     /// empty `throttle_reasons` or `xids` would otherwise read as "none". (An `Option` field
     /// that is `None` already says it.) Empty in evidence written before this was recorded.
@@ -530,5 +534,187 @@ mod tests {
         assert_eq!(normalize_bus_id("00000000:3B:00.0"), "0000:3b:00.0");
         assert_eq!(normalize_bus_id("0000:3B:00.0"), "0000:3b:00.0");
         assert_eq!(normalize_bus_id("3B:00.0"), "0000:3b:00.0");
+    }
+}
+
+/// What the platform says about NVLink SHARP (NVLS, in-switch reductions that NCCL's all-reduce
+/// uses on NVSwitch nodes) for one GPU. NVLS needs CUDA multicast objects, and on an NVSwitch
+/// node the fabric manager must have registered the GPU with the fabric.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+pub struct Nvls {
+    /// CUDA's `CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED`; None: not read (no CUDA, or a driver
+    /// that does not know the attribute).
+    pub multicast: Option<bool>,
+    /// NVML's GPU fabric state (`nvmlDeviceGetGpuFabricInfo`); None: not available here (a GPU
+    /// before Hopper, a driver before 525, or no NVML).
+    pub fabric: Option<FabricState>,
+}
+
+/// The GPU's registration with the NVLink fabric, as NVML reports it.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum FabricState {
+    /// The GPU is not on a fabric (no NVSwitch): NVML_GPU_FABRIC_STATE_NOT_SUPPORTED.
+    NotSupported,
+    /// Registration has not started: the fabric manager is not running.
+    NotStarted,
+    /// Registration is under way.
+    InProgress,
+    /// Registered.
+    Completed,
+    /// Registration finished with an error.
+    Failed,
+}
+
+impl FabricState {
+    pub fn describe(self) -> &'static str {
+        match self {
+            FabricState::NotSupported => "no fabric",
+            FabricState::NotStarted => "not registered: fabric manager not running",
+            FabricState::InProgress => "registration in progress",
+            FabricState::Completed => "registered",
+            FabricState::Failed => "registration failed",
+        }
+    }
+}
+
+/// Whether NVLS can be used, with the reason when it cannot or when that is not known.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NvlsAvailability {
+    Available,
+    /// It cannot: "GPU 0 reports no multicast support".
+    Unavailable(String),
+    /// Not known: "GPU 0: multicast support not read". Unknown is never available.
+    Unknown(String),
+}
+
+impl Nvls {
+    /// This GPU's answer; `who` names it ("GPU 3") in the reason.
+    pub fn availability(&self, who: &str) -> NvlsAvailability {
+        use NvlsAvailability::*;
+        match self.fabric {
+            Some(FabricState::NotStarted) => {
+                return Unavailable(format!("{who}: fabric manager not running"))
+            }
+            Some(s @ (FabricState::InProgress | FabricState::Failed)) => {
+                return Unavailable(format!("{who}: fabric {}", s.describe()))
+            }
+            _ => {}
+        }
+        match self.multicast {
+            Some(true) => Available,
+            Some(false) => Unavailable(format!("{who} reports no multicast support")),
+            None => Unknown(format!("{who}: multicast support not read")),
+        }
+    }
+}
+
+impl Inventory {
+    /// Whether NVLS can be used on the node: every GPU must say it can. The first GPU that
+    /// cannot names the cause; failing that, the first that could not tell.
+    pub fn nvls(&self) -> NvlsAvailability {
+        if self.gpus.is_empty() {
+            return NvlsAvailability::Unknown("no GPU listed".into());
+        }
+        let each: Vec<NvlsAvailability> = self
+            .gpus
+            .iter()
+            .map(|g| g.nvls.availability(&format!("GPU {}", g.index)))
+            .collect();
+        if let Some(u) = each
+            .iter()
+            .find(|a| matches!(a, NvlsAvailability::Unavailable(_)))
+        {
+            return u.clone();
+        }
+        each.into_iter()
+            .find(|a| matches!(a, NvlsAvailability::Unknown(_)))
+            .unwrap_or(NvlsAvailability::Available)
+    }
+}
+
+#[cfg(test)]
+mod nvls_tests {
+    use super::*;
+
+    fn inv(list: &[Nvls]) -> Inventory {
+        Inventory {
+            gpus: list
+                .iter()
+                .enumerate()
+                .map(|(index, &nvls)| Gpu {
+                    index,
+                    nvls,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    const OK: Nvls = Nvls {
+        multicast: Some(true),
+        fabric: Some(FabricState::Completed),
+    };
+
+    #[test]
+    fn available_only_when_every_gpu_says_so() {
+        assert_eq!(inv(&[OK, OK]).nvls(), NvlsAvailability::Available);
+        let no_mc = Nvls {
+            multicast: Some(false),
+            fabric: None,
+        };
+        assert_eq!(
+            inv(&[OK, no_mc]).nvls(),
+            NvlsAvailability::Unavailable("GPU 1 reports no multicast support".into())
+        );
+    }
+
+    #[test]
+    fn a_fabric_manager_not_running_is_named_even_if_multicast_says_yes() {
+        let fm = Nvls {
+            multicast: Some(true),
+            fabric: Some(FabricState::NotStarted),
+        };
+        assert_eq!(
+            inv(&[fm, OK]).nvls(),
+            NvlsAvailability::Unavailable("GPU 0: fabric manager not running".into())
+        );
+    }
+
+    #[test]
+    fn unknown_is_never_available() {
+        // Evidence written before NVLS was recorded: nothing known.
+        assert!(matches!(
+            inv(&[OK, Nvls::default()]).nvls(),
+            NvlsAvailability::Unknown(r) if r == "GPU 1: multicast support not read"
+        ));
+        assert!(matches!(inv(&[]).nvls(), NvlsAvailability::Unknown(_)));
+        // A cause beats an unknown.
+        let no = Nvls {
+            multicast: Some(false),
+            fabric: None,
+        };
+        assert!(matches!(
+            inv(&[Nvls::default(), no]).nvls(),
+            NvlsAvailability::Unavailable(_)
+        ));
+    }
+
+    #[test]
+    fn old_evidence_without_the_field_loads_as_unknown() {
+        let g: Gpu = serde_json::from_value(serde_json::json!({
+            "index": 0, "name": "x", "uuid": "u", "serial": null, "vbios": null,
+            "pci_bus_id": "0000:18:00.0", "memory_bytes": 1,
+            "pcie": serde_json::to_value(PcieLink::default()).unwrap(),
+            "numa_node": null, "cpu_affinity": null, "persistence_mode": null,
+            "mig_enabled": null, "ecc_enabled": null,
+            "ecc": serde_json::to_value(EccCounts::default()).unwrap(),
+            "remapped_rows": null, "retired_pages": null, "throttle_reasons": [],
+            "sm_clock_mhz": null, "sm_clock_max_mhz": null, "power_limit_w": null,
+            "temperature_c": null, "nvlinks": [], "xids": []
+        }))
+        .unwrap();
+        assert_eq!(g.nvls, Nvls::default());
     }
 }

@@ -1,7 +1,7 @@
 //! `nodecert inventory`: the node as people read it.
 
 use crate::console::visible;
-use crate::inventory::{Inventory, Reading};
+use crate::inventory::{Inventory, NvlsAvailability, Reading};
 
 pub fn render(inv: &Inventory, simulated: bool) -> String {
     let mut s = String::new();
@@ -88,6 +88,7 @@ pub fn render(inv: &Inventory, simulated: bool) -> String {
                 .map(|x| x.to_string())
                 .unwrap_or_else(|| "n/a".into())
         ));
+        s.push_str(&format!("NVLink SHARP (NVLS): {}\n", nvls_text(inv)));
     }
     links(&mut s, inv);
     peer_access(&mut s, inv);
@@ -126,6 +127,15 @@ pub fn render(inv: &Inventory, simulated: bool) -> String {
         }
     }
     s
+}
+
+/// "available", "not available (GPU 0 reports no multicast support)" or "unknown (...)".
+fn nvls_text(inv: &Inventory) -> String {
+    match inv.nvls() {
+        NvlsAvailability::Available => "available".into(),
+        NvlsAvailability::Unavailable(why) => format!("not available ({why})"),
+        NvlsAvailability::Unknown(why) => format!("unknown ({why})"),
+    }
 }
 
 fn or_na<T: std::fmt::Display>(v: Option<T>) -> String {
@@ -307,6 +317,24 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("GPU0  X     NV18"), "{text}");
+    }
+
+    #[test]
+    fn nvls_is_stated_with_its_cause() {
+        let text = render(&sim_inventory("h100-sxm-8", &[]), true);
+        assert!(text.contains("NVLink SHARP (NVLS): available\n"), "{text}");
+        let text = render(&sim_inventory("h100-sxm-8", &["nvls-unavailable"]), true);
+        assert!(
+            text.contains("NVLink SHARP (NVLS): not available (GPU 0: fabric manager not running)"),
+            "{text}"
+        );
+        let text = render(&sim_inventory("a100-sxm-80gb-8", &[]), true);
+        assert!(
+            text.contains(
+                "NVLink SHARP (NVLS): not available (GPU 0 reports no multicast support)"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

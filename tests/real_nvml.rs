@@ -176,6 +176,8 @@ fn hgx_h200() -> Value {
                     })
                 })
                 .collect();
+            // Registered with the NVLink fabric by a running fabric manager.
+            g["fabric"] = json!({"state": 3, "status": 0});
             g
         })
         .collect();
@@ -239,6 +241,9 @@ fn an_hgx_board_reads_as_eight_gpus_on_four_nvswitches() {
         assert_eq!(g["throttle_reasons"], json!(["gpu_idle"]));
         assert_eq!(g["ecc"]["dram_errors"], 0);
         assert_eq!(g["retired_pages"]["pending"], false);
+        assert_eq!(g["nvls"]["fabric"], "completed");
+        // No libcuda here: multicast support is not read, never "no".
+        assert_eq!(g["nvls"]["multicast"], Value::Null);
         let links = g["nvlinks"].as_array().expect("links");
         assert_eq!(links.len(), 18);
         assert!(links.iter().all(|l| l["active"] == true
@@ -492,6 +497,38 @@ fn a_pcie_box_reads_its_mixed_paths_and_passes() {
     assert!(
         !f.is_empty() && f.iter().all(|f| f.0 == "topology" && f.2 == "GPU 7"),
         "{f:#?}"
+    );
+}
+
+#[test]
+fn the_fabric_state_says_which_gpu_the_fabric_manager_did_not_register() {
+    let mut d = hgx_h200();
+    d["gpus"][2]["fabric"] = json!({"state": 1});
+    d["gpus"][3]["fabric"] = json!({"state": 2});
+    // Registration finished, with NVML_ERROR_UNKNOWN.
+    d["gpus"][4]["fabric"] = json!({"state": 3, "status": 999});
+    d["gpus"][5].as_object_mut().expect("gpu").remove("fabric");
+    let inv = Node::new(&d).inventory();
+    let fabric: Vec<Value> = (0..8)
+        .map(|i| inv["gpus"][i]["nvls"]["fabric"].clone())
+        .collect();
+    assert_eq!(
+        fabric,
+        vec![
+            json!("completed"),
+            json!("completed"),
+            json!("not_started"),
+            json!("in_progress"),
+            json!("failed"),
+            Value::Null,
+            json!("completed"),
+            json!("completed"),
+        ]
+    );
+    let notes = inv["unavailable"].to_string();
+    assert!(
+        notes.contains("gpu5 gpu fabric state: not supported"),
+        "{notes}"
     );
 }
 

@@ -51,6 +51,8 @@ pub struct Gpu {
     pub ecc: Option<Ecc>,
     pub retired_pages: Option<RetiredPages>,
     pub remapped_rows: Option<RemappedRows>,
+    /// nvmlDeviceGetGpuFabricInfo's answer; absent: NOT_SUPPORTED (no fabric, before Hopper).
+    pub fabric: Option<Fabric>,
     pub temperature_c: Option<u32>,
     pub power_limit_mw: Option<u32>,
     pub sm_clock_mhz: Option<u32>,
@@ -111,6 +113,17 @@ pub struct RemappedRows {
     pub pending: bool,
     #[serde(default)]
     pub failure: bool,
+}
+
+/// A GPU's registration with the NVLink fabric, as nvmlGpuFabricInfo_t carries it.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fabric {
+    /// nvmlGpuFabricState_t: 0 not supported, 1 not started, 2 in progress, 3 completed.
+    pub state: u8,
+    /// nvmlReturn_t of the registration (0: success).
+    #[serde(default)]
+    pub status: u32,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -66,6 +66,7 @@ pub const EXPORTED: &[&str] = &[
     "nvmlDeviceGetRetiredPages_v2",
     "nvmlDeviceGetRetiredPagesPendingStatus",
     "nvmlDeviceGetRemappedRows",
+    "nvmlDeviceGetGpuFabricInfo",
     "nvmlDeviceGetVirtualizationMode",
     "nvmlDeviceGetNvLinkState",
     "nvmlDeviceGetNvLinkVersion",
@@ -715,6 +716,26 @@ pub unsafe extern "C" fn nvmlDeviceGetRetiredPagesPendingStatus(
     read(d, "nvmlDeviceGetRetiredPagesPendingStatus", out, |g| {
         g.retired_pages.as_ref().map(|r| enabled(r.pending))
     })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetGpuFabricInfo(
+    d: nvmlDevice_t,
+    info: *mut nvmlGpuFabricInfo_t,
+) -> nvmlReturn_t {
+    let (_, g) = match gpu(d, "nvmlDeviceGetGpuFabricInfo") {
+        Ok(g) => g,
+        Err(e) => return e,
+    };
+    let Some(f) = &g.fabric else {
+        return NOT_SUPPORTED;
+    };
+    if info.is_null() {
+        return INVALID_ARGUMENT;
+    }
+    (*info).state = f.state;
+    (*info).status = f.status;
+    SUCCESS
 }
 
 #[no_mangle]

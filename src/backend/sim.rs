@@ -147,6 +147,10 @@ pub struct SimLinks {
     /// Peer access available between GPUs.
     pub p2p: bool,
     pub nvlink_version: Option<u32>,
+    /// NVLink SHARP (NVLS) usable: the GPUs report CUDA multicast support and the fabric manager
+    /// registered them (HGX H100/H200). Default false: no multicast, no fabric state.
+    #[serde(default)]
+    pub nvls: bool,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -184,6 +188,11 @@ pub struct SimPerf {
     pub staged_latency_us: f64,
     /// Peak bus bandwidth per collective at large sizes, GB/s.
     pub collective_busbw_gbps: BTreeMap<CollectiveOp, f64>,
+    /// all_reduce bus bandwidth without NVLink SHARP (ring or tree), GB/s: what NCCL delivers on
+    /// a node with `links.nvls` whose NVLS is unavailable (fault `nvls-unavailable`). Absent: the
+    /// all_reduce figure above, which on a node without NVLS already is that.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub collective_busbw_no_nvls_gbps: Option<f64>,
     /// Fixed cost of one collective, microseconds (dominates small messages).
     pub collective_latency_us: f64,
     /// Sustained fp32 GEMM rate per GPU, TFLOP/s (for the training model).
@@ -263,10 +272,11 @@ pub enum FaultKind {
     Vgpu,
     CorruptCopy,
     VbiosMismatch,
+    NvlsUnavailable,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 18] = [
+    pub const ALL: [FaultKind; 19] = [
         FaultKind::GpuMissing,
         FaultKind::GpuLost,
         FaultKind::NvlinkDown,
@@ -285,6 +295,7 @@ impl FaultKind {
         FaultKind::Vgpu,
         FaultKind::CorruptCopy,
         FaultKind::VbiosMismatch,
+        FaultKind::NvlsUnavailable,
     ];
 
     pub fn name(self) -> &'static str {
@@ -307,6 +318,7 @@ impl FaultKind {
             FaultKind::Vgpu => "vgpu",
             FaultKind::CorruptCopy => "corrupt-copy",
             FaultKind::VbiosMismatch => "vbios-mismatch",
+            FaultKind::NvlsUnavailable => "nvls-unavailable",
         }
     }
 
@@ -354,6 +366,10 @@ impl FaultKind {
             }
             FaultKind::VbiosMismatch => {
                 "a GPU runs another VBIOS than the rest of the node, as after a partial repair (gpu=N)"
+            }
+            FaultKind::NvlsUnavailable => {
+                "NVLink SHARP is off, as when the fabric manager is not running: no multicast \
+                 support, fabric not registered (gpu=N: that GPU only; default every GPU)"
             }
         }
     }
@@ -737,6 +753,9 @@ impl SimNode {
         ];
         for (op, v) in &p.collective_busbw_gbps {
             rates.push((format!("collective_busbw_gbps.{op}"), *v));
+        }
+        if let Some(v) = p.collective_busbw_no_nvls_gbps {
+            rates.push(("collective_busbw_no_nvls_gbps".into(), v));
         }
         for (key, map) in [
             ("p2p_pcie_gbps_by_path", &p.p2p_pcie_gbps_by_path),
@@ -1299,6 +1318,12 @@ impl SimBackend {
     fn coll_peak(&self, op: CollectiveOp) -> f64 {
         let p = &self.node.perf;
         let mut peak = p.collective_busbw_gbps.get(&op).copied().unwrap_or(0.0);
+        // NCCL uses NVLS only when every GPU can: one without it and all_reduce falls back.
+        let nvls_lost =
+            self.node.links.nvls && self.faults_of(FaultKind::NvlsUnavailable).next().is_some();
+        if op == CollectiveOp::AllReduce && nvls_lost {
+            peak = p.collective_busbw_no_nvls_gbps.unwrap_or(peak);
+        }
         let n = self.n();
         // Collectives ride the slowest path between GPUs: the figure a healthy node delivers,
         // times the worst share of its healthy figure that any pair now delivers.
@@ -1387,7 +1412,24 @@ impl Backend for SimBackend {
             let mut rows = RemappedRows::default();
             let mut xids = Vec::new();
             let mut vbios = node.gpu.vbios.clone();
+            let mut nvls = if node.links.nvls {
+                Nvls {
+                    multicast: Some(true),
+                    fabric: Some(FabricState::Completed),
+                }
+            } else {
+                Nvls {
+                    multicast: Some(false),
+                    fabric: None,
+                }
+            };
             for f in &self.faults {
+                if f.kind == FaultKind::NvlsUnavailable && f.gpu.is_none_or(|g| g == i) {
+                    nvls = Nvls {
+                        multicast: Some(false),
+                        fabric: node.links.nvswitch.then_some(FabricState::NotStarted),
+                    };
+                }
                 if f.gpu.unwrap_or(0) != i {
                     continue;
                 }
@@ -1514,6 +1556,7 @@ impl Backend for SimBackend {
                 temperature_c: Some(node.gpu.temperature_c),
                 nvlinks,
                 xids,
+                nvls,
                 unavailable: vec![],
             });
             let g = gpus.last_mut().expect("just pushed");
@@ -1960,6 +2003,71 @@ mod tests {
             let n = load_node(name).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_eq!(&n.name, name);
         }
+    }
+
+    #[test]
+    fn nvls_follows_the_node_key_and_the_fault() {
+        let nvls = |name: &str, faults: &[&str]| -> Vec<Nvls> {
+            let faults = faults.iter().map(|f| Fault::parse(f).unwrap()).collect();
+            let mut b = SimBackend::new(load_node(name).unwrap(), faults, 1).unwrap();
+            b.inventory().unwrap().gpus.iter().map(|g| g.nvls).collect()
+        };
+        let on = Nvls {
+            multicast: Some(true),
+            fabric: Some(FabricState::Completed),
+        };
+        let fm_down = Nvls {
+            multicast: Some(false),
+            fabric: Some(FabricState::NotStarted),
+        };
+        for name in ["h100-sxm-8", "h200-sxm-8"] {
+            assert_eq!(nvls(name, &[]), vec![on; 8], "{name}");
+            assert_eq!(
+                nvls(name, &["nvls-unavailable"]),
+                vec![fm_down; 8],
+                "{name}"
+            );
+        }
+        // gpu=N: that GPU only.
+        let one = nvls("h100-sxm-8", &["nvls-unavailable:gpu=3"]);
+        assert_eq!(one[3], fm_down);
+        assert!(one.iter().enumerate().all(|(i, n)| i == 3 || *n == on));
+        // Default off: every node file that does not say `nvls = true` (A100, L40S, a VM).
+        // (The all_reduce figure without NVLS is judged in nvls_unavailable_falls_back_to_ring.)
+        for name in ["a100-sxm-80gb-8", "l40s-pcie-4", "h200-vm-1"] {
+            assert!(
+                nvls(name, &[]).iter().all(|n| n.multicast == Some(false)),
+                "{name}"
+            );
+        }
+    }
+
+    #[test]
+    fn nvls_unavailable_falls_back_to_ring() {
+        let busbw = |name: &str, faults: &[&str], op: CollectiveOp| -> f64 {
+            let faults = faults.iter().map(|f| Fault::parse(f).unwrap()).collect();
+            let mut node = load_node(name).unwrap();
+            node.perf.noise_pct = 0.0;
+            let mut b = SimBackend::new(node, faults, 1).unwrap();
+            let bytes = 8u64 << 30;
+            let r = b.collective(op, bytes, 1, 3).unwrap();
+            crate::checks::collective::busbw_gbps(op, r.ranks, r.bytes, r.time_us[0])
+        };
+        let ar = CollectiveOp::AllReduce;
+        for name in ["h100-sxm-8", "h200-sxm-8"] {
+            let with = busbw(name, &[], ar);
+            let without = busbw(name, &["nvls-unavailable"], ar);
+            let one_gpu = busbw(name, &["nvls-unavailable:gpu=5"], ar);
+            assert!((470.0..480.0).contains(&with), "{name}: {with}");
+            assert!((360.0..368.0).contains(&without), "{name}: {without}");
+            assert_eq!(one_gpu, without, "{name}: one GPU without NVLS is enough");
+            // Only all_reduce uses NVLS here.
+            let ag = CollectiveOp::AllGather;
+            assert_eq!(busbw(name, &[], ag), busbw(name, &["nvls-unavailable"], ag));
+        }
+        // A node without NVLS has nothing to lose.
+        let a100 = busbw("a100-sxm-80gb-8", &[], ar);
+        assert_eq!(a100, busbw("a100-sxm-80gb-8", &["nvls-unavailable"], ar));
     }
 
     #[test]

@@ -177,8 +177,56 @@ impl Check for Collective {
             );
             return out;
         }
-        let floors = CollectiveCheck::floors(&c.min_busbw_gbps);
-        let warns = CollectiveCheck::floors(&c.warn_busbw_gbps);
+        use crate::inventory::NvlsAvailability;
+        use crate::suite::NvlsRequirement;
+        let mut floor_map = &c.min_busbw_gbps;
+        let mut warn_map = &c.warn_busbw_gbps;
+        let no_warns = std::collections::BTreeMap::new();
+        match (c.nvls, ctx.inventory.nvls()) {
+            (None, _) | (Some(_), NvlsAvailability::Available) => {}
+            (Some(NvlsRequirement::Required), a) => {
+                // The cause, not a bus bandwidth that only follows from it.
+                let (measured, reason) = match a {
+                    NvlsAvailability::Unknown(why) => (
+                        "NVLS availability unknown",
+                        format!("NVLS required but its availability is unknown: {why}"),
+                    ),
+                    NvlsAvailability::Unavailable(why) => {
+                        ("NVLS not available", format!("NVLS not available: {why}"))
+                    }
+                    NvlsAvailability::Available => ("NVLS available", String::new()),
+                };
+                out.push(
+                    finding(
+                        Status::Fail,
+                        op.to_string(),
+                        measured,
+                        "NVLink SHARP required",
+                        reason,
+                    )
+                    .on("nvls"),
+                );
+                return out;
+            }
+            (Some(NvlsRequirement::IfAvailable), NvlsAvailability::Unavailable(why))
+            | (Some(NvlsRequirement::IfAvailable), NvlsAvailability::Unknown(why)) => {
+                out.push(
+                    finding(
+                        Status::Pass,
+                        op.to_string(),
+                        "NVLS not available",
+                        "NVLS if available",
+                        format!("NVLS not available ({why}): judged by min_busbw_gbps_no_nvls"),
+                    )
+                    .informational(),
+                );
+                floor_map = &c.min_busbw_gbps_no_nvls;
+                // Warning levels are stated for NVLS: they do not apply to the ring.
+                warn_map = &no_warns;
+            }
+        }
+        let floors = CollectiveCheck::floors(floor_map);
+        let warns = CollectiveCheck::floors(warn_map);
         let busbw: Vec<&Metric> = m.metrics.iter().filter(|x| x.name == "busbw").collect();
         for x in &busbw {
             let s = x.subject.bytes.unwrap_or(0);

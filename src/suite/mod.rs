@@ -562,6 +562,24 @@ pub struct CollectiveCheck {
     /// data are never re-measured.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub remeasure: u32,
+    /// all_reduce only: what the suite asks of NVLink SHARP. Absent: NVLS is not judged, and
+    /// `min_busbw_gbps` applies to whatever NCCL chose (the meaning of suites written before).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvls: Option<NvlsRequirement>,
+    /// With `nvls = "if_available"`: the floors that apply when the node cannot use NVLS (NCCL
+    /// then runs its ring), same shape as `min_busbw_gbps`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub min_busbw_gbps_no_nvls: BTreeMap<String, f64>,
+}
+
+/// What a suite asks of NVLink SHARP for all_reduce.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum NvlsRequirement {
+    /// The node must be able to use NVLS; when it cannot, the check fails naming the cause.
+    Required,
+    /// Use NVLS where the node can; where it cannot, judge by `min_busbw_gbps_no_nvls`.
+    IfAvailable,
 }
 
 fn default_coll_min() -> ByteSize {
@@ -991,6 +1009,7 @@ impl Suite {
             for (field, map) in [
                 ("min_busbw_gbps", &cc.min_busbw_gbps),
                 ("warn_busbw_gbps", &cc.warn_busbw_gbps),
+                ("min_busbw_gbps_no_nvls", &cc.min_busbw_gbps_no_nvls),
             ] {
                 for (k, v) in map {
                     let path = format!("{base}.{field}.{k}");
@@ -1015,6 +1034,22 @@ impl Suite {
                         );
                     }
                 }
+            }
+            if *op != CollectiveOp::AllReduce
+                && (cc.nvls.is_some() || !cc.min_busbw_gbps_no_nvls.is_empty())
+            {
+                p.bad(
+                    &format!("{base}.nvls"),
+                    "nvls and min_busbw_gbps_no_nvls apply to all_reduce only".to_string(),
+                );
+            }
+            if !cc.min_busbw_gbps_no_nvls.is_empty()
+                && cc.nvls != Some(NvlsRequirement::IfAvailable)
+            {
+                p.bad(
+                    &format!("{base}.min_busbw_gbps_no_nvls"),
+                    "min_busbw_gbps_no_nvls needs nvls = \"if_available\"".to_string(),
+                );
             }
             if let Some(f) = cc.min_fraction_of_p2p {
                 if !(f > 0.0 && f <= 2.0) {

@@ -30,6 +30,8 @@ pub struct RealBackend {
     order_notes: Vec<String>,
     /// GPUs NVML lists but could not hand out because they fell off the bus.
     lost_at_open: Vec<LostGpu>,
+    /// CUDA's multicast support of each device, in the same order.
+    multicast: Vec<Option<bool>>,
     /// XID critical-error events, registered when the backend opened.
     events: Option<EventSet<'static>>,
     /// Which GPUs (by index) the event set listens to.
@@ -57,7 +59,12 @@ pub fn open() -> Result<Box<dyn Backend>, HwError> {
         });
     }
     let nvml: &'static Nvml = Box::leak(Box::new(nvml));
-    let (devices, order_notes, lost_at_open) = ordered_devices(nvml, n)?;
+    let Ordered {
+        devices,
+        notes: order_notes,
+        lost: lost_at_open,
+        multicast,
+    } = ordered_devices(nvml, n)?;
     let (events, event_notes, event_gpus) = register_xid_events(nvml, &devices);
     // Measurements address GPUs by the inventory's index (CUDA order): give CUDA their bus ids.
     let bus_ids = devices
@@ -74,6 +81,7 @@ pub fn open() -> Result<Box<dyn Backend>, HwError> {
         devices,
         order_notes,
         lost_at_open,
+        multicast,
         events,
         event_gpus,
         event_notes,
@@ -107,10 +115,16 @@ fn init_error(e: NvmlError) -> HwError {
 /// bus id; by bus id when CUDA is not there. A GPU NVML lists but cannot hand out because it
 /// fell off the bus is returned apart, for the health check to fail; the others are tested.
 #[allow(clippy::type_complexity)]
-fn ordered_devices(
-    nvml: &'static Nvml,
-    n: u32,
-) -> Result<(Vec<Device<'static>>, Vec<String>, Vec<LostGpu>), HwError> {
+/// NVML's devices in CUDA order, with what ordering them taught.
+struct Ordered {
+    devices: Vec<Device<'static>>,
+    notes: Vec<String>,
+    lost: Vec<LostGpu>,
+    /// CUDA's multicast support of each device, aligned with `devices`.
+    multicast: Vec<Option<bool>>,
+}
+
+fn ordered_devices(nvml: &'static Nvml, n: u32) -> Result<Ordered, HwError> {
     let mut all = Vec::new();
     let mut ids = Vec::new();
     let mut lost = Vec::new();
@@ -164,11 +178,12 @@ fn ordered_devices(
     }
     let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
     let o = order::order(&ids, &order::cuda_view(), visible.as_deref());
-    let devices: Vec<Device<'static>> = o
+    let (devices, multicast): (Vec<Device<'static>>, Vec<Option<bool>>) = o
         .nvml_indices
         .iter()
-        .filter_map(|&j| all.get_mut(j).and_then(Option::take))
-        .collect();
+        .zip(o.multicast.iter().chain(std::iter::repeat(&None)))
+        .filter_map(|(&j, &m)| all.get_mut(j).and_then(Option::take).map(|d| (d, m)))
+        .unzip();
     if lost.len() == n as usize {
         return Err(HwError::Unavailable {
             what: "a GPU".into(),
@@ -187,7 +202,12 @@ fn ordered_devices(
             ),
         });
     }
-    Ok((devices, [o.notes, unnamed].concat(), lost))
+    Ok(Ordered {
+        devices,
+        notes: [o.notes, unnamed].concat(),
+        lost,
+        multicast,
+    })
 }
 
 /// A GPU NVML handed out that answers neither its UUID nor its bus id because it fell off the
@@ -299,6 +319,10 @@ impl RealBackend {
         for (i, d) in self.devices.iter().enumerate() {
             let mut g = nvml::read_gpu(i, d, self.nvml, root, &mut notes, &mut lost);
             g.nvlinks = nvml::read_links(self.nvml, d, &format!("gpu{i}"), &mut notes);
+            g.nvls = crate::inventory::Nvls {
+                multicast: self.multicast.get(i).copied().flatten(),
+                fabric: nvml::fabric_state(self.nvml, d, &format!("gpu{i}"), &mut notes),
+            };
             gpus.push(g);
         }
         links::attach_remote_gpus(&mut gpus);

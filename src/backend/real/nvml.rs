@@ -2,8 +2,8 @@
 //! not answer becomes `None` plus a line in the notes ("gpu0 retired pages: not supported").
 
 use crate::inventory::{
-    normalize_bus_id, EccCounts, Gpu, LinkRemote, LostGpu, NvLink, NvLinkErrors, P2pStatus,
-    PcieLink, RemappedRows, RemoteKind, RetiredPages,
+    normalize_bus_id, EccCounts, FabricState, Gpu, LinkRemote, LostGpu, NvLink, NvLinkErrors,
+    P2pStatus, PcieLink, RemappedRows, RemoteKind, RetiredPages,
 };
 use crate::platform::{pci, NvmlVirt};
 use nvml_wrapper::bitmasks::device::ThrottleReasons;
@@ -367,6 +367,58 @@ fn retired_pages(d: &Device, q: &mut Asker) -> Option<RetiredPages> {
         })
     })();
     q.ask("retired pages", r)
+}
+
+/// The GPU's registration with the NVLink fabric (nvmlDeviceGetGpuFabricInfo, Hopper and later,
+/// driver 525 and later; the wrapper has no call for it). None, with a note, where NVML does not
+/// answer: "not available here", never "no fabric".
+pub fn fabric_state(
+    nvml: &Nvml,
+    d: &Device,
+    who: &str,
+    notes: &mut Vec<String>,
+) -> Option<FabricState> {
+    let r = (|| {
+        let f = nvml
+            .lib()
+            .nvmlDeviceGetGpuFabricInfo
+            .as_ref()
+            .map_err(|e| NvmlError::FailedToLoadSymbol(e.to_string()))?;
+        let mut info = FabricInfoV1 {
+            cluster_uuid: [0; 16],
+            status: 0,
+            clique_id: 0,
+            state: 0,
+        };
+        // Safety: a valid device handle and a live out-pointer to a struct laid out as the v1
+        // nvmlGpuFabricInfo_t the symbol takes (the wrapper does not export that type).
+        nvml_try(unsafe { f(d.handle(), (&mut info as *mut FabricInfoV1).cast()) })?;
+        Ok(fabric_from_raw(u32::from(info.state), info.status))
+    })();
+    Asker::new(who, notes).ask("gpu fabric state", r)
+}
+
+/// nvmlGpuFabricInfo_t (v1), as nvml.h lays it out.
+#[repr(C)]
+struct FabricInfoV1 {
+    cluster_uuid: [u8; 16],
+    /// nvmlReturn_t of the registration.
+    status: u32,
+    clique_id: u32,
+    /// nvmlGpuFabricState_t.
+    state: u8,
+}
+
+/// NVML's fabric state and registration status, as nodecert names them.
+pub fn fabric_from_raw(state: u32, status: u32) -> FabricState {
+    match state {
+        0 => FabricState::NotSupported,
+        1 => FabricState::NotStarted,
+        2 => FabricState::InProgress,
+        // Registration finished; its status says whether it worked (0: NVML_SUCCESS).
+        3 if status == 0 => FabricState::Completed,
+        _ => FabricState::Failed,
+    }
 }
 
 /// The far end of a link: GPU or NVSwitch, via the raw library (the wrapper's

@@ -14,6 +14,8 @@ pub struct CudaDevice {
     pub uuid: Option<String>,
     /// Normalised bus id.
     pub bus_id: Option<String>,
+    /// CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED (NVLS needs it); None: not read.
+    pub multicast: Option<bool>,
 }
 
 /// What CUDA says about the GPUs.
@@ -35,6 +37,8 @@ pub struct NvmlId {
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Order {
     pub nvml_indices: Vec<usize>,
+    /// CUDA's multicast support of each, in the same order (all None without CUDA).
+    pub multicast: Vec<Option<bool>>,
     pub notes: Vec<String>,
 }
 
@@ -75,6 +79,7 @@ pub fn order(nvml: &[NvmlId], cuda: &CudaView, visible: Option<&str>) -> Order {
     let by_bus_id = |mut out: Order, why: &str| {
         let mut idx: Vec<usize> = (0..nvml.len()).filter(|&j| !unknown(&nvml[j])).collect();
         idx.sort_by_key(|&j| normalize_bus_id(&nvml[j].bus_id));
+        out.multicast = vec![None; idx.len()];
         out.nvml_indices = idx;
         out.notes.push(format!(
             "gpu order: by PCI bus id, not CUDA ordinal ({why})"
@@ -103,6 +108,7 @@ pub fn order(nvml: &[NvmlId], cuda: &CudaView, visible: Option<&str>) -> Order {
             Some(j) => {
                 used[j] = true;
                 out.nvml_indices.push(j);
+                out.multicast.push(c.multicast);
             }
             None => out.notes.push(format!(
                 "cuda device {} ({}) matches no NVML device: left out",
@@ -206,10 +212,13 @@ fn cuda_device(ordinal: usize) -> CudaDevice {
         (Some(d), Some(b), Some(s)) => Some(format!("{d:04x}:{b:02x}:{s:02x}.0")),
         _ => None,
     };
+    // A driver older than CUDA 12.1 does not know the attribute: not read, never "no".
+    let multicast = attr(CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED).map(|v| v != 0);
     CudaDevice {
         ordinal,
         uuid,
         bus_id,
+        multicast,
     }
 }
 
@@ -245,6 +254,7 @@ mod tests {
                     ordinal: i,
                     uuid: u.map(String::from),
                     bus_id: b.map(String::from),
+                    multicast: Some(i != 1),
                 })
                 .collect(),
         )
@@ -259,6 +269,8 @@ mod tests {
         ]);
         let o = order(&nvml_ids(), &c, None);
         assert_eq!(o.nvml_indices, vec![1, 0, 2]);
+        // Multicast support travels with its CUDA device (the test's ordinal 1 says no).
+        assert_eq!(o.multicast, vec![Some(true), Some(false), Some(true)]);
         assert!(o.notes.is_empty());
     }
 
