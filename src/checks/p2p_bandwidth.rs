@@ -44,13 +44,8 @@ fn who(metric: &str, s: &Subject) -> String {
 /// How a pair connects, as `nvidia-smi topo -m` prints it (NV18, PXB, SYS...): the class of
 /// pairs it is compared with by the outlier rule. "?" when the inventory does not say.
 pub fn path_class(ctx: &Ctx, s: &Subject) -> String {
-    let (a, b) = (s.gpu.unwrap_or(0), s.peer.unwrap_or(0));
     ctx.inventory
-        .pairs
-        .iter()
-        .find(|p| {
-            (p.a, p.b) == (a.min(b), a.max(b)) || (p.a, p.b) == (a, b) || (p.a, p.b) == (b, a)
-        })
+        .pair(s.gpu.unwrap_or(0), s.peer.unwrap_or(0))
         .map_or_else(|| "?".to_string(), |p| p.topo_label())
 }
 

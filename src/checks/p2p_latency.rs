@@ -65,11 +65,6 @@ impl Check for P2pLatency {
     }
 
     fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
-        let items: Vec<(String, f64)> = m
-            .metrics
-            .iter()
-            .map(|x| (x.subject.describe(), x.median))
-            .collect();
         let classed: Vec<(String, String, f64)> = m
             .metrics
             .iter()
@@ -84,7 +79,7 @@ impl Check for P2pLatency {
         let mut out = verify::findings(m, &[("latency", "small peer transfer")], |_, s| {
             s.describe()
         });
-        out.extend(items.iter().filter_map(|(who, v)| {
+        out.extend(classed.iter().filter_map(|(who, _, v)| {
             judge(who, "latency", *v, "us", &self.0.latency_us).map(|f| f.on("latency"))
         }));
         if let Some(pct) = self.0.outlier_pct {
@@ -94,7 +89,7 @@ impl Check for P2pLatency {
                     .map(|f| f.on("latency")),
             );
         }
-        let values: Vec<f64> = items.iter().map(|x| x.1).collect();
+        let values: Vec<f64> = classed.iter().map(|x| x.2).collect();
         if let Some(f) = typical(&values, &self.0.latency_us, false, "latency", "us") {
             out.push(f.on("latency"));
         }

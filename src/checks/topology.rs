@@ -388,11 +388,7 @@ fn path_finding(inv: &Inventory, pp: &PairPath) -> Finding {
     let who = format!("GPU {} - GPU {}", pp.a, pp.b);
     let want = pp.path.label();
     let expected = format!("PCIe path {want} or nearer");
-    let found = inv
-        .pairs
-        .iter()
-        .find(|p| (p.a, p.b) == (pp.a, pp.b) || (p.a, p.b) == (pp.b, pp.a))
-        .and_then(|p| p.pcie_path.as_deref());
+    let found = inv.pair(pp.a, pp.b).and_then(|p| p.pcie_path.as_deref());
     match found.map(|f| (f, PciePath::parse(f))) {
         Some((f, Some(path))) if path <= pp.path => finding(
             Status::Pass,
