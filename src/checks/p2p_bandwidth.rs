@@ -200,34 +200,12 @@ impl Check for P2pBandwidth {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evidence::Evidence;
 
     /// A four-GPU PCIe box on two sockets: pairs 0-1 and 2-3 near (NODE), the rest across (SYS),
     /// each read measured at `bw(a, b)`.
     fn judge_box(bw: impl Fn(usize, usize) -> f64, cfg: &str) -> Vec<Finding> {
-        let ev: Evidence = crate::testutil::simulated("l40s-pcie-4", &[]);
-        let mut inv = ev.node.clone();
-        for p in &mut inv.pairs {
-            p.nvlinks = 0;
-            p.pcie_path = Some(if p.a / 2 == p.b / 2 { "NODE" } else { "SYS" }.into());
-        }
-        let suite = crate::suite::load::load("l40s-pcie-4").unwrap().suite;
-        let ctx = Ctx {
-            suite: &suite,
-            inventory: &inv,
-            earlier: &[],
-            simulated: true,
-        };
-        let mut m = Measured::default();
-        for (a, b) in inv.ordered_pairs() {
-            m.metrics.push(Metric::new(
-                "p2p_read",
-                Subject::pair(a, b),
-                "GB/s",
-                vec![bw(a, b); 3],
-            ));
-            verify::record(&mut m, "p2p_read", Subject::pair(a, b), Some(true));
-        }
+        let (suite, inv, m) = crate::testutil::pcie_box("p2p_read", "GB/s", true, bw);
+        let ctx = crate::testutil::ctx(&suite, &inv);
         let cfg: P2pBandwidthCheck = toml::from_str(cfg).unwrap();
         P2pBandwidth(cfg)
             .evaluate(&ctx, &m)
@@ -239,26 +217,14 @@ mod tests {
     /// The peer-access findings of the four-GPU box when `facts` were recorded and each read
     /// was measured at `bw(a, b)`.
     fn peer_access(facts: &[(usize, usize, &str)], cfg: &str) -> Vec<Finding> {
-        let ev: Evidence = crate::testutil::simulated("l40s-pcie-4", &[]);
-        let inv = ev.node.clone();
-        let suite = crate::suite::load::load("l40s-pcie-4").unwrap().suite;
-        let ctx = Ctx {
-            suite: &suite,
-            inventory: &inv,
-            earlier: &[],
-            simulated: true,
-        };
-        let mut m = Measured::default();
-        for (a, b) in inv.ordered_pairs() {
-            let v = if (a, b) == (1, 3) { 9.5 } else { 26.0 };
-            m.metrics.push(Metric::new(
-                "p2p_read",
-                Subject::pair(a, b),
-                "GB/s",
-                vec![v; 3],
-            ));
-            verify::record(&mut m, "p2p_read", Subject::pair(a, b), Some(true));
-        }
+        let (suite, inv, mut m) = crate::testutil::pcie_box("p2p_read", "GB/s", false, |a, b| {
+            if (a, b) == (1, 3) {
+                9.5
+            } else {
+                26.0
+            }
+        });
+        let ctx = crate::testutil::ctx(&suite, &inv);
         for &(a, b, value) in facts {
             m.facts.push(Fact {
                 name: "peer_access".into(),

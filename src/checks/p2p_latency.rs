@@ -100,34 +100,13 @@ impl Check for P2pLatency {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::evidence::{Evidence, Status};
+    use crate::evidence::Status;
 
     /// The latency findings of a four-GPU PCIe box on two sockets (pairs 0-1 and 2-3 near,
     /// NODE; the rest across, SYS), each pair measured at `us(a, b)`.
     fn judge_box(us: impl Fn(usize, usize) -> f64, cfg: &str) -> Vec<Finding> {
-        let ev: Evidence = crate::testutil::simulated("l40s-pcie-4", &[]);
-        let mut inv = ev.node.clone();
-        for p in &mut inv.pairs {
-            p.nvlinks = 0;
-            p.pcie_path = Some(if p.a / 2 == p.b / 2 { "NODE" } else { "SYS" }.into());
-        }
-        let suite = crate::suite::load::load("l40s-pcie-4").unwrap().suite;
-        let ctx = Ctx {
-            suite: &suite,
-            inventory: &inv,
-            earlier: &[],
-            simulated: true,
-        };
-        let mut m = Measured::default();
-        for (a, b) in inv.ordered_pairs() {
-            m.metrics.push(Metric::new(
-                "latency",
-                Subject::pair(a, b),
-                "us",
-                vec![us(a, b); 3],
-            ));
-            verify::record(&mut m, "latency", Subject::pair(a, b), Some(true));
-        }
+        let (suite, inv, m) = crate::testutil::pcie_box("latency", "us", true, us);
+        let ctx = crate::testutil::ctx(&suite, &inv);
         let cfg: P2pLatencyCheck = toml::from_str(cfg).unwrap();
         P2pLatency(cfg)
             .evaluate(&ctx, &m)
