@@ -718,3 +718,18 @@ mod nvls_tests {
         assert_eq!(g.nvls, Nvls::default());
     }
 }
+
+/// Items grouped by key, keys in the order first seen: `[(a, 0), (b, 1), (a, 2)]` gives
+/// `[(a, [0, 2]), (b, [1])]` (which GPUs run which VBIOS, sit on which socket).
+pub fn group_in_order<K: PartialEq, V>(
+    items: impl IntoIterator<Item = (K, V)>,
+) -> Vec<(K, Vec<V>)> {
+    let mut out: Vec<(K, Vec<V>)> = Vec::new();
+    for (k, v) in items {
+        match out.iter_mut().find(|(x, _)| *x == k) {
+            Some((_, vs)) => vs.push(v),
+            None => out.push((k, vec![v])),
+        }
+    }
+    out
+}

@@ -171,16 +171,14 @@ fn vbios_findings(gpus: &[Gpu]) -> Vec<Finding> {
     }
     let mut out = Vec::new();
     // Version -> the GPUs that run it, in the order first seen.
-    let mut versions: Vec<(&str, Vec<usize>)> = Vec::new();
+    let mut read = Vec::new();
     for g in gpus {
         match g.vbios.as_deref().map(str::trim).filter(|_| g.gives(r)) {
-            Some(v) => match versions.iter_mut().find(|(x, _)| *x == v) {
-                Some((_, ids)) => ids.push(g.index),
-                None => versions.push((v, vec![g.index])),
-            },
+            Some(v) => read.push((v, g.index)),
             None => out.push(na(&format!("GPU {}", g.index), r, "the node's one VBIOS")),
         }
     }
+    let versions = crate::inventory::group_in_order(read);
     let read: usize = versions.iter().map(|(_, ids)| ids.len()).sum();
     match versions.len() {
         0 => {}

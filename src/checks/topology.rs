@@ -308,13 +308,10 @@ fn group_findings(inv: &Inventory, groups: &[Vec<usize>], place: Place) -> Vec<F
     // Each group's single place, when its GPUs agree.
     let mut agreed: Vec<Option<i64>> = Vec::new();
     for group in groups {
-        let mut at: Vec<(i64, Vec<usize>)> = Vec::new();
+        let mut read = Vec::new();
         for &i in group {
             match inv.gpus.get(i).and_then(|g| place.of(g)) {
-                Some(v) => match at.iter_mut().find(|(x, _)| *x == v) {
-                    Some((_, ids)) => ids.push(i),
-                    None => at.push((v, vec![i])),
-                },
+                Some(v) => read.push((v, i)),
                 None => out.push(finding(
                     Status::Skip,
                     format!("GPU {i}"),
@@ -328,6 +325,7 @@ fn group_findings(inv: &Inventory, groups: &[Vec<usize>], place: Place) -> Vec<F
                 )),
             }
         }
+        let at = crate::inventory::group_in_order(read);
         match at.len() {
             0 => agreed.push(None),
             1 => agreed.push(Some(at[0].0)),

@@ -205,13 +205,11 @@ fn topology_table(inv: &Inventory) -> Table {
     // The relations too: which GPUs share a CPU socket, how many NVSwitches, each pair's path.
     let sockets: Option<Vec<u32>> = inv.gpus.iter().map(|g| g.cpu_socket).collect();
     if let Some(sockets) = sockets.filter(|s| !s.is_empty()) {
-        let mut groups: Vec<(u32, Vec<i64>)> = Vec::new();
-        for (g, s) in inv.gpus.iter().zip(sockets) {
-            match groups.iter_mut().find(|(x, _)| *x == s) {
-                Some((_, ids)) => ids.push(g.index as i64),
-                None => groups.push((s, vec![g.index as i64])),
-            }
-        }
+        let groups = crate::inventory::group_in_order(
+            sockets
+                .into_iter()
+                .zip(inv.gpus.iter().map(|g| g.index as i64)),
+        );
         t["socket_groups"] = value(Array::from_iter(
             groups.into_iter().map(|(_, ids)| Array::from_iter(ids)),
         ));
