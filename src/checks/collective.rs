@@ -184,28 +184,21 @@ impl Check for Collective {
         let no_warns = std::collections::BTreeMap::new();
         match (c.nvls, ctx.inventory.nvls()) {
             (None, _) | (Some(_), NvlsAvailability::Available) => {}
-            (Some(NvlsRequirement::Required), a) => {
-                // The cause, not a bus bandwidth that only follows from it.
-                let (measured, reason) = match a {
-                    NvlsAvailability::Unknown(why) => (
-                        "NVLS availability unknown",
-                        format!("NVLS required but its availability is unknown: {why}"),
-                    ),
-                    NvlsAvailability::Unavailable(why) => {
-                        ("NVLS not available", format!("NVLS not available: {why}"))
-                    }
-                    NvlsAvailability::Available => ("NVLS available", String::new()),
-                };
-                out.push(
-                    finding(
-                        Status::Fail,
-                        op.to_string(),
-                        measured,
-                        "NVLink SHARP required",
-                        reason,
-                    )
-                    .on("nvls"),
-                );
+            // The cause, not a bus bandwidth that only follows from it.
+            (Some(NvlsRequirement::Required), NvlsAvailability::Unknown(why)) => {
+                out.push(nvls_required(
+                    op,
+                    "NVLS availability unknown",
+                    format!("NVLS required but its availability is unknown: {why}"),
+                ));
+                return out;
+            }
+            (Some(NvlsRequirement::Required), NvlsAvailability::Unavailable(why)) => {
+                out.push(nvls_required(
+                    op,
+                    "NVLS not available",
+                    format!("NVLS not available: {why}"),
+                ));
                 return out;
             }
             (Some(NvlsRequirement::IfAvailable), NvlsAvailability::Unavailable(why))
@@ -295,6 +288,18 @@ impl Check for Collective {
         }
         out
     }
+}
+
+/// The failure of a collective that requires NVLink SHARP on a node without it.
+fn nvls_required(op: CollectiveOp, measured: &str, reason: String) -> Finding {
+    finding(
+        Status::Fail,
+        op.to_string(),
+        measured,
+        "NVLink SHARP required",
+        reason,
+    )
+    .on("nvls")
 }
 
 /// "3/1024": wrong and checked elements of one size, as `measure` records them. None when the
