@@ -127,6 +127,16 @@ print(f"inventory exit {rc('inventory')}, --json exit {rc('inventory-json')}, "
       f"--as-suite exit {rc('as-suite')}")
 ok &= all(rc(n) == "0" for n in ("inventory", "inventory-json", "as-suite"))
 
+def fact_is_bad(value):
+    """A copy whose data was wrong or not checked, or a collective size with wrong elements.
+    Evidence format 3 types the value ({"copy": "wrong"}); format 2 wrote words."""
+    if isinstance(value, dict):
+        if value.get("copy") in ("wrong", "not_checked"):
+            return True
+        return (value.get("elements") or {}).get("wrong", 0) > 0
+    return value in ("wrong data", "not checked")
+
+
 # Issue 4: every check of the suite, with the facts that say what was used.
 print("--- checks of h200-vm-1 (issue 4)")
 for c in suite.get("checks", []):
@@ -137,7 +147,7 @@ for c in suite.get("checks", []):
             print(f"       {f.get('status')}: {f.get('reason')}")
     for fact in c.get("facts", []):
         name = fact.get("name", "")
-        if "mismatch" in name or "wrong" in name or fact.get("value") in ("wrong data", "not checked"):
+        if "mismatch" in name or "wrong" in name or fact_is_bad(fact.get("value")):
             print(f"       fact {name}: {fact.get('value')}")
 backend = suite.get("backend", {})
 print(f"backend: {backend.get('name')}; NCCL {backend.get('nccl_version')}; "

@@ -256,39 +256,22 @@ impl GpuMap {
             None => Some(None),
             Some(g) => self.new_index(g).map(Some),
         };
-        Some(Subject {
-            gpu: map(s.gpu)?,
-            peer: map(s.peer)?,
-            bytes: s.bytes,
-        })
-    }
-
-    /// Every "GPU n" of an old run's text (a finding subject) in the new numbering. Text that
-    /// names a GPU the new run does not have stays in the old numbering, marked so, and
-    /// matches nothing there.
-    pub fn text(&self, text: &str) -> String {
-        const TAG: &str = "GPU ";
-        let mut out = String::with_capacity(text.len());
-        let mut rest = text;
-        while let Some(at) = rest.find(TAG) {
-            let word_start = rest[..at]
-                .chars()
-                .next_back()
-                .is_none_or(|c| !c.is_alphanumeric());
-            let after = &rest[at + TAG.len()..];
-            let digits = after.len() - after.trim_start_matches(|c: char| c.is_ascii_digit()).len();
-            out.push_str(&rest[..at]);
-            match after[..digits].parse::<usize>() {
-                Ok(old) if word_start => match self.new_index(old) {
-                    Some(new) => out.push_str(&format!("GPU {new}")),
-                    None => return format!("{text} (old numbering)"),
-                },
-                _ => out.push_str(&rest[at..at + TAG.len() + digits]),
-            }
-            rest = &after[digits..];
+        let mut gpus = Vec::with_capacity(s.gpus.len());
+        for g in &s.gpus {
+            gpus.push(self.new_index(*g)?);
         }
-        out.push_str(rest);
-        out
+        gpus.sort_unstable();
+        let (mut gpu, mut peer) = (map(s.gpu)?, map(s.peer)?);
+        // A pair without direction is named lower index first, in either numbering.
+        if let (Some(a), Some(b), Some(_)) = (gpu, peer, s.pairing) {
+            (gpu, peer) = (Some(a.min(b)), Some(a.max(b)));
+        }
+        Some(Subject {
+            gpu,
+            peer,
+            gpus,
+            ..s.clone()
+        })
     }
 }
 
@@ -309,7 +292,11 @@ pub struct HardwareChange {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct VerdictChange {
     pub check: String,
+    /// The finding subject for people, in the new run's numbering ("GPU 2 link 7"); a subject
+    /// with a GPU the new run does not have is in the old numbering, marked so.
     pub subject: Option<String>,
+    /// The same subject as fields (in the new numbering where it has one).
+    pub about: Option<Subject>,
     pub metric: Option<String>,
     pub old: Option<Status>,
     pub new: Option<Status>,
@@ -644,8 +631,14 @@ pub fn verdict_changes(
     new: &[CheckRecord],
     gpus: &GpuMap,
 ) -> Vec<VerdictChange> {
-    type Key = (String, Option<String>, Option<String>);
-    fn statuses(checks: &[CheckRecord], subject: &dyn Fn(&str) -> String) -> BTreeMap<Key, Status> {
+    /// A finding subject, and whether it is still in the old run's numbering (a GPU the new run
+    /// does not have): such a subject matches nothing of the new run.
+    type About = (Subject, bool);
+    type Key = (String, Option<About>, Option<String>);
+    fn statuses(
+        checks: &[CheckRecord],
+        subject: &dyn Fn(&Subject) -> About,
+    ) -> BTreeMap<Key, Status> {
         let mut m: BTreeMap<Key, Status> = BTreeMap::new();
         for c in checks {
             m.insert((c.id.clone(), None, None), c.status);
@@ -658,8 +651,11 @@ pub fn verdict_changes(
         m
     }
     let (o, n) = (
-        statuses(old, &|s| gpus.text(s)),
-        statuses(new, &|s| s.to_string()),
+        statuses(old, &|s| {
+            gpus.subject(s)
+                .map_or_else(|| (s.clone(), true), |s| (s, false))
+        }),
+        statuses(new, &|s| (s.clone(), false)),
     );
     // New-run order of checks, then any checks only the old run had.
     let mut order: Vec<String> = new.iter().map(|c| c.id.clone()).collect();
@@ -682,7 +678,14 @@ pub fn verdict_changes(
             }
             out.push(VerdictChange {
                 check: k.0.clone(),
-                subject: k.1.clone(),
+                subject: k.1.as_ref().map(|(s, old)| {
+                    if *old {
+                        format!("{} (old numbering)", s.describe())
+                    } else {
+                        s.describe()
+                    }
+                }),
+                about: k.1.as_ref().map(|(s, _)| s.clone()),
                 metric: k.2.clone(),
                 old: a,
                 new: b,
@@ -727,7 +730,7 @@ mod tests {
     fn finding(status: Status, subject: &str, metric: &str) -> Finding {
         Finding {
             status,
-            subject: subject.into(),
+            subject: Subject::from_legacy_text(subject),
             found: String::new(),
             expected: String::new(),
             reason: String::new(),
@@ -890,7 +893,17 @@ mod tests {
                 }
             }
             for f in &mut c.findings {
-                f.subject = text(&f.subject);
+                let s = &mut f.subject;
+                s.gpu = s.gpu.map(|g| to[g]);
+                s.peer = s.peer.map(|g| to[g]);
+                for g in &mut s.gpus {
+                    *g = to[*g];
+                }
+                s.gpus.sort_unstable();
+                // A pair without direction is named lower index first, as a new run would.
+                if let (Some(a), Some(b), Some(_)) = (s.gpu, s.peer, s.pairing) {
+                    (s.gpu, s.peer) = (Some(a.min(b)), Some(a.max(b)));
+                }
                 f.reason = text(&f.reason);
             }
         }
@@ -973,17 +986,24 @@ mod tests {
         let old = inv(vec![gpu(0, "a"), gpu(1, "b"), gpu(2, "c")]);
         let new = inv(vec![gpu(0, "b"), gpu(1, "a")]);
         let m = GpuMap::by_identity(&old, &new);
-        assert_eq!(m.text("GPU 0 -> GPU 1"), "GPU 1 -> GPU 0");
-        assert_eq!(m.text("GPU 1 link 7"), "GPU 0 link 7");
-        assert_eq!(m.text("GPU 1 - GPU 2"), "GPU 1 - GPU 2 (old numbering)");
-        assert_eq!(
-            m.text("vGPU 1, GPUs, node, GPU x"),
-            "vGPU 1, GPUs, node, GPU x"
-        );
         assert_eq!(m.subject(&Subject::pair(0, 1)), Some(Subject::pair(1, 0)));
+        assert_eq!(m.subject(&Subject::link(1, 7)), Some(Subject::link(0, 7)));
+        // A subject with a GPU the new run does not have has no new numbering.
+        assert_eq!(m.subject(&Subject::between(1, 2)), None);
+        assert_eq!(m.subject(&Subject::group(&[0, 2])), None);
+        // A group is renumbered and kept in order.
+        assert_eq!(
+            m.subject(&Subject::group(&[0, 1])),
+            Some(Subject::group(&[0, 1]))
+        );
         assert_eq!(m.subject(&Subject::gpu(2)), None);
         assert_eq!(m.subject(&Subject::size(8)), Some(Subject::size(8)));
-        assert_eq!(GpuMap::default().text("GPU 2"), "GPU 2");
+        let op = Subject::op_size(crate::suite::CollectiveOp::AllReduce, 8);
+        assert_eq!(m.subject(&op), Some(op.clone()));
+        assert_eq!(
+            GpuMap::default().subject(&Subject::gpu(2)),
+            Some(Subject::gpu(2))
+        );
     }
 }
 

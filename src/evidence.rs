@@ -11,7 +11,11 @@ use std::path::Path;
 ///
 /// 2: `verdict` may also be `incomplete` or `nothing_judged`, and `never_ran` names the promised
 /// checks that left no record. Version 1 files read as before; their verdict is recomputed.
-pub const FORMAT_VERSION: u32 = 2;
+///
+/// 3: a finding's `subject` is a structured [`Subject`] (it was text) and a fact's `value` a
+/// typed [`FactValue`] (it was text). Files of versions 1 and 2 read into the new types; a
+/// signed file is verified on its bytes, so old certificates keep verifying.
+pub const FORMAT_VERSION: u32 = 3;
 pub const FORMAT_NAME: &str = "nodecert-evidence";
 /// File name of the evidence in a report folder.
 pub const EVIDENCE_FILE: &str = "evidence.json";
@@ -41,7 +45,10 @@ impl Status {
     }
 }
 
-/// What was measured about whom. Unused fields are omitted.
+/// What was measured or judged about whom: a GPU, a pair, a link, a message size, a device, the
+/// node. A plain struct whose unused fields are omitted, so that metrics, findings, `diff` and
+/// baselines match subjects by their fields, never by their text: [`Subject::describe`] is for
+/// people only.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord, Hash)]
 pub struct Subject {
     /// A GPU (CUDA ordinal), or the source of a pair.
@@ -50,9 +57,46 @@ pub struct Subject {
     /// The destination of a pair.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub peer: Option<usize>,
+    /// How a pair is meant, when not as one direction from `gpu` to `peer`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pairing: Option<Pairing>,
+    /// An NVLink of `gpu`, by its index on that GPU.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link: Option<u32>,
+    /// GPUs judged together (those that share or differ in a value), in ascending order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpus: Vec<usize>,
+    /// A GPU known only by NVML's index (one the driver lists but cannot hand out).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nvml_gpu: Option<u32>,
+    /// The PCI bus id of the GPU meant, where it is known and matters (a lost GPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci_bus_id: Option<String>,
+    /// A PCIe bridge or switch, by its bus id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bridge: Option<String>,
+    /// A collective operation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub op: Option<crate::suite::CollectiveOp>,
     /// Message size, bytes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bytes: Option<u64>,
+    /// Words for a subject that has no field to name it: a GPU the driver could not identify at
+    /// all, or a finding subject of evidence format 2 or older that is none of the forms those
+    /// versions wrote. Shown as written.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+/// How a pair subject is meant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "snake_case")]
+pub enum Pairing {
+    /// Both directions at once (a bidirectional copy): "GPU 0 <-> GPU 5".
+    BothWays,
+    /// A relation of the two GPUs with no direction (NVLinks between them, their PCIe path, peer
+    /// access): "GPU 0 - GPU 5".
+    Relation,
 }
 
 impl Subject {
@@ -65,11 +109,46 @@ impl Subject {
             ..Default::default()
         }
     }
+    /// One direction, from `a` to `b`.
     pub fn pair(a: usize, b: usize) -> Self {
         Subject {
             gpu: Some(a),
             peer: Some(b),
             ..Default::default()
+        }
+    }
+    /// Both directions of `a` and `b` at once, named lower index first.
+    pub fn both_ways(a: usize, b: usize) -> Self {
+        Subject {
+            pairing: Some(Pairing::BothWays),
+            ..Subject::pair(a.min(b), a.max(b))
+        }
+    }
+    /// What holds between `a` and `b`, with no direction, named lower index first.
+    pub fn between(a: usize, b: usize) -> Self {
+        Subject {
+            pairing: Some(Pairing::Relation),
+            ..Subject::pair(a.min(b), a.max(b))
+        }
+    }
+    /// NVLink `link` of GPU `g`.
+    pub fn link(g: usize, link: u32) -> Self {
+        Subject {
+            link: Some(link),
+            ..Subject::gpu(g)
+        }
+    }
+    /// GPUs judged together; one GPU is that GPU.
+    pub fn group(gpus: &[usize]) -> Self {
+        let mut v = gpus.to_vec();
+        v.sort_unstable();
+        v.dedup();
+        match v.as_slice() {
+            [g] => Subject::gpu(*g),
+            _ => Subject {
+                gpus: v,
+                ..Default::default()
+            },
         }
     }
     pub fn size(bytes: u64) -> Self {
@@ -78,15 +157,196 @@ impl Subject {
             ..Default::default()
         }
     }
-    /// "GPU 3", "GPU 0 -> GPU 5", "node", "1 GiB".
-    pub fn describe(&self) -> String {
-        match (self.gpu, self.peer, self.bytes) {
-            (Some(a), Some(b), _) => format!("GPU {a} -> GPU {b}"),
-            (Some(a), None, _) => format!("GPU {a}"),
-            (None, None, Some(s)) => crate::units::format_bytes(s),
-            _ => "node".into(),
+    /// A collective operation as a whole.
+    pub fn op(op: crate::suite::CollectiveOp) -> Self {
+        Subject {
+            op: Some(op),
+            ..Default::default()
         }
     }
+    /// A collective operation at one message size.
+    pub fn op_size(op: crate::suite::CollectiveOp, bytes: u64) -> Self {
+        Subject {
+            op: Some(op),
+            bytes: Some(bytes),
+            ..Default::default()
+        }
+    }
+    /// A PCIe bridge or switch.
+    pub fn bridge(bus_id: &str) -> Self {
+        Subject {
+            bridge: Some(bus_id.to_string()),
+            ..Default::default()
+        }
+    }
+    /// The same subject about `metric`'s figure: a bidirectional copy figure is about both
+    /// directions of its pair.
+    pub fn of_metric(&self, metric: &str) -> Self {
+        if metric == BIDIR_METRIC && self.peer.is_some() && self.pairing.is_none() {
+            Subject {
+                pairing: Some(Pairing::BothWays),
+                ..self.clone()
+            }
+        } else {
+            self.clone()
+        }
+    }
+
+    /// For people: "GPU 3", "GPU 0 -> GPU 5", "GPU 0 <-> GPU 5", "GPU 0 - GPU 5",
+    /// "GPU 2 link 7", "GPUs 4, 5, 6, 7", "all_reduce 1 GiB", "1 GiB", "bridge 0000:17:00.0",
+    /// "NVML GPU 3 (0000:17:00.0)", "node".
+    pub fn describe(&self) -> String {
+        if let Some(t) = &self.label {
+            return t.clone();
+        }
+        let bus = |who: String| match &self.pci_bus_id {
+            Some(b) => format!("{who} ({b})"),
+            None => who,
+        };
+        let size = self.bytes.map(crate::units::format_bytes);
+        if let Some(op) = self.op {
+            return match size {
+                Some(s) => format!("{op} {s}"),
+                None => op.to_string(),
+            };
+        }
+        if let Some(b) = &self.bridge {
+            return format!("bridge {b}");
+        }
+        match (self.gpu, self.peer, self.link) {
+            (Some(a), Some(b), _) => match self.pairing {
+                None => format!("GPU {a} -> GPU {b}"),
+                Some(Pairing::BothWays) => format!("GPU {a} <-> GPU {b}"),
+                Some(Pairing::Relation) => format!("GPU {a} - GPU {b}"),
+            },
+            (Some(a), None, Some(l)) => format!("GPU {a} link {l}"),
+            (Some(a), None, None) => bus(format!("GPU {a}")),
+            (None, ..) => {
+                if let Some(n) = self.nvml_gpu {
+                    bus(format!("NVML GPU {n}"))
+                } else if self.pci_bus_id.is_some() {
+                    bus("a GPU".into())
+                } else if !self.gpus.is_empty() {
+                    crate::checks::judge::gpu_list(&self.gpus)
+                } else if let Some(s) = size {
+                    s
+                } else {
+                    "node".into()
+                }
+            }
+        }
+    }
+
+    /// A finding subject as nodecert wrote it in evidence of format 2 and older, read into its
+    /// fields. Each form those versions wrote is recognised; anything else is kept as
+    /// `label` and shown as written. Used only when reading such files.
+    pub fn from_legacy_text(text: &str) -> Subject {
+        fn gpu(s: &str) -> Option<usize> {
+            let n = s.strip_prefix("GPU ")?;
+            (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| n.parse().ok())
+                .flatten()
+        }
+        let t = text.trim();
+        if t == "node" {
+            return Subject::node();
+        }
+        if let Some(g) = gpu(t) {
+            return Subject::gpu(g);
+        }
+        for (sep, make) in [
+            (" -> ", Subject::pair as fn(usize, usize) -> Subject),
+            (" <-> ", Subject::both_ways),
+            (" - ", Subject::between),
+        ] {
+            if let Some((a, b)) = t.split_once(sep) {
+                if let (Some(a), Some(b)) = (gpu(a), gpu(b)) {
+                    return make(a, b);
+                }
+            }
+        }
+        if let Some((g, l)) = t.split_once(" link ") {
+            if let (Some(g), Ok(l)) = (gpu(g), l.parse::<u32>()) {
+                return Subject::link(g, l);
+            }
+        }
+        if let Some(list) = t.strip_prefix("GPUs ") {
+            let ids: Option<Vec<usize>> = list.split(", ").map(|x| x.parse().ok()).collect();
+            if let Some(ids) = ids.filter(|v| v.len() > 1) {
+                return Subject::group(&ids);
+            }
+        }
+        let op = |name: &str| {
+            crate::suite::CollectiveOp::ALL
+                .into_iter()
+                .find(|o| o.key() == name)
+        };
+        if let Some(o) = op(t) {
+            return Subject::op(o);
+        }
+        if let Some((name, size)) = t.split_once(' ') {
+            // Only a size that reads back as written: "1.5 MiB" was rounded and names no size.
+            let bytes = crate::units::ByteSize::parse(size)
+                .ok()
+                .map(|b| b.0)
+                .filter(|b| crate::units::format_bytes(*b) == size);
+            if let (Some(o), Some(b)) = (op(name), bytes) {
+                return Subject::op_size(o, b);
+            }
+        }
+        if let Some(b) = t.strip_prefix("bridge ") {
+            return Subject::bridge(b);
+        }
+        // "GPU 2, GPU 3": the replicas a training run named.
+        let ids: Option<Vec<usize>> = t.split(", ").map(gpu).collect();
+        if let Some(ids) = ids.filter(|v| v.len() > 1) {
+            return Subject::group(&ids);
+        }
+        // A lost GPU: "GPU 3 (0000:17:00.0)", "NVML GPU 3 (...)", "NVML GPU 3", "a GPU (...)".
+        let (who, bus) = match t.strip_suffix(')').and_then(|x| x.split_once(" (")) {
+            Some((w, b)) if !b.is_empty() => (w, Some(b.to_string())),
+            _ => (t, None),
+        };
+        let lost = if let Some(g) = gpu(who) {
+            Some(Subject::gpu(g))
+        } else if let Some(n) = who.strip_prefix("NVML ").and_then(gpu) {
+            u32::try_from(n).ok().map(|n| Subject {
+                nvml_gpu: Some(n),
+                ..Default::default()
+            })
+        } else if who == "a GPU" && bus.is_some() {
+            Some(Subject::default())
+        } else {
+            None
+        };
+        if let Some(s) = lost.filter(|_| bus.is_some() || who.starts_with("NVML ")) {
+            return Subject {
+                pci_bus_id: bus,
+                ..s
+            };
+        }
+        Subject {
+            label: Some(text.to_string()),
+            ..Default::default()
+        }
+    }
+}
+
+/// The bidirectional peer-copy figure, whose subject is both directions of a pair.
+pub const BIDIR_METRIC: &str = "p2p_bidir";
+
+/// A finding's subject: structured, or text in evidence of format 2 and older.
+fn subject_or_legacy_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Subject, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Either {
+        Text(String),
+        Fields(Subject),
+    }
+    Ok(match Either::deserialize(d)? {
+        Either::Text(t) => Subject::from_legacy_text(&t),
+        Either::Fields(s) => s,
+    })
 }
 
 /// One measured figure with its raw samples.
@@ -255,20 +515,155 @@ pub fn median(v: &[f64]) -> f64 {
     stats(v).0
 }
 
-/// A non-numeric fact a check recorded (a replica hash, a library path).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// What a check recorded beside its figures (a count, a data check, a replica hash), typed, so
+/// that nothing reads a number back out of text.
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Fact {
     pub name: String,
     pub subject: Subject,
-    pub value: String,
+    pub value: FactValue,
+}
+
+impl Fact {
+    pub fn new(name: impl Into<String>, subject: Subject, value: FactValue) -> Fact {
+        Fact {
+            name: name.into(),
+            subject,
+            value,
+        }
+    }
+}
+
+/// The value of a [`Fact`]. In the file: `{"count": 8}`, `{"elements": {"wrong": 0, "checked":
+/// 1024}}`, `{"copy": "intact"}`, `{"peer_access": false}`, `{"sha256": "..."}`, `{"text":
+/// "..."}`. Evidence of format 2 and older held text; see [`FactValue::from_legacy`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FactValue {
+    /// A whole number: ranks, bytes.
+    Count(u64),
+    /// A collective's result at one size: elements checked against the expected values, and how
+    /// many of them were wrong.
+    Elements { wrong: u64, checked: u64 },
+    /// Whether a copy's data arrived intact.
+    Copy(CopyData),
+    /// Whether peer access between a pair was enabled.
+    PeerAccess(bool),
+    /// A SHA-256 digest, hex.
+    Sha256(String),
+    /// Words for people (a precision, where host memory was placed): never read as a number.
+    Text(String),
+}
+
+/// What the data check of one copy measurement found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CopyData {
+    Intact,
+    Wrong,
+    /// The backend did not check this copy's data.
+    NotChecked,
+}
+
+impl CopyData {
+    /// As the report words it.
+    pub fn describe(self) -> &'static str {
+        match self {
+            CopyData::Intact => "intact",
+            CopyData::Wrong => "wrong data",
+            CopyData::NotChecked => "not checked",
+        }
+    }
+}
+
+impl FactValue {
+    /// The value for people.
+    pub fn describe(&self) -> String {
+        match self {
+            FactValue::Count(n) => n.to_string(),
+            FactValue::Elements { wrong, checked } => format!("{wrong} of {checked} wrong"),
+            FactValue::Copy(c) => c.describe().to_string(),
+            FactValue::PeerAccess(true) => "enabled".into(),
+            FactValue::PeerAccess(false) => "disabled".into(),
+            FactValue::Sha256(h) | FactValue::Text(h) => h.clone(),
+        }
+    }
+
+    pub fn count(&self) -> Option<u64> {
+        match self {
+            FactValue::Count(n) => Some(*n),
+            _ => None,
+        }
+    }
+
+    /// A fact as evidence of format 2 and older wrote it (text), read into its type by its name,
+    /// as those versions wrote each: "3/1024" wrong elements, whole-number counts, "intact" /
+    /// "wrong data" / "not checked" copy checks, "disabled" peer access. Text that is none of
+    /// those stays text (a malformed count is shown, and never counted as good data).
+    pub fn from_legacy(name: &str, text: &str) -> FactValue {
+        let whole = |t: &str| {
+            let t = t.trim();
+            (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+                .then(|| t.parse::<u64>().ok())
+                .flatten()
+        };
+        let typed = match name {
+            "wrong_elements" => text.split_once('/').and_then(|(w, c)| {
+                Some(FactValue::Elements {
+                    wrong: whole(w)?,
+                    checked: whole(c)?,
+                })
+            }),
+            "ranks" | "bytes_moved" | "gradient_bytes" => whole(text).map(FactValue::Count),
+            "peer_access" if text == "disabled" => Some(FactValue::PeerAccess(false)),
+            "params_sha256" => Some(FactValue::Sha256(text.to_string())),
+            n if n.ends_with("_data") => match text {
+                "intact" => Some(FactValue::Copy(CopyData::Intact)),
+                "wrong data" => Some(FactValue::Copy(CopyData::Wrong)),
+                "not checked" => Some(FactValue::Copy(CopyData::NotChecked)),
+                _ => None,
+            },
+            _ => None,
+        };
+        typed.unwrap_or_else(|| FactValue::Text(text.to_string()))
+    }
+}
+
+impl<'de> Deserialize<'de> for Fact {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Value {
+            Legacy(String),
+            Typed(FactValue),
+        }
+        #[derive(Deserialize)]
+        struct Raw {
+            name: String,
+            subject: Subject,
+            value: Value,
+        }
+        let r = Raw::deserialize(d)?;
+        let value = match r.value {
+            Value::Legacy(t) => FactValue::from_legacy(&r.name, &t),
+            Value::Typed(v) => v,
+        };
+        Ok(Fact {
+            name: r.name,
+            subject: r.subject,
+            value,
+        })
+    }
 }
 
 /// One judgement: a subject against a threshold.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Finding {
     pub status: Status,
-    /// "GPU 3", "GPU 0 -> GPU 5", "GPU 2 link 7", "all_reduce 8 GiB", "node".
-    pub subject: String,
+    /// Whom it is about: a GPU, a pair, a link, a collective at a size, the node. Text in
+    /// evidence of format 2 and older, read into fields (see [`Subject::from_legacy_text`]).
+    #[serde(deserialize_with = "subject_or_legacy_text")]
+    pub subject: Subject,
     /// What was found, with its unit.
     pub found: String,
     /// What was expected: the threshold applied.
@@ -891,6 +1286,168 @@ pub fn simulated_status(v: &serde_json::Value) -> Result<Option<bool>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::suite::CollectiveOp;
+
+    #[test]
+    fn every_subject_format_2_wrote_reads_into_its_fields_and_back_into_its_words() {
+        let ar = CollectiveOp::AllReduce;
+        for (text, want) in [
+            ("node", Subject::node()),
+            ("GPU 3", Subject::gpu(3)),
+            ("GPU 0 -> GPU 5", Subject::pair(0, 5)),
+            ("GPU 5 -> GPU 0", Subject::pair(5, 0)),
+            ("GPU 0 <-> GPU 5", Subject::both_ways(0, 5)),
+            ("GPU 0 - GPU 5", Subject::between(0, 5)),
+            ("GPU 2 link 17", Subject::link(2, 17)),
+            ("GPUs 4, 5, 6, 7", Subject::group(&[4, 5, 6, 7])),
+            ("all_reduce", Subject::op(ar)),
+            ("all_reduce 8 GiB", Subject::op_size(ar, 8 << 30)),
+            (
+                "all_to_all 2 KiB",
+                Subject::op_size(CollectiveOp::AllToAll, 2048),
+            ),
+            ("bridge 0000:17:00.0", Subject::bridge("0000:17:00.0")),
+            (
+                "GPU 3 (0000:17:00.0)",
+                Subject {
+                    pci_bus_id: Some("0000:17:00.0".into()),
+                    ..Subject::gpu(3)
+                },
+            ),
+            (
+                "NVML GPU 3 (0000:17:00.0)",
+                Subject {
+                    nvml_gpu: Some(3),
+                    pci_bus_id: Some("0000:17:00.0".into()),
+                    ..Default::default()
+                },
+            ),
+            (
+                "NVML GPU 4",
+                Subject {
+                    nvml_gpu: Some(4),
+                    ..Default::default()
+                },
+            ),
+            (
+                "a GPU (0000:17:00.0)",
+                Subject {
+                    pci_bus_id: Some("0000:17:00.0".into()),
+                    ..Default::default()
+                },
+            ),
+        ] {
+            let s = Subject::from_legacy_text(text);
+            assert_eq!(s, want, "{text}");
+            assert_eq!(s.describe(), text);
+            assert!(s.label.is_none(), "{text}");
+        }
+        // The replicas a training run named read as a group, shown as groups are now.
+        let s = Subject::from_legacy_text("GPU 2, GPU 3");
+        assert_eq!(s, Subject::group(&[2, 3]));
+        assert_eq!(s.describe(), "GPUs 2, 3");
+        // Words that are none of those forms are kept as written, and shown as written.
+        for text in [
+            "GPU 2 (",
+            "a GPU",
+            "GPU x",
+            "GPUs 1",
+            "all_reduce 1.33 MiB",
+            "all_reduce 3 parsecs",
+            "GPU 1 -> node",
+            "",
+        ] {
+            let s = Subject::from_legacy_text(text);
+            assert_eq!(s.label.as_deref(), Some(text), "{text}");
+            assert_eq!(s.describe(), text);
+        }
+    }
+
+    #[test]
+    fn a_finding_subject_is_fields_now_and_text_in_older_files() {
+        let f = Finding {
+            status: Status::Fail,
+            subject: Subject::link(2, 7),
+            found: "3 errors".into(),
+            expected: "<= 0".into(),
+            reason: "r".into(),
+            metric: Some("nvlink_errors".into()),
+            info: false,
+        };
+        let json = serde_json::to_value(&f).unwrap();
+        assert_eq!(json["subject"], serde_json::json!({"gpu": 2, "link": 7}));
+        let back: Finding = serde_json::from_value(json.clone()).unwrap();
+        assert_eq!(back, f);
+        let mut old = json;
+        old["subject"] = "GPU 2 link 7".into();
+        let back: Finding = serde_json::from_value(old).unwrap();
+        assert_eq!(back.subject, Subject::link(2, 7));
+    }
+
+    #[test]
+    fn fact_values_are_typed_now_and_read_by_their_name_from_older_text() {
+        use FactValue as V;
+        for (name, text, want) in [
+            (
+                "wrong_elements",
+                "0/1024",
+                V::Elements {
+                    wrong: 0,
+                    checked: 1024,
+                },
+            ),
+            (
+                "wrong_elements",
+                "3/16",
+                V::Elements {
+                    wrong: 3,
+                    checked: 16,
+                },
+            ),
+            ("ranks", "8", V::Count(8)),
+            ("bytes_moved", "896", V::Count(896)),
+            ("gradient_bytes", "302383144", V::Count(302383144)),
+            ("p2p_read_data", "intact", V::Copy(CopyData::Intact)),
+            ("h2d_data", "wrong data", V::Copy(CopyData::Wrong)),
+            ("latency_data", "not checked", V::Copy(CopyData::NotChecked)),
+            ("peer_access", "disabled", V::PeerAccess(false)),
+            ("params_sha256", "ab", V::Sha256("ab".into())),
+            ("precision", "bf16", V::Text("bf16".into())),
+        ] {
+            assert_eq!(V::from_legacy(name, text), want, "{name}={text}");
+        }
+        // A malformed count stays words: it is never read as zero wrong.
+        for (name, text) in [
+            ("wrong_elements", "unreadable"),
+            ("wrong_elements", "-1/4"),
+            ("wrong_elements", "3/"),
+            ("ranks", "8.0"),
+            ("ranks", ""),
+            ("p2p_read_data", "maybe"),
+        ] {
+            assert_eq!(
+                V::from_legacy(name, text),
+                V::Text(text.into()),
+                "{name}={text}"
+            );
+        }
+        // In the file: typed now, text in older files.
+        let f = Fact::new("ranks", Subject::node(), V::Count(8));
+        let json = serde_json::to_value(&f).unwrap();
+        assert_eq!(json["value"], serde_json::json!({"count": 8}));
+        assert_eq!(serde_json::from_value::<Fact>(json).unwrap(), f);
+        let old = serde_json::json!({"name": "ranks", "subject": {}, "value": "8"});
+        assert_eq!(serde_json::from_value::<Fact>(old).unwrap(), f);
+        assert_eq!(
+            V::Elements {
+                wrong: 2,
+                checked: 9
+            }
+            .describe(),
+            "2 of 9 wrong"
+        );
+        assert_eq!(V::PeerAccess(false).describe(), "disabled");
+    }
 
     #[test]
     fn a_figure_counted_otherwise_than_its_tool_converts_by_a_stated_factor() {

@@ -57,6 +57,18 @@ impl LostGpu {
     }
 
     /// "GPU 3 (0000:3b:00.0)", or "NVML GPU 5" when nodecert never numbered it.
+    /// The lost GPU as a finding subject: by nodecert's index, else NVML's, with its bus id.
+    pub fn subject(&self) -> crate::evidence::Subject {
+        crate::evidence::Subject {
+            gpu: self.index,
+            nvml_gpu: self.nvml_index.filter(|_| self.index.is_none()),
+            pci_bus_id: self.pci_bus_id.clone(),
+            label: (self.index.is_none() && self.nvml_index.is_none() && self.pci_bus_id.is_none())
+                .then(|| "a GPU".to_string()),
+            ..Default::default()
+        }
+    }
+
     pub fn label(&self) -> String {
         let who = match (self.index, self.nvml_index) {
             (Some(i), _) => format!("GPU {i}"),

@@ -356,9 +356,16 @@ pub fn simulate(
 mod tests {
     use super::*;
     use crate::checks::judge::finding;
+    use crate::evidence::FactValue;
 
     fn f(status: Status) -> Finding {
-        finding(status, "GPU 0", "-", "-", format!("{status:?} reason"))
+        finding(
+            status,
+            Subject::gpu(0),
+            "-",
+            "-",
+            format!("{status:?} reason"),
+        )
     }
 
     /// A backend whose figures are not numbers (a timer that gave no time, a node described
@@ -616,11 +623,7 @@ mod tests {
             ("wrong_elements", "3/1024"),
             ("wrong_elements", "unreadable"),
         ] {
-            let fact = Fact {
-                name: name.into(),
-                subject: Subject::node(),
-                value: value.into(),
-            };
+            let fact = Fact::new(name, Subject::node(), FactValue::from_legacy(name, value));
             let o = outcome(Status::Fail, vec![f(Status::Fail)], vec![fact]);
             assert_eq!(
                 next_attempt(&o, 1, 3),
@@ -628,11 +631,14 @@ mod tests {
                 "{name}={value}"
             );
         }
-        let intact = Fact {
-            name: "wrong_elements".into(),
-            subject: Subject::node(),
-            value: "0/1024".into(),
-        };
+        let intact = Fact::new(
+            "wrong_elements",
+            Subject::node(),
+            FactValue::Elements {
+                wrong: 0,
+                checked: 1024,
+            },
+        );
         let o = outcome(Status::Fail, vec![f(Status::Fail)], vec![intact]);
         assert_eq!(next_attempt(&o, 1, 3), Next::Again);
     }

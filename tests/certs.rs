@@ -535,7 +535,10 @@ fn baseline_fails_a_metric_worse_than_before_even_within_its_floor() {
         .filter(|f| f["status"] == "fail")
         .collect();
     assert!(
-        !bad.is_empty() && bad.iter().all(|f| f["subject"] == "GPU 2"),
+        !bad.is_empty()
+            && bad
+                .iter()
+                .all(|f| f["subject"] == serde_json::json!({ "gpu": 2 })),
         "{bad:?}"
     );
 

@@ -26,7 +26,7 @@ fn every_shipped_node_passes_its_suite_and_is_labelled_simulated() {
         assert_eq!(ev["simulated"], true, "{node}");
         assert_eq!(ev["state"], "complete", "{node}");
         assert_eq!(ev["suite"]["name"], node, "{node}");
-        assert_eq!(ev["format_version"], 2);
+        assert_eq!(ev["format_version"], nodecert::evidence::FORMAT_VERSION);
         assert_eq!(ev["suite"]["sha256"].as_str().map(str::len), Some(64));
         let html = env.read(&format!("{out}/report.html"));
         let md = env.read(&format!("{out}/report.md"));
@@ -659,9 +659,10 @@ fn the_bf16_training_suite_runs_end_to_end_on_the_simulated_h200() {
     let (bf16, fp32) = (check("bf16"), check("fp32"));
     assert_eq!(bf16["status"], "pass", "{bf16}");
     // The evidence says which precision ran, and that the golden check stayed fp32.
-    assert_eq!(fact(&bf16, "precision"), "bf16");
-    assert_eq!(fact(&bf16, "golden_precision"), "fp32");
-    assert_eq!(fact(&fp32, "precision"), "fp32");
+    let text = |t: &str| serde_json::json!({ "text": t });
+    assert_eq!(fact(&bf16, "precision"), text("bf16"));
+    assert_eq!(fact(&bf16, "golden_precision"), text("fp32"));
+    assert_eq!(fact(&fp32, "precision"), text("fp32"));
     // The same model, as the suite extends the anchor's.
     assert_eq!(fact(&bf16, "gradient_bytes"), fact(&fp32, "gradient_bytes"));
     // Half the measured bf16 GEMM rate: ~2.6 ms a step against fp32's ~20 ms.

@@ -13,7 +13,7 @@ fn failing(ev: &Evidence, check: &str) -> Vec<String> {
     c.findings
         .iter()
         .filter(|f| f.status == Status::Fail)
-        .map(|f| format!("{} | {}", f.subject, f.reason))
+        .map(|f| format!("{} | {}", f.subject.describe(), f.reason))
         .collect()
 }
 
@@ -45,7 +45,7 @@ fn a_corrupt_peer_copy_fails_every_peer_check_against_the_pair() {
     let p = ev.check("p2p_bandwidth").unwrap();
     assert!(p.findings.iter().any(|f| f.status == Status::Fail
         && f.metric.as_deref() == Some("p2p_read")
-        && f.subject == "GPU 1 -> GPU 3"));
+        && f.subject.describe() == "GPU 1 -> GPU 3"));
 }
 
 #[test]

@@ -93,13 +93,13 @@ fn evidence_format_versions_are_checked_with_their_place() {
             "1.0",
             "invalid type: floating point `1.0`, expected a whole number from 1 to",
         ),
-        ("3", "3 is newer than this nodecert reads"),
+        ("4", "4 is newer than this nodecert reads"),
         // Once truncated to 32 bits, this read as version 1.
         ("4294967297", "4294967297 is newer than this nodecert reads"),
         ("\"2\"", "invalid type: string \"2\""),
     ] {
         let edited = text.replacen(
-            "\"format_version\": 2",
+            "\"format_version\": 3",
             &format!("\"format_version\": {v}"),
             1,
         );
@@ -114,7 +114,7 @@ fn evidence_format_versions_are_checked_with_their_place() {
         assert!(stderr(&o).contains(&located), "{v}: {}", stderr(&o));
         assert!(stderr(&o).contains(want), "{v}: {}", stderr(&o));
     }
-    env.write("e.json", &text.replacen("\"format_version\": 2,", "", 1));
+    env.write("e.json", &text.replacen("\"format_version\": 3,", "", 1));
     env.cmd()
         .args(["render", "e.json", "--out", "x"])
         .assert()

@@ -236,12 +236,16 @@ fn every_real_fixture_fails_when_one_figure_is_25_percent_lower() {
                 d.check,
                 c["summary"]
             );
-            let failing: Vec<&str> = c["findings"]
+            let failing: Vec<String> = c["findings"]
                 .as_array()
                 .unwrap()
                 .iter()
                 .filter(|f| f["status"] == "fail")
-                .map(|f| f["subject"].as_str().unwrap())
+                .map(|f| {
+                    serde_json::from_value::<nodecert::evidence::Subject>(f["subject"].clone())
+                        .unwrap()
+                        .describe()
+                })
                 .collect();
             assert!(
                 failing

@@ -84,7 +84,9 @@ fn findings(ev: &Value) -> Vec<(String, String, String, String)> {
                     (
                         kind.clone(),
                         s(&f["status"]),
-                        s(&f["subject"]),
+                        serde_json::from_value::<nodecert::evidence::Subject>(f["subject"].clone())
+                            .unwrap()
+                            .describe(),
                         s(&f["reason"]),
                     )
                 })

@@ -166,7 +166,7 @@ fn host_buffers_on_the_far_socket_are_recorded_and_named() {
     let ev =
         nodecert::runner::run(&loaded, &mut b, ev, None, &mut nodecert::runner::Silent).unwrap();
     let c = ev.check("host_bandwidth").unwrap();
-    let fact = |name: &str, g: usize| c.fact(name, &Subject::gpu(g)).map(|f| f.value.clone());
+    let fact = |name: &str, g: usize| c.fact(name, &Subject::gpu(g)).map(|f| f.value.describe());
     assert_eq!(
         fact("host_memory", 5).as_deref(),
         Some("NUMA node 1 (the GPU's), allocated on CPUs 48-95")
@@ -177,13 +177,13 @@ fn host_buffers_on_the_far_socket_are_recorded_and_named() {
     );
     assert!(fact("all_gpus_h2d_host_memory", 6).is_some());
     assert!(fact("host_memory_remote", 5).is_none());
-    let warned: Vec<&str> = c
+    let warned: Vec<Subject> = c
         .findings
         .iter()
         .filter(|f| f.status == Status::Warn && f.reason.contains("socket link"))
-        .map(|f| f.subject.as_str())
+        .map(|f| f.subject.clone())
         .collect();
     // Once for the GPU's own copies, once for the all-GPU copies; no other GPU.
-    assert_eq!(warned, vec!["GPU 6", "GPU 6"], "{:#?}", c.findings);
+    assert_eq!(warned, vec![Subject::gpu(6); 2], "{:#?}", c.findings);
     assert_eq!(c.status, Status::Warn);
 }

@@ -27,7 +27,11 @@ readings = ["ecc_mode", "ecc_errors", "remapped_rows", "xids", "pcie_replays", "
 fn a_vm_that_hides_every_health_counter_gets_no_within_limits_claim() {
     let ev = run("h200-vm-1", "h200-vm-1", EVERY_GPU_READING);
     let h = ev.check("health").unwrap();
-    for f in h.findings.iter().filter(|f| f.subject == "GPU 0") {
+    for f in h
+        .findings
+        .iter()
+        .filter(|f| f.subject.describe() == "GPU 0")
+    {
         assert_eq!(f.status, Status::Skip, "{f:?}");
         assert!(f.reason.starts_with("not available here: "), "{}", f.reason);
     }
@@ -90,7 +94,7 @@ fn nvlink_counters_hidden_on_one_gpu_are_named_and_make_the_check_partial() {
         .collect();
     assert_eq!(on.len(), 8);
     for f in on {
-        if f.subject == "GPU 3" {
+        if f.subject.describe() == "GPU 3" {
             assert_eq!(f.status, Status::Skip);
             assert_eq!(
                 f.reason,
@@ -132,7 +136,11 @@ fn a_hidden_reading_hides_its_fault_too_and_does_not_pass_it() {
     )
     .unwrap();
     let h = ev.check("health").unwrap();
-    let gpu2: Vec<_> = h.findings.iter().filter(|f| f.subject == "GPU 2").collect();
+    let gpu2: Vec<_> = h
+        .findings
+        .iter()
+        .filter(|f| f.subject.describe() == "GPU 2")
+        .collect();
     for key in ["throttle_reasons", "xids"] {
         let f: Vec<_> = gpu2
             .iter()

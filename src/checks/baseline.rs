@@ -11,7 +11,7 @@ use crate::backend::Backend;
 use crate::checks::judge::{finding, fmt_num};
 use crate::diff::{metric_changes, GpuMap};
 use crate::error::HwError;
-use crate::evidence::{Evidence, Finding, Status};
+use crate::evidence::{Evidence, Finding, Status, Subject};
 use crate::inventory::Inventory;
 use std::path::{Path, PathBuf};
 
@@ -80,7 +80,7 @@ impl Check for BaselineCheck {
         if changes.is_empty() {
             out.push(finding(
                 Status::Skip,
-                "node",
+                Subject::node(),
                 "no shared metric",
                 "metrics to compare",
                 "no metric of this run matches one of the baseline (check id, metric and subject)",
@@ -96,7 +96,7 @@ impl Check for BaselineCheck {
                 let (old, new) = (with_unit(c.old, &c.unit), with_unit(c.new, &c.unit));
                 finding(
                     Status::Fail,
-                    c.subject_text.clone(),
+                    c.subject.of_metric(&c.metric),
                     new.clone(),
                     format!("within {}% of the baseline's {old}", pct),
                     format!(
@@ -118,7 +118,7 @@ impl Check for BaselineCheck {
         out.extend(regressions);
         out.push(finding(
             Status::Pass,
-            "node",
+            Subject::node(),
             format!("{within} of {} metrics", changes.len()),
             format!("within {}% of the baseline", pct),
             format!(
@@ -166,7 +166,7 @@ pub fn provenance(
         };
         out.push(finding(
             Status::Warn,
-            "node",
+            Subject::node(),
             format!("{} baseline", what(baseline.simulated)),
             format!("a {} baseline, like this run", what(simulated)),
             reason,
@@ -206,7 +206,7 @@ pub fn provenance(
         };
         out.push(finding(
             Status::Warn,
-            "node",
+            Subject::node(),
             format!("baseline from {}", node(b)),
             format!("a baseline of this node, {}", node(this)),
             reason,

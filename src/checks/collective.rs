@@ -6,7 +6,7 @@ use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
 use crate::error::HwError;
 use crate::evidence::{
-    Bytes, Convention, Directions, Fact, Finding, Metric, Status, Subject, Tool,
+    Bytes, Convention, Directions, Fact, FactValue, Finding, Metric, Status, Subject, Tool,
 };
 use crate::suite::{CollectiveCheck, CollectiveOp};
 use crate::units::{format_bytes, size_sweep};
@@ -113,23 +113,26 @@ impl Check for Collective {
                 Metric::new("busbw", Subject::size(s), "GB/s", busbw).counted(convention("busbw")),
             );
             if moved != s {
-                m.facts.push(Fact {
-                    name: "bytes_moved".into(),
-                    subject: Subject::size(s),
-                    value: moved.to_string(),
-                });
+                m.facts.push(Fact::new(
+                    "bytes_moved",
+                    Subject::size(s),
+                    FactValue::Count(moved),
+                ));
             }
-            m.facts.push(Fact {
-                name: "wrong_elements".into(),
-                subject: Subject::size(s),
-                value: format!("{}/{}", r.wrong_elements, r.elements_checked),
-            });
+            m.facts.push(Fact::new(
+                "wrong_elements",
+                Subject::size(s),
+                FactValue::Elements {
+                    wrong: r.wrong_elements,
+                    checked: r.elements_checked,
+                },
+            ));
             if i == 0 {
-                m.facts.push(Fact {
-                    name: "ranks".into(),
-                    subject: Subject::node(),
-                    value: r.ranks.to_string(),
-                });
+                m.facts.push(Fact::new(
+                    "ranks",
+                    Subject::node(),
+                    FactValue::Count(r.ranks as u64),
+                ));
             }
             progress(i + 1, sizes.len());
         }
@@ -158,7 +161,8 @@ impl Check for Collective {
             .facts
             .iter()
             .find(|f| f.name == "ranks")
-            .and_then(|f| f.value.parse().ok())
+            .and_then(|f| f.value.count())
+            .and_then(|n| usize::try_from(n).ok())
             .unwrap_or(ctx.inventory.gpus.len());
         // Correct data first: a fast wrong answer fails.
         out.extend(data_findings(op, m));
@@ -166,7 +170,7 @@ impl Check for Collective {
             out.push(
                 finding(
                     Status::Skip,
-                    op.to_string(),
+                    Subject::op(op),
                     "1 rank",
                     "bus bandwidth floors",
                     format!(
@@ -206,7 +210,7 @@ impl Check for Collective {
                 out.push(
                     finding(
                         Status::Pass,
-                        op.to_string(),
+                        Subject::op(op),
                         "NVLS not available",
                         "NVLS if available",
                         format!("NVLS not available ({why}): judged by min_busbw_gbps_no_nvls"),
@@ -234,7 +238,7 @@ impl Check for Collective {
                 ..Default::default()
             };
             if let Some(f) = super::judge::judge(
-                &format!("{op} {}", format_bytes(s)),
+                &Subject::op_size(op, s),
                 "bus bandwidth",
                 x.median,
                 "GB/s",
@@ -265,7 +269,7 @@ impl Check for Collective {
                     let s = format_bytes(x.subject.bytes.unwrap_or(0));
                     out.push(finding(
                         if ok { Status::Pass } else { Status::Fail },
-                        format!("{op} {s}"),
+                        Subject::op_size(op, x.subject.bytes.unwrap_or(0)),
                         format!("{} GB/s", fmt_num(x.median)),
                         format!(">= {} x slowest peer read {} = {} GB/s", fmt_num(frac), fmt_num(p2p), fmt_num(need)),
                         format!(
@@ -279,7 +283,7 @@ impl Check for Collective {
                 }
                 _ => out.push(finding(
                     Status::Skip,
-                    op.to_string(),
+                    Subject::op(op),
                     "no peer measurements",
                     "relative floor",
                     format!("{op}: min_fraction_of_p2p needs the p2p_bandwidth check's results"),
@@ -294,19 +298,12 @@ impl Check for Collective {
 fn nvls_required(op: CollectiveOp, measured: &str, reason: String) -> Finding {
     finding(
         Status::Fail,
-        op.to_string(),
+        Subject::op(op),
         measured,
         "NVLink SHARP required",
         reason,
     )
     .on("nvls")
-}
-
-/// "3/1024": wrong and checked elements of one size, as `measure` records them. None when the
-/// fact is not two whole numbers.
-pub(crate) fn parse_wrong(value: &str) -> Option<(u64, u64)> {
-    let (w, t) = value.split_once('/')?;
-    Some((w.trim().parse().ok()?, t.trim().parse().ok()?))
 }
 
 /// The data judgement: every size's result checked, none wrong. A size whose count cannot be
@@ -322,18 +319,25 @@ fn data_findings(op: CollectiveOp, m: &Measured) -> Vec<Finding> {
     let mut good = true;
     for f in &facts {
         let at = f.subject.describe();
-        let who = format!("{op} {at}");
-        match parse_wrong(&f.value) {
+        let who = match f.subject.bytes {
+            Some(b) => Subject::op_size(op, b),
+            None => Subject::op(op),
+        };
+        let counts = match f.value {
+            FactValue::Elements { wrong, checked } => Some((wrong, checked)),
+            _ => None,
+        };
+        match counts {
             None => {
                 good = false;
+                let v = f.value.describe();
                 out.push(finding(
                     Status::Error,
                     who,
-                    format!("'{}'", f.value),
+                    format!("'{v}'"),
                     "wrong/checked element counts",
                     format!(
-                        "{op} at {at}: the data check's result '{}' cannot be read, so the data was not proven correct",
-                        f.value
+                        "{op} at {at}: the data check's result '{v}' is not an element count, so the data was not proven correct"
                     ),
                 ));
             }
@@ -363,7 +367,7 @@ fn data_findings(op: CollectiveOp, m: &Measured) -> Vec<Finding> {
     if facts.is_empty() {
         out.push(finding(
             Status::Error,
-            op.to_string(),
+            Subject::op(op),
             "no data check",
             "0 wrong elements",
             format!("{op}: no size's result was checked, so the data was not proven correct"),
@@ -371,7 +375,7 @@ fn data_findings(op: CollectiveOp, m: &Measured) -> Vec<Finding> {
     } else if good {
         out.push(finding(
             Status::Pass,
-            op.to_string(),
+            Subject::op(op),
             "0 wrong elements",
             "0 wrong elements",
             format!("{op}: data correct at every size ({checked_total} elements checked)"),
@@ -422,8 +426,8 @@ mod tests {
             }
             let fact = m.facts.iter().find(|f| f.name == "bytes_moved");
             assert_eq!(
-                fact.map(|f| f.value.as_str()),
-                (moved != size).then_some("896")
+                fact.map(|f| f.value.clone()),
+                (moved != size).then_some(FactValue::Count(896))
             );
         }
     }
@@ -439,10 +443,12 @@ mod data_tests {
             facts: values
                 .iter()
                 .enumerate()
-                .map(|(i, v)| Fact {
-                    name: "wrong_elements".into(),
-                    subject: Subject::size(1 << (10 + i)),
-                    value: v.to_string(),
+                .map(|(i, v)| {
+                    Fact::new(
+                        "wrong_elements",
+                        Subject::size(1 << (10 + i)),
+                        FactValue::from_legacy("wrong_elements", v),
+                    )
                 })
                 .collect(),
         }
@@ -472,7 +478,7 @@ mod data_tests {
         let f = data_findings(CollectiveOp::AllReduce, &measured(&["0/256", "1/512"]));
         assert_eq!(f.len(), 1, "no pass beside a failure: {f:?}");
         assert_eq!(f[0].status, Status::Fail);
-        assert_eq!(f[0].subject, "all_reduce 2 KiB");
+        assert_eq!(f[0].subject.describe(), "all_reduce 2 KiB");
     }
 
     #[test]

@@ -11,7 +11,7 @@ use super::judge::finding;
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
 use crate::error::HwError;
-use crate::evidence::{Finding, Status};
+use crate::evidence::{Finding, Status, Subject};
 use crate::inventory::{Gpu, Reading, XidEvent};
 use crate::suite::{version_at_least, HealthCheck};
 
@@ -37,10 +37,11 @@ fn fmt_age(s: f64) -> String {
 }
 
 /// A reading the platform did not give: "not available here: NVLink error counters of GPU 3".
-fn na(who: &str, r: Reading, expected: impl Into<String>) -> Finding {
+fn na(sub: &Subject, r: Reading, expected: impl Into<String>) -> Finding {
+    let who = sub.describe();
     finding(
         Status::Skip,
-        who,
+        sub.clone(),
         "not available here",
         expected,
         format!("not available here: {} of {who}", r.describe()),
@@ -49,11 +50,12 @@ fn na(who: &str, r: Reading, expected: impl Into<String>) -> Finding {
 }
 
 /// A reading within its limit.
-fn ok(who: &str, r: Reading, found: impl Into<String>, expected: impl Into<String>) -> Finding {
+fn ok(sub: &Subject, r: Reading, found: impl Into<String>, expected: impl Into<String>) -> Finding {
     let found = found.into();
+    let who = sub.describe();
     finding(
         Status::Pass,
-        who,
+        sub.clone(),
         found.clone(),
         expected,
         format!("{who} {}: {found}", r.describe()),
@@ -63,13 +65,13 @@ fn ok(who: &str, r: Reading, found: impl Into<String>, expected: impl Into<Strin
 
 fn bad(
     st: Status,
-    who: &str,
+    who: &Subject,
     r: Reading,
     found: impl Into<String>,
     expected: impl Into<String>,
     reason: String,
 ) -> Finding {
-    finding(st, who, found, expected, reason).on(r.key())
+    finding(st, who.clone(), found, expected, reason).on(r.key())
 }
 
 impl Check for Health {
@@ -119,13 +121,18 @@ impl Check for Health {
                 Some(v) => {
                     let good = version_at_least(v, min).unwrap_or(false);
                     out.push(if good {
-                        let mut f = ok("node", r, format!("driver {v}"), format!(">= {min}"));
+                        let mut f = ok(
+                            &Subject::node(),
+                            r,
+                            format!("driver {v}"),
+                            format!(">= {min}"),
+                        );
                         f.reason = format!("driver {v}");
                         f
                     } else {
                         bad(
                             Status::Fail,
-                            "node",
+                            &Subject::node(),
                             r,
                             format!("driver {v}"),
                             format!(">= {min}"),
@@ -133,7 +140,7 @@ impl Check for Health {
                         )
                     });
                 }
-                None => out.push(na("node", r, format!(">= {min}"))),
+                None => out.push(na(&Subject::node(), r, format!(">= {min}"))),
             }
         }
         // A GPU that stopped answering the driver fails the node, whatever else was read.
@@ -141,7 +148,7 @@ impl Check for Health {
             let who = l.label();
             out.push(finding(
                 Status::Fail,
-                &who,
+                l.subject(),
                 format!("lost ({} failed)", l.detail),
                 "answering the driver",
                 format!(
@@ -175,7 +182,7 @@ fn vbios_findings(gpus: &[Gpu]) -> Vec<Finding> {
     for g in gpus {
         match g.vbios.as_deref().map(str::trim).filter(|_| g.gives(r)) {
             Some(v) => read.push((v, g.index)),
-            None => out.push(na(&format!("GPU {}", g.index), r, "the node's one VBIOS")),
+            None => out.push(na(&Subject::gpu(g.index), r, "the node's one VBIOS")),
         }
     }
     let versions = crate::inventory::group_in_order(read);
@@ -184,7 +191,7 @@ fn vbios_findings(gpus: &[Gpu]) -> Vec<Finding> {
         0 => {}
         1 if read < 2 => {}
         1 => out.push(ok(
-            "node",
+            &Subject::node(),
             r,
             format!("{} on {read} GPUs", versions[0].0),
             "one VBIOS on every GPU",
@@ -197,7 +204,7 @@ fn vbios_findings(gpus: &[Gpu]) -> Vec<Finding> {
                 .join("; ");
             out.push(bad(
                 Status::Fail,
-                "node",
+                &Subject::node(),
                 r,
                 list.clone(),
                 "one VBIOS on every GPU",
@@ -213,22 +220,23 @@ fn vbios_findings(gpus: &[Gpu]) -> Vec<Finding> {
 
 /// The findings of one GPU: one per reading (a pass, a skip, or the problems found in it).
 fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
-    let who = &format!("GPU {}", g.index);
+    let sub = &Subject::gpu(g.index);
+    let who = &sub.describe();
     let mut out = Vec::new();
 
     if h.require_ecc {
         let r = Reading::EccMode;
         out.push(match g.ecc_enabled.filter(|_| g.gives(r)) {
-            Some(true) => ok(who, r, "ECC on", "ECC on"),
+            Some(true) => ok(sub, r, "ECC on", "ECC on"),
             Some(false) => bad(
                 Status::Fail,
-                who,
+                sub,
                 r,
                 "ECC off",
                 "ECC on",
                 format!("{who}: ECC is disabled"),
             ),
-            None => na(who, r, "ECC on"),
+            None => na(sub, r, "ECC on"),
         });
     }
 
@@ -244,7 +252,7 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
         if unc > h.max_uncorrectable {
             p.push(bad(
                 Status::Fail,
-                who,
+                sub,
                 r,
                 format!("{unc} uncorrectable"),
                 format!("<= {}", h.max_uncorrectable),
@@ -254,7 +262,7 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
         if let Some(c) = e.sram_corrected.filter(|c| *c > h.max_sram_correctable) {
             p.push(bad(
                 Status::Fail,
-                who,
+                sub,
                 r,
                 format!("{c} SRAM corrected"),
                 format!("<= {}", h.max_sram_correctable),
@@ -264,7 +272,7 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
         if let Some(c) = e.dram_errors.filter(|c| *c > h.max_dram_errors) {
             p.push(bad(
                 Status::Fail,
-                who,
+                sub,
                 r,
                 format!("{c} DRAM errors"),
                 format!("<= {}", h.max_dram_errors),
@@ -273,7 +281,7 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
         }
         if p.is_empty() {
             out.push(ok(
-                who,
+                sub,
                 r,
                 format!("{unc} uncorrectable"),
                 format!("<= {}", h.max_uncorrectable),
@@ -282,7 +290,7 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
         out.extend(p);
     } else {
         out.push(na(
-            who,
+            sub,
             r,
             format!("<= {} uncorrectable", h.max_uncorrectable),
         ));
@@ -295,7 +303,7 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
             if rows.pending && h.fail_on_remap_pending {
                 p.push(bad(
                     Status::Fail,
-                    who,
+                    sub,
                     r,
                     "remap pending",
                     "no pending remap",
@@ -305,7 +313,7 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
             if rows.failure && h.fail_on_remap_failure {
                 p.push(bad(
                     Status::Fail,
-                    who,
+                    sub,
                     r,
                     "remap failed",
                     "no failed remap",
@@ -316,7 +324,7 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
         if g.retired_pages.as_ref().is_some_and(|x| x.pending) {
             p.push(bad(
                 Status::Warn,
-                who,
+                sub,
                 r,
                 "page retirement pending",
                 "none pending",
@@ -325,7 +333,7 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
         }
         if p.is_empty() {
             out.push(ok(
-                who,
+                sub,
                 r,
                 "none pending or failed",
                 "no pending or failed remap",
@@ -333,7 +341,7 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
         }
         out.extend(p);
     } else {
-        out.push(na(who, r, "no pending or failed remap"));
+        out.push(na(sub, r, "no pending or failed remap"));
     }
 
     // XIDs: an event seen is judged even when a source was missing; no event proves nothing
@@ -346,7 +354,7 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
         let fatal = h.fail_xids.contains(&x.code);
         out.push(bad(
             if fatal { Status::Fail } else { Status::Warn },
-            who,
+            sub,
             r,
             format!("XID {}", x.code),
             "no XID",
@@ -376,7 +384,7 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
             .collect();
         out.push(bad(
             Status::Warn,
-            who,
+            sub,
             r,
             format!("{} older XID(s)", history.len()),
             format!("judged: XIDs of the last {} h", h.xid_lookback_h),
@@ -389,9 +397,9 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
     }
     if recent.is_empty() {
         out.push(if g.gives(r) {
-            ok(who, r, "none", "no XID")
+            ok(sub, r, "none", "no XID")
         } else {
-            na(who, r, "no XID")
+            na(sub, r, "no XID")
         });
     }
 
@@ -400,14 +408,14 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
     out.push(match g.pcie.replay_counter.filter(|_| g.gives(r)) {
         Some(n) if n > h.max_pcie_replays => bad(
             Status::Fail,
-            who,
+            sub,
             r,
             format!("{n} replays"),
             limit,
             format!("{who}: {n} PCIe replays (limit {})", h.max_pcie_replays),
         ),
-        Some(n) => ok(who, r, format!("{n} replays"), limit),
-        None => na(who, r, limit),
+        Some(n) => ok(sub, r, format!("{n} replays"), limit),
+        None => na(sub, r, limit),
     });
 
     // NVLink: a GPU without links has no counters to give and none to judge.
@@ -428,7 +436,7 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
                     if errs > h.max_nvlink_errors {
                         p.push(bad(
                             Status::Fail,
-                            &format!("{who} link {}", l.link),
+                            &Subject::link(g.index, l.link),
                             r,
                             format!("{errs} errors"),
                             format!("<= {}", h.max_nvlink_errors),
@@ -442,14 +450,14 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
             }
         }
         if !unread.is_empty() {
-            let mut f = na(who, r, limit.clone());
+            let mut f = na(sub, r, limit.clone());
             if unread.len() < active.len() {
                 f.reason = format!("{} (links {})", f.reason, unread.join(", "));
             }
             out.push(f);
         } else if p.is_empty() {
             let mut f = ok(
-                who,
+                sub,
                 r,
                 format!("{} active links within limits", active.len()),
                 limit,
@@ -473,7 +481,7 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
         for t in &held {
             out.push(bad(
                 Status::Fail,
-                who,
+                sub,
                 r,
                 t.to_string(),
                 "not throttled",
@@ -482,7 +490,7 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
         }
         if held.is_empty() {
             out.push(ok(
-                who,
+                sub,
                 r,
                 if g.throttle_reasons.is_empty() {
                     "none".to_string()
@@ -493,7 +501,7 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
             ));
         }
     } else {
-        out.push(na(who, r, "not throttled"));
+        out.push(na(sub, r, "not throttled"));
     }
 
     if let Some(w) = h.warn_temperature_c {
@@ -502,14 +510,14 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
         out.push(match g.temperature_c.filter(|_| g.gives(r)) {
             Some(t) if t > w => bad(
                 Status::Warn,
-                who,
+                sub,
                 r,
                 format!("{t:.0} °C"),
                 limit,
                 format!("{who}: {t:.0} °C at rest"),
             ),
-            Some(t) => ok(who, r, format!("{t:.0} °C"), limit),
-            None => na(who, r, limit),
+            Some(t) => ok(sub, r, format!("{t:.0} °C"), limit),
+            None => na(sub, r, limit),
         });
     }
     out
@@ -539,7 +547,7 @@ mod tests {
     /// The findings about `subject` on reading `r`.
     fn on<'a>(f: &'a [Finding], subject: &str, r: Reading) -> Vec<&'a Finding> {
         f.iter()
-            .filter(|x| x.subject == subject && x.metric.as_deref() == Some(r.key()))
+            .filter(|x| x.subject.describe() == subject && x.metric.as_deref() == Some(r.key()))
             .collect()
     }
 
@@ -835,7 +843,7 @@ mod tests {
         let vb = |f: &[Finding]| -> Vec<(String, Status)> {
             f.iter()
                 .filter(|x| x.metric.as_deref() == Some("vbios"))
-                .map(|x| (x.subject.clone(), x.status))
+                .map(|x| (x.subject.describe(), x.status))
                 .collect()
         };
         // One version on all eight GPUs: one judgement, held.
@@ -888,7 +896,7 @@ mod tests {
         let st = |gpus: &[Gpu]| -> Vec<(String, Status)> {
             vbios_findings(gpus)
                 .into_iter()
-                .map(|x| (x.subject, x.status))
+                .map(|x| (x.subject.describe(), x.status))
                 .collect()
         };
         let node = |s: Status| ("node".to_string(), s);
@@ -947,7 +955,7 @@ mod tests {
                 crate::backend::sim::hide_for_tests(g, r);
             }
         });
-        for x in f.iter().filter(|x| x.subject == "GPU 0") {
+        for x in f.iter().filter(|x| x.subject.describe() == "GPU 0") {
             assert_eq!(x.status, Status::Skip, "{x:?}");
             assert!(x.reason.starts_with("not available here: "), "{}", x.reason);
             assert!(!x.reason.contains("within limits"), "{}", x.reason);

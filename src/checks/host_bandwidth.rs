@@ -6,7 +6,9 @@ use super::verify;
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::{Backend, HostDir};
 use crate::error::HwError;
-use crate::evidence::{Bytes, Convention, Directions, Finding, Metric, Status, Subject, Tool};
+use crate::evidence::{
+    Bytes, Convention, Directions, Fact, FactValue, Finding, Metric, Status, Subject, Tool,
+};
 use crate::suite::{HostBandwidthCheck, Limit};
 use crate::units::format_bytes;
 
@@ -157,7 +159,7 @@ impl Check for HostBandwidth {
     }
 
     fn evaluate(&self, _: &Ctx, m: &Measured) -> Vec<Finding> {
-        let mut out = verify::findings(m, &FIGURES, |_, s| s.describe());
+        let mut out = verify::findings(m, &FIGURES);
         out.extend(remote_memory_findings(m));
         // A figure this check has no limit for is a bug between measuring and judging: it is
         // not judged against another figure's limit.
@@ -165,7 +167,7 @@ impl Check for HostBandwidth {
             out.push(
                 super::judge::finding(
                     Status::Error,
-                    x.subject.describe(),
+                    x.subject.clone(),
                     format!("unknown figure '{}'", x.name),
                     "a figure of this check",
                     format!(
@@ -181,11 +183,11 @@ impl Check for HostBandwidth {
             let Some(limit) = self.limit(name) else {
                 continue;
             };
-            let items: Vec<(String, f64)> = m
+            let items: Vec<(Subject, f64)> = m
                 .metrics
                 .iter()
                 .filter(|x| x.name == name)
-                .map(|x| (x.subject.describe(), x.median))
+                .map(|x| (x.subject.clone(), x.median))
                 .collect();
             for (who, v) in &items {
                 if let Some(f) = judge(who, human, *v, "GB/s", limit) {
@@ -217,17 +219,14 @@ fn host_memory(
     p: Option<&crate::platform::numa::HostPlacement>,
 ) {
     let Some(p) = p else { return };
-    m.facts.push(crate::evidence::Fact {
-        name: name.into(),
-        subject: Subject::gpu(g),
-        value: p.describe(),
-    });
+    let placed = || FactValue::Text(p.describe());
+    m.facts.push(Fact::new(name, Subject::gpu(g), placed()));
     if p.remote() {
-        m.facts.push(crate::evidence::Fact {
-            name: format!("{name}_remote"),
-            subject: Subject::gpu(g),
-            value: p.describe(),
-        });
+        m.facts.push(Fact::new(
+            format!("{name}_remote"),
+            Subject::gpu(g),
+            placed(),
+        ));
     }
 }
 
@@ -238,15 +237,15 @@ fn remote_memory_findings(m: &Measured) -> Vec<Finding> {
         .iter()
         .filter(|f| f.name.ends_with("host_memory_remote"))
         .map(|f| {
+            let placed = f.value.describe();
             super::judge::finding(
                 Status::Warn,
-                f.subject.describe(),
-                f.value.clone(),
+                f.subject.clone(),
+                placed.clone(),
                 "host buffers on the GPU's NUMA node",
                 format!(
-                    "{}: pinned host buffers were on {}: its host copies crossed the socket link",
+                    "{}: pinned host buffers were on {placed}: its host copies crossed the socket link",
                     f.subject.describe(),
-                    f.value
                 ),
             )
         })
@@ -307,6 +306,6 @@ mod tests {
         assert_eq!(f.len(), 1, "{f:?}");
         assert_eq!(f[0].status, Status::Error);
         assert!(f[0].reason.contains("'h2x'"), "{}", f[0].reason);
-        assert_eq!(f[0].subject, "GPU 0");
+        assert_eq!(f[0].subject.describe(), "GPU 0");
     }
 }

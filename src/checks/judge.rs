@@ -1,6 +1,6 @@
 //! Threshold judgements shared by the checks: absolute limits and the in-node outlier rule.
 
-use crate::evidence::{Finding, Status};
+use crate::evidence::{Finding, Status, Subject};
 use crate::suite::Limit;
 
 /// "12.3", "396", "0.0123": a figure rounded for people.
@@ -87,22 +87,26 @@ pub fn describe_limit(l: &Limit, unit: &str) -> String {
 }
 
 /// Judge `value` against `limit`. None when the limit is empty.
-pub fn judge(subject: &str, what: &str, value: f64, unit: &str, limit: &Limit) -> Option<Finding> {
+pub fn judge(
+    subject: &Subject,
+    what: &str,
+    value: f64,
+    unit: &str,
+    limit: &Limit,
+) -> Option<Finding> {
     if limit.is_empty() {
         return None;
     }
+    let who = subject.describe();
     let found = format!("{} {unit}", fmt_num(value)).trim_end().to_string();
     let expected = describe_limit(limit, unit);
     let (status, reason) = if !value.is_finite() {
-        (
-            Status::Fail,
-            format!("{subject}: {what} could not be computed"),
-        )
+        (Status::Fail, format!("{who}: {what} could not be computed"))
     } else if limit.fail_below.is_some_and(|f| value < f) {
         (Status::Fail, {
             let (v, l) = fmt_apart(value, limit.fail_below.unwrap_or(0.0));
             format!(
-                "{subject}: {what} {} is below the floor of {}",
+                "{who}: {what} {} is below the floor of {}",
                 with_unit(&v, unit),
                 with_unit(&l, unit)
             )
@@ -111,7 +115,7 @@ pub fn judge(subject: &str, what: &str, value: f64, unit: &str, limit: &Limit) -
         (Status::Fail, {
             let (v, l) = fmt_apart(value, limit.fail_above.unwrap_or(0.0));
             format!(
-                "{subject}: {what} {} is above the ceiling of {}",
+                "{who}: {what} {} is above the ceiling of {}",
                 with_unit(&v, unit),
                 with_unit(&l, unit)
             )
@@ -120,7 +124,7 @@ pub fn judge(subject: &str, what: &str, value: f64, unit: &str, limit: &Limit) -
         (Status::Warn, {
             let (v, l) = fmt_apart(value, limit.warn_below.unwrap_or(0.0));
             format!(
-                "{subject}: {what} {} is below the warning level of {}",
+                "{who}: {what} {} is below the warning level of {}",
                 with_unit(&v, unit),
                 with_unit(&l, unit)
             )
@@ -129,20 +133,17 @@ pub fn judge(subject: &str, what: &str, value: f64, unit: &str, limit: &Limit) -
         (Status::Warn, {
             let (v, l) = fmt_apart(value, limit.warn_above.unwrap_or(0.0));
             format!(
-                "{subject}: {what} {} is above the warning level of {}",
+                "{who}: {what} {} is above the warning level of {}",
                 with_unit(&v, unit),
                 with_unit(&l, unit)
             )
         })
     } else {
-        (
-            Status::Pass,
-            format!("{subject}: {what} {found} within limits"),
-        )
+        (Status::Pass, format!("{who}: {what} {found} within limits"))
     };
     Some(Finding {
         status,
-        subject: subject.into(),
+        subject: subject.clone(),
         found,
         expected,
         reason,
@@ -156,7 +157,7 @@ pub fn judge(subject: &str, what: &str, value: f64, unit: &str, limit: &Limit) -
 /// otherwise healthy GPU that passes every absolute floor. Returns failing items only; a figure
 /// that is not a number (NaN, infinite) cannot be within anything and fails too.
 pub fn outliers(
-    items: &[(String, f64)],
+    items: &[(Subject, f64)],
     pct: f64,
     higher_is_better: bool,
     what: &str,
@@ -170,7 +171,7 @@ pub fn outliers(
 /// healthy cross-socket pairs of a PCIe box are not taken for faulty ones. A class of one item
 /// has nothing to be compared with.
 pub fn outliers_by_class(
-    items: &[(String, String, f64)],
+    items: &[(Subject, String, f64)],
     pct: f64,
     higher_is_better: bool,
     what: &str,
@@ -182,7 +183,7 @@ pub fn outliers_by_class(
     let single = classes.len() == 1;
     let mut out = Vec::new();
     for class in classes {
-        let of: Vec<(String, f64)> = items
+        let of: Vec<(Subject, f64)> = items
             .iter()
             .filter(|(_, c, _)| c == class)
             .map(|(s, _, v)| (s.clone(), *v))
@@ -246,7 +247,7 @@ pub fn typical(
     let found = with_unit(&fmt_num(med), unit);
     Some(Finding {
         status: if bad { Status::Warn } else { Status::Pass },
-        subject: "node".into(),
+        subject: Subject::node(),
         found: found.clone(),
         expected: bound,
         reason: if bad {
@@ -272,7 +273,7 @@ pub fn typical(
 
 /// The outlier rule against `median` ("the node median", "the median of SYS pairs").
 fn outliers_among(
-    items: &[(String, f64)],
+    items: &[(Subject, f64)],
     pct: f64,
     higher_is_better: bool,
     what: &str,
@@ -287,7 +288,7 @@ fn outliers_among(
             subject: subject.clone(),
             found: format!("{} {unit}", fmt_num(*v)).trim_end().to_string(),
             expected: format!("within {}% of {median}", fmt_num(pct)),
-            reason: format!("{subject}: {what} could not be computed"),
+            reason: format!("{}: {what} could not be computed", subject.describe()),
             metric: None,
             info: false,
         })
@@ -304,42 +305,53 @@ fn outliers_among(
     if med <= 0.0 {
         return out;
     }
-    out.extend(items
-        .iter()
-        .filter(|(_, v)| v.is_finite())
-        .filter_map(|(subject, v)| {
-            let dev = (v - med) / med * 100.0;
-            let bad = if higher_is_better { dev < -pct } else { dev > pct };
-            bad.then(|| Finding {
-                status: Status::Fail,
-                subject: subject.clone(),
-                found: format!("{} {unit}", fmt_num(*v)),
-                expected: format!("within {}% of {median} {} {unit}", fmt_num(pct), fmt_num(med)),
-                reason: format!(
-                    "{subject}: {what} {} {unit} is {:.1}% {} {median} of {} {unit} (outlier rule: {}%)",
+    out.extend(
+        items
+            .iter()
+            .filter(|(_, v)| v.is_finite())
+            .filter_map(|(subject, v)| {
+                let dev = (v - med) / med * 100.0;
+                let bad = if higher_is_better {
+                    dev < -pct
+                } else {
+                    dev > pct
+                };
+                bad.then(|| Finding {
+                    status: Status::Fail,
+                    subject: subject.clone(),
+                    found: format!("{} {unit}", fmt_num(*v)),
+                    expected: format!(
+                        "within {}% of {median} {} {unit}",
+                        fmt_num(pct),
+                        fmt_num(med)
+                    ),
+                    reason: format!(
+                    "{}: {what} {} {unit} is {:.1}% {} {median} of {} {unit} (outlier rule: {}%)",
+                    subject.describe(),
                     fmt_num(*v),
                     dev.abs(),
                     if dev < 0.0 { "below" } else { "above" },
                     fmt_num(med),
                     fmt_num(pct)
                 ),
-                metric: None,
-                info: false,
-            })
-        }));
+                    metric: None,
+                    info: false,
+                })
+            }),
+    );
     out
 }
 
 pub fn finding(
     status: Status,
-    subject: impl Into<String>,
+    subject: Subject,
     found: impl Into<String>,
     expected: impl Into<String>,
     reason: impl Into<String>,
 ) -> Finding {
     Finding {
         status,
-        subject: subject.into(),
+        subject,
         found: found.into(),
         expected: expected.into(),
         reason: reason.into(),
@@ -364,27 +376,35 @@ mod tests {
     fn judges_levels() {
         let l = lim(Some(48.0), Some(52.0));
         assert_eq!(
-            judge("GPU 0", "h2d", 55.0, "GB/s", &l).unwrap().status,
+            judge(&Subject::gpu(0), "h2d", 55.0, "GB/s", &l)
+                .unwrap()
+                .status,
             Status::Pass
         );
         assert_eq!(
-            judge("GPU 0", "h2d", 50.0, "GB/s", &l).unwrap().status,
+            judge(&Subject::gpu(0), "h2d", 50.0, "GB/s", &l)
+                .unwrap()
+                .status,
             Status::Warn
         );
-        let f = judge("GPU 3", "h2d", 30.0, "GB/s", &l).unwrap();
+        let f = judge(&Subject::gpu(3), "h2d", 30.0, "GB/s", &l).unwrap();
         assert_eq!(f.status, Status::Fail);
         assert!(f.reason.contains("GPU 3"), "{}", f.reason);
         assert_eq!(
-            judge("GPU 0", "h2d", f64::NAN, "GB/s", &l).unwrap().status,
+            judge(&Subject::gpu(0), "h2d", f64::NAN, "GB/s", &l)
+                .unwrap()
+                .status,
             Status::Fail
         );
-        assert!(judge("GPU 0", "h2d", 1.0, "GB/s", &Limit::default()).is_none());
+        assert!(judge(&Subject::gpu(0), "h2d", 1.0, "GB/s", &Limit::default()).is_none());
         let ceil = Limit {
             fail_above: Some(10.0),
             ..Default::default()
         };
         assert_eq!(
-            judge("p", "latency", 12.0, "us", &ceil).unwrap().status,
+            judge(&Subject::pair(0, 1), "latency", 12.0, "us", &ceil)
+                .unwrap()
+                .status,
             Status::Fail
         );
     }
@@ -392,7 +412,7 @@ mod tests {
     #[test]
     fn a_figure_and_its_limit_never_read_the_same_when_they_differ() {
         let l = lim(None, Some(52.0));
-        let f = judge("GPU 0", "device-to-host", 51.96, "GB/s", &l).unwrap();
+        let f = judge(&Subject::gpu(0), "device-to-host", 51.96, "GB/s", &l).unwrap();
         assert_eq!(f.status, Status::Warn);
         assert!(
             f.reason
@@ -400,7 +420,14 @@ mod tests {
             "{}",
             f.reason
         );
-        let f = judge("GPU 0", "h2d", 47.999, "GB/s", &lim(Some(48.0), None)).unwrap();
+        let f = judge(
+            &Subject::gpu(0),
+            "h2d",
+            47.999,
+            "GB/s",
+            &lim(Some(48.0), None),
+        )
+        .unwrap();
         assert!(
             f.reason
                 .contains("47.999 GB/s is below the floor of 48.000"),
@@ -418,7 +445,14 @@ mod tests {
     fn figures_that_already_read_apart_keep_their_usual_rounding() {
         // fmt_num's "500" and "520" already differ: no decimals are added to either.
         assert_eq!(fmt_apart(500.0, 520.0), ("500".into(), "520".into()));
-        let f = judge("GPU 0", "h2d", 500.0, "GB/s", &lim(Some(520.0), None)).unwrap();
+        let f = judge(
+            &Subject::gpu(0),
+            "h2d",
+            500.0,
+            "GB/s",
+            &lim(Some(520.0), None),
+        )
+        .unwrap();
         assert!(
             f.reason.contains("500 GB/s is below the floor of 520 GB/s"),
             "{}",
@@ -449,7 +483,7 @@ mod tests {
     }
 
     /// A PCIe box: eight near pairs at 26 GB/s, four far ones (cross-socket) 17% slower.
-    fn pcie_box(slow: Option<(usize, f64)>) -> Vec<(String, String, f64)> {
+    fn pcie_box(slow: Option<(usize, f64)>) -> Vec<(Subject, String, f64)> {
         (0..12)
             .map(|i| {
                 let (class, v) = if i < 8 { ("NODE", 26.0) } else { ("SYS", 21.6) };
@@ -457,7 +491,7 @@ mod tests {
                     Some((j, f)) if j == i => v * f,
                     _ => v,
                 };
-                (format!("pair {i}"), class.to_string(), v)
+                (Subject::pair(i, 12), class.to_string(), v)
             })
             .collect()
     }
@@ -467,12 +501,13 @@ mod tests {
         // 17% apart, more than the 15% rule: healthy, because each class agrees with itself.
         assert!(outliers_by_class(&pcie_box(None), 15.0, true, "peer read", "GB/s").is_empty());
         // Taken as one population, the slower class would have been called faulty.
-        let flat: Vec<(String, f64)> = pcie_box(None).into_iter().map(|(s, _, v)| (s, v)).collect();
+        let flat: Vec<(Subject, f64)> =
+            pcie_box(None).into_iter().map(|(s, _, v)| (s, v)).collect();
         assert_eq!(outliers(&flat, 15.0, true, "peer read", "GB/s").len(), 4);
         // A slow pair in its class is still caught, against its own class's median.
         let f = outliers_by_class(&pcie_box(Some((9, 0.8))), 15.0, true, "peer read", "GB/s");
         assert_eq!(f.len(), 1, "{f:#?}");
-        assert_eq!(f[0].subject, "pair 9");
+        assert_eq!(f[0].subject, Subject::pair(9, 12));
         assert!(
             f[0].reason
                 .contains("below the median of SYS pairs of 21.6 GB/s"),
@@ -480,10 +515,10 @@ mod tests {
             f[0].reason
         );
         // With one class, the wording is the node's.
-        let one: Vec<(String, String, f64)> = (0..4)
+        let one: Vec<(Subject, String, f64)> = (0..4)
             .map(|i| {
                 (
-                    format!("p{i}"),
+                    Subject::pair(i, 9),
                     "NV18".to_string(),
                     if i == 1 { 300.0 } else { 380.0 },
                 )
@@ -497,13 +532,13 @@ mod tests {
             f[0].reason
         );
         // A latency outlier is on the high side, within its class.
-        let lat: Vec<(String, String, f64)> = pcie_box(Some((2, 0.6)))
+        let lat: Vec<(Subject, String, f64)> = pcie_box(Some((2, 0.6)))
             .into_iter()
             .map(|(s, c, v)| (s, c, 40.0 / v))
             .collect();
         let f = outliers_by_class(&lat, 15.0, false, "latency", "us");
         assert_eq!(f.len(), 1, "{f:#?}");
-        assert_eq!(f[0].subject, "pair 2");
+        assert_eq!(f[0].subject, Subject::pair(2, 12));
     }
 
     #[test]
@@ -518,7 +553,7 @@ mod tests {
         let vals = vec![314.5; 56];
         let f = typical(&vals, &lim(370.0, None), true, "peer read", "GB/s").unwrap();
         assert_eq!(f.status, Status::Warn);
-        assert_eq!(f.subject, "node");
+        assert_eq!(f.subject, Subject::node());
         assert!(
             f.reason.contains("85% of the typical 370 GB/s"),
             "{}",
@@ -572,7 +607,7 @@ mod tests {
         assert!(typical(&[f64::NAN], &lim(370.0, None), true, "r", "GB/s").is_none());
         // A typical value alone bounds no single figure.
         assert!(judge(
-            "p",
+            &Subject::pair(0, 1),
             "r",
             1.0,
             "GB/s",
@@ -586,32 +621,32 @@ mod tests {
 
     #[test]
     fn outlier_rule_flags_only_the_slow_one() {
-        let items: Vec<(String, f64)> = (0..8)
-            .map(|i| (format!("GPU {i}"), if i == 5 { 33.0 } else { 55.0 }))
+        let items: Vec<(Subject, f64)> = (0..8)
+            .map(|i| (Subject::gpu(i), if i == 5 { 33.0 } else { 55.0 }))
             .collect();
         let f = outliers(&items, 10.0, true, "h2d", "GB/s");
         assert_eq!(f.len(), 1);
-        assert_eq!(f[0].subject, "GPU 5");
-        let lat: Vec<(String, f64)> = (0..4)
-            .map(|i| (format!("p{i}"), if i == 2 { 9.0 } else { 2.5 }))
+        assert_eq!(f[0].subject, Subject::gpu(5));
+        let lat: Vec<(Subject, f64)> = (0..4)
+            .map(|i| (Subject::pair(i, 9), if i == 2 { 9.0 } else { 2.5 }))
             .collect();
         assert_eq!(
             outliers(&lat, 20.0, false, "latency", "us")[0].subject,
-            "p2"
+            Subject::pair(2, 9)
         );
     }
 
     #[test]
     fn outlier_rule_fails_a_figure_that_is_not_a_number() {
         for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
-            let items: Vec<(String, f64)> = (0..4)
-                .map(|i| (format!("GPU {i}"), if i == 1 { bad } else { 55.0 }))
+            let items: Vec<(Subject, f64)> = (0..4)
+                .map(|i| (Subject::gpu(i), if i == 1 { bad } else { 55.0 }))
                 .collect();
             for higher in [true, false] {
                 let f = outliers(&items, 10.0, higher, "h2d", "GB/s");
                 assert_eq!(f.len(), 1, "{bad} {higher}: {f:?}");
                 assert_eq!(f[0].status, Status::Fail);
-                assert_eq!(f[0].subject, "GPU 1");
+                assert_eq!(f[0].subject, Subject::gpu(1));
                 assert!(
                     f[0].reason.contains("could not be computed"),
                     "{}",
@@ -620,24 +655,24 @@ mod tests {
             }
         }
         // Even when it leaves fewer than two figures to take a median of.
-        let two = vec![("GPU 0".to_string(), 55.0), ("GPU 1".to_string(), f64::NAN)];
+        let two = vec![(Subject::gpu(0), 55.0), (Subject::gpu(1), f64::NAN)];
         assert_eq!(outliers(&two, 10.0, true, "h2d", "GB/s").len(), 1);
     }
 
     #[test]
     fn outlier_rule_flags_the_bad_side_only() {
-        let items: Vec<(String, f64)> = (0..4)
-            .map(|i| (format!("GPU {i}"), if i == 2 { 80.0 } else { 55.0 }))
+        let items: Vec<(Subject, f64)> = (0..4)
+            .map(|i| (Subject::gpu(i), if i == 2 { 80.0 } else { 55.0 }))
             .collect();
         // A fast GPU is no bandwidth outlier, but the same spread is one for a latency.
         assert!(outliers(&items, 10.0, true, "h2d", "GB/s").is_empty());
         assert_eq!(
             outliers(&items, 10.0, false, "latency", "us")[0].subject,
-            "GPU 2"
+            Subject::gpu(2)
         );
         // Just inside the rule is not an outlier.
-        let near: Vec<(String, f64)> = (0..4)
-            .map(|i| (format!("GPU {i}"), if i == 0 { 50.0 } else { 55.0 }))
+        let near: Vec<(Subject, f64)> = (0..4)
+            .map(|i| (Subject::gpu(i), if i == 0 { 50.0 } else { 55.0 }))
             .collect();
         assert!(outliers(&near, 10.0, true, "h2d", "GB/s").is_empty());
         assert_eq!(outliers(&near, 9.0, true, "h2d", "GB/s").len(), 1);

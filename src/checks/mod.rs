@@ -45,10 +45,12 @@ impl Measured {
     /// collective size with a wrong element (or a count that cannot be read). Wrong data once is
     /// a failure, so such a measurement is never re-measured.
     pub fn wrong_data(&self) -> bool {
-        self.facts.iter().any(|f| {
-            (f.name.ends_with("_data") && f.value == verify::WRONG)
-                || (f.name == "wrong_elements"
-                    && collective::parse_wrong(&f.value).is_none_or(|(w, _)| w > 0))
+        use crate::evidence::{CopyData, FactValue};
+        self.facts.iter().any(|f| match &f.value {
+            FactValue::Copy(CopyData::Wrong) => true,
+            FactValue::Elements { wrong, .. } => *wrong > 0,
+            // A collective's count that is not a count proves nothing about the data.
+            _ => f.name == "wrong_elements",
         })
     }
 
@@ -73,11 +75,11 @@ impl Measured {
                 }
                 None => return true,
             };
-            let subject = m.subject.describe();
+            let subject = m.subject.of_metric(&m.name).describe();
             out.push(
                 judge::finding(
                     crate::evidence::Status::Error,
-                    subject.clone(),
+                    m.subject.of_metric(&m.name),
                     what.clone(),
                     "a finite number",
                     format!(

@@ -7,7 +7,7 @@ use super::{Check, Ctx, Measured, Progress};
 use crate::backend::{Backend, P2pMode};
 use crate::error::HwError;
 use crate::evidence::{
-    Bytes, Convention, Directions, Fact, Finding, Metric, Status, Subject, Tool,
+    Bytes, Convention, Directions, Fact, FactValue, Finding, Metric, Status, Subject, Tool,
 };
 use crate::suite::P2pBandwidthCheck;
 use crate::units::format_bytes;
@@ -30,15 +30,6 @@ pub fn convention(name: &str) -> Option<Convention> {
         _ => return None,
     };
     Some(Convention::new(d, Bytes::Once, Tool::Nvbandwidth))
-}
-
-/// The pair a figure is about: "GPU 0 -> GPU 5" one way, "GPU 0 <-> GPU 5" both ways.
-fn who(metric: &str, s: &Subject) -> String {
-    if metric == "p2p_bidir" {
-        format!("GPU {} <-> GPU {}", s.gpu.unwrap_or(0), s.peer.unwrap_or(0))
-    } else {
-        s.describe()
-    }
 }
 
 /// How a pair connects, as `nvidia-smi topo -m` prints it (NV18, PXB, SYS...): the class of
@@ -89,11 +80,11 @@ impl Check for P2pBandwidth {
             for (mode, name) in [(P2pMode::Read, "read"), (P2pMode::Write, "write")] {
                 let s = b.p2p_copy(a, z, mode, c.size.0, c.warmup, c.iterations)?;
                 if !s.peer_access && mode == P2pMode::Read {
-                    m.facts.push(Fact {
-                        name: "peer_access".into(),
-                        subject: Subject::pair(a, z),
-                        value: "disabled".into(),
-                    });
+                    m.facts.push(Fact::new(
+                        "peer_access",
+                        Subject::pair(a, z),
+                        FactValue::PeerAccess(false),
+                    ));
                 }
                 verify::record(
                     &mut m,
@@ -144,11 +135,11 @@ impl Check for P2pBandwidth {
 
     fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
         let c = &self.0;
-        let mut out = verify::findings(m, &FIGURES, who);
+        let mut out = verify::findings(m, &FIGURES);
         for f in m
             .facts
             .iter()
-            .filter(|f| f.name == "peer_access" && f.value == "disabled")
+            .filter(|f| f.name == "peer_access" && f.value == FactValue::PeerAccess(false))
         {
             let (a, z) = (f.subject.gpu.unwrap_or(0), f.subject.peer.unwrap_or(0));
             let bw = m
@@ -159,7 +150,7 @@ impl Check for P2pBandwidth {
                 .unwrap_or_default();
             out.push(finding(
                 if c.require_peer_access { Status::Fail } else { Status::Warn },
-                f.subject.describe(),
+                f.subject.clone(),
                 "no peer access",
                 "peer access",
                 format!("peer access disabled between GPU {a} and GPU {z}: copies are staged through host memory ({bw} GB/s)"),
@@ -170,11 +161,17 @@ impl Check for P2pBandwidth {
             ("p2p_write", "peer write", &c.write),
             ("p2p_bidir", "peer both ways", &c.bidir),
         ] {
-            let items: Vec<(String, String, f64)> = m
+            let items: Vec<(Subject, String, f64)> = m
                 .metrics
                 .iter()
                 .filter(|x| x.name == name)
-                .map(|x| (who(name, &x.subject), path_class(ctx, &x.subject), x.median))
+                .map(|x| {
+                    (
+                        x.subject.of_metric(name),
+                        path_class(ctx, &x.subject),
+                        x.median,
+                    )
+                })
                 .collect();
             for (who, _, v) in &items {
                 if let Some(f) = judge(who, human, *v, "GB/s", limit) {
@@ -226,11 +223,11 @@ mod tests {
         });
         let ctx = crate::testutil::ctx(&suite, &inv);
         for &(a, b, value) in facts {
-            m.facts.push(Fact {
-                name: "peer_access".into(),
-                subject: Subject::pair(a, b),
-                value: value.into(),
-            });
+            m.facts.push(Fact::new(
+                "peer_access",
+                Subject::pair(a, b),
+                FactValue::from_legacy("peer_access", value),
+            ));
         }
         let cfg: P2pBandwidthCheck = toml::from_str(cfg).unwrap();
         P2pBandwidth(cfg)
@@ -245,7 +242,7 @@ mod tests {
         let f = peer_access(&[(1, 3, "disabled")], "");
         assert_eq!(f.len(), 1, "{f:#?}");
         assert_eq!(f[0].status, Status::Fail);
-        assert_eq!(f[0].subject, "GPU 1 -> GPU 3");
+        assert_eq!(f[0].subject.describe(), "GPU 1 -> GPU 3");
         assert_eq!(
             f[0].reason,
             "peer access disabled between GPU 1 and GPU 3: copies are staged through host \
@@ -279,7 +276,7 @@ mod tests {
             "outlier_pct = 15.0",
         );
         assert_eq!(f.len(), 1, "{f:#?}");
-        assert_eq!(f[0].subject, "GPU 1 -> GPU 3");
+        assert_eq!(f[0].subject.describe(), "GPU 1 -> GPU 3");
         assert!(
             f[0].reason.contains("median of SYS pairs"),
             "{}",
@@ -292,7 +289,10 @@ mod tests {
         let cfg = "outlier_pct = 15.0\nread = { fail_below = 10.0, typical = 24.0 }";
         let f = judge_box(|a, b| healthy(a, b) * 0.8, cfg);
         assert_eq!(f.len(), 1, "{f:#?}");
-        assert_eq!((f[0].subject.as_str(), f[0].status), ("node", Status::Warn));
+        assert_eq!(
+            (f[0].subject.describe().as_str(), f[0].status),
+            ("node", Status::Warn)
+        );
         assert!(judge_box(healthy, cfg).is_empty());
     }
 }

@@ -65,20 +65,18 @@ impl Check for P2pLatency {
     }
 
     fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
-        let classed: Vec<(String, String, f64)> = m
+        let classed: Vec<(Subject, String, f64)> = m
             .metrics
             .iter()
             .map(|x| {
                 (
-                    x.subject.describe(),
+                    x.subject.clone(),
                     super::p2p_bandwidth::path_class(ctx, &x.subject),
                     x.median,
                 )
             })
             .collect();
-        let mut out = verify::findings(m, &[("latency", "small peer transfer")], |_, s| {
-            s.describe()
-        });
+        let mut out = verify::findings(m, &[("latency", "small peer transfer")]);
         out.extend(classed.iter().filter_map(|(who, _, v)| {
             judge(who, "latency", *v, "us", &self.0.latency_us).map(|f| f.on("latency"))
         }));
@@ -135,7 +133,7 @@ mod tests {
         );
         assert_eq!(f.len(), 1, "{f:#?}");
         assert_eq!(
-            (f[0].subject.as_str(), f[0].status),
+            (f[0].subject.describe().as_str(), f[0].status),
             ("GPU 3 -> GPU 0", Status::Fail)
         );
         assert!(
@@ -156,7 +154,10 @@ mod tests {
         // Median 2.4 us against a typical 2 us: over 2 / 0.9 = 2.22 us.
         let f = judge_box(healthy, cfg);
         assert_eq!(f.len(), 1, "{f:#?}");
-        assert_eq!((f[0].subject.as_str(), f[0].status), ("node", Status::Warn));
+        assert_eq!(
+            (f[0].subject.describe().as_str(), f[0].status),
+            ("node", Status::Warn)
+        );
         assert!(judge_box(|_, _| 2.1, cfg).is_empty());
     }
 }

@@ -5,7 +5,7 @@ use super::judge::{finding, gpu_list};
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
 use crate::error::HwError;
-use crate::evidence::{Finding, Status};
+use crate::evidence::{Finding, Status, Subject};
 use crate::inventory::{Gpu, Inventory, PcieLink};
 use crate::suite::{PairPath, PciePath};
 
@@ -75,7 +75,7 @@ impl Check for Topology {
             };
             out.push(finding(
                 st,
-                "node",
+                Subject::node(),
                 format!("{n} GPUs"),
                 format!("{want} GPUs"),
                 reason,
@@ -83,11 +83,12 @@ impl Check for Topology {
         }
         for g in &inv.gpus {
             let who = format!("GPU {}", g.index);
+            let sub = Subject::gpu(g.index);
             if let Some(model) = &exp.gpu_model {
                 let ok = g.name.to_lowercase().contains(&model.to_lowercase());
                 out.push(finding(
                     if ok { Status::Pass } else { Status::Fail },
-                    &who,
+                    sub.clone(),
                     &g.name,
                     format!("a {model}"),
                     if ok {
@@ -102,7 +103,7 @@ impl Check for Topology {
                 let ok = gib >= min;
                 out.push(finding(
                     if ok { Status::Pass } else { Status::Fail },
-                    &who,
+                    sub.clone(),
                     format!("{gib:.1} GiB"),
                     format!(">= {min} GiB"),
                     format!(
@@ -116,7 +117,7 @@ impl Check for Topology {
                 ));
             }
             if topo.pcie_gen.is_some() || topo.pcie_width.is_some() {
-                out.push(pcie_finding(&who, &g.pcie, topo.pcie_gen, topo.pcie_width));
+                out.push(pcie_finding(&sub, &g.pcie, topo.pcie_gen, topo.pcie_width));
             }
             if let Some(numa) = &topo.numa_nodes {
                 if let Some(want) = numa.get(g.index) {
@@ -127,7 +128,7 @@ impl Check for Topology {
                             } else {
                                 Status::Fail
                             },
-                            &who,
+                            sub.clone(),
                             format!("NUMA {found}"),
                             format!("NUMA {want}"),
                             if found == *want {
@@ -138,7 +139,7 @@ impl Check for Topology {
                         )),
                         None => out.push(finding(
                             Status::Skip,
-                            &who,
+                            sub.clone(),
                             "not available here",
                             format!("NUMA {want}"),
                             format!("{who} NUMA node: not available here"),
@@ -151,7 +152,8 @@ impl Check for Topology {
             let Some(want) = topo.expected_links(p.a, p.b) else {
                 continue;
             };
-            let who = format!("GPU {} - GPU {}", p.a, p.b);
+            let sub = Subject::between(p.a, p.b);
+            let who = sub.describe();
             let found = p.topo_label();
             let ok = p.nvlinks == want;
             let reason = if ok {
@@ -184,7 +186,7 @@ impl Check for Topology {
             };
             out.push(finding(
                 if ok { Status::Pass } else { Status::Fail },
-                who,
+                sub.clone(),
                 found,
                 if want == 0 {
                     "no NVLink".to_string()
@@ -204,7 +206,7 @@ impl Check for Topology {
                         } else {
                             Status::Fail
                         },
-                        "node",
+                        Subject::node(),
                         format!("{s} NVSwitches"),
                         if want { "NVSwitch" } else { "no NVSwitch" },
                         match (want, has) {
@@ -222,7 +224,7 @@ impl Check for Topology {
                 }
                 None => out.push(finding(
                     Status::Skip,
-                    "node",
+                    Subject::node(),
                     "not available here",
                     if want { "NVSwitch" } else { "no NVSwitch" },
                     "NVSwitch presence: not available here",
@@ -243,7 +245,7 @@ impl Check for Topology {
                     } else {
                         Status::Fail
                     },
-                    "node",
+                    Subject::node(),
                     format!("{s} NVSwitches"),
                     format!("{want} NVSwitches"),
                     if s == want {
@@ -254,7 +256,7 @@ impl Check for Topology {
                 ),
                 None => finding(
                     Status::Skip,
-                    "node",
+                    Subject::node(),
                     "not available here",
                     format!("{want} NVSwitches"),
                     "NVSwitch count: not available here",
@@ -267,7 +269,7 @@ impl Check for Topology {
         if out.is_empty() {
             out.push(finding(
                 Status::Skip,
-                "node",
+                Subject::node(),
                 "-",
                 "-",
                 "the suite states no topology to compare with",
@@ -314,7 +316,7 @@ fn group_findings(inv: &Inventory, groups: &[Vec<usize>], place: Place) -> Vec<F
                 Some(v) => read.push((v, i)),
                 None => out.push(finding(
                     Status::Skip,
-                    format!("GPU {i}"),
+                    Subject::gpu(i),
                     "not available here",
                     format!("its {what} shared with {}", gpu_list(group)),
                     if inv.gpus.get(i).is_some() {
@@ -338,7 +340,7 @@ fn group_findings(inv: &Inventory, groups: &[Vec<usize>], place: Place) -> Vec<F
                     .join(", ");
                 out.push(finding(
                     Status::Fail,
-                    gpu_list(group),
+                    Subject::group(group),
                     spread.clone(),
                     format!("one {what}"),
                     format!("{} should share one {what}: {spread}", gpu_list(group)),
@@ -354,11 +356,12 @@ fn group_findings(inv: &Inventory, groups: &[Vec<usize>], place: Place) -> Vec<F
             .filter(|(gj, _)| *gj != gi && agreed[*gj] == Some(v))
             .map(|(_, g)| g)
             .collect();
+        let sub = Subject::group(group);
         let who = gpu_list(group);
         out.push(if clash.is_empty() {
             finding(
                 Status::Pass,
-                &who,
+                sub.clone(),
                 format!("{what} {v}"),
                 format!("one {what} of their own"),
                 format!("{who} share {what} {v}, and no other group of GPUs is on it"),
@@ -371,7 +374,7 @@ fn group_findings(inv: &Inventory, groups: &[Vec<usize>], place: Place) -> Vec<F
                 .join("; ");
             finding(
                 Status::Fail,
-                &who,
+                sub.clone(),
                 format!("{what} {v}"),
                 format!("one {what} of their own"),
                 format!("{who} should not share a {what} with {others}: all are on {what} {v}"),
@@ -383,35 +386,36 @@ fn group_findings(inv: &Inventory, groups: &[Vec<usize>], place: Place) -> Vec<F
 
 /// A pair's PCIe path against the farthest class the suite allows.
 fn path_finding(inv: &Inventory, pp: &PairPath) -> Finding {
-    let who = format!("GPU {} - GPU {}", pp.a, pp.b);
+    let sub = Subject::between(pp.a, pp.b);
+    let who = sub.describe();
     let want = pp.path.label();
     let expected = format!("PCIe path {want} or nearer");
     let found = inv.pair(pp.a, pp.b).and_then(|p| p.pcie_path.as_deref());
     match found.map(|f| (f, PciePath::parse(f))) {
         Some((f, Some(path))) if path <= pp.path => finding(
             Status::Pass,
-            &who,
+            sub.clone(),
             f,
             expected,
             format!("{who}: PCIe path {f}"),
         ),
         Some((f, Some(_))) => finding(
             Status::Fail,
-            &who,
+            sub.clone(),
             f,
             expected,
             format!("{who}: PCIe path {f}, farther than the {want} expected"),
         ),
         Some((f, None)) => finding(
             Status::Skip,
-            &who,
+            sub.clone(),
             f,
             expected,
             format!("{who}: PCIe path reads '{f}', not a class nodecert knows"),
         ),
         None => finding(
             Status::Skip,
-            &who,
+            sub.clone(),
             "not available here",
             expected,
             format!("{who} PCIe path: not available here"),
@@ -423,17 +427,18 @@ fn path_finding(inv: &Inventory, pp: &PairPath) -> Finding {
 /// the GPU saving power, so it fails only when it was read under load (or the maximum itself is
 /// short of the suite); otherwise it warns.
 fn pcie_finding(
-    who: &str,
+    sub: &Subject,
     link: &PcieLink,
     want_gen: Option<u32>,
     want_width: Option<u32>,
 ) -> Finding {
+    let who = sub.describe();
     let show = |x: Option<u32>| x.map(|x| x.to_string()).unwrap_or_else(|| "?".into());
     let want = format!("Gen{} x{}", show(want_gen), show(want_width));
     let Some(t) = link.trained() else {
         return finding(
             Status::Skip,
-            who,
+            sub.clone(),
             "not available here",
             want,
             format!("{who} PCIe link generation/width: not available here"),
@@ -452,7 +457,7 @@ fn pcie_finding(
     if meets(t.gen, t.width) {
         return finding(
             Status::Pass,
-            who,
+            sub.clone(),
             &found,
             expected,
             format!("{who} PCIe link {found}{under_load}"),
@@ -465,7 +470,7 @@ fn pcie_finding(
     match max {
         Some((g, w)) if !meets(g, w) => finding(
             Status::Fail,
-            who,
+            sub.clone(),
             &found,
             expected,
             format!(
@@ -474,7 +479,7 @@ fn pcie_finding(
         ),
         _ if !t.certain => finding(
             Status::Warn,
-            who,
+            sub.clone(),
             format!("{found} at rest"),
             expected,
             format!(
@@ -483,7 +488,7 @@ fn pcie_finding(
         ),
         _ => finding(
             Status::Fail,
-            who,
+            sub.clone(),
             &found,
             expected,
             format!(
@@ -518,7 +523,7 @@ mod tests {
     }
 
     fn statuses(f: &[Finding]) -> Vec<(String, Status)> {
-        f.iter().map(|x| (x.subject.clone(), x.status)).collect()
+        f.iter().map(|x| (x.subject.describe(), x.status)).collect()
     }
 
     const HGX: &str = "socket_groups = [[0, 1, 2, 3], [4, 5, 6, 7]]";
@@ -583,7 +588,7 @@ mod tests {
         let f = relations("h100-sxm-8", HGX, |inv| inv.gpus[6].cpu_socket = Some(0));
         let fails: Vec<&Finding> = f.iter().filter(|x| x.status == Status::Fail).collect();
         assert_eq!(fails.len(), 1, "{f:#?}");
-        assert_eq!(fails[0].subject, "GPUs 4, 5, 6, 7");
+        assert_eq!(fails[0].subject.describe(), "GPUs 4, 5, 6, 7");
         assert!(
             fails[0]
                 .reason
@@ -615,7 +620,7 @@ mod tests {
         let f = relations("h100-sxm-8", HGX, |inv| inv.gpus[2].cpu_socket = None);
         assert!(f.contains(&finding(
             Status::Skip,
-            "GPU 2",
+            Subject::gpu(2),
             "not available here",
             "its CPU socket shared with GPUs 0, 1, 2, 3",
             "GPU 2 CPU socket: not available here",
@@ -692,7 +697,7 @@ mod tests {
             let f = relations("l40s-pcie-4", &topo, far_2_3);
             assert_eq!(f.len(), 1, "{f:#?}");
             assert_eq!(f[0].status, Status::Fail, "{a}-{b}: {f:#?}");
-            assert_eq!(f[0].subject, format!("GPU {a} - GPU {b}"));
+            assert_eq!(f[0].subject, Subject::between(a, b));
             assert_eq!(f[0].found, "SYS");
         }
     }
@@ -719,7 +724,7 @@ mod tests {
     }
 
     fn judge(l: &PcieLink) -> Finding {
-        pcie_finding("GPU 0", l, Some(5), Some(16))
+        pcie_finding(&Subject::gpu(0), l, Some(5), Some(16))
     }
 
     #[test]

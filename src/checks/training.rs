@@ -5,7 +5,7 @@ use super::judge::{finding, fmt_num, judge};
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
 use crate::error::HwError;
-use crate::evidence::{Fact, Finding, Metric, Status, Subject};
+use crate::evidence::{Fact, FactValue, Finding, Metric, Status, Subject};
 use crate::suite::TrainingCheck;
 
 pub struct Training(pub TrainingCheck);
@@ -107,28 +107,32 @@ impl Check for Training {
             ));
         }
         for (g, h) in r.replica_hashes.iter().enumerate() {
-            m.facts.push(Fact {
-                name: "params_sha256".into(),
-                subject: Subject::gpu(g),
-                value: h.clone(),
-            });
+            // What the backend gave in place of a hash (a failed hashing thread's message) is
+            // kept as words, and can never match a hash.
+            let value = if is_sha256(h) {
+                FactValue::Sha256(h.clone())
+            } else {
+                FactValue::Text(h.clone())
+            };
+            m.facts
+                .push(Fact::new("params_sha256", Subject::gpu(g), value));
         }
-        m.facts.push(Fact {
-            name: "gradient_bytes".into(),
-            subject: node(),
-            value: r.gradient_bytes.to_string(),
-        });
+        m.facts.push(Fact::new(
+            "gradient_bytes",
+            node(),
+            FactValue::Count(r.gradient_bytes),
+        ));
         // What the run trained in, as the backend reports it; the golden check is always fp32.
-        m.facts.push(Fact {
-            name: "precision".into(),
-            subject: node(),
-            value: r.precision.name().into(),
-        });
-        m.facts.push(Fact {
-            name: "golden_precision".into(),
-            subject: node(),
-            value: crate::suite::Precision::Fp32.name().into(),
-        });
+        m.facts.push(Fact::new(
+            "precision",
+            node(),
+            FactValue::Text(r.precision.name().into()),
+        ));
+        m.facts.push(Fact::new(
+            "golden_precision",
+            node(),
+            FactValue::Text(crate::suite::Precision::Fp32.name().into()),
+        ));
         Ok(m)
     }
 
@@ -162,14 +166,14 @@ impl Check for Training {
         out.push(match compare_trajectory(&node_g, &cpu_g, c.golden_rel_tol as f32, c.golden_abs_tol as f32) {
             Ok(d) => finding(
                 Status::Pass,
-                "node",
+                Subject::node(),
                 format!("max relative deviation {:.1e}", d.max_rel_diff),
                 expected,
                 format!("losses of the first {} golden steps match the CPU golden trajectory", cpu_g.len()),
             ),
             Err(TrajectoryMismatch::Diverged { step, gpu, cpu, rel_diff, .. }) => finding(
                 Status::Fail,
-                "node",
+                Subject::node(),
                 format!("step {step}: {gpu:.6} vs {cpu:.6}"),
                 expected,
                 format!(
@@ -177,7 +181,7 @@ impl Check for Training {
                 ),
             ),
             // Too few losses to compare is missing data, not a wrong answer: an error.
-            Err(e) => finding(Status::Error, "node", "no comparable losses", expected, format!("golden trajectory: {e}")),
+            Err(e) => finding(Status::Error, Subject::node(), "no comparable losses", expected, format!("golden trajectory: {e}")),
         });
         // The loss goes down and reaches the target.
         out.push(loss_finding(c.loss_target, &losses));
@@ -190,7 +194,7 @@ impl Check for Training {
         out.push(replica_finding(&hashes, ctx.inventory.gpus.len()));
         if let Some(x) = get("samples_per_s") {
             if let Some(f) = judge(
-                "node",
+                &Subject::node(),
                 "throughput",
                 x.median,
                 "samples/s",
@@ -203,7 +207,7 @@ impl Check for Training {
             let e = x.median;
             out.push(finding(
                 if e >= min { Status::Pass } else { Status::Fail },
-                "node",
+                Subject::node(),
                 format!("{:.1}%", e * 100.0),
                 format!(">= {:.0}%", min * 100.0),
                 format!(
@@ -219,7 +223,7 @@ impl Check for Training {
             out.push(
                 finding(
                     Status::Pass,
-                    "node",
+                    Subject::node(),
                     format!("{:.1}% of step time in exposed communication", f * 100.0),
                     "-",
                     format!(
@@ -249,7 +253,7 @@ fn loss_finding(target: Option<f64>, losses: &[f64]) -> Finding {
     let (Some(first), Some(last)) = (losses.first().copied(), losses.last().copied()) else {
         return finding(
             Status::Error,
-            "node",
+            Subject::node(),
             "no losses",
             expected,
             "the training run reported no loss, so it cannot show that the model learns",
@@ -258,7 +262,7 @@ fn loss_finding(target: Option<f64>, losses: &[f64]) -> Finding {
     if !(first.is_finite() && last.is_finite()) {
         return finding(
             Status::Error,
-            "node",
+            Subject::node(),
             format!("loss {first} -> {last}"),
             expected,
             format!("the training run's loss is not a number ({first} -> {last})"),
@@ -272,7 +276,7 @@ fn loss_finding(target: Option<f64>, losses: &[f64]) -> Finding {
         } else {
             Status::Fail
         },
-        "node",
+        Subject::node(),
         format!("loss {first:.4} -> {last:.4}"),
         expected,
         if !down {
@@ -293,19 +297,27 @@ fn is_sha256(v: &str) -> bool {
     v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
+/// A replica's parameter hash, when its fact holds one.
+fn hash_of(f: &Fact) -> Option<&str> {
+    match &f.value {
+        FactValue::Sha256(h) if is_sha256(h) => Some(h),
+        _ => None,
+    }
+}
+
 /// Every GPU's replica must end with the same parameters. A hash that is missing, or is not a
 /// hash (a hashing thread that failed), is an error: equal failure messages prove nothing.
 fn replica_finding(hashes: &[&Fact], gpus: usize) -> Finding {
     let expected = "identical parameters";
     let broken: Vec<String> = hashes
         .iter()
-        .filter(|h| !is_sha256(&h.value))
-        .map(|h| format!("{} ({})", h.subject.describe(), h.value))
+        .filter(|h| hash_of(h).is_none())
+        .map(|h| format!("{} ({})", h.subject.describe(), h.value.describe()))
         .collect();
     if !broken.is_empty() {
         return finding(
             Status::Error,
-            "node",
+            Subject::node(),
             "no parameter hash",
             expected,
             format!(
@@ -314,18 +326,14 @@ fn replica_finding(hashes: &[&Fact], gpus: usize) -> Finding {
             ),
         );
     }
-    let missing: Vec<String> = (0..gpus)
+    let missing_ids: Vec<usize> = (0..gpus)
         .filter(|g| !hashes.iter().any(|h| h.subject.gpu == Some(*g)))
-        .map(|g| format!("GPU {g}"))
         .collect();
+    let missing: Vec<String> = missing_ids.iter().map(|g| format!("GPU {g}")).collect();
     if hashes.is_empty() || !missing.is_empty() {
         return finding(
             Status::Error,
-            if missing.is_empty() {
-                "node".to_string()
-            } else {
-                missing.join(", ")
-            },
+            Subject::group(&missing_ids),
             "no parameter hash",
             expected,
             format!(
@@ -338,16 +346,14 @@ fn replica_finding(hashes: &[&Fact], gpus: usize) -> Finding {
             ),
         );
     }
-    let first = &hashes[0].value;
-    let odd: Vec<String> = hashes
-        .iter()
-        .filter(|h| &h.value != first)
-        .map(|h| h.subject.describe())
-        .collect();
+    let first = hash_of(hashes[0]);
+    let odd_facts: Vec<&&Fact> = hashes.iter().filter(|h| hash_of(h) != first).collect();
+    let odd: Vec<String> = odd_facts.iter().map(|h| h.subject.describe()).collect();
+    let odd_ids: Option<Vec<usize>> = odd_facts.iter().map(|h| h.subject.gpu).collect();
     if odd.is_empty() {
         finding(
             Status::Pass,
-            "node",
+            Subject::node(),
             format!("{} identical replicas", hashes.len()),
             expected,
             format!(
@@ -358,7 +364,7 @@ fn replica_finding(hashes: &[&Fact], gpus: usize) -> Finding {
     } else {
         finding(
             Status::Fail,
-            odd.join(", "),
+            odd_ids.map_or_else(Subject::node, |ids| Subject::group(&ids)),
             "parameters differ",
             expected,
             format!(
@@ -378,10 +384,12 @@ mod tests {
         values
             .iter()
             .enumerate()
-            .map(|(g, v)| Fact {
-                name: "params_sha256".into(),
-                subject: Subject::gpu(g),
-                value: v.to_string(),
+            .map(|(g, v)| {
+                Fact::new(
+                    "params_sha256",
+                    Subject::gpu(g),
+                    FactValue::from_legacy("params_sha256", v),
+                )
             })
             .collect()
     }
@@ -400,7 +408,7 @@ mod tests {
         assert_eq!(judge_replicas(&[A, A, A], 3).status, Status::Pass);
         let f = judge_replicas(&[A, A, B], 3);
         assert_eq!(f.status, Status::Fail);
-        assert_eq!(f.subject, "GPU 2");
+        assert_eq!(f.subject.describe(), "GPU 2");
     }
 
     #[test]
@@ -421,7 +429,7 @@ mod tests {
         assert_eq!(judge_replicas(&[], 0).status, Status::Error);
         let f = judge_replicas(&[A, A], 4);
         assert_eq!(f.status, Status::Error);
-        assert_eq!(f.subject, "GPU 2, GPU 3");
+        assert_eq!(f.subject.describe(), "GPUs 2, 3");
     }
 
     #[test]

@@ -4,12 +4,7 @@
 
 use super::judge::finding;
 use super::Measured;
-use crate::evidence::{Fact, Finding, Status, Subject};
-
-/// What a copy measurement's data check found, as its fact records it.
-pub const INTACT: &str = "intact";
-pub const WRONG: &str = "wrong data";
-pub const NOT_CHECKED: &str = "not checked";
+use crate::evidence::{CopyData, Fact, FactValue, Finding, Status, Subject};
 
 /// The fact name for `metric`'s data check: "p2p_read_data".
 pub fn fact_name(metric: &str) -> String {
@@ -19,54 +14,45 @@ pub fn fact_name(metric: &str) -> String {
 /// Record the data check of one copy measurement of `metric` about `subject` (a GPU, or the
 /// pair the copy ran between).
 pub fn record(m: &mut Measured, metric: &str, subject: Subject, verified: Option<bool>) {
-    m.facts.push(Fact {
-        name: fact_name(metric),
+    m.facts.push(Fact::new(
+        fact_name(metric),
         subject,
-        value: match verified {
-            Some(true) => INTACT,
-            Some(false) => WRONG,
-            None => NOT_CHECKED,
-        }
-        .into(),
-    });
+        FactValue::Copy(match verified {
+            Some(true) => CopyData::Intact,
+            Some(false) => CopyData::Wrong,
+            None => CopyData::NotChecked,
+        }),
+    ));
 }
 
 /// The data judgements of a check whose figures are `figures` (metric, human name): a failure
-/// for each copy that returned wrong data, named by `who` (the GPU or the pair), one pass when
-/// every checked copy was intact, and one "not available here" when some copy was not checked.
-pub fn findings(
-    m: &Measured,
-    figures: &[(&str, &str)],
-    who: impl Fn(&str, &Subject) -> String,
-) -> Vec<Finding> {
+/// for each copy that returned wrong data, about the GPU or the pair it ran on, one pass when
+/// every checked copy was intact, and one "not available here" when some copy was not checked
+/// (or its record is not a copy check at all).
+pub fn findings(m: &Measured, figures: &[(&str, &str)]) -> Vec<Finding> {
     let mut out = Vec::new();
     let (mut intact, mut unchecked) = (0usize, 0usize);
     for (metric, human) in figures {
         let name = fact_name(metric);
         for f in m.facts.iter().filter(|f| f.name == name) {
-            match f.value.as_str() {
-                INTACT => intact += 1,
-                NOT_CHECKED => unchecked += 1,
-                _ => {
-                    let w = who(metric, &f.subject);
+            match f.value {
+                FactValue::Copy(CopyData::Intact) => intact += 1,
+                FactValue::Copy(CopyData::Wrong) => {
+                    let w = f.subject.of_metric(metric);
+                    let reason = format!("{}: {human} copy returned wrong data", w.describe());
                     out.push(
-                        finding(
-                            Status::Fail,
-                            &w,
-                            "wrong data",
-                            "copied data intact",
-                            format!("{w}: {human} copy returned wrong data"),
-                        )
-                        .on(metric),
+                        finding(Status::Fail, w, "wrong data", "copied data intact", reason)
+                            .on(metric),
                     );
                 }
+                _ => unchecked += 1,
             }
         }
     }
     if out.is_empty() && intact > 0 {
         out.push(finding(
             Status::Pass,
-            "node",
+            Subject::node(),
             format!("{intact} copies intact"),
             "copied data intact",
             format!("data intact after all {intact} copy measurements"),
@@ -75,7 +61,7 @@ pub fn findings(
     if unchecked > 0 {
         out.push(finding(
             Status::Skip,
-            "node",
+            Subject::node(),
             "not available here",
             "copied data intact",
             format!(
@@ -97,7 +83,7 @@ mod tests {
         for (metric, s, v) in checks {
             record(&mut m, metric, s.clone(), *v);
         }
-        findings(&m, &FIGS, |_, s| s.describe())
+        findings(&m, &FIGS)
     }
 
     #[test]
@@ -119,7 +105,7 @@ mod tests {
         ]);
         assert_eq!(f.len(), 1, "no pass beside a failure: {f:?}");
         assert_eq!(f[0].status, Status::Fail);
-        assert_eq!(f[0].subject, "GPU 1 -> GPU 3");
+        assert_eq!(f[0].subject, Subject::pair(1, 3));
         assert_eq!(f[0].metric.as_deref(), Some("p2p_write"));
         assert_eq!(
             f[0].reason,

@@ -5,7 +5,7 @@ use super::judge::finding;
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
 use crate::error::HwError;
-use crate::evidence::{Fact, Finding, Status, Subject};
+use crate::evidence::{Fact, FactValue, Finding, Status, Subject};
 use crate::inventory::VirtMode;
 use crate::platform;
 use crate::suite::{VirtExpect, VirtualizationCheck};
@@ -96,17 +96,19 @@ impl Check for Virtualization {
         let mut facts: Vec<Fact> = v
             .witnesses
             .iter()
-            .map(|w| Fact {
-                name: w.source.clone(),
-                subject: Subject::node(),
-                value: w.finding.clone(),
+            .map(|w| {
+                Fact::new(
+                    w.source.clone(),
+                    Subject::node(),
+                    FactValue::Text(w.finding.clone()),
+                )
             })
             .collect();
-        facts.push(Fact {
-            name: "mode".into(),
-            subject: Subject::node(),
-            value: v.mode.to_string(),
-        });
+        facts.push(Fact::new(
+            "mode",
+            Subject::node(),
+            FactValue::Text(v.mode.to_string()),
+        ));
         Ok(Measured {
             metrics: vec![],
             facts,
@@ -138,15 +140,15 @@ impl Check for Virtualization {
         out.push(match ok {
             Some(true) if v.mode == VirtMode::Unknown => finding(
                 Status::Pass,
-                "node",
+                Subject::node(),
                 &found,
                 expect_label(want),
                 format!("{}; the suite accepts any mode", why_unknown(v)),
             ),
-            Some(true) => finding(Status::Pass, "node", &found, expect_label(want), format!("the node runs as {found}")),
+            Some(true) => finding(Status::Pass, Subject::node(), &found, expect_label(want), format!("the node runs as {found}")),
             Some(false) => finding(
                 Status::Fail,
-                "node",
+                Subject::node(),
                 &found,
                 expect_label(want),
                 if want == VirtExpect::Passthrough && v.mode == VirtMode::Vgpu {
@@ -157,7 +159,7 @@ impl Check for Virtualization {
             ),
             None => finding(
                 Status::Warn,
-                "node",
+                Subject::node(),
                 &found,
                 expect_label(want),
                 why_unknown(v),
@@ -167,18 +169,19 @@ impl Check for Virtualization {
         let require_p2p = self.0.require_p2p.unwrap_or(n > 1);
         if require_p2p {
             for p in &inv.pairs {
-                let who = format!("GPU {} - GPU {}", p.a, p.b);
+                let who = Subject::between(p.a, p.b);
+                let name = who.describe();
                 match p.p2p.usable() {
                     Some(true) => out.push(finding(
                         Status::Pass,
-                        &who,
+                        who,
                         "peer access",
                         "peer access",
-                        format!("{who}: peer access available"),
+                        format!("{name}: peer access available"),
                     )),
                     Some(false) => out.push(finding(
                         Status::Fail,
-                        &who,
+                        who,
                         "no peer access",
                         "peer access",
                         format!(
@@ -194,10 +197,10 @@ impl Check for Virtualization {
                     )),
                     None => out.push(finding(
                         Status::Skip,
-                        &who,
+                        who,
                         "not available here",
                         "peer access",
-                        format!("{who}: peer access status not available here"),
+                        format!("{name}: peer access status not available here"),
                     )),
                 }
             }
@@ -210,7 +213,7 @@ impl Check for Virtualization {
         if n > 1 && expects_nvlink && !any_active {
             out.push(finding(
                 Status::Fail,
-                "node",
+                Subject::node(),
                 "no active NVLink",
                 "NVLink between GPUs",
                 format!(
@@ -227,7 +230,7 @@ impl Check for Virtualization {
             for b in &v.acs_enabled_bridges {
                 out.push(finding(
                     Status::Warn,
-                    format!("bridge {b}"),
+                    Subject::bridge(b),
                     "ACS enabled",
                     "ACS disabled on bare metal",
                     format!("PCIe ACS is enabled on bridge {b} above the GPUs: peer traffic is routed through the root complex (slow or hanging P2P)"),

@@ -62,7 +62,7 @@ fn finding_line(f: &Finding) -> String {
     format!(
         "[{}] {}: found {}, expected {}: {}",
         f.status.label(),
-        f.subject,
+        f.subject.describe(),
         f.found,
         f.expected,
         f.reason

@@ -243,7 +243,7 @@ impl Templates {
             };
         }
         let ctx = minijinja::context! {
-            ev => Value::from(Serde(ev)),
+            ev => Value::from(Serde(&for_templates(ev))),
             v => Value::from(Serde(&v)),
             signing => Value::from(Serde(signing)),
         };
@@ -258,6 +258,55 @@ impl Templates {
             markdown: page(MD_TEMPLATE)?,
         })
     }
+}
+
+/// The evidence as templates see it: as in the file, except that a finding's `subject` and a
+/// fact's `value` are the words people read ("GPU 2 link 7", "0 of 1024 wrong"), with the
+/// fields beside them as `about` and `typed`. Templates written for evidence format 2, whose
+/// subjects and values were words, render as before.
+fn for_templates(ev: &Evidence) -> serde_json::Value {
+    let mut v = serde_json::to_value(ev).unwrap_or_default();
+    use crate::evidence::{Fact, Finding};
+    let words = |records: &mut serde_json::Value, findings: &[Finding], facts: &[Fact]| {
+        if let Some(fs) = records.get_mut("findings").and_then(|f| f.as_array_mut()) {
+            for (j, f) in fs.iter_mut().enumerate() {
+                if let (Some(obj), Some(x)) = (f.as_object_mut(), findings.get(j)) {
+                    let about = obj.remove("subject").unwrap_or_default();
+                    obj.insert("subject".into(), x.subject.describe().into());
+                    obj.insert("about".into(), about);
+                }
+            }
+        }
+        if let Some(fs) = records.get_mut("facts").and_then(|f| f.as_array_mut()) {
+            for (j, f) in fs.iter_mut().enumerate() {
+                if let (Some(obj), Some(x)) = (f.as_object_mut(), facts.get(j)) {
+                    let typed = obj.remove("value").unwrap_or_default();
+                    obj.insert("value".into(), x.value.describe().into());
+                    obj.insert("typed".into(), typed);
+                }
+            }
+        }
+    };
+    if let Some(checks) = v.get_mut("checks").and_then(|c| c.as_array_mut()) {
+        for (i, c) in checks.iter_mut().enumerate() {
+            let Some(rec) = ev.checks.get(i) else {
+                continue;
+            };
+            words(c, &rec.findings, &rec.facts);
+            let earlier = c
+                .get_mut("remeasure")
+                .and_then(|r| r.get_mut("earlier"))
+                .and_then(|e| e.as_array_mut());
+            if let (Some(earlier), Some(r)) = (earlier, &rec.remeasure) {
+                for (k, a) in earlier.iter_mut().enumerate() {
+                    if let Some(at) = r.earlier.get(k) {
+                        words(a, &at.findings, &at.facts);
+                    }
+                }
+            }
+        }
+    }
+    v
 }
 
 /// A minijinja error as a [`TemplateError`]: the file it names, its line, and the column of

@@ -2,7 +2,7 @@
 //! the evidence.
 
 use crate::checks::judge::fmt_num;
-use crate::evidence::{median, CheckRecord, Evidence, Status, Subject, Verdict};
+use crate::evidence::{median, CheckRecord, Evidence, FactValue, Status, Subject, Verdict};
 use crate::inventory::Reading;
 use crate::report::svg::{self, AxisFormat, CellStatus, HeatCell, Heatmap, LineChart, Series};
 use crate::suite::{CollectiveCheck, CollectiveOp};
@@ -243,12 +243,13 @@ pub fn class(s: Status) -> String {
     .into()
 }
 
-/// A cell for metric `name` about `subject_text` in `rec`, coloured by the worst finding on it.
+/// A cell for metric `name` about `subject` in `rec`, coloured by the worst finding on it
+/// (findings about `about`: the metric's subject as findings name it).
 fn cell(
     rec: Option<&CheckRecord>,
     name: &str,
     subject: &crate::evidence::Subject,
-    subject_text: &str,
+    about: &crate::evidence::Subject,
     unit: &str,
 ) -> Cell {
     let Some(rec) = rec else { return Cell::empty() };
@@ -258,7 +259,7 @@ fn cell(
     let worst = rec
         .findings
         .iter()
-        .filter(|f| f.metric.as_deref() == Some(name) && f.subject == subject_text)
+        .filter(|f| f.metric.as_deref() == Some(name) && &f.subject == about)
         .map(|f| f.status)
         .max();
     Cell {
@@ -368,11 +369,11 @@ pub fn build(ev: &Evidence) -> View {
             let t = s.describe();
             HostRow {
                 gpu: t.clone(),
-                h2d: cell(hb, "h2d", &s, &t, ""),
-                d2h: cell(hb, "d2h", &s, &t, ""),
-                bidir: cell(hb, "bidir", &s, &t, ""),
-                all_gpus_h2d: cell(hb, "all_gpus_h2d", &s, &t, ""),
-                device_copy: cell(hb, "device_copy", &s, &t, ""),
+                h2d: cell(hb, "h2d", &s, &s, ""),
+                d2h: cell(hb, "d2h", &s, &s, ""),
+                bidir: cell(hb, "bidir", &s, &s, ""),
+                all_gpus_h2d: cell(hb, "all_gpus_h2d", &s, &s, ""),
+                device_copy: cell(hb, "device_copy", &s, &s, ""),
             }
         })
         .filter(|r| hb.is_some() && r.h2d.text != "-")
@@ -386,16 +387,16 @@ pub fn build(ev: &Evidence) -> View {
             let s = crate::evidence::Subject::pair(a, b);
             let t = s.describe();
             let bidir = if a < b {
-                cell(pb, "p2p_bidir", &s, &format!("GPU {a} <-> GPU {b}"), "")
+                cell(pb, "p2p_bidir", &s, &s.of_metric("p2p_bidir"), "")
             } else {
                 Cell::empty()
             };
             pairs.push(PairRow {
                 pair: t.clone(),
-                read: cell(pb, "p2p_read", &s, &t, ""),
-                write: cell(pb, "p2p_write", &s, &t, ""),
+                read: cell(pb, "p2p_read", &s, &s, ""),
+                write: cell(pb, "p2p_write", &s, &s, ""),
                 bidir,
-                latency: cell(pl, "latency", &s, &t, ""),
+                latency: cell(pl, "latency", &s, &s, ""),
             });
         }
     }
@@ -421,31 +422,31 @@ pub fn build(ev: &Evidence) -> View {
                         .metric("algbw", &sub)
                         .map(|m| fmt_num(m.median))
                         .unwrap_or_default();
-                    let busbw = cell(
-                        Some(c),
-                        "busbw",
-                        &sub,
-                        &format!("{op} {}", format_bytes(s)),
-                        "",
-                    );
+                    let about = match CollectiveOp::parse(&op) {
+                        Some(o) => crate::evidence::Subject::op_size(o, s),
+                        None => sub.clone(),
+                    };
+                    let busbw = cell(Some(c), "busbw", &sub, &about, "");
                     let wrong = c
                         .fact("wrong_elements", &sub)
-                        .map(|f| {
-                            let w = f.value.split('/').next().unwrap_or("0").to_string();
-                            Cell {
-                                class: if w == "0" {
+                        .map(|f| match f.value {
+                            FactValue::Elements { wrong, .. } => Cell {
+                                class: if wrong == 0 {
                                     String::new()
                                 } else {
                                     "fail".into()
                                 },
-                                text: w,
-                            }
+                                text: wrong.to_string(),
+                            },
+                            // Not a count (a damaged record): shown as it is, never as 0.
+                            ref other => Cell {
+                                class: "fail".into(),
+                                text: other.describe(),
+                            },
                         })
                         .unwrap_or_else(Cell::empty);
                     // nccl-tests rounds each rank's block down to 16 bytes: say what moved.
-                    let moved = c
-                        .fact("bytes_moved", &sub)
-                        .and_then(|f| f.value.parse::<u64>().ok());
+                    let moved = c.fact("bytes_moved", &sub).and_then(|f| f.value.count());
                     CollectiveRow {
                         size: match moved {
                             Some(m) => format!("{} ({} moved)", format_bytes(s), format_bytes(m)),
@@ -462,7 +463,7 @@ pub fn build(ev: &Evidence) -> View {
                 .facts
                 .iter()
                 .find(|f| f.name == "ranks")
-                .map(|f| f.value.clone())
+                .map(|f| f.value.describe())
                 .unwrap_or_default();
             let floors = CollectiveOp::parse(&op)
                 .and_then(|o| ev.suite.resolved.checks.collective.get(&o))
@@ -486,19 +487,19 @@ pub fn build(ev: &Evidence) -> View {
         .gpus
         .iter()
         .map(|g| {
-            let who = format!("GPU {}", g.index);
             let worst = hc
                 .map(|h| {
                     h.findings
                         .iter()
-                        .filter(|f| f.subject == who)
+                        // The GPU and its links.
+                        .filter(|f| f.subject.gpu == Some(g.index) && f.subject.peer.is_none())
                         .map(|f| f.status)
                         .max()
                 })
                 .unwrap_or(None);
             let opt = |v: Option<u64>| v.map(|x| x.to_string()).unwrap_or_else(|| "n/a".into());
             HealthRow {
-                gpu: who.clone(),
+                gpu: format!("GPU {}", g.index),
                 name: g.name.clone(),
                 uuid: g.uuid.clone(),
                 serial: g.serial.clone().unwrap_or_else(|| "n/a".into()),
@@ -621,7 +622,7 @@ pub fn build(ev: &Evidence) -> View {
                 c.facts
                     .iter()
                     .find(|f| f.name == n)
-                    .map(|f| f.value.clone())
+                    .map(|f| f.value.describe())
             };
             let precision = match (fact("precision"), fact("golden_precision")) {
                 (Some(p), Some(g)) => format!("{p} (golden run {g})"),
@@ -668,7 +669,7 @@ pub fn build(ev: &Evidence) -> View {
                     check: c.title.clone(),
                     status: f.status.label().into(),
                     class: class(f.status),
-                    subject: f.subject.clone(),
+                    subject: f.subject.describe(),
                     found: f.found.clone(),
                     expected: f.expected.clone(),
                     reason: f.reason.clone(),
@@ -741,13 +742,13 @@ pub fn build(ev: &Evidence) -> View {
     }
 }
 
-/// The worst finding on `metric` about `subject_text`, and the reasons of those that are not a
-/// pass (for tooltips).
-fn judged(rec: &CheckRecord, metric: &str, subject_text: &str) -> (Option<Status>, Vec<String>) {
+/// The worst finding on `metric` about `about`, and the reasons of those that are not a pass
+/// (for tooltips).
+fn judged(rec: &CheckRecord, metric: &str, about: &Subject) -> (Option<Status>, Vec<String>) {
     let on: Vec<_> = rec
         .findings
         .iter()
-        .filter(|f| f.metric.as_deref() == Some(metric) && f.subject == subject_text)
+        .filter(|f| f.metric.as_deref() == Some(metric) && &f.subject == about)
         .collect();
     let worst = on.iter().map(|f| f.status).max();
     let reasons = on
@@ -836,11 +837,7 @@ fn p2p_matrix(ev: &Evidence, metric: &str, title: &str) -> Option<Matrix> {
                 (a, b)
             };
             let subject = Subject::pair(sa, sb);
-            let subject_text = if symmetric {
-                format!("GPU {sa} <-> GPU {sb}")
-            } else {
-                subject.describe()
-            };
+            let about = subject.of_metric(metric);
             let Some(m) = rec.metric(metric, &subject) else {
                 let status = if rec.status == Status::Skip {
                     CellStatus::Skip
@@ -855,7 +852,7 @@ fn p2p_matrix(ev: &Evidence, metric: &str, title: &str) -> Option<Matrix> {
                 cells.push(Cell::empty());
                 continue;
             };
-            let (worst, reasons) = judged(rec, metric, &subject_text);
+            let (worst, reasons) = judged(rec, metric, &about);
             let status = cell_status(worst);
             match status {
                 CellStatus::Fail => failing += 1,
