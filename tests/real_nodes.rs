@@ -189,6 +189,15 @@ fn degraded(r: &Real) -> Vec<Degraded> {
             check: "p2p_bandwidth",
             subject: &["GPU 2", "GPU 3"],
         });
+        v.push(Degraded {
+            what: "a PIX pair at SYS speed (14% lower, inside the 15% outlier rule): its class's floor",
+            text: with_fault(
+                &t,
+                "kind = \"slow-gpu-pair\"\ngpu = 2\npeer = 3\nfactor = 0.86",
+            ),
+            check: "p2p_bandwidth",
+            subject: &["GPU 2", "GPU 3"],
+        });
         let classes = "p2p_pcie_gbps_by_path = { PIX = 26.3, PXB = 26.3, SYS = 22.1 }";
         assert!(t.contains(classes), "{}: {classes}", r.node);
         v.push(Degraded {

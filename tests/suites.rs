@@ -82,6 +82,27 @@ const BROKEN: &[(&str, &str, &str)] = &[
         "6:47",
         "the pair 1-0 is listed twice",
     ),
+    // per-path-class peer limits: known classes only, located at the class; limits checked inside
+    (
+        "format_version = 1\nname = \"x\"\n[checks.p2p_bandwidth.by_path.PCI]\nread = { fail_below = 3.0 }\n",
+        "3:31",
+        "unknown path class `PCI`, expected one of PIX, PXB, PHB, NODE, SYS or NV1 to NV32",
+    ),
+    (
+        "format_version = 1\nname = \"x\"\n[checks.p2p_bandwidth]\nby_path = { SYS = { read = { fail_below = 3.0 } }, NV0 = {} }\n",
+        "4:52",
+        "unknown path class `NV0`",
+    ),
+    (
+        "format_version = 1\nname = \"x\"\n[checks.p2p_bandwidth.by_path.SYS]\nreed = { fail_below = 3.0 }\n",
+        "4:1",
+        "checks.p2p_bandwidth.by_path.SYS.reed: unknown field `reed`",
+    ),
+    (
+        "format_version = 1\nname = \"x\"\n[checks.p2p_bandwidth.by_path.SYS]\nread = { fail_below = -1.0 }\n",
+        "4:10",
+        "checks.p2p_bandwidth.by_path.SYS.read.fail_below: fail_below must be a number from 0 to 100000",
+    ),
     (
         "format_version = 1\nname = \"x\"\n[checks.host_bandwidth]\nh2d = { fail_below = 48.0, warn_below = 40.0 }\n",
         "4:28",
