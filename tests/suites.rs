@@ -73,6 +73,21 @@ const BROKEN: &[(&str, &str, &str)] = &[
         "GPU 1 is in more than one place of numa_groups",
     ),
     (
+        "format_version = 1\nname = \"x\"\n[node]\ngpu_count = 2\n[topology]\ncpu_affinity = [\"0-7\", \"8-x\"]\n",
+        "6:24",
+        "topology.cpu_affinity[1]: '8-x' is not a CPU list",
+    ),
+    (
+        "format_version = 1\nname = \"x\"\n[node]\ngpu_count = 4\n[topology]\ncpu_affinity = [\"0-7\"]\n",
+        "6:1",
+        "cpu_affinity lists 1 GPUs but node.gpu_count is 4",
+    ),
+    (
+        "format_version = 1\nname = \"x\"\n[node]\ngpu_count = 4\n[topology]\ncpu_affinity_groups = [[0, 4]]\n",
+        "6:28",
+        "GPU index 4 is out of range: the node has 4 GPUs",
+    ),
+    (
         "format_version = 1\nname = \"x\"\n[node]\ngpu_count = 4\n[topology]\npcie_paths = [{ a = 0, b = 1, path = \"PCI\" }]\n",
         "6:31",
         "unknown variant `PCI`",

@@ -78,6 +78,38 @@ pub fn parse_cpulist(text: &str) -> Option<Vec<usize>> {
     (!out.is_empty()).then_some(out)
 }
 
+/// A CPU list as the kernel writes it, from CPU numbers in any order: "0-3,8,10-11". The same
+/// set always gives the same text, so two lists can be compared as sets by their text.
+pub fn cpulist_text(cpus: &[usize]) -> String {
+    let mut cpus = cpus.to_vec();
+    cpus.sort_unstable();
+    cpus.dedup();
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    for c in cpus {
+        match ranges.last_mut() {
+            Some((_, end)) if *end + 1 == c => *end = c,
+            _ => ranges.push((c, c)),
+        }
+    }
+    ranges
+        .iter()
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The canonical text of a CPU list ("0-1,2-3" and "3,0-2" both give "0-3"); None when it does
+/// not parse.
+pub fn canonical_cpulist(text: &str) -> Option<String> {
+    parse_cpulist(text).map(|c| cpulist_text(&c))
+}
+
 /// While alive, the calling thread runs on `cpus` and new pages prefer `node`; both are
 /// restored on drop.
 pub struct LocalTo {
@@ -261,6 +293,18 @@ pub fn placement(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_lists_compare_as_sets() {
+        assert_eq!(canonical_cpulist("3,0-2").as_deref(), Some("0-3"));
+        assert_eq!(canonical_cpulist("0-1,2-3,3").as_deref(), Some("0-3"));
+        assert_eq!(
+            canonical_cpulist("112-167,0-55").as_deref(),
+            Some("0-55,112-167")
+        );
+        assert_eq!(canonical_cpulist("0-x"), None);
+        assert_eq!(cpulist_text(&[5, 7, 6, 9]), "5-7,9");
+    }
 
     #[test]
     fn cpu_lists_parse_like_the_kernel_writes_them() {

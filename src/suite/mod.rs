@@ -104,6 +104,16 @@ pub struct TopologyExpect {
     /// The same relation for NUMA nodes (one socket holds several under AMD's NPS2 or NPS4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub numa_groups: Option<Vec<Vec<usize>>>,
+    /// The CPUs each GPU is local to, in CUDA order, as the kernel writes a CPU list
+    /// ("0-55,112-167"; compared as sets). Literal numbers, which differ between machines and
+    /// BIOS settings (SMT, NPS): prefer `cpu_affinity_groups`; a frozen handover suite may pin
+    /// them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_affinity: Option<Vec<String>>,
+    /// GPUs local to the same CPUs, in CUDA order: `[[0, 1], [2, 3]]`. The GPUs of one group
+    /// must report one CPU list and different groups different ones; which CPUs is not judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_affinity_groups: Option<Vec<Vec<usize>>>,
     /// NVSwitches reached by the GPUs' active NVLinks (4 on an HGX H100 or H200).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvswitch_count: Option<u32>,
@@ -944,6 +954,7 @@ impl Suite {
         for (key, groups) in [
             ("socket_groups", &self.topology.socket_groups),
             ("numa_groups", &self.topology.numa_groups),
+            ("cpu_affinity_groups", &self.topology.cpu_affinity_groups),
         ] {
             let Some(groups) = groups else { continue };
             let path = format!("topology.{key}");
@@ -1015,6 +1026,25 @@ impl Suite {
                     format!(
                         "numa_nodes lists {} GPUs but node.gpu_count is {n}",
                         numa.len()
+                    ),
+                );
+            }
+        }
+        if let Some(cpus) = &self.topology.cpu_affinity {
+            for (i, v) in cpus.iter().enumerate() {
+                if crate::platform::numa::parse_cpulist(v).is_none() {
+                    p.bad(
+                        &format!("topology.cpu_affinity[{i}]"),
+                        format!("'{v}' is not a CPU list (expected e.g. \"0-55,112-167\")"),
+                    );
+                }
+            }
+            if let Some(n) = n.filter(|n| cpus.len() != *n) {
+                p.bad(
+                    "topology.cpu_affinity",
+                    format!(
+                        "cpu_affinity lists {} GPUs but node.gpu_count is {n}",
+                        cpus.len()
                     ),
                 );
             }
