@@ -70,7 +70,8 @@ pub fn parse_cpulist(text: &str) -> Option<Vec<usize>> {
                 (a, a)
             }
         };
-        if a > b || b >= MAX_CPU {
+        // Bounded in total, not only per range: a suite may repeat "0-65535" a million times.
+        if a > b || b >= MAX_CPU || out.len() + (b - a) >= MAX_CPU {
             return None;
         }
         out.extend(a..=b);
@@ -303,6 +304,10 @@ mod tests {
             Some("0-55,112-167")
         );
         assert_eq!(canonical_cpulist("0-x"), None);
+        // Each range in bounds, the whole list not: refused before it is expanded.
+        let huge = vec!["0-65535"; 100_000].join(",");
+        assert_eq!(parse_cpulist(&huge), None);
+        assert_eq!(parse_cpulist("0-65535").map(|c| c.len()), Some(65536));
         assert_eq!(cpulist_text(&[5, 7, 6, 9]), "5-7,9");
     }
 
