@@ -152,6 +152,12 @@ fn degraded(r: &Real) -> Vec<Degraded> {
             subject: &[],
         },
         Degraded {
+            what: "every GPU's host bandwidth both ways at once 25% lower",
+            text: scaled(&t, "bidir_gbps", 0.75),
+            check: "host_bandwidth",
+            subject: &[],
+        },
+        Degraded {
             what: "GPU 5's host bandwidth 25% lower",
             text: with_fault(&t, "kind = \"slow-host-bandwidth\"\ngpu = 5\nfactor = 0.75"),
             check: "host_bandwidth",
