@@ -406,6 +406,39 @@ mod tests {
     }
 
     #[test]
+    fn an_nvlink_class_has_its_own_floor() {
+        // H100 NVL-like: pairs 0-1 and 2-3 joined by 12 links, the rest by 18. A 12-link pair
+        // at 257 GB/s passes its NV12 floor; an 18-link pair at the same speed fails.
+        let (suite, mut inv, m) = crate::testutil::pcie_box("p2p_read", "GB/s", false, |a, b| {
+            if a / 2 == b / 2 || (a, b) == (1, 3) {
+                257.0
+            } else {
+                376.0
+            }
+        });
+        for p in &mut inv.pairs {
+            p.nvlinks = if p.a / 2 == p.b / 2 { 12 } else { 18 };
+        }
+        let ctx = crate::testutil::ctx(&suite, &inv);
+        let cfg: P2pBandwidthCheck = toml::from_str(
+            "read = { fail_below = 335.0 }\n[by_path.NV12]\nread = { fail_below = 230.0 }",
+        )
+        .unwrap();
+        let f: Vec<Finding> = P2pBandwidth(cfg)
+            .evaluate(&ctx, &m)
+            .into_iter()
+            .filter(|f| f.metric.as_deref() == Some("p2p_read") && f.status != Status::Pass)
+            .collect();
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].subject, "GPU 1 -> GPU 3");
+        assert!(
+            f[0].reason.contains("below the floor of 335"),
+            "{}",
+            f[0].reason
+        );
+    }
+
+    #[test]
     fn a_path_class_typical_is_held_against_that_class_alone() {
         // Every SYS pair 15% slow: above its floor, but its class's median is under 0.9 x typical.
         let f = judge_pix_sys(
