@@ -152,6 +152,12 @@ fn degraded(r: &Real) -> Vec<Degraded> {
             subject: &[],
         },
         Degraded {
+            what: "every GPU's host bandwidth both ways at once 25% lower",
+            text: scaled(&t, "bidir_gbps", 0.75),
+            check: "host_bandwidth",
+            subject: &[],
+        },
+        Degraded {
             what: "GPU 5's host bandwidth 25% lower",
             text: with_fault(&t, "kind = \"slow-host-bandwidth\"\ngpu = 5\nfactor = 0.75"),
             check: "host_bandwidth",
@@ -189,6 +195,15 @@ fn degraded(r: &Real) -> Vec<Degraded> {
             check: "p2p_bandwidth",
             subject: &["GPU 2", "GPU 3"],
         });
+        v.push(Degraded {
+            what: "a PIX pair at SYS speed (14% lower, inside the 15% outlier rule): its class's floor",
+            text: with_fault(
+                &t,
+                "kind = \"slow-gpu-pair\"\ngpu = 2\npeer = 3\nfactor = 0.86",
+            ),
+            check: "p2p_bandwidth",
+            subject: &["GPU 2", "GPU 3"],
+        });
         let classes = "p2p_pcie_gbps_by_path = { PIX = 26.3, PXB = 26.3, SYS = 22.1 }";
         assert!(t.contains(classes), "{}: {classes}", r.node);
         v.push(Degraded {
@@ -205,6 +220,12 @@ fn degraded(r: &Real) -> Vec<Degraded> {
             what: "every NVLink peer path 25% lower",
             text: scaled(&t, "p2p_nvlink_gbps", 0.75),
             check: "p2p_bandwidth",
+            subject: &[],
+        });
+        v.push(Degraded {
+            what: "the all-reduce bus bandwidth 8% lower, as with one NVLink of 12 lost (after re-measuring)",
+            text: scaled(&t, "all_reduce", 0.92),
+            check: "collective.all_reduce",
             subject: &[],
         });
         v.push(Degraded {

@@ -828,3 +828,70 @@ fn a_link_below_its_maximum_at_rest_that_cannot_be_loaded_is_a_warning() {
     );
     assert_eq!(code, 0, "a warning passes");
 }
+
+/// Which CPUs each GPU is local to, read through NVML's CPU affinity (issue 14 item 1): the
+/// board's lists pass the suite that states them, literally and as a relation; a GPU that NVML
+/// reports local to the other socket's CPUs fails, named with both lists; a GPU whose affinity
+/// NVML does not answer is not available here, never a pass.
+#[test]
+fn each_gpus_cpus_are_read_through_nvml_and_judged() {
+    let suite = format!(
+        "{HGX_SUITE}cpu_affinity_groups = [[0, 1, 2, 3], [4, 5, 6, 7]]\n\
+         cpu_affinity = [\"0-47,96-143\", \"0-47,96-143\", \"0-47,96-143\", \"0-47,96-143\", \
+         \"48-95,144-191\", \"48-95,144-191\", \"48-95,144-191\", \"48-95,144-191\"]\n"
+    );
+    let cpu_findings = |ev: &Value| -> Vec<(String, String, String, String)> {
+        findings(ev)
+            .into_iter()
+            .filter(|f| f.0 == "topology" && f.3.contains("CPU"))
+            .collect()
+    };
+    let (code, ev) = Node::new(&hgx_h200()).run(&suite);
+    let f = cpu_findings(&ev);
+    assert_eq!(code, 0, "{:#?}", findings(&ev));
+    assert_eq!(f.len(), 10, "{f:#?}");
+    assert!(f.iter().all(|f| f.1 == "pass"), "{f:#?}");
+    assert!(
+        f.iter()
+            .any(|f| f.3 == "GPU 5 is local to CPUs 48-95,144-191"),
+        "{f:#?}"
+    );
+
+    let mut d = hgx_h200();
+    d["gpus"][5]["cpu_affinity"] = json!("0-47,96-143");
+    let (code, ev) = Node::new(&d).run(&suite);
+    assert_eq!(code, 1);
+    let f = failures(&ev);
+    assert!(
+        f.iter().any(|f| f.2 == "GPU 5"
+            && f.3 == "GPU 5 is local to CPUs 0-47,96-143, expected CPUs 48-95,144-191"),
+        "{f:#?}"
+    );
+    assert!(
+        f.iter().all(|f| f.0 == "topology" && f.2.contains('5')),
+        "{f:#?}"
+    );
+
+    // NVML does not answer GPU 2's affinity; where this machine has no PCI device at its bus
+    // id, sysfs gives no local_cpulist either.
+    if !host_has_pci(&HGX_BUS[2][4..].to_lowercase()) {
+        let mut d = hgx_h200();
+        d["gpus"][2]
+            .as_object_mut()
+            .expect("gpu")
+            .remove("cpu_affinity");
+        let (_, ev) = Node::new(&d).run(&suite);
+        let f = cpu_findings(&ev);
+        let gpu2: Vec<_> = f.iter().filter(|f| f.3.starts_with("GPU 2 ")).collect();
+        assert!(
+            !gpu2.is_empty() && gpu2.iter().all(|f| f.1 == "skip"),
+            "{f:#?}"
+        );
+        assert!(
+            gpu2.iter()
+                .any(|f| f.3 == "GPU 2 CPU affinity: not available here"),
+            "{f:#?}"
+        );
+        assert!(failures(&ev).is_empty(), "{:#?}", failures(&ev));
+    }
+}

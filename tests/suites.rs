@@ -73,6 +73,21 @@ const BROKEN: &[(&str, &str, &str)] = &[
         "GPU 1 is in more than one place of numa_groups",
     ),
     (
+        "format_version = 1\nname = \"x\"\n[node]\ngpu_count = 2\n[topology]\ncpu_affinity = [\"0-7\", \"8-x\"]\n",
+        "6:24",
+        "topology.cpu_affinity[1]: '8-x' is not a CPU list",
+    ),
+    (
+        "format_version = 1\nname = \"x\"\n[node]\ngpu_count = 4\n[topology]\ncpu_affinity = [\"0-7\"]\n",
+        "6:1",
+        "cpu_affinity lists 1 GPUs but node.gpu_count is 4",
+    ),
+    (
+        "format_version = 1\nname = \"x\"\n[node]\ngpu_count = 4\n[topology]\ncpu_affinity_groups = [[0, 4]]\n",
+        "6:28",
+        "GPU index 4 is out of range: the node has 4 GPUs",
+    ),
+    (
         "format_version = 1\nname = \"x\"\n[node]\ngpu_count = 4\n[topology]\npcie_paths = [{ a = 0, b = 1, path = \"PCI\" }]\n",
         "6:31",
         "unknown variant `PCI`",
@@ -81,6 +96,27 @@ const BROKEN: &[(&str, &str, &str)] = &[
         "format_version = 1\nname = \"x\"\n[node]\ngpu_count = 4\n[topology]\npcie_paths = [{ a = 0, b = 1, path = \"PIX\" }, { a = 1, b = 0, path = \"SYS\" }]\n",
         "6:47",
         "the pair 1-0 is listed twice",
+    ),
+    // per-path-class peer limits: known classes only, located at the class; limits checked inside
+    (
+        "format_version = 1\nname = \"x\"\n[checks.p2p_bandwidth.by_path.PCI]\nread = { fail_below = 3.0 }\n",
+        "3:31",
+        "unknown path class `PCI`, expected one of PIX, PXB, PHB, NODE, SYS or NV1 to NV32",
+    ),
+    (
+        "format_version = 1\nname = \"x\"\n[checks.p2p_bandwidth]\nby_path = { SYS = { read = { fail_below = 3.0 } }, NV0 = {} }\n",
+        "4:52",
+        "unknown path class `NV0`",
+    ),
+    (
+        "format_version = 1\nname = \"x\"\n[checks.p2p_bandwidth.by_path.SYS]\nreed = { fail_below = 3.0 }\n",
+        "4:1",
+        "checks.p2p_bandwidth.by_path.SYS.reed: unknown field `reed`",
+    ),
+    (
+        "format_version = 1\nname = \"x\"\n[checks.p2p_bandwidth.by_path.SYS]\nread = { fail_below = -1.0 }\n",
+        "4:10",
+        "checks.p2p_bandwidth.by_path.SYS.read.fail_below: fail_below must be a number from 0 to 100000",
     ),
     (
         "format_version = 1\nname = \"x\"\n[checks.host_bandwidth]\nh2d = { fail_below = 48.0, warn_below = 40.0 }\n",

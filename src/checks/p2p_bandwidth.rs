@@ -9,8 +9,9 @@ use crate::error::HwError;
 use crate::evidence::{
     Bytes, Convention, Directions, Fact, FactValue, Finding, Metric, Status, Subject, Tool,
 };
-use crate::suite::P2pBandwidthCheck;
+use crate::suite::{Limit, P2pBandwidthCheck, PathClass};
 use crate::units::format_bytes;
+use std::collections::BTreeMap;
 
 pub struct P2pBandwidth(pub P2pBandwidthCheck);
 
@@ -173,10 +174,19 @@ impl Check for P2pBandwidth {
                     )
                 })
                 .collect();
-            for (who, _, v) in &items {
-                if let Some(f) = judge(who, human, *v, "GB/s", limit) {
+            // Each pair is judged by its class's limit where the suite states one for this
+            // figure, by the check-wide one otherwise; the typical rule takes each group apart.
+            let mut groups: BTreeMap<Option<PathClass>, Vec<f64>> = BTreeMap::new();
+            for (who, class, v) in &items {
+                let (key, limit) = limit_for(c, name, class, limit);
+                let what = match key {
+                    Some(k) => format!("{human} ({} pair)", k.label()),
+                    None => human.to_string(),
+                };
+                if let Some(f) = judge(who, &what, *v, "GB/s", limit) {
                     out.push(f.on(name));
                 }
+                groups.entry(key).or_default().push(*v);
             }
             if let Some(pct) = c.outlier_pct {
                 out.extend(
@@ -185,13 +195,34 @@ impl Check for P2pBandwidth {
                         .map(|f| f.on(name)),
                 );
             }
-            let values: Vec<f64> = items.iter().map(|x| x.2).collect();
-            if let Some(f) = typical(&values, limit, true, human, "GB/s") {
-                out.push(f.on(name));
+            for (key, values) in &groups {
+                let (limit, what) = match key {
+                    Some(k) => (
+                        c.by_path[k].for_metric(name).unwrap_or(limit),
+                        format!("{human} of {} pairs", k.label()),
+                    ),
+                    None => (limit, human.to_string()),
+                };
+                if let Some(f) = typical(values, limit, true, &what, "GB/s") {
+                    out.push(f.on(name));
+                }
             }
         }
         out
     }
+}
+
+/// The limit a pair of path class `class` (as [`path_class`] gives it) is judged by for
+/// `metric`: its class's, keyed by the class, where the suite states one; else `wide`.
+fn limit_for<'a>(
+    c: &'a P2pBandwidthCheck,
+    metric: &str,
+    class: &str,
+    wide: &'a Limit,
+) -> (Option<PathClass>, &'a Limit) {
+    PathClass::parse(class)
+        .and_then(|k| Some((k, c.by_path.get(&k)?.for_metric(metric)?)))
+        .map_or((None, wide), |(k, l)| (Some(k), l))
 }
 
 #[cfg(test)]
@@ -279,6 +310,142 @@ mod tests {
         assert_eq!(f[0].subject.describe(), "GPU 1 -> GPU 3");
         assert!(
             f[0].reason.contains("median of SYS pairs"),
+            "{}",
+            f[0].reason
+        );
+    }
+
+    /// The four-GPU box with pairs 0-1 and 2-3 behind one switch (PIX) and the rest across
+    /// sockets (SYS), each read at `bw(a, b)`, judged by `cfg`: the findings that are not a pass.
+    fn judge_pix_sys(bw: impl Fn(usize, usize) -> f64, cfg: &str) -> Vec<Finding> {
+        let (suite, mut inv, m) = crate::testutil::pcie_box("p2p_read", "GB/s", true, bw);
+        for p in &mut inv.pairs {
+            if p.a / 2 == p.b / 2 {
+                p.pcie_path = Some("PIX".into());
+            }
+        }
+        let ctx = crate::testutil::ctx(&suite, &inv);
+        let cfg: P2pBandwidthCheck = toml::from_str(cfg).unwrap();
+        P2pBandwidth(cfg)
+            .evaluate(&ctx, &m)
+            .into_iter()
+            .filter(|f| f.metric.as_deref() == Some("p2p_read") && f.status != Status::Pass)
+            .collect()
+    }
+
+    const BY_PATH: &str = "read = { fail_below = 24.0 }\n\
+                           [by_path.SYS]\n\
+                           read = { fail_below = 18.0, typical = 22.1 }\n";
+
+    fn pix_sys(a: usize, b: usize) -> f64 {
+        if a / 2 == b / 2 {
+            26.3
+        } else {
+            22.1
+        }
+    }
+
+    #[test]
+    fn each_pair_is_held_to_its_path_class_floor() {
+        // A SYS pair at SYS speed passes its SYS floor although it is under the check-wide one.
+        let f = judge_pix_sys(pix_sys, BY_PATH);
+        assert!(f.is_empty(), "{f:#?}");
+        // A PIX pair at SYS speed fails: it is held to the check-wide floor, not to SYS's.
+        let f = judge_pix_sys(
+            |a, b| {
+                if (a, b) == (2, 3) {
+                    22.1
+                } else {
+                    pix_sys(a, b)
+                }
+            },
+            BY_PATH,
+        );
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(
+            (f[0].subject.as_str(), f[0].status),
+            ("GPU 2 -> GPU 3", Status::Fail)
+        );
+        assert!(
+            f[0].reason.contains("below the floor of 24.0 GB/s"),
+            "{}",
+            f[0].reason
+        );
+        // A SYS pair under the SYS floor fails, the class named in the reason.
+        let f = judge_pix_sys(
+            |a, b| {
+                if (a, b) == (1, 3) {
+                    16.5
+                } else {
+                    pix_sys(a, b)
+                }
+            },
+            BY_PATH,
+        );
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].subject, "GPU 1 -> GPU 3");
+        assert!(
+            f[0].reason
+                .contains("peer read (SYS pair) 16.5 GB/s is below the floor of 18.0 GB/s"),
+            "{}",
+            f[0].reason
+        );
+        // Without by_path (suites written before), the one floor holds every pair: SYS fails.
+        let f = judge_pix_sys(pix_sys, "read = { fail_below = 24.0 }");
+        assert_eq!(f.len(), 8, "{f:#?}");
+        assert!(f.iter().all(|f| f.status == Status::Fail));
+        // A class the suite states no figure for keeps the check-wide limit for that figure.
+        let f = judge_pix_sys(
+            pix_sys,
+            "read = { fail_below = 24.0 }\n[by_path.SYS]\nwrite = { fail_below = 1.0 }",
+        );
+        assert_eq!(f.len(), 8, "{f:#?}");
+    }
+
+    #[test]
+    fn an_nvlink_class_has_its_own_floor() {
+        // H100 NVL-like: pairs 0-1 and 2-3 joined by 12 links, the rest by 18. A 12-link pair
+        // at 257 GB/s passes its NV12 floor; an 18-link pair at the same speed fails.
+        let (suite, mut inv, m) = crate::testutil::pcie_box("p2p_read", "GB/s", false, |a, b| {
+            if a / 2 == b / 2 || (a, b) == (1, 3) {
+                257.0
+            } else {
+                376.0
+            }
+        });
+        for p in &mut inv.pairs {
+            p.nvlinks = if p.a / 2 == p.b / 2 { 12 } else { 18 };
+        }
+        let ctx = crate::testutil::ctx(&suite, &inv);
+        let cfg: P2pBandwidthCheck = toml::from_str(
+            "read = { fail_below = 335.0 }\n[by_path.NV12]\nread = { fail_below = 230.0 }",
+        )
+        .unwrap();
+        let f: Vec<Finding> = P2pBandwidth(cfg)
+            .evaluate(&ctx, &m)
+            .into_iter()
+            .filter(|f| f.metric.as_deref() == Some("p2p_read") && f.status != Status::Pass)
+            .collect();
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].subject, "GPU 1 -> GPU 3");
+        assert!(
+            f[0].reason.contains("below the floor of 335"),
+            "{}",
+            f[0].reason
+        );
+    }
+
+    #[test]
+    fn a_path_class_typical_is_held_against_that_class_alone() {
+        // Every SYS pair 15% slow: above its floor, but its class's median is under 0.9 x typical.
+        let f = judge_pix_sys(
+            |a, b| pix_sys(a, b) * if a / 2 == b / 2 { 1.0 } else { 0.85 },
+            BY_PATH,
+        );
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!((f[0].subject.as_str(), f[0].status), ("node", Status::Warn));
+        assert!(
+            f[0].reason.contains("peer read of SYS pairs"),
             "{}",
             f[0].reason
         );

@@ -148,6 +148,13 @@ impl Check for Topology {
                 }
             }
         }
+        if let Some(cpus) = &topo.cpu_affinity {
+            for g in &inv.gpus {
+                if let Some(want) = cpus.get(g.index) {
+                    out.push(affinity_finding(g, want));
+                }
+            }
+        }
         for p in &inv.pairs {
             let Some(want) = topo.expected_links(p.a, p.b) else {
                 continue;
@@ -237,6 +244,9 @@ impl Check for Topology {
         if let Some(groups) = &topo.numa_groups {
             out.extend(group_findings(inv, groups, Place::Numa));
         }
+        if let Some(groups) = &topo.cpu_affinity_groups {
+            out.extend(group_findings(inv, groups, Place::Cpus));
+        }
         if let Some(want) = topo.nvswitch_count {
             out.push(match inv.nvswitches {
                 Some(s) => finding(
@@ -279,24 +289,73 @@ impl Check for Topology {
     }
 }
 
+/// A GPU's CPU affinity against the CPU list the suite states, compared as sets. A list that
+/// was not read, or does not read as a CPU list, is "not available here", never a pass.
+fn affinity_finding(g: &Gpu, want: &str) -> Finding {
+    use crate::platform::numa::canonical_cpulist;
+    let who = format!("GPU {}", g.index);
+    let expected = format!("CPUs {want}");
+    let want_set = canonical_cpulist(want);
+    match g.cpu_affinity.as_deref() {
+        None => finding(
+            Status::Skip,
+            &who,
+            "not available here",
+            expected,
+            format!("{who} CPU affinity: not available here"),
+        ),
+        Some(found) => match canonical_cpulist(found) {
+            None => finding(
+                Status::Skip,
+                &who,
+                found,
+                expected,
+                format!("{who} CPU affinity reads '{found}', not a CPU list"),
+            ),
+            Some(f) if Some(&f) == want_set.as_ref() => finding(
+                Status::Pass,
+                &who,
+                format!("CPUs {found}"),
+                expected,
+                format!("{who} is local to CPUs {found}"),
+            ),
+            Some(_) => finding(
+                Status::Fail,
+                &who,
+                format!("CPUs {found}"),
+                expected,
+                format!("{who} is local to CPUs {found}, expected CPUs {want}"),
+            ),
+        },
+    }
+}
+
 /// Where a GPU sits, for the group relations.
 #[derive(Clone, Copy)]
 enum Place {
     Socket,
     Numa,
+    Cpus,
 }
 
 impl Place {
-    fn of(self, g: &Gpu) -> Option<i64> {
+    /// The place as text; two GPUs are in one place when their texts are equal (a CPU list in
+    /// its canonical form, so that lists are compared as sets).
+    fn of(self, g: &Gpu) -> Option<String> {
         match self {
-            Place::Socket => g.cpu_socket.map(i64::from),
-            Place::Numa => g.numa_node.map(i64::from),
+            Place::Socket => g.cpu_socket.map(|v| v.to_string()),
+            Place::Numa => g.numa_node.map(|v| v.to_string()),
+            Place::Cpus => g
+                .cpu_affinity
+                .as_deref()
+                .and_then(crate::platform::numa::canonical_cpulist),
         }
     }
     fn what(self) -> &'static str {
         match self {
             Place::Socket => "CPU socket",
             Place::Numa => "NUMA node",
+            Place::Cpus => "CPU list",
         }
     }
 }
@@ -308,7 +367,7 @@ fn group_findings(inv: &Inventory, groups: &[Vec<usize>], place: Place) -> Vec<F
     let what = place.what();
     let mut out = Vec::new();
     // Each group's single place, when its GPUs agree.
-    let mut agreed: Vec<Option<i64>> = Vec::new();
+    let mut agreed: Vec<Option<String>> = Vec::new();
     for group in groups {
         let mut read = Vec::new();
         for &i in group {
@@ -330,7 +389,7 @@ fn group_findings(inv: &Inventory, groups: &[Vec<usize>], place: Place) -> Vec<F
         let at = crate::inventory::group_in_order(read);
         match at.len() {
             0 => agreed.push(None),
-            1 => agreed.push(Some(at[0].0)),
+            1 => agreed.push(Some(at[0].0.clone())),
             _ => {
                 agreed.push(None);
                 let spread = at
@@ -349,11 +408,11 @@ fn group_findings(inv: &Inventory, groups: &[Vec<usize>], place: Place) -> Vec<F
         }
     }
     for (gi, group) in groups.iter().enumerate() {
-        let Some(v) = agreed[gi] else { continue };
+        let Some(v) = &agreed[gi] else { continue };
         let clash: Vec<&Vec<usize>> = groups
             .iter()
             .enumerate()
-            .filter(|(gj, _)| *gj != gi && agreed[*gj] == Some(v))
+            .filter(|(gj, _)| *gj != gi && agreed[*gj].as_ref() == Some(v))
             .map(|(_, g)| g)
             .collect();
         let sub = Subject::group(group);
@@ -527,6 +586,108 @@ mod tests {
     }
 
     const HGX: &str = "socket_groups = [[0, 1, 2, 3], [4, 5, 6, 7]]";
+
+    const H100_CPUS: &str = "cpu_affinity = [\"0-55,112-167\", \"0-55,112-167\", \
+        \"0-55,112-167\", \"0-55,112-167\", \"56-111,168-223\", \"56-111,168-223\", \
+        \"56-111,168-223\", \"56-111,168-223\"]";
+
+    #[test]
+    fn each_gpu_is_local_to_the_cpus_the_suite_states() {
+        // The simulated H100 reads its sockets' lists: every GPU passes, compared as sets.
+        let f = relations("h100-sxm-8", H100_CPUS, |_| {});
+        assert_eq!(f.len(), 8, "{f:#?}");
+        assert!(f.iter().all(|x| x.status == Status::Pass), "{f:#?}");
+        assert_eq!(f[5].reason, "GPU 5 is local to CPUs 56-111,168-223");
+        let f = relations("h100-sxm-8", H100_CPUS, |inv| {
+            inv.gpus[5].cpu_affinity = Some("168-223,56-111".into());
+        });
+        assert!(f.iter().all(|x| x.status == Status::Pass), "{f:#?}");
+        // A GPU local to the other socket's CPUs fails, named, with both lists.
+        let f = relations("h100-sxm-8", H100_CPUS, |inv| {
+            inv.gpus[5].cpu_affinity = Some("0-55,112-167".into());
+        });
+        let bad: Vec<&Finding> = f.iter().filter(|x| x.status != Status::Pass).collect();
+        assert_eq!(bad.len(), 1, "{f:#?}");
+        assert_eq!(
+            (bad[0].subject.as_str(), bad[0].status),
+            ("GPU 5", Status::Fail)
+        );
+        assert_eq!(
+            bad[0].reason,
+            "GPU 5 is local to CPUs 0-55,112-167, expected CPUs 56-111,168-223"
+        );
+        // A list the platform did not give (a VM's -1) is not available here, never a pass.
+        let f = relations("h100-sxm-8", H100_CPUS, |inv| {
+            inv.gpus[2].cpu_affinity = None;
+        });
+        let bad: Vec<&Finding> = f.iter().filter(|x| x.status != Status::Pass).collect();
+        assert_eq!(bad.len(), 1, "{f:#?}");
+        assert_eq!(
+            (bad[0].status, bad[0].reason.as_str()),
+            (Status::Skip, "GPU 2 CPU affinity: not available here")
+        );
+        let f = relations("h100-sxm-8", H100_CPUS, |inv| {
+            inv.gpus[2].cpu_affinity = Some("garbage".into());
+        });
+        assert!(
+            f.iter()
+                .any(|x| x.status == Status::Skip && x.reason.contains("not a CPU list")),
+            "{f:#?}"
+        );
+    }
+
+    #[test]
+    fn gpus_that_share_their_cpus_are_judged_as_a_relation() {
+        // Whatever numbers the CPUs have (SMT off renumbers them), the halves share lists.
+        let halves = "cpu_affinity_groups = [[0, 1, 2, 3], [4, 5, 6, 7]]";
+        let renumbered = |inv: &mut Inventory| {
+            for g in &mut inv.gpus {
+                g.cpu_affinity = Some(if g.index < 4 { "0-47" } else { "48-95" }.into());
+            }
+        };
+        let f = relations("h100-sxm-8", halves, renumbered);
+        assert_eq!(
+            statuses(&f),
+            vec![
+                ("GPUs 0, 1, 2, 3".to_string(), Status::Pass),
+                ("GPUs 4, 5, 6, 7".to_string(), Status::Pass)
+            ],
+            "{f:#?}"
+        );
+        // A GPU whose CPUs are not its group's fails the group, naming who has which list.
+        let f = relations("h100-sxm-8", halves, |inv| {
+            renumbered(inv);
+            inv.gpus[3].cpu_affinity = Some("48-95".into());
+        });
+        let bad: Vec<&Finding> = f.iter().filter(|x| x.status == Status::Fail).collect();
+        assert!(
+            bad.iter().any(|x| x.reason
+                == "GPUs 0, 1, 2, 3 should share one CPU list: GPUs 0, 1, 2 on CPU list 0-47, GPU 3 on CPU list 48-95"),
+            "{f:#?}"
+        );
+        // Two groups local to the same CPUs fail both.
+        let f = relations("h100-sxm-8", halves, |inv| {
+            for g in &mut inv.gpus {
+                g.cpu_affinity = Some("0-95".into());
+            }
+        });
+        assert_eq!(
+            f.iter().filter(|x| x.status == Status::Fail).count(),
+            2,
+            "{f:#?}"
+        );
+        // Unread is not available here.
+        let f = relations("h100-sxm-8", halves, |inv| {
+            renumbered(inv);
+            inv.gpus[6].cpu_affinity = None;
+        });
+        assert!(
+            f.iter()
+                .any(|x| x.status == Status::Skip
+                    && x.reason == "GPU 6 CPU list: not available here"),
+            "{f:#?}"
+        );
+    }
 
     #[test]
     fn socket_groups_hold_whatever_the_numa_ids() {

@@ -70,12 +70,45 @@ pub fn parse_cpulist(text: &str) -> Option<Vec<usize>> {
                 (a, a)
             }
         };
-        if a > b || b >= MAX_CPU {
+        // Bounded in total, not only per range: a suite may repeat "0-65535" a million times.
+        if a > b || b >= MAX_CPU || out.len() + (b - a) >= MAX_CPU {
             return None;
         }
         out.extend(a..=b);
     }
     (!out.is_empty()).then_some(out)
+}
+
+/// A CPU list as the kernel writes it, from CPU numbers in any order: "0-3,8,10-11". The same
+/// set always gives the same text, so two lists can be compared as sets by their text.
+pub fn cpulist_text(cpus: &[usize]) -> String {
+    let mut cpus = cpus.to_vec();
+    cpus.sort_unstable();
+    cpus.dedup();
+    let mut ranges: Vec<(usize, usize)> = Vec::new();
+    for c in cpus {
+        match ranges.last_mut() {
+            Some((_, end)) if *end + 1 == c => *end = c,
+            _ => ranges.push((c, c)),
+        }
+    }
+    ranges
+        .iter()
+        .map(|&(a, b)| {
+            if a == b {
+                a.to_string()
+            } else {
+                format!("{a}-{b}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The canonical text of a CPU list ("0-1,2-3" and "3,0-2" both give "0-3"); None when it does
+/// not parse.
+pub fn canonical_cpulist(text: &str) -> Option<String> {
+    parse_cpulist(text).map(|c| cpulist_text(&c))
 }
 
 /// While alive, the calling thread runs on `cpus` and new pages prefer `node`; both are
@@ -261,6 +294,22 @@ pub fn placement(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cpu_lists_compare_as_sets() {
+        assert_eq!(canonical_cpulist("3,0-2").as_deref(), Some("0-3"));
+        assert_eq!(canonical_cpulist("0-1,2-3,3").as_deref(), Some("0-3"));
+        assert_eq!(
+            canonical_cpulist("112-167,0-55").as_deref(),
+            Some("0-55,112-167")
+        );
+        assert_eq!(canonical_cpulist("0-x"), None);
+        // Each range in bounds, the whole list not: refused before it is expanded.
+        let huge = vec!["0-65535"; 100_000].join(",");
+        assert_eq!(parse_cpulist(&huge), None);
+        assert_eq!(parse_cpulist("0-65535").map(|c| c.len()), Some(65536));
+        assert_eq!(cpulist_text(&[5, 7, 6, 9]), "5-7,9");
+    }
 
     #[test]
     fn cpu_lists_parse_like_the_kernel_writes_them() {

@@ -804,12 +804,36 @@ fn p2p_matrix(ev: &Evidence, metric: &str, title: &str) -> Option<Matrix> {
             _ => c.read,
         });
     let node_median = median(&medians);
-    let (expected, reference) = match limit.and_then(|l| l.fail_below) {
+    let (expected, mut reference) = match limit.and_then(|l| l.fail_below) {
         Some(f) => (f, format!("the suite's floor of {} GB/s", fmt_num(f))),
         None => (
             node_median,
             format!("the node median of {} GB/s", fmt_num(node_median)),
         ),
+    };
+    // Floors the suite states per path class (`by_path`) for this figure.
+    let by_path: Vec<(crate::suite::PathClass, f64)> = ev
+        .suite
+        .resolved
+        .checks
+        .p2p_bandwidth
+        .iter()
+        .flat_map(|c| c.by_path.iter())
+        .filter_map(|(k, l)| Some((*k, l.for_metric(metric)?.fail_below?)))
+        .collect();
+    if !by_path.is_empty() {
+        let each: Vec<String> = by_path
+            .iter()
+            .map(|(k, f)| format!("{} pairs {} GB/s", k.label(), fmt_num(*f)))
+            .collect();
+        reference = format!("{reference} (by path class: {})", each.join(", "));
+    }
+    let expected_for = |a: usize, b: usize| {
+        ev.node
+            .pair(a, b)
+            .and_then(|p| crate::suite::PathClass::parse(&p.topo_label()))
+            .and_then(|k| by_path.iter().find(|(c, _)| *c == k).map(|x| x.1))
+            .unwrap_or(expected)
     };
     let gpus: Vec<usize> = ev.node.gpus.iter().map(|g| g.index).collect();
     let labels: Vec<String> = gpus.iter().map(|i| format!("GPU{i}")).collect();
@@ -861,7 +885,7 @@ fn p2p_matrix(ev: &Evidence, metric: &str, title: &str) -> Option<Matrix> {
             }
             heat_row.push(HeatCell {
                 value: Some(m.median).filter(|v| v.is_finite()),
-                expected: Some(expected).filter(|v| v.is_finite() && *v > 0.0),
+                expected: Some(expected_for(sa, sb)).filter(|v| v.is_finite() && *v > 0.0),
                 status,
                 note: (!reasons.is_empty()).then(|| reasons.join("; ")),
             });
@@ -1037,6 +1061,29 @@ mod tests {
         assert_eq!(bidir.failing, 1);
         assert_eq!(bidir.rows[1].cells[4].text, bidir.rows[4].cells[1].text);
         assert_eq!(bidir.rows[4].cells[1].class, "fail");
+    }
+
+    #[test]
+    fn a_p2p_matrix_names_the_floors_of_each_path_class() {
+        // The PCIe suite states PIX and PXB floors: the legend says so, and a PIX pair's cell is
+        // shaded against its class's floor, the others against the check-wide one.
+        let mut ev = simulated("l40s-pcie-4", &[]);
+        for p in &mut ev.node.pairs {
+            if (p.a, p.b) == (0, 1) {
+                p.pcie_path = Some("PIX".into());
+            }
+        }
+        let read = build(&ev).p2p_read.expect("read matrix");
+        assert_eq!(
+            read.reference,
+            "the suite's floor of 18.0 GB/s (by path class: PIX pairs 23.0 GB/s, PXB pairs 23.0 GB/s)"
+        );
+        assert!(read
+            .svg
+            .contains("<title>GPU0 → GPU1: 22 GB/s (expected 23 GB/s"));
+        assert!(read
+            .svg
+            .contains("<title>GPU0 → GPU2: 21.8 GB/s (expected 18 GB/s"));
     }
 
     #[test]

@@ -202,6 +202,11 @@ fn topology_table(inv: &Inventory) -> Table {
     if let Some(n) = numa.filter(|n| !n.is_empty()) {
         t["numa_nodes"] = value(Array::from_iter(n));
     }
+    // Each GPU's CPU list, as read (a GPU whose list was not read leaves the key out).
+    let cpus: Option<Vec<String>> = inv.gpus.iter().map(|g| g.cpu_affinity.clone()).collect();
+    if let Some(c) = cpus.filter(|c| !c.is_empty()) {
+        t["cpu_affinity"] = value(Array::from_iter(c));
+    }
     // The relations too: which GPUs share a CPU socket, how many NVSwitches, each pair's path.
     let sockets: Option<Vec<u32>> = inv.gpus.iter().map(|g| g.cpu_socket).collect();
     if let Some(sockets) = sockets.filter(|s| !s.is_empty()) {
@@ -374,6 +379,16 @@ mod tests {
             Some(vec![vec![0, 1, 2, 3], vec![4, 5, 6, 7]])
         );
         assert_eq!(s.topology.nvswitch_count, Some(4));
+        let cpus = s
+            .topology
+            .cpu_affinity
+            .clone()
+            .expect("cpu_affinity frozen");
+        assert_eq!(cpus.len(), 8);
+        assert_eq!(
+            (cpus[0].as_str(), cpus[7].as_str()),
+            ("0-55,112-167", "56-111,168-223")
+        );
         assert_eq!(s.topology.pcie_paths.len(), 28);
         let path = |a, b| {
             s.topology
@@ -409,6 +424,29 @@ mod tests {
             .flat_map(|c| c.evaluate(&ctx, &Measured::default()))
             .any(|f| f.status == Status::Fail);
         assert!(failed);
+    }
+
+    #[test]
+    fn a_frozen_suite_catches_a_gpu_on_other_cpus() {
+        // The CPU lists are frozen: a GPU that later reports the other socket's CPUs fails.
+        let (mut inv, loaded) = frozen("h100-sxm-8");
+        inv.gpus[6].cpu_affinity = inv.gpus[0].cpu_affinity.clone();
+        let ctx = Ctx {
+            suite: &loaded.suite,
+            inventory: &inv,
+            earlier: &[],
+            simulated: true,
+        };
+        let failed: Vec<String> = checks::from_suite(&loaded)
+            .iter()
+            .flat_map(|c| c.evaluate(&ctx, &Measured::default()))
+            .filter(|f| f.status == Status::Fail)
+            .map(|f| f.reason)
+            .collect();
+        assert_eq!(
+            failed,
+            ["GPU 6 is local to CPUs 0-55,112-167, expected CPUs 56-111,168-223"]
+        );
     }
 
     #[test]

@@ -104,6 +104,16 @@ pub struct TopologyExpect {
     /// The same relation for NUMA nodes (one socket holds several under AMD's NPS2 or NPS4).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub numa_groups: Option<Vec<Vec<usize>>>,
+    /// The CPUs each GPU is local to, in CUDA order, as the kernel writes a CPU list
+    /// ("0-55,112-167"; compared as sets). Literal numbers, which differ between machines and
+    /// BIOS settings (SMT, NPS): prefer `cpu_affinity_groups`; a frozen handover suite may pin
+    /// them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_affinity: Option<Vec<String>>,
+    /// GPUs local to the same CPUs, in CUDA order: `[[0, 1], [2, 3]]`. The GPUs of one group
+    /// must report one CPU list and different groups different ones; which CPUs is not judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_affinity_groups: Option<Vec<Vec<usize>>>,
     /// NVSwitches reached by the GPUs' active NVLinks (4 on an HGX H100 or H200).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nvswitch_count: Option<u32>,
@@ -422,6 +432,12 @@ pub struct P2pBandwidthCheck {
     pub bidir: Limit,
     /// Each pair must be within this many percent of the node's median.
     pub outlier_pct: Option<f64>,
+    /// Limits for the pairs of one path class (`[checks.p2p_bandwidth.by_path.SYS]`,
+    /// `read = { fail_below = 18.0 }`): each figure a class states replaces `read`, `write` or
+    /// `bidir` for the pairs of that class; a figure it does not state keeps the check-wide one.
+    /// Absent (suites written before): one limit for every pair.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub by_path: BTreeMap<PathClass, PathLimits>,
     /// A pair without peer access fails (copies would be staged through the host).
     #[serde(default = "yes")]
     pub require_peer_access: bool,
@@ -430,6 +446,77 @@ pub struct P2pBandwidthCheck {
     /// data are never re-measured.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub remeasure: u32,
+}
+
+/// The limits of one path class's pairs: any of the three figures.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PathLimits {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read: Option<Limit>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write: Option<Limit>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bidir: Option<Limit>,
+}
+
+impl PathLimits {
+    /// The limit this class states for a figure ("p2p_read", "p2p_write", "p2p_bidir").
+    pub fn for_metric(&self, metric: &str) -> Option<&Limit> {
+        match metric {
+            "p2p_read" => self.read.as_ref(),
+            "p2p_write" => self.write.as_ref(),
+            "p2p_bidir" => self.bidir.as_ref(),
+            _ => None,
+        }
+    }
+}
+
+/// How a GPU pair connects, as `nvidia-smi topo -m` prints it: a PCIe path class, or NV# for a
+/// pair joined by # active NVLinks (NV18).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PathClass {
+    Pcie(PciePath),
+    Nvlink(u32),
+}
+
+impl PathClass {
+    pub fn label(self) -> String {
+        match self {
+            PathClass::Pcie(p) => p.label().to_string(),
+            PathClass::Nvlink(n) => format!("NV{n}"),
+        }
+    }
+
+    /// "PIX" ... "SYS", or "NV1" to "NV32"; None for anything else.
+    pub fn parse(s: &str) -> Option<Self> {
+        if let Some(p) = PciePath::parse(s) {
+            return Some(PathClass::Pcie(p));
+        }
+        let n: u32 = s.strip_prefix("NV")?.parse().ok()?;
+        let canonical = format!("NV{n}") == s;
+        (canonical && (1..=MAX_NVLINKS_PER_GPU).contains(&n)).then_some(PathClass::Nvlink(n))
+    }
+}
+
+impl Serialize for PathClass {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.label())
+    }
+}
+
+/// Read as a string (like [`CollectiveOp`]) so that an error inside a class's table keeps the
+/// class in its key path.
+impl<'de> Deserialize<'de> for PathClass {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Self::parse(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "unknown path class `{s}`, expected one of PIX, PXB, PHB, NODE, SYS or NV1 to \
+                 NV{MAX_NVLINKS_PER_GPU} (NV18: 18 NVLinks)"
+            ))
+        })
+    }
 }
 
 fn default_p2p_size() -> ByteSize {
@@ -867,6 +954,7 @@ impl Suite {
         for (key, groups) in [
             ("socket_groups", &self.topology.socket_groups),
             ("numa_groups", &self.topology.numa_groups),
+            ("cpu_affinity_groups", &self.topology.cpu_affinity_groups),
         ] {
             let Some(groups) = groups else { continue };
             let path = format!("topology.{key}");
@@ -942,6 +1030,25 @@ impl Suite {
                 );
             }
         }
+        if let Some(cpus) = &self.topology.cpu_affinity {
+            for (i, v) in cpus.iter().enumerate() {
+                if crate::platform::numa::parse_cpulist(v).is_none() {
+                    p.bad(
+                        &format!("topology.cpu_affinity[{i}]"),
+                        format!("'{v}' is not a CPU list (expected e.g. \"0-55,112-167\")"),
+                    );
+                }
+            }
+            if let Some(n) = n.filter(|n| cpus.len() != *n) {
+                p.bad(
+                    "topology.cpu_affinity",
+                    format!(
+                        "cpu_affinity lists {} GPUs but node.gpu_count is {n}",
+                        cpus.len()
+                    ),
+                );
+            }
+        }
         let c = &self.checks;
         if let Some(h) = &c.host_bandwidth {
             for (k, l) in [
@@ -962,6 +1069,18 @@ impl Suite {
         if let Some(x) = &c.p2p_bandwidth {
             for (k, l) in [("read", &x.read), ("write", &x.write), ("bidir", &x.bidir)] {
                 p.limit(&format!("checks.p2p_bandwidth.{k}"), l, MAX_GBPS);
+            }
+            for (class, pl) in &x.by_path {
+                for (k, l) in [
+                    ("read", &pl.read),
+                    ("write", &pl.write),
+                    ("bidir", &pl.bidir),
+                ] {
+                    if let Some(l) = l {
+                        let path = format!("checks.p2p_bandwidth.by_path.{}.{k}", class.label());
+                        p.limit(&path, l, MAX_GBPS);
+                    }
+                }
             }
             p.size("checks.p2p_bandwidth.size", x.size);
             p.iters("checks.p2p_bandwidth.iterations", x.iterations);

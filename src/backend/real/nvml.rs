@@ -145,24 +145,7 @@ fn set_bits(mask: &[u64]) -> impl Iterator<Item = usize> + '_ {
 /// A CPU bitmask (64 CPUs a word, lowest first) as a list like "0-15,32-47".
 pub fn cpu_list(mask: &[u64]) -> Option<String> {
     let cpus: Vec<usize> = set_bits(mask).collect();
-    let mut ranges: Vec<(usize, usize)> = Vec::new();
-    for c in cpus {
-        match ranges.last_mut() {
-            Some((_, end)) if *end + 1 == c => *end = c,
-            _ => ranges.push((c, c)),
-        }
-    }
-    let parts: Vec<String> = ranges
-        .iter()
-        .map(|&(a, b)| {
-            if a == b {
-                a.to_string()
-            } else {
-                format!("{a}-{b}")
-            }
-        })
-        .collect();
-    (!parts.is_empty()).then(|| parts.join(","))
+    (!cpus.is_empty()).then(|| crate::platform::numa::cpulist_text(&cpus))
 }
 
 /// `nvidia-smi topo -m`'s label for NVML's common-ancestor level.
