@@ -363,7 +363,7 @@ mod tests {
         );
         assert_eq!(f.len(), 1, "{f:#?}");
         assert_eq!(
-            (f[0].subject.as_str(), f[0].status),
+            (f[0].subject.describe().as_str(), f[0].status),
             ("GPU 2 -> GPU 3", Status::Fail)
         );
         assert!(
@@ -383,7 +383,7 @@ mod tests {
             BY_PATH,
         );
         assert_eq!(f.len(), 1, "{f:#?}");
-        assert_eq!(f[0].subject, "GPU 1 -> GPU 3");
+        assert_eq!(f[0].subject.describe(), "GPU 1 -> GPU 3");
         assert!(
             f[0].reason
                 .contains("peer read (SYS pair) 16.5 GB/s is below the floor of 18.0 GB/s"),
@@ -427,7 +427,7 @@ mod tests {
             .filter(|f| f.metric.as_deref() == Some("p2p_read") && f.status != Status::Pass)
             .collect();
         assert_eq!(f.len(), 1, "{f:#?}");
-        assert_eq!(f[0].subject, "GPU 1 -> GPU 3");
+        assert_eq!(f[0].subject.describe(), "GPU 1 -> GPU 3");
         assert!(
             f[0].reason.contains("below the floor of 335"),
             "{}",
@@ -443,7 +443,10 @@ mod tests {
             BY_PATH,
         );
         assert_eq!(f.len(), 1, "{f:#?}");
-        assert_eq!((f[0].subject.as_str(), f[0].status), ("node", Status::Warn));
+        assert_eq!(
+            (f[0].subject.describe().as_str(), f[0].status),
+            ("node", Status::Warn)
+        );
         assert!(
             f[0].reason.contains("peer read of SYS pairs"),
             "{}",

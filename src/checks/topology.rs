@@ -293,13 +293,14 @@ impl Check for Topology {
 /// was not read, or does not read as a CPU list, is "not available here", never a pass.
 fn affinity_finding(g: &Gpu, want: &str) -> Finding {
     use crate::platform::numa::canonical_cpulist;
-    let who = format!("GPU {}", g.index);
+    let sub = Subject::gpu(g.index);
+    let who = sub.describe();
     let expected = format!("CPUs {want}");
     let want_set = canonical_cpulist(want);
     match g.cpu_affinity.as_deref() {
         None => finding(
             Status::Skip,
-            &who,
+            sub.clone(),
             "not available here",
             expected,
             format!("{who} CPU affinity: not available here"),
@@ -307,21 +308,21 @@ fn affinity_finding(g: &Gpu, want: &str) -> Finding {
         Some(found) => match canonical_cpulist(found) {
             None => finding(
                 Status::Skip,
-                &who,
+                sub.clone(),
                 found,
                 expected,
                 format!("{who} CPU affinity reads '{found}', not a CPU list"),
             ),
             Some(f) if Some(&f) == want_set.as_ref() => finding(
                 Status::Pass,
-                &who,
+                sub.clone(),
                 format!("CPUs {found}"),
                 expected,
                 format!("{who} is local to CPUs {found}"),
             ),
             Some(_) => finding(
                 Status::Fail,
-                &who,
+                sub.clone(),
                 format!("CPUs {found}"),
                 expected,
                 format!("{who} is local to CPUs {found}, expected CPUs {want}"),
@@ -609,7 +610,7 @@ mod tests {
         let bad: Vec<&Finding> = f.iter().filter(|x| x.status != Status::Pass).collect();
         assert_eq!(bad.len(), 1, "{f:#?}");
         assert_eq!(
-            (bad[0].subject.as_str(), bad[0].status),
+            (bad[0].subject.describe().as_str(), bad[0].status),
             ("GPU 5", Status::Fail)
         );
         assert_eq!(
