@@ -1349,6 +1349,9 @@ mod tests {
         // Words that are none of those forms are kept as written, and shown as written.
         for text in [
             "GPU 2 (",
+            "GPU 3 ()",
+            "GPU +3",
+            "foo (0000:17:00.0)",
             "a GPU",
             "GPU x",
             "GPUs 1",
@@ -1361,6 +1364,108 @@ mod tests {
             assert_eq!(s.label.as_deref(), Some(text), "{text}");
             assert_eq!(s.describe(), text);
         }
+    }
+
+    /// The verdict from the records: every way a run can fall short of a pass, each with its
+    /// exit code, on a finished simulated run edited as a crash, an empty run and skipped
+    /// checks leave it.
+    #[test]
+    fn the_verdict_knows_what_ran_and_what_was_judged() {
+        use crate::error::exit;
+        let done = crate::testutil::simulated("h200-vm-1", &[]);
+        let n = done.checks.len();
+        assert_eq!(done.promised().len(), n);
+        assert!(done.missing_checks().is_empty() && done.finished() && done.judged_anything());
+        assert_eq!((done.assess(), done.shortfall()), (Verdict::Pass, None));
+        // The last check never ran, though the state says complete: incomplete, and named.
+        let mut cut = done.clone();
+        let last = cut.checks.pop().unwrap().id;
+        assert_eq!(cut.missing_checks(), vec![last.clone()]);
+        assert!(!cut.finished());
+        assert_eq!(cut.assess(), Verdict::Incomplete);
+        cut.update_verdict();
+        assert_eq!(
+            (cut.verdict, cut.never_ran.clone()),
+            (Verdict::Incomplete, vec![last])
+        );
+        // Every record there, but the run never closed: incomplete too.
+        let mut open = done.clone();
+        open.state = RunState::Running;
+        assert!(!open.finished());
+        assert_eq!(open.shortfall(), Some(Verdict::Incomplete));
+        // Every check skipped: nothing judged. An error alone is a judgement of the node.
+        let mut skipped = done.clone();
+        for c in &mut skipped.checks {
+            c.status = Status::Skip;
+            for f in &mut c.findings {
+                f.status = Status::Skip;
+            }
+        }
+        assert!(!skipped.judged_anything());
+        assert_eq!(skipped.assess(), Verdict::NothingJudged);
+        assert_eq!(skipped.shortfall(), Some(Verdict::NothingJudged));
+        let mut one_warn = skipped.clone();
+        one_warn.checks[0].findings[0].status = Status::Warn;
+        assert!(one_warn.judged_anything());
+        assert_eq!(one_warn.assess(), Verdict::Pass);
+        let mut errored = skipped.clone();
+        errored.checks[0].status = Status::Error;
+        assert!(errored.judged_anything());
+        assert_eq!(errored.assess(), Verdict::Error);
+        // Each verdict has its documented exit code.
+        for (v, code) in [
+            (Verdict::Pass, exit::PASS),
+            (Verdict::Fail, exit::CHECK_FAILED),
+            (Verdict::Error, exit::NODE_UNTESTABLE),
+            (Verdict::Incomplete, exit::INCOMPLETE),
+            (Verdict::NothingJudged, exit::NOTHING_JUDGED),
+        ] {
+            assert_eq!(v.exit_code(), code, "{v:?}");
+        }
+        assert_eq!(
+            [
+                exit::PASS,
+                exit::CHECK_FAILED,
+                exit::NODE_UNTESTABLE,
+                exit::INCOMPLETE,
+                exit::NOTHING_JUDGED
+            ],
+            [0, 1, 3, 5, 6]
+        );
+        // Partial coverage is said only where a reading was missing.
+        let mut c = done.checks[0].clone();
+        c.coverage = None;
+        assert!(!c.partial());
+        c.coverage = Some(Coverage {
+            available: 7,
+            total: 7,
+        });
+        assert!(!c.partial());
+        c.coverage = Some(Coverage {
+            available: 4,
+            total: 7,
+        });
+        assert!(c.partial());
+    }
+
+    #[test]
+    fn subjects_that_mean_the_same_are_the_same_fields() {
+        // A group of one GPU is that GPU, so that it matches the GPU's other findings.
+        assert_eq!(Subject::group(&[3]), Subject::gpu(3));
+        assert_eq!(Subject::group(&[5, 4, 5]), Subject::group(&[4, 5]));
+        // Pairs without direction are named lower index first.
+        assert_eq!(Subject::between(5, 2), Subject::between(2, 5));
+        assert_eq!(Subject::both_ways(5, 2).describe(), "GPU 2 <-> GPU 5");
+        // The bidirectional figure is about both directions of its pair; others as measured.
+        assert_eq!(
+            Subject::pair(0, 1).of_metric(BIDIR_METRIC),
+            Subject::both_ways(0, 1)
+        );
+        assert_eq!(
+            Subject::pair(0, 1).of_metric("p2p_read"),
+            Subject::pair(0, 1)
+        );
+        assert_eq!(Subject::gpu(0).of_metric(BIDIR_METRIC), Subject::gpu(0));
     }
 
     #[test]
@@ -1424,6 +1529,12 @@ mod tests {
             ("ranks", "8.0"),
             ("ranks", ""),
             ("p2p_read_data", "maybe"),
+            ("ranks", "+8"),
+            ("wrong_elements", "+1/4"),
+            // Only the words each name was written with: "enabled" was never a format-2 value,
+            // and "intact" means a copy check only in a copy check's record.
+            ("peer_access", "enabled"),
+            ("mode", "intact"),
         ] {
             assert_eq!(
                 V::from_legacy(name, text),
