@@ -86,6 +86,15 @@ impl Backend for Faulty {
     ) -> Result<CollectiveSample, HwError> {
         self.inner.collective(op, b, w, i)
     }
+    fn collective_no_nvls(
+        &mut self,
+        op: CollectiveOp,
+        sizes: &[u64],
+        w: u32,
+        i: u32,
+    ) -> Result<Vec<CollectiveSample>, HwError> {
+        self.inner.collective_no_nvls(op, sizes, w, i)
+    }
     fn training(&mut self, c: &TrainingCheck) -> Result<TrainingRun, HwError> {
         self.inner.training(c)
     }

@@ -155,6 +155,12 @@ pub struct CollectiveTable {
     pub chart: String,
     /// Some size returned wrong data (the chart cannot show that; the table opens).
     pub corrupt: bool,
+    /// all_reduce was measured a second time with NVLS forced off: the rows carry that figure
+    /// too (`busbw_no_nvls`).
+    pub no_nvls: bool,
+    /// For all_reduce: how NVLS was measured, or why there is no NVLS figure ("NVLS not
+    /// available: GPU 0: fabric manager not running"). Empty for other collectives.
+    pub nvls: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -163,6 +169,8 @@ pub struct CollectiveRow {
     pub time_us: String,
     pub algbw: String,
     pub busbw: Cell,
+    /// busbw with NVLS forced off (empty where not measured).
+    pub busbw_no_nvls: Cell,
     pub wrong: Cell,
 }
 
@@ -428,20 +436,34 @@ pub fn build(ev: &Evidence) -> View {
                         &format!("{op} {}", format_bytes(s)),
                         "",
                     );
-                    let wrong = c
-                        .fact("wrong_elements", &sub)
-                        .map(|f| {
-                            let w = f.value.split('/').next().unwrap_or("0").to_string();
+                    let busbw_no_nvls = cell(
+                        Some(c),
+                        "busbw_no_nvls",
+                        &sub,
+                        &format!("{op} {}", format_bytes(s)),
+                        "",
+                    );
+                    let wrong_of = |name: &str| {
+                        c.fact(name, &sub)
+                            .map(|f| f.value.split('/').next().unwrap_or("0").to_string())
+                    };
+                    let wrong = match (
+                        wrong_of("wrong_elements"),
+                        wrong_of("wrong_elements_no_nvls"),
+                    ) {
+                        (None, None) => Cell::empty(),
+                        (w, off) => {
+                            let w = w.unwrap_or_default();
+                            let bad = w != "0" || off.as_deref().is_some_and(|o| o != "0");
                             Cell {
-                                class: if w == "0" {
-                                    String::new()
-                                } else {
-                                    "fail".into()
+                                class: if bad { "fail".into() } else { String::new() },
+                                text: match off {
+                                    Some(o) if o != "0" => format!("{w}; {o} with NVLS off"),
+                                    _ => w,
                                 },
-                                text: w,
                             }
-                        })
-                        .unwrap_or_else(Cell::empty);
+                        }
+                    };
                     // nccl-tests rounds each rank's block down to 16 bytes: say what moved.
                     let moved = c
                         .fact("bytes_moved", &sub)
@@ -454,6 +476,7 @@ pub fn build(ev: &Evidence) -> View {
                         time_us: t,
                         algbw: a,
                         busbw,
+                        busbw_no_nvls,
                         wrong,
                     }
                 })
@@ -468,7 +491,26 @@ pub fn build(ev: &Evidence) -> View {
                 .and_then(|o| ev.suite.resolved.checks.collective.get(&o))
                 .map(|cc| CollectiveCheck::floors(&cc.min_busbw_gbps))
                 .unwrap_or_default();
+            let no_nvls = rows.iter().any(|r| !r.busbw_no_nvls.text.is_empty());
+            let nvls = if op != "all_reduce" {
+                String::new()
+            } else if no_nvls {
+                "Measured twice: as NCCL chooses (NVLS where it can), and with NVLS forced off \
+                 (NCCL_NVLS_ENABLE=0, in a child process)."
+                    .into()
+            } else {
+                use crate::inventory::NvlsAvailability as A;
+                match ev.node.nvls() {
+                    A::Available => String::new(),
+                    A::Unavailable(why) => {
+                        format!("No NVLS figure: NVLS not available ({why}); NCCL's figure is without NVLS.")
+                    }
+                    A::Unknown(why) => format!("No NVLS figure known: NVLS availability unknown ({why})."),
+                }
+            };
             CollectiveTable {
+                no_nvls,
+                nvls,
                 corrupt: rows.iter().any(|r| r.wrong.class == "fail"),
                 chart: collective_chart(&op, &ranks, c, &sizes, &floors),
                 floors: floors_text(&floors),

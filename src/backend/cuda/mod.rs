@@ -494,6 +494,15 @@ impl CudaMeasurements {
         self.run(what, limit, move |c| c.p2p_latency(src, dst, iters))
     }
 
+    /// The deadline of one collective of `bytes` per rank over the node's GPUs, without the
+    /// NCCL set-up allowance.
+    fn collective_limit(&self, bytes: u64, warmup: u32, iters: u32) -> Duration {
+        let n = self.opts.bus_ids.len().max(1) as f64;
+        // All-reduce moves about 2x its size per rank; allow for it whatever the op.
+        let moved = 2.0 * n * bytes as f64 * (warmup + iters + 1) as f64;
+        deadline(moved, 2.0 * n * bytes as f64)
+    }
+
     pub fn collective(
         &mut self,
         op: CollectiveOp,
@@ -506,10 +515,7 @@ impl CudaMeasurements {
         if !(self.opts.nccl_loadable)() {
             return Err(libs::missing(Lib::Nccl));
         }
-        let n = self.opts.bus_ids.len().max(1) as f64;
-        // All-reduce moves about 2x its size per rank; allow for it whatever the op.
-        let moved = 2.0 * n * bytes as f64 * (warmup + iters + 1) as f64;
-        let mut limit = deadline(moved, 2.0 * n * bytes as f64);
+        let mut limit = self.collective_limit(bytes, warmup, iters);
         if !self.nccl_ready {
             limit = limit.saturating_add(NCCL_INIT_LIMIT);
         }
@@ -517,6 +523,54 @@ impl CudaMeasurements {
         let r = self.run(what, limit, move |c| c.collective(op, bytes, warmup, iters));
         // A failed collective drops the communicators: the next one makes them again.
         self.nccl_ready = r.is_ok();
+        r
+    }
+
+    /// The sweep with NVLS forced off, in a child process (see [`crate::backend::no_nvls`] for
+    /// why). Its deadline: every size's, plus opening the GPUs and making the communicators.
+    /// A child that hangs is killed, and like a hung measurement here it ends this backend's
+    /// measurements: the GPUs may still be busy with it.
+    pub fn collective_no_nvls(
+        &mut self,
+        op: CollectiveOp,
+        sizes: &[u64],
+        warmup: u32,
+        iters: u32,
+    ) -> Result<Vec<CollectiveSample>, HwError> {
+        use crate::backend::no_nvls;
+        if let State::Failed(e) | State::Poisoned(e) = &self.state {
+            return Err(e.clone());
+        }
+        if !(self.opts.driver_loadable)() {
+            return Err(libs::missing(Lib::Cuda));
+        }
+        if !(self.opts.nccl_loadable)() {
+            return Err(libs::missing(Lib::Nccl));
+        }
+        let exe = std::env::current_exe().map_err(|e| HwError::Call {
+            call: "finding nodecert's own executable to measure without NVLS".into(),
+            detail: e.to_string(),
+        })?;
+        let limit = sizes
+            .iter()
+            .map(|&b| self.collective_limit(b, warmup, iters))
+            .fold(SETUP_LIMIT.saturating_add(NCCL_INIT_LIMIT), |a, b| {
+                a.saturating_add(b)
+            });
+        let limit = effective_limit(self.opts.timeout, limit);
+        let req = no_nvls::Request::new(
+            op,
+            sizes,
+            warmup,
+            iters,
+            no_nvls::Target::Real {
+                bus_ids: self.opts.bus_ids.clone(),
+            },
+        );
+        let r = no_nvls::measure(&exe, &req, limit);
+        if let Err(HwError::Timeout { what, seconds }) = &r {
+            self.state = State::Poisoned(worker::poisoned_error(what, *seconds));
+        }
         r
     }
 
