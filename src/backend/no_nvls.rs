@@ -99,7 +99,11 @@ pub fn what(op: CollectiveOp) -> String {
 }
 
 /// Run the sweep in a child: `exe` with [`SUBCOMMAND`], `NCCL_NVLS_ENABLE=0`, at most `limit`.
-pub fn measure(exe: &Path, req: &Request, limit: Duration) -> Result<Vec<CollectiveSample>, HwError> {
+pub fn measure(
+    exe: &Path,
+    req: &Request,
+    limit: Duration,
+) -> Result<Vec<CollectiveSample>, HwError> {
     let what = what(req.op);
     let json = serde_json::to_string(req).map_err(|e| HwError::Call {
         call: format!("writing the request for {what}"),
@@ -335,7 +339,10 @@ pub fn serve(request: &str) -> u8 {
     };
     use std::io::Write;
     let mut o = std::io::stdout().lock();
-    if o.write_all(line.as_bytes()).and_then(|_| o.flush()).is_err() {
+    if o.write_all(line.as_bytes())
+        .and_then(|_| o.flush())
+        .is_err()
+    {
         return exit::NODE_UNTESTABLE;
     }
     code
@@ -364,8 +371,8 @@ fn sweep(req: &Request) -> Result<Vec<CollectiveSample>, HwError> {
                 .iter()
                 .map(|f| super::sim::Fault::parse(f).map_err(bad))
                 .collect::<Result<Vec<_>, _>>()?;
-            let mut b = super::sim::SimBackend::new(node, faults, *seed)
-                .map_err(|e| bad(e.to_string()))?;
+            let mut b =
+                super::sim::SimBackend::new(node, faults, *seed).map_err(|e| bad(e.to_string()))?;
             b.collective_no_nvls(req.op, &req.sizes, req.warmup, req.iters)
         }
     }
@@ -409,7 +416,9 @@ mod tests {
         // printf '%s\n' prints the text as it is, whatever it holds.
         let quoted = stdout.replace('\'', "'\\''");
         let out = run_bounded(
-            sh(&format!("printf '%s\\n' '{quoted}'; echo 'some warning' >&2")),
+            sh(&format!(
+                "printf '%s\\n' '{quoted}'; echo 'some warning' >&2"
+            )),
             Duration::from_secs(20),
             MAX_STDOUT,
             "test child",
@@ -471,7 +480,10 @@ mod tests {
             nvls_enable: Some("0".into()),
             result: Ok(vec![sample(), sample()]),
         };
-        let text = format!("node:1:1 [0] NCCL INFO NVLS disabled\n{}", reply_line(&good));
+        let text = format!(
+            "node:1:1 [0] NCCL INFO NVLS disabled\n{}",
+            reply_line(&good)
+        );
         assert_eq!(through_sh(&text).unwrap(), vec![sample(), sample()]);
     }
 
@@ -488,7 +500,10 @@ mod tests {
         r.result = Ok(vec![sample(), sample()]);
         r.nvls_enable = None;
         let e = through_sh(&reply_line(&r)).unwrap_err();
-        assert!(e.to_string().contains("NCCL_NVLS_ENABLE=(unset), not 0"), "{e}");
+        assert!(
+            e.to_string().contains("NCCL_NVLS_ENABLE=(unset), not 0"),
+            "{e}"
+        );
         r.nvls_enable = Some("0".into());
         r.protocol = 99;
         let e = through_sh(&reply_line(&r)).unwrap_err();

@@ -4,11 +4,11 @@
 use super::judge::{finding, fmt_num};
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
+use crate::backend::CollectiveSample;
 use crate::error::HwError;
 use crate::evidence::{
     Bytes, Convention, Directions, Fact, Finding, Metric, Status, Subject, Tool,
 };
-use crate::backend::CollectiveSample;
 use crate::suite::{CollectiveCheck, CollectiveOp, NvlsRequirement};
 use crate::units::{format_bytes, size_sweep};
 
@@ -226,10 +226,7 @@ impl Check for Collective {
             .find(|f| f.name == "ranks")
             .and_then(|f| f.value.parse().ok())
             .unwrap_or(ctx.inventory.gpus.len());
-        let second = m
-            .metrics
-            .iter()
-            .any(|x| x.name.ends_with(NO_NVLS))
+        let second = m.metrics.iter().any(|x| x.name.ends_with(NO_NVLS))
             || m.facts.iter().any(|f| f.name.ends_with(NO_NVLS));
         // Correct data first, in both passes: a fast wrong answer fails.
         out.extend(data_findings(op, m, ""));
@@ -525,9 +522,7 @@ fn data_findings(op: CollectiveOp, m: &Measured, suffix: &str) -> Vec<Finding> {
                     who,
                     format!("{w} wrong of {t}"),
                     "0 wrong elements",
-                    format!(
-                        "{op} at {at}{pass}: {w} of {t} elements wrong after the collective"
-                    ),
+                    format!("{op} at {at}{pass}: {w} of {t} elements wrong after the collective"),
                 ));
             }
             Some((_, t)) => checked_total += t,
@@ -539,9 +534,7 @@ fn data_findings(op: CollectiveOp, m: &Measured, suffix: &str) -> Vec<Finding> {
             op.to_string(),
             "no data check",
             "0 wrong elements",
-            format!(
-                "{op}{pass}: no size's result was checked, so the data was not proven correct"
-            ),
+            format!("{op}{pass}: no size's result was checked, so the data was not proven correct"),
         ));
     } else if good {
         out.push(finding(
@@ -549,9 +542,7 @@ fn data_findings(op: CollectiveOp, m: &Measured, suffix: &str) -> Vec<Finding> {
             op.to_string(),
             "0 wrong elements",
             "0 wrong elements",
-            format!(
-                "{op}{pass}: data correct at every size ({checked_total} elements checked)"
-            ),
+            format!("{op}{pass}: data correct at every size ({checked_total} elements checked)"),
         ));
     }
     out
@@ -657,6 +648,95 @@ mod data_tests {
         for bad in ["", "x/256", "3", "1/y", "-1/256"] {
             assert_eq!(statuses(&["0/256", bad]), vec![Status::Error], "{bad:?}");
         }
+    }
+
+    #[test]
+    fn wrong_data_with_nvls_forced_off_fails_naming_that_pass() {
+        let mut m = measured(&["0/256"]);
+        m.facts.push(Fact {
+            name: "wrong_elements_no_nvls".into(),
+            subject: Subject::size(1 << 10),
+            value: "2/256".into(),
+        });
+        let main = data_findings(CollectiveOp::AllReduce, &m, "");
+        assert_eq!(
+            main.iter().map(|f| f.status).collect::<Vec<_>>(),
+            [Status::Pass]
+        );
+        let off = data_findings(CollectiveOp::AllReduce, &m, NO_NVLS);
+        assert_eq!(off.len(), 1);
+        assert_eq!(off[0].status, Status::Fail);
+        assert_eq!(
+            off[0].reason,
+            "all_reduce at 1 KiB with NVLS forced off: 2 of 256 elements wrong after the collective"
+        );
+    }
+
+    /// Which nodes get the second pass, and `nvls = "off"` where whether NVLS was used is not
+    /// known and nothing was measured without it: an error, never NCCL's figure judged as the
+    /// one without NVLS.
+    #[test]
+    fn the_second_pass_follows_nvls_availability() {
+        let ev = crate::testutil::simulated("h100-sxm-8", &[]);
+        let mut inv = ev.node.clone();
+        let check = |nvls: Option<NvlsRequirement>, op: CollectiveOp| Collective {
+            op,
+            cfg: CollectiveCheck {
+                nvls,
+                ..toml::from_str("").unwrap()
+            },
+        };
+        let ctx = |inv: &'_ crate::inventory::Inventory| -> bool {
+            let c = Ctx {
+                suite: &ev.suite.resolved,
+                inventory: inv,
+                earlier: &[],
+                simulated: true,
+            };
+            check(Some(NvlsRequirement::Off), CollectiveOp::AllReduce).second_pass(&c)
+        };
+        assert!(ctx(&inv));
+        let c = Ctx {
+            suite: &ev.suite.resolved,
+            inventory: &inv,
+            earlier: &[],
+            simulated: true,
+        };
+        assert!(check(None, CollectiveOp::AllReduce).second_pass(&c));
+        assert!(!check(None, CollectiveOp::AllGather).second_pass(&c));
+        // Unknown: only a suite that judges the figure without NVLS asks for the second pass.
+        for g in &mut inv.gpus {
+            g.nvls = Default::default();
+        }
+        assert!(ctx(&inv));
+        let c = Ctx {
+            suite: &ev.suite.resolved,
+            inventory: &inv,
+            earlier: &[],
+            simulated: true,
+        };
+        assert!(!check(None, CollectiveOp::AllReduce).second_pass(&c));
+        let mut m = Measured::default();
+        m.facts.push(Fact {
+            name: "ranks".into(),
+            subject: Subject::node(),
+            value: "8".into(),
+        });
+        m.facts.push(Fact {
+            name: "wrong_elements".into(),
+            subject: Subject::size(1 << 30),
+            value: "0/256".into(),
+        });
+        m.metrics.push(Metric::new(
+            "busbw",
+            Subject::size(1 << 30),
+            "GB/s",
+            vec![480.0],
+        ));
+        let f = check(Some(NvlsRequirement::Off), CollectiveOp::AllReduce).evaluate(&c, &m);
+        let last = f.last().unwrap();
+        assert_eq!(last.status, Status::Error, "{f:#?}");
+        assert!(last.reason.contains("none was measured"), "{f:#?}");
     }
 
     #[test]

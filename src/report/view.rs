@@ -491,7 +491,7 @@ pub fn build(ev: &Evidence) -> View {
                 .and_then(|o| ev.suite.resolved.checks.collective.get(&o))
                 .map(|cc| CollectiveCheck::floors(&cc.min_busbw_gbps))
                 .unwrap_or_default();
-            let no_nvls = rows.iter().any(|r| !r.busbw_no_nvls.text.is_empty());
+            let no_nvls = c.metrics.iter().any(|m| m.name == "busbw_no_nvls");
             let nvls = if op != "all_reduce" {
                 String::new()
             } else if no_nvls {

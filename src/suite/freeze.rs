@@ -362,7 +362,11 @@ mod tests {
 
     /// Every finding of the frozen suite's checks on `node` with `faults`: the collective is
     /// measured on the simulated node, the others judge the inventory.
-    fn judged(loaded: &crate::suite::load::LoadedSuite, node: &str, faults: &[&str]) -> Vec<Finding> {
+    fn judged(
+        loaded: &crate::suite::load::LoadedSuite,
+        node: &str,
+        faults: &[&str],
+    ) -> Vec<Finding> {
         let faults = faults
             .iter()
             .map(|f| sim::Fault::parse(f).expect("fault"))
@@ -431,7 +435,10 @@ mod tests {
         // fabric manager is down, naming the cause.
         let (_, loaded) = frozen("h100-sxm-8");
         let healthy = judged(&loaded, "h100-sxm-8", &[]);
-        assert!(healthy.iter().all(|f| f.status != Status::Fail), "{healthy:#?}");
+        assert!(
+            healthy.iter().all(|f| f.status != Status::Fail),
+            "{healthy:#?}"
+        );
         let lost = judged(&loaded, "h100-sxm-8", &["nvls-unavailable"]);
         let failed: Vec<&str> = lost
             .iter()
