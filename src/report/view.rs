@@ -492,11 +492,12 @@ pub fn build(ev: &Evidence) -> View {
                 .map(|cc| CollectiveCheck::floors(&cc.min_busbw_gbps))
                 .unwrap_or_default();
             let no_nvls = c.metrics.iter().any(|m| m.name == "busbw_no_nvls");
-            let nvls = if op != "all_reduce" {
+            // NVLS is a matter of all_reduce over several GPUs only.
+            let nvls = if op != "all_reduce" || !ranks.parse::<usize>().is_ok_and(|r| r > 1) {
                 String::new()
             } else if no_nvls {
                 "Measured twice: as NCCL chooses (NVLS where it can), and with NVLS forced off \
-                 (NCCL_NVLS_ENABLE=0, in a child process)."
+                 (NCCL_NVLS_ENABLE=0)."
                     .into()
             } else {
                 use crate::inventory::NvlsAvailability as A;
