@@ -243,6 +243,27 @@ fn an_nvls_node_measures_both_figures_and_the_report_shows_them() {
 }
 
 #[test]
+fn the_plan_says_when_all_reduce_is_measured_twice() {
+    let env = Env::new();
+    suite(&env, "nvls = \"off\"\n");
+    let plan = |node: &str| {
+        let out = env
+            .cmd()
+            .args(["check", "s.toml", "--simulate", node])
+            .output()
+            .expect("runs");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let h100 = plan("h100-sxm-8");
+    assert!(
+        h100.contains("with NVLS forced off (NCCL_NVLS_ENABLE=0, a child process on real GPUs): the floors apply to that figure"),
+        "{h100}"
+    );
+    let a100 = plan("a100-sxm-80gb-8");
+    assert!(!a100.contains("forced off"), "{a100}");
+}
+
+#[test]
 fn without_nvls_there_is_no_second_pass_and_the_report_says_why() {
     let env = Env::new();
     suite(&env, "");

@@ -159,6 +159,17 @@ impl Check for Collective {
         if n == 1 {
             p.push("one rank: bus bandwidth is 0 by definition; only the data is judged".into());
         }
+        if self.second_pass(ctx) {
+            p.push(format!(
+                "then the same sizes with NVLS forced off (NCCL_NVLS_ENABLE=0, a child process \
+                 on real GPUs){}",
+                if c.nvls == Some(NvlsRequirement::Off) {
+                    ": the floors apply to that figure"
+                } else {
+                    ""
+                }
+            ));
+        }
         Ok(p)
     }
 
