@@ -76,6 +76,9 @@ pub struct CudaOptions {
     /// A floor under every measurement's computed deadline ([`TIMEOUT_ENV`]); None: the
     /// computed deadlines alone.
     pub timeout: Option<Duration>,
+    /// The executable that measures without NVLS in a child process: nodecert itself
+    /// ([`std::env::current_exe`]; replaceable in tests).
+    pub self_exe: fn() -> std::io::Result<std::path::PathBuf>,
 }
 
 fn cuda_loadable() -> bool {
@@ -103,6 +106,7 @@ impl Default for CudaOptions {
             timeout: std::env::var(TIMEOUT_ENV)
                 .ok()
                 .and_then(|v| parse_timeout(&v)),
+            self_exe: std::env::current_exe,
         }
     }
 }
@@ -547,7 +551,7 @@ impl CudaMeasurements {
         if !(self.opts.nccl_loadable)() {
             return Err(libs::missing(Lib::Nccl));
         }
-        let exe = std::env::current_exe().map_err(|e| HwError::Call {
+        let exe = (self.opts.self_exe)().map_err(|e| HwError::Call {
             call: "finding nodecert's own executable to measure without NVLS".into(),
             detail: e.to_string(),
         })?;
@@ -773,7 +777,60 @@ mod tests {
             cublas_loadable: || false,
             toolkit_check: |_| Ok(()),
             timeout: None,
+            self_exe: std::env::current_exe,
         })
+    }
+
+    /// A stand-in for nodecert's child that answers as one whose measurement hung.
+    fn hung_child() -> std::io::Result<std::path::PathBuf> {
+        let p = std::env::temp_dir().join(format!("nodecert-hung-child-{}", std::process::id()));
+        let reply = r#"{"protocol":1,"nvls_enable":"0","result":{"Err":{"timeout":{"what":"NCCL all_reduce of 1 MiB","seconds":240.0}}}}"#;
+        std::fs::write(
+            &p,
+            format!(
+                "#!/bin/sh\necho '{}{reply}'\n",
+                crate::backend::no_nvls::REPLY_MARK
+            ),
+        )?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))?;
+        Ok(p)
+    }
+
+    #[test]
+    fn a_hang_in_the_child_without_nvls_ends_the_measurements_here_too() {
+        let mut m = CudaMeasurements::new(CudaOptions {
+            driver_loadable: || true,
+            nccl_loadable: || true,
+            self_exe: hung_child,
+            ..without_libraries().opts
+        });
+        // A script just written can be "busy" for a moment when another test thread forks
+        // meanwhile (its copy of the descriptor lives until it execs): try again then.
+        let mut e = None;
+        for _ in 0..20 {
+            match m.collective_no_nvls(CollectiveOp::AllReduce, &[1 << 20], 1, 2) {
+                Err(x) if x.to_string().contains("os error 26") => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                r => {
+                    e = r.err();
+                    break;
+                }
+            }
+        }
+        let e = e.expect("an error");
+        assert_eq!(
+            e.to_string(),
+            "NCCL all_reduce of 1 MiB did not finish within 240 s"
+        );
+        // The GPUs may still be busy with the child: nothing more runs, and the error says why.
+        let later = m
+            .collective(CollectiveOp::AllReduce, 1 << 20, 1, 2)
+            .unwrap_err()
+            .to_string();
+        assert!(later.contains("cannot be recovered"), "{later}");
+        let _ = std::fs::remove_file(hung_child().unwrap());
     }
 
     fn assert_no_driver(r: Result<impl std::fmt::Debug, HwError>) {
@@ -798,6 +855,7 @@ mod tests {
         assert_no_driver(m.p2p_latency(0, 1, 100));
         assert_no_driver(m.collective(CollectiveOp::AllReduce, 1 << 20, 1, 2));
         assert_no_driver(m.collective(CollectiveOp::AllToAll, 8, 1, 2));
+        assert_no_driver(m.collective_no_nvls(CollectiveOp::AllReduce, &[8, 1 << 20], 1, 2));
         let training: TrainingCheck = toml::from_str("").unwrap();
         assert_no_driver(m.training(&training));
         // The same error every time: a missing library does not come back.
