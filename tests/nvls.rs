@@ -240,6 +240,12 @@ fn an_nvls_node_measures_both_figures_and_the_report_shows_them() {
         7,
         "both figures in the row: {row}"
     );
+    let html = env.read("out/report.html");
+    assert!(html.contains("<th>busbw GB/s, NVLS off</th>"), "table");
+    assert!(
+        html.contains("all_reduce busbw, NVLS forced off"),
+        "the chart's second line"
+    );
 }
 
 #[test]

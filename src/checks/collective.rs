@@ -199,6 +199,12 @@ impl Check for Collective {
         if second {
             // The same sweep with NVLS forced off: the ring/tree figure beside NCCL's choice.
             let rs = b.collective_no_nvls(self.op, &sizes, c.warmup, c.iterations)?;
+            if rs.len() != sizes.len() {
+                return Err(HwError::Call {
+                    call: format!("{} with NVLS forced off", self.op),
+                    detail: format!("{} results for {} sizes", rs.len(), sizes.len()),
+                });
+            }
             for (&s, r) in sizes.iter().zip(&rs) {
                 self.record(&mut m, s, r, NO_NVLS)?;
             }

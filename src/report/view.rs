@@ -972,6 +972,21 @@ fn collective_chart(
         points,
         dashed: false,
     }];
+    // all_reduce's second pass, where measured: what the node delivers without NVLS.
+    let off: Vec<(f64, f64)> = sizes
+        .iter()
+        .filter_map(|&s| {
+            rec.metric("busbw_no_nvls", &Subject::size(s))
+                .map(|m| (s as f64, m.median))
+        })
+        .collect();
+    if !off.is_empty() {
+        series.push(Series {
+            name: format!("{op} busbw, NVLS forced off"),
+            points: off,
+            dashed: false,
+        });
+    }
     let floor = floor_steps(floors, sizes);
     if !floor.is_empty() {
         series.push(Series {
