@@ -1,7 +1,10 @@
 //! NVLink SHARP known, not guessed (issue 14 item 3), through the binary on the simulated
 //! H100: a suite that requires NVLS fails naming the cause when the fabric manager is down, a
 //! suite that takes it if available judges the ring by its own floor, and a suite that says
-//! nothing about NVLS keeps its meaning.
+//! nothing about NVLS keeps its meaning. A node that can use NVLS is measured both ways (NCCL's
+//! choice and NVLS forced off), `nvls = "off"` judges the forced-off figure, the report shows
+//! both or says why there is no NVLS figure, and the child process that measures without NVLS
+//! answers through the binary.
 
 mod util;
 use util::{read_json, Env};
