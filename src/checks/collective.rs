@@ -713,6 +713,12 @@ mod data_tests {
             check(Some(NvlsRequirement::Off), CollectiveOp::AllReduce).second_pass(&c)
         };
         assert!(ctx(&inv));
+        // One GPU: no collective to speak of, no second pass.
+        let mut one = inv.clone();
+        one.gpus.truncate(1);
+        assert!(!ctx(&one));
+        one.gpus = inv.gpus[..2].to_vec();
+        assert!(ctx(&one));
         let c = Ctx {
             suite: &ev.suite.resolved,
             inventory: &inv,
@@ -754,6 +760,32 @@ mod data_tests {
         let last = f.last().unwrap();
         assert_eq!(last.status, Status::Error, "{f:#?}");
         assert!(last.reason.contains("none was measured"), "{f:#?}");
+    }
+
+    #[test]
+    fn what_nvls_buys_is_stated_at_the_largest_size() {
+        let mut m = Measured::default();
+        for (size, on, off) in [(1u64 << 30, 400.0, 300.0), (8 << 30, 480.0, 368.0)] {
+            m.metrics
+                .push(Metric::new("busbw", Subject::size(size), "GB/s", vec![on]));
+            m.metrics.push(Metric::new(
+                "busbw_no_nvls",
+                Subject::size(size),
+                "GB/s",
+                vec![off],
+            ));
+        }
+        let f = what_nvls_buys(CollectiveOp::AllReduce, &m).expect("stated");
+        assert!(f.info && !f.is_judgement());
+        assert_eq!(f.metric.as_deref(), Some("busbw_no_nvls"));
+        assert_eq!(
+            f.reason,
+            "all_reduce at 8 GiB: bus bandwidth 368 GB/s with NVLS forced off, 480 GB/s as \
+             NCCL chose (NVLS adds 30.4%)"
+        );
+        // Nothing measured without NVLS: nothing to say.
+        m.metrics.retain(|x| x.name == "busbw");
+        assert!(what_nvls_buys(CollectiveOp::AllReduce, &m).is_none());
     }
 
     #[test]

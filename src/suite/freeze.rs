@@ -431,6 +431,13 @@ mod tests {
             text.contains("nvls = \"off\"  # NVLink SHARP not available when frozen: GPU 0 reports no multicast support"),
             "{text}"
         );
+        // Two GPUs are enough for a collective; one is not.
+        let mut b = SimBackend::new(sim::load_node("h100-sxm-8").unwrap(), vec![], 1).unwrap();
+        let mut inv = b.inventory().unwrap();
+        inv.gpus.truncate(2);
+        assert!(all_reduce_table(&inv).is_some());
+        inv.gpus.truncate(1);
+        assert!(all_reduce_table(&inv).is_none());
         // The round trip: the suite frozen on a healthy H100 passes it, and fails it once the
         // fabric manager is down, naming the cause.
         let (_, loaded) = frozen("h100-sxm-8");
