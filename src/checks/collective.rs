@@ -783,6 +783,12 @@ mod data_tests {
             "all_reduce at 8 GiB: bus bandwidth 368 GB/s with NVLS forced off, 480 GB/s as \
              NCCL chose (NVLS adds 30.4%)"
         );
+        // A figure of 0 without NVLS: no percentage made up from it.
+        for x in m.metrics.iter_mut().filter(|x| x.name == "busbw_no_nvls") {
+            x.median = 0.0;
+        }
+        let f = what_nvls_buys(CollectiveOp::AllReduce, &m).expect("stated");
+        assert!(f.reason.ends_with("480 GB/s as NCCL chose"), "{}", f.reason);
         // Nothing measured without NVLS: nothing to say.
         m.metrics.retain(|x| x.name == "busbw");
         assert!(what_nvls_buys(CollectiveOp::AllReduce, &m).is_none());
