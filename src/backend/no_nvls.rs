@@ -301,6 +301,26 @@ pub fn read_reply(
 /// code (0 measured, 2 the request cannot be read, 3 the measurement failed).
 pub fn serve(request: &str) -> u8 {
     use crate::error::exit;
+    let (code, reply) = answer(request, std::env::var(NVLS_ENV).ok());
+    let line = match serde_json::to_string(&reply) {
+        Ok(j) => format!("{REPLY_MARK}{j}\n"),
+        Err(_) => return exit::NODE_UNTESTABLE,
+    };
+    use std::io::Write;
+    let mut o = std::io::stdout().lock();
+    if o.write_all(line.as_bytes())
+        .and_then(|_| o.flush())
+        .is_err()
+    {
+        return exit::NODE_UNTESTABLE;
+    }
+    code
+}
+
+/// What the child answers to `request` (JSON), having seen `nvls_enable` in its environment,
+/// and its exit code.
+fn answer(request: &str, nvls_enable: Option<String>) -> (u8, Reply) {
+    use crate::error::exit;
     let (code, result) = match serde_json::from_str::<Request>(request) {
         Err(e) => (
             exit::INVALID_INPUT,
@@ -328,24 +348,14 @@ pub fn serve(request: &str) -> u8 {
             )
         }
     };
-    let reply = Reply {
-        protocol: PROTOCOL,
-        nvls_enable: std::env::var(NVLS_ENV).ok(),
-        result,
-    };
-    let line = match serde_json::to_string(&reply) {
-        Ok(j) => format!("{REPLY_MARK}{j}\n"),
-        Err(_) => return exit::NODE_UNTESTABLE,
-    };
-    use std::io::Write;
-    let mut o = std::io::stdout().lock();
-    if o.write_all(line.as_bytes())
-        .and_then(|_| o.flush())
-        .is_err()
-    {
-        return exit::NODE_UNTESTABLE;
-    }
-    code
+    (
+        code,
+        Reply {
+            protocol: PROTOCOL,
+            nvls_enable,
+            result,
+        },
+    )
 }
 
 fn sweep(req: &Request) -> Result<Vec<CollectiveSample>, HwError> {
@@ -523,6 +533,85 @@ mod tests {
         };
         let e = through_sh(&reply_line(&r)).unwrap_err();
         assert!(matches!(e, HwError::Timeout { .. }), "{e:?}");
+    }
+
+    #[test]
+    fn the_child_answers_for_the_simulated_node_and_refuses_what_it_cannot_read() {
+        let sim = |faults: Vec<String>, node: &str| {
+            let mut r = req();
+            r.target = Target::Simulated {
+                node: node.into(),
+                faults,
+                seed: 1,
+            };
+            serde_json::to_string(&r).unwrap()
+        };
+        let (code, reply) = answer(&sim(vec![], "h100-sxm-8"), Some("0".into()));
+        assert_eq!(code, 0);
+        assert_eq!(reply.nvls_enable.as_deref(), Some("0"));
+        let got = reply.result.unwrap();
+        assert_eq!(got.len(), 2);
+        assert_eq!((got[0].ranks, got[0].bytes), (8, 1024));
+        let (code, reply) = answer(&sim(vec!["no-such-fault".into()], "h100-sxm-8"), None);
+        assert_eq!(code, 3);
+        assert!(reply.result.is_err());
+        let (code, reply) = answer(&sim(vec![], "no-such-node"), None);
+        assert_eq!(code, 3, "{reply:?}");
+        let mut other = req();
+        other.protocol = 2;
+        let (code, reply) = answer(&serde_json::to_string(&other).unwrap(), None);
+        assert_eq!(code, 2);
+        assert!(
+            reply
+                .result
+                .unwrap_err()
+                .to_string()
+                .contains("protocol 2, not 1"),
+            "a request of another version is refused"
+        );
+        let (code, _) = answer("{", None);
+        assert_eq!(code, 2);
+    }
+
+    #[test]
+    fn a_killed_child_is_gone_not_left_running() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let e = run_bounded(
+            sh(&format!(
+                "echo $$ > '{}'; exec sleep 30",
+                pid_file.display()
+            )),
+            Duration::from_millis(500),
+            MAX_STDOUT,
+            "x",
+        )
+        .unwrap_err();
+        assert!(matches!(e, HwError::Timeout { .. }), "{e:?}");
+        let pid = std::fs::read_to_string(&pid_file).unwrap();
+        let proc_dir = std::path::PathBuf::from(format!("/proc/{}", pid.trim()));
+        let t0 = Instant::now();
+        while proc_dir.exists() && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!proc_dir.exists(), "killed and reaped");
+    }
+
+    #[test]
+    fn a_long_stderr_keeps_its_end() {
+        let out = run_bounded(
+            sh("head -c 50000 /dev/zero | tr '\\0' x >&2; echo THE-END >&2"),
+            Duration::from_secs(20),
+            MAX_STDOUT,
+            "x",
+        )
+        .unwrap();
+        assert!(
+            out.stderr_tail.ends_with("xxTHE-END"),
+            "{}",
+            out.stderr_tail
+        );
+        assert_eq!(out.stderr_tail.chars().count(), STDERR_KEPT);
     }
 
     #[test]
