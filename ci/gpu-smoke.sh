@@ -19,6 +19,7 @@
 #   5. nodecert run of the frozen suite from step 1: the node must pass its own handover suite;
 #      then suites/training-anchor-bf16.toml, the same step in bf16 mixed precision (its exit
 #      status and time are printed; its evidence is under train-bf16/, not in the summary);
+#      then the child that measures all_reduce with NVLS forced off, alone (no-nvls.out);
 #   6. ci/gpu_summary.py: what the inventory says against what the issue expects, each check's
 #      verdict, and last the ratio table (H2D, D2H, device copy >= 0.98 of PyTorch; training
 #      step <= 1.1x PyTorch's; the whole suite < 60 s).
@@ -113,9 +114,16 @@ smoke() {
     step train 150 "$bin" run suites/training-anchor.toml "${sim[@]}" --out "$out/train"
     step frozen 150 "$bin" run "$out/frozen-suite.toml" "${sim[@]}" --out "$out/frozen"
     step train-bf16 90 "$bin" run suites/training-anchor-bf16.toml "${sim[@]}" --out "$out/train-bf16"
+    # The child that measures all_reduce with NVLS forced off (issue 14 item 3), called as nodecert
+    # calls it: on one GPU NCCL has no NVLS to turn off, but the child must open the GPU, run
+    # NCCL under NCCL_NVLS_ENABLE=0 and answer one reply line.
+    local target='{"real":{"bus_ids":[]}}'
+    [ "$mode" = dry-run ] && target='{"simulated":{"node":"h200-vm-1","faults":[],"seed":1}}'
+    step no-nvls 60 env NCCL_NVLS_ENABLE=0 "$bin" __collective-no-nvls \
+        "{\"protocol\":1,\"op\":\"all_reduce\",\"sizes\":[1048576,67108864],\"warmup\":1,\"iters\":5,\"target\":$target}"
 
     echo
-    for name in inventory suite frozen train; do
+    for name in inventory suite frozen train no-nvls; do
         echo "== $name (exit $(cat "$out/$name.rc")): last lines"
         tail -n 30 "$out/$name.out"
         tail -n 10 "$out/$name.err"

@@ -170,6 +170,13 @@ pub enum Command {
     },
     /// List the embedded suites, simulated nodes and faults.
     List,
+    /// Internal: measure a collective with NVLS forced off and answer in JSON on stdout (run by
+    /// nodecert itself in a child process; see `backend::no_nvls`).
+    #[command(name = "__collective-no-nvls", hide = true)]
+    CollectiveNoNvls {
+        /// The request, JSON.
+        request: String,
+    },
 }
 
 /// Machine outputs, beside the reports.
@@ -304,6 +311,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             templates,
             export,
         } => render::cmd_render(&evidence, out, templates.as_deref(), &export),
+        Command::CollectiveNoNvls { request } => Ok(crate::backend::no_nvls::serve(&request)),
         Command::List => {
             crate::out!("{}", list::list_text());
             Ok(exit::PASS)

@@ -642,7 +642,8 @@ pub fn verdict_changes(
         let mut m: BTreeMap<Key, Status> = BTreeMap::new();
         for c in checks {
             m.insert((c.id.clone(), None, None), c.status);
-            for f in &c.findings {
+            // Information is not a judgement: its status says nothing, so it cannot change.
+            for f in c.findings.iter().filter(|f| !f.info) {
                 let k = (c.id.clone(), Some(subject(&f.subject)), f.metric.clone());
                 let e = m.entry(k).or_insert(f.status);
                 *e = (*e).max(f.status);
@@ -817,6 +818,17 @@ mod tests {
         assert!(verdict_changes(&new, &old, &GpuMap::default())
             .iter()
             .all(|c| !c.worse));
+        // Information that appears (a figure shown for its own sake) is no change of verdict.
+        let mut with_info = old.clone();
+        with_info[0]
+            .findings
+            .push(finding(Status::Pass, "GPU 0 -> GPU 1", "busbw_no_nvls").informational());
+        assert!(verdict_changes(&old, &with_info, &GpuMap::default()).is_empty());
+        with_info[0].findings[2].info = false;
+        assert_eq!(
+            verdict_changes(&old, &with_info, &GpuMap::default()).len(),
+            1
+        );
     }
 
     #[test]

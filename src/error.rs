@@ -62,8 +62,10 @@ pub enum InputError {
     Lines(Vec<String>),
 }
 
-/// The node (or the library stack on it) could not be tested.
-#[derive(Debug, Clone, thiserror::Error)]
+/// The node (or the library stack on it) could not be tested. Serializable: a child process
+/// that measured for nodecert ([`crate::backend::no_nvls`]) sends it back as it is.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum HwError {
     /// A library (driver, NVML, NCCL, ...) is absent; `hint` says what to do.
     #[error("{what} is not available: {detail}")]

@@ -11,6 +11,8 @@ struct Faulty {
     inner: SimBackend,
     crash_on_peer_copy: bool,
     host_copy_times_out: bool,
+    /// The child that measures without NVLS is killed at its deadline.
+    no_nvls_times_out: bool,
 }
 
 impl Faulty {
@@ -20,6 +22,7 @@ impl Faulty {
             inner,
             crash_on_peer_copy,
             host_copy_times_out,
+            no_nvls_times_out: false,
         }
     }
 }
@@ -85,6 +88,21 @@ impl Backend for Faulty {
         i: u32,
     ) -> Result<CollectiveSample, HwError> {
         self.inner.collective(op, b, w, i)
+    }
+    fn collective_no_nvls(
+        &mut self,
+        op: CollectiveOp,
+        sizes: &[u64],
+        w: u32,
+        i: u32,
+    ) -> Result<Vec<CollectiveSample>, HwError> {
+        if self.no_nvls_times_out {
+            return Err(HwError::Timeout {
+                what: "NCCL all_reduce with NVLS forced off (child process)".into(),
+                seconds: 420.0,
+            });
+        }
+        self.inner.collective_no_nvls(op, sizes, w, i)
     }
     fn training(&mut self, c: &TrainingCheck) -> Result<TrainingRun, HwError> {
         self.inner.training(c)
@@ -153,4 +171,25 @@ fn a_hardware_error_in_one_check_is_reported_and_the_run_goes_on() {
         3,
         "an error means the node could not be tested"
     );
+}
+
+#[test]
+fn a_hung_child_without_nvls_is_an_error_exit_3_never_a_slow_link() {
+    let loaded = nodecert::suite::load::load("h100-sxm-8").unwrap();
+    let mut b = Faulty::new(false, false);
+    b.no_nvls_times_out = true;
+    let inv = b.inventory().unwrap();
+    let ev = nodecert::runner::new_evidence(&loaded, &b, inv, None, Default::default());
+    let ev =
+        nodecert::runner::run(&loaded, &mut b, ev, None, &mut nodecert::runner::Silent).unwrap();
+    let ar = ev.check("collective.all_reduce").unwrap();
+    assert_eq!(ar.status, nodecert::evidence::Status::Error);
+    assert!(
+        ar.summary.contains(
+            "NCCL all_reduce with NVLS forced off (child process) did not finish within 420 s"
+        ),
+        "{}",
+        ar.summary
+    );
+    assert_eq!(nodecert::cli::exit_for(&ev), 3);
 }

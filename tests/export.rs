@@ -172,6 +172,18 @@ fn prometheus_text_is_strictly_valid_and_matches_the_evidence() {
         &[("op", "all_reduce"), ("bytes", "8589934592")]
     )
     .is_empty());
+    // The H100 can use NVLS: all_reduce's figure with it forced off is exported beside it.
+    let on = get(
+        "nodecert_collective_busbw_gbps",
+        &[("op", "all_reduce"), ("bytes", "8589934592")],
+    )[0]
+    .value;
+    let off = get(
+        "nodecert_collective_busbw_no_nvls_gbps",
+        &[("op", "all_reduce"), ("bytes", "8589934592")],
+    );
+    assert_eq!(off.len(), 1);
+    assert!(off[0].value < on, "{} < {on}", off[0].value);
     assert_eq!(get("nodecert_training_samples_per_second", &[]).len(), 1);
     let ts = get("nodecert_run_timestamp_seconds", &[])[0].value;
     assert!(ts > 1.6e9, "{ts}");

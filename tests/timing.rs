@@ -94,6 +94,15 @@ impl Backend for Stamped {
     ) -> Result<CollectiveSample, HwError> {
         self.0.collective(op, b, w, i)
     }
+    fn collective_no_nvls(
+        &mut self,
+        op: CollectiveOp,
+        sizes: &[u64],
+        w: u32,
+        i: u32,
+    ) -> Result<Vec<CollectiveSample>, HwError> {
+        self.0.collective_no_nvls(op, sizes, w, i)
+    }
     fn training(&mut self, c: &TrainingCheck) -> Result<TrainingRun, HwError> {
         self.0.training(c)
     }

@@ -4,6 +4,7 @@
 //! [`BackendInfo::simulated`], which is carried into the evidence and onto every page.
 
 pub mod cuda;
+pub mod no_nvls;
 pub mod real;
 pub mod sim;
 
@@ -197,6 +198,18 @@ pub trait Backend {
         warmup: u32,
         iters: u32,
     ) -> Result<CollectiveSample, HwError>;
+    /// The same collective at each of `sizes`, with NVLink SHARP forced off
+    /// (`NCCL_NVLS_ENABLE=0`): the ring/tree figure a node delivers without NVLS, beside NCCL's
+    /// own choice from [`Backend::collective`]. NCCL reads that variable once per process and
+    /// keeps it, and its per-communicator config has no switch for it, so the real backend runs
+    /// this sweep in a child process ([`no_nvls`]); the simulated node answers from its model.
+    fn collective_no_nvls(
+        &mut self,
+        op: CollectiveOp,
+        sizes: &[u64],
+        warmup: u32,
+        iters: u32,
+    ) -> Result<Vec<CollectiveSample>, HwError>;
     /// The reference data-parallel training run.
     fn training(&mut self, cfg: &TrainingCheck) -> Result<TrainingRun, HwError>;
 }

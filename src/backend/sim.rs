@@ -1314,14 +1314,15 @@ impl SimBackend {
         Ok(())
     }
 
-    /// Bus bandwidth of a collective at large sizes on this node (after faults).
-    fn coll_peak(&self, op: CollectiveOp) -> f64 {
+    /// Bus bandwidth of a collective at large sizes on this node (after faults), as NCCL
+    /// chooses its algorithm, or with NVLS forced off (`no_nvls`, `NCCL_NVLS_ENABLE=0`).
+    fn coll_peak(&self, op: CollectiveOp, no_nvls: bool) -> f64 {
         let p = &self.node.perf;
         let mut peak = p.collective_busbw_gbps.get(&op).copied().unwrap_or(0.0);
         // NCCL uses NVLS only when every GPU can: one without it and all_reduce falls back.
         let nvls_lost =
             self.node.links.nvls && self.faults_of(FaultKind::NvlsUnavailable).next().is_some();
-        if op == CollectiveOp::AllReduce && nvls_lost {
+        if op == CollectiveOp::AllReduce && (nvls_lost || (no_nvls && self.node.links.nvls)) {
             peak = p.collective_busbw_no_nvls_gbps.unwrap_or(peak);
         }
         let n = self.n();
@@ -1350,16 +1351,50 @@ impl SimBackend {
     }
 
     /// Modelled time of one collective, microseconds.
-    fn coll_time_us(&self, op: CollectiveOp, bytes: u64) -> f64 {
+    fn coll_time_us(&self, op: CollectiveOp, bytes: u64, no_nvls: bool) -> f64 {
         let n = self.n();
         let factor = op.busbw_factor(n);
-        let peak = self.coll_peak(op);
+        let peak = self.coll_peak(op, no_nvls);
         let lat = self.node.perf.collective_latency_us * (1.0 + (n as f64).log2().max(0.0) * 0.25);
         if factor == 0.0 || peak <= 0.0 {
             // One rank: a local copy at device speed.
             return lat * 0.1 + bytes as f64 / (self.node.perf.device_copy_gbps * 1e3);
         }
         lat + bytes as f64 * factor / (peak * 1e3)
+    }
+}
+
+impl SimBackend {
+    /// One modelled collective at one size, as NCCL chooses or with NVLS forced off.
+    fn coll_sample(
+        &mut self,
+        op: CollectiveOp,
+        bytes: u64,
+        iters: u32,
+        no_nvls: bool,
+    ) -> CollectiveSample {
+        let key = self.begin(format!(
+            "coll {op} {bytes}{}",
+            if no_nvls { " no-nvls" } else { "" }
+        ));
+        let t = self.coll_time_us(op, bytes, no_nvls);
+        let elements = (bytes / 4).max(1);
+        let corrupt = self
+            .faults_of(FaultKind::CollectiveCorrupt)
+            .any(|f| f.op.unwrap_or(CollectiveOp::AllReduce) == op);
+        // A corrupted reduction shows up once buffers span more than a few pages.
+        let wrong = if corrupt && bytes >= 1 << 16 {
+            (elements / 1024).max(1)
+        } else {
+            0
+        };
+        CollectiveSample {
+            time_us: self.samples(&key, t, iters),
+            elements_checked: elements * self.n() as u64,
+            wrong_elements: wrong,
+            ranks: self.n(),
+            bytes: crate::backend::cuda::verify::layout(op, self.n(), bytes).counted_bytes,
+        }
     }
 }
 
@@ -1812,25 +1847,20 @@ impl Backend for SimBackend {
         _warmup: u32,
         iters: u32,
     ) -> Result<CollectiveSample, HwError> {
-        let key = self.begin(format!("coll {op} {bytes}"));
-        let t = self.coll_time_us(op, bytes);
-        let elements = (bytes / 4).max(1);
-        let corrupt = self
-            .faults_of(FaultKind::CollectiveCorrupt)
-            .any(|f| f.op.unwrap_or(CollectiveOp::AllReduce) == op);
-        // A corrupted reduction shows up once buffers span more than a few pages.
-        let wrong = if corrupt && bytes >= 1 << 16 {
-            (elements / 1024).max(1)
-        } else {
-            0
-        };
-        Ok(CollectiveSample {
-            time_us: self.samples(&key, t, iters),
-            elements_checked: elements * self.n() as u64,
-            wrong_elements: wrong,
-            ranks: self.n(),
-            bytes: crate::backend::cuda::verify::layout(op, self.n(), bytes).counted_bytes,
-        })
+        Ok(self.coll_sample(op, bytes, iters, false))
+    }
+
+    fn collective_no_nvls(
+        &mut self,
+        op: CollectiveOp,
+        sizes: &[u64],
+        _warmup: u32,
+        iters: u32,
+    ) -> Result<Vec<CollectiveSample>, HwError> {
+        Ok(sizes
+            .iter()
+            .map(|&s| self.coll_sample(op, s, iters, true))
+            .collect())
     }
 
     fn training(&mut self, cfg: &crate::suite::TrainingCheck) -> Result<TrainingRun, HwError> {
@@ -1852,7 +1882,7 @@ impl Backend for SimBackend {
         let compute_ms = cfg.batch as f64 * flops_per_sample / (tflops * 1e12) * 1e3;
         let grad_bytes = params * 4;
         let comm_ms = if n > 1 {
-            self.coll_time_us(CollectiveOp::AllReduce, grad_bytes) / 1e3
+            self.coll_time_us(CollectiveOp::AllReduce, grad_bytes, false) / 1e3
         } else {
             0.0
         };
@@ -2295,7 +2325,7 @@ mod tests {
         let node = pcie_box();
         let healthy = SimBackend::new(node.clone(), vec![], 1).unwrap();
         let peak = node.perf.collective_busbw_gbps[&CollectiveOp::AllReduce];
-        assert_eq!(healthy.coll_peak(CollectiveOp::AllReduce), peak);
+        assert_eq!(healthy.coll_peak(CollectiveOp::AllReduce, false), peak);
         // A PIX pair at 60% of its 26 GB/s is still faster than SYS pairs, yet it is faulty.
         let slow = SimBackend::new(
             node,
@@ -2303,7 +2333,7 @@ mod tests {
             1,
         )
         .unwrap();
-        let got = slow.coll_peak(CollectiveOp::AllReduce);
+        let got = slow.coll_peak(CollectiveOp::AllReduce, false);
         assert!((got - peak * 0.6).abs() < 1e-9, "{got}");
     }
 

@@ -4,11 +4,12 @@
 use super::judge::{finding, fmt_num};
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
+use crate::backend::CollectiveSample;
 use crate::error::HwError;
 use crate::evidence::{
     Bytes, Convention, Directions, Fact, FactValue, Finding, Metric, Status, Subject, Tool,
 };
-use crate::suite::{CollectiveCheck, CollectiveOp};
+use crate::suite::{CollectiveCheck, CollectiveOp, NvlsRequirement};
 use crate::units::{format_bytes, size_sweep};
 
 pub struct Collective {
@@ -16,16 +17,22 @@ pub struct Collective {
     pub cfg: CollectiveCheck,
 }
 
-/// (metric name, human name) of each bandwidth figure this check measures.
-pub const FIGURES: [(&str, &str); 2] =
-    [("algbw", "algorithm bandwidth"), ("busbw", "bus bandwidth")];
+/// (metric name, human name) of each bandwidth figure this check measures. The `_no_nvls`
+/// figures are all_reduce's second pass with NVLink SHARP forced off (`NCCL_NVLS_ENABLE=0`),
+/// measured only where the node can use NVLS (see [`Collective::second_pass`]).
+pub const FIGURES: [(&str, &str); 4] = [
+    ("algbw", "algorithm bandwidth"),
+    ("busbw", "bus bandwidth"),
+    ("algbw_no_nvls", "algorithm bandwidth, NVLS forced off"),
+    ("busbw_no_nvls", "bus bandwidth, NVLS forced off"),
+];
 
 /// How each figure counts: as nccl-tests computes it, algbw over the bytes of the message
-/// once, busbw times the collective's bus factor.
+/// once, busbw times the collective's bus factor (with or without NVLS alike).
 pub fn convention(name: &str) -> Option<Convention> {
     let b = match name {
-        "algbw" => Bytes::Once,
-        "busbw" => Bytes::BusFactor,
+        "algbw" | "algbw_no_nvls" => Bytes::Once,
+        "busbw" | "busbw_no_nvls" => Bytes::BusFactor,
         _ => return None,
     };
     Some(Convention::new(Directions::OneWay, b, Tool::NcclTests))
@@ -42,6 +49,85 @@ pub fn algbw_gbps(bytes: u64, time_us: f64) -> f64 {
 /// busbw = algbw x the collective's factor for `ranks` (nccl-tests doc/PERFORMANCE.md).
 pub fn busbw_gbps(op: CollectiveOp, ranks: usize, bytes: u64, time_us: f64) -> f64 {
     algbw_gbps(bytes, time_us) * op.busbw_factor(ranks)
+}
+
+/// Suffix of the metrics and facts of the pass with NVLS forced off.
+pub const NO_NVLS: &str = "_no_nvls";
+
+impl Collective {
+    /// Whether all_reduce is measured a second time with NVLS forced off: where the node can use
+    /// NVLS (NCCL's choice is then the NVLS figure), and, for a suite that judges the figure
+    /// without NVLS (`nvls = "off"`), also where whether it can is unknown. Where NVLS is not
+    /// available NCCL's own figure already is the one without it.
+    pub fn second_pass(&self, ctx: &Ctx) -> bool {
+        use crate::inventory::NvlsAvailability as A;
+        self.op == CollectiveOp::AllReduce
+            && ctx.inventory.gpus.len() > 1
+            && match ctx.inventory.nvls() {
+                A::Available => true,
+                A::Unknown(_) => self.cfg.nvls == Some(NvlsRequirement::Off),
+                A::Unavailable(_) => false,
+            }
+    }
+
+    /// Record one size's sample: time, algbw and busbw (named with `suffix`), the bytes moved
+    /// where they differ from the size, and the data check.
+    fn record(
+        &self,
+        m: &mut Measured,
+        s: u64,
+        r: &CollectiveSample,
+        suffix: &str,
+    ) -> Result<(), HwError> {
+        let pass = if suffix.is_empty() {
+            ""
+        } else {
+            " with NVLS forced off"
+        };
+        super::positive_times(
+            &format!("{} at {}{pass}", self.op, format_bytes(s)),
+            "us",
+            &r.time_us,
+        )?;
+        // Bandwidth over the bytes really moved (nccl-tests' count), which for a size not
+        // divisible into 16-byte blocks per rank is a little less than `s`.
+        let moved = r.bytes;
+        let algbw: Vec<f64> = r.time_us.iter().map(|t| algbw_gbps(moved, *t)).collect();
+        let busbw: Vec<f64> = r
+            .time_us
+            .iter()
+            .map(|t| busbw_gbps(self.op, r.ranks, moved, *t))
+            .collect();
+        let name = |n: &str| format!("{n}{suffix}");
+        m.metrics.push(Metric::new(
+            &name("time"),
+            Subject::size(s),
+            "us",
+            r.time_us.clone(),
+        ));
+        for (n, v) in [("algbw", algbw), ("busbw", busbw)] {
+            let n = name(n);
+            let conv = convention(&n);
+            m.metrics
+                .push(Metric::new(&n, Subject::size(s), "GB/s", v).counted(conv));
+        }
+        if moved != s && suffix.is_empty() {
+            m.facts.push(Fact::new(
+                "bytes_moved",
+                Subject::size(s),
+                FactValue::Count(moved),
+            ));
+        }
+        m.facts.push(Fact::new(
+            name("wrong_elements"),
+            Subject::size(s),
+            FactValue::Elements {
+                wrong: r.wrong_elements,
+                checked: r.elements_checked,
+            },
+        ));
+        Ok(())
+    }
 }
 
 impl Check for Collective {
@@ -76,57 +162,34 @@ impl Check for Collective {
         if n == 1 {
             p.push("one rank: bus bandwidth is 0 by definition; only the data is judged".into());
         }
+        if self.second_pass(ctx) {
+            p.push(format!(
+                "then the same sizes with NVLS forced off (NCCL_NVLS_ENABLE=0, a child process \
+                 on real GPUs){}",
+                if c.nvls == Some(NvlsRequirement::Off) {
+                    ": the floors apply to that figure"
+                } else {
+                    ""
+                }
+            ));
+        }
         Ok(p)
     }
 
     fn measure(
         &self,
-        _: &Ctx,
+        ctx: &Ctx,
         b: &mut dyn Backend,
         progress: Progress,
     ) -> Result<Measured, HwError> {
         let c = &self.cfg;
         let sizes = size_sweep(c.min_size.0, c.max_size.0, c.factor);
+        let second = self.second_pass(ctx);
+        let steps = sizes.len() + usize::from(second);
         let mut m = Measured::default();
         for (i, &s) in sizes.iter().enumerate() {
             let r = b.collective(self.op, s, c.warmup, c.iterations)?;
-            super::positive_times(
-                &format!("{} at {}", self.op, format_bytes(s)),
-                "us",
-                &r.time_us,
-            )?;
-            // Bandwidth over the bytes really moved (nccl-tests' count), which for a size not
-            // divisible into 16-byte blocks per rank is a little less than `s`.
-            let moved = r.bytes;
-            let algbw: Vec<f64> = r.time_us.iter().map(|t| algbw_gbps(moved, *t)).collect();
-            let busbw: Vec<f64> = r
-                .time_us
-                .iter()
-                .map(|t| busbw_gbps(self.op, r.ranks, moved, *t))
-                .collect();
-            m.metrics
-                .push(Metric::new("time", Subject::size(s), "us", r.time_us));
-            m.metrics.push(
-                Metric::new("algbw", Subject::size(s), "GB/s", algbw).counted(convention("algbw")),
-            );
-            m.metrics.push(
-                Metric::new("busbw", Subject::size(s), "GB/s", busbw).counted(convention("busbw")),
-            );
-            if moved != s {
-                m.facts.push(Fact::new(
-                    "bytes_moved",
-                    Subject::size(s),
-                    FactValue::Count(moved),
-                ));
-            }
-            m.facts.push(Fact::new(
-                "wrong_elements",
-                Subject::size(s),
-                FactValue::Elements {
-                    wrong: r.wrong_elements,
-                    checked: r.elements_checked,
-                },
-            ));
+            self.record(&mut m, s, &r, "")?;
             if i == 0 {
                 m.facts.push(Fact::new(
                     "ranks",
@@ -134,7 +197,21 @@ impl Check for Collective {
                     FactValue::Count(r.ranks as u64),
                 ));
             }
-            progress(i + 1, sizes.len());
+            progress(i + 1, steps);
+        }
+        if second {
+            // The same sweep with NVLS forced off: the ring/tree figure beside NCCL's choice.
+            let rs = b.collective_no_nvls(self.op, &sizes, c.warmup, c.iterations)?;
+            if rs.len() != sizes.len() {
+                return Err(HwError::Call {
+                    call: format!("{} with NVLS forced off", self.op),
+                    detail: format!("{} results for {} sizes", rs.len(), sizes.len()),
+                });
+            }
+            for (&s, r) in sizes.iter().zip(&rs) {
+                self.record(&mut m, s, r, NO_NVLS)?;
+            }
+            progress(steps, steps);
         }
         Ok(m)
     }
@@ -143,8 +220,14 @@ impl Check for Collective {
         // Time, algbw and busbw per size.
         let c = &self.cfg;
         let sizes = size_sweep(c.min_size.0, c.max_size.0, c.factor).len() as u64;
+        // all_reduce may be measured twice (NVLS as NCCL chooses, and forced off).
+        let passes = if self.op == CollectiveOp::AllReduce {
+            2
+        } else {
+            1
+        };
         (
-            sizes * 3 * u64::from(c.iterations),
+            sizes * 3 * passes * u64::from(c.iterations),
             format!("checks.collective.{}.iterations", self.op),
         )
     }
@@ -164,8 +247,13 @@ impl Check for Collective {
             .and_then(|f| f.value.count())
             .and_then(|n| usize::try_from(n).ok())
             .unwrap_or(ctx.inventory.gpus.len());
-        // Correct data first: a fast wrong answer fails.
-        out.extend(data_findings(op, m));
+        let second = m.metrics.iter().any(|x| x.name.ends_with(NO_NVLS))
+            || m.facts.iter().any(|f| f.name.ends_with(NO_NVLS));
+        // Correct data first, in both passes: a fast wrong answer fails.
+        out.extend(data_findings(op, m, ""));
+        if second {
+            out.extend(data_findings(op, m, NO_NVLS));
+        }
         if ranks < 2 {
             out.push(
                 finding(
@@ -181,15 +269,15 @@ impl Check for Collective {
             );
             return out;
         }
-        use crate::inventory::NvlsAvailability;
-        use crate::suite::NvlsRequirement;
+        use crate::inventory::NvlsAvailability as A;
         let mut floor_map = &c.min_busbw_gbps;
         let mut warn_map = &c.warn_busbw_gbps;
         let no_warns = std::collections::BTreeMap::new();
+        // The figure the floors apply to: NCCL's choice, or the pass with NVLS forced off.
+        let mut judged = "busbw";
         match (c.nvls, ctx.inventory.nvls()) {
-            (None, _) | (Some(_), NvlsAvailability::Available) => {}
             // The cause, not a bus bandwidth that only follows from it.
-            (Some(NvlsRequirement::Required), NvlsAvailability::Unknown(why)) => {
+            (Some(NvlsRequirement::Required), A::Unknown(why)) => {
                 out.push(nvls_required(
                     op,
                     "NVLS availability unknown",
@@ -197,7 +285,7 @@ impl Check for Collective {
                 ));
                 return out;
             }
-            (Some(NvlsRequirement::Required), NvlsAvailability::Unavailable(why)) => {
+            (Some(NvlsRequirement::Required), A::Unavailable(why)) => {
                 out.push(nvls_required(
                     op,
                     "NVLS not available",
@@ -205,8 +293,7 @@ impl Check for Collective {
                 ));
                 return out;
             }
-            (Some(NvlsRequirement::IfAvailable), NvlsAvailability::Unavailable(why))
-            | (Some(NvlsRequirement::IfAvailable), NvlsAvailability::Unknown(why)) => {
+            (Some(NvlsRequirement::IfAvailable), A::Unavailable(why) | A::Unknown(why)) => {
                 out.push(
                     finding(
                         Status::Pass,
@@ -221,10 +308,63 @@ impl Check for Collective {
                 // Warning levels are stated for NVLS: they do not apply to the ring.
                 warn_map = &no_warns;
             }
+            (Some(NvlsRequirement::Off), _) if second => {
+                judged = "busbw_no_nvls";
+                out.push(
+                    finding(
+                        Status::Pass,
+                        Subject::op(op),
+                        "NVLS forced off",
+                        "NVLS off",
+                        format!(
+                            "{op}: judged on the figure with NVLS forced off \
+                             (NCCL_NVLS_ENABLE=0, nvls = \"off\")"
+                        ),
+                    )
+                    .informational(),
+                );
+            }
+            (Some(NvlsRequirement::Off), A::Unavailable(why)) => {
+                out.push(
+                    finding(
+                        Status::Pass,
+                        Subject::op(op),
+                        "NVLS not available",
+                        "NVLS off",
+                        format!(
+                            "NVLS not available ({why}): NCCL's figure is the one without NVLS"
+                        ),
+                    )
+                    .informational(),
+                );
+            }
+            (Some(NvlsRequirement::Off), _) => {
+                // NVLS may have been used and nothing was measured without it.
+                out.push(
+                    finding(
+                        Status::Error,
+                        Subject::op(op),
+                        "no figure with NVLS forced off",
+                        "NVLS off",
+                        format!(
+                            "{op}: the suite judges the figure without NVLS, but none was \
+                             measured, and NCCL's own may have used NVLS"
+                        ),
+                    )
+                    .on("nvls"),
+                );
+                return out;
+            }
+            (None, _) | (Some(_), A::Available) => {}
         }
         let floors = CollectiveCheck::floors(floor_map);
         let warns = CollectiveCheck::floors(warn_map);
-        let busbw: Vec<&Metric> = m.metrics.iter().filter(|x| x.name == "busbw").collect();
+        let what = if judged == "busbw" {
+            "bus bandwidth"
+        } else {
+            "bus bandwidth with NVLS forced off"
+        };
+        let busbw: Vec<&Metric> = m.metrics.iter().filter(|x| x.name == judged).collect();
         for x in &busbw {
             let s = x.subject.bytes.unwrap_or(0);
             let fl = CollectiveCheck::floor_for(&floors, s);
@@ -237,15 +377,14 @@ impl Check for Collective {
                 warn_below: wl,
                 ..Default::default()
             };
-            if let Some(f) = super::judge::judge(
-                &Subject::op_size(op, s),
-                "bus bandwidth",
-                x.median,
-                "GB/s",
-                &limit,
-            ) {
-                out.push(f.on("busbw"));
+            if let Some(f) =
+                super::judge::judge(&Subject::op_size(op, s), what, x.median, "GB/s", &limit)
+            {
+                out.push(f.on(judged));
             }
+        }
+        if second && judged == "busbw" {
+            out.extend(what_nvls_buys(op, m));
         }
         if let Some(frac) = c.min_fraction_of_p2p {
             let slowest = ctx
@@ -306,15 +445,57 @@ fn nvls_required(op: CollectiveOp, measured: &str, reason: String) -> Finding {
     .on("nvls")
 }
 
-/// The data judgement: every size's result checked, none wrong. A size whose count cannot be
-/// read, or where nothing was checked, proves nothing about the data: an error, never a pass.
-fn data_findings(op: CollectiveOp, m: &Measured) -> Vec<Finding> {
-    let mut out = Vec::new();
-    let facts: Vec<&Fact> = m
-        .facts
+/// The NVLS figure beside the one with NVLS forced off, at the largest size: information for
+/// the reader (what NVLS buys on this node), not a judgement.
+fn what_nvls_buys(op: CollectiveOp, m: &Measured) -> Option<Finding> {
+    let off = m
+        .metrics
         .iter()
-        .filter(|f| f.name == "wrong_elements")
-        .collect();
+        .filter(|x| x.name == "busbw_no_nvls")
+        .max_by_key(|x| x.subject.bytes.unwrap_or(0))?;
+    let on = m
+        .metrics
+        .iter()
+        .find(|x| x.name == "busbw" && x.subject == off.subject)?;
+    let s = format_bytes(off.subject.bytes.unwrap_or(0));
+    let gain = if off.median > 0.0 {
+        format!(
+            " (NVLS adds {}%)",
+            fmt_num((on.median / off.median - 1.0) * 100.0)
+        )
+    } else {
+        String::new()
+    };
+    Some(
+        finding(
+            Status::Pass,
+            Subject::op_size(op, off.subject.bytes.unwrap_or(0)),
+            format!("{} GB/s", fmt_num(off.median)),
+            "information",
+            format!(
+                "{op} at {s}: bus bandwidth {} GB/s with NVLS forced off, {} GB/s as NCCL \
+                 chose{gain}",
+                fmt_num(off.median),
+                fmt_num(on.median)
+            ),
+        )
+        .informational()
+        .on("busbw_no_nvls"),
+    )
+}
+
+/// The data judgement of one pass (`suffix` "" for NCCL's choice, [`NO_NVLS`] for the pass with
+/// NVLS forced off): every size's result checked, none wrong. A size whose count cannot be
+/// read, or where nothing was checked, proves nothing about the data: an error, never a pass.
+fn data_findings(op: CollectiveOp, m: &Measured, suffix: &str) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let name = format!("wrong_elements{suffix}");
+    let pass = if suffix.is_empty() {
+        ""
+    } else {
+        " with NVLS forced off"
+    };
+    let facts: Vec<&Fact> = m.facts.iter().filter(|f| f.name == name).collect();
     let mut checked_total = 0u64;
     let mut good = true;
     for f in &facts {
@@ -337,7 +518,7 @@ fn data_findings(op: CollectiveOp, m: &Measured) -> Vec<Finding> {
                     format!("'{v}'"),
                     "wrong/checked element counts",
                     format!(
-                        "{op} at {at}: the data check's result '{v}' is not an element count, so the data was not proven correct"
+                        "{op} at {at}{pass}: the data check's result '{v}' is not an element count, so the data was not proven correct"
                     ),
                 ));
             }
@@ -348,7 +529,7 @@ fn data_findings(op: CollectiveOp, m: &Measured) -> Vec<Finding> {
                     who,
                     "0 elements checked",
                     "every element checked",
-                    format!("{op} at {at}: no element of the result was checked"),
+                    format!("{op} at {at}{pass}: no element of the result was checked"),
                 ));
             }
             Some((w, t)) if w > 0 => {
@@ -358,7 +539,7 @@ fn data_findings(op: CollectiveOp, m: &Measured) -> Vec<Finding> {
                     who,
                     format!("{w} wrong of {t}"),
                     "0 wrong elements",
-                    format!("{op} at {at}: {w} of {t} elements wrong after the collective"),
+                    format!("{op} at {at}{pass}: {w} of {t} elements wrong after the collective"),
                 ));
             }
             Some((_, t)) => checked_total += t,
@@ -370,7 +551,7 @@ fn data_findings(op: CollectiveOp, m: &Measured) -> Vec<Finding> {
             Subject::op(op),
             "no data check",
             "0 wrong elements",
-            format!("{op}: no size's result was checked, so the data was not proven correct"),
+            format!("{op}{pass}: no size's result was checked, so the data was not proven correct"),
         ));
     } else if good {
         out.push(finding(
@@ -378,7 +559,7 @@ fn data_findings(op: CollectiveOp, m: &Measured) -> Vec<Finding> {
             Subject::op(op),
             "0 wrong elements",
             "0 wrong elements",
-            format!("{op}: data correct at every size ({checked_total} elements checked)"),
+            format!("{op}{pass}: data correct at every size ({checked_total} elements checked)"),
         ));
     }
     out
@@ -455,7 +636,7 @@ mod data_tests {
     }
 
     fn statuses(values: &[&str]) -> Vec<Status> {
-        data_findings(CollectiveOp::AllReduce, &measured(values))
+        data_findings(CollectiveOp::AllReduce, &measured(values), "")
             .iter()
             .map(|f| f.status)
             .collect()
@@ -463,7 +644,7 @@ mod data_tests {
 
     #[test]
     fn correct_data_at_every_size_passes() {
-        let f = data_findings(CollectiveOp::AllReduce, &measured(&["0/256", "0/512"]));
+        let f = data_findings(CollectiveOp::AllReduce, &measured(&["0/256", "0/512"]), "");
         assert_eq!(f.len(), 1);
         assert_eq!(f[0].status, Status::Pass);
         assert!(
@@ -475,7 +656,7 @@ mod data_tests {
 
     #[test]
     fn one_wrong_element_fails_naming_the_size() {
-        let f = data_findings(CollectiveOp::AllReduce, &measured(&["0/256", "1/512"]));
+        let f = data_findings(CollectiveOp::AllReduce, &measured(&["0/256", "1/512"]), "");
         assert_eq!(f.len(), 1, "no pass beside a failure: {f:?}");
         assert_eq!(f[0].status, Status::Fail);
         assert_eq!(f[0].subject.describe(), "all_reduce 2 KiB");
@@ -486,6 +667,139 @@ mod data_tests {
         for bad in ["", "x/256", "3", "1/y", "-1/256"] {
             assert_eq!(statuses(&["0/256", bad]), vec![Status::Error], "{bad:?}");
         }
+    }
+
+    #[test]
+    fn wrong_data_with_nvls_forced_off_fails_naming_that_pass() {
+        let mut m = measured(&["0/256"]);
+        m.facts.push(Fact {
+            name: "wrong_elements_no_nvls".into(),
+            subject: Subject::size(1 << 10),
+            value: FactValue::Elements {
+                wrong: 2,
+                checked: 256,
+            },
+        });
+        let main = data_findings(CollectiveOp::AllReduce, &m, "");
+        assert_eq!(
+            main.iter().map(|f| f.status).collect::<Vec<_>>(),
+            [Status::Pass]
+        );
+        let off = data_findings(CollectiveOp::AllReduce, &m, NO_NVLS);
+        assert_eq!(off.len(), 1);
+        assert_eq!(off[0].status, Status::Fail);
+        assert_eq!(
+            off[0].reason,
+            "all_reduce at 1 KiB with NVLS forced off: 2 of 256 elements wrong after the collective"
+        );
+    }
+
+    /// Which nodes get the second pass, and `nvls = "off"` where whether NVLS was used is not
+    /// known and nothing was measured without it: an error, never NCCL's figure judged as the
+    /// one without NVLS.
+    #[test]
+    fn the_second_pass_follows_nvls_availability() {
+        let ev = crate::testutil::simulated("h100-sxm-8", &[]);
+        let mut inv = ev.node.clone();
+        let check = |nvls: Option<NvlsRequirement>, op: CollectiveOp| Collective {
+            op,
+            cfg: CollectiveCheck {
+                nvls,
+                ..toml::from_str("").unwrap()
+            },
+        };
+        let ctx = |inv: &'_ crate::inventory::Inventory| -> bool {
+            let c = Ctx {
+                suite: &ev.suite.resolved,
+                inventory: inv,
+                earlier: &[],
+                simulated: true,
+            };
+            check(Some(NvlsRequirement::Off), CollectiveOp::AllReduce).second_pass(&c)
+        };
+        assert!(ctx(&inv));
+        // One GPU: no collective to speak of, no second pass.
+        let mut one = inv.clone();
+        one.gpus.truncate(1);
+        assert!(!ctx(&one));
+        one.gpus = inv.gpus[..2].to_vec();
+        assert!(ctx(&one));
+        let c = Ctx {
+            suite: &ev.suite.resolved,
+            inventory: &inv,
+            earlier: &[],
+            simulated: true,
+        };
+        assert!(check(None, CollectiveOp::AllReduce).second_pass(&c));
+        assert!(!check(None, CollectiveOp::AllGather).second_pass(&c));
+        // Unknown: only a suite that judges the figure without NVLS asks for the second pass.
+        for g in &mut inv.gpus {
+            g.nvls = Default::default();
+        }
+        assert!(ctx(&inv));
+        let c = Ctx {
+            suite: &ev.suite.resolved,
+            inventory: &inv,
+            earlier: &[],
+            simulated: true,
+        };
+        assert!(!check(None, CollectiveOp::AllReduce).second_pass(&c));
+        let mut m = Measured::default();
+        m.facts.push(Fact {
+            name: "ranks".into(),
+            subject: Subject::node(),
+            value: FactValue::Count(8),
+        });
+        m.facts.push(Fact {
+            name: "wrong_elements".into(),
+            subject: Subject::size(1 << 30),
+            value: FactValue::Elements {
+                wrong: 0,
+                checked: 256,
+            },
+        });
+        m.metrics.push(Metric::new(
+            "busbw",
+            Subject::size(1 << 30),
+            "GB/s",
+            vec![480.0],
+        ));
+        let f = check(Some(NvlsRequirement::Off), CollectiveOp::AllReduce).evaluate(&c, &m);
+        let last = f.last().unwrap();
+        assert_eq!(last.status, Status::Error, "{f:#?}");
+        assert!(last.reason.contains("none was measured"), "{f:#?}");
+    }
+
+    #[test]
+    fn what_nvls_buys_is_stated_at_the_largest_size() {
+        let mut m = Measured::default();
+        for (size, on, off) in [(1u64 << 30, 400.0, 300.0), (8 << 30, 480.0, 368.0)] {
+            m.metrics
+                .push(Metric::new("busbw", Subject::size(size), "GB/s", vec![on]));
+            m.metrics.push(Metric::new(
+                "busbw_no_nvls",
+                Subject::size(size),
+                "GB/s",
+                vec![off],
+            ));
+        }
+        let f = what_nvls_buys(CollectiveOp::AllReduce, &m).expect("stated");
+        assert!(f.info && !f.is_judgement());
+        assert_eq!(f.metric.as_deref(), Some("busbw_no_nvls"));
+        assert_eq!(
+            f.reason,
+            "all_reduce at 8 GiB: bus bandwidth 368 GB/s with NVLS forced off, 480 GB/s as \
+             NCCL chose (NVLS adds 30.4%)"
+        );
+        // A figure of 0 without NVLS: no percentage made up from it.
+        for x in m.metrics.iter_mut().filter(|x| x.name == "busbw_no_nvls") {
+            x.median = 0.0;
+        }
+        let f = what_nvls_buys(CollectiveOp::AllReduce, &m).expect("stated");
+        assert!(f.reason.ends_with("480 GB/s as NCCL chose"), "{}", f.reason);
+        // Nothing measured without NVLS: nothing to say.
+        m.metrics.retain(|x| x.name == "busbw");
+        assert!(what_nvls_buys(CollectiveOp::AllReduce, &m).is_none());
     }
 
     #[test]

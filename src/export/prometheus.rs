@@ -268,9 +268,19 @@ pub fn render(ev: &Evidence) -> String {
         "nodecert_collective_algbw_gbps",
         "Collective algorithm bandwidth (bytes / time) per message size in bytes, median, GB/s.",
     );
+    // all_reduce's second pass with NVLS forced off, where the node could use NVLS: a family of
+    // its own, so that the series above keep meaning what NCCL chose.
+    let mut busbw_off = Family::new(
+        "nodecert_collective_busbw_no_nvls_gbps",
+        "Collective bus bandwidth with NVLink SHARP forced off (NCCL_NVLS_ENABLE=0) per message size in bytes, median, GB/s.",
+    );
     for c in ev.checks.iter().filter(|c| c.kind == "collective") {
         let op = c.id.trim_start_matches("collective.").to_string();
-        for (fam, name) in [(&mut busbw, "busbw"), (&mut algbw, "algbw")] {
+        for (fam, name) in [
+            (&mut busbw, "busbw"),
+            (&mut algbw, "algbw"),
+            (&mut busbw_off, "busbw_no_nvls"),
+        ] {
             for m in medians(Some(c), name) {
                 if let Some(bytes) = m.subject.bytes {
                     fam.push(
@@ -283,6 +293,7 @@ pub fn render(ev: &Evidence) -> String {
     }
     families.push(busbw);
     families.push(algbw);
+    families.push(busbw_off);
 
     let tr = ev.check("training");
     let one = |name: &str| medians(tr, name).next().map(|m| m.median);

@@ -155,6 +155,12 @@ pub struct CollectiveTable {
     pub chart: String,
     /// Some size returned wrong data (the chart cannot show that; the table opens).
     pub corrupt: bool,
+    /// all_reduce was measured a second time with NVLS forced off: the rows carry that figure
+    /// too (`busbw_no_nvls`).
+    pub no_nvls: bool,
+    /// For all_reduce: how NVLS was measured, or why there is no NVLS figure ("NVLS not
+    /// available: GPU 0: fabric manager not running"). Empty for other collectives.
+    pub nvls: String,
 }
 
 #[derive(Debug, Serialize)]
@@ -163,6 +169,8 @@ pub struct CollectiveRow {
     pub time_us: String,
     pub algbw: String,
     pub busbw: Cell,
+    /// busbw with NVLS forced off (empty where not measured).
+    pub busbw_no_nvls: Cell,
     pub wrong: Cell,
 }
 
@@ -427,24 +435,36 @@ pub fn build(ev: &Evidence) -> View {
                         None => sub.clone(),
                     };
                     let busbw = cell(Some(c), "busbw", &sub, &about, "");
-                    let wrong = c
-                        .fact("wrong_elements", &sub)
-                        .map(|f| match f.value {
-                            FactValue::Elements { wrong, .. } => Cell {
-                                class: if wrong == 0 {
-                                    String::new()
-                                } else {
-                                    "fail".into()
-                                },
-                                text: wrong.to_string(),
-                            },
-                            // Not a count (a damaged record): shown as it is, never as 0.
-                            ref other => Cell {
-                                class: "fail".into(),
-                                text: other.describe(),
-                            },
+                    let busbw_no_nvls = cell(Some(c), "busbw_no_nvls", &sub, &about, "");
+                    // Wrong elements as a count, and whether any were wrong; a record that is
+                    // not a count (a damaged file) is shown as it is, never as 0.
+                    let wrong_of = |name: &str| {
+                        c.fact(name, &sub).map(|f| match f.value {
+                            FactValue::Elements { wrong, .. } => (wrong.to_string(), wrong > 0),
+                            ref other => (other.describe(), true),
                         })
-                        .unwrap_or_else(Cell::empty);
+                    };
+                    let wrong = match (
+                        wrong_of("wrong_elements"),
+                        wrong_of("wrong_elements_no_nvls"),
+                    ) {
+                        (None, None) => Cell::empty(),
+                        (w, off) => {
+                            let (w, w_bad) = w.unwrap_or_default();
+                            let off_bad = off.as_ref().is_some_and(|o| o.1);
+                            Cell {
+                                class: if w_bad || off_bad {
+                                    "fail".into()
+                                } else {
+                                    String::new()
+                                },
+                                text: match off {
+                                    Some((o, true)) => format!("{w}; {o} with NVLS off"),
+                                    _ => w,
+                                },
+                            }
+                        }
+                    };
                     // nccl-tests rounds each rank's block down to 16 bytes: say what moved.
                     let moved = c.fact("bytes_moved", &sub).and_then(|f| f.value.count());
                     CollectiveRow {
@@ -455,6 +475,7 @@ pub fn build(ev: &Evidence) -> View {
                         time_us: t,
                         algbw: a,
                         busbw,
+                        busbw_no_nvls,
                         wrong,
                     }
                 })
@@ -469,7 +490,27 @@ pub fn build(ev: &Evidence) -> View {
                 .and_then(|o| ev.suite.resolved.checks.collective.get(&o))
                 .map(|cc| CollectiveCheck::floors(&cc.min_busbw_gbps))
                 .unwrap_or_default();
+            let no_nvls = c.metrics.iter().any(|m| m.name == "busbw_no_nvls");
+            // NVLS is a matter of all_reduce over several GPUs only.
+            let nvls = if op != "all_reduce" || !ranks.parse::<usize>().is_ok_and(|r| r > 1) {
+                String::new()
+            } else if no_nvls {
+                "Measured twice: as NCCL chooses (NVLS where it can), and with NVLS forced off \
+                 (NCCL_NVLS_ENABLE=0)."
+                    .into()
+            } else {
+                use crate::inventory::NvlsAvailability as A;
+                match ev.node.nvls() {
+                    A::Available => String::new(),
+                    A::Unavailable(why) => {
+                        format!("No NVLS figure: NVLS not available ({why}); NCCL's figure is without NVLS.")
+                    }
+                    A::Unknown(why) => format!("No NVLS figure known: NVLS availability unknown ({why})."),
+                }
+            };
             CollectiveTable {
+                no_nvls,
+                nvls,
                 corrupt: rows.iter().any(|r| r.wrong.class == "fail"),
                 chart: collective_chart(&op, &ranks, c, &sizes, &floors),
                 floors: floors_text(&floors),
@@ -950,6 +991,21 @@ fn collective_chart(
         points,
         dashed: false,
     }];
+    // all_reduce's second pass, where measured: what the node delivers without NVLS.
+    let off: Vec<(f64, f64)> = sizes
+        .iter()
+        .filter_map(|&s| {
+            rec.metric("busbw_no_nvls", &Subject::size(s))
+                .map(|m| (s as f64, m.median))
+        })
+        .collect();
+    if !off.is_empty() {
+        series.push(Series {
+            name: format!("{op} busbw, NVLS forced off"),
+            points: off,
+            dashed: false,
+        });
+    }
     let floor = floor_steps(floors, sizes);
     if !floor.is_empty() {
         series.push(Series {

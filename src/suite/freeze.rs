@@ -310,7 +310,38 @@ fn checks_tables(inv: &Inventory) -> Table {
         );
         checks["health"] = Item::Table(t);
     }
+    if let Some(t) = all_reduce_table(inv) {
+        let mut coll = Table::new();
+        coll.set_implicit(true);
+        coll["all_reduce"] = Item::Table(t);
+        checks["collective"] = Item::Table(coll);
+    }
     checks
+}
+
+/// NVLink SHARP as found: where the node can use it, all_reduce requires it (a later run that
+/// finds it lost fails naming the cause); where it cannot, all_reduce is judged without it. No
+/// section for one GPU (no collective to speak of) or where availability is unknown.
+fn all_reduce_table(inv: &Inventory) -> Option<Table> {
+    use crate::inventory::NvlsAvailability as A;
+    if inv.gpus.len() < 2 {
+        return None;
+    }
+    let (v, why) = match inv.nvls() {
+        A::Available => (
+            "required",
+            "NVLink SHARP available when frozen: a run that finds it lost fails".to_string(),
+        ),
+        A::Unavailable(why) => (
+            "off",
+            format!("NVLink SHARP not available when frozen: {why}"),
+        ),
+        A::Unknown(_) => return None,
+    };
+    let mut t = Table::new();
+    t["nvls"] = value(v);
+    comment_after(&mut t, "nvls", &why);
+    Some(t)
 }
 
 #[cfg(test)]
@@ -320,7 +351,7 @@ mod tests {
     use crate::backend::Backend;
     use crate::checks::{self, Ctx, Measured};
     use crate::config::Source;
-    use crate::evidence::Status;
+    use crate::evidence::{Finding, Status};
 
     fn frozen(node: &str) -> (Inventory, crate::suite::load::LoadedSuite) {
         let mut b = SimBackend::new(sim::load_node(node).expect("node"), vec![], 1).expect("sim");
@@ -334,33 +365,102 @@ mod tests {
         (inv, loaded)
     }
 
+    /// Every finding of the frozen suite's checks on `node` with `faults`: the collective is
+    /// measured on the simulated node, the others judge the inventory.
+    fn judged(
+        loaded: &crate::suite::load::LoadedSuite,
+        node: &str,
+        faults: &[&str],
+    ) -> Vec<Finding> {
+        let faults = faults
+            .iter()
+            .map(|f| sim::Fault::parse(f).expect("fault"))
+            .collect();
+        let mut b = SimBackend::new(sim::load_node(node).expect("node"), faults, 1).expect("sim");
+        let inv = b.inventory().expect("inventory");
+        let ctx = Ctx {
+            suite: &loaded.suite,
+            inventory: &inv,
+            earlier: &[],
+            simulated: true,
+        };
+        let mut out = Vec::new();
+        for c in checks::from_suite(loaded) {
+            let m = if c.kind() == "collective" {
+                c.measure(&ctx, &mut b, &mut |_, _| {}).expect("measured")
+            } else {
+                Measured::default()
+            };
+            out.extend(c.evaluate(&ctx, &m));
+        }
+        out
+    }
+
     #[test]
     fn every_simulated_node_passes_its_frozen_suite() {
         for (node, _) in sim::EMBEDDED {
             let (inv, loaded) = frozen(node);
             let s = &loaded.suite;
             assert_eq!(s.node.gpu_count, Some(inv.gpus.len()), "{node}");
-            let ctx = Ctx {
-                suite: s,
-                inventory: &inv,
-                earlier: &[],
-                simulated: true,
-            };
             let kinds: Vec<&str> = checks::from_suite(&loaded)
                 .iter()
                 .map(|c| c.kind())
                 .collect();
-            assert_eq!(kinds, ["topology", "virtualization", "health"], "{node}");
-            for c in checks::from_suite(&loaded) {
-                for f in c.evaluate(&ctx, &Measured::default()) {
-                    assert!(
-                        matches!(f.status, Status::Pass | Status::Skip),
-                        "{node} {}: {f:?}",
-                        c.id()
-                    );
-                }
+            let mut want = vec!["topology", "virtualization", "health"];
+            if inv.gpus.len() > 1 {
+                want.push("collective");
+            }
+            assert_eq!(kinds, want, "{node}");
+            for f in judged(&loaded, node, &[]) {
+                assert!(
+                    matches!(f.status, Status::Pass | Status::Skip),
+                    "{node}: {f:?}"
+                );
             }
         }
+    }
+
+    #[test]
+    fn a_frozen_suite_requires_the_nvls_it_found() {
+        let nvls = |node: &str| {
+            let (_, loaded) = frozen(node);
+            loaded.suite.checks.collective[&crate::suite::CollectiveOp::AllReduce].nvls
+        };
+        use crate::suite::NvlsRequirement;
+        assert_eq!(nvls("h100-sxm-8"), Some(NvlsRequirement::Required));
+        // A100: no multicast, so judged without NVLS, and the frozen file says why.
+        assert_eq!(nvls("a100-sxm-80gb-8"), Some(NvlsRequirement::Off));
+        let mut b = SimBackend::new(sim::load_node("a100-sxm-80gb-8").unwrap(), vec![], 1).unwrap();
+        let text = suite_from_inventory(&b.inventory().unwrap(), true);
+        assert!(
+            text.contains("nvls = \"off\"  # NVLink SHARP not available when frozen: GPU 0 reports no multicast support"),
+            "{text}"
+        );
+        // Two GPUs are enough for a collective; one is not.
+        let mut b = SimBackend::new(sim::load_node("h100-sxm-8").unwrap(), vec![], 1).unwrap();
+        let mut inv = b.inventory().unwrap();
+        inv.gpus.truncate(2);
+        assert!(all_reduce_table(&inv).is_some());
+        inv.gpus.truncate(1);
+        assert!(all_reduce_table(&inv).is_none());
+        // The round trip: the suite frozen on a healthy H100 passes it, and fails it once the
+        // fabric manager is down, naming the cause.
+        let (_, loaded) = frozen("h100-sxm-8");
+        let healthy = judged(&loaded, "h100-sxm-8", &[]);
+        assert!(
+            healthy.iter().all(|f| f.status != Status::Fail),
+            "{healthy:#?}"
+        );
+        let lost = judged(&loaded, "h100-sxm-8", &["nvls-unavailable"]);
+        let failed: Vec<&str> = lost
+            .iter()
+            .filter(|f| f.status == Status::Fail)
+            .map(|f| f.reason.as_str())
+            .collect();
+        assert_eq!(
+            failed,
+            ["NVLS not available: GPU 0: fabric manager not running"]
+        );
     }
 
     #[test]
@@ -484,7 +584,13 @@ mod tests {
         inv.driver_version = Some("550\"\nx = 1".into());
         let text = suite_from_inventory(&inv, true);
         let table: toml::Table = text.parse().unwrap_or_else(|e| panic!("{e}\n{text}"));
-        assert!(!table.contains_key("checks"), "{text}");
+        // Only the NVLS the node has: nothing the hostname wrote.
+        let checks: Vec<&String> = table
+            .get("checks")
+            .and_then(|c| c.as_table())
+            .map(|c| c.keys().collect())
+            .unwrap_or_default();
+        assert_eq!(checks, ["collective"], "{text}");
         assert!(!table.contains_key("x"), "{text}");
         assert!(table["description"].as_str().unwrap().contains(evil));
         assert!(
@@ -507,6 +613,10 @@ mod tests {
             .iter()
             .map(|c| c.kind())
             .collect();
-        assert_eq!(kinds, ["topology", "virtualization", "health"], "{text}");
+        assert_eq!(
+            kinds,
+            ["topology", "virtualization", "health", "collective"],
+            "{text}"
+        );
     }
 }

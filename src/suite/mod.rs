@@ -667,6 +667,10 @@ pub enum NvlsRequirement {
     Required,
     /// Use NVLS where the node can; where it cannot, judge by `min_busbw_gbps_no_nvls`.
     IfAvailable,
+    /// Judge the figure without NVLS (for nodes or VMs where the operator disables it): the
+    /// floors apply to the pass with NVLS forced off where the node could use NVLS, and to
+    /// NCCL's own figure where it cannot.
+    Off,
 }
 
 fn default_coll_min() -> ByteSize {

@@ -76,6 +76,9 @@ pub struct CudaOptions {
     /// A floor under every measurement's computed deadline ([`TIMEOUT_ENV`]); None: the
     /// computed deadlines alone.
     pub timeout: Option<Duration>,
+    /// The executable that measures without NVLS in a child process: nodecert itself
+    /// ([`std::env::current_exe`]; replaceable in tests).
+    pub self_exe: fn() -> std::io::Result<std::path::PathBuf>,
 }
 
 fn cuda_loadable() -> bool {
@@ -103,6 +106,7 @@ impl Default for CudaOptions {
             timeout: std::env::var(TIMEOUT_ENV)
                 .ok()
                 .and_then(|v| parse_timeout(&v)),
+            self_exe: std::env::current_exe,
         }
     }
 }
@@ -494,6 +498,15 @@ impl CudaMeasurements {
         self.run(what, limit, move |c| c.p2p_latency(src, dst, iters))
     }
 
+    /// The deadline of one collective of `bytes` per rank over the node's GPUs, without the
+    /// NCCL set-up allowance.
+    fn collective_limit(&self, bytes: u64, warmup: u32, iters: u32) -> Duration {
+        let n = self.opts.bus_ids.len().max(1) as f64;
+        // All-reduce moves about 2x its size per rank; allow for it whatever the op.
+        let moved = 2.0 * n * bytes as f64 * (warmup + iters + 1) as f64;
+        deadline(moved, 2.0 * n * bytes as f64)
+    }
+
     pub fn collective(
         &mut self,
         op: CollectiveOp,
@@ -506,10 +519,7 @@ impl CudaMeasurements {
         if !(self.opts.nccl_loadable)() {
             return Err(libs::missing(Lib::Nccl));
         }
-        let n = self.opts.bus_ids.len().max(1) as f64;
-        // All-reduce moves about 2x its size per rank; allow for it whatever the op.
-        let moved = 2.0 * n * bytes as f64 * (warmup + iters + 1) as f64;
-        let mut limit = deadline(moved, 2.0 * n * bytes as f64);
+        let mut limit = self.collective_limit(bytes, warmup, iters);
         if !self.nccl_ready {
             limit = limit.saturating_add(NCCL_INIT_LIMIT);
         }
@@ -517,6 +527,54 @@ impl CudaMeasurements {
         let r = self.run(what, limit, move |c| c.collective(op, bytes, warmup, iters));
         // A failed collective drops the communicators: the next one makes them again.
         self.nccl_ready = r.is_ok();
+        r
+    }
+
+    /// The sweep with NVLS forced off, in a child process (see [`crate::backend::no_nvls`] for
+    /// why). Its deadline: every size's, plus opening the GPUs and making the communicators.
+    /// A child that hangs is killed, and like a hung measurement here it ends this backend's
+    /// measurements: the GPUs may still be busy with it.
+    pub fn collective_no_nvls(
+        &mut self,
+        op: CollectiveOp,
+        sizes: &[u64],
+        warmup: u32,
+        iters: u32,
+    ) -> Result<Vec<CollectiveSample>, HwError> {
+        use crate::backend::no_nvls;
+        if let State::Failed(e) | State::Poisoned(e) = &self.state {
+            return Err(e.clone());
+        }
+        if !(self.opts.driver_loadable)() {
+            return Err(libs::missing(Lib::Cuda));
+        }
+        if !(self.opts.nccl_loadable)() {
+            return Err(libs::missing(Lib::Nccl));
+        }
+        let exe = (self.opts.self_exe)().map_err(|e| HwError::Call {
+            call: "finding nodecert's own executable to measure without NVLS".into(),
+            detail: e.to_string(),
+        })?;
+        let limit = sizes
+            .iter()
+            .map(|&b| self.collective_limit(b, warmup, iters))
+            .fold(SETUP_LIMIT.saturating_add(NCCL_INIT_LIMIT), |a, b| {
+                a.saturating_add(b)
+            });
+        let limit = effective_limit(self.opts.timeout, limit);
+        let req = no_nvls::Request::new(
+            op,
+            sizes,
+            warmup,
+            iters,
+            no_nvls::Target::Real {
+                bus_ids: self.opts.bus_ids.clone(),
+            },
+        );
+        let r = no_nvls::measure(&exe, &req, limit);
+        if let Err(HwError::Timeout { what, seconds }) = &r {
+            self.state = State::Poisoned(worker::poisoned_error(what, *seconds));
+        }
         r
     }
 
@@ -719,7 +777,60 @@ mod tests {
             cublas_loadable: || false,
             toolkit_check: |_| Ok(()),
             timeout: None,
+            self_exe: std::env::current_exe,
         })
+    }
+
+    /// A stand-in for nodecert's child that answers as one whose measurement hung.
+    fn hung_child() -> std::io::Result<std::path::PathBuf> {
+        let p = std::env::temp_dir().join(format!("nodecert-hung-child-{}", std::process::id()));
+        let reply = r#"{"protocol":1,"nvls_enable":"0","result":{"Err":{"timeout":{"what":"NCCL all_reduce of 1 MiB","seconds":240.0}}}}"#;
+        std::fs::write(
+            &p,
+            format!(
+                "#!/bin/sh\necho '{}{reply}'\n",
+                crate::backend::no_nvls::REPLY_MARK
+            ),
+        )?;
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755))?;
+        Ok(p)
+    }
+
+    #[test]
+    fn a_hang_in_the_child_without_nvls_ends_the_measurements_here_too() {
+        let mut m = CudaMeasurements::new(CudaOptions {
+            driver_loadable: || true,
+            nccl_loadable: || true,
+            self_exe: hung_child,
+            ..without_libraries().opts
+        });
+        // A script just written can be "busy" for a moment when another test thread forks
+        // meanwhile (its copy of the descriptor lives until it execs): try again then.
+        let mut e = None;
+        for _ in 0..20 {
+            match m.collective_no_nvls(CollectiveOp::AllReduce, &[1 << 20], 1, 2) {
+                Err(x) if x.to_string().contains("os error 26") => {
+                    std::thread::sleep(Duration::from_millis(50))
+                }
+                r => {
+                    e = r.err();
+                    break;
+                }
+            }
+        }
+        let e = e.expect("an error");
+        assert_eq!(
+            e.to_string(),
+            "NCCL all_reduce of 1 MiB did not finish within 240 s"
+        );
+        // The GPUs may still be busy with the child: nothing more runs, and the error says why.
+        let later = m
+            .collective(CollectiveOp::AllReduce, 1 << 20, 1, 2)
+            .unwrap_err()
+            .to_string();
+        assert!(later.contains("cannot be recovered"), "{later}");
+        let _ = std::fs::remove_file(hung_child().unwrap());
     }
 
     fn assert_no_driver(r: Result<impl std::fmt::Debug, HwError>) {
@@ -744,6 +855,7 @@ mod tests {
         assert_no_driver(m.p2p_latency(0, 1, 100));
         assert_no_driver(m.collective(CollectiveOp::AllReduce, 1 << 20, 1, 2));
         assert_no_driver(m.collective(CollectiveOp::AllToAll, 8, 1, 2));
+        assert_no_driver(m.collective_no_nvls(CollectiveOp::AllReduce, &[8, 1 << 20], 1, 2));
         let training: TrainingCheck = toml::from_str("").unwrap();
         assert_no_driver(m.training(&training));
         // The same error every time: a missing library does not come back.

@@ -523,6 +523,15 @@ impl Backend for RealBackend {
     ) -> Result<CollectiveSample, HwError> {
         self.cuda.collective(op, bytes, warmup, iters)
     }
+    fn collective_no_nvls(
+        &mut self,
+        op: CollectiveOp,
+        sizes: &[u64],
+        warmup: u32,
+        iters: u32,
+    ) -> Result<Vec<CollectiveSample>, HwError> {
+        self.cuda.collective_no_nvls(op, sizes, warmup, iters)
+    }
     fn training(&mut self, cfg: &TrainingCheck) -> Result<TrainingRun, HwError> {
         self.cuda.training(cfg)
     }
