@@ -1412,6 +1412,23 @@ mod tests {
         errored.checks[0].status = Status::Error;
         assert!(errored.judged_anything());
         assert_eq!(errored.assess(), Verdict::Error);
+        // What was left undone, in words.
+        assert_eq!(done.shortfall_text(), None);
+        assert_eq!(
+            cut.shortfall_text().unwrap(),
+            format!(
+                "incomplete: the run did not finish; 1 of {n} promised checks never ran: {}",
+                cut.never_ran[0]
+            )
+        );
+        assert_eq!(
+            open.shortfall_text().unwrap(),
+            "incomplete: the run did not finish (its evidence was never closed)"
+        );
+        assert!(skipped
+            .shortfall_text()
+            .unwrap()
+            .starts_with("nothing judged: every check was skipped"));
         // Each verdict has its documented exit code.
         for (v, code) in [
             (Verdict::Pass, exit::PASS),
@@ -1446,6 +1463,56 @@ mod tests {
             total: 7,
         });
         assert!(c.partial());
+    }
+
+    #[test]
+    fn simulated_is_what_every_record_says_or_the_file_is_refused() {
+        use serde_json::json;
+        let sim = json!({
+            "simulated": true,
+            "backend": {"name": "simulated (h200-vm-1)", "simulated": true},
+            "simulation": {"node": "h200-vm-1"},
+            "environment": {"command_line": ["nodecert", "run", "--simulate=h200-vm-1"]},
+        });
+        assert_eq!(simulated_status(&sim), Ok(Some(true)));
+        let real = json!({
+            "simulated": false,
+            "backend": {"name": "cuda", "simulated": false},
+            "environment": {"command_line": ["nodecert", "run", "--simulated-not"]},
+        });
+        assert_eq!(simulated_status(&real), Ok(Some(false)));
+        assert_eq!(simulated_status(&json!({})), Ok(None));
+        // Each record alone that disagrees makes the file inconsistent, named.
+        for (path, value) in [
+            ("/simulated", json!(false)),
+            ("/backend/simulated", json!(false)),
+            ("/backend/name", json!("cuda")),
+        ] {
+            let mut forged = sim.clone();
+            *forged.pointer_mut(path).unwrap() = value;
+            let e = simulated_status(&forged).unwrap_err();
+            assert!(
+                e.starts_with("inconsistent simulated status: "),
+                "{path}: {e}"
+            );
+            assert!(e.contains("(not simulated)"), "{path}: {e}");
+        }
+        let mut forged = real.clone();
+        forged["simulation"] = json!({"node": "x"});
+        assert!(simulated_status(&forged)
+            .unwrap_err()
+            .contains("simulation record"));
+        let mut forged = real.clone();
+        forged["environment"]["command_line"] = json!(["nodecert", "--simulate", "x"]);
+        assert!(simulated_status(&forged)
+            .unwrap_err()
+            .contains("--simulate"));
+        forged["environment"]["command_line"] = json!(["nodecert", "--simulate=x"]);
+        assert!(simulated_status(&forged)
+            .unwrap_err()
+            .contains("--simulate"));
+        assert!(simulated_status(&json!({"simulated": "yes"})).is_err());
+        assert!(simulated_status(&json!({"backend": {"simulated": 1}})).is_err());
     }
 
     #[test]
