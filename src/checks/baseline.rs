@@ -245,6 +245,49 @@ mod tests {
             .collect()
     }
 
+    /// A metric of the baseline set to `old` and the same metric of this run to `new`.
+    fn one_metric(old: f64, new: f64) -> (Evidence, Evidence) {
+        let ev = simulated("h200-vm-1", &[]);
+        let (mut base, mut run) = (ev.clone(), ev);
+        for (e, v) in [(&mut base, old), (&mut run, new)] {
+            let c = e
+                .checks
+                .iter_mut()
+                .find(|c| c.id == "host_bandwidth")
+                .unwrap();
+            c.metrics.retain(|m| m.name == "h2d");
+            c.metrics[0].median = v;
+            e.checks.retain(|c| c.id == "host_bandwidth");
+        }
+        (base, run)
+    }
+
+    #[test]
+    fn a_metric_worse_than_allowed_fails_and_one_at_the_limit_passes() {
+        // 10% allowed. 80 -> 72 is exactly 10% worse: within; 80 -> 70 (12.5%) is not.
+        let judged = |new: f64| {
+            let (base, run) = one_metric(80.0, new);
+            judge(&base, &run, false)
+        };
+        let at = judged(72.0);
+        assert!(at.iter().all(|f| f.status == Status::Pass), "{at:#?}");
+        assert_eq!(at.last().unwrap().found, "1 of 1 metrics");
+        let worse = judged(70.0);
+        let fails: Vec<&Finding> = worse.iter().filter(|f| f.status == Status::Fail).collect();
+        assert_eq!(fails.len(), 1, "{worse:#?}");
+        assert_eq!(fails[0].subject, Subject::gpu(0));
+        assert!(
+            fails[0]
+                .reason
+                .contains("70.0 GB/s is 12.5% worse than the baseline's 80.0 GB/s"),
+            "{}",
+            fails[0].reason
+        );
+        assert_eq!(worse.last().unwrap().found, "0 of 1 metrics");
+        // Better is never a regression.
+        assert!(judged(90.0).iter().all(|f| f.status == Status::Pass));
+    }
+
     #[test]
     fn the_same_node_and_kind_passes_quietly() {
         let ev = simulated("h200-vm-1", &[]);
@@ -304,6 +347,20 @@ mod tests {
         let w = warnings(&judge(&twin, &ev, false)).join("\n");
         assert!(
             w.contains("has this hostname") && w.contains("every GPU replaced"),
+            "{w}"
+        );
+        // No GPU in common by any identity, the bus id included: only node-wide figures.
+        let mut other = twin.clone();
+        other.node.hostname = "other-01".into();
+        for g in &mut other.node.gpus {
+            g.pci_bus_id = "0000:ff:1f.7".into();
+        }
+        let w = warnings(&judge(&other, &ev, false)).join("\n");
+        assert!(
+            w.contains(
+                "none of its GPUs is in this node (no UUID, serial or bus id in common): only \
+                 node-wide figures compared"
+            ),
             "{w}"
         );
         // Another hostname, the same GPUs (a renamed host): still said.

@@ -256,6 +256,66 @@ mod tests {
     }
 
     #[test]
+    fn a_figure_that_is_not_a_number_becomes_an_error_finding() {
+        let mut m = Measured::default();
+        m.metrics.push(Metric::new(
+            "h2d",
+            Subject::gpu(0),
+            "GB/s",
+            vec![50.0, 51.0],
+        ));
+        m.metrics.push(Metric::new(
+            "h2d",
+            Subject::gpu(1),
+            "GB/s",
+            vec![50.0, f64::NAN],
+        ));
+        m.metrics
+            .push(Metric::new("h2d", Subject::gpu(2), "GB/s", vec![]));
+        // Finite samples whose stored median is not a number (an edited or damaged record).
+        let mut odd = Metric::new("h2d", Subject::gpu(3), "GB/s", vec![50.0]);
+        odd.median = f64::INFINITY;
+        m.metrics.push(odd);
+        let f = m.take_non_finite();
+        let found: Vec<(Subject, &str)> = f
+            .iter()
+            .map(|x| (x.subject.clone(), x.found.as_str()))
+            .collect();
+        assert_eq!(
+            found,
+            [
+                (Subject::gpu(1), "NaN in sample 2 of 2"),
+                (Subject::gpu(2), "no sample"),
+                (Subject::gpu(3), "a median that is not a number"),
+            ]
+        );
+        assert!(f.iter().all(|x| x.status == Status::Error));
+        // Only the measurable figure is left to judge.
+        assert_eq!(m.metrics.len(), 1);
+        assert_eq!(m.metrics[0].subject, Subject::gpu(0));
+    }
+
+    #[test]
+    fn peer_checks_need_two_gpus() {
+        let suite = crate::suite::load::load("h100-sxm-8").unwrap().suite;
+        let mut inv = crate::testutil::simulated("h100-sxm-8", &[]).node;
+        let ctx = crate::testutil::ctx(&suite, &inv);
+        assert_eq!(peer_pairs(&ctx), Ok(8));
+        inv.gpus.truncate(2);
+        assert_eq!(peer_pairs(&crate::testutil::ctx(&suite, &inv)), Ok(2));
+        inv.gpus.truncate(1);
+        assert_eq!(
+            peer_pairs(&crate::testutil::ctx(&suite, &inv)),
+            Err("no peer pairs: the node has 1 GPU".to_string())
+        );
+        inv.gpus.clear();
+        assert_eq!(
+            peer_pairs(&crate::testutil::ctx(&suite, &inv)),
+            Err("no peer pairs: the node has 0 GPUs".to_string())
+        );
+    }
+
+    #[test]
     fn every_shipped_suite_fits_the_evidence_limit_on_the_largest_node() {
         for (name, _) in crate::suite::load::EMBEDDED {
             let loaded = crate::suite::load::load(name).unwrap();
