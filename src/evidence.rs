@@ -1516,6 +1516,37 @@ mod tests {
     }
 
     #[test]
+    fn format_versions_from_1_to_this_one_are_read_and_others_refused_at_their_place() {
+        let p = Path::new("e.json");
+        let check = |v: &str| check_format_version(p, &format!("{{\n \"format_version\": {v}\n}}"));
+        for v in 1..=FORMAT_VERSION {
+            assert_eq!(check(&v.to_string()), Ok(()), "{v}");
+        }
+        for (v, want) in [
+            ("0", "e.json:2:20: format_version: 0 is not a version: evidence formats start at 1"),
+            (
+                &(FORMAT_VERSION + 1).to_string(),
+                &format!(
+                    "e.json:2:20: format_version: {} is newer than this nodecert reads ({FORMAT_VERSION}); use a newer nodecert",
+                    FORMAT_VERSION + 1
+                ),
+            ),
+            (
+                "1.0",
+                &format!(
+                    "e.json:2:22: format_version: invalid type: floating point `1.0`, expected a whole number from 1 to {FORMAT_VERSION}"
+                ),
+            ),
+        ] {
+            assert_eq!(check(v).unwrap_err(), *want, "{v}");
+        }
+        assert_eq!(
+            check_format_version(p, "{}").unwrap_err(),
+            "e.json: no format_version (every nodecert evidence file has one)"
+        );
+    }
+
+    #[test]
     fn subjects_that_mean_the_same_are_the_same_fields() {
         // A group of one GPU is that GPU, so that it matches the GPU's other findings.
         assert_eq!(Subject::group(&[3]), Subject::gpu(3));
