@@ -770,6 +770,156 @@ mod data_tests {
         assert!(last.reason.contains("none was measured"), "{f:#?}");
     }
 
+    /// A measured all_reduce: `ranks`, and per size (bytes, busbw), its data intact; with
+    /// `off`, the same sizes measured with NVLS forced off at `off` x the figure.
+    fn swept(ranks: u64, sizes: &[(u64, f64)], off: Option<f64>) -> Measured {
+        let mut m = Measured::default();
+        m.facts
+            .push(Fact::new("ranks", Subject::node(), FactValue::Count(ranks)));
+        for &(s, bw) in sizes {
+            let ok = FactValue::Elements {
+                wrong: 0,
+                checked: 64,
+            };
+            m.facts
+                .push(Fact::new("wrong_elements", Subject::size(s), ok.clone()));
+            m.metrics
+                .push(Metric::new("busbw", Subject::size(s), "GB/s", vec![bw]));
+            if let Some(f) = off {
+                m.facts
+                    .push(Fact::new("wrong_elements_no_nvls", Subject::size(s), ok));
+                m.metrics.push(Metric::new(
+                    "busbw_no_nvls",
+                    Subject::size(s),
+                    "GB/s",
+                    vec![bw * f],
+                ));
+            }
+        }
+        m
+    }
+
+    /// The bus bandwidth judgements of all_reduce on the simulated H100 (NVLS available) with
+    /// `cfg` (a suite's all_reduce section), as (subject, metric, status) of each non-data,
+    /// non-information finding.
+    fn floors_judged(cfg: &str, m: &Measured) -> Vec<(Subject, String, Status)> {
+        let ev = crate::testutil::simulated("h100-sxm-8", &[]);
+        let ctx = Ctx {
+            suite: &ev.suite.resolved,
+            inventory: &ev.node,
+            earlier: &ev.checks,
+            simulated: true,
+        };
+        let check = Collective {
+            op: CollectiveOp::AllReduce,
+            cfg: toml::from_str(cfg).unwrap(),
+        };
+        check
+            .evaluate(&ctx, m)
+            .into_iter()
+            .filter(|f| !f.info && f.expected != "0 wrong elements")
+            .map(|f| (f.subject, f.metric.unwrap_or_default(), f.status))
+            .collect()
+    }
+
+    #[test]
+    fn each_size_is_held_to_its_floor_and_warning_level() {
+        let cfg = r#"min_busbw_gbps = { "1MiB" = 100.0, "1GiB" = 400.0 }
+                     warn_busbw_gbps = { "1GiB" = 450.0 }"#;
+        let at = |s| Subject::op_size(CollectiveOp::AllReduce, s);
+        // Under 1 MiB no floor applies; 1 MiB is held to 100, 1 GiB and up to 400 and 450.
+        let m = swept(
+            8,
+            &[
+                (1 << 10, 1.0),
+                (1 << 20, 99.0),
+                (1 << 30, 449.0),
+                (2 << 30, 451.0),
+                (4 << 30, 399.0),
+            ],
+            None,
+        );
+        let j = floors_judged(cfg, &m);
+        assert_eq!(
+            j,
+            vec![
+                (at(1 << 20), "busbw".into(), Status::Fail),
+                (at(1 << 30), "busbw".into(), Status::Warn),
+                (at(2 << 30), "busbw".into(), Status::Pass),
+                (at(4 << 30), "busbw".into(), Status::Fail),
+            ]
+        );
+        // Two ranks are judged too; one rank (or none) has no bus bandwidth to judge.
+        let two = floors_judged(cfg, &swept(2, &[(1 << 30, 500.0)], None));
+        assert_eq!(two, vec![(at(1 << 30), "busbw".into(), Status::Pass)]);
+        for ranks in [0, 1] {
+            let one = floors_judged(cfg, &swept(ranks, &[(1 << 30, 1.0)], None));
+            assert_eq!(
+                one.iter().map(|x| x.2).collect::<Vec<_>>(),
+                Vec::<Status>::new(),
+                "{ranks} ranks: {one:?}"
+            );
+        }
+        // With NVLS forced off measured beside it, NCCL's figure is still the one judged...
+        let both = floors_judged(cfg, &swept(8, &[(1 << 30, 500.0)], Some(0.5)));
+        assert_eq!(both, vec![(at(1 << 30), "busbw".into(), Status::Pass)]);
+        // ...unless the suite says nvls = "off": then the figure without NVLS is.
+        let off = format!("nvls = \"off\"\n{cfg}");
+        let judged_off = floors_judged(&off, &swept(8, &[(1 << 30, 500.0)], Some(0.5)));
+        assert_eq!(
+            judged_off,
+            vec![(at(1 << 30), "busbw_no_nvls".into(), Status::Fail)]
+        );
+        // A pass with NVLS forced off is seen from its data checks alone, and judged for them.
+        let mut only_facts = swept(8, &[(1 << 30, 500.0)], None);
+        only_facts.facts.push(Fact::new(
+            "wrong_elements_no_nvls",
+            Subject::size(1 << 30),
+            FactValue::Elements {
+                wrong: 3,
+                checked: 64,
+            },
+        ));
+        let ev = crate::testutil::simulated("h100-sxm-8", &[]);
+        let ctx = crate::testutil::ctx(&ev.suite.resolved, &ev.node);
+        let check = Collective {
+            op: CollectiveOp::AllReduce,
+            cfg: toml::from_str(cfg).unwrap(),
+        };
+        let f = check.evaluate(&ctx, &only_facts);
+        assert!(
+            f.iter()
+                .any(|x| x.status == Status::Fail && x.reason.contains("with NVLS forced off")),
+            "{f:#?}"
+        );
+    }
+
+    #[test]
+    fn the_relative_floor_compares_with_the_slowest_peer_read_of_this_run() {
+        let ev = crate::testutil::simulated("h100-sxm-8", &[]);
+        let slowest = ev
+            .check("p2p_bandwidth")
+            .unwrap()
+            .metrics
+            .iter()
+            .filter(|x| x.name == "p2p_read")
+            .map(|x| x.median)
+            .fold(f64::INFINITY, f64::min);
+        let cfg = "min_fraction_of_p2p = 1.0";
+        let at = Subject::op_size(CollectiveOp::AllReduce, 1 << 30);
+        let judged =
+            |bw: f64| floors_judged(cfg, &swept(8, &[(1 << 20, 1.0), (1 << 30, bw)], None));
+        // Judged at the largest size only.
+        assert_eq!(
+            judged(slowest + 1.0),
+            vec![(at.clone(), String::new(), Status::Pass)]
+        );
+        assert_eq!(
+            judged(slowest - 1.0),
+            vec![(at, String::new(), Status::Fail)]
+        );
+    }
+
     #[test]
     fn what_nvls_buys_is_stated_at_the_largest_size() {
         let mut m = Measured::default();
