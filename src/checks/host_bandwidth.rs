@@ -256,6 +256,46 @@ fn remote_memory_findings(m: &Measured) -> Vec<Finding> {
 mod tests {
     use super::*;
 
+    #[test]
+    fn host_buffers_on_another_node_are_recorded_and_warned_about() {
+        use crate::platform::numa::HostPlacement;
+        let at = |pages: i32| HostPlacement {
+            gpu_node: Some(1),
+            bound_cpus: Some("48-95".into()),
+            pages_node: Some(pages),
+            split: false,
+            note: None,
+        };
+        let mut m = Measured::default();
+        host_memory(&mut m, "host_memory", 5, Some(&at(1)));
+        host_memory(&mut m, "host_memory", 6, Some(&at(0)));
+        host_memory(&mut m, "host_memory", 7, None);
+        let facts: Vec<(&str, Subject)> = m
+            .facts
+            .iter()
+            .map(|f| (f.name.as_str(), f.subject.clone()))
+            .collect();
+        assert_eq!(
+            facts,
+            [
+                ("host_memory", Subject::gpu(5)),
+                ("host_memory", Subject::gpu(6)),
+                ("host_memory_remote", Subject::gpu(6)),
+            ]
+        );
+        let w = remote_memory_findings(&m);
+        assert_eq!(w.len(), 1, "{w:#?}");
+        assert_eq!(
+            (w[0].status, w[0].subject.clone()),
+            (Status::Warn, Subject::gpu(6))
+        );
+        assert_eq!(
+            w[0].reason,
+            "GPU 6: pinned host buffers were on NUMA node 0, not the GPU's node 1, allocated on \
+             CPUs 48-95: its host copies crossed the socket link"
+        );
+    }
+
     fn check() -> HostBandwidth {
         HostBandwidth(
             toml::from_str("h2d = { fail_below = 48.0 }\ndevice_copy = { fail_below = 1000.0 }")

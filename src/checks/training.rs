@@ -445,6 +445,48 @@ mod tests {
     }
 
     #[test]
+    fn the_loss_finding_says_which_way_it_missed() {
+        assert_eq!(
+            loss_finding(Some(2.0), &[2.7, 2.8]).reason,
+            "the loss did not decrease (2.7000 -> 2.8000)"
+        );
+        assert_eq!(
+            loss_finding(Some(2.0), &[2.7, 2.1]).reason,
+            "final loss 2.1000 is not below the target 2"
+        );
+        assert_eq!(
+            loss_finding(Some(2.0), &[2.7, 1.9]).reason,
+            "loss went down from 2.7000 to 1.9000"
+        );
+    }
+
+    /// The training check judged on the records of a simulated run of the H200 VM suite.
+    #[test]
+    fn a_run_is_judged_on_its_own_figures_and_a_missing_one_is_an_error() {
+        let ev = crate::testutil::simulated("h200-vm-1", &[]);
+        let rec = ev.check("training").unwrap();
+        let check = Training(ev.suite.resolved.checks.training.clone().unwrap());
+        let ctx = crate::testutil::ctx(&ev.suite.resolved, &ev.node);
+        let measured = Measured {
+            metrics: rec.metrics.clone(),
+            facts: rec.facts.clone(),
+        };
+        let f = check.evaluate(&ctx, &measured);
+        assert_eq!(f, rec.findings, "the same figures, the same judgements");
+        assert!(f.iter().filter(|x| !x.info).count() >= 3, "{f:#?}");
+        assert!(f.iter().all(|x| x.status == Status::Pass), "{f:#?}");
+        // Without its losses the run proves nothing about them: an error, not a pass.
+        let mut no_loss = measured.clone();
+        no_loss.metrics.retain(|m| m.name != "loss");
+        let f = check.evaluate(&ctx, &no_loss);
+        assert!(
+            f.iter()
+                .any(|x| x.status == Status::Error && x.reason.contains("loss")),
+            "{f:#?}"
+        );
+    }
+
+    #[test]
     fn no_loss_or_a_loss_that_is_not_a_number_is_an_error() {
         assert_eq!(loss_finding(Some(2.0), &[]).status, Status::Error);
         assert_eq!(loss_finding(None, &[2.7, f64::NAN]).status, Status::Error);
