@@ -244,6 +244,155 @@ impl Check for Virtualization {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The virtualization judgements of the simulated H100 (bare metal, NVLink, peer access)
+    /// after `edit`, against a suite that expects `want`, as (subject, status).
+    fn judged(
+        want: Option<VirtExpect>,
+        edit: impl FnOnce(&mut crate::inventory::Inventory),
+    ) -> Vec<(String, Status, String)> {
+        let ev = crate::testutil::simulated("h100-sxm-8", &[]);
+        let mut suite = ev.suite.resolved.clone();
+        suite.node.virtualization = want;
+        let mut inv = ev.node.clone();
+        edit(&mut inv);
+        let ctx = crate::testutil::ctx(&suite, &inv);
+        Virtualization(VirtualizationCheck {
+            enabled: true,
+            require_p2p: None,
+        })
+        .evaluate(&ctx, &Measured::default())
+        .into_iter()
+        .map(|f| (f.subject.describe(), f.status, f.reason))
+        .collect()
+    }
+
+    fn mode_status(want: Option<VirtExpect>, mode: VirtMode) -> Status {
+        judged(want, |inv| {
+            inv.virtualization.mode = mode;
+            inv.virtualization.hypervisor = Some("KVM".into());
+        })[0]
+            .1
+    }
+
+    #[test]
+    fn the_mode_is_judged_against_the_promise() {
+        use VirtExpect as E;
+        use VirtMode as M;
+        for (want, mode, st) in [
+            (Some(E::BareMetal), M::BareMetal, Status::Pass),
+            (Some(E::BareMetal), M::Passthrough, Status::Fail),
+            (Some(E::Passthrough), M::Passthrough, Status::Pass),
+            (Some(E::Passthrough), M::Vgpu, Status::Fail),
+            (Some(E::Passthrough), M::BareMetal, Status::Fail),
+            (Some(E::Vgpu), M::Vgpu, Status::Pass),
+            (Some(E::Vgpu), M::Passthrough, Status::Fail),
+            (Some(E::Vm), M::Passthrough, Status::Pass),
+            (Some(E::Vm), M::Vgpu, Status::Pass),
+            (Some(E::Vm), M::BareMetal, Status::Fail),
+            (Some(E::BareMetal), M::Unknown, Status::Warn),
+            (Some(E::Any), M::Unknown, Status::Pass),
+            (None, M::Vgpu, Status::Pass),
+        ] {
+            assert_eq!(mode_status(want, mode), st, "{want:?} {mode:?}");
+        }
+        // The hypervisor is named only for a VM.
+        let f = judged(Some(E::BareMetal), |inv| {
+            inv.virtualization.hypervisor = Some("KVM".into());
+        });
+        assert_eq!(f[0].2, "the node runs as bare metal");
+        let f = judged(Some(E::Passthrough), |inv| {
+            inv.virtualization.mode = M::Vgpu;
+        });
+        assert!(
+            f[0].2.starts_with("vGPU where passthrough was promised"),
+            "{}",
+            f[0].2
+        );
+        let f = judged(Some(E::Vgpu), |inv| {
+            inv.virtualization.mode = M::Passthrough;
+            inv.virtualization.hypervisor = Some("KVM".into());
+        });
+        assert_eq!(
+            f[0].2,
+            "the node runs as passthrough VM (KVM), expected vGPU"
+        );
+    }
+
+    #[test]
+    fn peer_access_nvlink_and_acs_are_judged_per_pair_and_bridge() {
+        // Healthy: one pass per pair, nothing else.
+        let f = judged(Some(VirtExpect::BareMetal), |_| {});
+        assert_eq!(f.len(), 1 + 28, "{f:#?}");
+        assert!(f.iter().all(|x| x.1 == Status::Pass));
+        // A pair without peer access fails by name, and says why in a VM; unread is not a pass.
+        let f = judged(None, |inv| {
+            let p = inv.pairs.iter_mut().find(|p| (p.a, p.b) == (2, 5)).unwrap();
+            p.p2p.read = Some(false);
+            p.p2p.write = Some(false);
+            let q = inv.pairs.iter_mut().find(|p| (p.a, p.b) == (0, 1)).unwrap();
+            q.p2p = Default::default();
+            inv.virtualization.mode = VirtMode::Passthrough;
+        });
+        let bad: Vec<&(String, Status, String)> =
+            f.iter().filter(|x| x.1 != Status::Pass).collect();
+        assert_eq!(bad.len(), 2, "{f:#?}");
+        assert_eq!(
+            (bad[0].0.as_str(), bad[0].1),
+            ("GPU 0 - GPU 1", Status::Skip)
+        );
+        assert_eq!(
+            (bad[1].0.as_str(), bad[1].1, bad[1].2.as_str()),
+            (
+                "GPU 2 - GPU 5",
+                Status::Fail,
+                "peer access not available between GPU 2 and GPU 5: the hypervisor hides it"
+            )
+        );
+        // One GPU has no pairs to judge.
+        let f = judged(None, |inv| {
+            inv.gpus.truncate(1);
+            inv.pairs.clear();
+        });
+        assert_eq!(f.len(), 1, "{f:#?}");
+        // The suite expects NVLink and no link is active: downgraded to PCIe, a failure.
+        let f = judged(None, |inv| {
+            for g in &mut inv.gpus {
+                for l in &mut g.nvlinks {
+                    l.active = false;
+                }
+            }
+        });
+        let down: Vec<&(String, Status, String)> =
+            f.iter().filter(|x| x.1 == Status::Fail).collect();
+        assert_eq!(down.len(), 1, "{f:#?}");
+        assert_eq!(
+            down[0].2,
+            "topology downgraded to PCIe: the suite expects NVLink but no link is active"
+        );
+        // One active link is enough to rule that out.
+        let f = judged(None, |inv| {
+            for g in inv.gpus.iter_mut().skip(1) {
+                for l in &mut g.nvlinks {
+                    l.active = false;
+                }
+            }
+        });
+        assert!(f.iter().all(|x| x.1 == Status::Pass), "{f:#?}");
+        // ACS on a bridge above the GPUs is a warning on bare metal, and not judged in a VM.
+        let acs = |mode: VirtMode| {
+            judged(None, move |inv| {
+                inv.virtualization.mode = mode;
+                inv.virtualization.acs_enabled_bridges = vec!["0000:16:00.0".into()];
+            })
+            .into_iter()
+            .filter(|x| x.1 == Status::Warn)
+            .map(|x| x.0)
+            .collect::<Vec<_>>()
+        };
+        assert_eq!(acs(VirtMode::BareMetal), ["bridge 0000:16:00.0"]);
+        assert!(acs(VirtMode::Passthrough).is_empty());
+    }
     use crate::inventory::Inventory;
     use crate::platform::{hypervisor::Cpuid, NvmlVirt};
 
