@@ -870,6 +870,32 @@ mod data_tests {
             judged_off,
             vec![(at(1 << 30), "busbw_no_nvls".into(), Status::Fail)]
         );
+        // The words say which figure was judged, and what NVLS buys is stated only beside
+        // NCCL's own figure.
+        let all = |cfg: &str, m: &Measured| {
+            let ev = crate::testutil::simulated("h100-sxm-8", &[]);
+            let ctx = crate::testutil::ctx(&ev.suite.resolved, &ev.node);
+            Collective {
+                op: CollectiveOp::AllReduce,
+                cfg: toml::from_str(cfg).unwrap(),
+            }
+            .evaluate(&ctx, m)
+        };
+        let buys = |f: &[Finding]| {
+            f.iter()
+                .filter(|x| x.info && x.reason.contains("NVLS adds"))
+                .count()
+        };
+        let normal = all(cfg, &swept(8, &[(1 << 30, 500.0)], Some(0.5)));
+        assert_eq!(buys(&normal), 1, "{normal:#?}");
+        assert!(normal
+            .iter()
+            .any(|x| x.reason.contains("bus bandwidth 500 GB/s within limits")));
+        let forced = all(&off, &swept(8, &[(1 << 30, 500.0)], Some(0.5)));
+        assert_eq!(buys(&forced), 0, "{forced:#?}");
+        assert!(forced.iter().any(|x| x
+            .reason
+            .contains("bus bandwidth with NVLS forced off 250 GB/s is below the floor")));
         // A pass with NVLS forced off is seen from its data checks alone, and judged for them.
         let mut only_facts = swept(8, &[(1 << 30, 500.0)], None);
         only_facts.facts.push(Fact::new(
