@@ -317,6 +317,16 @@ mod tests {
             f[0].2,
             "the node runs as passthrough VM (KVM), expected vGPU"
         );
+        // "vGPU where passthrough was promised" is said of exactly that.
+        let f = judged(Some(E::Passthrough), |inv| {
+            inv.virtualization.mode = M::BareMetal
+        });
+        assert_eq!(
+            f[0].2,
+            "the node runs as bare metal, expected passthrough VM"
+        );
+        let f = judged(Some(E::BareMetal), |inv| inv.virtualization.mode = M::Vgpu);
+        assert_eq!(f[0].2, "the node runs as vGPU, expected bare metal");
     }
 
     #[test]
