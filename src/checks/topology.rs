@@ -588,6 +588,172 @@ mod tests {
 
     const HGX: &str = "socket_groups = [[0, 1, 2, 3], [4, 5, 6, 7]]";
 
+    /// The simulated H100 against its own suite, with literal NUMA ids, after `edit`: the
+    /// findings that are not a pass, as (subject, status, reason).
+    fn h100(
+        edit_suite: impl FnOnce(&mut crate::suite::Suite),
+        edit: impl FnOnce(&mut Inventory),
+    ) -> Vec<(String, Status, String)> {
+        let ev: Evidence = crate::testutil::simulated("h100-sxm-8", &[]);
+        let mut inv = ev.node.clone();
+        edit(&mut inv);
+        let mut suite = crate::suite::load::load("h100-sxm-8").unwrap().suite;
+        suite.topology.numa_nodes = Some(vec![0, 0, 0, 0, 1, 1, 1, 1]);
+        edit_suite(&mut suite);
+        let ctx = crate::testutil::ctx(&suite, &inv);
+        Topology
+            .evaluate(&ctx, &Measured::default())
+            .into_iter()
+            .filter(|f| f.status != Status::Pass)
+            .map(|f| (f.subject.describe(), f.status, f.reason))
+            .collect()
+    }
+
+    #[test]
+    fn what_the_node_is_is_judged_against_the_suite() {
+        assert_eq!(h100(|_| {}, |_| {}), vec![]);
+        // A GPU missing, or one too many.
+        let f = h100(
+            |_| {},
+            |inv| {
+                inv.gpus.truncate(7);
+                inv.pairs.retain(|p| p.b < 7);
+            },
+        );
+        assert_eq!((f[0].0.as_str(), f[0].1), ("node", Status::Fail));
+        assert!(
+            f[0].2
+                .starts_with("1 of 8 GPUs missing: only 7 found (bus ids "),
+            "{}",
+            f[0].2
+        );
+        let f = h100(
+            |_| {},
+            |inv| {
+                let mut extra = inv.gpus[7].clone();
+                extra.index = 8;
+                inv.gpus.push(extra);
+            },
+        );
+        assert_eq!(f[0].2, "9 GPUs found, 8 expected");
+        // The model, and the memory floor (79 GiB): at it passes, under it fails.
+        let f = h100(
+            |_| {},
+            |inv| inv.gpus[2].name = "NVIDIA A100-SXM4-80GB".into(),
+        );
+        assert_eq!(
+            (f[0].0.as_str(), f[0].2.as_str()),
+            (
+                "GPU 2",
+                "GPU 2 is an NVIDIA A100-SXM4-80GB, expected a H100"
+            )
+        );
+        let f = h100(|_| {}, |inv| inv.gpus[3].memory_bytes = 79 << 30);
+        assert_eq!(f, vec![]);
+        let f = h100(
+            |_| {},
+            |inv| inv.gpus[3].memory_bytes = (79 << 30) - (1 << 29),
+        );
+        assert_eq!(
+            (f[0].0.as_str(), f[0].2.as_str()),
+            (
+                "GPU 3",
+                "GPU 3 has 78.5 GiB of memory, expected at least 79 GiB"
+            )
+        );
+        // A literal NUMA id that differs.
+        let f = h100(|_| {}, |inv| inv.gpus[6].numa_node = Some(0));
+        assert_eq!(f[0].2, "GPU 6 is on NUMA node 0, expected 1");
+        // The PCIe link is judged when the suite states its generation or its width alone.
+        let f = h100(
+            |s| s.topology.pcie_width = None,
+            |inv| {
+                inv.gpus[1].pcie.gen_current = Some(3);
+                inv.gpus[1].pcie.gen_loaded = Some(3);
+                inv.gpus[1].pcie.gen_max = Some(5);
+            },
+        );
+        assert_eq!((f[0].0.as_str(), f[0].1), ("GPU 1", Status::Fail), "{f:#?}");
+    }
+
+    #[test]
+    fn nvlinks_per_pair_and_the_nvswitch_are_judged_exactly() {
+        // One link fewer, naming the inactive link on the pair (not one to another GPU).
+        let f = h100(
+            |_| {},
+            |inv| {
+                let p = inv.pairs.iter_mut().find(|p| (p.a, p.b) == (2, 5)).unwrap();
+                p.nvlinks = 17;
+                let g = &mut inv.gpus[2];
+                g.nvlinks[4].active = false;
+                g.nvlinks[4].remote.gpu = Some(5);
+                g.nvlinks[9].active = false;
+                g.nvlinks[9].remote.gpu = Some(7);
+            },
+        );
+        let pair: Vec<&(String, Status, String)> =
+            f.iter().filter(|x| x.0 == "GPU 2 - GPU 5").collect();
+        assert_eq!(pair.len(), 1, "{f:#?}");
+        assert_eq!(
+            pair[0].2,
+            "GPU 2 - GPU 5: 17 NVLinks active, expected 18 (NV18) (inactive: GPU 2 link 4)"
+        );
+        // More links than stated is no match either.
+        let f = h100(
+            |_| {},
+            |inv| {
+                inv.pairs
+                    .iter_mut()
+                    .find(|p| (p.a, p.b) == (0, 1))
+                    .unwrap()
+                    .nvlinks = 19
+            },
+        );
+        assert_eq!((f[0].0.as_str(), f[0].1), ("GPU 0 - GPU 1", Status::Fail));
+        // A suite that expects no NVLink says so.
+        let f = h100(
+            |s| s.topology.nvlinks_per_pair = Some(0),
+            |inv| {
+                for p in inv.pairs.iter_mut().filter(|p| p.a > 0) {
+                    p.nvlinks = 0;
+                }
+            },
+        );
+        assert!(
+            f.iter()
+                .all(|x| x.2.ends_with("NVLinks active, expected none")),
+            "{f:#?}"
+        );
+        assert_eq!(f.len(), 7, "{f:#?}");
+        // The NVSwitch: required and absent fails; none required and none present passes.
+        let f = h100(|_| {}, |inv| inv.nvswitches = Some(0));
+        assert!(
+            f.iter()
+                .any(|x| x.1 == Status::Fail && x.2.contains("NVSwitch")),
+            "{f:#?}"
+        );
+        let f = h100(
+            |s| {
+                s.topology.nvswitch = Some(false);
+                s.topology.nvswitch_count = None;
+            },
+            |inv| inv.nvswitches = Some(0),
+        );
+        assert_eq!(f, vec![], "{f:#?}");
+        let f = h100(
+            |s| {
+                s.topology.nvswitch = Some(false);
+                s.topology.nvswitch_count = None;
+            },
+            |_| {},
+        );
+        assert!(
+            f.iter()
+                .any(|x| x.1 == Status::Fail && x.2.contains("NVSwitch")),
+            "{f:#?}"
+        );
+    }
+
     const H100_CPUS: &str = "cpu_affinity = [\"0-55,112-167\", \"0-55,112-167\", \
         \"0-55,112-167\", \"0-55,112-167\", \"56-111,168-223\", \"56-111,168-223\", \
         \"56-111,168-223\", \"56-111,168-223\"]";
