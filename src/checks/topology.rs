@@ -725,6 +725,17 @@ mod tests {
             "{f:#?}"
         );
         assert_eq!(f.len(), 7, "{f:#?}");
+        // What was expected, in the findings' own words.
+        let expected = |topo: &str| -> Vec<String> {
+            let mut e: Vec<String> = relations("h100-sxm-8", topo, |_| {})
+                .into_iter()
+                .map(|x| x.expected)
+                .collect();
+            e.dedup();
+            e
+        };
+        assert_eq!(expected("nvlinks_per_pair = 0"), ["no NVLink"]);
+        assert_eq!(expected("nvlinks_per_pair = 18"), ["NV18"]);
         // The NVSwitch: required and absent fails; none required and none present passes.
         let f = h100(|_| {}, |inv| inv.nvswitches = Some(0));
         assert!(
