@@ -9,7 +9,7 @@ use nodecert::backend::Backend;
 use nodecert::evidence::{Evidence, FactValue, Status, Subject, FORMAT_VERSION};
 use nodecert::suite::CollectiveOp;
 use std::path::{Path, PathBuf};
-use util::{read_json, Env};
+use util::{copy_dir, read_json, Env};
 
 /// The faults the format-2 fixture was written with (see its README).
 const FAULTS: [&str; 5] = [
@@ -24,18 +24,10 @@ fn fixture() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/evidence-v2")
 }
 
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-    }
-}
-
-/// The fixture's node run again by this nodecert, with the same faults and seed.
-fn rerun() -> Evidence {
+/// The fixture's node run again by this nodecert, with `faults` and the fixture's seed.
+fn rerun(faults: &[&str]) -> Evidence {
     let loaded = nodecert::suite::load::load("h100-sxm-8").unwrap();
-    let faults = FAULTS.iter().map(|f| Fault::parse(f).unwrap()).collect();
+    let faults = faults.iter().map(|f| Fault::parse(f).unwrap()).collect();
     let mut b = SimBackend::new(load_node("h100-sxm-8").unwrap(), faults, 1).unwrap();
     let inv = b.inventory().unwrap();
     let ev = nodecert::runner::new_evidence(&loaded, &b, inv, None, Default::default());
@@ -132,7 +124,7 @@ fn format_2_subjects_and_facts_read_into_fields() {
 #[test]
 fn diff_matches_format_2_findings_with_new_ones_by_their_fields() {
     let old = Evidence::read(&fixture().join("cert/evidence.json")).unwrap();
-    let new = rerun();
+    let new = rerun(&FAULTS);
     assert_eq!(new.format_version, FORMAT_VERSION);
     let d = nodecert::diff::compare(&old, &new, 5.0);
     let appeared_or_vanished: Vec<String> = d
@@ -144,17 +136,7 @@ fn diff_matches_format_2_findings_with_new_ones_by_their_fields() {
     assert!(appeared_or_vanished.is_empty(), "{appeared_or_vanished:#?}");
     assert!(d.metrics_compared > 100, "{}", d.metrics_compared);
     // And a real change is still seen: the same run without the NVLink fault.
-    let healed = {
-        let loaded = nodecert::suite::load::load("h100-sxm-8").unwrap();
-        let faults = FAULTS[1..]
-            .iter()
-            .map(|f| Fault::parse(f).unwrap())
-            .collect();
-        let mut b = SimBackend::new(load_node("h100-sxm-8").unwrap(), faults, 1).unwrap();
-        let inv = b.inventory().unwrap();
-        let ev = nodecert::runner::new_evidence(&loaded, &b, inv, None, Default::default());
-        nodecert::runner::run(&loaded, &mut b, ev, None, &mut nodecert::runner::Silent).unwrap()
-    };
+    let healed = rerun(&FAULTS[1..]);
     let d = nodecert::diff::compare(&old, &healed, 5.0);
     let link = d
         .verdicts

@@ -6,7 +6,7 @@
 mod util;
 
 use std::path::Path;
-use util::{read_json, Env};
+use util::{copy_dir, read_json, Env};
 
 /// A finished simulated run of the 1x H200 VM suite in `out`.
 fn run_h200(env: &Env, out: &str) {
@@ -258,14 +258,6 @@ fn forged_simulated_false_is_refused_at_render_sign_and_verify() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(4), "{out:?}");
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
-    }
 }
 
 #[test]

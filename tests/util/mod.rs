@@ -50,3 +50,13 @@ impl Env {
 pub fn read_json(p: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(p).expect("read")).expect("json")
 }
+
+/// Copy the files of `from` (one level, no subfolders) into `to`, created if missing: a
+/// committed certificate fixture into a test's temp dir.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+    }
+}
