@@ -242,10 +242,7 @@ impl Subject {
     /// `label` and shown as written. Used only when reading such files.
     pub fn from_legacy_text(text: &str) -> Subject {
         fn gpu(s: &str) -> Option<usize> {
-            let n = s.strip_prefix("GPU ")?;
-            (!n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-                .then(|| n.parse().ok())
-                .flatten()
+            usize::try_from(digits(s.strip_prefix("GPU ")?)?).ok()
         }
         let t = text.trim();
         if t == "node" {
@@ -330,6 +327,14 @@ impl Subject {
             ..Default::default()
         }
     }
+}
+
+/// A whole number written only with digits, as older evidence wrote counts and GPU ids: no
+/// sign, no space, nothing else ("+3" is not one, though `parse` would take it).
+fn digits(t: &str) -> Option<u64> {
+    (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+        .then(|| t.parse().ok())
+        .flatten()
 }
 
 /// The bidirectional peer-copy figure, whose subject is both directions of a pair.
@@ -601,12 +606,7 @@ impl FactValue {
     /// "wrong data" / "not checked" copy checks, "disabled" peer access. Text that is none of
     /// those stays text (a malformed count is shown, and never counted as good data).
     pub fn from_legacy(name: &str, text: &str) -> FactValue {
-        let whole = |t: &str| {
-            let t = t.trim();
-            (!t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
-                .then(|| t.parse::<u64>().ok())
-                .flatten()
-        };
+        let whole = |t: &str| digits(t.trim());
         let typed = match name {
             "wrong_elements" => text.split_once('/').and_then(|(w, c)| {
                 Some(FactValue::Elements {
