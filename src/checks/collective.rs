@@ -799,10 +799,9 @@ mod data_tests {
         m
     }
 
-    /// The bus bandwidth judgements of all_reduce on the simulated H100 (NVLS available) with
-    /// `cfg` (a suite's all_reduce section), as (subject, metric, status) of each non-data,
-    /// non-information finding.
-    fn floors_judged(cfg: &str, m: &Measured) -> Vec<(Subject, String, Status)> {
+    /// Every finding of all_reduce on the simulated H100 (NVLS available, its own run's peer
+    /// figures before it) with `cfg` (a suite's all_reduce section) for `m`.
+    fn evaluated(cfg: &str, m: &Measured) -> Vec<Finding> {
         let ev = crate::testutil::simulated("h100-sxm-8", &[]);
         let ctx = Ctx {
             suite: &ev.suite.resolved,
@@ -810,12 +809,18 @@ mod data_tests {
             earlier: &ev.checks,
             simulated: true,
         };
-        let check = Collective {
+        Collective {
             op: CollectiveOp::AllReduce,
             cfg: toml::from_str(cfg).unwrap(),
-        };
-        check
-            .evaluate(&ctx, m)
+        }
+        .evaluate(&ctx, m)
+    }
+
+    /// The bus bandwidth judgements of all_reduce on the simulated H100 (NVLS available) with
+    /// `cfg` (a suite's all_reduce section), as (subject, metric, status) of each non-data,
+    /// non-information finding.
+    fn floors_judged(cfg: &str, m: &Measured) -> Vec<(Subject, String, Status)> {
+        evaluated(cfg, m)
             .into_iter()
             .filter(|f| !f.info && f.expected != "0 wrong elements")
             .map(|f| (f.subject, f.metric.unwrap_or_default(), f.status))
@@ -872,26 +877,17 @@ mod data_tests {
         );
         // The words say which figure was judged, and what NVLS buys is stated only beside
         // NCCL's own figure.
-        let all = |cfg: &str, m: &Measured| {
-            let ev = crate::testutil::simulated("h100-sxm-8", &[]);
-            let ctx = crate::testutil::ctx(&ev.suite.resolved, &ev.node);
-            Collective {
-                op: CollectiveOp::AllReduce,
-                cfg: toml::from_str(cfg).unwrap(),
-            }
-            .evaluate(&ctx, m)
-        };
         let buys = |f: &[Finding]| {
             f.iter()
                 .filter(|x| x.info && x.reason.contains("NVLS adds"))
                 .count()
         };
-        let normal = all(cfg, &swept(8, &[(1 << 30, 500.0)], Some(0.5)));
+        let normal = evaluated(cfg, &swept(8, &[(1 << 30, 500.0)], Some(0.5)));
         assert_eq!(buys(&normal), 1, "{normal:#?}");
         assert!(normal
             .iter()
             .any(|x| x.reason.contains("bus bandwidth 500 GB/s within limits")));
-        let forced = all(&off, &swept(8, &[(1 << 30, 500.0)], Some(0.5)));
+        let forced = evaluated(&off, &swept(8, &[(1 << 30, 500.0)], Some(0.5)));
         assert_eq!(buys(&forced), 0, "{forced:#?}");
         assert!(forced.iter().any(|x| x
             .reason
@@ -906,13 +902,7 @@ mod data_tests {
                 checked: 64,
             },
         ));
-        let ev = crate::testutil::simulated("h100-sxm-8", &[]);
-        let ctx = crate::testutil::ctx(&ev.suite.resolved, &ev.node);
-        let check = Collective {
-            op: CollectiveOp::AllReduce,
-            cfg: toml::from_str(cfg).unwrap(),
-        };
-        let f = check.evaluate(&ctx, &only_facts);
+        let f = evaluated(cfg, &only_facts);
         assert!(
             f.iter()
                 .any(|x| x.status == Status::Fail && x.reason.contains("with NVLS forced off")),

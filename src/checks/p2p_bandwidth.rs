@@ -345,22 +345,18 @@ mod tests {
         }
     }
 
+    /// The mixed box's figures with one ordered pair at `v`.
+    fn one_pair_at(pair: (usize, usize), v: f64) -> impl Fn(usize, usize) -> f64 {
+        move |a, b| if (a, b) == pair { v } else { pix_sys(a, b) }
+    }
+
     #[test]
     fn each_pair_is_held_to_its_path_class_floor() {
         // A SYS pair at SYS speed passes its SYS floor although it is under the check-wide one.
         let f = judge_pix_sys(pix_sys, BY_PATH);
         assert!(f.is_empty(), "{f:#?}");
         // A PIX pair at SYS speed fails: it is held to the check-wide floor, not to SYS's.
-        let f = judge_pix_sys(
-            |a, b| {
-                if (a, b) == (2, 3) {
-                    22.1
-                } else {
-                    pix_sys(a, b)
-                }
-            },
-            BY_PATH,
-        );
+        let f = judge_pix_sys(one_pair_at((2, 3), 22.1), BY_PATH);
         assert_eq!(f.len(), 1, "{f:#?}");
         assert_eq!(
             (f[0].subject.describe().as_str(), f[0].status),
@@ -372,16 +368,7 @@ mod tests {
             f[0].reason
         );
         // A SYS pair under the SYS floor fails, the class named in the reason.
-        let f = judge_pix_sys(
-            |a, b| {
-                if (a, b) == (1, 3) {
-                    16.5
-                } else {
-                    pix_sys(a, b)
-                }
-            },
-            BY_PATH,
-        );
+        let f = judge_pix_sys(one_pair_at((1, 3), 16.5), BY_PATH);
         assert_eq!(f.len(), 1, "{f:#?}");
         assert_eq!(f[0].subject.describe(), "GPU 1 -> GPU 3");
         assert!(
