@@ -402,4 +402,104 @@ mod tests {
             assert!(!ran.is_empty(), "suite {name}");
         }
     }
+
+    /// The stable key, kind and title of each check of a full suite, what its plan says, and the
+    /// samples it records: the cap of `check_evidence_size` counts exactly what a simulated run
+    /// of the suite records (the simulated node measures everything the suite asks for), and the
+    /// checks that judge no noisy figure are never measured again.
+    #[test]
+    fn every_check_names_itself_says_what_it_will_do_and_counts_what_it_records() {
+        let loaded = crate::suite::load::load("h100-sxm-8").unwrap();
+        let ev = crate::testutil::simulated("h100-sxm-8", &[]);
+        let checks = from_suite(&loaded);
+        #[rustfmt::skip]
+        let want: [(&str, &str, &str, &str, &str, u32); 12] = [
+            ("topology", "topology", "Topology", "8 GPUs and 28 pairs", "", 0),
+            ("virtualization", "virtualization", "Virtualization and peer access", "peer access of 28 pairs", "", 0),
+            ("health", "health", "Node health", "throttling on 8 GPUs", "", 0),
+            ("host_bandwidth", "host_bandwidth", "Host <-> device bandwidth", "H2D on all 8 GPUs", "checks.host_bandwidth.iterations", 0),
+            ("p2p_bandwidth", "p2p_bandwidth", "Peer-to-peer bandwidth", "56 ordered pairs", "checks.p2p_bandwidth.iterations", 0),
+            ("p2p_latency", "p2p_latency", "Peer-to-peer latency", "56 ordered pairs x 1000", "checks.p2p_latency.iterations", 0),
+            ("collective.all_reduce", "collective", "NCCL all_reduce", "31 sizes", "checks.collective.all_reduce.iterations", 2),
+            ("collective.all_gather", "collective", "NCCL all_gather", "31 sizes", "checks.collective.all_gather.iterations", 0),
+            ("collective.reduce_scatter", "collective", "NCCL reduce_scatter", "31 sizes", "checks.collective.reduce_scatter.iterations", 0),
+            ("collective.broadcast", "collective", "NCCL broadcast", "31 sizes", "checks.collective.broadcast.iterations", 0),
+            ("collective.all_to_all", "collective", "NCCL all_to_all", "30 sizes", "checks.collective.all_to_all.iterations", 0),
+            ("training", "training", "Reference training run", "100 steps", "checks.training.steps", 0),
+        ];
+        assert_eq!(checks.len(), want.len());
+        assert_eq!(ev.checks.len(), want.len());
+        for ((c, rec), (id, kind, title, says, key, again)) in
+            checks.iter().zip(&ev.checks).zip(want)
+        {
+            assert_eq!(
+                (c.id().as_str(), c.kind(), c.title().as_str()),
+                (id, kind, title)
+            );
+            assert_eq!((rec.id.as_str(), rec.kind.as_str()), (id, kind));
+            assert!(
+                rec.plan.iter().any(|l| l.contains(says)) && rec.plan.iter().all(|l| !l.is_empty()),
+                "{id}: {:?}",
+                rec.plan
+            );
+            let recorded: usize = rec.metrics.iter().map(|m| m.samples.len()).sum();
+            assert_eq!(c.samples(8), (recorded as u64, key.to_string()), "{id}");
+            assert_eq!(c.remeasure(), again, "{id}");
+        }
+        // The count follows the node: a 4-GPU box records 12 ordered pairs' worth. It has no
+        // NVLS, so all_reduce is measured once, not twice as the cap allows for.
+        let small = crate::testutil::simulated("l40s-pcie-4", &[]);
+        let l40s = crate::suite::load::load("l40s-pcie-4").unwrap();
+        for (c, rec) in from_suite(&l40s).iter().zip(&small.checks) {
+            let recorded: usize = rec.metrics.iter().map(|m| m.samples.len()).sum();
+            let passes = if rec.id == "collective.all_reduce" {
+                2
+            } else {
+                1
+            };
+            assert_eq!(c.samples(4).0, passes * recorded as u64, "{}", rec.id);
+        }
+    }
+
+    /// `[baseline]` plans only against a baseline that holds figures, and says which and how
+    /// strictly it compares.
+    #[test]
+    fn the_baseline_check_says_what_it_compares_with_or_why_it_cannot() {
+        let ev = crate::testutil::simulated("h200-vm-1", &[]);
+        let check = baseline::BaselineCheck {
+            path: "/srv/base/evidence.json".into(),
+            evidence: ev.clone(),
+            max_regression_pct: 7.5,
+        };
+        assert_eq!(
+            (check.id().as_str(), check.kind(), check.title().as_str()),
+            ("baseline", "baseline", "Regression against the baseline")
+        );
+        assert_eq!(
+            (check.samples(8), check.remeasure()),
+            ((0, String::new()), 0)
+        );
+        let suite = crate::suite::load::load("h200-vm-1").unwrap().suite;
+        let ctx = crate::testutil::ctx(&suite, &ev.node);
+        let plan = check.plan(&ctx).unwrap();
+        assert_eq!(plan.len(), 2);
+        assert!(
+            plan[0].starts_with("baseline /srv/base/evidence.json: suite "),
+            "{plan:?}"
+        );
+        assert!(plan[0].ends_with(" [SIMULATED]"), "{plan:?}");
+        assert!(plan[1].contains("worse by more than 7.5%"), "{plan:?}");
+        let mut empty = ev.clone();
+        for c in &mut empty.checks {
+            c.metrics.clear();
+        }
+        let none = baseline::BaselineCheck {
+            evidence: empty,
+            ..check
+        };
+        assert_eq!(
+            none.plan(&ctx).unwrap_err(),
+            "the baseline /srv/base/evidence.json holds no metrics"
+        );
+    }
 }

@@ -122,10 +122,10 @@ impl Check for P2pBandwidth {
     }
 
     fn samples(&self, gpus: usize) -> (u64, String) {
-        // Read, write and both ways per ordered pair.
-        let pairs = (gpus * gpus.saturating_sub(1)) as u64;
+        // Read and write per ordered pair, both ways at once per pair.
+        let ordered = (gpus * gpus.saturating_sub(1)) as u64;
         (
-            pairs * 3 * u64::from(self.0.iterations),
+            (ordered * 2 + ordered / 2) * u64::from(self.0.iterations),
             "checks.p2p_bandwidth.iterations".into(),
         )
     }
