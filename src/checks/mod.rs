@@ -502,4 +502,35 @@ mod tests {
             "the baseline /srv/base/evidence.json holds no metrics"
         );
     }
+
+    /// Each check reports its progress one step at a time, up to the total it announced, and
+    /// a collective records its rank count once.
+    #[test]
+    fn every_check_reports_each_step_of_its_progress_once() {
+        use crate::backend::sim::{self, SimBackend};
+        for node in ["h100-sxm-8", "l40s-pcie-4"] {
+            let loaded = crate::suite::load::load(node).unwrap();
+            let mut b = SimBackend::new(sim::load_node(node).unwrap(), vec![], 1).unwrap();
+            let inv = b.inventory().unwrap();
+            let ctx = crate::testutil::ctx(&loaded.suite, &inv);
+            for c in from_suite(&loaded) {
+                let mut seen = Vec::new();
+                let m = c
+                    .measure(&ctx, &mut b, &mut |d, t| seen.push((d, t)))
+                    .unwrap();
+                let total = seen.len();
+                assert!(total > 0, "{node} {}", c.id());
+                let want: Vec<(usize, usize)> = (1..=total).map(|d| (d, total)).collect();
+                assert_eq!(seen, want, "{node} {}", c.id());
+                if c.kind() == "collective" {
+                    let ranks: Vec<&Fact> = m.facts.iter().filter(|f| f.name == "ranks").collect();
+                    assert_eq!(ranks.len(), 1, "{node} {}", c.id());
+                    assert_eq!(
+                        ranks[0].value,
+                        crate::evidence::FactValue::Count(inv.gpus.len() as u64)
+                    );
+                }
+            }
+        }
+    }
 }
