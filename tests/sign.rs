@@ -1366,3 +1366,225 @@ fn a_second_signature_by_the_same_key_is_a_duplicate_not_a_second_party() {
     assert!(matches!(err, SignError::AlreadySigned { .. }), "{err}");
     assert!(!dir.path().join(second).exists());
 }
+
+// ---------------------------------------------------------------------------
+// What verification reads, and where it stops
+
+/// `text` with a comment line of `pad` bytes after its first line: a manifest stays valid
+/// (comments with unknown keys are ignored) and signed as a whole.
+fn padded_manifest(dir: &Path, pad: usize) {
+    let p = dir.join(MANIFEST_FILE);
+    let text = fs::read_to_string(&p).unwrap();
+    let (first, rest) = text.split_once('\n').unwrap();
+    let filler = "x".repeat(pad.saturating_sub(text.len() + "# padding: \n".len()));
+    fs::write(&p, format!("{first}\n# padding: {filler}\n{rest}")).unwrap();
+}
+
+/// Whether `ssh-keygen -Y verify` accepts the folder's first signature as made by `key`.
+fn ssh_verify_key(dir: &Path, key: &Path) -> bool {
+    let signers = allowed_signers(key.parent().unwrap(), &[]);
+    let line = allowed_signers_line(&pub_of(key), "k@example.com").unwrap();
+    fs::write(&signers, format!("{line}\n")).unwrap();
+    ssh_verify(dir, SIGNATURE_FILE, &signers, "k@example.com")
+}
+
+#[test]
+fn a_manifest_up_to_4_mib_and_a_signature_up_to_64_kib_are_read_and_larger_ones_refused() {
+    let keys = tempfile::tempdir().unwrap();
+    let key = new_key(keys.path(), "vendor");
+    let trust = Trust::PublicKey(pub_of(&key));
+
+    // A 3 MiB manifest, signed by ssh-keygen: verified.
+    let dir = manifested_dir();
+    padded_manifest(dir.path(), 3 << 20);
+    assert!(ssh_sign_file(dir.path(), &key));
+    let r = verify_dir(dir.path(), &trust).unwrap();
+    assert!(r.ok(), "{r}");
+
+    // A signature followed by 60 KiB of blank lines, which OpenSSH ignores: verified.
+    let sig = dir.path().join(SIGNATURE_FILE);
+    let signature = fs::read_to_string(&sig).unwrap();
+    fs::write(&sig, format!("{signature}{}", "\n".repeat(60 << 10))).unwrap();
+    assert!(ssh_verify_key(dir.path(), &key));
+    let r = verify_dir(dir.path(), &trust).unwrap();
+    assert!(r.ok(), "{r}");
+    // One byte over 64 KiB: not read.
+    let over = (64 << 10) + 1 - signature.len();
+    fs::write(&sig, format!("{signature}{}", "\n".repeat(over))).unwrap();
+    assert_eq!(fs::metadata(&sig).unwrap().len(), (64 << 10) + 1);
+    let r = verify_dir(dir.path(), &trust).unwrap();
+    assert!(!r.ok(), "{r}");
+    assert!(
+        matches!(&r.signatures[0].status, SigStatus::Invalid { reason } if reason.contains("larger than the 64 KiB limit")),
+        "{r}"
+    );
+
+    // A manifest one byte over 4 MiB: a problem that says so, not "missing".
+    let dir = manifested_dir();
+    padded_manifest(dir.path(), (4 << 20) + 1);
+    assert_eq!(
+        fs::metadata(dir.path().join(MANIFEST_FILE)).unwrap().len(),
+        (4 << 20) + 1
+    );
+    let r = verify_dir(dir.path(), &Trust::Untrusted).unwrap();
+    assert!(r.manifest.is_none());
+    assert!(
+        r.problems
+            .iter()
+            .any(|p| p.starts_with(MANIFEST_FILE) && p.contains("larger than the 4 MiB limit")),
+        "{r}"
+    );
+}
+
+#[test]
+fn a_listed_file_or_manifest_that_is_a_link_is_unreadable_not_missing() {
+    let dir = manifested_dir();
+    let p = dir.path();
+    let elsewhere = tempfile::tempdir().unwrap();
+    fs::write(
+        elsewhere.path().join("report.md"),
+        "# nodecert\n\nPASS: 8 GPUs\n",
+    )
+    .unwrap();
+    fs::remove_file(p.join("report.md")).unwrap();
+    std::os::unix::fs::symlink(elsewhere.path().join("report.md"), p.join("report.md")).unwrap();
+    let r = verify_dir(p, &Trust::Untrusted).unwrap();
+    let md = r.files.iter().find(|f| f.name == "report.md").unwrap();
+    assert!(
+        matches!(md.status, FileStatus::Unreadable { .. }),
+        "{:?}",
+        md.status
+    );
+    assert!(!r.problems.iter().any(|x| x == "report.md: missing"), "{r}");
+
+    // The manifest itself through a link: not read, and not called missing.
+    let m = elsewhere.path().join(MANIFEST_FILE);
+    fs::rename(p.join(MANIFEST_FILE), &m).unwrap();
+    std::os::unix::fs::symlink(&m, p.join(MANIFEST_FILE)).unwrap();
+    let r = verify_dir(p, &Trust::Untrusted).unwrap();
+    assert!(r.manifest.is_none(), "{r}");
+    let said: Vec<&String> = r
+        .problems
+        .iter()
+        .filter(|x| x.starts_with(&format!("{MANIFEST_FILE}:")))
+        .collect();
+    assert_eq!(said.len(), 1, "{r}");
+    assert_ne!(said[0], &format!("{MANIFEST_FILE}: missing"), "{r}");
+}
+
+#[test]
+fn evidence_is_cross_checked_only_when_it_matches_and_must_agree_with_the_manifest() {
+    // Listed but missing: one problem, the missing file, and no failed read of it.
+    let dir = manifested_dir();
+    fs::remove_file(dir.path().join("evidence.json")).unwrap();
+    let r = verify_dir(dir.path(), &Trust::Untrusted).unwrap();
+    let about: Vec<&String> = r
+        .problems
+        .iter()
+        .filter(|x| x.contains("evidence.json"))
+        .collect();
+    assert_eq!(about, ["evidence.json: missing"], "{r}");
+
+    // Simulated evidence under a manifest edited to say real results: refused by name.
+    let dir = report_dir(true);
+    let meta = ManifestMeta {
+        nodecert_version: "9.9.9".into(),
+        simulated: Some(true),
+    };
+    write_manifest(dir.path(), &["evidence.json", "report.md"], &meta).unwrap();
+    let path = dir.path().join(MANIFEST_FILE);
+    let text = fs::read_to_string(&path).unwrap();
+    let edited: String = text
+        .replace("\n# simulated: true\n", "\n# simulated: false\n")
+        .lines()
+        .filter(|l| *l != SIMULATED_WARNING)
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert_ne!(edited, text);
+    fs::write(&path, edited).unwrap();
+    let r = verify_dir(dir.path(), &Trust::Untrusted).unwrap();
+    assert_eq!(r.simulated, Some(false), "{r}");
+    assert!(
+        r.problems.iter().any(|x| x
+            == &format!(
+                "evidence.json: says simulated: true but {MANIFEST_FILE} says simulated: false"
+            )),
+        "{r}"
+    );
+}
+
+#[test]
+fn allowed_signers_validity_periods_are_honoured() {
+    let keys = tempfile::tempdir().unwrap();
+    let key = new_key(keys.path(), "vendor");
+    let dir = report_dir(false);
+    sign_dir(dir.path(), &key).unwrap();
+    let line = allowed_signers_line(&pub_of(&key), "vendor@example.com").unwrap();
+    let (who, rest) = line.split_once(" namespaces=\"nodecert\" ").unwrap();
+    for (option, trusted) in [
+        ("valid-after=\"20200101\"", true),
+        ("valid-after=\"29990101\"", false),
+        ("valid-before=\"29990101\"", true),
+        ("valid-before=\"20200101\"", false),
+    ] {
+        let signers = keys.path().join("allowed_signers");
+        fs::write(
+            &signers,
+            format!("{who} namespaces=\"nodecert\",{option} {rest}\n"),
+        )
+        .unwrap();
+        let r = verify_dir(dir.path(), &Trust::AllowedSigners(signers.clone())).unwrap();
+        assert_eq!(r.ok(), trusted, "{option}: {r}");
+        if !trusted {
+            assert!(
+                matches!(&r.signatures[0].status, SigStatus::Untrusted { reason } if reason.contains("outside its validity period")),
+                "{option}: {r}"
+            );
+        }
+        // OpenSSH agrees.
+        assert_eq!(
+            ssh_verify(dir.path(), SIGNATURE_FILE, &signers, "vendor@example.com"),
+            trusted,
+            "{option}"
+        );
+    }
+}
+
+#[test]
+fn signatures_nodecert_cannot_check_are_named_and_never_verify() {
+    let keys = tempfile::tempdir().unwrap();
+    // RSA up to 4096 bits is checked; above, and ECDSA on P-521, are left to ssh-keygen.
+    for (name, args, supported, says) in [
+        ("rsa-4096", &["-t", "rsa", "-b", "4096"][..], true, ""),
+        (
+            "rsa-4160",
+            &["-t", "rsa", "-b", "4160"][..],
+            false,
+            "rsa keys of more than 4096 bits (this one: 4160)",
+        ),
+        (
+            "ecdsa-p521",
+            &["-t", "ecdsa", "-b", "521"][..],
+            false,
+            "signatures by ecdsa-sha2-nistp521 keys are not supported",
+        ),
+    ] {
+        let key = openssh_key(keys.path(), name, args, "");
+        let id = format!("{name}@example.com");
+        let signers = allowed_signers(keys.path(), &[(&key, &id)]);
+        let dir = manifested_dir();
+        assert!(ssh_sign_file(dir.path(), &key), "{name}");
+        assert!(
+            ssh_verify(dir.path(), SIGNATURE_FILE, &signers, &id),
+            "{name}"
+        );
+        let r = verify_dir(dir.path(), &Trust::AllowedSigners(signers)).unwrap();
+        assert_eq!(r.ok(), supported, "{name}: {r}");
+        if !supported {
+            assert!(
+                matches!(&r.signatures[0].status, SigStatus::Unsupported { reason } if reason.contains(says)),
+                "{name}: {r}"
+            );
+        }
+    }
+}
