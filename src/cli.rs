@@ -29,6 +29,18 @@ Exit codes:
   1  a metric regressed beyond the tolerance, a verdict got worse, or GPUs or links were lost
   2  invalid input: unreadable evidence or flags";
 
+const FLEET_EXIT_CODES: &str = "\
+Exit codes of `fleet report` and `fleet simulate` (the worst node's):
+  0  every node passed (flagged nodes, slower than their siblings, allowed)
+  1  a node failed a check
+  2  invalid input; also a node's evidence refused (copied from another node, forged,
+     unreadable, or its signature did not verify)
+  3  a node could not be tested (a hardware or runtime error)
+  5  a node left no evidence (NOT TESTED) or did not finish
+  6  a node judged nothing
+  When several hold: 2 over 1 over 3 over 5 over 6.
+`fleet drain` exits 3 when an scontrol or kubectl call failed.";
+
 #[derive(Parser, Debug)]
 #[command(name = "nodecert", version, about = "Acceptance tests and signed certificates for multi-GPU AI servers", after_help = EXIT_CODES)]
 pub struct Cli {
@@ -52,6 +64,10 @@ pub enum Command {
         /// Seed of the simulated node's noise: same seed, same numbers.
         #[arg(long, default_value_t = 1, requires = "simulate")]
         seed: u64,
+        /// Name the simulated node (one of a simulated fleet): its host name, from which its
+        /// GPUs' serials and UUIDs derive, so that no two nodes of the fleet share a GPU.
+        #[arg(long, value_name = "NAME", requires = "simulate")]
+        node_name: Option<String>,
         /// Folder for the evidence and reports.
         #[arg(long, default_value = "nodecert-report")]
         out: PathBuf,
@@ -170,6 +186,10 @@ pub enum Command {
     },
     /// List the embedded suites, simulated nodes and faults.
     List,
+    /// Certify many nodes: dispatch through Slurm or Kubernetes, gather every node's evidence
+    /// into one report, drain the bad nodes.
+    #[command(subcommand, after_help = FLEET_EXIT_CODES)]
+    Fleet(FleetCommand),
     /// Internal: measure a collective with NVLS forced off and answer in JSON on stdout (run by
     /// nodecert itself in a child process; see `backend::no_nvls`).
     #[command(name = "__collective-no-nvls", hide = true)]
@@ -177,6 +197,153 @@ pub enum Command {
         /// The request, JSON.
         request: String,
     },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum FleetCommand {
+    /// Read every node's report folder and write the fleet's report: fleet.json, fleet.html,
+    /// fleet.md, fleet-junit.xml and fleet.prom. Exit code: that of the worst node.
+    Report {
+        /// Node report folders, or shared folders holding one folder per node (as the fleet
+        /// jobs write them, with the job's node list in expected-nodes.txt).
+        #[arg(required = true)]
+        dirs: Vec<PathBuf>,
+        /// Folder for the fleet's report.
+        #[arg(long, default_value = "nodecert-fleet")]
+        out: PathBuf,
+        /// The nodes that must have reported, as a Slurm host list (n[1-16],gpu-a); default:
+        /// expected-nodes.txt of the shared folders. A node without evidence is NOT TESTED.
+        #[arg(long, value_name = "HOSTLIST")]
+        expect: Option<String>,
+        /// Flag a node whose figure its suite passed but is more than P% worse than the median
+        /// of at least 5 like nodes (same suite, same GPU model).
+        #[arg(long, value_name = "P", default_value_t = crate::fleet::DEFAULT_OUTLIER_PCT)]
+        outlier_pct: f64,
+        #[command(flatten)]
+        trust: TrustArgs,
+    },
+    /// Run a simulated fleet (each node its own seed and GPUs) and write its report, to see the
+    /// whole flow without a cluster. Everything it writes says SIMULATED.
+    Simulate {
+        /// How many nodes.
+        #[arg(long, default_value_t = 8)]
+        nodes: u32,
+        /// The simulated node description every node uses.
+        #[arg(long, default_value = "h100-sxm-8")]
+        node: String,
+        /// Suite (default: the node description's own).
+        #[arg(long)]
+        suite: Option<String>,
+        /// A fault on one node: NODE:FAULT (n03:nvlink-down:gpu=2; see `nodecert list`).
+        #[arg(long = "inject", value_name = "NODE:FAULT")]
+        inject: Vec<String>,
+        /// Folder for the nodes' folders and, in fleet/, the fleet's report.
+        #[arg(long, default_value = "nodecert-fleet-sim")]
+        out: PathBuf,
+        #[arg(long, value_name = "P", default_value_t = crate::fleet::DEFAULT_OUTLIER_PCT)]
+        outlier_pct: f64,
+    },
+    /// Write the Slurm batch script that certifies a fleet (one exclusive task per node, each
+    /// `nodecert run` into DIR/NODE, then `fleet report` into DIR/fleet), and submit it.
+    Slurm {
+        /// Suite (a path every node can read, or an embedded name); default: each node's own.
+        suite: Option<String>,
+        /// The shared folder every node can write.
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+        /// How many nodes.
+        #[arg(long)]
+        nodes: Option<u32>,
+        /// Which nodes (a Slurm host list).
+        #[arg(long, value_name = "HOSTLIST")]
+        nodelist: Option<String>,
+        #[arg(long)]
+        partition: Option<String>,
+        /// Slurm time limit (--time), e.g. 30:00.
+        #[arg(long)]
+        time: Option<String>,
+        /// Another #SBATCH option, as --option=value (repeat for more).
+        #[arg(long = "sbatch-arg", value_name = "OPTION")]
+        sbatch_args: Vec<String>,
+        /// The nodecert binary every node runs (default: this one's path).
+        #[arg(long, value_name = "PATH")]
+        nodecert: Option<String>,
+        /// Rehearse on simulated nodes of this description.
+        #[arg(long, value_name = "NODE")]
+        simulate: Option<String>,
+        /// With --simulate: a fault on one node, NODE:FAULT.
+        #[arg(long = "inject", value_name = "NODE:FAULT", requires = "simulate")]
+        inject: Vec<String>,
+        /// Submit it with sbatch.
+        #[arg(long)]
+        submit: bool,
+        /// With --submit: wait for the job to end and print the fleet's verdict (its exit code).
+        #[arg(long, requires = "submit")]
+        wait: bool,
+    },
+    /// Write the Kubernetes manifests that certify a fleet: an Indexed Job (one pod per node,
+    /// anti-affinity, nvidia.com/gpu requested) and its headless Service, as JSON for kubectl.
+    K8s {
+        /// Suite (a path in the image, or an embedded name); default: each node's own.
+        suite: Option<String>,
+        /// How many nodes (the Job's completions).
+        #[arg(long)]
+        nodes: u32,
+        /// GPUs per node.
+        #[arg(long, default_value_t = 8)]
+        gpus: u32,
+        /// The container image with nodecert in it.
+        #[arg(long)]
+        image: String,
+        /// The ReadWriteMany PersistentVolumeClaim the nodes write their folders to.
+        #[arg(long)]
+        claim: String,
+        #[arg(long, default_value = "nodecert")]
+        name: String,
+        #[arg(long)]
+        namespace: Option<String>,
+        /// Rehearse on simulated nodes of this description (no GPUs requested).
+        #[arg(long, value_name = "NODE")]
+        simulate: Option<String>,
+        /// Write the manifests to FILE (default: stdout).
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
+    },
+    /// Take the fleet's failed, erroring and refused nodes out of service: Slurm drain with
+    /// Reason="nodecert: ..." (and resume the nodes nodecert drained that now pass), or a
+    /// Kubernetes NoSchedule taint and a verdict label.
+    Drain {
+        /// fleet.json, or the folder holding it.
+        fleet: PathBuf,
+        #[arg(long, conflicts_with = "k8s", required_unless_present = "k8s")]
+        slurm: bool,
+        #[arg(long)]
+        k8s: bool,
+        /// Print the commands without running them.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+/// Whom a signature must be by.
+#[derive(clap::Args, Debug, Default)]
+pub struct TrustArgs {
+    /// Verify signed node folders against this OpenSSH allowed_signers file.
+    #[arg(long, value_name = "FILE", conflicts_with = "pubkey")]
+    pub allowed_signers: Option<PathBuf>,
+    /// Verify signed node folders against this public key.
+    #[arg(long, value_name = "KEY.pub")]
+    pub pubkey: Option<PathBuf>,
+}
+
+impl TrustArgs {
+    pub fn trust(&self) -> crate::sign::Trust {
+        match (&self.allowed_signers, &self.pubkey) {
+            (Some(p), _) => crate::sign::Trust::AllowedSigners(p.clone()),
+            (None, Some(k)) => crate::sign::Trust::PublicKey(k.clone()),
+            (None, None) => crate::sign::Trust::Untrusted,
+        }
+    }
 }
 
 /// Machine outputs, beside the reports.
@@ -255,6 +422,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             sim,
             inject,
             seed,
+            node_name,
             out,
             templates,
             quiet,
@@ -272,6 +440,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
                 sim.simulate,
                 inject,
                 seed,
+                node_name,
                 &out,
                 templates.as_deref(),
                 quiet,
@@ -312,9 +481,101 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             export,
         } => render::cmd_render(&evidence, out, templates.as_deref(), &export),
         Command::CollectiveNoNvls { request } => Ok(crate::backend::no_nvls::serve(&request)),
+        Command::Fleet(f) => fleet_dispatch(f, args),
         Command::List => {
             crate::out!("{}", list::list_text());
             Ok(exit::PASS)
         }
+    }
+}
+
+fn fleet_dispatch(f: FleetCommand, args: &[String]) -> Result<u8> {
+    use crate::commands::fleet;
+    match f {
+        FleetCommand::Report {
+            dirs,
+            out,
+            expect,
+            outlier_pct,
+            trust,
+        } => fleet::cmd_report(&dirs, &out, expect.as_deref(), outlier_pct, &trust.trust()),
+        FleetCommand::Simulate {
+            nodes,
+            node,
+            suite,
+            inject,
+            out,
+            outlier_pct,
+        } => fleet::cmd_simulate(nodes, &node, suite, &inject, &out, outlier_pct, args),
+        FleetCommand::Slurm {
+            suite,
+            out,
+            nodes,
+            nodelist,
+            partition,
+            time,
+            sbatch_args,
+            nodecert,
+            simulate,
+            inject,
+            submit,
+            wait,
+        } => {
+            let inject = inject
+                .iter()
+                .map(|s| crate::fleet::simulate::parse_inject(s))
+                .collect::<std::result::Result<Vec<_>, _>>()
+                .map_err(|e| crate::error::Error::Input(crate::error::InputError::Other(e)))?;
+            let job = crate::fleet::slurm::Job {
+                suite,
+                out: out.display().to_string(),
+                nodecert: nodecert.unwrap_or_default(),
+                nodes,
+                nodelist,
+                partition,
+                time,
+                simulate,
+                inject,
+                sbatch_args,
+            };
+            fleet::cmd_slurm(job, submit, wait)
+        }
+        FleetCommand::K8s {
+            suite,
+            nodes,
+            gpus,
+            image,
+            claim,
+            name,
+            namespace,
+            simulate,
+            out,
+        } => fleet::cmd_k8s(
+            crate::fleet::k8s::Job {
+                name,
+                namespace,
+                nodes,
+                gpus,
+                image,
+                suite,
+                claim,
+                simulate,
+            },
+            out.as_deref(),
+        ),
+        FleetCommand::Drain {
+            fleet: path,
+            slurm: _,
+            k8s,
+            dry_run,
+        } => fleet::cmd_drain(
+            &path,
+            if k8s {
+                fleet::Scheduler::Kubernetes
+            } else {
+                fleet::Scheduler::Slurm
+            },
+            dry_run,
+        ),
     }
 }

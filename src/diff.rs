@@ -737,6 +737,7 @@ mod tests {
             reason: String::new(),
             metric: Some(metric.into()),
             info: false,
+            limit: None,
         }
     }
 

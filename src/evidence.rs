@@ -678,6 +678,10 @@ pub struct Finding {
     /// counted among the judgements of its check, and its status says nothing.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub info: bool,
+    /// The absolute limit the figure was held against, in its unit, when the finding judges one
+    /// figure against the suite's floor or ceiling (what `expected` says in words).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<crate::suite::Limit>,
 }
 
 impl Finding {
@@ -818,6 +822,28 @@ pub struct Environment {
     pub kernel: Option<String>,
     pub cpu_model: Option<String>,
     pub command_line: Vec<String>,
+    /// The batch job this run was a task of, when a scheduler started it (Slurm, or a
+    /// Kubernetes Indexed Job): which fleet run it belongs to, and its rank there.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobRecord>,
+}
+
+/// A scheduler's job, as its task saw it in its environment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobRecord {
+    /// "slurm" or "kubernetes".
+    pub scheduler: String,
+    /// The job id (`SLURM_JOB_ID`; the Job's name on Kubernetes).
+    pub id: String,
+    /// This task's rank in the job (`SLURM_PROCID`; the completion index on Kubernetes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rank: Option<u64>,
+    /// How many tasks the job has (`SLURM_NTASKS`; the Job's completions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks: Option<u64>,
+    /// The node the scheduler ran this task on (`SLURMD_NODENAME`; the pod's node name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
 }
 
 /// Simulation parameters, present only for simulated runs.
@@ -828,6 +854,10 @@ pub struct SimulationRecord {
     pub seed: u64,
     /// Faults injected, as `--inject` spells them.
     pub faults: Vec<String>,
+    /// The name this node of a simulated fleet was given (`--node-name`): its host name, from
+    /// which its GPUs' serials and UUIDs derive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
 }
 
 /// The verdict of a run, judged against what its suite promised, not against the checks that
@@ -1576,6 +1606,7 @@ mod tests {
             reason: "r".into(),
             metric: Some("nvlink_errors".into()),
             info: false,
+            limit: None,
         };
         let json = serde_json::to_value(&f).unwrap();
         assert_eq!(json["subject"], serde_json::json!({"gpu": 2, "link": 7}));

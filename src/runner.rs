@@ -336,15 +336,7 @@ pub fn simulate(
     let mut b = SimBackend::new(load_node(node)?, faults, seed)?;
     let inv = b.inventory()?;
     crate::checks::check_evidence_size(&loaded, inv.gpus.len())?;
-    let rec = SimulationRecord {
-        node: b.node().name.clone(),
-        seed,
-        faults: b
-            .faults()
-            .iter()
-            .map(crate::backend::sim::Fault::label)
-            .collect(),
-    };
+    let rec = b.record();
     let ev = new_evidence(&loaded, &b, inv, Some(rec), Environment::default());
     run(&loaded, &mut b, ev, None, &mut Silent).map_err(|e| Error::Write {
         path: "memory".into(),

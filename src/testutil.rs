@@ -14,11 +14,7 @@ pub fn simulated(node: &str, faults: &[&str]) -> Evidence {
         .collect();
     let mut b = SimBackend::new(sim::load_node(node).expect("node"), faults, 1).expect("sim");
     let inv = b.inventory().expect("inventory");
-    let rec = crate::evidence::SimulationRecord {
-        node: node.into(),
-        seed: 1,
-        faults: b.faults().iter().map(Fault::label).collect(),
-    };
+    let rec = b.record();
     let ev = crate::runner::new_evidence(&loaded, &b, inv, Some(rec), Environment::default());
     crate::runner::run(&loaded, &mut b, ev, None, &mut crate::runner::Silent).expect("run")
 }

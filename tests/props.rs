@@ -315,11 +315,7 @@ fn run_and_read_back(
 
 /// The simulation record a simulated run carries (as the command line writes it).
 fn record(b: &SimBackend) -> SimulationRecord {
-    SimulationRecord {
-        node: b.node().name.clone(),
-        seed: 7,
-        faults: b.faults().iter().map(Fault::label).collect(),
-    }
+    b.record()
 }
 
 fn load_suite_bounded(text: String) -> Result<Option<LoadedSuite>, TestCaseError> {

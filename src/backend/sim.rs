@@ -1017,6 +1017,9 @@ pub struct SimBackend {
     taken: std::collections::HashMap<String, u32>,
     /// Measurements of the same thing taken before the one in progress.
     nth: u32,
+    /// The name given to this node of a simulated fleet (`--node-name`): its host name, and
+    /// what its GPUs' serials and UUIDs derive from, so that no two nodes share a GPU.
+    named: Option<String>,
 }
 
 /// Another VBIOS version than `v`, for the vbios-mismatch fault: its last field changed
@@ -1053,7 +1056,26 @@ impl SimBackend {
             present,
             taken: Default::default(),
             nth: 0,
+            named: None,
         })
+    }
+
+    /// Name this simulated node (one of a fleet): the host name becomes `name`, and its GPUs'
+    /// serials and UUIDs derive from it instead of from the node description's name.
+    pub fn named(mut self, name: &str) -> Self {
+        self.node.hostname = name.to_string();
+        self.named = Some(name.to_string());
+        self
+    }
+
+    /// What a simulated run records of its node: enough to run it again.
+    pub fn record(&self) -> crate::evidence::SimulationRecord {
+        crate::evidence::SimulationRecord {
+            node: self.node.name.clone(),
+            seed: self.seed,
+            faults: self.faults.iter().map(Fault::label).collect(),
+            node_name: self.named.clone(),
+        }
     }
 
     pub fn node(&self) -> &SimNode {
@@ -1554,8 +1576,18 @@ impl Backend for SimBackend {
             gpus.push(Gpu {
                 index: i,
                 name: node.gpu.name.clone(),
-                uuid: sim_uuid(&node.name, o),
-                serial: Some(format!("SIM{:010}", 1_652_000_000u64 + o as u64)),
+                uuid: match &self.named {
+                    Some(n) => sim_uuid(&format!("{}@{n}", node.name), o),
+                    None => sim_uuid(&node.name, o),
+                },
+                serial: Some(match &self.named {
+                    Some(n) => {
+                        let d = Sha256::digest(format!("serial/{n}/{o}"));
+                        let v = u64::from_be_bytes(d[..8].try_into().unwrap_or_default());
+                        format!("SIM{:010}", v % 10_000_000_000)
+                    }
+                    None => format!("SIM{:010}", 1_652_000_000u64 + o as u64),
+                }),
                 vbios: Some(vbios),
                 pci_bus_id: self.bus_id(o),
                 memory_bytes: node.gpu.memory_bytes,

@@ -149,6 +149,7 @@ pub fn judge(
         reason,
         metric: None,
         info: false,
+        limit: Some(*limit),
     })
 }
 
@@ -268,6 +269,7 @@ pub fn typical(
         },
         metric: None,
         info: false,
+        limit: None,
     })
 }
 
@@ -291,6 +293,7 @@ fn outliers_among(
             reason: format!("{}: {what} could not be computed", subject.describe()),
             metric: None,
             info: false,
+            limit: None,
         })
         .collect();
     let vals: Vec<f64> = items
@@ -336,6 +339,7 @@ fn outliers_among(
                 ),
                     metric: None,
                     info: false,
+                    limit: None,
                 })
             }),
     );
@@ -357,6 +361,7 @@ pub fn finding(
         reason: reason.into(),
         metric: None,
         info: false,
+        limit: None,
     }
 }
 

@@ -335,13 +335,13 @@ mod tests {
         let loaded = crate::suite::load::load_source(src).unwrap();
         // One GPU has no pairs: nothing is recorded.
         assert!(check_evidence_size(&loaded, 1).is_ok());
-        // 8 GPUs: 56 ordered pairs x 3 directions x 100,000 samples.
+        // 8 GPUs: (56 ordered pairs x read and write + 28 pairs both ways) x 100,000 samples.
         let e = check_evidence_size(&loaded, 8).unwrap_err().to_string();
         assert!(
             e.starts_with("big.toml:6:1: `checks.p2p_bandwidth.iterations`"),
             "{e}"
         );
-        assert!(e.contains("would record 16800560 samples"), "{e}");
+        assert!(e.contains("would record 14000560 samples"), "{e}");
     }
 
     #[test]
@@ -351,17 +351,17 @@ mod tests {
                 name: "big.toml".into(),
                 text: format!(
                     "format_version = 1\nname = \"big\"\n[checks.p2p_bandwidth]\n\
-                     iterations = 3000\n{extra}"
+                     iterations = 4000\n{extra}"
                 ),
             })
             .unwrap()
         };
-        // 8 GPUs: 56 ordered pairs x 3 directions x 3,000 samples = 504,000: fits once.
+        // 8 GPUs: (56 x 2 + 28) figures x 4,000 samples = 560,000: fits once.
         assert!(check_evidence_size(&load(""), 8).is_ok());
         let e = check_evidence_size(&load("remeasure = 1\n"), 8)
             .unwrap_err()
             .to_string();
-        assert!(e.contains("would record 1008000 samples"), "{e}");
+        assert!(e.contains("would record 1120000 samples"), "{e}");
     }
 
     #[test]

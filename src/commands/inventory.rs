@@ -24,7 +24,7 @@ pub fn cmd_inventory(
             );
         }
     }
-    let (mut b, simrec) = backend(simulate.as_deref(), &[], 1)?;
+    let (mut b, simrec) = backend(simulate.as_deref(), &[], 1, None)?;
     let inv = b.inventory()?;
     if let (Some(_), false) = (as_suite, inv.lost_gpus.is_empty()) {
         // The suite would expect the broken shape, and its per-GPU lists would be shifted.

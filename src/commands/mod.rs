@@ -3,6 +3,7 @@
 
 pub mod check;
 pub mod diff;
+pub mod fleet;
 pub mod inventory;
 pub mod keygen;
 pub mod list;
@@ -25,6 +26,7 @@ pub(crate) fn backend(
     simulate: Option<&str>,
     inject: &[String],
     seed: u64,
+    node_name: Option<&str>,
 ) -> Result<(Box<dyn Backend>, Option<SimulationRecord>)> {
     match simulate {
         Some(spec) => {
@@ -37,12 +39,12 @@ pub(crate) fn backend(
                         .map_err(|e| Error::Input(InputError::Other(format!("--inject {e}"))))
                 })
                 .collect::<Result<_>>()?;
-            let b = SimBackend::new(node, faults, seed)?;
-            let rec = SimulationRecord {
-                node: b.node().name.clone(),
-                seed,
-                faults: b.faults().iter().map(Fault::label).collect(),
-            };
+            let mut b = SimBackend::new(node, faults, seed)?;
+            if let Some(name) = node_name {
+                check_node_name(name)?;
+                b = b.named(name);
+            }
+            let rec = b.record();
             Ok((Box::new(b), Some(rec)))
         }
         None => {
@@ -78,7 +80,55 @@ pub fn environment(args: &[String]) -> Environment {
         kernel,
         cpu_model,
         command_line: args.to_vec(),
+        job: job_from(|k| std::env::var(k).ok()),
     }
+}
+
+/// A name for a node of a simulated fleet: a host name (letters, digits, '.', '-', '_'; at most
+/// 64), since it names the node's folder and its evidence.
+pub fn check_node_name(name: &str) -> Result<()> {
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with(['.', '-'])
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'));
+    if ok {
+        Ok(())
+    } else {
+        Err(InputError::Other(format!(
+            "node name {:?}: use 1 to 64 letters, digits, '.', '-' or '_', not starting with '.' or '-'",
+            crate::console::visible(name)
+        ))
+        .into())
+    }
+}
+
+/// The scheduler job this process is a task of, from the variables the scheduler sets: Slurm's
+/// `SLURM_JOB_ID`, `SLURM_PROCID`, `SLURM_NTASKS` and `SLURMD_NODENAME`, or on Kubernetes the
+/// Indexed Job's `JOB_COMPLETION_INDEX` with the variables `nodecert fleet k8s` sets from the
+/// downward API (`NODECERT_JOB`, `NODECERT_JOB_COMPLETIONS`, `NODE_NAME`). A value longer than
+/// 256 bytes is not a job's: ignored.
+pub fn job_from(var: impl Fn(&str) -> Option<String>) -> Option<crate::evidence::JobRecord> {
+    let get = |k: &str| var(k).filter(|v| !v.is_empty() && v.len() <= 256);
+    let num = |k: &str| get(k).and_then(|v| v.parse::<u64>().ok());
+    if let Some(id) = get("SLURM_JOB_ID") {
+        return Some(crate::evidence::JobRecord {
+            scheduler: "slurm".into(),
+            id,
+            rank: num("SLURM_PROCID"),
+            tasks: num("SLURM_NTASKS"),
+            node: get("SLURMD_NODENAME"),
+        });
+    }
+    let rank = num("JOB_COMPLETION_INDEX")?;
+    Some(crate::evidence::JobRecord {
+        scheduler: "kubernetes".into(),
+        id: get("NODECERT_JOB").unwrap_or_default(),
+        rank: Some(rank),
+        tasks: num("NODECERT_JOB_COMPLETIONS"),
+        node: get("NODE_NAME"),
+    })
 }
 
 /// The exit code of the run's verdict: 3 when a measurement failed (the node could not be
@@ -107,11 +157,7 @@ pub(crate) fn sample_evidence_for_templates() -> Evidence {
     let inv = b.inventory().expect("simulated inventory");
     // Recorded like any simulated run: an embedded template the user's folder does not override
     // reads `ev.simulation` whenever the evidence is simulated.
-    let rec = SimulationRecord {
-        node: "h200-vm-1".into(),
-        seed: 1,
-        faults: vec![],
-    };
+    let rec = b.record();
     let ev = crate::runner::new_evidence(&loaded, &b, inv, Some(rec), Environment::default());
     crate::runner::run(&loaded, &mut b, ev, None, &mut crate::runner::Silent)
         .expect("no io without a path")

@@ -41,6 +41,7 @@ pub fn cmd_run(
     simulate: Option<String>,
     inject: Vec<String>,
     seed: u64,
+    node_name: Option<String>,
     out: &Path,
     templates: Option<&Path>,
     quiet: bool,
@@ -67,7 +68,7 @@ pub fn cmd_run(
     export.check(out, None)?;
     // Fail on a broken template now rather than after a long run.
     let pages = load_templates(templates, signer.is_some())?;
-    let (mut b, simrec) = backend(simulate.as_deref(), &inject, seed)?;
+    let (mut b, simrec) = backend(simulate.as_deref(), &inject, seed, node_name.as_deref())?;
     let inv = b.inventory()?;
     let loaded = match (pre_loaded, &simrec) {
         (Some(l), _) => l,

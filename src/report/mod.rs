@@ -43,7 +43,7 @@ pub struct Signing {
 }
 
 /// The environment every page shares: autoescaping by name, strict undefined, filters.
-fn base_env() -> Environment<'static> {
+pub(crate) fn base_env() -> Environment<'static> {
     let mut env = Environment::new();
     // HTML is escaped; Markdown is not.
     env.set_auto_escape_callback(|name| {
@@ -336,7 +336,7 @@ fn located(e: &minijinja::Error, sources: &[Source]) -> TemplateError {
     }
 }
 
-fn template_error(e: &minijinja::Error) -> String {
+pub(crate) fn template_error(e: &minijinja::Error) -> String {
     located(e, &[]).to_string()
 }
 

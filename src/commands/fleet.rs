@@ -1,0 +1,350 @@
+//! `nodecert fleet ...`: certify many nodes through the schedulers users already run, gather
+//! their evidence into one report, and drain the bad nodes.
+
+use super::output::{open_report_dir, write_files};
+use crate::error::{exit, Error, InputError, Result};
+use crate::fleet::{self, gather, FleetReport};
+use crate::sign::Trust;
+use std::path::{Path, PathBuf};
+
+fn input(msg: impl Into<String>) -> Error {
+    Error::Input(InputError::Other(msg.into()))
+}
+
+/// The files `fleet report` writes into its folder.
+pub const FLEET_FILES: [&str; 5] = [
+    fleet::FLEET_FILE,
+    "fleet.html",
+    "fleet.md",
+    "fleet-junit.xml",
+    "fleet.prom",
+];
+
+/// Check the outlier margin given.
+fn outlier_pct(p: f64) -> Result<f64> {
+    if p.is_finite() && p > 0.0 && p < 100.0 {
+        Ok(p)
+    } else {
+        Err(input(format!(
+            "--outlier-pct must be above 0 and below 100, got {p}"
+        )))
+    }
+}
+
+/// Read every node, judge the fleet, and write its report into `out`.
+pub fn report(
+    inputs: &[PathBuf],
+    out: &Path,
+    expect: Option<&str>,
+    pct: f64,
+    trust: &Trust,
+) -> Result<FleetReport> {
+    let pct = outlier_pct(pct)?;
+    let (folders, mut expected) = gather::find(inputs).map_err(input)?;
+    if let Some(list) = expect {
+        expected = fleet::hostlist::expand(list).map_err(|e| input(format!("--expect {e}")))?;
+        expected.sort_by(|a, b| fleet::natural_cmp(a, b));
+        expected.dedup();
+    }
+    if folders.is_empty() && expected.is_empty() {
+        return Err(input(format!(
+            "no node folders found in {}: give nodes' report folders, or the shared folder the fleet job wrote",
+            inputs
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        )));
+    }
+    // Refuse to read the output folder as a node.
+    let out_abs = std::path::absolute(out).unwrap_or_else(|_| out.to_path_buf());
+    // One node at a time: only its summary is kept.
+    let summaries = folders
+        .iter()
+        .filter(|f| std::path::absolute(&f.path).unwrap_or_else(|_| f.path.clone()) != out_abs)
+        .map(|f| gather::read_node(f, trust))
+        .collect();
+    let r = fleet::judge::judge(summaries, &expected, pct);
+    let pages = fleet::render::render(&r).map_err(Error::Render)?;
+    let json = serde_json::to_string_pretty(&r).map_err(|e| input(e.to_string()))? + "\n";
+    let dir = open_report_dir(out)?;
+    write_files(
+        &dir,
+        [
+            (FLEET_FILES[0], json),
+            (FLEET_FILES[1], pages.html),
+            (FLEET_FILES[2], pages.markdown),
+            (FLEET_FILES[3], fleet::export::junit(&r)),
+            (FLEET_FILES[4], fleet::export::prometheus(&r)),
+        ],
+    )?;
+    Ok(r)
+}
+
+/// The console lines of a fleet report.
+pub fn summary(r: &FleetReport, out: &Path) -> String {
+    use crate::console::visible;
+    let mut s = String::new();
+    if r.simulated {
+        s.push_str("SIMULATED RESULTS: not a certification of real hardware\n");
+    }
+    let counts: Vec<String> = fleet::NodeVerdict::ALL
+        .iter()
+        .filter_map(|v| {
+            r.counts
+                .get(v.key())
+                .map(|n| format!("{n} {}", v.label().to_lowercase()))
+        })
+        .collect();
+    s.push_str(&format!(
+        "fleet: {}{} of {} nodes: {}\n",
+        if r.simulated { "[SIMULATED] " } else { "" },
+        r.verdict.label(),
+        r.nodes.len(),
+        counts.join(", ")
+    ));
+    for a in &r.actions {
+        s.push_str(&format!(
+            "  {} {}: {}\n",
+            a.action,
+            visible(&a.node),
+            visible(&a.reason)
+        ));
+    }
+    s.push_str(&format!(
+        "fleet report in {} (fleet.html, fleet.md, fleet.json)\n",
+        out.display()
+    ));
+    s
+}
+
+pub fn cmd_report(
+    inputs: &[PathBuf],
+    out: &Path,
+    expect: Option<&str>,
+    pct: f64,
+    trust: &Trust,
+) -> Result<u8> {
+    let r = report(inputs, out, expect, pct, trust)?;
+    crate::out!("{}", summary(&r, out));
+    Ok(r.verdict.exit_code())
+}
+
+/// Run a simulated fleet and report on it.
+pub fn cmd_simulate(
+    nodes: u32,
+    node: &str,
+    suite: Option<String>,
+    inject: &[String],
+    out: &Path,
+    pct: f64,
+    args: &[String],
+) -> Result<u8> {
+    if !(1..=fleet::gather::MAX_NODES as u32).contains(&nodes) {
+        return Err(input(format!(
+            "--nodes must be 1 to {}, got {nodes}",
+            fleet::gather::MAX_NODES
+        )));
+    }
+    outlier_pct(pct)?;
+    let names = fleet::simulate::names(nodes);
+    let mut faults: Vec<(String, String)> = Vec::new();
+    for spec in inject {
+        let (n, f) = fleet::simulate::parse_inject(spec).map_err(input)?;
+        if !names.contains(&n) {
+            return Err(input(format!(
+                "--inject {spec:?}: no node {n} in this fleet ({} to {})",
+                names[0],
+                names[names.len() - 1]
+            )));
+        }
+        faults.push((n, f));
+    }
+    let fleet_out = out.join("fleet");
+    crate::errln!(
+        "nodecert fleet simulate: {nodes} simulated {node} nodes into {} [SIMULATED]",
+        out.display()
+    );
+    for (i, name) in names.iter().enumerate() {
+        let mine: Vec<String> = faults
+            .iter()
+            .filter(|(n, _)| n == name)
+            .map(|(_, f)| f.clone())
+            .collect();
+        crate::out!("{name}: ");
+        super::run::cmd_run(
+            suite.clone(),
+            Some(node.to_string()),
+            mine,
+            i as u64 + 1,
+            Some(name.clone()),
+            &out.join(name),
+            None,
+            true,
+            None,
+            &Default::default(),
+            args,
+        )?;
+    }
+    let r = report(
+        &[out.to_path_buf()],
+        &fleet_out,
+        None,
+        pct,
+        &Trust::Untrusted,
+    )?;
+    crate::out!("{}", summary(&r, &fleet_out));
+    Ok(r.verdict.exit_code())
+}
+
+/// Write (and with `submit`, submit) the Slurm batch script.
+pub fn cmd_slurm(mut job: fleet::slurm::Job, submit: bool, wait: bool) -> Result<u8> {
+    let out = PathBuf::from(&job.out);
+    let dir =
+        crate::fsio::write::Dir::create_all(&out).map_err(|e| super::output::dir_error(&out, e))?;
+    let abs = std::path::absolute(&out).map_err(|e| input(e.to_string()))?;
+    job.out = abs.display().to_string();
+    if job.nodecert.is_empty() {
+        job.nodecert = std::env::current_exe()
+            .map_err(|e| {
+                input(format!(
+                    "cannot find this nodecert binary ({e}): give --nodecert PATH"
+                ))
+            })?
+            .display()
+            .to_string();
+    }
+    let script = fleet::slurm::script(&job).map_err(input)?;
+    let path = abs.join(fleet::slurm::SCRIPT_FILE);
+    dir.replace(fleet::slurm::SCRIPT_FILE.as_ref(), script.as_bytes())
+        .map_err(|source| Error::Write {
+            path: path.clone(),
+            source,
+        })?;
+    crate::outln!("wrote {}", path.display());
+    if !submit {
+        crate::outln!("submit it with: sbatch {}", path.display());
+        return Ok(exit::PASS);
+    }
+    let mut cmd = std::process::Command::new("sbatch");
+    cmd.arg("--parsable");
+    if wait {
+        cmd.arg("--wait");
+    }
+    let o = cmd
+        .arg(&path)
+        .output()
+        .map_err(|e| input(format!("cannot run sbatch: {e}")))?;
+    let id = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    if id.is_empty() {
+        return Err(input(format!(
+            "sbatch failed: {}",
+            crate::console::visible(String::from_utf8_lossy(&o.stderr).trim())
+        )));
+    }
+    crate::outln!("submitted job {}", crate::console::visible(&id));
+    if wait {
+        let report = abs.join("fleet");
+        crate::outln!(
+            "job {} ended; fleet report in {}",
+            crate::console::visible(&id),
+            report.display()
+        );
+        return Ok(match FleetReport::read(&report) {
+            Ok(r) => {
+                crate::out!("{}", summary(&r, &report));
+                r.verdict.exit_code()
+            }
+            Err(e) => {
+                crate::errln!(
+                    "error: the job wrote no fleet report: {}",
+                    crate::console::visible(&e)
+                );
+                exit::INCOMPLETE
+            }
+        });
+    }
+    Ok(exit::PASS)
+}
+
+/// Write the Kubernetes manifests to `out` (or stdout).
+pub fn cmd_k8s(job: fleet::k8s::Job, out: Option<&Path>) -> Result<u8> {
+    let m = fleet::k8s::manifests(&job).map_err(input)?;
+    let text = serde_json::to_string_pretty(&m).map_err(|e| input(e.to_string()))? + "\n";
+    match out {
+        None => crate::out!("{text}"),
+        Some(p) => {
+            crate::fsio::write::replace(p, text.as_bytes()).map_err(|source| Error::Write {
+                path: p.to_path_buf(),
+                source,
+            })?;
+            crate::outln!(
+                "wrote {}; apply it with: kubectl apply -f {}",
+                p.display(),
+                p.display()
+            );
+        }
+    }
+    Ok(exit::PASS)
+}
+
+/// Which scheduler `fleet drain` talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scheduler {
+    Slurm,
+    Kubernetes,
+}
+
+/// Drain (or taint) the fleet's bad nodes; print the commands, and unless `dry_run` run them.
+pub fn cmd_drain(fleet_path: &Path, scheduler: Scheduler, dry_run: bool) -> Result<u8> {
+    let r = FleetReport::read(fleet_path).map_err(input)?;
+    if r.simulated {
+        crate::outln!(
+            "SIMULATED RESULTS: the fleet's nodes are simulated; draining what they name"
+        );
+    }
+    let (program, plan) = match scheduler {
+        Scheduler::Slurm => {
+            let current = if dry_run {
+                Vec::new()
+            } else {
+                let o = std::process::Command::new("sinfo")
+                    .args(["-h", "-N", "-o", "%N|%E"])
+                    .output()
+                    .map_err(|e| input(format!("cannot run sinfo: {e}")))?;
+                fleet::slurm::parse_reasons(&String::from_utf8_lossy(&o.stdout))
+            };
+            ("scontrol", fleet::slurm::drain_plan(&r, &current))
+        }
+        Scheduler::Kubernetes => ("kubectl", fleet::k8s::drain_plan(&r)),
+    };
+    let mut failed = 0;
+    for args in &plan {
+        let shown: Vec<String> = args.iter().map(|a| fleet::slurm::sh(a)).collect();
+        crate::outln!("{program} {}", shown.join(" "));
+        if dry_run {
+            continue;
+        }
+        let st = std::process::Command::new(program).args(args).status();
+        if !st.is_ok_and(|s| s.success()) {
+            failed += 1;
+            crate::errln!("error: {program} {} failed", shown.join(" "));
+        }
+    }
+    if plan.is_empty() {
+        crate::outln!("nothing to drain");
+    }
+    Ok(if failed > 0 {
+        exit::NODE_UNTESTABLE
+    } else {
+        exit::PASS
+    })
+}

@@ -1,0 +1,338 @@
+//! Reading a fleet's node folders, one at a time, into small summaries.
+//!
+//! A folder given to `fleet report` is either one node's report folder (it holds evidence.json)
+//! or a shared folder with one subfolder per node, as the fleet jobs write it, and maybe the
+//! job's list of nodes ([`super::EXPECTED_FILE`]). Each node's evidence is read (bounded,
+//! format- and simulation-checked by [`Evidence::read`]), its signature verified when it is
+//! signed, and only what the fleet compares is kept.
+
+use super::{Figure, NodeResult, NodeVerdict, SignatureState};
+use crate::diff::{direction, Better};
+use crate::evidence::{Evidence, Status, EVIDENCE_FILE};
+use crate::sign::{Trust, MANIFEST_FILE};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// The most node folders one `fleet report` reads (a typo'd path to `/` stops here).
+pub const MAX_NODES: usize = 100_000;
+/// The node list file's limit (a list of 100,000 names fits easily).
+const MAX_EXPECTED_BYTES: u64 = 4 << 20;
+
+/// One node, as read: its result before the fleet's rules, and what those rules compare.
+#[derive(Debug, Clone)]
+pub struct NodeSummary {
+    pub result: NodeResult,
+    /// Its judged figures (empty when its evidence could not be read).
+    pub figures: Vec<Figure>,
+    /// Serials and UUIDs of its GPUs: the same one on two nodes means copied evidence.
+    pub gpu_ids: Vec<String>,
+    /// Whether evidence was read (false: none, or refused before it was read).
+    pub read: bool,
+}
+
+/// A node folder to read, and its name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeFolder {
+    pub name: String,
+    pub path: PathBuf,
+}
+
+/// The node folders under the folders given, and the node names the job expected. Errors name
+/// a folder that cannot be listed.
+pub fn find(inputs: &[PathBuf]) -> Result<(Vec<NodeFolder>, Vec<String>), String> {
+    let mut nodes = Vec::new();
+    let mut expected = Vec::new();
+    for input in inputs {
+        let meta = std::fs::symlink_metadata(input)
+            .map_err(|e| format!("{}: {}", input.display(), io_text(&e)))?;
+        if !meta.is_dir() {
+            return Err(format!(
+                "{}: not a folder (give a node's report folder or a fleet's shared folder)",
+                input.display()
+            ));
+        }
+        if input.join(EVIDENCE_FILE).exists() || input.join(MANIFEST_FILE).exists() {
+            nodes.push(NodeFolder {
+                name: folder_name(input),
+                path: input.clone(),
+            });
+            continue;
+        }
+        let list = input.join(super::EXPECTED_FILE);
+        if list.exists() {
+            let text = read_list(&list)?;
+            expected.extend(text);
+        }
+        let mut subs = Vec::new();
+        for entry in
+            std::fs::read_dir(input).map_err(|e| format!("{}: {}", input.display(), io_text(&e)))?
+        {
+            let entry = entry.map_err(|e| format!("{}: {}", input.display(), io_text(&e)))?;
+            // Folders only; a link is refused when read (it could point anywhere).
+            let t = entry.file_type().map_err(|e| io_text(&e))?;
+            // A fleet report written into the shared folder (the job's own) is not a node.
+            if t.is_dir() && entry.path().join(super::FLEET_FILE).exists() {
+                continue;
+            }
+            if t.is_dir() || t.is_symlink() {
+                subs.push(NodeFolder {
+                    name: entry.file_name().to_string_lossy().into_owned(),
+                    path: entry.path(),
+                });
+            }
+            if subs.len() > MAX_NODES {
+                return Err(format!(
+                    "{}: more than {MAX_NODES} folders: is this a fleet's folder?",
+                    input.display()
+                ));
+            }
+        }
+        nodes.extend(subs);
+    }
+    nodes.sort_by(|a, b| super::natural_cmp(&a.name, &b.name).then(a.path.cmp(&b.path)));
+    expected.sort_by(|a, b| super::natural_cmp(a, b));
+    expected.dedup();
+    Ok((nodes, expected))
+}
+
+fn folder_name(p: &Path) -> String {
+    let abs = std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
+    abs.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| p.display().to_string())
+}
+
+/// The names in a node list: one per line, blank lines and `#` comments ignored.
+fn read_list(path: &Path) -> Result<Vec<String>, String> {
+    let f = crate::fsio::read::open(path, false)
+        .map_err(|e| format!("{}: {}", path.display(), io_text(&e)))?;
+    let bytes = crate::fsio::read::read_limited(f, MAX_EXPECTED_BYTES, "a node list")
+        .map_err(|e| format!("{}: {}", path.display(), io_text(&e)))?;
+    let text = String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8", path.display()))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate() {
+        let l = line.trim();
+        if l.is_empty() || l.starts_with('#') {
+            continue;
+        }
+        if crate::commands::check_node_name(l).is_err() {
+            return Err(format!(
+                "{}:{}: {:?} is not a node name",
+                path.display(),
+                i + 1,
+                crate::console::visible(l)
+            ));
+        }
+        out.push(l.to_string());
+    }
+    Ok(out)
+}
+
+/// Read one node folder.
+pub fn read_node(folder: &NodeFolder, trust: &Trust) -> NodeSummary {
+    let mut result = NodeResult {
+        name: folder.name.clone(),
+        folder: folder.path.display().to_string(),
+        verdict: NodeVerdict::NotTested,
+        own_verdict: None,
+        why: Vec::new(),
+        hostname: None,
+        suite: None,
+        hardware: None,
+        gpu_model: None,
+        simulated: false,
+        job: None,
+        checks: BTreeMap::new(),
+        failed_checks: Vec::new(),
+        signature: SignatureState::Unsigned,
+    };
+    let refuse = |mut r: NodeResult, why: String| {
+        r.verdict = NodeVerdict::Refused;
+        r.why.push(why);
+        NodeSummary {
+            result: r,
+            figures: Vec::new(),
+            gpu_ids: Vec::new(),
+            read: false,
+        }
+    };
+    match std::fs::symlink_metadata(&folder.path) {
+        Ok(m) if m.file_type().is_symlink() => {
+            return refuse(
+                result,
+                "its folder is a symbolic link, which is not followed".into(),
+            )
+        }
+        Ok(_) => {}
+        Err(e) => return refuse(result, format!("cannot read its folder: {}", io_text(&e))),
+    }
+    let evidence = folder.path.join(EVIDENCE_FILE);
+    if !evidence.exists() && !folder.path.join(MANIFEST_FILE).exists() {
+        result
+            .why
+            .push("no evidence: the node did not report".into());
+        return NodeSummary {
+            result,
+            figures: Vec::new(),
+            gpu_ids: Vec::new(),
+            read: false,
+        };
+    }
+    if folder.path.join(MANIFEST_FILE).exists() {
+        result.signature = match crate::sign::verify_dir(&folder.path, trust) {
+            Err(e) => SignatureState::Failed {
+                problems: vec![e.to_string()],
+            },
+            Ok(r) => {
+                let untrusted = matches!(trust, Trust::Untrusted);
+                // Without a trusted signer, only the signature's own trust is missing.
+                let problems: Vec<String> = r
+                    .problems
+                    .iter()
+                    .filter(|p| !(untrusted && p.starts_with("no trusted signer")))
+                    .cloned()
+                    .collect();
+                let any_bad = r.signatures.iter().any(|s| {
+                    matches!(
+                        s.status,
+                        crate::sign::SigStatus::Invalid { .. }
+                            | crate::sign::SigStatus::Duplicate { .. }
+                    )
+                });
+                if r.ok() {
+                    SignatureState::Verified {
+                        signers: r
+                            .signatures
+                            .iter()
+                            .filter(|s| s.status == crate::sign::SigStatus::Trusted)
+                            .map(|s| {
+                                s.principal
+                                    .clone()
+                                    .or_else(|| s.fingerprint.clone())
+                                    .unwrap_or_default()
+                            })
+                            .collect(),
+                    }
+                } else if untrusted && problems.is_empty() && !any_bad {
+                    SignatureState::Intact
+                } else {
+                    SignatureState::Failed { problems }
+                }
+            }
+        };
+        if let SignatureState::Failed { problems } = &result.signature {
+            let first = problems.first().cloned().unwrap_or_default();
+            return refuse(
+                result.clone(),
+                format!("its signed report does not verify: {first}"),
+            );
+        }
+    }
+    let ev = match Evidence::read(&evidence) {
+        Ok(ev) => ev,
+        Err(e) => return refuse(result, format!("its evidence cannot be read: {e}")),
+    };
+    summarize(result, &ev)
+}
+
+/// What the fleet keeps of a node's evidence.
+pub fn summarize(mut result: NodeResult, ev: &Evidence) -> NodeSummary {
+    let own = ev.assess();
+    result.own_verdict = Some(own);
+    result.verdict = NodeVerdict::of(own);
+    result.hostname = Some(ev.node.hostname.clone());
+    result.suite = Some(ev.suite.name.clone());
+    result.hardware = Some(ev.node.summary());
+    result.gpu_model = ev.node.gpus.first().map(|g| g.name.clone());
+    result.simulated = ev.simulated;
+    result.job = ev.environment.job.clone();
+    for c in &ev.checks {
+        result.checks.insert(c.id.clone(), c.status);
+        if matches!(c.status, Status::Fail | Status::Error) {
+            result.failed_checks.push(c.id.clone());
+            result.why.push(format!("{}: {}", c.id, c.summary));
+        }
+    }
+    for id in &ev.never_ran {
+        result.why.push(format!("{id}: never ran"));
+    }
+    let mut figures: BTreeMap<(String, String, String), Figure> = BTreeMap::new();
+    for c in &ev.checks {
+        for f in c.findings.iter().filter(|f| f.is_judgement()) {
+            let Some(name) = &f.metric else { continue };
+            let Some(m) = c
+                .metrics
+                .iter()
+                .find(|m| &m.name == name && same_figure(&m.subject, &f.subject))
+            else {
+                continue;
+            };
+            let Some(better) = direction(&m.name, &m.unit) else {
+                continue;
+            };
+            if !m.median.is_finite() {
+                continue;
+            }
+            let higher = better == Better::Higher;
+            let limit = f
+                .limit
+                .and_then(|l| if higher { l.fail_below } else { l.fail_above });
+            let key = (
+                c.id.clone(),
+                m.name.clone(),
+                serde_json::to_string(&m.subject).unwrap_or_default(),
+            );
+            let fig = figures.entry(key).or_insert_with(|| Figure {
+                check: c.id.clone(),
+                metric: m.name.clone(),
+                subject: m.subject.clone(),
+                unit: m.unit.clone(),
+                value: m.median,
+                higher_is_better: higher,
+                limit,
+                status: f.status,
+            });
+            fig.status = fig.status.max(f.status);
+            if fig.limit.is_none() {
+                fig.limit = limit;
+            }
+        }
+    }
+    let mut gpu_ids = Vec::new();
+    for g in &ev.node.gpus {
+        if !g.uuid.is_empty() {
+            gpu_ids.push(format!("UUID {}", g.uuid));
+        }
+        if let Some(s) = g.serial.as_ref().filter(|s| !s.is_empty()) {
+            gpu_ids.push(format!("serial {s}"));
+        }
+    }
+    NodeSummary {
+        result,
+        figures: figures.into_values().collect(),
+        gpu_ids,
+        read: true,
+    }
+}
+
+/// Whether a metric's subject is the one a finding judges: the same, or the same without the
+/// collective's name (a collective's figures name only their size; its findings name both).
+fn same_figure(metric: &crate::evidence::Subject, finding: &crate::evidence::Subject) -> bool {
+    metric == finding
+        || (metric.op.is_none()
+            && *metric
+                == crate::evidence::Subject {
+                    op: None,
+                    ..finding.clone()
+                })
+}
+
+/// An error's message starting in lowercase, as nodecert's messages do.
+fn io_text(e: &dyn std::fmt::Display) -> String {
+    let s = e.to_string();
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_lowercase().chain(c).collect(),
+        None => s,
+    }
+}

@@ -1,0 +1,178 @@
+//! Kubernetes: an Indexed Job with a headless Service (one pod per node, kept apart by
+//! anti-affinity, GPUs requested through the NVIDIA device plugin's resource, evidence to a
+//! volume), and the taint and label that take a failed node out of service.
+//!
+//! The manifests are written as JSON (every JSON document is YAML, and `kubectl apply -f`
+//! reads either), so that no value from the command line can change their structure.
+
+use super::{FleetReport, NodeVerdict};
+use serde_json::{json, Value};
+
+/// The taint a failed node gets: new pods that do not tolerate it are not scheduled there.
+pub const TAINT_KEY: &str = "nodecert.io/failed";
+/// The label every judged node gets, with its verdict.
+pub const LABEL_KEY: &str = "nodecert.io/verdict";
+
+/// What the Job runs.
+#[derive(Debug, Clone)]
+pub struct Job {
+    /// The Job's (and Service's) name: a DNS label.
+    pub name: String,
+    pub namespace: Option<String>,
+    pub nodes: u32,
+    /// GPUs per node requested (`nvidia.com/gpu`).
+    pub gpus: u32,
+    /// The container image holding nodecert.
+    pub image: String,
+    pub suite: Option<String>,
+    /// The PersistentVolumeClaim (ReadWriteMany) the nodes write their folders to.
+    pub claim: String,
+    /// Rehearse on simulated nodes (no GPUs requested).
+    pub simulate: Option<String>,
+}
+
+/// A DNS-1123 label, as Kubernetes requires of names.
+fn check_label(what: &str, v: &str) -> Result<(), String> {
+    let ok = !v.is_empty()
+        && v.len() <= 63
+        && v.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !v.starts_with('-')
+        && !v.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "{what} {:?}: use 1 to 63 lowercase letters, digits or '-', not at either end",
+            crate::console::visible(v)
+        ))
+    }
+}
+
+/// The manifests: a `List` of the headless Service and the Indexed Job.
+pub fn manifests(job: &Job) -> Result<Value, String> {
+    check_label("--name", &job.name)?;
+    if let Some(ns) = &job.namespace {
+        check_label("--namespace", ns)?;
+    }
+    if job.nodes == 0 {
+        return Err("--nodes must be at least 1".into());
+    }
+    if job.image.is_empty()
+        || job
+            .image
+            .chars()
+            .any(|c| c.is_whitespace() || c.is_control())
+    {
+        return Err("--image: an image reference, without spaces".into());
+    }
+    check_label("--claim", &job.claim)?;
+    let mut meta = json!({ "name": job.name, "labels": { "app.kubernetes.io/name": "nodecert", "nodecert.io/job": job.name } });
+    if let Some(ns) = &job.namespace {
+        meta["namespace"] = json!(ns);
+    }
+    let mut args: Vec<String> = vec!["run".into()];
+    if let Some(s) = &job.suite {
+        args.push(s.clone());
+    }
+    // The pod's folder is named after the node it runs on (NODE_NAME, from the downward API).
+    args.extend(["--out".into(), "/results/$(NODE_NAME)".into(), "-q".into()]);
+    if let Some(node) = &job.simulate {
+        args.extend([
+            "--simulate".into(),
+            node.clone(),
+            "--node-name".into(),
+            "$(NODE_NAME)".into(),
+        ]);
+    }
+    let env_field = |name: &str, path: &str| json!({ "name": name, "valueFrom": { "fieldRef": { "fieldPath": path } } });
+    let mut container = json!({
+        "name": "nodecert",
+        "image": job.image,
+        "command": ["nodecert"],
+        "args": args,
+        "env": [
+            env_field("NODE_NAME", "spec.nodeName"),
+            env_field("NODECERT_JOB", "metadata.labels['batch.kubernetes.io/job-name']"),
+            { "name": "NODECERT_JOB_COMPLETIONS", "value": job.nodes.to_string() },
+        ],
+        "volumeMounts": [{ "name": "results", "mountPath": "/results" }],
+        "securityContext": { "allowPrivilegeEscalation": false },
+    });
+    if job.simulate.is_none() {
+        container["resources"] = json!({ "limits": { "nvidia.com/gpu": job.gpus } });
+    }
+    let service = json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": meta,
+        "spec": { "clusterIP": "None", "selector": { "nodecert.io/job": job.name } },
+    });
+    let jobm = json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": meta,
+        "spec": {
+            "completionMode": "Indexed",
+            "completions": job.nodes,
+            "parallelism": job.nodes,
+            "backoffLimit": 0,
+            "template": {
+                "metadata": { "labels": { "app.kubernetes.io/name": "nodecert", "nodecert.io/job": job.name } },
+                "spec": {
+                    "subdomain": job.name,
+                    "restartPolicy": "Never",
+                    "affinity": { "podAntiAffinity": { "requiredDuringSchedulingIgnoredDuringExecution": [{
+                        "labelSelector": { "matchLabels": { "nodecert.io/job": job.name } },
+                        "topologyKey": "kubernetes.io/hostname",
+                    }] } },
+                    "tolerations": [{ "key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule" }],
+                    "containers": [container],
+                    "volumes": [{ "name": "results", "persistentVolumeClaim": { "claimName": job.claim } }],
+                },
+            },
+        },
+    });
+    Ok(json!({ "apiVersion": "v1", "kind": "List", "items": [service, jobm] }))
+}
+
+/// The kubectl calls that take the fleet's bad nodes out of service (a NoSchedule taint naming
+/// the failed check) and label every node with its verdict; a node that now passes loses the
+/// taint nodecert gave it.
+pub fn drain_plan(r: &FleetReport) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for n in &r.nodes {
+        if n.verdict == NodeVerdict::NotTested {
+            continue;
+        }
+        if n.verdict.drains() {
+            let what = n
+                .failed_checks
+                .first()
+                .map(|c| c.replace('.', "-"))
+                .unwrap_or_else(|| n.verdict.key().replace('_', "-"));
+            out.push(vec![
+                "taint".into(),
+                "nodes".into(),
+                n.name.clone(),
+                format!("{TAINT_KEY}={what}:NoSchedule"),
+                "--overwrite".into(),
+            ]);
+        } else if n.verdict <= NodeVerdict::Flagged {
+            out.push(vec![
+                "taint".into(),
+                "nodes".into(),
+                n.name.clone(),
+                format!("{TAINT_KEY}:NoSchedule-"),
+            ]);
+        }
+        out.push(vec![
+            "label".into(),
+            "nodes".into(),
+            n.name.clone(),
+            format!("{LABEL_KEY}={}", n.verdict.key().replace('_', "-")),
+            "--overwrite".into(),
+        ]);
+    }
+    out
+}

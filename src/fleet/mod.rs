@@ -1,0 +1,359 @@
+//! Fleets: many nodes' evidence judged together (`nodecert fleet ...`).
+//!
+//! Each node is judged by its own suite first ([`crate::evidence::Evidence::assess`]); the fleet
+//! adds what one node cannot see: a node that left no evidence, evidence copied from another
+//! node, a signature that does not verify, and a node within its floors but well below its
+//! siblings ([`judge`]). Nodes are read one at a time and only a summary of each is kept
+//! ([`gather`]), so a fleet of thousands is read in the memory of a few nodes' figures.
+//!
+//! Dispatch stays with the schedulers users already run: [`slurm`] writes an sbatch script and
+//! drains nodes with `scontrol`, [`k8s`] writes an Indexed Job and taints nodes. nodecert never
+//! queues or schedules anything itself.
+
+pub mod chart;
+pub mod export;
+pub mod gather;
+pub mod hostlist;
+pub mod judge;
+pub mod k8s;
+pub mod render;
+pub mod simulate;
+pub mod slurm;
+
+use crate::evidence::{JobRecord, Status, Subject, Verdict};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The fleet's evidence file in the output folder.
+pub const FLEET_FILE: &str = "fleet.json";
+/// What `fleet.json` is, and its version (checked on read).
+pub const FORMAT: &str = "nodecert-fleet";
+pub const FORMAT_VERSION: u32 = 1;
+/// The file a fleet job writes into its shared folder: the nodes it was given, one per line.
+/// `fleet report` expects evidence from each; a node without any is "not tested".
+pub const EXPECTED_FILE: &str = "expected-nodes.txt";
+/// How far below the fleet's median a figure may be before its node is flagged, percent.
+pub const DEFAULT_OUTLIER_PCT: f64 = 10.0;
+/// The fewest nodes whose figures make a median worth comparing with.
+pub const MIN_NODES_FOR_OUTLIERS: usize = 5;
+
+/// What the fleet says of one node, from best to worst.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeVerdict {
+    /// Its own verdict is pass, and no figure is far below its siblings'.
+    Pass,
+    /// Its own verdict is pass, but a figure is more than the outlier margin below the fleet's
+    /// median: slower than its siblings though within its floors.
+    Flagged,
+    /// It ran, but judged nothing.
+    NothingJudged,
+    /// Its run did not finish.
+    Incomplete,
+    /// Expected (in the job's node list), but it left no evidence.
+    NotTested,
+    /// A measurement failed there: it could not be tested.
+    Error,
+    /// A judgement of its own suite did not hold.
+    Fail,
+    /// Its evidence cannot be accepted: unreadable, forged, copied from another node (a GPU
+    /// another node reports too), or a signature that does not verify.
+    Refused,
+}
+
+impl NodeVerdict {
+    pub fn label(self) -> &'static str {
+        match self {
+            NodeVerdict::Pass => "PASS",
+            NodeVerdict::Flagged => "FLAGGED",
+            NodeVerdict::NothingJudged => "NOTHING JUDGED",
+            NodeVerdict::Incomplete => "INCOMPLETE",
+            NodeVerdict::NotTested => "NOT TESTED",
+            NodeVerdict::Error => "ERROR",
+            NodeVerdict::Fail => "FAIL",
+            NodeVerdict::Refused => "REFUSED",
+        }
+    }
+
+    /// A stable key, as serde writes it.
+    pub fn key(self) -> &'static str {
+        match self {
+            NodeVerdict::Pass => "pass",
+            NodeVerdict::Flagged => "flagged",
+            NodeVerdict::NothingJudged => "nothing_judged",
+            NodeVerdict::Incomplete => "incomplete",
+            NodeVerdict::NotTested => "not_tested",
+            NodeVerdict::Error => "error",
+            NodeVerdict::Fail => "fail",
+            NodeVerdict::Refused => "refused",
+        }
+    }
+
+    pub const ALL: [NodeVerdict; 8] = [
+        NodeVerdict::Pass,
+        NodeVerdict::Flagged,
+        NodeVerdict::NothingJudged,
+        NodeVerdict::Incomplete,
+        NodeVerdict::NotTested,
+        NodeVerdict::Error,
+        NodeVerdict::Fail,
+        NodeVerdict::Refused,
+    ];
+
+    /// The node's own verdict, before the fleet's rules.
+    pub fn of(v: Verdict) -> NodeVerdict {
+        match v {
+            Verdict::Pass => NodeVerdict::Pass,
+            Verdict::Fail => NodeVerdict::Fail,
+            Verdict::Error => NodeVerdict::Error,
+            Verdict::Incomplete => NodeVerdict::Incomplete,
+            Verdict::NothingJudged => NodeVerdict::NothingJudged,
+        }
+    }
+
+    /// The exit code of a fleet whose worst node has this verdict: those of `run`, with a
+    /// node not tested counted as an unfinished run and refused evidence as invalid input. A
+    /// flagged node is a finding to look at, not a failure: 0.
+    pub fn exit_code(self) -> u8 {
+        use crate::error::exit;
+        match self {
+            NodeVerdict::Pass | NodeVerdict::Flagged => exit::PASS,
+            NodeVerdict::Fail => exit::CHECK_FAILED,
+            NodeVerdict::Error => exit::NODE_UNTESTABLE,
+            NodeVerdict::Incomplete | NodeVerdict::NotTested => exit::INCOMPLETE,
+            NodeVerdict::NothingJudged => exit::NOTHING_JUDGED,
+            NodeVerdict::Refused => exit::INVALID_INPUT,
+        }
+    }
+
+    /// Whether a node with this verdict should be taken out of service (drained or tainted).
+    pub fn drains(self) -> bool {
+        matches!(
+            self,
+            NodeVerdict::Fail | NodeVerdict::Error | NodeVerdict::Refused
+        )
+    }
+}
+
+/// Whether a node's report folder was signed, and what checking it showed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "snake_case")]
+pub enum SignatureState {
+    /// No manifest: the folder is not signed.
+    Unsigned,
+    /// Verified against the trusted signers given (`--allowed-signers` or `--pubkey`).
+    Verified { signers: Vec<String> },
+    /// No trusted signer was given: the files match their manifest and the signatures are
+    /// valid for their own keys, but who signed is not checked.
+    Intact,
+    /// Verification failed: the node's evidence is refused.
+    Failed { problems: Vec<String> },
+}
+
+/// One figure of a node that its own suite judged against a limit: what the fleet compares.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Figure {
+    /// The check's id ("p2p_bandwidth").
+    pub check: String,
+    /// The metric ("p2p_read").
+    pub metric: String,
+    pub subject: Subject,
+    pub unit: String,
+    /// The node's median.
+    pub value: f64,
+    /// Higher is better (a bandwidth), or lower (a latency).
+    pub higher_is_better: bool,
+    /// The suite's floor (or ceiling, for a latency) of this figure, when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<f64>,
+    /// How the node's own suite judged it.
+    pub status: Status,
+}
+
+/// A node's figure more than the outlier margin worse than the fleet's median of it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Outlier {
+    pub node: String,
+    pub check: String,
+    pub metric: String,
+    pub subject: Subject,
+    /// The subject in words ("GPU 0 -> GPU 5").
+    pub subject_text: String,
+    pub unit: String,
+    pub value: f64,
+    /// The median of the same figure over the nodes compared.
+    pub fleet_median: f64,
+    /// How much worse than that median, percent.
+    pub worse_pct: f64,
+    /// How many nodes' figures the median is of (same suite, GPU model, figure).
+    pub nodes_compared: usize,
+}
+
+/// One node as the fleet judged it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct NodeResult {
+    /// The node's name: its folder's name (the scheduler's node name).
+    pub name: String,
+    /// The folder read, as given.
+    pub folder: String,
+    pub verdict: NodeVerdict,
+    /// The node's own verdict, from its evidence (absent when there is none to read).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub own_verdict: Option<Verdict>,
+    /// Why the verdict is what it is, one line each: the checks that failed, the refusal, the
+    /// figures far below the fleet's.
+    pub why: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suite: Option<String>,
+    /// "8x NVIDIA H100 80GB HBM3".
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hardware: Option<String>,
+    /// The GPU model compared with (the first GPU's name).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_model: Option<String>,
+    pub simulated: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<JobRecord>,
+    /// Each check's status, by check id (the report's node x check grid).
+    pub checks: BTreeMap<String, Status>,
+    /// The checks whose status is fail or error: what a drain reason names.
+    pub failed_checks: Vec<String>,
+    pub signature: SignatureState,
+}
+
+/// A figure across the fleet: one point per node, for the report's strip charts.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Distribution {
+    pub check: String,
+    pub metric: String,
+    pub unit: String,
+    pub higher_is_better: bool,
+    /// The suite's floor (or ceiling), when every node shares it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<f64>,
+    pub median: f64,
+    /// (node, the node's worst value of this figure over its subjects), by node name.
+    pub points: Vec<(String, f64)>,
+}
+
+/// What to do about a node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Action {
+    pub node: String,
+    /// "drain" (take it out of service), "rerun" (test it again) or "investigate" (in service,
+    /// but slower than its siblings).
+    pub action: String,
+    pub reason: String,
+}
+
+/// Everything `fleet report` found: `fleet.json`, rendered into the fleet's pages.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FleetReport {
+    pub format: String,
+    pub format_version: u32,
+    pub nodecert_version: String,
+    /// Some node's results are simulated: the whole report says so.
+    pub simulated: bool,
+    pub verdict: NodeVerdict,
+    /// How many nodes have each verdict, by key.
+    pub counts: BTreeMap<String, usize>,
+    /// The outlier margin used, percent.
+    pub outlier_pct: f64,
+    /// The nodes the job was given (empty when no list was found or given).
+    pub expected: Vec<String>,
+    /// Check ids in the order of the grid's columns.
+    pub columns: Vec<String>,
+    pub nodes: Vec<NodeResult>,
+    pub outliers: Vec<Outlier>,
+    pub distributions: Vec<Distribution>,
+    pub actions: Vec<Action>,
+}
+
+impl FleetReport {
+    pub fn node(&self, name: &str) -> Option<&NodeResult> {
+        self.nodes.iter().find(|n| n.name == name)
+    }
+
+    /// Read `fleet.json` (or a folder holding one), bounded, checking its format.
+    pub fn read(path: &std::path::Path) -> Result<FleetReport, String> {
+        let path = if path.is_dir() {
+            path.join(FLEET_FILE)
+        } else {
+            path.to_path_buf()
+        };
+        let text = crate::fsio::read::read_to_string(&path, crate::fsio::read::Kind::Evidence)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let v: serde_json::Value = serde_json::from_str(&text)
+            .map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
+        let format = v.get("format").and_then(|f| f.as_str()).unwrap_or_default();
+        let version = v.get("format_version").and_then(|f| f.as_u64());
+        if format != FORMAT || version != Some(u64::from(FORMAT_VERSION)) {
+            return Err(format!(
+                "{}: not a {FORMAT} file of version {FORMAT_VERSION} (format {format:?}, version {})",
+                path.display(),
+                version.map(|v| v.to_string()).unwrap_or_else(|| "none".into())
+            ));
+        }
+        serde_json::from_value(v).map_err(|e| format!("{}: {e}", path.display()))
+    }
+}
+
+/// Names in natural order: "n2" before "n10".
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    fn parts(s: &str) -> Vec<(bool, &str)> {
+        let mut out = Vec::new();
+        let mut start = 0;
+        let b = s.as_bytes();
+        for i in 1..=b.len() {
+            if i == b.len() || b[i].is_ascii_digit() != b[start].is_ascii_digit() {
+                out.push((b[start].is_ascii_digit(), &s[start..i]));
+                start = i;
+            }
+        }
+        out
+    }
+    let (pa, pb) = (parts(a), parts(b));
+    for (x, y) in pa.iter().zip(&pb) {
+        let o = match (x, y) {
+            ((true, x), (true, y)) => {
+                let (tx, ty) = (x.trim_start_matches('0'), y.trim_start_matches('0'));
+                tx.len()
+                    .cmp(&ty.len())
+                    .then(tx.cmp(ty))
+                    .then(x.len().cmp(&y.len()))
+            }
+            ((_, x), (_, y)) => x.cmp(y),
+        };
+        if o.is_ne() {
+            return o;
+        }
+    }
+    pa.len().cmp(&pb.len()).then(a.cmp(b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_sort_as_people_count() {
+        let mut v = vec!["n10", "n2", "n1", "gpu-a", "n02", "n", "n1x"];
+        v.sort_by(|a, b| natural_cmp(a, b));
+        assert_eq!(v, ["gpu-a", "n", "n1", "n1x", "n2", "n02", "n10"]);
+    }
+
+    #[test]
+    fn the_worst_node_sets_the_exit_code() {
+        use crate::error::exit;
+        assert_eq!(NodeVerdict::Flagged.exit_code(), exit::PASS);
+        assert_eq!(NodeVerdict::NotTested.exit_code(), exit::INCOMPLETE);
+        assert_eq!(NodeVerdict::Refused.exit_code(), exit::INVALID_INPUT);
+        assert_eq!(NodeVerdict::Fail.exit_code(), exit::CHECK_FAILED);
+        assert!(NodeVerdict::Refused > NodeVerdict::Fail);
+        assert!(NodeVerdict::NotTested > NodeVerdict::Pass);
+        assert!(NodeVerdict::Fail.drains() && !NodeVerdict::Flagged.drains());
+        assert!(!NodeVerdict::NotTested.drains());
+    }
+}

@@ -1,0 +1,159 @@
+//! The fleet's pages: `fleet.html` and `fleet.md`, from embedded minijinja templates, with the
+//! node x check grid, a strip chart per figure, the outliers and what to do with each node.
+
+use super::{chart, FleetReport, NodeVerdict};
+use crate::report::Rendered;
+use minijinja::value::Serde;
+use minijinja::Value;
+use serde::Serialize;
+use std::collections::BTreeSet;
+
+const HTML: &str = "fleet.html.j2";
+const MD: &str = "fleet.md.j2";
+const EMBEDDED_HTML: &str = include_str!("../../templates/fleet.html.j2");
+const EMBEDDED_MD: &str = include_str!("../../templates/fleet.md.j2");
+
+/// What the templates see beside the report itself.
+#[derive(Serialize)]
+struct View {
+    /// One row per node: its cells in the order of `columns` ("" where it did not run it).
+    rows: Vec<Row>,
+    charts: Vec<Chart>,
+    /// "12 pass, 1 flagged, 2 fail".
+    counts: String,
+    verdict_label: &'static str,
+    verdict_class: &'static str,
+}
+
+#[derive(Serialize)]
+struct Row {
+    name: String,
+    verdict: &'static str,
+    class: &'static str,
+    cells: Vec<String>,
+    why: Vec<String>,
+    signature: String,
+}
+
+#[derive(Serialize)]
+struct Chart {
+    title: String,
+    svg: String,
+    limit: String,
+}
+
+fn class(v: NodeVerdict) -> &'static str {
+    match v {
+        NodeVerdict::Pass => "pass",
+        NodeVerdict::Flagged => "warn",
+        NodeVerdict::NothingJudged | NodeVerdict::Incomplete | NodeVerdict::NotTested => "skip",
+        NodeVerdict::Error | NodeVerdict::Fail | NodeVerdict::Refused => "fail",
+    }
+}
+
+fn view(r: &FleetReport) -> View {
+    let rows = r
+        .nodes
+        .iter()
+        .map(|n| Row {
+            name: n.name.clone(),
+            verdict: n.verdict.label(),
+            class: class(n.verdict),
+            cells: r
+                .columns
+                .iter()
+                .map(|c| {
+                    n.checks
+                        .get(c)
+                        .map(|s| s.label().to_string())
+                        .unwrap_or_default()
+                })
+                .collect(),
+            why: n.why.clone(),
+            signature: match &n.signature {
+                super::SignatureState::Unsigned => "unsigned".into(),
+                super::SignatureState::Verified { signers } => {
+                    format!("verified: {}", signers.join(", "))
+                }
+                super::SignatureState::Intact => "intact (signer not checked)".into(),
+                super::SignatureState::Failed { .. } => "FAILED".into(),
+            },
+        })
+        .collect();
+    let charts = r
+        .distributions
+        .iter()
+        .map(|d| {
+            let mut marked: BTreeSet<String> = r
+                .outliers
+                .iter()
+                .filter(|o| o.check == d.check && d.metric.starts_with(&o.metric))
+                .map(|o| o.node.clone())
+                .collect();
+            if let Some(l) = d.limit {
+                for (n, v) in &d.points {
+                    if (d.higher_is_better && *v < l) || (!d.higher_is_better && *v > l) {
+                        marked.insert(n.clone());
+                    }
+                }
+            }
+            Chart {
+                title: format!("{} {} ({})", d.check, d.metric, d.unit),
+                svg: chart::strip(d, &marked),
+                limit: d
+                    .limit
+                    .map(|l| {
+                        format!(
+                            "{} {} {}",
+                            if d.higher_is_better {
+                                "floor"
+                            } else {
+                                "ceiling"
+                            },
+                            crate::checks::judge::fmt_num(l),
+                            d.unit
+                        )
+                    })
+                    .unwrap_or_default(),
+            }
+        })
+        .collect();
+    let counts = NodeVerdict::ALL
+        .iter()
+        .filter_map(|v| {
+            r.counts
+                .get(v.key())
+                .map(|n| format!("{n} {}", v.label().to_lowercase()))
+        })
+        .collect::<Vec<_>>()
+        .join(", ");
+    View {
+        rows,
+        charts,
+        counts,
+        verdict_label: r.verdict.label(),
+        verdict_class: class(r.verdict),
+    }
+}
+
+/// Render both pages.
+pub fn render(r: &FleetReport) -> Result<Rendered, String> {
+    let mut env = crate::report::base_env();
+    env.add_template(HTML, EMBEDDED_HTML)
+        .map_err(|e| crate::report::template_error(&e))?;
+    env.add_template(MD, EMBEDDED_MD)
+        .map_err(|e| crate::report::template_error(&e))?;
+    let ctx = minijinja::context! {
+        f => Value::from(Serde(r)),
+        v => Value::from(Serde(view(r))),
+    };
+    let page = |name: &str| {
+        env.get_template(name)
+            .and_then(|t| t.render(&ctx))
+            .map_err(|e| crate::report::template_error(&e))
+    };
+    Ok(Rendered {
+        html: page(HTML)?,
+        markdown: page(MD)?,
+    })
+}

@@ -1,0 +1,226 @@
+//! Slurm: the batch script that certifies a fleet (one task per node, exclusive, each running
+//! `nodecert run` into its own folder of a shared directory), and draining the nodes that failed
+//! with `scontrol`, resuming only those nodecert drained.
+
+use super::{FleetReport, NodeVerdict};
+use std::fmt::Write;
+
+/// Every drain reason nodecert writes starts with this; it resumes only nodes whose reason does
+/// (as LBNL NHC does with "NHC:"), so it never undoes an operator's drain.
+pub const REASON_PREFIX: &str = "nodecert:";
+
+/// What the batch script runs.
+#[derive(Debug, Clone, Default)]
+pub struct Job {
+    /// The suite, as `nodecert run` takes it (a file on the shared filesystem, or an embedded
+    /// name).
+    pub suite: Option<String>,
+    /// The shared folder: each node writes `DIR/<node>/`, the job its node list and report.
+    pub out: String,
+    /// The nodecert binary, by a path every node can run.
+    pub nodecert: String,
+    /// How many nodes (`--nodes`), or which (`--nodelist`), or both.
+    pub nodes: Option<u32>,
+    pub nodelist: Option<String>,
+    pub partition: Option<String>,
+    /// Slurm's time limit (`--time`), e.g. "30:00".
+    pub time: Option<String>,
+    /// Rehearse on simulated nodes: the node description, and faults per node name.
+    pub simulate: Option<String>,
+    pub inject: Vec<(String, String)>,
+    /// Extra `#SBATCH` lines' arguments (e.g. "--account=ops").
+    pub sbatch_args: Vec<String>,
+}
+
+/// A word for a POSIX shell: single-quoted unless it is plainly safe.
+pub fn sh(s: &str) -> String {
+    if !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./=:,+@%".contains(&b))
+    {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+/// An `#SBATCH` line's value cannot be quoted (sbatch reads it up to the line's end): refuse
+/// what would end the line or be read as another option.
+fn sbatch_value(what: &str, v: &str) -> Result<String, String> {
+    if v.is_empty() || v.chars().any(|c| c.is_control() || c == ' ' || c == '#') {
+        return Err(format!(
+            "{what} {:?}: no spaces, '#' or control characters in an #SBATCH line",
+            crate::console::visible(v)
+        ));
+    }
+    Ok(v.to_string())
+}
+
+/// The file name of the batch script in the shared folder.
+pub const SCRIPT_FILE: &str = "nodecert-fleet.sbatch";
+
+/// The batch script, to be written as `job.out/SCRIPT_FILE` (each task runs that file again,
+/// by its shared path, for its own node).
+pub fn script(job: &Job) -> Result<String, String> {
+    let mut s = String::from(
+        "#!/bin/bash\n# Written by `nodecert fleet slurm`: one nodecert run per node, each into its own\n\
+         # folder of this shared directory, then the fleet report. Submit with sbatch.\n",
+    );
+    let _ = writeln!(s, "#SBATCH --job-name=nodecert");
+    if job.nodes.is_none() && job.nodelist.is_none() {
+        return Err("give --nodes N or --nodelist LIST".into());
+    }
+    if let Some(n) = job.nodes {
+        let _ = writeln!(s, "#SBATCH --nodes={n}");
+    }
+    if let Some(l) = &job.nodelist {
+        super::hostlist::expand(l)?;
+        let _ = writeln!(s, "#SBATCH --nodelist={}", sbatch_value("--nodelist", l)?);
+    }
+    let _ = writeln!(s, "#SBATCH --ntasks-per-node=1\n#SBATCH --exclusive");
+    let _ = writeln!(
+        s,
+        "#SBATCH --output={}/slurm-%j.out",
+        sbatch_value("--out", &job.out)?
+    );
+    if let Some(p) = &job.partition {
+        let _ = writeln!(s, "#SBATCH --partition={}", sbatch_value("--partition", p)?);
+    }
+    if let Some(t) = &job.time {
+        let _ = writeln!(s, "#SBATCH --time={}", sbatch_value("--time", t)?);
+    }
+    for a in &job.sbatch_args {
+        let v = sbatch_value("--sbatch-arg", a)?;
+        if !v.starts_with("--") {
+            return Err(format!("--sbatch-arg {v:?}: give it as --option=value"));
+        }
+        let _ = writeln!(s, "#SBATCH {v}");
+    }
+    let _ = writeln!(s, "set -u");
+    let _ = writeln!(s, "nodecert={}", sh(&job.nodecert));
+    let _ = writeln!(s, "out={}", sh(&job.out));
+    // The task: this same file, run by srun on each node.
+    s.push_str("if [ -n \"${NODECERT_FLEET_TASK:-}\" ]; then\n");
+    s.push_str("  # The node's name from Slurm: several slurmd may share one host name.\n");
+    s.push_str("  inject=()\n  case \"$SLURMD_NODENAME\" in\n");
+    let mut by_node: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
+    for (node, fault) in &job.inject {
+        crate::commands::check_node_name(node).map_err(|e| e.to_string())?;
+        by_node.entry(node).or_default().push(fault);
+    }
+    for (node, faults) in by_node {
+        let words: Vec<String> = faults
+            .iter()
+            .map(|f| format!("--inject {}", sh(f)))
+            .collect();
+        let _ = writeln!(s, "    {}) inject=({}) ;;", sh(node), words.join(" "));
+    }
+    s.push_str("  esac\n");
+    let mut run = String::from("  exec \"$nodecert\" run");
+    if let Some(suite) = &job.suite {
+        let _ = write!(run, " {}", sh(suite));
+    }
+    run.push_str(" --out \"$out/$SLURMD_NODENAME\" -q");
+    if let Some(node) = &job.simulate {
+        let _ = write!(
+            run,
+            " --simulate {} --seed $((SLURM_PROCID + 1)) --node-name \"$SLURMD_NODENAME\"",
+            sh(node)
+        );
+    }
+    run.push_str(" \"${inject[@]}\"\nfi\n");
+    s.push_str(&run);
+    s.push_str(
+        "# The nodes this job was given: `fleet report` expects evidence from each.\n\
+         scontrol show hostnames \"$SLURM_JOB_NODELIST\" > \"$out/expected-nodes.txt\"\n\
+         # One task per node; a failing node does not stop the others.\n\
+         NODECERT_FLEET_TASK=1 srun --ntasks-per-node=1 --kill-on-bad-exit=0 bash \"$out/",
+    );
+    s.push_str(SCRIPT_FILE);
+    s.push_str(
+        "\"\n\
+         # The fleet's report from every node's folder; its exit code is the job's.\n\
+         exec \"$nodecert\" fleet report \"$out\" --out \"$out/fleet\"\n",
+    );
+    Ok(s)
+}
+
+/// A reason Slurm stores as given: printable, no quotes, at most 120 characters.
+pub fn reason(text: &str) -> String {
+    let clean: String = crate::console::visible(text)
+        .chars()
+        .map(|c| {
+            if c == '"' || c == '\'' || c == '\\' {
+                ' '
+            } else {
+                c
+            }
+        })
+        .collect();
+    let mut r = format!("{REASON_PREFIX} {clean}");
+    if r.chars().count() > 120 {
+        r = r.chars().take(117).collect::<String>() + "...";
+    }
+    r
+}
+
+/// What a node is drained for: its first failing check, or why it was refused.
+fn drain_reason(n: &super::NodeResult) -> String {
+    match (n.verdict, n.failed_checks.first()) {
+        (NodeVerdict::Refused, _) => reason(&format!(
+            "refused: {}",
+            n.why.first().cloned().unwrap_or_default()
+        )),
+        (_, Some(c)) => reason(&format!("{} {}", c, n.verdict.label())),
+        (_, None) => reason(n.verdict.label()),
+    }
+}
+
+/// The scontrol calls that drain the fleet's bad nodes and resume the ones nodecert drained
+/// that now pass. `current` is each node's present Slurm reason (empty: none), as `sinfo -h -N
+/// -o '%N|%E'` prints it.
+pub fn drain_plan(r: &FleetReport, current: &[(String, String)]) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for n in &r.nodes {
+        if n.verdict.drains() {
+            out.push(vec![
+                "update".into(),
+                format!("NodeName={}", n.name),
+                "State=DRAIN".into(),
+                format!("Reason={}", drain_reason(n)),
+            ]);
+        } else if n.verdict <= NodeVerdict::Flagged
+            && current
+                .iter()
+                .any(|(node, why)| node == &n.name && why.starts_with(REASON_PREFIX))
+        {
+            out.push(vec![
+                "update".into(),
+                format!("NodeName={}", n.name),
+                "State=RESUME".into(),
+            ]);
+        }
+    }
+    out
+}
+
+/// Parse `sinfo -h -N -o '%N|%E'`: node and reason ("none" is no reason).
+pub fn parse_reasons(text: &str) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = text
+        .lines()
+        .filter_map(|l| l.split_once('|'))
+        .map(|(n, r)| {
+            let r = r.trim();
+            (
+                n.trim().to_string(),
+                if r == "none" {
+                    String::new()
+                } else {
+                    r.to_string()
+                },
+            )
+        })
+        .collect();
+    v.dedup();
+    v
+}
