@@ -343,3 +343,281 @@ fn action(n: &NodeResult) -> Option<Action> {
         reason,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fleet::gather::NodeSummary;
+    use crate::fleet::Figure;
+
+    /// A node that read and passed, with `figures` as (check, metric, subject GPU, value,
+    /// higher is better, limit, status).
+    fn node(name: &str, figures: &[(&str, f64, bool, Status)]) -> NodeSummary {
+        let result = NodeResult {
+            name: name.into(),
+            folder: format!("/shared/{name}"),
+            verdict: NodeVerdict::Pass,
+            own_verdict: Some(crate::evidence::Verdict::Pass),
+            why: vec![],
+            hostname: Some(name.into()),
+            suite: Some("h100-sxm-8".into()),
+            hardware: Some("8x H100".into()),
+            gpu_model: Some("H100".into()),
+            simulated: false,
+            job: None,
+            checks: [("p2p_bandwidth".to_string(), Status::Pass)].into(),
+            failed_checks: vec![],
+            signature: SignatureState::Unsigned,
+        };
+        NodeSummary {
+            result,
+            figures: figures
+                .iter()
+                .map(|(metric, value, higher, status)| Figure {
+                    check: "p2p_bandwidth".into(),
+                    metric: metric.to_string(),
+                    subject: Subject::pair(0, 1),
+                    unit: if *higher { "GB/s" } else { "us" }.into(),
+                    value: *value,
+                    higher_is_better: *higher,
+                    limit: Some(if *higher { 335.0 } else { 10.0 }),
+                    status: *status,
+                })
+                .collect(),
+            gpu_ids: vec![format!("UUID GPU-{name}")],
+            read: true,
+        }
+    }
+
+    fn bw(name: &str, v: f64) -> NodeSummary {
+        node(name, &[("p2p_read", v, true, Status::Pass)])
+    }
+
+    fn verdicts(r: &FleetReport) -> Vec<(&str, NodeVerdict)> {
+        r.nodes
+            .iter()
+            .map(|n| (n.name.as_str(), n.verdict))
+            .collect()
+    }
+
+    #[test]
+    fn a_node_within_its_floors_but_far_below_its_siblings_is_flagged_from_five_nodes_up() {
+        // Median 390; n5 at 345 is 11.5% worse (> 10%), n4 at 360 is 7.7% worse (within).
+        let five = vec![
+            bw("n1", 390.0),
+            bw("n2", 392.0),
+            bw("n3", 388.0),
+            bw("n4", 360.0),
+            bw("n5", 345.0),
+        ];
+        let r = judge(five.clone(), &[], 10.0);
+        assert_eq!(
+            verdicts(&r),
+            [
+                ("n1", NodeVerdict::Pass),
+                ("n2", NodeVerdict::Pass),
+                ("n3", NodeVerdict::Pass),
+                ("n4", NodeVerdict::Pass),
+                ("n5", NodeVerdict::Flagged)
+            ]
+        );
+        assert_eq!(r.outliers.len(), 1);
+        let o = &r.outliers[0];
+        assert_eq!(
+            (o.node.as_str(), o.fleet_median, o.nodes_compared),
+            ("n5", 388.0, 5)
+        );
+        assert!((o.worse_pct - (388.0 - 345.0) / 388.0 * 100.0).abs() < 1e-9);
+        assert_eq!(r.verdict, NodeVerdict::Flagged);
+        assert_eq!(r.verdict.exit_code(), 0);
+        assert_eq!(r.actions.len(), 1);
+        assert_eq!(r.actions[0].action, "investigate");
+        assert!(r.node("n5").unwrap().why[0].contains("11.1% worse than the fleet's median of 388"));
+        // A wider margin, or one node fewer, flags nothing.
+        assert!(judge(five.clone(), &[], 12.0).outliers.is_empty());
+        let four: Vec<NodeSummary> = five.into_iter().skip(1).collect();
+        let r = judge(four, &[], 10.0);
+        assert!(r.outliers.is_empty());
+        assert_eq!(r.verdict, NodeVerdict::Pass);
+    }
+
+    #[test]
+    fn a_latency_is_worse_when_higher_and_a_failed_figure_is_a_failure_not_an_outlier() {
+        let lat = |n: &str, v: f64, st: Status| node(n, &[("latency", v, false, st)]);
+        let r = judge(
+            vec![
+                lat("a", 2.0, Status::Pass),
+                lat("b", 2.0, Status::Pass),
+                lat("c", 2.0, Status::Pass),
+                lat("d", 1.0, Status::Pass),
+                lat("e", 2.5, Status::Pass),
+                lat("f", 12.0, Status::Fail),
+            ],
+            &[],
+            10.0,
+        );
+        let flagged: Vec<&str> = r.outliers.iter().map(|o| o.node.as_str()).collect();
+        // e is 25% slower than the median of 2; d is faster; f already failed its ceiling.
+        assert_eq!(flagged, ["e"]);
+    }
+
+    #[test]
+    fn like_is_compared_with_like() {
+        // Five nodes, but one runs another suite: four of a kind are too few.
+        let mut nodes: Vec<NodeSummary> = (1..=5).map(|i| bw(&format!("n{i}"), 390.0)).collect();
+        nodes[4].figures[0].value = 300.0;
+        nodes[4].result.suite = Some("other".into());
+        assert!(judge(nodes.clone(), &[], 10.0).outliers.is_empty());
+        nodes[4].result.suite = Some("h100-sxm-8".into());
+        nodes[4].result.gpu_model = Some("H200".into());
+        assert!(judge(nodes.clone(), &[], 10.0).outliers.is_empty());
+        nodes[4].result.gpu_model = Some("H100".into());
+        assert_eq!(judge(nodes, &[], 10.0).outliers.len(), 1);
+    }
+
+    #[test]
+    fn a_gpu_reported_by_two_nodes_refuses_both_and_only_them() {
+        let mut nodes = vec![bw("n1", 390.0), bw("n2", 390.0), bw("n3", 390.0)];
+        nodes[2].gpu_ids = nodes[0].gpu_ids.clone();
+        let r = judge(nodes, &[], 10.0);
+        assert_eq!(
+            verdicts(&r),
+            [
+                ("n1", NodeVerdict::Refused),
+                ("n2", NodeVerdict::Pass),
+                ("n3", NodeVerdict::Refused)
+            ]
+        );
+        assert!(r.node("n1").unwrap().why[0].contains("also reported by node n3"));
+        assert!(r.node("n3").unwrap().why[0].contains("also reported by node n1"));
+        assert_eq!(r.verdict, NodeVerdict::Refused);
+        assert_eq!(r.verdict.exit_code(), crate::error::exit::INVALID_INPUT);
+        assert!(r.actions.iter().all(|a| a.action == "drain"));
+        // Refused figures take no part in the distribution.
+        assert_eq!(r.distributions[0].points.len(), 1);
+    }
+
+    #[test]
+    fn an_expected_node_without_evidence_is_not_tested_and_a_stranger_is_named() {
+        let r = judge(
+            vec![bw("n1", 390.0), bw("x9", 390.0)],
+            &["n1".into(), "n2".into()],
+            10.0,
+        );
+        assert_eq!(
+            verdicts(&r),
+            [
+                ("n1", NodeVerdict::Pass),
+                ("n2", NodeVerdict::NotTested),
+                ("x9", NodeVerdict::Pass)
+            ]
+        );
+        assert!(r.node("n2").unwrap().why[0].contains("no results were reported"));
+        assert_eq!(r.node("x9").unwrap().why, ["not in the job's node list"]);
+        assert_eq!(r.verdict.exit_code(), crate::error::exit::INCOMPLETE);
+        assert_eq!(r.actions[0].action, "rerun");
+        assert_eq!(r.counts.get("not_tested"), Some(&1));
+    }
+
+    #[test]
+    fn two_folders_for_one_node_refuse_the_second() {
+        let mut b = bw("n1", 390.0);
+        b.result.folder = "/other/n1".into();
+        b.gpu_ids = vec!["UUID other".into()];
+        let r = judge(vec![bw("n1", 390.0), b], &[], 10.0);
+        assert_eq!(r.nodes.len(), 2);
+        assert_eq!(r.nodes[1].verdict, NodeVerdict::Refused);
+        assert!(r.nodes[1].why[0].contains("a second folder of node n1"));
+    }
+
+    #[test]
+    fn the_report_depends_on_its_inputs_not_their_order() {
+        let nodes: Vec<NodeSummary> = (1..=12)
+            .map(|i| bw(&format!("n{i}"), 380.0 + i as f64))
+            .collect();
+        let mut shuffled = nodes.clone();
+        shuffled.reverse();
+        shuffled.swap(2, 7);
+        let a = serde_json::to_string(&judge(nodes, &[], 10.0)).unwrap();
+        let b = serde_json::to_string(&judge(shuffled, &[], 10.0)).unwrap();
+        assert_eq!(a, b);
+        assert!(a.find("\"n2\"").unwrap() < a.find("\"n10\"").unwrap());
+    }
+
+    #[test]
+    fn each_node_shows_its_worst_figure_and_a_limit_only_when_shared() {
+        let mut a = node(
+            "a",
+            &[
+                ("p2p_read", 390.0, true, Status::Pass),
+                ("p2p_read", 380.0, true, Status::Pass),
+            ],
+        );
+        a.figures[1].subject = Subject::pair(1, 0);
+        let b = bw("b", 385.0);
+        let r = judge(vec![a.clone(), b.clone()], &[], 10.0);
+        let d = &r.distributions[0];
+        assert_eq!(
+            d.points,
+            [("a".to_string(), 380.0), ("b".to_string(), 385.0)]
+        );
+        assert_eq!(d.limit, Some(335.0));
+        assert_eq!(d.median, 382.5);
+        let mut c = bw("c", 385.0);
+        c.figures[0].limit = Some(300.0);
+        let r = judge(vec![a, b, c], &[], 10.0);
+        assert_eq!(r.distributions[0].limit, None);
+    }
+
+    #[test]
+    fn the_worst_node_is_the_fleet_verdict_and_failures_are_drained() {
+        let mut f = bw("n2", 390.0);
+        f.result.verdict = NodeVerdict::Fail;
+        f.result.why = vec!["topology: 17 NVLinks".into()];
+        let mut e = bw("n3", 390.0);
+        e.result.verdict = NodeVerdict::Error;
+        e.result.why = vec!["health: could not measure".into()];
+        let r = judge(vec![bw("n1", 390.0), f, e], &[], 10.0);
+        assert_eq!(r.verdict, NodeVerdict::Fail);
+        let acts: Vec<(&str, &str, &str)> = r
+            .actions
+            .iter()
+            .map(|a| (a.node.as_str(), a.action.as_str(), a.reason.as_str()))
+            .collect();
+        assert_eq!(
+            acts,
+            [
+                ("n2", "drain", "topology: 17 NVLinks"),
+                ("n3", "drain", "health: could not measure")
+            ]
+        );
+        assert_eq!(r.columns, ["p2p_bandwidth"]);
+    }
+
+    #[test]
+    fn columns_follow_the_order_of_a_run() {
+        let c = order_columns(
+            [
+                "training",
+                "collective.all_reduce",
+                "zeta",
+                "topology",
+                "baseline",
+                "health",
+            ]
+            .map(String::from)
+            .to_vec(),
+        );
+        assert_eq!(
+            c,
+            [
+                "topology",
+                "health",
+                "collective.all_reduce",
+                "training",
+                "baseline",
+                "zeta"
+            ]
+        );
+    }
+}
