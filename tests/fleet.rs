@@ -1,0 +1,419 @@
+//! Fleets through the binary: a simulated fleet with a broken node and a slow one, what
+//! `fleet report` refuses (copied, unreadable, linked, tampered), the node list, determinism,
+//! draining, and the Slurm and Kubernetes files it writes.
+
+mod util;
+use std::fs;
+use util::{read_json, Env};
+
+fn verdicts(fleet: &serde_json::Value) -> Vec<(String, String)> {
+    fleet["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| {
+            (
+                n["name"].as_str().unwrap().to_string(),
+                n["verdict"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+fn pairs(v: &[(&str, &str)]) -> Vec<(String, String)> {
+    v.iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
+}
+
+const FILES: [&str; 5] = [
+    "fleet.json",
+    "fleet.html",
+    "fleet.md",
+    "fleet-junit.xml",
+    "fleet.prom",
+];
+
+#[test]
+fn a_simulated_fleet_fails_the_broken_node_flags_the_slow_one_and_refuses_what_cannot_be_trusted() {
+    let env = Env::new();
+    let out = env
+        .cmd()
+        .args([
+            "fleet",
+            "simulate",
+            "--nodes",
+            "6",
+            "--inject",
+            "n03:nvlink-down:gpu=2",
+            "--inject",
+            "n05:slow-collective:op=all_to_all,factor=0.85",
+            "--out",
+            "sim",
+        ])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("SIMULATED RESULTS"), "{stdout}");
+    assert!(stdout.contains("drain n03: topology"), "{stdout}");
+    assert!(
+        stdout.contains("investigate n05: collective.all_to_all busbw"),
+        "{stdout}"
+    );
+    let fleet = read_json(&env.path("sim/fleet/fleet.json"));
+    assert_eq!(
+        verdicts(&fleet),
+        pairs(&[
+            ("n01", "pass"),
+            ("n02", "pass"),
+            ("n03", "fail"),
+            ("n04", "pass"),
+            ("n05", "flagged"),
+            ("n06", "pass")
+        ])
+    );
+    assert_eq!(fleet["simulated"], true);
+    let outliers = fleet["outliers"].as_array().unwrap();
+    assert_eq!(outliers.len(), 1, "{outliers:?}");
+    assert_eq!(outliers[0]["check"], "collective.all_to_all");
+    // Each node's evidence is its own: named, seeded, with its job-free environment.
+    let n05 = read_json(&env.path("sim/n05/evidence.json"));
+    assert_eq!(n05["node"]["hostname"], "n05");
+    assert_eq!(n05["simulation"]["node_name"], "n05");
+    assert_eq!(n05["simulation"]["seed"], 5);
+    // Every page says simulated.
+    let md = env.read("sim/fleet/fleet.md");
+    assert!(md.starts_with("> **SIMULATED RESULTS**"), "{md}");
+    assert!(md.contains("| n05 | **FLAGGED** |"), "{md}");
+    let html = env.read("sim/fleet/fleet.html");
+    assert!(html.contains("<title>[SIMULATED] nodecert fleet: 6 nodes — FAIL</title>"));
+    assert_eq!(
+        html.matches("<svg").count(),
+        fleet["distributions"].as_array().unwrap().len()
+    );
+    let junit = env.read("sim/fleet/fleet-junit.xml");
+    assert!(junit.contains("<testsuites name=\"[SIMULATED] nodecert fleet\""));
+    assert_eq!(junit.matches("<testsuite ").count(), 6);
+    let prom = env.read("sim/fleet/fleet.prom");
+    assert!(prom.contains("nodecert_fleet_simulated 1\n"));
+    assert!(prom.contains("nodecert_fleet_node_verdict{node=\"n05\",verdict=\"flagged\"} 1\n"));
+    assert!(prom.contains("nodecert_fleet_pass 0\n"));
+
+    // The same folders give the same bytes, whatever the output folder.
+    let again = env
+        .cmd()
+        .args(["fleet", "report", "sim", "--out", "again"])
+        .output()
+        .unwrap();
+    assert_eq!(again.status.code(), Some(1));
+    for f in FILES {
+        assert_eq!(
+            env.read(&format!("sim/fleet/{f}")),
+            env.read(&format!("again/{f}")),
+            "{f}"
+        );
+    }
+
+    // A copied folder: both nodes that claim its GPUs are refused (exit 2), not passed.
+    util::copy_dir(&env.path("sim/n02"), &env.path("sim/n07"));
+    // The job's node list names a node that never reported.
+    env.write(
+        "sim/expected-nodes.txt",
+        "# the job's nodes\nn01\nn02\nn03\nn04\nn05\nn06\nn07\nn08\n",
+    );
+    // An unreadable evidence file, and a node folder that is a link.
+    fs::write(env.path("sim/n04/evidence.json"), "{ not json").unwrap();
+    std::os::unix::fs::symlink(env.path("sim/n01"), env.path("sim/n09")).unwrap();
+    let out = env
+        .cmd()
+        .args(["fleet", "report", "sim", "--out", "third"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let fleet = read_json(&env.path("third/fleet.json"));
+    assert_eq!(
+        verdicts(&fleet),
+        pairs(&[
+            ("n01", "pass"),
+            ("n02", "refused"),
+            ("n03", "fail"),
+            ("n04", "refused"),
+            // Refused nodes take no part in the median: four nodes are too few to flag n05.
+            ("n05", "pass"),
+            ("n06", "pass"),
+            ("n07", "refused"),
+            ("n08", "not_tested"),
+            ("n09", "refused")
+        ])
+    );
+    let why = |n: usize| fleet["nodes"][n]["why"][0].as_str().unwrap().to_string();
+    assert!(
+        why(1).contains("is also reported by node n07"),
+        "{}",
+        why(1)
+    );
+    assert!(why(3).contains("its evidence cannot be read"), "{}", why(3));
+    assert!(why(7).contains("no results were reported"), "{}", why(7));
+    assert!(why(8).contains("symbolic link"), "{}", why(8));
+    assert!(fleet["nodes"][8]["why"][1]
+        .as_str()
+        .unwrap()
+        .contains("not in the job's node list"));
+
+    // --expect overrides the list: a node outside it is named, one missing is not tested.
+    let out = env
+        .cmd()
+        .args([
+            "fleet", "report", "sim/n01", "sim/n06", "--expect", "n[01-02]", "--out", "fourth",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5));
+    let fleet = read_json(&env.path("fourth/fleet.json"));
+    assert_eq!(
+        verdicts(&fleet),
+        pairs(&[("n01", "pass"), ("n02", "not_tested"), ("n06", "pass")])
+    );
+
+    // Draining: what failed or was refused, each with a reason nodecert can recognise later.
+    let out = env
+        .cmd()
+        .args(["fleet", "drain", "third", "--slurm", "--dry-run"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("scontrol")).collect();
+    assert_eq!(lines.len(), 5, "{text}");
+    assert!(
+        lines
+            .contains(&"scontrol update NodeName=n03 State=DRAIN 'Reason=nodecert: topology FAIL'"),
+        "{text}"
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with(
+            "scontrol update NodeName=n02 State=DRAIN 'Reason=nodecert: refused: GPU UUID"
+        )),
+        "{text}"
+    );
+    let out = env
+        .cmd()
+        .args(["fleet", "drain", "third", "--k8s", "--dry-run"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("kubectl taint nodes n03 nodecert.io/failed=topology:NoSchedule --overwrite"),
+        "{text}"
+    );
+    assert!(
+        text.contains("kubectl label nodes n01 nodecert.io/verdict=pass --overwrite"),
+        "{text}"
+    );
+    assert!(!text.contains("nodes n08"), "{text}");
+}
+
+#[test]
+fn signed_nodes_are_verified_and_a_tampered_one_is_refused() {
+    let env = Env::new();
+    let ok = env
+        .cmd()
+        .args(["keygen", "--out", "key", "--comment", "vendor@example.com"])
+        .output()
+        .unwrap();
+    assert!(ok.status.success());
+    for (name, seed) in [("a1", "1"), ("a2", "2")] {
+        let out = env
+            .cmd()
+            .args([
+                "run",
+                "--simulate",
+                "h200-vm-1",
+                "--node-name",
+                name,
+                "--seed",
+                seed,
+                "--out",
+                &format!("nodes/{name}"),
+                "-q",
+                "--sign-key",
+                "key",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let report = |out: &str, trust: &[&str]| {
+        let mut c = env.cmd();
+        c.args(["fleet", "report", "nodes", "--out", out])
+            .args(trust);
+        let o = c.output().unwrap();
+        (
+            o.status.code(),
+            read_json(&env.path(&format!("{out}/fleet.json"))),
+        )
+    };
+    let (code, fleet) = report("r1", &["--pubkey", "key.pub"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(fleet["nodes"][0]["signature"]["state"], "verified");
+    let (_, fleet) = report("r2", &[]);
+    assert_eq!(fleet["nodes"][1]["signature"]["state"], "intact");
+    // One changed byte in a signed page.
+    let md = env.path("nodes/a2/report.md");
+    let mut text = fs::read_to_string(&md).unwrap();
+    text.push('\n');
+    fs::write(&md, text).unwrap();
+    let (code, fleet) = report("r3", &["--pubkey", "key.pub"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(
+        verdicts(&fleet),
+        pairs(&[("a1", "pass"), ("a2", "refused")])
+    );
+    assert_eq!(fleet["nodes"][1]["signature"]["state"], "failed");
+    assert!(fleet["nodes"][1]["why"][0]
+        .as_str()
+        .unwrap()
+        .contains("report.md: sha-256 mismatch"));
+    // Without a trusted key the tampering still shows.
+    let (code, _) = report("r4", &[]);
+    assert_eq!(code, Some(2));
+}
+
+#[test]
+fn the_slurm_script_quotes_what_it_is_given_and_is_valid_bash() {
+    let env = Env::new();
+    let out = env
+        .cmd()
+        .args([
+            "fleet",
+            "slurm",
+            "it's; rm -rf x.toml",
+            "--out",
+            "shared",
+            "--nodes",
+            "4",
+            "--partition",
+            "gpu",
+            "--time",
+            "30:00",
+            "--simulate",
+            "h100-sxm-8",
+            "--inject",
+            "n2:nvlink-down:gpu=2",
+            "--nodecert",
+            "/opt/node cert/nodecert",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let script = env.read("shared/nodecert-fleet.sbatch");
+    for line in [
+        "#SBATCH --nodes=4",
+        "#SBATCH --ntasks-per-node=1",
+        "#SBATCH --exclusive",
+        "#SBATCH --partition=gpu",
+        "#SBATCH --time=30:00",
+        "nodecert='/opt/node cert/nodecert'",
+        "    n2) inject=(--inject nvlink-down:gpu=2) ;;",
+        "  exec \"$nodecert\" run 'it'\\''s; rm -rf x.toml' --out \"$out/$SLURMD_NODENAME\" -q --simulate h100-sxm-8 --seed $((SLURM_PROCID + 1)) --node-name \"$SLURMD_NODENAME\" \"${inject[@]}\"",
+        "scontrol show hostnames \"$SLURM_JOB_NODELIST\" > \"$out/expected-nodes.txt\"",
+        "exec \"$nodecert\" fleet report \"$out\" --out \"$out/fleet\"",
+    ] {
+        assert!(script.lines().any(|l| l == line), "missing {line:?} in\n{script}");
+    }
+    let ok = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(env.path("shared/nodecert-fleet.sbatch"))
+        .status()
+        .unwrap();
+    assert!(ok.success());
+    // An #SBATCH value cannot be quoted: what would break the line is refused.
+    let out = env
+        .cmd()
+        .args([
+            "fleet",
+            "slurm",
+            "--out",
+            "s2",
+            "--nodes",
+            "2",
+            "--partition",
+            "gpu #x",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = env
+        .cmd()
+        .args(["fleet", "slurm", "--out", "s3"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn the_kubernetes_manifests_are_an_indexed_job_with_a_headless_service() {
+    let env = Env::new();
+    let out = env
+        .cmd()
+        .args([
+            "fleet",
+            "k8s",
+            "--nodes",
+            "16",
+            "--image",
+            "registry.example/nodecert:1",
+            "--claim",
+            "results",
+            "--out",
+            "fleet.json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let m = read_json(&env.path("fleet.json"));
+    assert_eq!(m["kind"], "List");
+    let svc = &m["items"][0];
+    let job = &m["items"][1];
+    assert_eq!(svc["spec"]["clusterIP"], "None");
+    assert_eq!(job["spec"]["completionMode"], "Indexed");
+    assert_eq!(job["spec"]["completions"], 16);
+    assert_eq!(job["spec"]["parallelism"], 16);
+    let pod = &job["spec"]["template"]["spec"];
+    assert_eq!(pod["subdomain"], "nodecert");
+    assert_eq!(
+        pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0]
+            ["topologyKey"],
+        "kubernetes.io/hostname"
+    );
+    let c = &pod["containers"][0];
+    assert_eq!(c["resources"]["limits"]["nvidia.com/gpu"], 8);
+    assert_eq!(c["args"][2], "/results/$(NODE_NAME)");
+    for bad in [["--name", "Bad_Name"], ["--namespace", "-x"]] {
+        let out = env
+            .cmd()
+            .args([
+                "fleet", "k8s", "--nodes", "2", "--image", "i", "--claim", "c",
+            ])
+            .args(bad)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad:?}");
+    }
+}
