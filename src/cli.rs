@@ -29,6 +29,15 @@ Exit codes:
   1  a metric regressed beyond the tolerance, a verdict got worse, or GPUs or links were lost
   2  invalid input: unreadable evidence or flags";
 
+const HEALTH_CHECK_EXIT_CODES: &str = "\
+Exit codes by --mode:
+  nodecert           those of `run` (0 pass, 1 fail, 3 untestable, 5 incomplete, 6 nothing judged)
+  npd                0 OK, 1 a problem (a check failed or the node could not be tested), 2 unknown
+  slurm-prolog       1 when the node is bad (Slurm drains it and requeues the job), else 0
+  slurm-healthcheck  1 when the node is bad, else 0; nodecert drains the node itself with
+                     Reason=\"nodecert: ...\" and resumes it once it passes (only if nodecert
+                     drained it)";
+
 const FLEET_EXIT_CODES: &str = "\
 Exit codes of `fleet report` and `fleet simulate` (the worst node's):
   0  every node passed (flagged nodes, slower than their siblings, allowed)
@@ -186,6 +195,25 @@ pub enum Command {
     },
     /// List the embedded suites, simulated nodes and faults.
     List,
+    /// The suite's quick profile (topology, virtualization, health: seconds, no bandwidth), with
+    /// the exit codes of Slurm's HealthCheckProgram or Prolog, or of a node-problem-detector
+    /// plugin. Writes no files.
+    #[command(after_help = HEALTH_CHECK_EXIT_CODES)]
+    HealthCheck {
+        /// Suite file, or the name of an embedded suite (default: the one matching the node).
+        suite: Option<String>,
+        #[command(flatten)]
+        sim: SimArgs,
+        /// Inject a fault into the simulated node (see `nodecert list`).
+        #[arg(long = "inject", value_name = "FAULT", requires = "simulate")]
+        inject: Vec<String>,
+        /// Name the simulated node (see `run --node-name`).
+        #[arg(long, value_name = "NAME", requires = "simulate")]
+        node_name: Option<String>,
+        /// Whose conventions the exit code follows.
+        #[arg(long, value_enum, default_value = "nodecert")]
+        mode: crate::commands::health_check::Mode,
+    },
     /// Certify many nodes: dispatch through Slurm or Kubernetes, gather every node's evidence
     /// into one report, drain the bad nodes.
     #[command(subcommand, after_help = FLEET_EXIT_CODES)]
@@ -309,6 +337,28 @@ pub enum FleetCommand {
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
     },
+    /// Write a suite that extends the fleet's SKU suite with what its passing nodes measure:
+    /// each figure's median as its typical value, its floor a margin below (never below the
+    /// SKU suite's own).
+    Baseline {
+        /// fleet.json, or the folder holding it.
+        fleet: PathBuf,
+        /// The suite to extend (an embedded name or a path); default: the suite the nodes ran.
+        #[arg(long)]
+        extends: Option<String>,
+        /// The new suite's name (default: the extended suite's name with "-fleet").
+        #[arg(long)]
+        name: Option<String>,
+        /// How far below the fleet's median each floor goes, percent.
+        #[arg(long, value_name = "P", default_value_t = 10.0)]
+        margin_pct: f64,
+        /// The suite file to write.
+        #[arg(long, value_name = "FILE")]
+        out: PathBuf,
+        /// Replace an existing file.
+        #[arg(long)]
+        force: bool,
+    },
     /// Take the fleet's failed, erroring and refused nodes out of service: Slurm drain with
     /// Reason="nodecert: ..." (and resume the nodes nodecert drained that now pass), or a
     /// Kubernetes NoSchedule taint and a verdict label.
@@ -368,7 +418,8 @@ impl Command {
         match self {
             Command::Run { sim, .. }
             | Command::Check { sim, .. }
-            | Command::Inventory { sim, .. } => sim.simulate.is_some(),
+            | Command::Inventory { sim, .. }
+            | Command::HealthCheck { sim, .. } => sim.simulate.is_some(),
             _ => false,
         }
     }
@@ -482,6 +533,19 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
         } => render::cmd_render(&evidence, out, templates.as_deref(), &export),
         Command::CollectiveNoNvls { request } => Ok(crate::backend::no_nvls::serve(&request)),
         Command::Fleet(f) => fleet_dispatch(f, args),
+        Command::HealthCheck {
+            suite,
+            sim,
+            inject,
+            node_name,
+            mode,
+        } => crate::commands::health_check::cmd_health_check(
+            suite,
+            sim.simulate,
+            inject,
+            node_name,
+            mode,
+        ),
         Command::List => {
             crate::out!("{}", list::list_text());
             Ok(exit::PASS)
@@ -563,6 +627,14 @@ fn fleet_dispatch(f: FleetCommand, args: &[String]) -> Result<u8> {
             },
             out.as_deref(),
         ),
+        FleetCommand::Baseline {
+            fleet: path,
+            extends,
+            name,
+            margin_pct,
+            out,
+            force,
+        } => fleet::cmd_baseline(&path, extends, name, margin_pct, &out, force),
         FleetCommand::Drain {
             fleet: path,
             slurm: _,

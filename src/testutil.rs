@@ -19,6 +19,22 @@ pub fn simulated(node: &str, faults: &[&str]) -> Evidence {
     crate::runner::run(&loaded, &mut b, ev, None, &mut crate::runner::Silent).expect("run")
 }
 
+/// A simulated run of `node` named `name` (one node of a simulated fleet) with `seed`.
+pub fn simulated_named(node: &str, name: &str, seed: u64, faults: &[&str]) -> Evidence {
+    let loaded = load::load(node).expect("embedded suite");
+    let faults = faults
+        .iter()
+        .map(|f| Fault::parse(f).expect("fault"))
+        .collect();
+    let mut b = SimBackend::new(sim::load_node(node).expect("node"), faults, seed)
+        .expect("sim")
+        .named(name);
+    let inv = b.inventory().expect("inventory");
+    let rec = b.record();
+    let ev = crate::runner::new_evidence(&loaded, &b, inv, Some(rec), Environment::default());
+    crate::runner::run(&loaded, &mut b, ev, None, &mut crate::runner::Silent).expect("run")
+}
+
 /// A four-GPU PCIe box (the simulated l40s-pcie-4) with its suite, and every ordered pair's
 /// `metric` measured at `value(a, b)` (in `unit`), its data verified. With `two_sockets`, pairs
 /// 0-1 and 2-3 are near (NODE) and the rest across sockets (SYS), all over PCIe.

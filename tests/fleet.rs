@@ -115,6 +115,68 @@ fn a_simulated_fleet_fails_the_broken_node_flags_the_slow_one_and_refuses_what_c
         );
     }
 
+    // The fleet's baseline: a node 12% slow in all_to_all passes the SKU suite but not the
+    // suite that holds it to its siblings.
+    let out = env
+        .cmd()
+        .args([
+            "fleet",
+            "baseline",
+            "sim/fleet",
+            "--out",
+            "fleet-suite.toml",
+            "--margin-pct",
+            "10",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let base = env.read("fleet-suite.toml");
+    assert!(base.contains("extends = \"h100-sxm-8\""), "{base}");
+    assert!(base.contains("of 5 passing nodes"), "{base}");
+    let slow = |suite: &str| {
+        env.cmd()
+            .args([
+                "run",
+                suite,
+                "--simulate",
+                "h100-sxm-8",
+                "--seed",
+                "9",
+                "-q",
+                "--out",
+            ])
+            .arg(format!("slow-{}", suite.len()))
+            .args(["--inject", "slow-collective:op=all_to_all,factor=0.88"])
+            .output()
+            .unwrap()
+            .status
+            .code()
+    };
+    assert_eq!(slow("h100-sxm-8"), Some(0));
+    assert_eq!(slow("fleet-suite.toml"), Some(1));
+    let again = env
+        .cmd()
+        .args([
+            "fleet",
+            "baseline",
+            "sim/fleet",
+            "--out",
+            "fleet-suite.toml",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        again.status.code(),
+        Some(2),
+        "an existing suite is not replaced"
+    );
+
     // A copied folder: both nodes that claim its GPUs are refused (exit 2), not passed.
     util::copy_dir(&env.path("sim/n02"), &env.path("sim/n07"));
     // The job's node list names a node that never reported.
@@ -416,4 +478,56 @@ fn the_kubernetes_manifests_are_an_indexed_job_with_a_headless_service() {
             .unwrap();
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
     }
+}
+
+#[test]
+fn health_check_answers_each_scheduler_in_its_convention_and_writes_nothing() {
+    let env = Env::new();
+    let hc = |mode: &str, faults: &[&str]| {
+        let mut c = env.cmd();
+        c.args(["health-check", "--simulate", "h100-sxm-8", "--mode", mode]);
+        for f in faults {
+            c.args(["--inject", f]);
+        }
+        let o = c.output().unwrap();
+        (
+            o.status.code().unwrap(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        )
+    };
+    let (code, text) = hc("npd", &[]);
+    assert_eq!(code, 0);
+    assert_eq!(text, "nodecert health-check [SIMULATED]: PASS\n");
+    let (code, text) = hc("npd", &["nvlink-down:gpu=2"]);
+    assert_eq!(code, 1);
+    assert!(
+        text.starts_with("nodecert health-check [SIMULATED]: FAIL: topology: "),
+        "{text}"
+    );
+    assert_eq!(text.lines().count(), 1);
+    assert_eq!(hc("slurm-prolog", &["ecc-uncorrectable:gpu=0"]).0, 1);
+    assert_eq!(hc("slurm-prolog", &[]).0, 0);
+    assert_eq!(hc("nodecert", &["nvlink-down:gpu=2"]).0, 1);
+    // Without slurmd around it says so, and drains nothing.
+    let (code, _) = hc("slurm-healthcheck", &["nvlink-down:gpu=2"]);
+    assert_eq!(code, 1);
+    // An unusable suite is "unknown" to NPD (2), not a broken node.
+    let o = env
+        .cmd()
+        .args([
+            "health-check",
+            "nope.toml",
+            "--simulate",
+            "h100-sxm-8",
+            "--mode",
+            "npd",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        std::fs::read_dir(env.dir.path()).unwrap().count(),
+        0,
+        "no files written"
+    );
 }

@@ -348,3 +348,57 @@ pub fn cmd_drain(fleet_path: &Path, scheduler: Scheduler, dry_run: bool) -> Resu
         exit::PASS
     })
 }
+
+/// Write the fleet's baseline suite.
+pub fn cmd_baseline(
+    fleet_path: &Path,
+    extends: Option<String>,
+    name: Option<String>,
+    margin_pct: f64,
+    out: &Path,
+    force: bool,
+) -> Result<u8> {
+    let r = FleetReport::read(fleet_path).map_err(input)?;
+    let extends = match extends {
+        Some(e) => e,
+        None => {
+            let names: std::collections::BTreeSet<&str> =
+                r.nodes.iter().filter_map(|n| n.suite.as_deref()).collect();
+            match names.into_iter().collect::<Vec<_>>().as_slice() {
+                [one] if crate::suite::load::embedded(one).is_some() => one.to_string(),
+                _ => {
+                    return Err(input(
+                        "the nodes did not run one embedded suite: name the suite to extend with --extends",
+                    ))
+                }
+            }
+        }
+    };
+    let name = name.unwrap_or_else(|| format!("{extends}-fleet"));
+    let text = fleet::baseline::suite(&r, &extends, &name, margin_pct).map_err(input)?;
+    // What is written must load: the same checks as any suite.
+    crate::suite::load::load_source(crate::config::Source {
+        name: out.display().to_string(),
+        text: text.clone(),
+    })?;
+    let written = if force {
+        crate::fsio::write::replace(out, text.as_bytes())
+    } else {
+        crate::fsio::write::create_new(out, text.as_bytes(), 0o644)
+    };
+    written.map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => input(format!(
+            "{} exists: add --force to replace it",
+            out.display()
+        )),
+        _ => Error::Write {
+            path: out.to_path_buf(),
+            source: e,
+        },
+    })?;
+    crate::outln!("wrote {} (extends {extends})", out.display());
+    if r.simulated {
+        crate::outln!("SIMULATED RESULTS: taken from simulated nodes, not from hardware");
+    }
+    Ok(exit::PASS)
+}

@@ -4,6 +4,7 @@
 pub mod check;
 pub mod diff;
 pub mod fleet;
+pub mod health_check;
 pub mod inventory;
 pub mod keygen;
 pub mod list;

@@ -10,7 +10,10 @@ use crate::sign;
 use crate::suite::load::{self, LoadedSuite};
 use std::path::Path;
 
-fn pick_suite(suite: Option<String>, inv: &crate::inventory::Inventory) -> Result<LoadedSuite> {
+pub(crate) fn pick_suite(
+    suite: Option<String>,
+    inv: &crate::inventory::Inventory,
+) -> Result<LoadedSuite> {
     match suite {
         Some(s) => Ok(load::load(&s)?),
         None => {

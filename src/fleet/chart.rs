@@ -94,6 +94,8 @@ mod tests {
         Distribution {
             check: "p2p_bandwidth".into(),
             metric: "p2p_read".into(),
+            figure: "p2p_read".into(),
+            class: Default::default(),
             unit: "GB/s".into(),
             higher_is_better: true,
             limit,

@@ -128,11 +128,11 @@ fn read_list(path: &Path) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
-/// Read one node folder.
-pub fn read_node(folder: &NodeFolder, trust: &Trust) -> NodeSummary {
-    let mut result = NodeResult {
-        name: folder.name.clone(),
-        folder: folder.path.display().to_string(),
+/// A node's result before anything is known of it: not tested, unsigned, no checks.
+pub fn blank(name: &str) -> NodeResult {
+    NodeResult {
+        name: name.to_string(),
+        folder: String::new(),
         verdict: NodeVerdict::NotTested,
         own_verdict: None,
         why: Vec::new(),
@@ -145,7 +145,13 @@ pub fn read_node(folder: &NodeFolder, trust: &Trust) -> NodeSummary {
         checks: BTreeMap::new(),
         failed_checks: Vec::new(),
         signature: SignatureState::Unsigned,
-    };
+    }
+}
+
+/// Read one node folder.
+pub fn read_node(folder: &NodeFolder, trust: &Trust) -> NodeSummary {
+    let mut result = blank(&folder.name);
+    result.folder = folder.path.display().to_string();
     let refuse = |mut r: NodeResult, why: String| {
         r.verdict = NodeVerdict::Refused;
         r.why.push(why);
@@ -315,16 +321,18 @@ pub fn summarize(mut result: NodeResult, ev: &Evidence) -> NodeSummary {
     }
 }
 
-/// Whether a metric's subject is the one a finding judges: the same, or the same without the
-/// collective's name (a collective's figures name only their size; its findings name both).
+/// Whether a metric's subject is the one a finding judges: the same, or the same but for what
+/// the metric leaves out (a collective's figures name only their size, and a copy both ways
+/// names its pair without saying "both ways"; their findings say it).
 fn same_figure(metric: &crate::evidence::Subject, finding: &crate::evidence::Subject) -> bool {
-    metric == finding
-        || (metric.op.is_none()
-            && *metric
-                == crate::evidence::Subject {
-                    op: None,
-                    ..finding.clone()
-                })
+    let mut f = finding.clone();
+    if metric.op.is_none() {
+        f.op = None;
+    }
+    if metric.pairing.is_none() {
+        f.pairing = None;
+    }
+    *metric == f
 }
 
 /// An error's message starting in lowercase, as nodecert's messages do.

@@ -3,8 +3,8 @@
 
 use super::gather::NodeSummary;
 use super::{
-    natural_cmp, Action, Distribution, FleetReport, NodeResult, NodeVerdict, Outlier,
-    SignatureState, FORMAT, FORMAT_VERSION, MIN_NODES_FOR_OUTLIERS,
+    natural_cmp, Action, Distribution, FleetReport, NodeResult, NodeVerdict, Outlier, FORMAT,
+    FORMAT_VERSION, MIN_NODES_FOR_OUTLIERS,
 };
 use crate::evidence::{Status, Subject};
 use std::collections::{BTreeMap, BTreeSet};
@@ -64,20 +64,8 @@ pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> Flee
     for name in expected.iter().filter(|e| !present.contains(*e)) {
         nodes.push(NodeSummary {
             result: NodeResult {
-                name: name.clone(),
-                folder: String::new(),
-                verdict: NodeVerdict::NotTested,
-                own_verdict: None,
                 why: vec!["expected (in the job's node list), but no results were reported".into()],
-                hostname: None,
-                suite: None,
-                hardware: None,
-                gpu_model: None,
-                simulated: false,
-                job: None,
-                checks: BTreeMap::new(),
-                failed_checks: Vec::new(),
-                signature: SignatureState::Unsigned,
+                ..super::gather::blank(name)
             },
             figures: Vec::new(),
             gpu_ids: Vec::new(),
@@ -289,6 +277,8 @@ fn distributions(nodes: &[NodeSummary]) -> Vec<Distribution> {
                 d: Distribution {
                     check: f.check.clone(),
                     metric,
+                    figure: f.metric.clone(),
+                    class: class.clone(),
                     unit: f.unit.clone(),
                     higher_is_better: f.higher_is_better,
                     limit: None,
@@ -348,7 +338,7 @@ fn action(n: &NodeResult) -> Option<Action> {
 mod tests {
     use super::*;
     use crate::fleet::gather::NodeSummary;
-    use crate::fleet::Figure;
+    use crate::fleet::{Figure, SignatureState};
 
     /// A node that read and passed, with `figures` as (check, metric, subject GPU, value,
     /// higher is better, limit, status).

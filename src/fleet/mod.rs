@@ -10,6 +10,7 @@
 //! drains nodes with `scontrol`, [`k8s`] writes an Indexed Job and taints nodes. nodecert never
 //! queues or schedules anything itself.
 
+pub mod baseline;
 pub mod chart;
 pub mod export;
 pub mod gather;
@@ -227,7 +228,12 @@ pub struct NodeResult {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Distribution {
     pub check: String,
+    /// The metric, with its size for a collective ("busbw 8 GiB").
     pub metric: String,
+    /// The metric's own name ("busbw").
+    pub figure: String,
+    /// The subject class the points share: a collective's size, or the node.
+    pub class: Subject,
     pub unit: String,
     pub higher_is_better: bool,
     /// The suite's floor (or ceiling), when every node shares it.

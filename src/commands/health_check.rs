@@ -1,0 +1,190 @@
+//! `nodecert health-check`: the quick profile of a suite (inventory, topology, virtualization
+//! and health; no bandwidth, no collective, no training: seconds), with exit codes and output in
+//! the conventions of what runs it: Slurm's HealthCheckProgram and Prolog, and Kubernetes'
+//! node-problem-detector custom plugins.
+
+use super::backend;
+use crate::error::Result;
+use crate::evidence::Verdict;
+use crate::suite::load::{self, LoadedSuite};
+
+/// Whose conventions the exit code and output follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Mode {
+    /// nodecert's own exit codes (those of `run`).
+    Nodecert,
+    /// node-problem-detector custom plugin: exit 0 OK, 1 a problem, 2 unknown; one line on
+    /// stdout.
+    Npd,
+    /// Slurm Prolog: exit non-zero only when the node is bad (Slurm then drains it and
+    /// requeues the job); a check nodecert could not complete does not take the node away.
+    SlurmProlog,
+    /// Slurm HealthCheckProgram: Slurm ignores its exit code, so nodecert drains a bad node
+    /// itself (`scontrol update State=DRAIN Reason="nodecert: ..."`) and resumes a good one that
+    /// it drained before, as LBNL NHC does. Exit 0 OK, 1 bad.
+    SlurmHealthcheck,
+}
+
+/// The quick profile of `loaded`: only the checks that read the node (no measurement).
+pub fn quick(mut loaded: LoadedSuite) -> LoadedSuite {
+    let c = &mut loaded.suite.checks;
+    c.host_bandwidth = None;
+    c.p2p_bandwidth = None;
+    c.p2p_latency = None;
+    c.collective.clear();
+    c.training = None;
+    loaded.suite.baseline = None;
+    loaded.baseline = None;
+    loaded
+}
+
+/// The exit code of `v` under `mode`.
+pub fn exit_code(mode: Mode, v: Verdict) -> u8 {
+    let bad = matches!(v, Verdict::Fail | Verdict::Error);
+    match mode {
+        Mode::Nodecert => v.exit_code(),
+        Mode::Npd => match v {
+            Verdict::Pass => 0,
+            _ if bad => 1,
+            _ => 2,
+        },
+        Mode::SlurmProlog | Mode::SlurmHealthcheck => u8::from(bad),
+    }
+}
+
+pub fn cmd_health_check(
+    suite: Option<String>,
+    simulate: Option<String>,
+    inject: Vec<String>,
+    node_name: Option<String>,
+    mode: Mode,
+) -> Result<u8> {
+    let (mut b, simrec) = match backend(simulate.as_deref(), &inject, 1, node_name.as_deref()) {
+        Ok(x) => x,
+        // A node where nodecert cannot even start is bad: NPD says so, a prolog drains it.
+        Err(e) => {
+            crate::outln!("nodecert health-check: ERROR: {}", e.console_text());
+            return Ok(match mode {
+                Mode::Nodecert => e.exit_code(),
+                Mode::Npd => {
+                    if matches!(e, crate::error::Error::Hardware(_)) {
+                        1
+                    } else {
+                        2
+                    }
+                }
+                Mode::SlurmProlog | Mode::SlurmHealthcheck => {
+                    u8::from(matches!(e, crate::error::Error::Hardware(_)))
+                }
+            });
+        }
+    };
+    let inv = b.inventory()?;
+    let loaded = match (suite, &simrec) {
+        (Some(s), _) => load::load(&s)?,
+        (None, Some(rec)) if load::embedded(&rec.node).is_some() => load::load(&rec.node)?,
+        (None, _) => super::run::pick_suite(None, &inv)?,
+    };
+    let loaded = quick(loaded);
+    let ev = crate::runner::new_evidence(&loaded, b.as_ref(), inv, simrec, super::environment(&[]));
+    let ev = crate::runner::run(&loaded, b.as_mut(), ev, None, &mut crate::runner::Silent)
+        .map_err(|source| crate::error::Error::Write {
+            path: "evidence".into(),
+            source,
+        })?;
+    let v = ev.assess();
+    let why: Vec<String> = ev
+        .checks
+        .iter()
+        .filter(|c| c.status >= crate::evidence::Status::Fail)
+        .map(|c| format!("{}: {}", c.id, c.summary))
+        .collect();
+    // NPD shows the first line; Slurm logs it.
+    crate::outln!(
+        "nodecert health-check{}: {}{}",
+        if ev.simulated { " [SIMULATED]" } else { "" },
+        v.label(),
+        if why.is_empty() {
+            String::new()
+        } else {
+            format!(": {}", crate::console::visible(&why.join("; ")))
+        }
+    );
+    if mode == Mode::SlurmHealthcheck {
+        slurm_act(v, &why);
+    }
+    Ok(exit_code(mode, v))
+}
+
+/// As HealthCheckProgram: drain this node (SLURMD_NODENAME) when bad, resume it when good and
+/// drained by nodecert before. Failures to reach scontrol are printed, not fatal.
+fn slurm_act(v: Verdict, why: &[String]) {
+    let Some(node) = std::env::var("SLURMD_NODENAME")
+        .ok()
+        .filter(|n| crate::commands::check_node_name(n).is_ok())
+    else {
+        crate::errln!(
+            "nodecert health-check: SLURMD_NODENAME is not set: not run by slurmd, nothing drained"
+        );
+        return;
+    };
+    let args: Vec<String> = if matches!(v, Verdict::Fail | Verdict::Error) {
+        let reason = crate::fleet::slurm::reason(&format!(
+            "health-check {}: {}",
+            v.label(),
+            why.first().cloned().unwrap_or_default()
+        ));
+        vec![
+            "update".into(),
+            format!("NodeName={node}"),
+            "State=DRAIN".into(),
+            format!("Reason={reason}"),
+        ]
+    } else {
+        let o = std::process::Command::new("sinfo")
+            .args(["-h", "-N", "-n", &node, "-o", "%N|%E"])
+            .output();
+        let drained_by_us = o.is_ok_and(|o| {
+            crate::fleet::slurm::parse_reasons(&String::from_utf8_lossy(&o.stdout))
+                .iter()
+                .any(|(n, r)| n == &node && r.starts_with(crate::fleet::slurm::REASON_PREFIX))
+        });
+        if !drained_by_us || v != Verdict::Pass {
+            return;
+        }
+        vec![
+            "update".into(),
+            format!("NodeName={node}"),
+            "State=RESUME".into(),
+        ]
+    };
+    match std::process::Command::new("scontrol").args(&args).status() {
+        Ok(s) if s.success() => crate::errln!("nodecert health-check: scontrol {}", args.join(" ")),
+        _ => crate::errln!("nodecert health-check: scontrol {} failed", args.join(" ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_convention_gets_its_exit_codes() {
+        use Verdict::*;
+        let all = [Pass, Fail, Error, Incomplete, NothingJudged];
+        let codes = |m| all.map(|v| exit_code(m, v));
+        assert_eq!(codes(Mode::Nodecert), [0, 1, 3, 5, 6]);
+        assert_eq!(codes(Mode::Npd), [0, 1, 1, 2, 2]);
+        assert_eq!(codes(Mode::SlurmProlog), [0, 1, 1, 0, 0]);
+        assert_eq!(codes(Mode::SlurmHealthcheck), [0, 1, 1, 0, 0]);
+    }
+
+    #[test]
+    fn the_quick_profile_keeps_only_what_reads_the_node() {
+        let q = quick(load::load("h100-sxm-8").unwrap());
+        assert_eq!(
+            q.suite.promised_checks(),
+            ["topology", "virtualization", "health"]
+        );
+    }
+}

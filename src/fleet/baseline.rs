@@ -1,0 +1,226 @@
+//! `fleet baseline`: a suite that extends the fleet's SKU suite with what this fleet measures:
+//! each figure's median over the nodes that passed becomes its typical value, and its floor
+//! rises to a stated margin below that median (never below the SKU suite's own floor), so
+//! that the next acceptance of the same hardware holds nodes to what their siblings do.
+
+use super::{FleetReport, NodeVerdict};
+use std::collections::BTreeMap;
+use std::fmt::Write;
+
+/// The suite key of a figure: (table, key) for a Limit, or the collective's size table.
+fn key_of(check: &str, figure: &str) -> Option<(String, String)> {
+    let k = match (check, figure) {
+        ("host_bandwidth", f @ ("h2d" | "d2h" | "bidir" | "all_gpus_h2d" | "device_copy")) => f,
+        ("p2p_bandwidth", "p2p_read") => "read",
+        ("p2p_bandwidth", "p2p_write") => "write",
+        ("p2p_bandwidth", "p2p_bidir") => "bidir",
+        ("p2p_latency", "latency") => "latency_us",
+        (c, "busbw") if c.starts_with("collective.") => "min_busbw_gbps",
+        _ => return None,
+    };
+    Some((format!("checks.{check}"), k.to_string()))
+}
+
+/// A size as the suite reads it: "8GiB", or bytes.
+fn size_key(b: u64) -> String {
+    let t = crate::units::format_bytes(b);
+    if t.contains('.') {
+        b.to_string()
+    } else {
+        t.replace(' ', "")
+    }
+}
+
+/// Two decimals, as people write floors.
+fn n(v: f64) -> String {
+    let s = format!("{v:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// The suite's text. `extends` names the SKU suite (an embedded name or a path); `margin_pct`
+/// is how far below the fleet's median the floor goes.
+pub fn suite(
+    r: &FleetReport,
+    extends: &str,
+    name: &str,
+    margin_pct: f64,
+) -> Result<String, String> {
+    if !(margin_pct.is_finite() && margin_pct > 0.0 && margin_pct < 100.0) {
+        return Err(format!(
+            "--margin-pct must be above 0 and below 100, got {margin_pct}"
+        ));
+    }
+    let passing: Vec<&str> = r
+        .nodes
+        .iter()
+        .filter(|n| n.verdict <= NodeVerdict::Flagged)
+        .map(|n| n.name.as_str())
+        .collect();
+    if passing.is_empty() {
+        return Err(
+            "no node of this fleet passed: there is nothing to take a baseline from".into(),
+        );
+    }
+    let suites: std::collections::BTreeSet<&str> = r
+        .nodes
+        .iter()
+        .filter(|n| passing.contains(&n.name.as_str()))
+        .filter_map(|n| n.suite.as_deref())
+        .collect();
+    if suites.len() > 1 {
+        return Err(format!(
+            "the passing nodes ran {} suites ({}): take a baseline of one suite's nodes at a time",
+            suites.len(),
+            suites.into_iter().collect::<Vec<_>>().join(", ")
+        ));
+    }
+    let m = margin_pct / 100.0;
+    // table -> lines
+    let mut tables: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut sizes: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for d in &r.distributions {
+        let Some((table, key)) = key_of(&d.check, &d.figure) else {
+            continue;
+        };
+        let values: Vec<f64> = d
+            .points
+            .iter()
+            .filter(|(node, v)| passing.contains(&node.as_str()) && v.is_finite())
+            .map(|p| p.1)
+            .collect();
+        if values.is_empty() {
+            continue;
+        }
+        let median = crate::evidence::median(&values);
+        let comment = format!(
+            "# fleet median {} of {} passing nodes{}",
+            n(median),
+            values.len(),
+            d.limit
+                .map(|l| format!(
+                    "; the SKU suite's {} was {}",
+                    if d.higher_is_better {
+                        "floor"
+                    } else {
+                        "ceiling"
+                    },
+                    n(l)
+                ))
+                .unwrap_or_default()
+        );
+        if key == "min_busbw_gbps" {
+            let Some(bytes) = d.class.bytes else { continue };
+            let floor = d
+                .limit
+                .map_or(median * (1.0 - m), |l| l.max(median * (1.0 - m)));
+            sizes.entry(table).or_default().push(format!(
+                "\"{}\" = {}    {comment}",
+                size_key(bytes),
+                n(floor)
+            ));
+            continue;
+        }
+        let line = if d.higher_is_better {
+            let floor = d
+                .limit
+                .map_or(median * (1.0 - m), |l| l.max(median * (1.0 - m)));
+            let warn = floor.max(median * (1.0 - m / 2.0));
+            format!(
+                "{key} = {{ fail_below = {}, warn_below = {}, typical = {} }}    {comment}",
+                n(floor),
+                n(warn),
+                n(median)
+            )
+        } else {
+            let ceiling = d
+                .limit
+                .map_or(median * (1.0 + m), |l| l.min(median * (1.0 + m)));
+            let warn = ceiling.min(median * (1.0 + m / 2.0));
+            format!(
+                "{key} = {{ fail_above = {}, warn_above = {}, typical = {} }}    {comment}",
+                n(ceiling),
+                n(warn),
+                n(median)
+            )
+        };
+        tables.entry(table).or_default().push(line);
+    }
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "# Written by `nodecert fleet baseline` from {} nodes ({} passing){}: each figure's\n\
+         # typical value is the median of the passing nodes, its floor {margin_pct}% below it (never\n\
+         # below the SKU suite's own) and its warning level halfway.",
+        r.nodes.len(),
+        passing.len(),
+        if r.simulated { ", SIMULATED" } else { "" }
+    );
+    let _ = writeln!(s, "format_version = 1");
+    let _ = writeln!(s, "name = {}", toml::Value::String(name.to_string()));
+    let _ = writeln!(s, "extends = {}", toml::Value::String(extends.to_string()));
+    for (table, lines) in &tables {
+        let _ = writeln!(s, "\n[{table}]");
+        for l in lines {
+            let _ = writeln!(s, "{l}");
+        }
+    }
+    for (table, lines) in &sizes {
+        let _ = writeln!(s, "\n[{table}.min_busbw_gbps]");
+        for l in lines {
+            let _ = writeln!(s, "{l}");
+        }
+    }
+    Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_baseline_of_a_simulated_fleet_is_a_valid_suite_that_tightens_floors_only() {
+        // Six simulated nodes, judged as a fleet.
+        let nodes: Vec<super::super::gather::NodeSummary> = (1..=6)
+            .map(|i| {
+                let ev = crate::testutil::simulated_named("h100-sxm-8", &format!("n{i}"), i, &[]);
+                let r = super::super::gather::summarize(
+                    super::super::gather::blank(&format!("n{i}")),
+                    &ev,
+                );
+                r
+            })
+            .collect();
+        let r = super::super::judge::judge(nodes, &[], 10.0);
+        assert_eq!(r.verdict, NodeVerdict::Pass);
+        let text = suite(&r, "h100-sxm-8", "fleet-a", 5.0).unwrap();
+        let loaded = crate::suite::load::load_source(crate::config::Source {
+            name: "fleet-a.toml".into(),
+            text: text.clone(),
+        })
+        .unwrap_or_else(|e| panic!("{e}\n{text}"));
+        let s = &loaded.suite;
+        let p2p = s.checks.p2p_bandwidth.as_ref().unwrap();
+        let typical = p2p.read.typical.unwrap();
+        let floor = p2p.read.fail_below.unwrap();
+        assert!((floor - (typical * 0.95).max(335.0)).abs() < 0.01, "{text}");
+        assert!(floor >= 335.0, "never below the SKU floor");
+        // Warned halfway between the floor and the median.
+        let warn = p2p.read.warn_below.unwrap();
+        assert!(warn >= floor && warn < typical, "{text}");
+        let lat = s.checks.p2p_latency.as_ref().unwrap();
+        assert!(lat.latency_us.fail_above.unwrap() <= 10.0);
+        let ar = &s.checks.collective[&crate::suite::CollectiveOp::AllReduce];
+        assert!(
+            ar.min_busbw_gbps.get("8GiB").copied().unwrap() >= 460.0,
+            "{text}"
+        );
+        assert!(text.contains(" of 6 passing nodes"));
+        // Nothing to take from a fleet where no node passed.
+        let mut bad = r.clone();
+        for n in &mut bad.nodes {
+            n.verdict = NodeVerdict::Fail;
+        }
+        assert!(suite(&bad, "h100-sxm-8", "x", 5.0).is_err());
+        assert!(suite(&r, "h100-sxm-8", "x", 0.0).is_err());
+    }
+}
