@@ -827,6 +827,23 @@ mod data_tests {
             .collect()
     }
 
+    /// The rank count NCCL reports is what is judged, not the node's GPU count: an all_reduce
+    /// that ran over one rank on an 8-GPU node moved nothing between GPUs.
+    #[test]
+    fn the_rank_count_measured_decides_not_the_gpus_listed() {
+        let mut m = Measured::default();
+        m.facts
+            .push(Fact::new("ranks", Subject::node(), FactValue::Count(1)));
+        let f = evaluated("", &m);
+        assert!(
+            f.iter()
+                .any(|x| x.status == Status::Skip && x.found == "1 rank"),
+            "{f:?}"
+        );
+        m.facts[0].value = FactValue::Count(8);
+        assert!(!evaluated("", &m).iter().any(|x| x.found == "1 rank"));
+    }
+
     #[test]
     fn each_size_is_held_to_its_floor_and_warning_level() {
         let cfg = r#"min_busbw_gbps = { "1MiB" = 100.0, "1GiB" = 400.0 }
