@@ -20,6 +20,51 @@ pub const FORMAT_NAME: &str = "nodecert-evidence";
 /// File name of the evidence in a report folder.
 pub const EVIDENCE_FILE: &str = "evidence.json";
 
+/// Pretty JSON with every array of plain numbers on one line: the samples, which are most of
+/// an 8-GPU node's evidence, take a third of the bytes that one number per line takes, and the
+/// rest stays readable. The JSON value is the same.
+pub fn inline_number_arrays(pretty: &str) -> String {
+    let is_number = |l: &str| {
+        let t = l.trim().trim_end_matches(',');
+        !t.is_empty()
+            && t.bytes()
+                .all(|b| b.is_ascii_digit() || matches!(b, b'-' | b'+' | b'.' | b'e' | b'E'))
+    };
+    let lines: Vec<&str> = pretty.lines().collect();
+    let mut out = String::with_capacity(pretty.len());
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i];
+        if line.ends_with('[') {
+            let mut j = i + 1;
+            while j < lines.len() && is_number(lines[j]) {
+                j += 1;
+            }
+            let close = lines.get(j).map(|l| l.trim());
+            if j > i + 1 && matches!(close, Some("]") | Some("],")) {
+                out.push_str(line);
+                for (k, l) in lines[i + 1..j].iter().enumerate() {
+                    if k > 0 {
+                        out.push(' ');
+                    }
+                    out.push_str(l.trim());
+                }
+                out.push_str(close.unwrap_or("]"));
+                out.push('\n');
+                i = j + 1;
+                continue;
+            }
+        }
+        out.push_str(line);
+        out.push('\n');
+        i += 1;
+    }
+    if !pretty.ends_with('\n') {
+        out.pop();
+    }
+    out
+}
+
 /// Outcome of a check or of one finding, from best to worst.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Hash)]
 #[serde(rename_all = "lowercase")]
@@ -1077,8 +1122,20 @@ impl Evidence {
                 format!("refusing to write evidence that could not be read back: {what} is not a finite number"),
             ));
         }
-        let json = serde_json::to_vec_pretty(self).map_err(std::io::Error::other)?;
-        dir.replace_in_place(EVIDENCE_FILE.as_ref(), &json)
+        dir.replace_in_place(EVIDENCE_FILE.as_ref(), self.to_json()?.as_bytes())
+    }
+
+    /// The evidence as written: JSON indented one space a level, every array of numbers (the
+    /// samples) on one line, so that an 8-GPU node's evidence stays under 1 MB and readable.
+    pub fn to_json(&self) -> std::io::Result<String> {
+        let mut buf = Vec::new();
+        let mut ser = serde_json::Serializer::with_formatter(
+            &mut buf,
+            serde_json::ser::PrettyFormatter::with_indent(b" "),
+        );
+        serde::Serialize::serialize(self, &mut ser).map_err(std::io::Error::other)?;
+        let text = String::from_utf8(buf).map_err(std::io::Error::other)?;
+        Ok(inline_number_arrays(&text) + "\n")
     }
 
     /// The first figure that is not a finite number, named; None when every figure is one.
@@ -1784,6 +1841,34 @@ mod tests {
         ev.checks.iter_mut().for_each(|c| c.metrics.clear());
         ev.node.gpus[0].temperature_c = Some(f64::INFINITY);
         assert!(ev.write(&d).is_err());
+    }
+
+    #[test]
+    fn number_arrays_go_on_one_line_and_the_value_is_unchanged() {
+        let v = serde_json::json!({
+            "samples": [1.5, -2.0, 3e-7, 1e300, 7],
+            "empty": [],
+            "names": ["a [", "1"],
+            "nested": [[1, 2], {"x": [3]}],
+            "text": "line\n[\n1\n]",
+        });
+        let pretty = serde_json::to_string_pretty(&v).unwrap();
+        let inline = inline_number_arrays(&pretty);
+        assert!(
+            inline.contains("\"samples\": [1.5, -2.0, 3e-7, 1e+300, 7],"),
+            "{inline}"
+        );
+        assert!(inline.contains("[1, 2]"), "{inline}");
+        assert!(inline.contains("\"x\": [3]"), "{inline}");
+        assert!(inline.len() < pretty.len());
+        let back: serde_json::Value = serde_json::from_str(&inline).unwrap();
+        assert_eq!(back, v);
+        // A simulated 8-GPU node's evidence stays under 1 MB.
+        let ev = crate::testutil::simulated("h100-sxm-8", &[]);
+        let text = ev.to_json().unwrap();
+        assert!(text.len() < 1_000_000, "{} bytes", text.len());
+        let back: Evidence = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.checks.len(), ev.checks.len());
     }
 
     #[test]
