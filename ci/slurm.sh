@@ -23,11 +23,12 @@
 #                                SLURM_CONF (the program sets them itself to call scontrol).
 #   NODECERT_SLURM_PORT=N        the first of NODES+1 TCP ports (controller, then n1..nNODES);
 #                                default: one derived from DIR, moved on past ports in use.
+#   NODECERT_SLURM_WAIT=S        seconds up waits for every node to be idle (default 30, 1..600).
 # Exit status: 0 done, 1 failed (a failed `up` stops what it started and prints the logs' tails),
 # 2 wrong usage.
 set -euo pipefail
 
-WAIT_UP_S=30     # up: every node idle within this
+WAIT_UP_S=${NODECERT_SLURM_WAIT:-30} # up: every node idle within this
 WAIT_TERM_S=10   # down: after TERM, KILL
 WAIT_KILL_S=5    # down: after KILL, give up
 WAIT_JOBS_S=10   # down: cancelled jobs gone within this
@@ -146,6 +147,9 @@ write_conf() {
         echo "JobAcctGatherType=jobacct_gather/none"
         echo "AccountingStorageType=accounting_storage/none"
         echo "SchedulerType=sched/backfill"
+        # Batch jobs start at once rather than up to 3 s later: `sbatch --wait` polls at 2 s and
+        # next at 10 s, so a trivial job that starts late costs a test 8 s more.
+        echo "SchedulerParameters=batch_sched_delay=0"
         echo "SelectType=select/cons_tres"
         echo "SelectTypeParameters=CR_Core"
         # Nodes are as this file says, whatever this machine has (CI machines may have 1 CPU).
@@ -254,6 +258,7 @@ up() {
         [[ -f $NODECERT_SLURM_HEALTHCHECK && -x $NODECERT_SLURM_HEALTHCHECK ]] ||
             die "NODECERT_SLURM_HEALTHCHECK is not an executable file: $NODECERT_SLURM_HEALTHCHECK"
     fi
+    [[ $WAIT_UP_S =~ ^[1-9][0-9]{0,2}$ && $WAIT_UP_S -le 600 ]] || die "NODECERT_SLURM_WAIT must be 1..600 seconds: $WAIT_UP_S"
     [ "$(id -u)" = 0 ] || die "up needs root (slurmd runs jobs as any user, munged as munge)"
     if [ -s "$dir/pids" ]; then
         die "$dir/pids exists: a cluster may be up there; run: $0 down $dir"
@@ -264,24 +269,29 @@ up() {
     if [ -e "$dir" ] || [ -L "$dir" ]; then
         [[ -d $dir && ! -L $dir ]] || die "$dir exists and is not a folder"
     fi
-    mkdir -p -- "$dir"
+    if [ ! -e "$dir" ]; then
+        mkdir -p -- "$dir"
+        chmod 0755 -- "$dir"
+    fi
     # We write root's files in DIR: it must be ours, not writable by others.
     [ "$(stat -c %u "$dir")" = 0 ] || die "$dir is not owned by root"
     [ $(($(stat -c 0%a "$dir") & 022)) = 0 ] || die "$dir is writable by group or others"
+    setpriv --reuid=munge --regid=munge --init-groups -- test -x "$dir" ||
+        die "munged runs as user munge and cannot reach $dir: every folder down to it must be searchable by others (chmod o+x)"
     local sock=$dir/munge/munge.socket
     [ ${#sock} -lt 100 ] || die "DIR is too long for a unix socket path: $sock"
+
+    port=$(choose_ports "$dir" $((nodes + 1)))
 
     # What a previous up left in DIR: state (drained nodes, jobs) and logs go; slurmctld -c and
     # slurmd -c would start clean anyway.
     rm -rf -- "$dir/state" "$dir/env" "$dir/slurmctld.log" "$dir/slurmctld.out" "$dir/slurmctld.pid"
     local d
     for d in "$dir"/n[0-9]*; do
-        [[ ${d##*/} =~ ^n[0-9]+$ ]] && [ -d "$d" ] && [ ! -L "$d" ] && rm -rf -- "$d"
+        if [[ ${d##*/} =~ ^n[0-9]+$ && -d $d && ! -L $d ]]; then rm -rf -- "$d"; fi
     done
     mkdir -p -- "$dir/state"
     : >"$dir/pids"
-
-    port=$(choose_ports "$dir" $((nodes + 1)))
     write_conf "$dir" "$nodes" "$port"
 
     # The daemons' working folder (health check programs start there), not the caller's.
