@@ -187,17 +187,17 @@ log_tails() {
     done
 }
 
-# Fails unless every pid in DIR/pids is still alive.
+# Fails unless every pid in DIR/pids still runs (`ours`: an exited child not yet waited for
+# passes kill -0).
 check_alive() {
-    local dir=$1 pid
+    local dir=$1 pid line=0 name
     while read -r pid; do
-        kill -0 "$pid" 2>/dev/null || { say "process $pid ($(pid_name "$dir" "$pid")) has exited"; return 1; }
+        line=$((line + 1))
+        ours "$dir" "$pid" && continue
+        case $line in 1) name=munged ;; 2) name=slurmctld ;; *) name="slurmd n$((line - 2))" ;; esac
+        say "$name (pid $pid) has exited"
+        return 1
     done <"$dir/pids"
-}
-
-pid_name() {
-    local dir=$1 pid=$2
-    if [ "$pid" = "$(cat "$dir/munge/munged.pid" 2>/dev/null)" ]; then echo munged; else echo "a slurm daemon"; fi
 }
 
 start_munged() {
@@ -351,7 +351,9 @@ stop() {
     if [ ${#pids[@]} -gt 0 ] && [ -f "$dir/slurm.conf" ] &&
         SLURM_CONF=$dir/slurm.conf timeout 5 squeue -h -o %i 2>/dev/null | grep -q .; then
         say "cancelling this cluster's jobs"
-        SLURM_CONF=$dir/slurm.conf timeout 5 scancel --full --quiet --user=root 2>/dev/null || true
+        # shellcheck disable=SC2046 # job ids
+        SLURM_CONF=$dir/slurm.conf timeout 5 scancel --full --quiet \
+            $(SLURM_CONF=$dir/slurm.conf timeout 5 squeue -h -o %i 2>/dev/null) 2>/dev/null || true
         deadline=$((SECONDS + WAIT_JOBS_S))
         while ((SECONDS < deadline)) &&
             SLURM_CONF=$dir/slurm.conf timeout 5 squeue -h -o %i 2>/dev/null | grep -q .; do
