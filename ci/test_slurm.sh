@@ -57,26 +57,17 @@ on() {
     SLURM_CONF=$d/slurm.conf timeout 60 "$@"
 }
 
-# The live, non-zombie processes whose command line names $1/ (what up started there).
+# The live, non-zombie processes whose command line names $1/ (what up started there), as
+# "pid args" lines.
 processes_in() {
-    local pid args
-    for pid in /proc/[0-9]*; do
-        pid=${pid#/proc/}
-        [ "$(awk '{print $3}' "/proc/$pid/stat" 2>/dev/null)" = Z ] && continue
-        args=$({ tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null) || continue
-        case "$args" in *"$1/"*) echo "$pid $args" ;; esac
-    done
+    # The folder reaches awk in its environment: in its arguments awk would find itself.
+    ps -ww -eo pid=,stat=,args= | D="$1/" awk '$2 !~ /^Z/ && index($0, ENVIRON["D"]) { $2 = ""; print }'
 }
 
 # slurmstepd (a job step's) and slurmscriptd (slurmctld's) processes, which carry no folder in
-# their command line.
+# their command line: their pids, sorted as text (for comm).
 helpers() {
-    local pid
-    for pid in /proc/[0-9]*; do
-        case "$(cat "$pid/comm" 2>/dev/null)" in slurmstepd | slurmscriptd) ;; *) continue ;; esac
-        [ "$(awk '{print $3}' "$pid/stat" 2>/dev/null)" = Z ] && continue
-        echo "${pid#/proc/}"
-    done | sort
+    ps -eo pid=,stat=,comm= | awk '$2 !~ /^Z/ && ($3 == "slurmstepd" || $3 == "slurmscriptd") { print $1 }' | sort
 }
 
 # After down: no pid up recorded alive, no process naming the folder, no new slurmstepd or
@@ -229,7 +220,16 @@ while read -r pid; do
     kill -0 "$pid" 2>/dev/null || fail "the second cluster's down stopped pid $pid of the first"
 done <"$A/pids"
 
-# 7. Down: nothing of ours left; down again does nothing.
+# 7. Down with a job running on every node: the job goes too (its steps' command lines name $A/,
+# so processes_in sees them); nothing of ours is left; down again does nothing.
+long=$(on "$A" sbatch --parsable -N4 -o /dev/null --wrap "srun bash -c 'sleep 300 && : $A/long-job'") ||
+    fail "sbatch of a long job failed: $long"
+for _ in $(seq 50); do
+    [ "$(processes_in "$A" | grep -c '/bash -c sleep 300 ')" = 4 ] && break
+    sleep 0.2
+done
+[ "$(processes_in "$A" | grep -c '/bash -c sleep 300 ')" = 4 ] ||
+    fail "the long job is not running on 4 nodes after 10 s: $(on "$A" squeue) $(processes_in "$A")"
 pids_a=$(cat "$A/pids")
 down "$A"
 check_nothing_left "$A" "$pids_a" "$helpers_before"
