@@ -187,13 +187,21 @@ log_tails() {
     done
 }
 
-# Fails unless every pid in DIR/pids still runs (`ours`: an exited child not yet waited for
-# passes kill -0).
+# Whether process $1 runs: an exited child of ours not yet waited for (a zombie) passes kill -0.
+running() {
+    local stat
+    { read -r stat <"/proc/$1/stat"; } 2>/dev/null || return 1
+    stat=${stat##*) }
+    [ "${stat%% *}" != Z ]
+}
+
+# Fails unless every pid in DIR/pids still runs. (Not `ours`: for an instant after the fork, a
+# daemon's command line is still this script's.)
 check_alive() {
     local dir=$1 pid line=0 name
     while read -r pid; do
         line=$((line + 1))
-        ours "$dir" "$pid" && continue
+        running "$pid" && continue
         case $line in 1) name=munged ;; 2) name=slurmctld ;; *) name="slurmd n$((line - 2))" ;; esac
         say "$name (pid $pid) has exited"
         return 1
