@@ -57,17 +57,35 @@ on() {
     SLURM_CONF=$d/slurm.conf timeout 60 "$@"
 }
 
+# Reads /proc/$1 with builtins only (no ps: a minimal Debian has no procps; and fast): sets
+# STATE (R, S, Z...), COMM and ARGS (the command line, NULs as spaces); fails if it is gone.
+read_proc() {
+    local stat args=()
+    { read -r stat <"/proc/$1/stat" && read -r COMM <"/proc/$1/comm" &&
+        mapfile -d '' -t args <"/proc/$1/cmdline"; } 2>/dev/null || return 1
+    stat=${stat##*) }
+    STATE=${stat%% *}
+    ARGS="${args[*]}"
+}
+
 # The live, non-zombie processes whose command line names $1/ (what up started there), as
 # "pid args" lines.
 processes_in() {
-    # The folder reaches awk in its environment: in its arguments awk would find itself.
-    ps -ww -eo pid=,stat=,args= | D="$1/" awk '$2 !~ /^Z/ && index($0, ENVIRON["D"]) { $2 = ""; print }'
+    local p
+    for p in /proc/[0-9]*; do
+        read_proc "${p#/proc/}" || continue
+        if [[ $STATE != Z && $ARGS == *"$1/"* ]]; then echo "${p#/proc/} $ARGS"; fi
+    done
 }
 
 # slurmstepd (a job step's) and slurmscriptd (slurmctld's) processes, which carry no folder in
 # their command line: their pids, sorted as text (for comm).
 helpers() {
-    ps -eo pid=,stat=,comm= | awk '$2 !~ /^Z/ && ($3 == "slurmstepd" || $3 == "slurmscriptd") { print $1 }' | sort
+    local p
+    for p in /proc/[0-9]*; do
+        read_proc "${p#/proc/}" || continue
+        if [[ $STATE != Z && ($COMM == slurmstepd || $COMM == slurmscriptd) ]]; then echo "${p#/proc/}"; fi
+    done | sort
 }
 
 # After down: no pid up recorded alive, no process naming the folder, no new slurmstepd or
@@ -76,8 +94,7 @@ check_nothing_left() {
     local d=$1 pids=$2 helpers_before=$3 pid left
     [ ! -e "$d/pids" ] || fail "down left $d/pids"
     for pid in $pids; do
-        if [ -r "/proc/$pid/stat" ] && [ "$(awk '{print $3}' "/proc/$pid/stat")" != Z ] &&
-            { tr '\0' ' ' <"/proc/$pid/cmdline"; } 2>/dev/null | grep -qF -- "$d/"; then
+        if read_proc "$pid" && [ "$STATE" != Z ] && [[ $ARGS == *"$d/"* ]]; then
             fail "pid $pid of $d is still running after down"
         fi
     done
@@ -164,7 +181,7 @@ t0=$(ms)
 got=$(on "$A" srun -N4 --ntasks-per-node=1 bash -c 'echo $SLURMD_NODENAME $SLURM_PROCID $SLURM_NTASKS $SLURM_JOB_ID' | sort) ||
     fail "srun -N4 failed"
 step "srun -N4 took $(($(ms) - t0)) ms"
-job=$(awk 'NR == 1 { print $4 }' <<<"$got")
+read -r _ _ _ job <<<"$got"
 [[ $job =~ ^[0-9]+$ ]] || fail "srun printed no job id: $got"
 [ "$got" = "n1 0 4 $job"$'\n'"n2 1 4 $job"$'\n'"n3 2 4 $job"$'\n'"n4 3 4 $job" ] || fail "srun ranks: $got"
 
@@ -225,10 +242,10 @@ done <"$A/pids"
 long=$(on "$A" sbatch --parsable -N4 -o /dev/null --wrap "srun bash -c 'sleep 300 && : $A/long-job'") ||
     fail "sbatch of a long job failed: $long"
 for _ in $(seq 50); do
-    [ "$(processes_in "$A" | grep -c '/bash -c sleep 300 ')" = 4 ] && break
+    [ "$(processes_in "$A" | grep -c ' /usr/bin/bash -c sleep 300 ')" = 4 ] && break
     sleep 0.2
 done
-[ "$(processes_in "$A" | grep -c '/bash -c sleep 300 ')" = 4 ] ||
+[ "$(processes_in "$A" | grep -c ' /usr/bin/bash -c sleep 300 ')" = 4 ] ||
     fail "the long job is not running on 4 nodes after 10 s: $(on "$A" squeue) $(processes_in "$A")"
 pids_a=$(cat "$A/pids")
 down "$A"
