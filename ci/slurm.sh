@@ -334,11 +334,12 @@ wait_gone() {
     done
 }
 
-# A pid from DIR/pids is ours while its command line still names DIR (pids get reused).
+# A pid from DIR/pids is ours while its command line still names DIR/ (pids get reused; a
+# zombie's is empty).
 ours() {
-    local dir=$1 pid=$2
-    [ -r "/proc/$pid/cmdline" ] || return 1
-    tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "$dir/"
+    local dir=$1 pid=$2 args=()
+    { mapfile -d '' -t args <"/proc/$pid/cmdline"; } 2>/dev/null || return 1
+    [[ "${args[*]}" == *"$dir/"* ]]
 }
 
 stop() {
