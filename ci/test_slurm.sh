@@ -237,15 +237,15 @@ while read -r pid; do
     kill -0 "$pid" 2>/dev/null || fail "the second cluster's down stopped pid $pid of the first"
 done <"$A/pids"
 
-# 7. Down with a job running on every node: the job goes too (its steps' command lines name $A/,
+# 7. Down with a job running on every node: the job goes too (its tasks' command lines name $A/,
 # so processes_in sees them); nothing of ours is left; down again does nothing.
 long=$(on "$A" sbatch --parsable -N4 -o /dev/null --wrap "srun bash -c 'sleep 300 && : $A/long-job'") ||
     fail "sbatch of a long job failed: $long"
 for _ in $(seq 50); do
-    [ "$(processes_in "$A" | grep -c ' /usr/bin/bash -c sleep 300 ')" = 4 ] && break
+    [ "$(processes_in "$A" | grep -c '/bash -c sleep 300 ')" = 4 ] && break
     sleep 0.2
 done
-[ "$(processes_in "$A" | grep -c ' /usr/bin/bash -c sleep 300 ')" = 4 ] ||
+[ "$(processes_in "$A" | grep -c '/bash -c sleep 300 ')" = 4 ] ||
     fail "the long job is not running on 4 nodes after 10 s: $(on "$A" squeue) $(processes_in "$A")"
 pids_a=$(cat "$A/pids")
 down "$A"
