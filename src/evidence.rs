@@ -1872,6 +1872,54 @@ mod tests {
     }
 
     #[test]
+    fn unreadable_evidence_says_where_and_a_null_figure_says_what_it_is() {
+        let ev = crate::testutil::simulated("h200-vm-1", &[]);
+        let mut v = serde_json::to_value(&ev).unwrap();
+        // A duration (f64) and a GPU's memory (u64) written as null by a broken writer.
+        v["checks"][0]["duration_s"] = serde_json::Value::Null;
+        let e = parse(&v.to_string()).unwrap_err();
+        assert!(
+            e.contains("checks[0].duration_s is null where a number belongs"),
+            "{e}"
+        );
+        let mut v = serde_json::to_value(&ev).unwrap();
+        v["node"]["gpus"][0]["memory_bytes"] = serde_json::Value::Null;
+        let e = parse(&v.to_string()).unwrap_err();
+        assert!(
+            e.contains("node.gpus[0].memory_bytes is null where a number belongs"),
+            "{e}"
+        );
+        // Not an object at all: the message names no field.
+        let e = parse("7").unwrap_err();
+        assert!(
+            e.starts_with(
+                "1:1: invalid evidence: invalid type: integer `7`, expected struct Evidence"
+            ),
+            "{e}"
+        );
+        assert!(!e.contains("(at "), "{e}");
+        // A field of the wrong type is named.
+        let mut v = serde_json::to_value(&ev).unwrap();
+        v["node"]["hostname"] = serde_json::json!(7);
+        let e = parse(&v.to_string()).unwrap_err();
+        assert!(e.contains("(at node.hostname)"), "{e}");
+    }
+
+    #[test]
+    fn a_fact_is_found_by_its_name_and_subject_and_evidence_by_folder_or_file() {
+        let ev = crate::testutil::simulated("h100-sxm-8", &[]);
+        let c = ev.check("collective.all_reduce").unwrap();
+        let f = c.fact("ranks", &Subject::node()).unwrap();
+        assert_eq!(f.value, FactValue::Count(8));
+        assert!(c.fact("ranks", &Subject::gpu(0)).is_none());
+        assert!(c.fact("no-such", &Subject::node()).is_none());
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(Evidence::path_in(d.path()), d.path().join(EVIDENCE_FILE));
+        let file = d.path().join("x.json");
+        assert_eq!(Evidence::path_in(&file), file);
+    }
+
+    #[test]
     fn median_of_even_and_odd() {
         assert_eq!(median(&[3.0, 1.0, 2.0]), 2.0);
         assert_eq!(median(&[4.0, 1.0, 2.0, 3.0]), 2.5);
