@@ -827,6 +827,19 @@ mod data_tests {
             .collect()
     }
 
+    /// How each figure counts, as nccl-tests counts it: algbw over the message once, busbw
+    /// with the bus factor, in both passes; other figures have no counting convention.
+    #[test]
+    fn each_bandwidth_figure_counts_as_nccl_tests_does() {
+        use crate::evidence::{Bytes, Convention, Directions, Tool};
+        let c = |b| Some(Convention::new(Directions::OneWay, b, Tool::NcclTests));
+        assert_eq!(convention("algbw"), c(Bytes::Once));
+        assert_eq!(convention("algbw_no_nvls"), c(Bytes::Once));
+        assert_eq!(convention("busbw"), c(Bytes::BusFactor));
+        assert_eq!(convention("busbw_no_nvls"), c(Bytes::BusFactor));
+        assert_eq!(convention("time"), None);
+    }
+
     /// The rank count NCCL reports is what is judged, not the node's GPU count: an all_reduce
     /// that ran over one rank on an 8-GPU node moved nothing between GPUs.
     #[test]

@@ -377,6 +377,73 @@ mod tests {
         }
     }
 
+    /// Each bound holds at its value exactly and breaks just past it, for floors, ceilings and
+    /// both warning levels; the finding carries the limit it was held to.
+    #[test]
+    fn a_figure_at_its_limit_holds_and_one_just_past_it_does_not() {
+        let status = |v: f64, l: &Limit| judge(&Subject::gpu(0), "x", v, "u", l).unwrap().status;
+        let floors = lim(Some(48.0), Some(52.0));
+        assert_eq!(status(48.0, &floors), Status::Warn);
+        assert_eq!(status(47.99, &floors), Status::Fail);
+        assert_eq!(status(52.0, &floors), Status::Pass);
+        assert_eq!(status(51.99, &floors), Status::Warn);
+        let ceilings = Limit {
+            fail_above: Some(10.0),
+            warn_above: Some(6.0),
+            ..Default::default()
+        };
+        assert_eq!(status(10.0, &ceilings), Status::Warn);
+        assert_eq!(status(10.01, &ceilings), Status::Fail);
+        assert_eq!(status(6.0, &ceilings), Status::Pass);
+        assert_eq!(status(6.01, &ceilings), Status::Warn);
+        assert_eq!(status(2.0, &ceilings), Status::Pass);
+        let f = judge(&Subject::gpu(0), "x", 7.0, "us", &ceilings).unwrap();
+        assert_eq!(f.limit, Some(ceilings));
+        assert!(
+            f.reason.contains("above the warning level of 6"),
+            "{}",
+            f.reason
+        );
+    }
+
+    /// The outlier rule: exactly `pct` from the median is within it; two figures are enough to
+    /// compare; one is not.
+    #[test]
+    fn the_outlier_rule_at_its_edges() {
+        let items = |v: &[f64]| -> Vec<(Subject, f64)> {
+            v.iter()
+                .enumerate()
+                .map(|(i, x)| (Subject::gpu(i), *x))
+                .collect()
+        };
+        // Median 100: 90 and 110 are exactly 10% away.
+        assert!(outliers(&items(&[90.0, 100.0, 110.0]), 10.0, true, "x", "u").is_empty());
+        assert!(outliers(&items(&[90.0, 100.0, 110.0]), 10.0, false, "x", "u").is_empty());
+        assert_eq!(
+            outliers(&items(&[89.0, 100.0, 111.0]), 10.0, true, "x", "u").len(),
+            1
+        );
+        assert_eq!(
+            outliers(&items(&[89.0, 100.0, 111.0]), 10.0, false, "x", "u").len(),
+            1
+        );
+        // Two figures: median 80, 60 is 25% below.
+        let two = outliers(&items(&[100.0, 60.0]), 10.0, true, "x", "u");
+        assert_eq!(two.len(), 1);
+        assert_eq!(two[0].subject, Subject::gpu(1));
+        assert!(outliers(&items(&[60.0]), 10.0, true, "x", "u").is_empty());
+    }
+
+    #[test]
+    fn figures_are_rounded_for_people_and_zero_is_zero() {
+        assert_eq!(fmt_num(0.0), "0");
+        assert_eq!(fmt_num(0.05), "5.000e-2");
+        assert_eq!(fmt_num(396.4), "396");
+        assert_eq!(fmt_num(52.04), "52.0");
+        assert_eq!(fmt_num(2.456), "2.46");
+        assert_eq!(fmt_num(f64::NAN), "n/a");
+    }
+
     #[test]
     fn judges_levels() {
         let l = lim(Some(48.0), Some(52.0));
