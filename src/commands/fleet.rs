@@ -58,11 +58,12 @@ pub fn report(
     }
     // Refuse to read the output folder as a node.
     let out_abs = std::path::absolute(out).unwrap_or_else(|_| out.to_path_buf());
-    // One node at a time: only its summary is kept.
+    // One node at a time: only its summary is kept, its figures' names shared with the fleet.
+    let mut keys = gather::Keys::default();
     let summaries = folders
         .iter()
         .filter(|f| std::path::absolute(&f.path).unwrap_or_else(|_| f.path.clone()) != out_abs)
-        .map(|f| gather::read_node(f, trust))
+        .map(|f| gather::read_node(f, trust, &mut keys))
         .collect();
     let r = fleet::judge::judge(summaries, &expected, pct);
     let pages = fleet::render::render(&r).map_err(Error::Render)?;

@@ -180,14 +180,15 @@ mod tests {
     #[test]
     fn the_baseline_of_a_simulated_fleet_is_a_valid_suite_that_tightens_floors_only() {
         // Six simulated nodes, judged as a fleet.
+        let mut keys = super::super::gather::Keys::default();
         let nodes: Vec<super::super::gather::NodeSummary> = (1..=6)
             .map(|i| {
                 let ev = crate::testutil::simulated_named("h100-sxm-8", &format!("n{i}"), i, &[]);
-                let r = super::super::gather::summarize(
+                super::super::gather::summarize(
                     super::super::gather::blank(&format!("n{i}")),
                     &ev,
-                );
-                r
+                    &mut keys,
+                )
             })
             .collect();
         let r = super::super::judge::judge(nodes, &[], 10.0);

@@ -6,17 +6,44 @@
 //! format- and simulation-checked by [`Evidence::read`]), its signature verified when it is
 //! signed, and only what the fleet compares is kept.
 
-use super::{Figure, NodeResult, NodeVerdict, SignatureState};
+use super::{Figure, FigureKey, NodeResult, NodeVerdict, SignatureState};
 use crate::diff::{direction, Better};
 use crate::evidence::{Evidence, Status, EVIDENCE_FILE};
 use crate::sign::{Trust, MANIFEST_FILE};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The most node folders one `fleet report` reads (a typo'd path to `/` stops here).
 pub const MAX_NODES: usize = 100_000;
 /// The node list file's limit (a list of 100,000 names fits easily).
 const MAX_EXPECTED_BYTES: u64 = 4 << 20;
+
+/// The fleet's table of figures: each distinct figure (check, metric, subject, unit, limit)
+/// once, shared by the nodes that measured it, so that a node's summary is its values alone and
+/// a fleet of thousands takes little more memory than a few nodes.
+#[derive(Debug, Default)]
+pub struct Keys(std::collections::HashMap<String, Arc<FigureKey>>);
+
+impl Keys {
+    /// The shared key of a figure.
+    pub fn intern(&mut self, k: FigureKey) -> Arc<FigureKey> {
+        let name = format!(
+            "{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}\u{0}{:?}",
+            k.check,
+            k.metric,
+            serde_json::to_string(&k.subject).unwrap_or_default(),
+            k.unit,
+            k.higher_is_better,
+            k.limit.map(f64::to_bits)
+        );
+        let next = self.0.len() as u32;
+        self.0
+            .entry(name)
+            .or_insert_with(|| Arc::new(FigureKey { id: next, ..k }))
+            .clone()
+    }
+}
 
 /// One node, as read: its result before the fleet's rules, and what those rules compare.
 #[derive(Debug, Clone)]
@@ -149,7 +176,7 @@ pub fn blank(name: &str) -> NodeResult {
 }
 
 /// Read one node folder.
-pub fn read_node(folder: &NodeFolder, trust: &Trust) -> NodeSummary {
+pub fn read_node(folder: &NodeFolder, trust: &Trust, keys: &mut Keys) -> NodeSummary {
     let mut result = blank(&folder.name);
     result.folder = folder.path.display().to_string();
     let refuse = |mut r: NodeResult, why: String| {
@@ -238,11 +265,11 @@ pub fn read_node(folder: &NodeFolder, trust: &Trust) -> NodeSummary {
         Ok(ev) => ev,
         Err(e) => return refuse(result, format!("its evidence cannot be read: {e}")),
     };
-    summarize(result, &ev)
+    summarize(result, &ev, keys)
 }
 
 /// What the fleet keeps of a node's evidence.
-pub fn summarize(mut result: NodeResult, ev: &Evidence) -> NodeSummary {
+pub fn summarize(mut result: NodeResult, ev: &Evidence, keys: &mut Keys) -> NodeSummary {
     let own = ev.assess();
     result.own_verdict = Some(own);
     result.verdict = NodeVerdict::of(own);
@@ -262,7 +289,10 @@ pub fn summarize(mut result: NodeResult, ev: &Evidence) -> NodeSummary {
     for id in &ev.never_ran {
         result.why.push(format!("{id}: never ran"));
     }
-    let mut figures: BTreeMap<(String, String, String), Figure> = BTreeMap::new();
+    // One figure per (check, metric, subject): the worst status any finding gave it, and the
+    // limit the finding that held it to one named.
+    let mut found: Vec<(FigureKey, f64, Status)> = Vec::new();
+    let mut index: std::collections::HashMap<(String, String, String), usize> = Default::default();
     for c in &ev.checks {
         for f in c.findings.iter().filter(|f| f.is_judgement()) {
             let Some(name) = &f.metric else { continue };
@@ -283,27 +313,44 @@ pub fn summarize(mut result: NodeResult, ev: &Evidence) -> NodeSummary {
             let limit = f
                 .limit
                 .and_then(|l| if higher { l.fail_below } else { l.fail_above });
-            let key = (
+            let at = (
                 c.id.clone(),
                 m.name.clone(),
                 serde_json::to_string(&m.subject).unwrap_or_default(),
             );
-            let fig = figures.entry(key).or_insert_with(|| Figure {
-                check: c.id.clone(),
-                metric: m.name.clone(),
-                subject: m.subject.clone(),
-                unit: m.unit.clone(),
-                value: m.median,
-                higher_is_better: higher,
-                limit,
-                status: f.status,
-            });
-            fig.status = fig.status.max(f.status);
-            if fig.limit.is_none() {
-                fig.limit = limit;
+            match index.get(&at) {
+                Some(&i) => {
+                    let (k, _, st) = &mut found[i];
+                    *st = (*st).max(f.status);
+                    k.limit = k.limit.or(limit);
+                }
+                None => {
+                    index.insert(at, found.len());
+                    found.push((
+                        FigureKey {
+                            id: 0,
+                            check: c.id.clone(),
+                            metric: m.name.clone(),
+                            subject: m.subject.clone(),
+                            unit: m.unit.clone(),
+                            higher_is_better: higher,
+                            limit,
+                        },
+                        m.median,
+                        f.status,
+                    ));
+                }
             }
         }
     }
+    let figures: Vec<Figure> = found
+        .into_iter()
+        .map(|(k, value, status)| Figure {
+            key: keys.intern(k),
+            value,
+            status,
+        })
+        .collect();
     let mut gpu_ids = Vec::new();
     for g in &ev.node.gpus {
         if !g.uuid.is_empty() {
@@ -315,7 +362,7 @@ pub fn summarize(mut result: NodeResult, ev: &Evidence) -> NodeSummary {
     }
     NodeSummary {
         result,
-        figures: figures.into_values().collect(),
+        figures,
         gpu_ids,
         read: true,
     }

@@ -177,21 +177,20 @@ fn order_columns(mut c: Vec<String>) -> Vec<String> {
 /// the median of at least [`MIN_NODES_FOR_OUTLIERS`] nodes is an outlier. Figures that already
 /// failed their floor are failures, not outliers; refused nodes take no part.
 pub fn outliers(nodes: &[NodeSummary], pct: f64) -> Vec<Outlier> {
-    type Key = (String, String, String, String, String);
+    // Like nodes (same suite, same GPU model), the same figure: by the figure's id.
+    type Key<'a> = (&'a str, &'a str, u32);
     let mut groups: BTreeMap<Key, Vec<(usize, usize)>> = BTreeMap::new();
     for (i, n) in nodes.iter().enumerate() {
         if !n.read || n.result.verdict == NodeVerdict::Refused {
             continue;
         }
+        let suite = n.result.suite.as_deref().unwrap_or_default();
+        let model = n.result.gpu_model.as_deref().unwrap_or_default();
         for (j, f) in n.figures.iter().enumerate() {
-            let key = (
-                n.result.suite.clone().unwrap_or_default(),
-                n.result.gpu_model.clone().unwrap_or_default(),
-                f.check.clone(),
-                f.metric.clone(),
-                serde_json::to_string(&f.subject).unwrap_or_default(),
-            );
-            groups.entry(key).or_default().push((i, j));
+            groups
+                .entry((suite, model, f.key.id))
+                .or_default()
+                .push((i, j));
         }
     }
     let mut out = Vec::new();
@@ -212,7 +211,7 @@ pub fn outliers(nodes: &[NodeSummary], pct: f64) -> Vec<Outlier> {
             if !matches!(f.status, Status::Pass | Status::Warn) {
                 continue;
             }
-            let worse_pct = if f.higher_is_better {
+            let worse_pct = if f.key.higher_is_better {
                 (median - f.value) / median * 100.0
             } else {
                 (f.value - median) / median * 100.0
@@ -220,11 +219,11 @@ pub fn outliers(nodes: &[NodeSummary], pct: f64) -> Vec<Outlier> {
             if worse_pct > pct {
                 out.push(Outlier {
                     node: nodes[i].result.name.clone(),
-                    check: f.check.clone(),
-                    metric: f.metric.clone(),
-                    subject: f.subject.clone(),
-                    subject_text: f.subject.describe(),
-                    unit: f.unit.clone(),
+                    check: f.key.check.clone(),
+                    metric: f.key.metric.clone(),
+                    subject: f.key.subject.clone(),
+                    subject_text: f.key.subject.describe(),
+                    unit: f.key.unit.clone(),
                     value: f.value,
                     fleet_median: median,
                     worse_pct,
@@ -266,7 +265,8 @@ fn distributions(nodes: &[NodeSummary]) -> Vec<Distribution> {
         if !n.read || n.result.verdict == NodeVerdict::Refused {
             continue;
         }
-        for f in &n.figures {
+        for fig in &n.figures {
+            let f = &fig.key;
             let class = class_of(&f.subject);
             let mut metric = f.metric.clone();
             if class != Subject::default() {
@@ -293,11 +293,11 @@ fn distributions(nodes: &[NodeSummary]) -> Vec<Distribution> {
             if let Some(l) = f.limit {
                 a.d.limit = Some(l);
             }
-            let v = a.per_node.entry(n.result.name.clone()).or_insert(f.value);
+            let v = a.per_node.entry(n.result.name.clone()).or_insert(fig.value);
             *v = if f.higher_is_better {
-                v.min(f.value)
+                v.min(fig.value)
             } else {
-                v.max(f.value)
+                v.max(fig.value)
             };
         }
     }
@@ -338,7 +338,27 @@ fn action(n: &NodeResult) -> Option<Action> {
 mod tests {
     use super::*;
     use crate::fleet::gather::NodeSummary;
-    use crate::fleet::{Figure, SignatureState};
+    use crate::fleet::{Figure, FigureKey, SignatureState};
+    use std::sync::Arc;
+
+    thread_local! {
+        static KEYS: std::cell::RefCell<crate::fleet::gather::Keys> = Default::default();
+    }
+
+    /// The shared key of a p2p_bandwidth figure, as `fleet report` interns it.
+    fn key(metric: &str, subject: Subject, higher: bool, limit: Option<f64>) -> Arc<FigureKey> {
+        KEYS.with(|k| {
+            k.borrow_mut().intern(FigureKey {
+                id: 0,
+                check: "p2p_bandwidth".into(),
+                metric: metric.into(),
+                subject,
+                unit: if higher { "GB/s" } else { "us" }.into(),
+                higher_is_better: higher,
+                limit,
+            })
+        })
+    }
 
     /// A node that read and passed, with `figures` as (check, metric, subject GPU, value,
     /// higher is better, limit, status).
@@ -364,13 +384,13 @@ mod tests {
             figures: figures
                 .iter()
                 .map(|(metric, value, higher, status)| Figure {
-                    check: "p2p_bandwidth".into(),
-                    metric: metric.to_string(),
-                    subject: Subject::pair(0, 1),
-                    unit: if *higher { "GB/s" } else { "us" }.into(),
+                    key: key(
+                        metric,
+                        Subject::pair(0, 1),
+                        *higher,
+                        Some(if *higher { 335.0 } else { 10.0 }),
+                    ),
                     value: *value,
-                    higher_is_better: *higher,
-                    limit: Some(if *higher { 335.0 } else { 10.0 }),
                     status: *status,
                 })
                 .collect(),
@@ -543,7 +563,7 @@ mod tests {
                 ("p2p_read", 380.0, true, Status::Pass),
             ],
         );
-        a.figures[1].subject = Subject::pair(1, 0);
+        a.figures[1].key = key("p2p_read", Subject::pair(1, 0), true, Some(335.0));
         let b = bw("b", 385.0);
         let r = judge(vec![a.clone(), b.clone()], &[], 10.0);
         let d = &r.distributions[0];
@@ -554,7 +574,7 @@ mod tests {
         assert_eq!(d.limit, Some(335.0));
         assert_eq!(d.median, 382.5);
         let mut c = bw("c", 385.0);
-        c.figures[0].limit = Some(300.0);
+        c.figures[0].key = key("p2p_read", Subject::pair(0, 1), true, Some(300.0));
         let r = judge(vec![a, b, c], &[], 10.0);
         assert_eq!(r.distributions[0].limit, None);
     }

@@ -151,22 +151,30 @@ pub enum SignatureState {
     Failed { problems: Vec<String> },
 }
 
-/// One figure of a node that its own suite judged against a limit: what the fleet compares.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Figure {
+/// What a figure is, shared by every node that measured it: interned once per fleet
+/// ([`gather::Keys`]), so that each node keeps only its values.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FigureKey {
+    /// Its number in the fleet's table of figures (equal keys, equal ids).
+    pub id: u32,
     /// The check's id ("p2p_bandwidth").
     pub check: String,
     /// The metric ("p2p_read").
     pub metric: String,
     pub subject: Subject,
     pub unit: String,
-    /// The node's median.
-    pub value: f64,
     /// Higher is better (a bandwidth), or lower (a latency).
     pub higher_is_better: bool,
     /// The suite's floor (or ceiling, for a latency) of this figure, when it has one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<f64>,
+}
+
+/// One figure of a node that its own suite judged against a limit: what the fleet compares.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Figure {
+    pub key: std::sync::Arc<FigureKey>,
+    /// The node's median.
+    pub value: f64,
     /// How the node's own suite judged it.
     pub status: Status,
 }
