@@ -1588,3 +1588,27 @@ fn signatures_nodecert_cannot_check_are_named_and_never_verify() {
         }
     }
 }
+
+#[test]
+fn unlisted_files_are_noted_only_when_there_are_some_and_a_manifest_to_miss_them() {
+    let keys = tempfile::tempdir().unwrap();
+    let key = new_key(keys.path(), "vendor");
+    let dir = report_dir(false);
+    sign_dir(dir.path(), &key).unwrap();
+    let trust = Trust::PublicKey(pub_of(&key));
+    let r = verify_dir(dir.path(), &trust).unwrap();
+    assert!(r.ok() && r.notes.is_empty(), "{r}");
+    fs::write(dir.path().join("extra.txt"), "x").unwrap();
+    let r = verify_dir(dir.path(), &trust).unwrap();
+    assert!(r.ok(), "{r}");
+    assert_eq!(
+        r.notes,
+        ["not covered by the manifest (unsigned): extra.txt"]
+    );
+    // No manifest: nothing is "not covered", the folder is simply not signed.
+    let plain = tempfile::tempdir().unwrap();
+    fs::write(plain.path().join("x.txt"), "x").unwrap();
+    let r = verify_dir(plain.path(), &Trust::Untrusted).unwrap();
+    assert!(r.notes.is_empty(), "{r}");
+    assert!(!r.ok());
+}
