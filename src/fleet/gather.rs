@@ -189,6 +189,13 @@ pub fn read_node(folder: &NodeFolder, trust: &Trust, keys: &mut Keys) -> NodeSum
             read: false,
         }
     };
+    // The name reaches scontrol and kubectl as an argument, and every page: a host name only.
+    if crate::commands::check_node_name(&folder.name).is_err() {
+        return refuse(
+            result,
+            "its folder's name is not a node name (letters, digits, '.', '-', '_')".into(),
+        );
+    }
     match std::fs::symlink_metadata(&folder.path) {
         Ok(m) if m.file_type().is_symlink() => {
             return refuse(
@@ -389,5 +396,53 @@ fn io_text(e: &dyn std::fmt::Display) -> String {
     match c.next() {
         Some(f) => f.to_lowercase().chain(c).collect(),
         None => s,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_folder_whose_name_is_not_a_host_name_is_refused_before_it_is_read() {
+        let d = tempfile::tempdir().unwrap();
+        for name in ["n1 State=RESUME", "n\u{1b}[31m", "-n"] {
+            let p = d.path().join(name);
+            std::fs::create_dir(&p).unwrap();
+            std::fs::write(p.join(EVIDENCE_FILE), "{}").unwrap();
+        }
+        let (folders, _) = find(&[d.path().to_path_buf()]).unwrap();
+        assert_eq!(folders.len(), 3);
+        let mut keys = Keys::default();
+        for f in &folders {
+            let n = read_node(f, &Trust::Untrusted, &mut keys);
+            assert_eq!(n.result.verdict, NodeVerdict::Refused, "{:?}", f.name);
+            assert!(
+                n.result.why[0].contains("not a node name"),
+                "{:?}",
+                n.result.why
+            );
+        }
+    }
+
+    #[test]
+    fn a_fleet_report_in_the_shared_folder_is_not_a_node_and_the_node_list_is_read() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir(d.path().join("n1")).unwrap();
+        std::fs::create_dir(d.path().join("fleet")).unwrap();
+        std::fs::write(d.path().join("fleet").join(super::super::FLEET_FILE), "{}").unwrap();
+        std::fs::write(
+            d.path().join(super::super::EXPECTED_FILE),
+            "# nodes\nn2\n\nn1\n",
+        )
+        .unwrap();
+        std::fs::write(d.path().join("slurm-1.out"), "log").unwrap();
+        let (folders, expected) = find(&[d.path().to_path_buf()]).unwrap();
+        let names: Vec<&str> = folders.iter().map(|f| f.name.as_str()).collect();
+        assert_eq!(names, ["n1"]);
+        assert_eq!(expected, ["n1", "n2"]);
+        std::fs::write(d.path().join(super::super::EXPECTED_FILE), "n1\nbad name\n").unwrap();
+        let e = find(&[d.path().to_path_buf()]).unwrap_err();
+        assert!(e.contains(":2: \"bad name\" is not a node name"), "{e}");
     }
 }
