@@ -180,3 +180,74 @@ pub(crate) fn note_if_shadowed(what: &str, spec: &str, embedded: bool) {
 pub(crate) fn is_embedded_node(spec: &str) -> bool {
     sim::EMBEDDED.iter().any(|(n, _)| *n == spec)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn job(vars: &[(&str, &str)]) -> Option<crate::evidence::JobRecord> {
+        let m: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        job_from(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn the_job_and_rank_come_from_the_scheduler_that_started_the_task() {
+        let s = job(&[
+            ("SLURM_JOB_ID", "4242"),
+            ("SLURM_PROCID", "3"),
+            ("SLURM_NTASKS", "64"),
+            ("SLURMD_NODENAME", "gpu017"),
+            ("JOB_COMPLETION_INDEX", "9"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (
+                s.scheduler.as_str(),
+                s.id.as_str(),
+                s.rank,
+                s.tasks,
+                s.node.as_deref()
+            ),
+            ("slurm", "4242", Some(3), Some(64), Some("gpu017"))
+        );
+        let k = job(&[
+            ("JOB_COMPLETION_INDEX", "9"),
+            ("NODECERT_JOB", "nodecert"),
+            ("NODECERT_JOB_COMPLETIONS", "16"),
+            ("NODE_NAME", "node-9"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (
+                k.scheduler.as_str(),
+                k.id.as_str(),
+                k.rank,
+                k.tasks,
+                k.node.as_deref()
+            ),
+            ("kubernetes", "nodecert", Some(9), Some(16), Some("node-9"))
+        );
+        assert_eq!(job(&[]), None);
+        assert_eq!(job(&[("JOB_COMPLETION_INDEX", "x")]), None);
+        // A rank that is not a number is left out; a value too long to be a job's is ignored.
+        let odd = job(&[("SLURM_JOB_ID", "1"), ("SLURM_PROCID", "-1")]).unwrap();
+        assert_eq!(odd.rank, None);
+        let long = "x".repeat(300);
+        assert_eq!(job(&[("SLURM_JOB_ID", &long)]), None);
+    }
+
+    #[test]
+    fn a_node_name_is_a_host_name() {
+        for ok in ["n1", "gpu-017", "rack1.node_2"] {
+            assert!(check_node_name(ok).is_ok(), "{ok}");
+        }
+        for bad in ["", "-n", ".n", "a b", "n/1", "n\u{1b}", &"n".repeat(65)] {
+            assert!(check_node_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_node_name(&"n".repeat(64)).is_ok());
+    }
+}
