@@ -58,13 +58,27 @@ pub fn report(
     }
     // Refuse to read the output folder as a node.
     let out_abs = std::path::absolute(out).unwrap_or_else(|_| out.to_path_buf());
-    // One node at a time: only its summary is kept, its figures' names shared with the fleet.
-    let mut keys = gather::Keys::default();
-    let summaries = folders
+    let folders: Vec<&gather::NodeFolder> = folders
         .iter()
         .filter(|f| std::path::absolute(&f.path).unwrap_or_else(|_| f.path.clone()) != out_abs)
-        .map(|f| gather::read_node(f, trust, &mut keys))
         .collect();
+    // One node at a time: only its summary is kept, its figures' names shared with the fleet.
+    // A reader thread parses (each node's evidence is megabytes of short-lived allocations, in
+    // that thread's own heap arena); this thread keeps a copy of each summary in its own heap,
+    // so the summaries are not scattered among the pages of freed evidence and the memory held
+    // grows only by what they are (see ci/bench_fleet.py).
+    let summaries: Vec<gather::NodeSummary> = std::thread::scope(|scope| {
+        let (tx, rx) = std::sync::mpsc::sync_channel(2);
+        scope.spawn(move || {
+            let mut keys = gather::Keys::default();
+            for f in folders {
+                if tx.send(gather::read_node(f, trust, &mut keys)).is_err() {
+                    break;
+                }
+            }
+        });
+        rx.into_iter().map(|s| s.clone()).collect()
+    });
     let r = fleet::judge::judge(summaries, &expected, pct);
     let pages = fleet::render::render(&r).map_err(Error::Render)?;
     let json = serde_json::to_string_pretty(&r).map_err(|e| input(e.to_string()))? + "\n";
