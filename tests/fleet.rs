@@ -243,6 +243,27 @@ fn a_simulated_fleet_fails_the_broken_node_flags_the_slow_one_and_refuses_what_c
         pairs(&[("n01", "pass"), ("n02", "not_tested"), ("n06", "pass")])
     );
 
+    // A node list of a job (as the Slurm script writes it): evidence that no task of that job
+    // wrote is not this job's result.
+    env.write("jobdir/expected-nodes.txt", "# job: 99\nn01\nn02\n");
+    util::copy_dir(&env.path("sim/n01"), &env.path("jobdir/n01"));
+    let out = env
+        .cmd()
+        .args(["fleet", "report", "jobdir", "--out", "fifth"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(5));
+    let fleet = read_json(&env.path("fifth/fleet.json"));
+    assert_eq!(fleet["job"], "99");
+    assert_eq!(
+        verdicts(&fleet),
+        pairs(&[("n01", "not_tested"), ("n02", "not_tested")])
+    );
+    assert!(fleet["nodes"][0]["why"][0]
+        .as_str()
+        .unwrap()
+        .contains("not written by a task of job 99"));
+
     // Draining: what failed or was refused, each with a reason nodecert can recognise later.
     let out = env
         .cmd()
@@ -350,6 +371,32 @@ fn signed_nodes_are_verified_and_a_tampered_one_is_refused() {
     // Without a trusted key the tampering still shows.
     let (code, _) = report("r4", &[]);
     assert_eq!(code, Some(2));
+    // With a trusted key required, a folder whose manifest and signatures were removed is
+    // refused, not read as unsigned.
+    for f in ["nodecert-manifest.txt", "nodecert-manifest.txt.sig"] {
+        fs::remove_file(env.path(&format!("nodes/a2/{f}"))).unwrap();
+    }
+    let (code, fleet) = report("r5", &["--pubkey", "key.pub"]);
+    assert_eq!(code, Some(2));
+    assert!(fleet["nodes"][1]["why"][0]
+        .as_str()
+        .unwrap()
+        .contains("not signed, but a trusted signer was required"));
+    let (code, _) = report("r6", &[]);
+    assert_eq!(code, Some(0), "without --pubkey an unsigned node is read");
+    // A node's evidence.json that is a link to another file is not followed.
+    fs::remove_file(env.path("nodes/a2/evidence.json")).unwrap();
+    std::os::unix::fs::symlink(
+        env.path("nodes/a1/evidence.json"),
+        env.path("nodes/a2/evidence.json"),
+    )
+    .unwrap();
+    let (code, fleet) = report("r7", &[]);
+    assert_eq!(code, Some(2));
+    assert!(fleet["nodes"][1]["why"][0]
+        .as_str()
+        .unwrap()
+        .contains("is not a regular file"));
 }
 
 #[test]
@@ -393,8 +440,8 @@ fn the_slurm_script_quotes_what_it_is_given_and_is_valid_bash() {
         "#SBATCH --time=30:00",
         "nodecert='/opt/node cert/nodecert'",
         "    n2) inject=(--inject nvlink-down:gpu=2) ;;",
-        "  exec \"$nodecert\" run 'it'\\''s; rm -rf x.toml' --out \"$out/$SLURMD_NODENAME\" -q --simulate h100-sxm-8 --seed $((SLURM_PROCID + 1)) --node-name \"$SLURMD_NODENAME\" \"${inject[@]}\"",
-        "scontrol show hostnames \"$SLURM_JOB_NODELIST\" > \"$out/expected-nodes.txt\"",
+        "  exec \"$nodecert\" run 'it'\\''s; rm -rf x.toml' --out \"$out/$SLURMD_NODENAME\" -q --simulate h100-sxm-8 --seed $((SLURM_PROCID + 1)) --node-name \"$SLURMD_NODENAME\" ${inject[@]+\"${inject[@]}\"}",
+        "(set -o noclobber; { echo \"# job: $SLURM_JOB_ID\"; scontrol show hostnames \"$SLURM_JOB_NODELIST\"; } > \"$out/expected-nodes.txt\") || exit 1",
         "exec \"$nodecert\" fleet report \"$out\" --out \"$out/fleet\"",
     ] {
         assert!(script.lines().any(|l| l == line), "missing {line:?} in\n{script}");

@@ -40,7 +40,11 @@ pub fn report(
     trust: &Trust,
 ) -> Result<FleetReport> {
     let pct = outlier_pct(pct)?;
-    let (folders, mut expected) = gather::find(inputs).map_err(input)?;
+    let gather::Found {
+        folders,
+        mut expected,
+        job,
+    } = gather::find(inputs).map_err(input)?;
     if let Some(list) = expect {
         expected = fleet::hostlist::expand(list).map_err(|e| input(format!("--expect {e}")))?;
         expected.sort_by(|a, b| fleet::natural_cmp(a, b));
@@ -82,7 +86,12 @@ pub fn report(
         let kept = rx.into_iter().map(|s| s.clone()).collect();
         kept
     });
-    let r = fleet::judge::judge(summaries, &expected, pct);
+    let mut summaries = summaries;
+    if let Some(id) = &job {
+        fleet::judge::for_job(&mut summaries, id);
+    }
+    let mut r = fleet::judge::judge(summaries, &expected, pct);
+    r.job = job;
     let pages = fleet::render::render(&r).map_err(Error::Render)?;
     let json = serde_json::to_string_pretty(&r).map_err(|e| input(e.to_string()))? + "\n";
     let dir = open_report_dir(out)?;
@@ -277,6 +286,16 @@ pub fn cmd_slurm(mut job: fleet::slurm::Job, submit: bool, wait: bool) -> Result
             report.display()
         );
         return Ok(match FleetReport::read(&report) {
+            // A report left by an earlier job is not this one's.
+            Ok(r) if r.job.as_deref() != Some(id.as_str()) => {
+                crate::errln!(
+                    "error: job {} wrote no fleet report ({} is of job {})",
+                    crate::console::visible(&id),
+                    report.display(),
+                    crate::console::visible(r.job.as_deref().unwrap_or("unknown"))
+                );
+                exit::INCOMPLETE
+            }
             Ok(r) => {
                 crate::out!("{}", summary(&r, &report));
                 r.verdict.exit_code()

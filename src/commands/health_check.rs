@@ -52,6 +52,11 @@ pub fn exit_code(mode: Mode, v: Verdict) -> u8 {
     }
 }
 
+/// The reason a health check drains with starts with this; it resumes only such nodes (a drain
+/// by `fleet drain`, for a bandwidth this profile does not measure, stays until a fleet run
+/// passes).
+pub const HEALTH_REASON: &str = "nodecert: health-check";
+
 pub fn cmd_health_check(
     suite: Option<String>,
     simulate: Option<String>,
@@ -59,26 +64,52 @@ pub fn cmd_health_check(
     node_name: Option<String>,
     mode: Mode,
 ) -> Result<u8> {
-    let (mut b, simrec) = match backend(simulate.as_deref(), &inject, 1, node_name.as_deref()) {
-        Ok(x) => x,
-        // A node where nodecert cannot even start is bad: NPD says so, a prolog drains it.
-        Err(e) => {
-            crate::outln!("nodecert health-check: ERROR: {}", e.console_text());
-            return Ok(match mode {
-                Mode::Nodecert => e.exit_code(),
-                Mode::Npd => {
-                    if matches!(e, crate::error::Error::Hardware(_)) {
-                        1
-                    } else {
-                        2
-                    }
+    match judge(suite, simulate, inject, node_name) {
+        Ok((v, why, simulated)) => {
+            // NPD shows the first line; Slurm logs it.
+            crate::outln!(
+                "nodecert health-check{}: {}{}",
+                if simulated { " [SIMULATED]" } else { "" },
+                v.label(),
+                if why.is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", crate::console::visible(&why.join("; ")))
                 }
-                Mode::SlurmProlog | Mode::SlurmHealthcheck => {
-                    u8::from(matches!(e, crate::error::Error::Hardware(_)))
-                }
-            });
+            );
+            if mode == Mode::SlurmHealthcheck {
+                slurm_act(v, &why);
+            }
+            Ok(exit_code(mode, v))
         }
-    };
+        // nodecert's own convention: the error and its exit code, as every command.
+        Err(e) if mode == Mode::Nodecert => Err(e),
+        Err(e) => {
+            // A node where nodecert cannot reach the GPUs is a bad node; a suite or flag that is
+            // wrong is nodecert's problem, not the node's: it never takes a node away.
+            let hardware = matches!(e, crate::error::Error::Hardware(_));
+            let text = e.console_text();
+            crate::outln!("nodecert health-check: ERROR: {}", text);
+            if mode == Mode::SlurmHealthcheck && hardware {
+                slurm_act(Verdict::Error, &[text]);
+            }
+            Ok(match mode {
+                Mode::Npd if hardware => 1,
+                Mode::Npd => 2,
+                _ => u8::from(hardware),
+            })
+        }
+    }
+}
+
+/// Run the quick profile: its verdict, what failed, and whether the node is simulated.
+fn judge(
+    suite: Option<String>,
+    simulate: Option<String>,
+    inject: Vec<String>,
+    node_name: Option<String>,
+) -> Result<(Verdict, Vec<String>, bool)> {
+    let (mut b, simrec) = backend(simulate.as_deref(), &inject, 1, node_name.as_deref())?;
     let inv = b.inventory()?;
     let loaded = match (suite, &simrec) {
         (Some(s), _) => load::load(&s)?,
@@ -92,32 +123,18 @@ pub fn cmd_health_check(
             path: "evidence".into(),
             source,
         })?;
-    let v = ev.assess();
     let why: Vec<String> = ev
         .checks
         .iter()
         .filter(|c| c.status >= crate::evidence::Status::Fail)
         .map(|c| format!("{}: {}", c.id, c.summary))
         .collect();
-    // NPD shows the first line; Slurm logs it.
-    crate::outln!(
-        "nodecert health-check{}: {}{}",
-        if ev.simulated { " [SIMULATED]" } else { "" },
-        v.label(),
-        if why.is_empty() {
-            String::new()
-        } else {
-            format!(": {}", crate::console::visible(&why.join("; ")))
-        }
-    );
-    if mode == Mode::SlurmHealthcheck {
-        slurm_act(v, &why);
-    }
-    Ok(exit_code(mode, v))
+    Ok((ev.assess(), why, ev.simulated))
 }
 
-/// As HealthCheckProgram: drain this node (SLURMD_NODENAME) when bad, resume it when good and
-/// drained by nodecert before. Failures to reach scontrol are printed, not fatal.
+/// What HealthCheckProgram does about this node (SLURMD_NODENAME): drain it when bad, unless an
+/// operator or another tool drained it already (their reason stays); resume it when good, only
+/// if a health check drained it. Failures to reach Slurm are printed, not fatal.
 fn slurm_act(v: Verdict, why: &[String]) {
     let Some(node) = std::env::var("SLURMD_NODENAME")
         .ok()
@@ -128,39 +145,68 @@ fn slurm_act(v: Verdict, why: &[String]) {
         );
         return;
     };
-    let args: Vec<String> = if matches!(v, Verdict::Fail | Verdict::Error) {
-        let reason = crate::fleet::slurm::reason(&format!(
-            "health-check {}: {}",
-            v.label(),
-            why.first().cloned().unwrap_or_default()
-        ));
-        vec![
-            "update".into(),
-            format!("NodeName={node}"),
-            "State=DRAIN".into(),
-            format!("Reason={reason}"),
-        ]
-    } else {
-        let o = std::process::Command::new("sinfo")
-            .args(["-h", "-N", "-n", &node, "-o", "%N|%E"])
-            .output();
-        let drained_by_us = o.is_ok_and(|o| {
+    let current = std::process::Command::new("sinfo")
+        .args(["-h", "-N", "-n", &node, "-o", "%N|%E"])
+        .output()
+        .ok()
+        .and_then(|o| {
             crate::fleet::slurm::parse_reasons(&String::from_utf8_lossy(&o.stdout))
-                .iter()
-                .any(|(n, r)| n == &node && r.starts_with(crate::fleet::slurm::REASON_PREFIX))
-        });
-        if !drained_by_us || v != Verdict::Pass {
-            return;
+                .into_iter()
+                .find(|(n, _)| n == &node)
+                .map(|(_, r)| r)
+        })
+        .unwrap_or_default();
+    let args: Vec<String> = match action(v, &current) {
+        Act::Drain => {
+            let reason = crate::fleet::slurm::reason(&format!(
+                "health-check {}: {}",
+                v.label(),
+                why.first().cloned().unwrap_or_default()
+            ));
+            vec![
+                "update".into(),
+                format!("NodeName={node}"),
+                "State=DRAIN".into(),
+                format!("Reason={reason}"),
+            ]
         }
-        vec![
+        Act::Resume => vec![
             "update".into(),
             format!("NodeName={node}"),
             "State=RESUME".into(),
-        ]
+        ],
+        Act::Nothing => return,
     };
     match std::process::Command::new("scontrol").args(&args).status() {
-        Ok(s) if s.success() => crate::errln!("nodecert health-check: scontrol {}", args.join(" ")),
+        Ok(s) if s.success() => {
+            crate::errln!("nodecert health-check: scontrol {}", args.join(" "))
+        }
         _ => crate::errln!("nodecert health-check: scontrol {} failed", args.join(" ")),
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Act {
+    Drain,
+    Resume,
+    Nothing,
+}
+
+/// What to do with a node of verdict `v` whose Slurm reason is `current` ("" when none).
+fn action(v: Verdict, current: &str) -> Act {
+    let bad = matches!(v, Verdict::Fail | Verdict::Error);
+    if bad {
+        // Already drained by a health check: the reason stays the first one. Drained by anyone
+        // else: theirs.
+        if current.is_empty() {
+            Act::Drain
+        } else {
+            Act::Nothing
+        }
+    } else if v == Verdict::Pass && current.starts_with(HEALTH_REASON) {
+        Act::Resume
+    } else {
+        Act::Nothing
     }
 }
 
@@ -177,6 +223,33 @@ mod tests {
         assert_eq!(codes(Mode::Npd), [0, 1, 1, 2, 2]);
         assert_eq!(codes(Mode::SlurmProlog), [0, 1, 1, 0, 0]);
         assert_eq!(codes(Mode::SlurmHealthcheck), [0, 1, 1, 0, 0]);
+    }
+
+    #[test]
+    fn a_health_check_drains_a_bad_node_once_and_resumes_only_its_own_drains() {
+        assert_eq!(action(Verdict::Fail, ""), Act::Drain);
+        assert_eq!(action(Verdict::Error, ""), Act::Drain);
+        assert_eq!(
+            action(Verdict::Fail, "nodecert: health-check FAIL: x"),
+            Act::Nothing
+        );
+        assert_eq!(action(Verdict::Fail, "replacing a DIMM"), Act::Nothing);
+        assert_eq!(
+            action(Verdict::Pass, "nodecert: health-check FAIL: x"),
+            Act::Resume
+        );
+        // fleet drain's reasons are for figures this profile does not measure; an operator's
+        // are theirs.
+        assert_eq!(
+            action(Verdict::Pass, "nodecert: p2p_bandwidth FAIL"),
+            Act::Nothing
+        );
+        assert_eq!(action(Verdict::Pass, "replacing a DIMM"), Act::Nothing);
+        assert_eq!(action(Verdict::Pass, ""), Act::Nothing);
+        assert_eq!(
+            action(Verdict::Incomplete, "nodecert: health-check FAIL: x"),
+            Act::Nothing
+        );
     }
 
     #[test]

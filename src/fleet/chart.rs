@@ -92,6 +92,7 @@ mod tests {
 
     fn dist(points: &[(&str, f64)], limit: Option<f64>) -> Distribution {
         Distribution {
+            suite: "h100-sxm-8".into(),
             check: "p2p_bandwidth".into(),
             metric: "p2p_read".into(),
             figure: "p2p_read".into(),

@@ -64,11 +64,21 @@ pub struct NodeFolder {
     pub path: PathBuf,
 }
 
-/// The node folders under the folders given, and the node names the job expected. Errors name
-/// a folder that cannot be listed.
-pub fn find(inputs: &[PathBuf]) -> Result<(Vec<NodeFolder>, Vec<String>), String> {
+/// What the folders given hold: the node folders, the nodes the job expected, and the job's id
+/// (from the node list's `# job: ID` line).
+#[derive(Debug, Default)]
+pub struct Found {
+    pub folders: Vec<NodeFolder>,
+    pub expected: Vec<String>,
+    pub job: Option<String>,
+}
+
+/// The node folders under the folders given, the node names the job expected and its id.
+/// Errors name a folder that cannot be listed, or a node list that is not one.
+pub fn find(inputs: &[PathBuf]) -> Result<Found, String> {
     let mut nodes = Vec::new();
     let mut expected = Vec::new();
+    let mut job: Option<String> = None;
     for input in inputs {
         let meta = std::fs::symlink_metadata(input)
             .map_err(|e| format!("{}: {}", input.display(), io_text(&e)))?;
@@ -87,8 +97,16 @@ pub fn find(inputs: &[PathBuf]) -> Result<(Vec<NodeFolder>, Vec<String>), String
         }
         let list = input.join(super::EXPECTED_FILE);
         if list.exists() {
-            let text = read_list(&list)?;
-            expected.extend(text);
+            let (names, id) = read_list(&list)?;
+            expected.extend(names);
+            match (&job, id) {
+                (Some(a), Some(b)) if *a != b => return Err(format!(
+                    "{}: job {b}, but another folder given is of job {a}: report one job at a time",
+                    list.display()
+                )),
+                (None, Some(b)) => job = Some(b),
+                _ => {}
+            }
         }
         let mut subs = Vec::new();
         for entry in
@@ -119,7 +137,11 @@ pub fn find(inputs: &[PathBuf]) -> Result<(Vec<NodeFolder>, Vec<String>), String
     nodes.sort_by(|a, b| super::natural_cmp(&a.name, &b.name).then(a.path.cmp(&b.path)));
     expected.sort_by(|a, b| super::natural_cmp(a, b));
     expected.dedup();
-    Ok((nodes, expected))
+    Ok(Found {
+        folders: nodes,
+        expected,
+        job,
+    })
 }
 
 fn folder_name(p: &Path) -> String {
@@ -129,16 +151,36 @@ fn folder_name(p: &Path) -> String {
         .unwrap_or_else(|| p.display().to_string())
 }
 
-/// The names in a node list: one per line, blank lines and `#` comments ignored.
-fn read_list(path: &Path) -> Result<Vec<String>, String> {
+/// The names in a node list, one per line (blank lines and `#` comments ignored), and the job's
+/// id from a `# job: ID` line.
+fn read_list(path: &Path) -> Result<(Vec<String>, Option<String>), String> {
     let f = crate::fsio::read::open(path, false)
         .map_err(|e| format!("{}: {}", path.display(), io_text(&e)))?;
     let bytes = crate::fsio::read::read_limited(f, MAX_EXPECTED_BYTES, "a node list")
         .map_err(|e| format!("{}: {}", path.display(), io_text(&e)))?;
     let text = String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8", path.display()))?;
     let mut out = Vec::new();
+    let mut job = None;
     for (i, line) in text.lines().enumerate() {
         let l = line.trim();
+        if let Some(id) = l.strip_prefix("# job:") {
+            let id = id.trim();
+            if id.is_empty()
+                || id.len() > 64
+                || !id
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+            {
+                return Err(format!(
+                    "{}:{}: {:?} is not a job id",
+                    path.display(),
+                    i + 1,
+                    crate::console::visible(id)
+                ));
+            }
+            job = Some(id.to_string());
+            continue;
+        }
         if l.is_empty() || l.starts_with('#') {
             continue;
         }
@@ -152,7 +194,7 @@ fn read_list(path: &Path) -> Result<Vec<String>, String> {
         }
         out.push(l.to_string());
     }
-    Ok(out)
+    Ok((out, job))
 }
 
 /// A node's result before anything is known of it: not tested, unsigned, no checks.
@@ -207,6 +249,13 @@ pub fn read_node(folder: &NodeFolder, trust: &Trust, keys: &mut Keys) -> NodeSum
         Err(e) => return refuse(result, format!("cannot read its folder: {}", io_text(&e))),
     }
     let evidence = folder.path.join(EVIDENCE_FILE);
+    // The node's own file, not one a link points to elsewhere on this host.
+    if std::fs::symlink_metadata(&evidence).is_ok_and(|m| !m.file_type().is_file()) {
+        return refuse(
+            result,
+            format!("its {EVIDENCE_FILE} is not a regular file (a link is not followed)"),
+        );
+    }
     if !evidence.exists() && !folder.path.join(MANIFEST_FILE).exists() {
         result
             .why
@@ -217,6 +266,13 @@ pub fn read_node(folder: &NodeFolder, trust: &Trust, keys: &mut Keys) -> NodeSum
             gpu_ids: Vec::new(),
             read: false,
         };
+    }
+    if !folder.path.join(MANIFEST_FILE).exists() && !matches!(trust, Trust::Untrusted) {
+        return refuse(
+            result,
+            "its report is not signed, but a trusted signer was required (--pubkey or --allowed-signers)"
+                .into(),
+        );
     }
     if folder.path.join(MANIFEST_FILE).exists() {
         result.signature = match crate::sign::verify_dir(&folder.path, trust) {
@@ -411,7 +467,7 @@ mod tests {
             std::fs::create_dir(&p).unwrap();
             std::fs::write(p.join(EVIDENCE_FILE), "{}").unwrap();
         }
-        let (folders, _) = find(&[d.path().to_path_buf()]).unwrap();
+        let folders = find(&[d.path().to_path_buf()]).unwrap().folders;
         assert_eq!(folders.len(), 3);
         let mut keys = Keys::default();
         for f in &folders {
@@ -433,14 +489,15 @@ mod tests {
         std::fs::write(d.path().join("fleet").join(super::super::FLEET_FILE), "{}").unwrap();
         std::fs::write(
             d.path().join(super::super::EXPECTED_FILE),
-            "# nodes\nn2\n\nn1\n",
+            "# job: 4242\n# nodes\nn2\n\nn1\n",
         )
         .unwrap();
         std::fs::write(d.path().join("slurm-1.out"), "log").unwrap();
-        let (folders, expected) = find(&[d.path().to_path_buf()]).unwrap();
-        let names: Vec<&str> = folders.iter().map(|f| f.name.as_str()).collect();
+        let found = find(&[d.path().to_path_buf()]).unwrap();
+        let names: Vec<&str> = found.folders.iter().map(|f| f.name.as_str()).collect();
         assert_eq!(names, ["n1"]);
-        assert_eq!(expected, ["n1", "n2"]);
+        assert_eq!(found.expected, ["n1", "n2"]);
+        assert_eq!(found.job.as_deref(), Some("4242"));
         std::fs::write(d.path().join(super::super::EXPECTED_FILE), "n1\nbad name\n").unwrap();
         let e = find(&[d.path().to_path_buf()]).unwrap_err();
         assert!(e.contains(":2: \"bad name\" is not a node name"), "{e}");

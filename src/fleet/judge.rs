@@ -12,21 +12,28 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Judge a fleet. `expected` lists the nodes the job was given (empty: unknown); `pct` is the
 /// outlier margin. The result depends only on its inputs (no clock, no order of reading).
 pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> FleetReport {
-    nodes.sort_by(|a, b| natural_cmp(&a.result.name, &b.result.name));
+    nodes.sort_by(|a, b| {
+        natural_cmp(&a.result.name, &b.result.name).then(a.result.folder.cmp(&b.result.folder))
+    });
 
-    // The same node twice (two folders of one name): the second is refused.
-    let mut seen_names = BTreeSet::new();
-    for n in &mut nodes {
-        if !seen_names.insert(n.result.name.clone()) {
-            refuse(
-                n,
-                format!(
-                    "a second folder of node {} ({}): only one may report for a node",
-                    n.result.name, n.result.folder
-                ),
-            );
+    // The same node twice (two folders of one name): neither can be its result. One entry,
+    // refused, names both folders (one name is one node in every output).
+    let mut merged: Vec<NodeSummary> = Vec::with_capacity(nodes.len());
+    for n in nodes {
+        match merged.last_mut() {
+            Some(first) if first.result.name == n.result.name => {
+                let why = format!(
+                    "two folders report for node {}: {} and {}; only one may",
+                    n.result.name, first.result.folder, n.result.folder
+                );
+                refuse(first, why);
+                first.result.checks.clear();
+                first.result.failed_checks.clear();
+            }
+            _ => merged.push(n),
         }
     }
+    let mut nodes = merged;
 
     // A GPU reported by two nodes: evidence copied between them. Both are refused.
     let mut owner: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
@@ -133,11 +140,52 @@ pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> Flee
         counts,
         outlier_pct: pct,
         expected: expected.to_vec(),
+        job: None,
         columns: order_columns(columns),
         nodes: results,
         outliers,
         distributions,
         actions,
+    }
+}
+
+/// Nodes of job `job`: evidence another job wrote (a folder left from an earlier run, a node
+/// that failed to start this time) is not this job's result, so its node is NOT TESTED; evidence
+/// that says it ran on another node than its folder's is refused.
+pub fn for_job(nodes: &mut [NodeSummary], job: &str) {
+    for n in nodes.iter_mut().filter(|n| n.read) {
+        let theirs = n.result.job.clone();
+        match theirs {
+            Some(j) if j.id == job => {
+                if let Some(other) = j.node.filter(|x| *x != n.result.name) {
+                    let why = format!(
+                        "its evidence says it ran on node {other}, not {}: not this node's",
+                        n.result.name
+                    );
+                    refuse(n, why);
+                }
+            }
+            other => {
+                n.result.verdict = NodeVerdict::NotTested;
+                n.result.why.insert(
+                    0,
+                    match other {
+                        Some(j) => format!(
+                            "its evidence is from job {}, not this job ({job}): the node did not report in this job",
+                            j.id
+                        ),
+                        None => format!(
+                            "its evidence was not written by a task of job {job}: the node did not report in this job"
+                        ),
+                    },
+                );
+                n.figures.clear();
+                n.result.checks.clear();
+                n.result.failed_checks.clear();
+                n.result.own_verdict = None;
+                n.read = false;
+            }
+        }
     }
 }
 
@@ -186,7 +234,12 @@ pub fn outliers(nodes: &[NodeSummary], pct: f64) -> Vec<Outlier> {
         }
         let suite = n.result.suite.as_deref().unwrap_or_default();
         let model = n.result.gpu_model.as_deref().unwrap_or_default();
+        // Figures that failed their own limit are failures, not the fleet's norm: they take no
+        // part in the median either.
         for (j, f) in n.figures.iter().enumerate() {
+            if !matches!(f.status, Status::Pass | Status::Warn) {
+                continue;
+            }
             groups
                 .entry((suite, model, f.key.id))
                 .or_default()
@@ -243,7 +296,7 @@ pub fn outliers(nodes: &[NodeSummary], pct: f64) -> Vec<Outlier> {
 
 /// The class of a subject that a distribution gathers: the subject without its GPUs and link
 /// (a collective's size stays: all_reduce at 8 GiB is one figure, at 1 MiB another).
-fn class_of(s: &Subject) -> Subject {
+pub fn class_of(s: &Subject) -> Subject {
     Subject {
         op: s.op,
         bytes: s.bytes,
@@ -254,7 +307,7 @@ fn class_of(s: &Subject) -> Subject {
 /// Each figure across the nodes: the node's worst value of it over its subjects (its slowest
 /// pair, its slowest GPU), one point per node.
 fn distributions(nodes: &[NodeSummary]) -> Vec<Distribution> {
-    type Key = (String, String, String);
+    type Key = (String, String, String, String);
     struct Acc {
         d: Distribution,
         limits: BTreeSet<String>,
@@ -272,9 +325,16 @@ fn distributions(nodes: &[NodeSummary]) -> Vec<Distribution> {
             if class != Subject::default() {
                 metric = format!("{} {}", f.metric, class.describe());
             }
-            let key = (f.check.clone(), metric.clone(), f.unit.clone());
+            let suite = n.result.suite.clone().unwrap_or_default();
+            let key = (
+                suite.clone(),
+                f.check.clone(),
+                metric.clone(),
+                f.unit.clone(),
+            );
             let a = acc.entry(key).or_insert_with(|| Acc {
                 d: Distribution {
+                    suite,
                     check: f.check.clone(),
                     metric,
                     figure: f.metric.clone(),
@@ -530,14 +590,78 @@ mod tests {
     }
 
     #[test]
-    fn two_folders_for_one_node_refuse_the_second() {
+    fn two_folders_for_one_node_make_one_refused_node() {
         let mut b = bw("n1", 390.0);
         b.result.folder = "/other/n1".into();
         b.gpu_ids = vec!["UUID other".into()];
-        let r = judge(vec![bw("n1", 390.0), b], &[], 10.0);
-        assert_eq!(r.nodes.len(), 2);
-        assert_eq!(r.nodes[1].verdict, NodeVerdict::Refused);
-        assert!(r.nodes[1].why[0].contains("a second folder of node n1"));
+        let r = judge(vec![bw("n1", 390.0), b, bw("n2", 390.0)], &[], 10.0);
+        assert_eq!(
+            verdicts(&r),
+            [("n1", NodeVerdict::Refused), ("n2", NodeVerdict::Pass)]
+        );
+        assert!(
+            r.nodes[0].why[0].contains("two folders report for node n1: /other/n1 and /shared/n1"),
+            "{:?}",
+            r.nodes[0].why
+        );
+        assert!(r.nodes[0].checks.is_empty());
+    }
+
+    #[test]
+    fn evidence_of_another_job_is_not_this_jobs_result() {
+        let job = |id: &str, node: &str| crate::evidence::JobRecord {
+            scheduler: "slurm".into(),
+            id: id.into(),
+            rank: Some(0),
+            tasks: Some(3),
+            node: Some(node.into()),
+        };
+        let mut nodes = vec![
+            bw("n1", 390.0),
+            bw("n2", 390.0),
+            bw("n3", 390.0),
+            bw("n4", 390.0),
+        ];
+        nodes[0].result.job = Some(job("77", "n1"));
+        nodes[1].result.job = Some(job("76", "n2"));
+        nodes[2].result.job = Some(job("77", "n9"));
+        for_job(&mut nodes, "77");
+        let r = judge(nodes, &[], 10.0);
+        assert_eq!(
+            verdicts(&r),
+            [
+                ("n1", NodeVerdict::Pass),
+                ("n2", NodeVerdict::NotTested),
+                ("n3", NodeVerdict::Refused),
+                ("n4", NodeVerdict::NotTested)
+            ]
+        );
+        assert!(r.nodes[1].why[0].contains("from job 76, not this job (77)"));
+        assert!(r.nodes[2].why[0].contains("says it ran on node n9"));
+        assert!(r.nodes[3].why[0].contains("not written by a task of job 77"));
+        assert!(r.nodes[1].checks.is_empty());
+    }
+
+    #[test]
+    fn failed_figures_take_no_part_in_the_median() {
+        // Five nodes at 400, 400, 400, 358, 358 and three that failed at 100: the median of the
+        // passing figures is 400, so the two at 358 (10.5% worse) are flagged.
+        let mut nodes: Vec<NodeSummary> = [400.0, 400.0, 400.0, 358.0, 358.0]
+            .iter()
+            .enumerate()
+            .map(|(i, v)| bw(&format!("p{i}"), *v))
+            .collect();
+        for i in 0..3 {
+            nodes.push(node(
+                &format!("f{i}"),
+                &[("p2p_read", 100.0, true, Status::Fail)],
+            ));
+        }
+        let r = judge(nodes, &[], 10.0);
+        let flagged: Vec<&str> = r.outliers.iter().map(|o| o.node.as_str()).collect();
+        assert_eq!(flagged, ["p3", "p4"]);
+        assert_eq!(r.outliers[0].fleet_median, 400.0);
+        assert_eq!(r.outliers[0].nodes_compared, 5);
     }
 
     #[test]

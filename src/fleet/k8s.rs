@@ -142,7 +142,9 @@ pub fn manifests(job: &Job) -> Result<Value, String> {
 pub fn drain_plan(r: &FleetReport) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     for n in &r.nodes {
-        if n.verdict == NodeVerdict::NotTested {
+        // Only host names reach kubectl ("--all" would taint every node).
+        if n.verdict == NodeVerdict::NotTested || crate::commands::check_node_name(&n.name).is_err()
+        {
             continue;
         }
         if n.verdict.drains() {
@@ -175,4 +177,38 @@ pub fn drain_plan(r: &FleetReport) -> Vec<Vec<String>> {
         ]);
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fleet::gather::blank;
+
+    #[test]
+    fn only_host_names_are_tainted_and_a_node_that_passes_loses_the_taint() {
+        let mut r = crate::fleet::judge::judge(vec![], &[], 10.0);
+        for (name, v) in [
+            ("n1", NodeVerdict::Fail),
+            ("n2", NodeVerdict::Pass),
+            ("n3", NodeVerdict::NotTested),
+            ("--all", NodeVerdict::Refused),
+        ] {
+            let mut n = blank(name);
+            n.verdict = v;
+            if v == NodeVerdict::Fail {
+                n.failed_checks = vec!["collective.all_reduce".into()];
+            }
+            r.nodes.push(n);
+        }
+        let got: Vec<String> = drain_plan(&r).into_iter().map(|a| a.join(" ")).collect();
+        assert_eq!(
+            got,
+            [
+                "taint nodes n1 nodecert.io/failed=collective-all_reduce:NoSchedule --overwrite",
+                "label nodes n1 nodecert.io/verdict=fail --overwrite",
+                "taint nodes n2 nodecert.io/failed:NoSchedule-",
+                "label nodes n2 nodecert.io/verdict=pass --overwrite",
+            ]
+        );
+    }
 }

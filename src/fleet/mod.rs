@@ -235,6 +235,8 @@ pub struct NodeResult {
 /// A figure across the fleet: one point per node, for the report's strip charts.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Distribution {
+    /// The suite the nodes ran: figures of different suites are not one distribution.
+    pub suite: String,
     pub check: String,
     /// The metric, with its size for a collective ("busbw 8 GiB").
     pub metric: String,
@@ -277,6 +279,10 @@ pub struct FleetReport {
     pub outlier_pct: f64,
     /// The nodes the job was given (empty when no list was found or given).
     pub expected: Vec<String>,
+    /// The scheduler's job whose nodes these are (from its node list), when known: evidence of
+    /// another job is not this job's result.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
     /// Check ids in the order of the grid's columns.
     pub columns: Vec<String>,
     pub nodes: Vec<NodeResult>,
@@ -310,6 +316,8 @@ impl FleetReport {
                 version.map(|v| v.to_string()).unwrap_or_else(|| "none".into())
             ));
         }
+        // Names are not trusted here: the drain plans pass only host names to scontrol and
+        // kubectl, whatever the file says.
         serde_json::from_value(v).map_err(|e| format!("{}: {e}", path.display()))
     }
 }

@@ -80,6 +80,13 @@ fn view(r: &FleetReport) -> View {
             },
         })
         .collect();
+    let several_suites = r
+        .distributions
+        .iter()
+        .map(|d| &d.suite)
+        .collect::<BTreeSet<_>>()
+        .len()
+        > 1;
     let charts = r
         .distributions
         .iter()
@@ -87,7 +94,13 @@ fn view(r: &FleetReport) -> View {
             let mut marked: BTreeSet<String> = r
                 .outliers
                 .iter()
-                .filter(|o| o.check == d.check && d.metric.starts_with(&o.metric))
+                .filter(|o| {
+                    o.check == d.check
+                        && o.metric == d.figure
+                        && super::judge::class_of(&o.subject) == d.class
+                        && r.node(&o.node).and_then(|n| n.suite.as_deref())
+                            == Some(d.suite.as_str())
+                })
                 .map(|o| o.node.clone())
                 .collect();
             if let Some(l) = d.limit {
@@ -98,7 +111,11 @@ fn view(r: &FleetReport) -> View {
                 }
             }
             Chart {
-                title: format!("{} {} ({})", d.check, d.metric, d.unit),
+                title: if several_suites {
+                    format!("{}: {} {} ({})", d.suite, d.check, d.metric, d.unit)
+                } else {
+                    format!("{} {} ({})", d.check, d.metric, d.unit)
+                },
                 svg: chart::strip(d, &marked),
                 limit: d
                     .limit

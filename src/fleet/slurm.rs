@@ -128,11 +128,14 @@ pub fn script(job: &Job) -> Result<String, String> {
             sh(node)
         );
     }
-    run.push_str(" \"${inject[@]}\"\nfi\n");
+    // (bash before 4.4 calls an empty array unset under `set -u`: expanded only when set.)
+    run.push_str(" ${inject[@]+\"${inject[@]}\"}\nfi\n");
     s.push_str(&run);
     s.push_str(
-        "# The nodes this job was given: `fleet report` expects evidence from each.\n\
-         scontrol show hostnames \"$SLURM_JOB_NODELIST\" > \"$out/expected-nodes.txt\"\n\
+        "# The job and the nodes it was given: `fleet report` expects evidence of this job from\n\
+         # each. A new file (a link planted in its place is removed, not followed).\n\
+         rm -f \"$out/expected-nodes.txt\"\n\
+         (set -o noclobber; { echo \"# job: $SLURM_JOB_ID\"; scontrol show hostnames \"$SLURM_JOB_NODELIST\"; } > \"$out/expected-nodes.txt\") || exit 1\n\
          # One task per node; a failing node does not stop the others.\n\
          NODECERT_FLEET_TASK=1 srun --ntasks-per-node=1 --kill-on-bad-exit=0 bash \"$out/",
     );
@@ -181,19 +184,33 @@ fn drain_reason(n: &super::NodeResult) -> String {
 /// -o '%N|%E'` prints it.
 pub fn drain_plan(r: &FleetReport, current: &[(String, String)]) -> Vec<Vec<String>> {
     let mut out = Vec::new();
+    let reason_of = |name: &str| {
+        current
+            .iter()
+            .find(|(node, _)| node == name)
+            .map(|(_, why)| why.as_str())
+            .unwrap_or_default()
+    };
     for n in &r.nodes {
+        // Only host names reach scontrol ("gpu[001-512]" would name 512 nodes).
+        if crate::commands::check_node_name(&n.name).is_err() {
+            continue;
+        }
+        let why = reason_of(&n.name);
+        let operators = !why.is_empty() && !why.starts_with(REASON_PREFIX);
         if n.verdict.drains() {
+            // A node an operator drained stays theirs: its reason is not replaced (nodecert
+            // would otherwise resume it later as one of its own).
+            if operators {
+                continue;
+            }
             out.push(vec![
                 "update".into(),
                 format!("NodeName={}", n.name),
                 "State=DRAIN".into(),
                 format!("Reason={}", drain_reason(n)),
             ]);
-        } else if n.verdict <= NodeVerdict::Flagged
-            && current
-                .iter()
-                .any(|(node, why)| node == &n.name && why.starts_with(REASON_PREFIX))
-        {
+        } else if n.verdict <= NodeVerdict::Flagged && why.starts_with(REASON_PREFIX) {
             out.push(vec![
                 "update".into(),
                 format!("NodeName={}", n.name),
@@ -223,4 +240,88 @@ pub fn parse_reasons(text: &str) -> Vec<(String, String)> {
         .collect();
     v.dedup();
     v
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fleet::gather::blank;
+
+    fn fleet(nodes: &[(&str, NodeVerdict)]) -> FleetReport {
+        let nodes = nodes
+            .iter()
+            .map(|(name, v)| {
+                let mut n = blank(name);
+                n.verdict = *v;
+                if *v == NodeVerdict::Fail {
+                    n.failed_checks = vec!["topology".into()];
+                }
+                n
+            })
+            .collect();
+        let mut r = crate::fleet::judge::judge(vec![], &[], 10.0);
+        r.nodes = nodes;
+        r
+    }
+
+    fn plan(r: &FleetReport, current: &[(&str, &str)]) -> Vec<String> {
+        let cur: Vec<(String, String)> = current
+            .iter()
+            .map(|(a, b)| (a.to_string(), b.to_string()))
+            .collect();
+        drain_plan(r, &cur)
+            .into_iter()
+            .map(|a| a.join(" "))
+            .collect()
+    }
+
+    #[test]
+    fn nodecert_drains_what_failed_and_resumes_only_its_own_drains() {
+        use NodeVerdict::*;
+        let r = fleet(&[
+            ("n1", Fail),
+            ("n2", Fail),
+            ("n3", Pass),
+            ("n4", Pass),
+            ("n5", Flagged),
+            ("n6", Refused),
+            ("n7", NotTested),
+            ("--all", Fail),
+            ("gpu[1-512]", Refused),
+        ]);
+        let got = plan(
+            &r,
+            &[
+                ("n2", "replacing a DIMM"),
+                ("n3", "nodecert: topology FAIL"),
+                ("n4", "replacing a DIMM"),
+                ("n5", "nodecert: p2p_bandwidth FAIL"),
+                ("n7", "nodecert: health FAIL"),
+            ],
+        );
+        assert_eq!(
+            got,
+            [
+                "update NodeName=n1 State=DRAIN Reason=nodecert: topology FAIL",
+                "update NodeName=n3 State=RESUME",
+                "update NodeName=n5 State=RESUME",
+                "update NodeName=n6 State=DRAIN Reason=nodecert: refused: ",
+            ]
+        );
+    }
+
+    #[test]
+    fn reasons_are_printable_unquoted_and_bounded() {
+        let r = reason("a \"quoted\" 'x' \\ \u{1b}[31m and more");
+        assert!(r.starts_with("nodecert: a  quoted   x"), "{r}");
+        assert!(!r.contains(['"', '\'', '\\', '\u{1b}']), "{r}");
+        assert_eq!(reason(&"x".repeat(500)).chars().count(), 120);
+        assert_eq!(
+            parse_reasons("n1|none\nn2|nodecert: topology FAIL\nbad line\n"),
+            [
+                ("n1".to_string(), String::new()),
+                ("n2".to_string(), "nodecert: topology FAIL".to_string())
+            ]
+        );
+    }
 }
