@@ -448,16 +448,39 @@ mod tests {
         }
         // The count follows the node: a 4-GPU box records 12 ordered pairs' worth. It has no
         // NVLS, so all_reduce is measured once, not twice as the cap allows for.
-        let small = crate::testutil::simulated("l40s-pcie-4", &[]);
-        let l40s = crate::suite::load::load("l40s-pcie-4").unwrap();
-        for (c, rec) in from_suite(&l40s).iter().zip(&small.checks) {
-            let recorded: usize = rec.metrics.iter().map(|m| m.samples.len()).sum();
-            let passes = if rec.id == "collective.all_reduce" {
-                2
-            } else {
-                1
-            };
-            assert_eq!(c.samples(4).0, passes * recorded as u64, "{}", rec.id);
+        // A one-GPU VM has no pair and no "all GPUs at once".
+        for node in ["l40s-pcie-4", "h200-vm-1"] {
+            let small = crate::testutil::simulated(node, &[]);
+            let suite = crate::suite::load::load(node).unwrap();
+            let gpus = small.node.gpus.len();
+            for (c, rec) in from_suite(&suite).iter().zip(&small.checks) {
+                let recorded: usize = rec.metrics.iter().map(|m| m.samples.len()).sum();
+                let passes = if rec.id == "collective.all_reduce" {
+                    2
+                } else {
+                    1
+                };
+                // One GPU has no scaling efficiency to record (the cap counts it).
+                let unused = u64::from(rec.id == "training" && gpus == 1);
+                assert_eq!(
+                    c.samples(gpus).0,
+                    passes * recorded as u64 + unused,
+                    "{node} {}",
+                    rec.id
+                );
+                if gpus == 1 {
+                    assert!(
+                        !rec.plan.iter().any(|l| l.contains("all 1 GPUs")),
+                        "{node}: {:?}",
+                        rec.plan
+                    );
+                    assert!(!rec.metrics.iter().any(|m| m.name == "all_gpus_h2d"));
+                }
+                if c.kind() == "collective" {
+                    let one = rec.plan.iter().any(|l| l.starts_with("one rank"));
+                    assert_eq!(one, gpus == 1, "{node}: {:?}", rec.plan);
+                }
+            }
         }
     }
 
@@ -508,12 +531,16 @@ mod tests {
     #[test]
     fn every_check_reports_each_step_of_its_progress_once() {
         use crate::backend::sim::{self, SimBackend};
-        for node in ["h100-sxm-8", "l40s-pcie-4"] {
+        for node in ["h100-sxm-8", "l40s-pcie-4", "h200-vm-1"] {
             let loaded = crate::suite::load::load(node).unwrap();
             let mut b = SimBackend::new(sim::load_node(node).unwrap(), vec![], 1).unwrap();
             let inv = b.inventory().unwrap();
             let ctx = crate::testutil::ctx(&loaded.suite, &inv);
             for c in from_suite(&loaded) {
+                // A check that cannot run here (peer checks on one GPU) is never measured.
+                if c.plan(&ctx).is_err() {
+                    continue;
+                }
                 let mut seen = Vec::new();
                 let m = c
                     .measure(&ctx, &mut b, &mut |d, t| seen.push((d, t)))

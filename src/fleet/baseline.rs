@@ -185,6 +185,172 @@ pub fn suite(
 mod tests {
     use super::*;
 
+    /// A fleet of three passing nodes and one failing one, with figures of every kind.
+    fn fleet() -> FleetReport {
+        use crate::evidence::Subject;
+        let mut r = super::super::judge::judge(vec![], &[], 10.0);
+        for (name, v) in [
+            ("n1", NodeVerdict::Pass),
+            ("n2", NodeVerdict::Flagged),
+            ("n3", NodeVerdict::Pass),
+            ("n4", NodeVerdict::Fail),
+        ] {
+            let mut n = super::super::gather::blank(name);
+            n.verdict = v;
+            n.suite = Some("s".into());
+            r.nodes.push(n);
+        }
+        let d = |check: &str,
+                 figure: &str,
+                 bytes: Option<u64>,
+                 higher: bool,
+                 limit: Option<f64>,
+                 vals: [f64; 4]| {
+            super::super::Distribution {
+                suite: "s".into(),
+                check: check.into(),
+                metric: figure.into(),
+                figure: figure.into(),
+                class: Subject {
+                    bytes,
+                    ..Default::default()
+                },
+                unit: "u".into(),
+                higher_is_better: higher,
+                limit,
+                median: f64::NAN,
+                points: ["n1", "n2", "n3", "n4"]
+                    .iter()
+                    .zip(vals)
+                    .map(|(n, v)| (n.to_string(), v))
+                    .collect(),
+            }
+        };
+        r.distributions = vec![
+            // n4 failed: its 10 is not part of any median; n2's NaN is not a figure.
+            d(
+                "host_bandwidth",
+                "h2d",
+                None,
+                true,
+                Some(48.0),
+                [100.0, 100.0, 100.0, 10.0],
+            ),
+            d(
+                "host_bandwidth",
+                "d2h",
+                None,
+                true,
+                Some(98.0),
+                [100.0, f64::NAN, 100.0, 10.0],
+            ),
+            d(
+                "p2p_bandwidth",
+                "p2p_write",
+                None,
+                true,
+                None,
+                [200.0, 220.0, 240.0, 10.0],
+            ),
+            d(
+                "p2p_bandwidth",
+                "p2p_bidir",
+                None,
+                true,
+                Some(100.0),
+                [400.0, 400.0, 400.0, 10.0],
+            ),
+            d(
+                "p2p_latency",
+                "latency",
+                None,
+                false,
+                Some(10.0),
+                [2.0, 2.0, 2.0, 90.0],
+            ),
+            d(
+                "collective.all_reduce",
+                "busbw",
+                Some(8 << 30),
+                true,
+                Some(460.0),
+                [500.0, 500.0, 500.0, 1.0],
+            ),
+            d(
+                "collective.all_gather",
+                "busbw",
+                Some(1 << 20),
+                true,
+                Some(300.0),
+                [400.0, 400.0, 400.0, 1.0],
+            ),
+            d(
+                "collective.bogus]\n[x",
+                "busbw",
+                Some(1 << 20),
+                true,
+                None,
+                [1.0, 1.0, 1.0, 1.0],
+            ),
+            d(
+                "training",
+                "step_time",
+                None,
+                false,
+                None,
+                [1.0, 1.0, 1.0, 1.0],
+            ),
+        ];
+        r
+    }
+
+    #[test]
+    fn each_figure_gets_its_median_as_typical_a_floor_a_margin_below_and_a_warning_halfway() {
+        let text = suite(&fleet(), "h100-sxm-8", "f", 10.0).unwrap();
+        let lines: Vec<&str> = text
+            .lines()
+            .map(|l| l.split("    #").next().unwrap())
+            .filter(|l| !l.starts_with('#'))
+            .collect();
+        assert_eq!(
+            lines,
+            [
+                "format_version = 1",
+                "name = \"f\"",
+                "extends = \"h100-sxm-8\"",
+                "",
+                "[checks.host_bandwidth]",
+                "h2d = { fail_below = 90, warn_below = 95, typical = 100 }",
+                "d2h = { fail_below = 98, warn_below = 98, typical = 100 }",
+                "",
+                "[checks.p2p_bandwidth]",
+                "write = { fail_below = 198, warn_below = 209, typical = 220 }",
+                "bidir = { fail_below = 360, warn_below = 380, typical = 400 }",
+                "",
+                "[checks.p2p_latency]",
+                "latency_us = { fail_above = 2.2, warn_above = 2.1, typical = 2 }",
+                "",
+                "[checks.collective.all_gather.min_busbw_gbps]",
+                "\"1MiB\" = 360",
+                "",
+                "[checks.collective.all_reduce.min_busbw_gbps]",
+                "\"8GiB\" = 460",
+            ],
+            "{text}"
+        );
+        assert!(
+            text.contains("# fleet median 100 of 2 passing nodes; the SKU suite's floor was 98"),
+            "{text}"
+        );
+        // The margin is a share below 100%; the nodes that passed ran one suite.
+        assert!(suite(&fleet(), "x", "f", 99.9).is_ok());
+        assert!(suite(&fleet(), "x", "f", 100.0).is_err());
+        let mut two = fleet();
+        two.nodes[1].suite = Some("t".into());
+        let e = suite(&two, "x", "f", 10.0).unwrap_err();
+        assert!(e.contains("ran 2 suites (s, t)"), "{e}");
+    }
+
     #[test]
     fn the_baseline_of_a_simulated_fleet_is_a_valid_suite_that_tightens_floors_only() {
         // Six simulated nodes, judged as a fleet.

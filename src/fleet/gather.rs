@@ -100,10 +100,12 @@ pub fn find(inputs: &[PathBuf]) -> Result<Found, String> {
             let (names, id) = read_list(&list)?;
             expected.extend(names);
             match (&job, id) {
-                (Some(a), Some(b)) if *a != b => return Err(format!(
+                (Some(a), Some(b)) if *a != b => {
+                    return Err(format!(
                     "{}: job {b}, but another folder given is of job {a}: report one job at a time",
                     list.display()
-                )),
+                ))
+                }
                 (None, Some(b)) => job = Some(b),
                 _ => {}
             }
