@@ -484,6 +484,29 @@ mod tests {
         }
     }
 
+    /// The checks that judge noisy figures are measured again as often as their suite says.
+    #[test]
+    fn the_noisy_checks_measure_again_as_often_as_the_suite_says() {
+        let cfg = "remeasure = 3";
+        assert_eq!(
+            host_bandwidth::HostBandwidth(toml::from_str(cfg).unwrap()).remeasure(),
+            3
+        );
+        assert_eq!(
+            p2p_bandwidth::P2pBandwidth(toml::from_str(cfg).unwrap()).remeasure(),
+            3
+        );
+        assert_eq!(
+            p2p_latency::P2pLatency(toml::from_str(cfg).unwrap()).remeasure(),
+            3
+        );
+        let c = collective::Collective {
+            op: crate::suite::CollectiveOp::AllGather,
+            cfg: toml::from_str(cfg).unwrap(),
+        };
+        assert_eq!(c.remeasure(), 3);
+    }
+
     /// `[baseline]` plans only against a baseline that holds figures, and says which and how
     /// strictly it compares.
     #[test]

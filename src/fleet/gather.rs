@@ -483,6 +483,62 @@ mod tests {
         }
     }
 
+    /// Each figure is the node's own value for its own subject (a collective's figures name only
+    /// their size, a copy both ways its pair), and only GPU serials and UUIDs that are there
+    /// identify a GPU.
+    #[test]
+    fn a_node_is_summarized_by_its_judged_figures_and_its_gpus() {
+        use crate::evidence::Subject;
+        let mut ev = crate::testutil::simulated_named("h100-sxm-8", "n1", 1, &[]);
+        let mut keys = Keys::default();
+        let s = summarize(blank("n1"), &ev, &mut keys);
+        let value = |check: &str, metric: &str, subject: &Subject| {
+            let c = ev.check(check).unwrap();
+            let m = c
+                .metrics
+                .iter()
+                .find(|m| m.name == metric && &m.subject == subject)
+                .unwrap();
+            let f = s
+                .figures
+                .iter()
+                .find(|f| {
+                    f.key.check == check && f.key.metric == metric && &f.key.subject == subject
+                })
+                .unwrap_or_else(|| panic!("no figure {check} {metric} {subject:?}"));
+            (f.value, m.median)
+        };
+        for (check, metric, subject) in [
+            ("p2p_bandwidth", "p2p_read", Subject::pair(0, 5)),
+            ("p2p_bandwidth", "p2p_read", Subject::pair(5, 0)),
+            ("p2p_bandwidth", "p2p_bidir", Subject::pair(2, 3)),
+            ("host_bandwidth", "h2d", Subject::gpu(7)),
+            ("collective.all_reduce", "busbw", Subject::size(8 << 30)),
+        ] {
+            let (got, want) = value(check, metric, &subject);
+            assert_eq!(got, want, "{check} {metric} {subject:?}");
+        }
+        let fig = s
+            .figures
+            .iter()
+            .find(|f| f.key.check == "collective.all_reduce")
+            .unwrap();
+        assert_eq!(fig.key.limit, Some(460.0));
+        assert_eq!(s.gpu_ids.len(), 16);
+        // A GPU without a serial (a VM, say) is known by its UUID alone.
+        for g in &mut ev.node.gpus {
+            g.serial = Some(String::new());
+        }
+        ev.node.gpus[0].uuid = String::new();
+        let s = summarize(blank("n1"), &ev, &mut keys);
+        assert_eq!(s.gpu_ids.len(), 7);
+        assert!(
+            s.gpu_ids.iter().all(|i| i.starts_with("UUID GPU-")),
+            "{:?}",
+            s.gpu_ids
+        );
+    }
+
     #[test]
     fn a_fleet_report_in_the_shared_folder_is_not_a_node_and_the_node_list_is_read() {
         let d = tempfile::tempdir().unwrap();

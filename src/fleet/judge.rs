@@ -729,7 +729,28 @@ mod tests {
     }
 
     #[test]
+    fn a_median_of_zero_compares_nothing() {
+        let lat = |n: &str, v: f64| node(n, &[("latency", v, false, Status::Pass)]);
+        let r = judge(
+            vec![
+                lat("a", 0.0),
+                lat("b", 0.0),
+                lat("c", 0.0),
+                lat("d", 0.0),
+                lat("e", 1.0),
+            ],
+            &[],
+            10.0,
+        );
+        assert!(r.outliers.is_empty(), "{:?}", r.outliers);
+    }
+
+    #[test]
     fn columns_follow_the_order_of_a_run() {
+        assert_eq!(
+            order_columns(vec!["baseline".into(), "training".into()]),
+            ["training", "baseline"]
+        );
         let c = order_columns(
             [
                 "training",
