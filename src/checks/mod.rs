@@ -425,7 +425,7 @@ mod tests {
             ("collective.reduce_scatter", "collective", "NCCL reduce_scatter", "31 sizes", "checks.collective.reduce_scatter.iterations", 0),
             ("collective.broadcast", "collective", "NCCL broadcast", "31 sizes", "checks.collective.broadcast.iterations", 0),
             ("collective.all_to_all", "collective", "NCCL all_to_all", "30 sizes", "checks.collective.all_to_all.iterations", 0),
-            ("training", "training", "Reference training run", "100 steps", "checks.training.steps", 0),
+            ("training", "training", "Reference training run", "(75.6M parameters, 302 MB of fp32 gradients a step), batch 4096 per GPU on 8 GPUs, 100 steps", "checks.training.steps", 0),
         ];
         assert_eq!(checks.len(), want.len());
         assert_eq!(ev.checks.len(), want.len());

@@ -529,6 +529,7 @@ mod tests {
         let flagged: Vec<&str> = r.outliers.iter().map(|o| o.node.as_str()).collect();
         // e is 25% slower than the median of 2; d is faster; f already failed its ceiling.
         assert_eq!(flagged, ["e"]);
+        assert_eq!(r.outliers[0].worse_pct, 25.0);
     }
 
     #[test]
