@@ -730,6 +730,76 @@ mod tests {
     }
 
     #[test]
+    fn exactly_the_margin_below_the_median_is_within_it() {
+        // Median 400: 360 is exactly 10% worse, 359 is more.
+        let nodes = vec![
+            bw("a", 400.0),
+            bw("b", 400.0),
+            bw("c", 400.0),
+            bw("d", 360.0),
+            bw("e", 359.0),
+        ];
+        let r = judge(nodes, &[], 10.0);
+        let flagged: Vec<&str> = r.outliers.iter().map(|o| o.node.as_str()).collect();
+        assert_eq!(flagged, ["e"]);
+    }
+
+    /// A collective's figure is one distribution per message size, named with it; a GPU's or
+    /// a pair's figures are one distribution per metric, each node's worst.
+    #[test]
+    fn distributions_gather_like_figures_of_every_gpu_or_pair_but_not_of_every_size() {
+        let fig = |check: &str, metric: &str, subject: Subject, v: f64| Figure {
+            key: KEYS.with(|k| {
+                k.borrow_mut().intern(FigureKey {
+                    id: 0,
+                    check: check.into(),
+                    metric: metric.into(),
+                    subject,
+                    unit: "GB/s".into(),
+                    higher_is_better: true,
+                    limit: None,
+                })
+            }),
+            value: v,
+            status: Status::Pass,
+        };
+        let mut a = bw("a", 390.0);
+        a.figures = vec![
+            fig(
+                "collective.all_reduce",
+                "busbw",
+                Subject::size(8 << 30),
+                480.0,
+            ),
+            fig(
+                "collective.all_reduce",
+                "busbw",
+                Subject::size(1 << 20),
+                40.0,
+            ),
+            fig("host_bandwidth", "h2d", Subject::gpu(0), 55.0),
+            fig("host_bandwidth", "h2d", Subject::gpu(1), 50.0),
+        ];
+        let r = judge(vec![a], &[], 10.0);
+        let names: Vec<(&str, &str, f64)> = r
+            .distributions
+            .iter()
+            .map(|d| (d.check.as_str(), d.metric.as_str(), d.points[0].1))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                ("collective.all_reduce", "busbw 1 MiB", 40.0),
+                ("collective.all_reduce", "busbw 8 GiB", 480.0),
+                ("host_bandwidth", "h2d", 50.0),
+            ]
+        );
+        assert_eq!(r.distributions[1].class, Subject::size(8 << 30));
+        assert_eq!(r.distributions[2].class, Subject::default());
+        assert_eq!(r.distributions[1].figure, "busbw");
+    }
+
+    #[test]
     fn a_median_of_zero_compares_nothing() {
         let lat = |n: &str, v: f64| node(n, &[("latency", v, false, Status::Pass)]);
         let r = judge(
