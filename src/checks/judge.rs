@@ -399,6 +399,13 @@ mod tests {
         assert_eq!(status(2.0, &ceilings), Status::Pass);
         let f = judge(&Subject::gpu(0), "x", 7.0, "us", &ceilings).unwrap();
         assert_eq!(f.limit, Some(ceilings));
+        assert_eq!(f.expected, "fail > 10.0, warn > 6.00 us");
+        assert_eq!(
+            judge(&Subject::gpu(0), "x", 50.0, "GB/s", &floors)
+                .unwrap()
+                .expected,
+            "fail < 48.0, warn < 52.0 GB/s"
+        );
         assert!(
             f.reason.contains("above the warning level of 6"),
             "{}",

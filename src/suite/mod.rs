@@ -200,9 +200,13 @@ impl TopologyExpect {
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct Limit {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fail_below: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warn_below: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fail_above: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub warn_above: Option<f64>,
     /// What a healthy node typically measures (cite the source beside it). The node's median is
     /// held against it: under `typical_fraction` of it (over it by as much, for a latency) is a
