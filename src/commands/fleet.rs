@@ -350,14 +350,28 @@ pub fn cmd_drain(fleet_path: &Path, scheduler: Scheduler, dry_run: bool) -> Resu
     }
     let (program, plan) = match scheduler {
         Scheduler::Slurm => {
-            let current = if dry_run {
-                Vec::new()
-            } else {
-                let o = std::process::Command::new("sinfo")
-                    .args(["-h", "-N", "-o", "%N|%E"])
-                    .output()
-                    .map_err(|e| input(format!("cannot run sinfo: {e}")))?;
-                fleet::slurm::parse_reasons(&String::from_utf8_lossy(&o.stdout))
+            // The nodes' present reasons decide what is resumed and what is an operator's; a
+            // dry run away from the cluster shows the drains alone.
+            let current = match std::process::Command::new("sinfo")
+                .args(["-h", "-N", "-o", "%N|%E"])
+                .output()
+            {
+                Ok(o) if o.status.success() => {
+                    fleet::slurm::parse_reasons(&String::from_utf8_lossy(&o.stdout))
+                }
+                _ if dry_run => {
+                    crate::outln!(
+                        "(sinfo did not answer: current reasons unknown, resumes not shown)"
+                    );
+                    Vec::new()
+                }
+                Ok(o) => {
+                    return Err(input(format!(
+                        "sinfo failed: {}",
+                        crate::console::visible(String::from_utf8_lossy(&o.stderr).trim())
+                    )))
+                }
+                Err(e) => return Err(input(format!("cannot run sinfo: {e}"))),
             };
             ("scontrol", fleet::slurm::drain_plan(&r, &current))
         }
