@@ -342,6 +342,20 @@ mod tests {
             text.contains("# fleet median 100 of 2 passing nodes; the SKU suite's floor was 98"),
             "{text}"
         );
+        // Without the SKU's limits, the margin alone sets them.
+        let mut bare = fleet();
+        for d in &mut bare.distributions {
+            d.limit = None;
+        }
+        let text = suite(&bare, "h100-sxm-8", "f", 10.0).unwrap();
+        for line in [
+            "h2d = { fail_below = 90, warn_below = 95, typical = 100 }",
+            "d2h = { fail_below = 90, warn_below = 95, typical = 100 }",
+            "latency_us = { fail_above = 2.2, warn_above = 2.1, typical = 2 }",
+            "\"8GiB\" = 450",
+        ] {
+            assert!(text.lines().any(|l| l.starts_with(line)), "{line}\n{text}");
+        }
         // The margin is a share below 100%; the nodes that passed ran one suite.
         assert!(suite(&fleet(), "x", "f", 99.9).is_ok());
         assert!(suite(&fleet(), "x", "f", 100.0).is_err());
