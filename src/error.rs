@@ -140,3 +140,13 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An error's message starting in lowercase, as nodecert's messages do.
+pub fn lower(e: &dyn std::fmt::Display) -> String {
+    let s = e.to_string();
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_lowercase().chain(c).collect(),
+        None => s,
+    }
+}

@@ -115,20 +115,12 @@ pub fn summary(r: &FleetReport, out: &Path) -> String {
     if r.simulated {
         s.push_str("SIMULATED RESULTS: not a certification of real hardware\n");
     }
-    let counts: Vec<String> = fleet::NodeVerdict::ALL
-        .iter()
-        .filter_map(|v| {
-            r.counts
-                .get(v.key())
-                .map(|n| format!("{n} {}", v.label().to_lowercase()))
-        })
-        .collect();
     s.push_str(&format!(
         "fleet: {}{} of {} nodes: {}\n",
         if r.simulated { "[SIMULATED] " } else { "" },
         r.verdict.label(),
         r.nodes.len(),
-        counts.join(", ")
+        r.counts_text()
     ));
     for a in &r.actions {
         s.push_str(&format!(
@@ -352,26 +344,15 @@ pub fn cmd_drain(fleet_path: &Path, scheduler: Scheduler, dry_run: bool) -> Resu
         Scheduler::Slurm => {
             // The nodes' present reasons decide what is resumed and what is an operator's; a
             // dry run away from the cluster shows the drains alone.
-            let current = match std::process::Command::new("sinfo")
-                .args(["-h", "-N", "-o", "%N|%E"])
-                .output()
-            {
-                Ok(o) if o.status.success() => {
-                    fleet::slurm::parse_reasons(&String::from_utf8_lossy(&o.stdout))
-                }
-                _ if dry_run => {
+            let current = match fleet::slurm::current_reasons(None) {
+                Ok(c) => c,
+                Err(_) if dry_run => {
                     crate::outln!(
                         "(sinfo did not answer: current reasons unknown, resumes not shown)"
                     );
                     Vec::new()
                 }
-                Ok(o) => {
-                    return Err(input(format!(
-                        "sinfo failed: {}",
-                        crate::console::visible(String::from_utf8_lossy(&o.stderr).trim())
-                    )))
-                }
-                Err(e) => return Err(input(format!("cannot run sinfo: {e}"))),
+                Err(e) => return Err(input(e)),
             };
             ("scontrol", fleet::slurm::drain_plan(&r, &current))
         }

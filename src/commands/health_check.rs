@@ -111,11 +111,8 @@ fn judge(
 ) -> Result<(Verdict, Vec<String>, bool)> {
     let (mut b, simrec) = backend(simulate.as_deref(), &inject, 1, node_name.as_deref())?;
     let inv = b.inventory()?;
-    let loaded = match (suite, &simrec) {
-        (Some(s), _) => load::load(&s)?,
-        (None, Some(rec)) if load::embedded(&rec.node).is_some() => load::load(&rec.node)?,
-        (None, _) => super::run::pick_suite(None, &inv)?,
-    };
+    let given = suite.map(|s| load::load(&s)).transpose()?;
+    let loaded = super::run::suite_for(given, simrec.as_ref(), &inv)?;
     let loaded = quick(loaded);
     let ev = crate::runner::new_evidence(&loaded, b.as_ref(), inv, simrec, super::environment(&[]));
     let ev = crate::runner::run(&loaded, b.as_mut(), ev, None, &mut crate::runner::Silent)
@@ -145,16 +142,11 @@ fn slurm_act(v: Verdict, why: &[String]) {
         );
         return;
     };
-    let current = std::process::Command::new("sinfo")
-        .args(["-h", "-N", "-n", &node, "-o", "%N|%E"])
-        .output()
-        .ok()
-        .and_then(|o| {
-            crate::fleet::slurm::parse_reasons(&String::from_utf8_lossy(&o.stdout))
-                .into_iter()
-                .find(|(n, _)| n == &node)
-                .map(|(_, r)| r)
-        })
+    let current = crate::fleet::slurm::current_reasons(Some(&node))
+        .unwrap_or_default()
+        .into_iter()
+        .find(|(n, _)| n == &node)
+        .map(|(_, r)| r)
         .unwrap_or_default();
     let args: Vec<String> = match action(v, &current) {
         Act::Drain => {

@@ -38,6 +38,20 @@ pub(crate) fn pick_suite(
     }
 }
 
+/// The suite a run uses: the one given; on a simulated node (a shipped SKU) the suite of the
+/// same name, whatever faults do to the GPU count; else the embedded one matching the node.
+pub(crate) fn suite_for(
+    given: Option<LoadedSuite>,
+    simrec: Option<&crate::evidence::SimulationRecord>,
+    inv: &crate::inventory::Inventory,
+) -> Result<LoadedSuite> {
+    Ok(match (given, simrec) {
+        (Some(l), _) => l,
+        (None, Some(rec)) if load::embedded(&rec.node).is_some() => load::load(&rec.node)?,
+        (None, _) => pick_suite(None, inv)?,
+    })
+}
+
 #[allow(clippy::too_many_arguments)]
 pub fn cmd_run(
     suite: Option<String>,
@@ -73,13 +87,7 @@ pub fn cmd_run(
     let pages = load_templates(templates, signer.is_some())?;
     let (mut b, simrec) = backend(simulate.as_deref(), &inject, seed, node_name.as_deref())?;
     let inv = b.inventory()?;
-    let loaded = match (pre_loaded, &simrec) {
-        (Some(l), _) => l,
-        // A simulated node is a shipped SKU: its suite is the one of the same name, whatever
-        // faults do to the GPU count.
-        (None, Some(rec)) if load::embedded(&rec.node).is_some() => load::load(&rec.node)?,
-        (None, _) => pick_suite(None, &inv)?,
-    };
+    let loaded = suite_for(pre_loaded, simrec.as_ref(), &inv)?;
     crate::checks::check_evidence_size(&loaded, inv.gpus.len())?;
     // Held until the run ends: no other nodecert writes here meanwhile.
     let dir = open_report_dir(out)?;

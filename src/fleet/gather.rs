@@ -81,7 +81,7 @@ pub fn find(inputs: &[PathBuf]) -> Result<Found, String> {
     let mut job: Option<String> = None;
     for input in inputs {
         let meta = std::fs::symlink_metadata(input)
-            .map_err(|e| format!("{}: {}", input.display(), io_text(&e)))?;
+            .map_err(|e| format!("{}: {}", input.display(), crate::error::lower(&e)))?;
         if !meta.is_dir() {
             return Err(format!(
                 "{}: not a folder (give a node's report folder or a fleet's shared folder)",
@@ -111,12 +111,13 @@ pub fn find(inputs: &[PathBuf]) -> Result<Found, String> {
             }
         }
         let mut subs = Vec::new();
-        for entry in
-            std::fs::read_dir(input).map_err(|e| format!("{}: {}", input.display(), io_text(&e)))?
+        for entry in std::fs::read_dir(input)
+            .map_err(|e| format!("{}: {}", input.display(), crate::error::lower(&e)))?
         {
-            let entry = entry.map_err(|e| format!("{}: {}", input.display(), io_text(&e)))?;
+            let entry =
+                entry.map_err(|e| format!("{}: {}", input.display(), crate::error::lower(&e)))?;
             // Folders only; a link is refused when read (it could point anywhere).
-            let t = entry.file_type().map_err(|e| io_text(&e))?;
+            let t = entry.file_type().map_err(|e| crate::error::lower(&e))?;
             // A fleet report written into the shared folder (the job's own) is not a node.
             if t.is_dir() && entry.path().join(super::FLEET_FILE).exists() {
                 continue;
@@ -157,9 +158,9 @@ fn folder_name(p: &Path) -> String {
 /// id from a `# job: ID` line.
 fn read_list(path: &Path) -> Result<(Vec<String>, Option<String>), String> {
     let f = crate::fsio::read::open(path, false)
-        .map_err(|e| format!("{}: {}", path.display(), io_text(&e)))?;
+        .map_err(|e| format!("{}: {}", path.display(), crate::error::lower(&e)))?;
     let bytes = crate::fsio::read::read_limited(f, MAX_EXPECTED_BYTES, "a node list")
-        .map_err(|e| format!("{}: {}", path.display(), io_text(&e)))?;
+        .map_err(|e| format!("{}: {}", path.display(), crate::error::lower(&e)))?;
     let text = String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8", path.display()))?;
     let mut out = Vec::new();
     let mut job = None;
@@ -248,7 +249,12 @@ pub fn read_node(folder: &NodeFolder, trust: &Trust, keys: &mut Keys) -> NodeSum
             )
         }
         Ok(_) => {}
-        Err(e) => return refuse(result, format!("cannot read its folder: {}", io_text(&e))),
+        Err(e) => {
+            return refuse(
+                result,
+                format!("cannot read its folder: {}", crate::error::lower(&e)),
+            )
+        }
     }
     let evidence = folder.path.join(EVIDENCE_FILE);
     // The node's own file, not one a link points to elsewhere on this host.
@@ -445,16 +451,6 @@ fn same_figure(metric: &crate::evidence::Subject, finding: &crate::evidence::Sub
         f.pairing = None;
     }
     *metric == f
-}
-
-/// An error's message starting in lowercase, as nodecert's messages do.
-fn io_text(e: &dyn std::fmt::Display) -> String {
-    let s = e.to_string();
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_lowercase().chain(c).collect(),
-        None => s,
-    }
 }
 
 #[cfg(test)]

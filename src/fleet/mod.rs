@@ -292,6 +292,19 @@ pub struct FleetReport {
 }
 
 impl FleetReport {
+    /// "12 pass, 1 flagged, 2 fail": the counts in the order of the verdicts.
+    pub fn counts_text(&self) -> String {
+        NodeVerdict::ALL
+            .iter()
+            .filter_map(|v| {
+                self.counts
+                    .get(v.key())
+                    .map(|n| format!("{n} {}", v.label().to_lowercase()))
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     pub fn node(&self, name: &str) -> Option<&NodeResult> {
         self.nodes.iter().find(|n| n.name == name)
     }

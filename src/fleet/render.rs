@@ -135,19 +135,10 @@ fn view(r: &FleetReport) -> View {
             }
         })
         .collect();
-    let counts = NodeVerdict::ALL
-        .iter()
-        .filter_map(|v| {
-            r.counts
-                .get(v.key())
-                .map(|n| format!("{n} {}", v.label().to_lowercase()))
-        })
-        .collect::<Vec<_>>()
-        .join(", ");
     View {
         rows,
         charts,
-        counts,
+        counts: r.counts_text(),
         verdict_label: r.verdict.label(),
         verdict_class: class(r.verdict),
     }

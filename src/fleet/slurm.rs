@@ -221,6 +221,24 @@ pub fn drain_plan(r: &FleetReport, current: &[(String, String)]) -> Vec<Vec<Stri
     out
 }
 
+/// Each node's present drain reason, from Slurm (`sinfo`), of `node` alone or of every node.
+/// Err says why sinfo did not answer.
+pub fn current_reasons(node: Option<&str>) -> Result<Vec<(String, String)>, String> {
+    let mut cmd = std::process::Command::new("sinfo");
+    cmd.args(["-h", "-N", "-o", "%N|%E"]);
+    if let Some(n) = node {
+        cmd.args(["-n", n]);
+    }
+    let o = cmd.output().map_err(|e| format!("cannot run sinfo: {e}"))?;
+    if !o.status.success() {
+        return Err(format!(
+            "sinfo failed: {}",
+            crate::console::visible(String::from_utf8_lossy(&o.stderr).trim())
+        ));
+    }
+    Ok(parse_reasons(&String::from_utf8_lossy(&o.stdout)))
+}
+
 /// Parse `sinfo -h -N -o '%N|%E'`: node and reason ("none" is no reason).
 pub fn parse_reasons(text: &str) -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = text

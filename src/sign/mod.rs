@@ -166,14 +166,7 @@ pub enum SignError {
     Signing { path: PathBuf, reason: String },
 }
 
-fn lower(e: &dyn fmt::Display) -> String {
-    let s = e.to_string();
-    let mut c = s.chars();
-    match c.next() {
-        Some(f) => f.to_lowercase().chain(c).collect(),
-        None => s,
-    }
-}
+use crate::error::lower;
 
 /// The whole message in lower case (library messages name algorithms and formats in capitals).
 fn lowercase(e: &dyn fmt::Display) -> String {
