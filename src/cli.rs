@@ -114,7 +114,8 @@ pub enum Command {
     /// Check a signed report folder: every signature, every file's digest.
     #[command(after_help = EXIT_CODES)]
     Verify {
-        /// The report folder (holding nodecert-manifest.txt and its signatures).
+        /// The report folder (holding nodecert-manifest.txt and its signatures): a node's or a
+        /// fleet report's.
         dir: PathBuf,
         /// Trust the signers of this OpenSSH allowed_signers file.
         #[arg(long, value_name = "FILE", conflicts_with = "pubkey")]
@@ -126,7 +127,7 @@ pub enum Command {
     /// Sign a report folder, or countersign one that is already signed.
     #[command(after_help = EXIT_CODES)]
     Sign {
-        /// The report folder.
+        /// The report folder: a node's (evidence.json) or a fleet report's (fleet.json).
         dir: PathBuf,
         /// Unencrypted OpenSSH private key: Ed25519, ECDSA P-256/P-384 or RSA. Security keys
         /// (sk-*) sign only with `ssh-keygen -Y sign`; `verify` checks their signatures.
@@ -249,6 +250,17 @@ pub enum FleetCommand {
         outlier_pct: f64,
         #[command(flatten)]
         trust: TrustArgs,
+        /// Sign the fleet's folder with this OpenSSH private key (as `run --sign-key`); check it
+        /// later with `nodecert verify`.
+        #[arg(long, value_name = "KEY")]
+        sign_key: Option<PathBuf>,
+        /// Identity of the signer in the verify command and allowed_signers line.
+        #[arg(long, value_name = "ID", requires = "sign_key")]
+        signer_id: Option<String>,
+        /// Sign even a fleet part of which was never judged (a node not tested or incomplete);
+        /// its pages then say "signed as not tested".
+        #[arg(long, requires = "sign_key")]
+        allow_incomplete: bool,
     },
     /// Run a simulated fleet (each node its own seed and GPUs) and write its report, to see the
     /// whole flow without a cluster. Everything it writes says SIMULATED.
@@ -562,7 +574,23 @@ fn fleet_dispatch(f: FleetCommand, args: &[String]) -> Result<u8> {
             expect,
             outlier_pct,
             trust,
-        } => fleet::cmd_report(&dirs, &out, expect.as_deref(), outlier_pct, &trust.trust()),
+            sign_key,
+            signer_id,
+            allow_incomplete,
+        } => {
+            let signer = match &sign_key {
+                Some(k) => Some(Signer::open(k, signer_id)?),
+                None => None,
+            };
+            fleet::cmd_report(
+                &dirs,
+                &out,
+                expect.as_deref(),
+                outlier_pct,
+                &trust.trust(),
+                signer.as_ref().map(|s| (s, allow_incomplete)),
+            )
+        }
         FleetCommand::Simulate {
             nodes,
             node,

@@ -400,6 +400,160 @@ fn signed_nodes_are_verified_and_a_tampered_one_is_refused() {
 }
 
 #[test]
+fn the_fleet_report_is_signed_verified_by_stock_openssh_and_refused_when_changed_or_partly_untested(
+) {
+    let env = Env::new();
+    let ok = env
+        .cmd()
+        .args(["keygen", "--out", "key", "--comment", "ops@example.com"])
+        .output()
+        .unwrap();
+    assert!(ok.status.success());
+    for (name, seed) in [("a1", "1"), ("a2", "2")] {
+        let out = env
+            .cmd()
+            .args(["run", "--simulate", "h200-vm-1", "--node-name", name])
+            .args(["--seed", seed, "--out", &format!("nodes/{name}"), "-q"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0));
+    }
+    let sign = |out: &str, extra: &[&str]| {
+        let o = env
+            .cmd()
+            .args(["fleet", "report", "nodes", "--out", out])
+            .args(["--sign-key", "key"])
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let verify = |dir: &str| {
+        let o = env
+            .cmd()
+            .args(["verify", dir, "--pubkey", "key.pub"])
+            .output()
+            .unwrap();
+        (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned())
+    };
+    let (code, stdout, stderr) = sign("f1", &[]);
+    assert_eq!(code, Some(0), "{stdout}{stderr}");
+    assert!(stdout.contains("signed f1 as ops@example.com"), "{stdout}");
+    assert!(stdout.contains("SIMULATED RESULTS: the signature seals simulated figures"));
+    let manifest = fs::read_to_string(env.path("f1/nodecert-manifest.txt")).unwrap();
+    assert!(manifest.contains("\n# kind: fleet\n"), "{manifest}");
+    assert!(manifest.contains("\n# simulated: true\n"), "{manifest}");
+    for f in FILES {
+        assert!(manifest.contains(&format!("  {f}\n")), "{f} not listed: {manifest}");
+    }
+    // The pages name the signer and the digest of fleet.json that the manifest lists.
+    let digest = manifest
+        .lines()
+        .find(|l| l.ends_with("  fleet.json"))
+        .unwrap()
+        .split("  ")
+        .next()
+        .unwrap()
+        .to_string();
+    for page in ["f1/fleet.md", "f1/fleet.html"] {
+        let text = fs::read_to_string(env.path(page)).unwrap();
+        assert!(text.contains(&digest), "{page} lacks the fleet.json digest");
+        assert!(text.contains("ssh-keygen -Y verify"), "{page}");
+    }
+    let (code, stdout) = verify("f1");
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains("VERIFIED (SIMULATED RESULTS"), "{stdout}");
+    // Anyone can check it with stock OpenSSH and coreutils.
+    let pubkey = fs::read_to_string(env.path("key.pub")).unwrap();
+    let mut key = pubkey.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+    key.insert_str(0, "ops@example.com ");
+    fs::write(env.path("allowed_signers"), format!("{key}\n")).unwrap();
+    let o = std::process::Command::new("ssh-keygen")
+        .current_dir(env.path("."))
+        .args(["-Y", "verify", "-f", "allowed_signers", "-I", "ops@example.com"])
+        .args(["-n", "nodecert", "-s", "f1/nodecert-manifest.txt.sig"])
+        .stdin(fs::File::open(env.path("f1/nodecert-manifest.txt")).unwrap())
+        .output()
+        .expect("run ssh-keygen");
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = std::process::Command::new("sha256sum")
+        .current_dir(env.path("f1"))
+        .args(["-c", "--quiet", "nodecert-manifest.txt"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
+    // A signed fleet folder is not written into again.
+    let (code, _, stderr) = sign("f1", &[]);
+    assert_eq!(code, Some(2));
+    assert!(stderr.contains("holds a signed report"), "{stderr}");
+
+    // One node's verdict changed in fleet.json: the signature no longer holds.
+    fs::create_dir(env.path("f2")).unwrap();
+    for f in ["nodecert-manifest.txt", "nodecert-manifest.txt.sig"]
+        .iter()
+        .chain(FILES.iter())
+    {
+        fs::copy(env.path(&format!("f1/{f}")), env.path(&format!("f2/{f}"))).unwrap();
+    }
+    let json = fs::read_to_string(env.path("f2/fleet.json")).unwrap();
+    fs::write(
+        env.path("f2/fleet.json"),
+        json.replacen("\"verdict\": \"pass\"", "\"verdict\": \"fail\"", 1),
+    )
+    .unwrap();
+    let (code, stdout) = verify("f2");
+    assert_eq!(code, Some(4), "{stdout}");
+    assert!(stdout.contains("fleet.json: sha-256 mismatch"), "{stdout}");
+    // A manifest edited to be a node's: its evidence file is then missing, and the signature
+    // does not cover the edit.
+    let m = env.path("f2/nodecert-manifest.txt");
+    fs::write(&m, manifest.replace("# kind: fleet\n", "")).unwrap();
+    let (code, stdout) = verify("f2");
+    assert_eq!(code, Some(4));
+    assert!(stdout.contains("evidence.json is not listed"), "{stdout}");
+    fs::write(&m, manifest.replace("# kind: fleet\n", "# kind: rack\n")).unwrap();
+    let (code, stdout) = verify("f2");
+    assert_eq!(code, Some(4));
+    assert!(stdout.contains("kind is \"rack\""), "{stdout}");
+
+    // A node that was expected but never reported: not signed unless the signer says so.
+    let (code, _, stderr) = sign("f3", &["--expect", "a[1-3]"]);
+    assert_eq!(code, Some(5), "{stderr}");
+    assert!(stderr.contains("not signed: the fleet is not tested"), "{stderr}");
+    assert!(!env.path("f3/nodecert-manifest.txt").exists());
+    let o = env
+        .cmd()
+        .args(["sign", "f3", "--key", "key"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(5), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = env
+        .cmd()
+        .args(["sign", "f3", "--key", "key", "--allow-incomplete"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(verify("f3").0, Some(0));
+    let (code, _, stderr) = sign("f4", &["--expect", "a[1-3]", "--allow-incomplete"]);
+    assert_eq!(code, Some(5), "the exit code stays the fleet's: {stderr}");
+    let md = fs::read_to_string(env.path("f4/fleet.md")).unwrap();
+    assert!(md.contains("signed as not tested"), "{md}");
+    assert_eq!(verify("f4").0, Some(0));
+    // A fleet folder is not read as a node.
+    let o = env
+        .cmd()
+        .args(["fleet", "report", "f1", "--out", "f5"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("a fleet report's folder"));
+}
+
+#[test]
 fn the_slurm_script_quotes_what_it_is_given_and_is_valid_bash() {
     let env = Env::new();
     let out = env

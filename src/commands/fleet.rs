@@ -4,21 +4,16 @@
 use super::output::{open_report_dir, write_files};
 use crate::error::{exit, Error, InputError, Result};
 use crate::fleet::{self, gather, FleetReport};
+use super::signer::Signer;
 use crate::sign::Trust;
+use sha2::Digest;
 use std::path::{Path, PathBuf};
 
 fn input(msg: impl Into<String>) -> Error {
     Error::Input(InputError::Other(msg.into()))
 }
 
-/// The files `fleet report` writes into its folder.
-pub const FLEET_FILES: [&str; 5] = [
-    fleet::FLEET_FILE,
-    "fleet.html",
-    "fleet.md",
-    "fleet-junit.xml",
-    "fleet.prom",
-];
+use fleet::FILES as FLEET_FILES;
 
 /// Check the outlier margin given.
 fn outlier_pct(p: f64) -> Result<f64> {
@@ -31,14 +26,26 @@ fn outlier_pct(p: f64) -> Result<f64> {
     }
 }
 
-/// Read every node, judge the fleet, and write its report into `out`.
+/// What `fleet report` wrote.
+pub struct Written {
+    pub report: FleetReport,
+    /// The signature made, when a signer was given and the verdict may be signed.
+    pub signed: Option<crate::sign::SignatureInfo>,
+    /// A signer was given but the fleet was not signed: part of it was never judged, and
+    /// `--allow-incomplete` was not given.
+    pub refused: bool,
+}
+
+/// Read every node, judge the fleet, and write its report into `out`; with `signer`, sign the
+/// folder (a fleet part of which was never judged only with its `allow_incomplete`).
 pub fn report(
     inputs: &[PathBuf],
     out: &Path,
     expect: Option<&str>,
     pct: f64,
     trust: &Trust,
-) -> Result<FleetReport> {
+    signer: Option<(&Signer, bool)>,
+) -> Result<Written> {
     let pct = outlier_pct(pct)?;
     let gather::Found {
         folders,
@@ -92,8 +99,21 @@ pub fn report(
     }
     let mut r = fleet::judge::judge(summaries, &expected, pct);
     r.job = job;
-    let pages = fleet::render::render(&r).map_err(Error::Render)?;
     let json = serde_json::to_string_pretty(&r).map_err(|e| input(e.to_string()))? + "\n";
+    let refused = signer.is_some_and(|(_, allow)| r.verdict.is_shortfall() && !allow);
+    let signer = signer.filter(|_| !refused).map(|(s, _)| s);
+    // The pages say who signs and the digest of fleet.json, known before it is written.
+    let signing = match signer {
+        Some(s) => s.signing_of(
+            out,
+            hex::encode(sha2::Sha256::digest(json.as_bytes())),
+            r.verdict
+                .is_shortfall()
+                .then(|| format!("signed as {}", r.verdict.label().to_lowercase())),
+        ),
+        None => Default::default(),
+    };
+    let pages = fleet::render::render(&r, &signing).map_err(Error::Render)?;
     let dir = open_report_dir(out)?;
     write_files(
         &dir,
@@ -105,7 +125,15 @@ pub fn report(
             (FLEET_FILES[4], fleet::export::prometheus(&r)),
         ],
     )?;
-    Ok(r)
+    let signed = match signer {
+        Some(s) => Some(s.sign(&dir)?),
+        None => None,
+    };
+    Ok(Written {
+        report: r,
+        signed,
+        refused,
+    })
 }
 
 /// The console lines of a fleet report.
@@ -143,10 +171,47 @@ pub fn cmd_report(
     expect: Option<&str>,
     pct: f64,
     trust: &Trust,
+    signer: Option<(&Signer, bool)>,
 ) -> Result<u8> {
-    let r = report(inputs, out, expect, pct, trust)?;
-    crate::out!("{}", summary(&r, out));
+    let w = report(inputs, out, expect, pct, trust, signer)?;
+    let r = &w.report;
+    crate::out!("{}", summary(r, out));
+    if let (Some((s, _)), Some(info)) = (signer, &w.signed) {
+        crate::out!("{}", s.signed_text(out, info, r.simulated));
+    }
+    if w.refused {
+        crate::errln!("error: {}", not_signed(r, out));
+    }
     Ok(r.verdict.exit_code())
+}
+
+/// Why a fleet was not signed, and how to sign it anyway.
+fn not_signed(r: &FleetReport, out: &Path) -> String {
+    format!(
+        "not signed: the fleet is {} ({}); a signature would certify what was never checked; \
+         sign it anyway with `nodecert sign {} --key KEY --allow-incomplete`",
+        r.verdict.label().to_lowercase(),
+        r.counts_text(),
+        crate::console::visible(&out.display().to_string())
+    )
+}
+
+/// `nodecert sign` on a fleet report's folder: the fleet must be one the signer may sign.
+pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u8> {
+    let r = FleetReport::read(dir).map_err(input)?;
+    if r.verdict.is_shortfall() && !allow_incomplete {
+        return Err(Error::Refused {
+            message: not_signed(&r, dir),
+            code: r.verdict.exit_code(),
+        });
+    }
+    let lock = super::output::lock_dir(
+        crate::fsio::write::Dir::open_trusted(dir)
+            .map_err(|e| super::output::dir_error(dir, e))?,
+    )?;
+    let info = signer.sign(&lock)?;
+    crate::out!("{}", signer.signed_text(dir, &info, r.simulated));
+    Ok(exit::PASS)
 }
 
 /// Run a simulated fleet and report on it.
@@ -211,7 +276,9 @@ pub fn cmd_simulate(
         None,
         pct,
         &Trust::Untrusted,
-    )?;
+        None,
+    )?
+    .report;
     crate::out!("{}", summary(&r, &fleet_out));
     Ok(r.verdict.exit_code())
 }

@@ -12,6 +12,9 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
     if !dir.is_dir() {
         return Err(InputError::Other(format!("{}: not a report folder", dir.display())).into());
     }
+    if sign::ReportKind::of_folder(dir) == sign::ReportKind::Fleet {
+        return super::fleet::cmd_sign(dir, signer, allow_incomplete);
+    }
     // No other nodecert writes here while the signature is made. The folder is reached through
     // no link of another user (root's and the signer's own links are followed).
     let lock = lock_dir(Dir::open_trusted(dir).map_err(|e| dir_error(dir, e))?)?;

@@ -49,15 +49,29 @@ impl Signer {
             path: evidence,
             source: e,
         })?;
-        Ok(crate::report::Signing {
+        Ok(self.signing_of(
+            out,
+            digest,
+            ev.shortfall().map(|v| format!("signed as {}", v.words())),
+        ))
+    }
+
+    /// [`Signer::signing`] for a folder whose evidence file has the SHA-256 `digest`.
+    pub fn signing_of(
+        &self,
+        out: &Path,
+        digest: String,
+        signed_as: Option<String>,
+    ) -> crate::report::Signing {
+        crate::report::Signing {
             fingerprint: Some(self.fingerprint.clone()),
             evidence_sha256: Some(digest),
             verify_command: Some(sign::verify_command(
                 &out.display().to_string(),
                 &self.identity,
             )),
-            signed_as: ev.shortfall().map(|v| format!("signed as {}", v.words())),
-        })
+            signed_as,
+        }
     }
 
     /// Sign the report folder this command holds, writing through its handle.

@@ -88,6 +88,12 @@ pub fn find(inputs: &[PathBuf]) -> Result<Found, String> {
                 input.display()
             ));
         }
+        if !input.join(EVIDENCE_FILE).exists() && input.join(super::FLEET_FILE).exists() {
+            return Err(format!(
+                "{}: a fleet report's folder, not a node's: give the nodes' folders, or the shared folder that holds them",
+                input.display()
+            ));
+        }
         if input.join(EVIDENCE_FILE).exists() || input.join(MANIFEST_FILE).exists() {
             nodes.push(NodeFolder {
                 name: folder_name(input),

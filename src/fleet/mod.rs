@@ -27,6 +27,14 @@ use std::collections::BTreeMap;
 
 /// The fleet's evidence file in the output folder.
 pub const FLEET_FILE: &str = "fleet.json";
+/// The files `fleet report` writes into its folder (and a signature lists).
+pub const FILES: [&str; 5] = [
+    FLEET_FILE,
+    "fleet.html",
+    "fleet.md",
+    "fleet-junit.xml",
+    "fleet.prom",
+];
 /// What `fleet.json` is, and its version (checked on read).
 pub const FORMAT: &str = "nodecert-fleet";
 pub const FORMAT_VERSION: u32 = 1;
@@ -63,6 +71,15 @@ pub enum NodeVerdict {
 }
 
 impl NodeVerdict {
+    /// Whether the verdict says part of the fleet was never judged (a node not tested, a run
+    /// that did not finish, nothing judged): a signature would certify what was never checked.
+    pub fn is_shortfall(self) -> bool {
+        matches!(
+            self,
+            NodeVerdict::NothingJudged | NodeVerdict::Incomplete | NodeVerdict::NotTested
+        )
+    }
+
     pub fn label(self) -> &'static str {
         match self {
             NodeVerdict::Pass => "PASS",
@@ -316,12 +333,20 @@ impl FleetReport {
         } else {
             path.to_path_buf()
         };
-        let text = crate::fsio::read::read_to_string(&path, crate::fsio::read::Kind::Evidence)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let v: serde_json::Value = serde_json::from_str(&text)
+        let text = read_text(&path)?;
+        // The format first, from the same text (its other fields skipped, not built): a file of
+        // another format or version is named as such, not as a missing field.
+        #[derive(Deserialize)]
+        struct Head {
+            #[serde(default)]
+            format: serde_json::Value,
+            #[serde(default)]
+            format_version: serde_json::Value,
+        }
+        let head: Head = serde_json::from_str(&text)
             .map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
-        let format = v.get("format").and_then(|f| f.as_str()).unwrap_or_default();
-        let version = v.get("format_version").and_then(|f| f.as_u64());
+        let format = head.format.as_str().unwrap_or_default();
+        let version = head.format_version.as_u64();
         if format != FORMAT || version != Some(u64::from(FORMAT_VERSION)) {
             return Err(format!(
                 "{}: not a {FORMAT} file of version {FORMAT_VERSION} (format {format:?}, version {})",
@@ -331,7 +356,50 @@ impl FleetReport {
         }
         // Names are not trusted here: the drain plans pass only host names to scontrol and
         // kubectl, whatever the file says.
-        serde_json::from_value(v).map_err(|e| format!("{}: {e}", path.display()))
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+    }
+}
+
+/// fleet.json's text, bounded ([`crate::fsio::read::Kind::Fleet`]).
+fn read_text(path: &std::path::Path) -> Result<String, String> {
+    crate::fsio::read::read_to_string(path, crate::fsio::read::Kind::Fleet)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))
+}
+
+/// Whether the fleet report at `path` (fleet.json) is of simulated nodes, as a signature
+/// records it: its top-level flag, which must be a boolean and agree with its nodes' (a fleet
+/// is simulated when any of its nodes is), so that editing one field cannot make simulated
+/// figures a certification of hardware.
+pub fn simulated_status(path: &std::path::Path) -> Result<bool, String> {
+    #[derive(Deserialize)]
+    struct Node {
+        #[serde(default)]
+        name: serde_json::Value,
+        simulated: bool,
+    }
+    #[derive(Deserialize)]
+    struct Flags {
+        simulated: Option<serde_json::Value>,
+        #[serde(default)]
+        nodes: Vec<Node>,
+    }
+    let text = read_text(path)?;
+    let f: Flags = serde_json::from_str(&text).map_err(|e| format!("not a fleet report: {e}"))?;
+    let top = match f.simulated {
+        Some(serde_json::Value::Bool(b)) => b,
+        Some(_) => return Err("top-level \"simulated\" is not a boolean".into()),
+        None => return Err("has no top-level \"simulated\"".into()),
+    };
+    match f.nodes.iter().find(|n| n.simulated) {
+        Some(n) if !top => Err(format!(
+            "says simulated: false, but its node {} is simulated; refusing a file whose records disagree",
+            crate::console::visible(&n.name.to_string())
+        )),
+        None if top => Err(
+            "says simulated: true, but none of its nodes is; refusing a file whose records disagree"
+                .into(),
+        ),
+        _ => Ok(top),
     }
 }
 
@@ -371,6 +439,48 @@ pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_fleet_is_simulated_exactly_when_one_of_its_nodes_is() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join(FLEET_FILE);
+        let status = |text: &str| {
+            std::fs::write(&p, text).unwrap();
+            simulated_status(&p)
+        };
+        let node = |sim: bool| format!(r#"{{"name": "n1", "simulated": {sim}}}"#);
+        let fleet = |top: &str, nodes: &[String]| {
+            format!(r#"{{"simulated": {top}, "nodes": [{}]}}"#, nodes.join(","))
+        };
+        assert_eq!(status(&fleet("true", &[node(true), node(false)])), Ok(true));
+        assert_eq!(status(&fleet("false", &[node(false), node(false)])), Ok(false));
+        assert_eq!(status(&fleet("false", &[])), Ok(false));
+        let e = status(&fleet("false", &[node(false), node(true)])).unwrap_err();
+        assert!(e.contains("node \"n1\" is simulated"), "{e}");
+        let e = status(&fleet("true", &[node(false)])).unwrap_err();
+        assert!(e.contains("none of its nodes is"), "{e}");
+        assert!(status(&fleet("true", &[])).is_err());
+        assert!(status(&fleet("\"yes\"", &[node(true)])).is_err());
+        assert!(status(r#"{"nodes": []}"#).unwrap_err().contains("no top-level"));
+        assert!(status("[1]").is_err());
+        assert!(status(r#"{"simulated": true, "nodes": [{"name": "x"}]}"#).is_err());
+    }
+
+    #[test]
+    fn what_the_fleet_leaves_unjudged_is_a_shortfall() {
+        let short: Vec<NodeVerdict> = NodeVerdict::ALL
+            .into_iter()
+            .filter(|v| v.is_shortfall())
+            .collect();
+        assert_eq!(
+            short,
+            [
+                NodeVerdict::NothingJudged,
+                NodeVerdict::Incomplete,
+                NodeVerdict::NotTested
+            ]
+        );
+    }
 
     #[test]
     fn names_sort_as_people_count() {

@@ -144,8 +144,8 @@ fn view(r: &FleetReport) -> View {
     }
 }
 
-/// Render both pages.
-pub fn render(r: &FleetReport) -> Result<Rendered, String> {
+/// Render both pages; `signing` says who signs the folder (empty when nobody does).
+pub fn render(r: &FleetReport, signing: &crate::report::Signing) -> Result<Rendered, String> {
     let mut env = crate::report::base_env();
     env.add_template(HTML, EMBEDDED_HTML)
         .map_err(|e| crate::report::template_error(&e))?;
@@ -154,6 +154,7 @@ pub fn render(r: &FleetReport) -> Result<Rendered, String> {
     let ctx = minijinja::context! {
         f => Value::from(Serde(r)),
         v => Value::from(Serde(view(r))),
+        signing => Value::from(Serde(signing)),
     };
     let page = |name: &str| {
         env.get_template(name)

@@ -26,6 +26,8 @@ pub enum Kind {
     Evidence,
     /// A report template: 1 MiB.
     Template,
+    /// A fleet's fleet.json: 1 GiB (a few kilobytes a node, for up to 100,000 nodes).
+    Fleet,
 }
 
 impl Kind {
@@ -33,6 +35,7 @@ impl Kind {
         match self {
             Kind::Suite | Kind::Node | Kind::Template => MIB,
             Kind::Evidence => 64 * MIB,
+            Kind::Fleet => 1024 * MIB,
         }
     }
 
@@ -42,6 +45,7 @@ impl Kind {
             Kind::Node => "a node description",
             Kind::Evidence => "evidence",
             Kind::Template => "a template",
+            Kind::Fleet => "a fleet report",
         }
     }
 }

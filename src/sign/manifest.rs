@@ -15,6 +15,9 @@ use super::*;
 pub struct Manifest {
     pub format: String,
     pub nodecert_version: String,
+    /// What the folder reports on: a node (evidence.json) or a fleet (fleet.json).
+    pub kind: ReportKind,
+    /// SHA-256 of the kind's evidence file.
     pub evidence_sha256: String,
     pub simulated: bool,
     /// `(file name, sha-256 hex)` in manifest order.
@@ -115,6 +118,7 @@ impl Manifest {
             _ => return Err(format!("first line is not '# format: {MANIFEST_FORMAT}'")),
         }
         let mut version = None;
+        let mut kind = None;
         let mut evidence = None;
         let mut simulated = None;
         let mut warning = false;
@@ -132,6 +136,7 @@ impl Manifest {
                 let slot = match key {
                     "format" => return Err(format!("line {n}: duplicate 'format'")),
                     "nodecert-version" => &mut version,
+                    "kind" => &mut kind,
                     "evidence-sha256" => &mut evidence,
                     "simulated" => &mut simulated,
                     _ => continue,
@@ -160,6 +165,16 @@ impl Manifest {
             files.push((name.to_string(), hash.to_string()));
         }
         let nodecert_version = version.ok_or("missing '# nodecert-version: ' line")?;
+        // An unknown kind is refused: its evidence file, and so what was signed, is unknown.
+        let kind = match kind.as_deref() {
+            None | Some("node") => ReportKind::Node,
+            Some("fleet") => ReportKind::Fleet,
+            Some(other) => {
+                return Err(format!(
+                    "kind is {other:?}: this nodecert knows \"node\" and \"fleet\""
+                ))
+            }
+        };
         let evidence_sha256 = evidence.ok_or("missing '# evidence-sha256: ' line")?;
         if !is_hex64(&evidence_sha256) {
             return Err("evidence-sha256 is not 64 lowercase hex digits".into());
@@ -176,20 +191,24 @@ impl Manifest {
         if !simulated && warning {
             return Err("simulated-results warning line in a manifest of real results".into());
         }
-        match files.iter().find(|(n, _)| n == EVIDENCE_FILE) {
-            None => return Err(format!("{EVIDENCE_FILE} is not listed")),
+        let primary = kind.evidence_file();
+        match files.iter().find(|(n, _)| n == primary) {
+            None => return Err(format!("{primary} is not listed")),
             Some((_, h)) if *h != evidence_sha256 => {
                 return Err(format!(
-                    "evidence-sha256 {} differs from the digest listed for {EVIDENCE_FILE} {}",
+                    "evidence-sha256 {} differs from the digest listed for {primary} {}",
                     short(&evidence_sha256),
                     short(h)
                 ))
             }
             Some(_) => {}
         }
+        // The other kind's evidence file beside it would make the folder two reports in one.
+        ReportKind::of_files(files.iter().map(|(n, _)| n.as_str()))?;
         Ok(Manifest {
             format: MANIFEST_FORMAT.to_string(),
             nodecert_version,
+            kind,
             evidence_sha256,
             simulated,
             files,
@@ -201,6 +220,10 @@ impl Manifest {
         let mut s = String::new();
         s.push_str(&format!("# format: {MANIFEST_FORMAT}\n"));
         s.push_str(&format!("# nodecert-version: {}\n", self.nodecert_version));
+        // A node's manifest reads as it did before kinds existed.
+        if self.kind != ReportKind::Node {
+            s.push_str(&format!("# kind: {}\n", self.kind.key()));
+        }
         s.push_str(&format!("# evidence-sha256: {}\n", self.evidence_sha256));
         s.push_str(&format!("# simulated: {}\n", self.simulated));
         if self.simulated {
@@ -254,8 +277,18 @@ fn sha256_of(mut f: fs::File) -> io::Result<String> {
     Ok(hex::encode(h.finalize()))
 }
 
-/// Whether evidence.json is simulated, from all its records ([`crate::evidence::simulated_status`]).
-pub(super) fn evidence_simulated(path: &Path) -> Result<Option<bool>, SignError> {
+/// Whether a folder's evidence file is simulated: for a node, from all the records of its
+/// evidence.json ([`crate::evidence::simulated_status`]); for a fleet, from fleet.json, whose
+/// flag must agree with its nodes' ([`crate::fleet::simulated_status`]).
+pub(super) fn evidence_simulated(kind: ReportKind, path: &Path) -> Result<Option<bool>, SignError> {
+    if kind == ReportKind::Fleet {
+        return crate::fleet::simulated_status(path)
+            .map(Some)
+            .map_err(|reason| SignError::Evidence {
+                path: path.to_path_buf(),
+                reason,
+            });
+    }
     let bytes = crate::fsio::read::read(path, crate::fsio::read::Kind::Evidence)
         .map_err(io_err("read", path))?;
     let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| SignError::Evidence {
@@ -325,6 +358,7 @@ mod tests {
         Manifest {
             format: MANIFEST_FORMAT.into(),
             nodecert_version: "0.1.0".into(),
+            kind: ReportKind::Node,
             evidence_sha256: h.clone(),
             simulated,
             files: vec![
@@ -332,6 +366,37 @@ mod tests {
                 ("report.md".into(), "cd".repeat(32)),
             ],
         }
+    }
+
+    #[test]
+    fn a_fleet_manifest_names_its_kind_and_its_evidence_is_fleet_json() {
+        let h = "ab".repeat(32);
+        let m = Manifest {
+            kind: ReportKind::Fleet,
+            files: vec![
+                ("fleet.json".into(), h.clone()),
+                ("fleet.md".into(), "cd".repeat(32)),
+            ],
+            ..sample(false)
+        };
+        let text = m.render();
+        assert!(text.contains("\n# kind: fleet\n"), "{text}");
+        assert_eq!(Manifest::parse(&text), Ok(m));
+        // A node's manifest is written as it always was: no kind line.
+        assert!(!sample(false).render().contains("# kind:"));
+        let node = text.replace("# kind: fleet\n", "# kind: node\n");
+        assert!(Manifest::parse(&node).unwrap_err().contains("evidence.json is not listed"));
+        let other = text.replace("# kind: fleet\n", "# kind: rack\n");
+        assert!(Manifest::parse(&other).unwrap_err().contains("\"rack\""));
+        let twice = text.replace("# kind: fleet\n", "# kind: fleet\n# kind: fleet\n");
+        assert!(Manifest::parse(&twice).unwrap_err().contains("duplicate 'kind'"));
+        // One folder is one report: a fleet's manifest listing a node's evidence is refused.
+        let both = format!("{text}{h}  evidence.json\n");
+        assert!(Manifest::parse(&both).unwrap_err().contains("both"));
+        assert_eq!(
+            ReportKind::of_files(["report.md"]).unwrap_err(),
+            "evidence.json (or, for a fleet, fleet.json) is not listed"
+        );
     }
 
     #[test]

@@ -28,8 +28,12 @@
 //! Comment lines of the form `# key: value` (key of `a-z`, `0-9`, `-`) are
 //! metadata. The first line must be `# format: nodecert-manifest-1`; the
 //! keys `nodecert-version`, `evidence-sha256` (equal to the digest line of
-//! `evidence.json`, which must be listed) and `simulated` (`true` or `false`)
-//! are required, once each; unknown keys are ignored. When `simulated` is
+//! the folder's evidence file, which must be listed) and `simulated` (`true` or `false`)
+//! are required, once each; unknown keys are ignored. The optional key `kind`
+//! says what the folder reports on ([`ReportKind`]): `node` (the default, and
+//! never written, so a node's manifest reads as it always has; its evidence
+//! file is `evidence.json`) or `fleet` (a `nodecert fleet report` folder; its
+//! evidence file is `fleet.json`). Any other kind is refused. When `simulated` is
 //! `true` the manifest must contain the line [`SIMULATED_WARNING`], and must
 //! not otherwise. Other comment lines are free text for humans. Example:
 //!
@@ -118,9 +122,81 @@ pub const SIGNATURE_FILE: &str = "nodecert-manifest.txt.sig";
 pub const MANIFEST_FORMAT: &str = "nodecert-manifest-1";
 /// The evidence file whose digest and `simulated` flag the manifest records.
 pub const EVIDENCE_FILE: &str = crate::evidence::EVIDENCE_FILE;
-/// The files [`sign_dir`] lists when it writes the manifest itself (those present;
-/// `evidence.json` is required).
+/// The files [`sign_dir`] lists when it writes the manifest of a node's folder itself (those
+/// present; `evidence.json` is required).
 pub const DEFAULT_FILES: [&str; 3] = [EVIDENCE_FILE, "report.html", "report.md"];
+
+/// What a signed folder reports on, and so which file is its evidence.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReportKind {
+    /// One node's run: `evidence.json` and its pages.
+    Node,
+    /// A fleet's report (`nodecert fleet report`): `fleet.json` and its pages.
+    Fleet,
+}
+
+impl ReportKind {
+    /// The evidence file: its digest is the manifest's `evidence-sha256`, its `simulated` flag
+    /// must agree with the manifest's.
+    pub const fn evidence_file(self) -> &'static str {
+        match self {
+            ReportKind::Node => EVIDENCE_FILE,
+            ReportKind::Fleet => crate::fleet::FLEET_FILE,
+        }
+    }
+
+    /// The manifest's `kind` value.
+    pub const fn key(self) -> &'static str {
+        match self {
+            ReportKind::Node => "node",
+            ReportKind::Fleet => "fleet",
+        }
+    }
+
+    /// The files [`sign_dir`] lists when it writes the manifest itself (those present; the
+    /// evidence file is required).
+    pub const fn default_files(self) -> &'static [&'static str] {
+        match self {
+            ReportKind::Node => &DEFAULT_FILES,
+            ReportKind::Fleet => &crate::fleet::FILES,
+        }
+    }
+
+    /// The kind of the folder `dir`: a fleet's where it holds `fleet.json` and no
+    /// `evidence.json`, a node's otherwise (so a folder with neither is told that its
+    /// `evidence.json` is missing).
+    pub fn of_folder(dir: &Path) -> ReportKind {
+        if !dir.join(EVIDENCE_FILE).exists() && dir.join(crate::fleet::FLEET_FILE).exists() {
+            ReportKind::Fleet
+        } else {
+            ReportKind::Node
+        }
+    }
+
+    /// The kind whose evidence file is among `files`; `Err` when both are, or neither.
+    pub(crate) fn of_files<'a>(files: impl IntoIterator<Item = &'a str>) -> Result<ReportKind, String> {
+        let (mut node, mut fleet) = (false, false);
+        for f in files {
+            node |= f == ReportKind::Node.evidence_file();
+            fleet |= f == ReportKind::Fleet.evidence_file();
+        }
+        match (node, fleet) {
+            (true, false) => Ok(ReportKind::Node),
+            (false, true) => Ok(ReportKind::Fleet),
+            (true, true) => Err(format!(
+                "lists both {} and {}: a folder is one node's report or one fleet's",
+                ReportKind::Node.evidence_file(),
+                ReportKind::Fleet.evidence_file()
+            )),
+            (false, false) => Err(format!(
+                "{} (or, for a fleet, {}) is not listed",
+                ReportKind::Node.evidence_file(),
+                ReportKind::Fleet.evidence_file()
+            )),
+        }
+    }
+}
 /// The line a manifest of simulated results carries.
 pub const SIMULATED_WARNING: &str =
     "# WARNING: SIMULATED RESULTS. These files come from nodecert's \

@@ -43,7 +43,7 @@ impl Default for ManifestMeta {
 }
 
 /// Write `dir/`[`MANIFEST_FILE`] listing the SHA-256 of `files` (names relative
-/// to `dir`; `evidence.json` must be one of them). Replaces an existing
+/// to `dir`; `evidence.json`, or for a fleet's folder `fleet.json`, must be one of them). Replaces an existing
 /// manifest only while no signature exists. Returns the manifest path.
 pub fn write_manifest(
     dir: &Path,
@@ -80,12 +80,11 @@ pub fn write_manifest_in(
             });
         }
     }
-    if !seen.contains(EVIDENCE_FILE) {
-        return Err(SignError::Manifest {
-            path: manifest_path,
-            reason: format!("{EVIDENCE_FILE} must be among the listed files"),
-        });
-    }
+    let kind = ReportKind::of_files(seen.iter().copied()).map_err(|reason| SignError::Manifest {
+        path: manifest_path.clone(),
+        reason: format!("{reason}: the folder's evidence file must be among the listed files"),
+    })?;
+    let primary = kind.evidence_file();
     if meta.nodecert_version.is_empty() || meta.nodecert_version.chars().any(|c| c.is_control()) {
         return Err(SignError::Manifest {
             path: manifest_path,
@@ -98,8 +97,8 @@ pub fn write_manifest_in(
             reason: format!("already signed ({sig}); a signed manifest is never rewritten"),
         });
     }
-    let evidence_path = dir.join(EVIDENCE_FILE);
-    let from_evidence = evidence_simulated(&evidence_path)?;
+    let evidence_path = dir.join(primary);
+    let from_evidence = evidence_simulated(kind, &evidence_path)?;
     let simulated = match (meta.simulated, from_evidence) {
         (Some(a), Some(b)) if a != b => {
             return Err(SignError::Evidence {
@@ -124,12 +123,13 @@ pub fn write_manifest_in(
     }
     let evidence_sha256 = entries
         .iter()
-        .find(|(n, _)| n == EVIDENCE_FILE)
+        .find(|(n, _)| n == primary)
         .map(|(_, h)| h.clone())
         .unwrap_or_default();
     let manifest = Manifest {
         format: MANIFEST_FORMAT.to_string(),
         nodecert_version: meta.nodecert_version.clone(),
+        kind,
         evidence_sha256,
         simulated,
         files: entries,
@@ -145,7 +145,8 @@ pub fn write_manifest_in(
 /// Sign the report in `dir` with the unencrypted OpenSSH private key file
 /// `key` (Ed25519, ECDSA P-256/P-384 or RSA).
 ///
-/// Writes the manifest (over [`DEFAULT_FILES`] present) if it is missing, then
+/// Writes the manifest (over the [`ReportKind::default_files`] present: [`DEFAULT_FILES`] for a
+/// node's folder, the fleet report's files for a fleet's) if it is missing, then
 /// checks that every digest matches and every existing signature is valid, and
 /// writes [`SIGNATURE_FILE`], or, if that exists, the countersignature
 /// `nodecert-manifest.txt.N.sig` with the smallest free N >= 2. Never modifies
@@ -170,10 +171,12 @@ pub fn sign_dir_in(folder: &Dir, key: &Path) -> Result<SignatureInfo, SignError>
                 reason: format!("missing, but {sig} exists"),
             });
         }
-        let present: Vec<&str> = DEFAULT_FILES
+        let kind = ReportKind::of_folder(dir);
+        let present: Vec<&str> = kind
+            .default_files()
             .iter()
             .copied()
-            .filter(|f| *f == EVIDENCE_FILE || dir.join(f).exists())
+            .filter(|f| *f == kind.evidence_file() || dir.join(f).exists())
             .collect();
         write_manifest_in(folder, &present, &ManifestMeta::default())?;
         manifest_written = true;

@@ -464,13 +464,14 @@ pub(super) fn inspect(
             });
         }
         // The evidence's own flag must agree with the manifest.
+        let primary = m.kind.evidence_file();
         if r.files
             .iter()
-            .any(|f| f.name == EVIDENCE_FILE && f.status == FileStatus::Ok)
+            .any(|f| f.name == primary && f.status == FileStatus::Ok)
         {
-            match evidence_simulated(&dir.join(EVIDENCE_FILE)) {
+            match evidence_simulated(m.kind, &dir.join(primary)) {
                 Ok(Some(b)) if b != m.simulated => r.problems.push(format!(
-                    "{EVIDENCE_FILE}: says simulated: {b} but {MANIFEST_FILE} says simulated: {}",
+                    "{primary}: says simulated: {b} but {MANIFEST_FILE} says simulated: {}",
                     m.simulated
                 )),
                 Ok(_) => {}
