@@ -120,6 +120,13 @@ pub struct Subject {
     /// A PCIe bridge or switch, by its bus id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bridge: Option<String>,
+    /// A network adapter (an RDMA device, "mlx5_3"), with `gpu` when the subject is the path
+    /// between that GPU and it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic: Option<String>,
+    /// A port of `nic`, numbered as the kernel numbers it (from 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u32>,
     /// A collective operation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub op: Option<crate::suite::CollectiveOp>,
@@ -224,6 +231,22 @@ impl Subject {
             ..Default::default()
         }
     }
+    /// A network adapter, or one of its ports.
+    pub fn nic(name: &str, port: Option<u32>) -> Self {
+        Subject {
+            nic: Some(name.to_string()),
+            port,
+            ..Default::default()
+        }
+    }
+    /// The path between GPU `g` and the network adapter `nic`.
+    pub fn gpu_nic(g: usize, nic: &str) -> Self {
+        Subject {
+            gpu: Some(g),
+            nic: Some(nic.to_string()),
+            ..Default::default()
+        }
+    }
     /// The same subject about `metric`'s figure: a bidirectional copy figure is about both
     /// directions of its pair.
     pub fn of_metric(&self, metric: &str) -> Self {
@@ -257,6 +280,13 @@ impl Subject {
         }
         if let Some(b) = &self.bridge {
             return format!("bridge {b}");
+        }
+        if let Some(n) = &self.nic {
+            return match (self.gpu, self.port) {
+                (Some(g), _) => format!("GPU {g} - {n}"),
+                (None, Some(p)) => format!("{n} port {p}"),
+                (None, None) => n.clone(),
+            };
         }
         match (self.gpu, self.peer, self.link) {
             (Some(a), Some(b), _) => match self.pairing {

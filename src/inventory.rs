@@ -30,6 +30,11 @@ pub struct Inventory {
     /// bus", usually with XID 79): a node failure, judged by the health check.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub lost_gpus: Vec<LostGpu>,
+    /// The network adapters (RDMA NICs), their relation to the GPUs, GPUDirect RDMA. None: not
+    /// read (evidence written before nodecert read NICs, or a simulated node that describes
+    /// none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fabric: Option<crate::network::Fabric>,
 }
 
 /// A GPU that stopped answering the driver.

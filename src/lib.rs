@@ -22,6 +22,7 @@ pub mod fleet;
 pub mod fsio;
 pub mod inventory;
 pub mod inventory_text;
+pub mod network;
 pub mod platform;
 pub mod report;
 pub mod runner;

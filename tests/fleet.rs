@@ -438,7 +438,10 @@ fn the_fleet_report_is_signed_verified_by_stock_openssh_and_refused_when_changed
             .args(["verify", dir, "--pubkey", "key.pub"])
             .output()
             .unwrap();
-        (o.status.code(), String::from_utf8_lossy(&o.stdout).into_owned())
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+        )
     };
     let (code, stdout, stderr) = sign("f1", &[]);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
@@ -448,7 +451,10 @@ fn the_fleet_report_is_signed_verified_by_stock_openssh_and_refused_when_changed
     assert!(manifest.contains("\n# kind: fleet\n"), "{manifest}");
     assert!(manifest.contains("\n# simulated: true\n"), "{manifest}");
     for f in FILES {
-        assert!(manifest.contains(&format!("  {f}\n")), "{f} not listed: {manifest}");
+        assert!(
+            manifest.contains(&format!("  {f}\n")),
+            "{f} not listed: {manifest}"
+        );
     }
     // The pages name the signer and the digest of fleet.json that the manifest lists.
     let digest = manifest
@@ -469,12 +475,23 @@ fn the_fleet_report_is_signed_verified_by_stock_openssh_and_refused_when_changed
     assert!(stdout.contains("VERIFIED (SIMULATED RESULTS"), "{stdout}");
     // Anyone can check it with stock OpenSSH and coreutils.
     let pubkey = fs::read_to_string(env.path("key.pub")).unwrap();
-    let mut key = pubkey.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+    let mut key = pubkey
+        .split_whitespace()
+        .take(2)
+        .collect::<Vec<_>>()
+        .join(" ");
     key.insert_str(0, "ops@example.com ");
     fs::write(env.path("allowed_signers"), format!("{key}\n")).unwrap();
     let o = std::process::Command::new("ssh-keygen")
         .current_dir(env.path("."))
-        .args(["-Y", "verify", "-f", "allowed_signers", "-I", "ops@example.com"])
+        .args([
+            "-Y",
+            "verify",
+            "-f",
+            "allowed_signers",
+            "-I",
+            "ops@example.com",
+        ])
         .args(["-n", "nodecert", "-s", "f1/nodecert-manifest.txt.sig"])
         .stdin(fs::File::open(env.path("f1/nodecert-manifest.txt")).unwrap())
         .output()
@@ -523,20 +540,33 @@ fn the_fleet_report_is_signed_verified_by_stock_openssh_and_refused_when_changed
     // A node that was expected but never reported: not signed unless the signer says so.
     let (code, _, stderr) = sign("f3", &["--expect", "a[1-3]"]);
     assert_eq!(code, Some(5), "{stderr}");
-    assert!(stderr.contains("not signed: the fleet is not tested"), "{stderr}");
+    assert!(
+        stderr.contains("not signed: the fleet is not tested"),
+        "{stderr}"
+    );
     assert!(!env.path("f3/nodecert-manifest.txt").exists());
     let o = env
         .cmd()
         .args(["sign", "f3", "--key", "key"])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(5), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(5),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let o = env
         .cmd()
         .args(["sign", "f3", "--key", "key", "--allow-incomplete"])
         .output()
         .unwrap();
-    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     assert_eq!(verify("f3").0, Some(0));
     let (code, _, stderr) = sign("f4", &["--expect", "a[1-3]", "--allow-incomplete"]);
     assert_eq!(code, Some(5), "the exit code stays the fleet's: {stderr}");

@@ -7,6 +7,7 @@ pub mod cuda;
 pub mod no_nvls;
 pub mod real;
 pub mod sim;
+pub mod sim_nic;
 
 use crate::error::HwError;
 use crate::inventory::Inventory;
@@ -212,4 +213,13 @@ pub trait Backend {
     ) -> Result<Vec<CollectiveSample>, HwError>;
     /// The reference data-parallel training run.
     fn training(&mut self, cfg: &TrainingCheck) -> Result<TrainingRun, HwError>;
+    /// Read the network adapters again (their error counters above all), relating them to
+    /// `gpus` (the inventory's). None: this backend does not read NICs.
+    fn fabric(
+        &mut self,
+        gpus: &[crate::inventory::Gpu],
+    ) -> Result<Option<crate::network::Fabric>, HwError> {
+        let _ = gpus;
+        Ok(None)
+    }
 }

@@ -65,6 +65,10 @@ pub struct SimNode {
     /// Readings the platform does not give, as VMs often do not (`[[unavailable]]`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unavailable: Vec<SimUnavailable>,
+    /// The node's RDMA NICs (`[network]`); absent: the node describes none, and its inventory
+    /// says the NICs were not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<super::sim_nic::SimNetwork>,
 }
 
 /// Readings a simulated node does not give: `[[unavailable]] readings = ["nvlink_errors"]`,
@@ -244,6 +248,9 @@ pub struct Fault {
     pub code: Option<u32>,
     /// For xid: logged this many hours before the run (a kernel-log XID); unset: seen during it.
     pub age_h: Option<f64>,
+    /// For the NIC faults: the NIC concerned, by its index on the node (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic: Option<usize>,
     /// For the slow faults: a transient that shows only on the first N measurements of what it
     /// slows (a warming or shared node); unset: on every measurement.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -273,10 +280,15 @@ pub enum FaultKind {
     CorruptCopy,
     VbiosMismatch,
     NvlsUnavailable,
+    NicDown,
+    NicDowntrained,
+    NicAcrossSocket,
+    NoGdr,
+    NicErrors,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 19] = [
+    pub const ALL: [FaultKind; 24] = [
         FaultKind::GpuMissing,
         FaultKind::GpuLost,
         FaultKind::NvlinkDown,
@@ -296,6 +308,11 @@ impl FaultKind {
         FaultKind::CorruptCopy,
         FaultKind::VbiosMismatch,
         FaultKind::NvlsUnavailable,
+        FaultKind::NicDown,
+        FaultKind::NicDowntrained,
+        FaultKind::NicAcrossSocket,
+        FaultKind::NoGdr,
+        FaultKind::NicErrors,
     ];
 
     pub fn name(self) -> &'static str {
@@ -319,6 +336,11 @@ impl FaultKind {
             FaultKind::CorruptCopy => "corrupt-copy",
             FaultKind::VbiosMismatch => "vbios-mismatch",
             FaultKind::NvlsUnavailable => "nvls-unavailable",
+            FaultKind::NicDown => "nic-down",
+            FaultKind::NicDowntrained => "nic-downtrained",
+            FaultKind::NicAcrossSocket => "nic-across-socket",
+            FaultKind::NoGdr => "no-gdr",
+            FaultKind::NicErrors => "nic-errors",
         }
     }
 
@@ -370,6 +392,18 @@ impl FaultKind {
             FaultKind::NvlsUnavailable => {
                 "NVLink SHARP is off, as when the fabric manager is not running: no multicast \
                  support, fabric not registered (gpu=N: that GPU only; default every GPU)"
+            }
+            FaultKind::NicDown => "a NIC's port is down, its cable unplugged or its switch port off (nic=N)",
+            FaultKind::NicDowntrained => {
+                "a NIC's port trained below its rate, 200 instead of 400 Gb/s (nic=N, factor=F; default 0.5)"
+            }
+            FaultKind::NicAcrossSocket => {
+                "a GPU's NIC sits across the CPU socket from it, so GPUDirect RDMA crosses the \
+                 socket link (gpu=N)"
+            }
+            FaultKind::NoGdr => "GPUDirect RDMA is missing: nvidia_peermem not loaded, no dma-buf",
+            FaultKind::NicErrors => {
+                "a NIC's error counters rise during the run and its link flaps (nic=N)"
             }
         }
     }
@@ -425,7 +459,8 @@ impl Fault {
                     f.factor = Some(v.parse().map_err(|_| format!("fault '{spec}': factor={v} is not a number"))?)
                 }
                 "attempts" => f.attempts = Some(num32(v)?),
-                other => return Err(format!("fault '{spec}': unknown key '{other}' (gpu, peer, op, factor, gen, width, code, age_h, attempts)")),
+                "nic" => f.nic = Some(num(v)? as usize),
+                other => return Err(format!("fault '{spec}': unknown key '{other}' (gpu, peer, nic, op, factor, gen, width, code, age_h, attempts)")),
             }
         }
         f.check_values()
@@ -495,6 +530,7 @@ impl Fault {
             ("code", self.code.map(|x| x.to_string())),
             ("age_h", self.age_h.map(|x| x.to_string())),
             ("attempts", self.attempts.map(|x| x.to_string())),
+            ("nic", self.nic.map(|x| x.to_string())),
         ]
         .into_iter()
         .filter_map(|(k, v)| v.map(|v| format!("{k}={v}")))
@@ -827,7 +863,12 @@ impl SimNode {
             ));
         }
         for (i, f) in self.faults.iter().enumerate() {
-            check_fault(f, n).map_err(|m| (format!("faults[{i}]"), m))?;
+            check_fault(f, n, self.network.as_ref().map(|x| x.nics))
+                .map_err(|m| (format!("faults[{i}]"), m))?;
+        }
+        if let Some(net) = &self.network {
+            net.validate()
+                .map_err(|(k, m)| (format!("network.{k}"), m))?;
         }
         Ok(())
     }
@@ -927,7 +968,7 @@ impl SimNode {
     }
 
     /// The PCI address of GPU `i` (the node's numbering), as NVML's short form writes it.
-    fn bus_id(&self, i: usize) -> String {
+    pub(crate) fn bus_id(&self, i: usize) -> String {
         if let Some(a) = self.gpu.bus_ids.get(i).and_then(|b| PciAddress::parse(b)) {
             return a.to_string();
         }
@@ -981,7 +1022,7 @@ pub const MAX_FAULT_FACTOR: f64 = 100.0;
 /// The oldest an injected kernel-log XID can be, hours (10 years).
 pub const MAX_FAULT_AGE_H: f64 = 87_600.0;
 
-fn check_fault(f: &Fault, n: usize) -> Result<(), String> {
+fn check_fault(f: &Fault, n: usize, nics: Option<usize>) -> Result<(), String> {
     f.check_values()
         .map_err(|e| format!("{}: {e}", f.kind.name()))?;
     for (k, v) in [("gpu", f.gpu), ("peer", f.peer)] {
@@ -996,6 +1037,40 @@ fn check_fault(f: &Fault, n: usize) -> Result<(), String> {
     }
     if f.gpu.is_some() && f.gpu == f.peer {
         return Err(format!("{}: gpu and peer must differ", f.kind.name()));
+    }
+    let nic_fault = matches!(
+        f.kind,
+        FaultKind::NicDown
+            | FaultKind::NicDowntrained
+            | FaultKind::NicAcrossSocket
+            | FaultKind::NoGdr
+            | FaultKind::NicErrors
+    );
+    if nic_fault && nics.is_none() {
+        return Err(format!(
+            "{}: the simulated node describes no NICs (no [network])",
+            f.kind.name()
+        ));
+    }
+    if f.nic.is_some()
+        && !matches!(
+            f.kind,
+            FaultKind::NicDown | FaultKind::NicDowntrained | FaultKind::NicErrors
+        )
+    {
+        return Err(format!(
+            "{}: nic= applies to nic-down, nic-downtrained and nic-errors",
+            f.kind.name()
+        ));
+    }
+    if let Some(i) = f.nic {
+        let nics = nics.unwrap_or(0);
+        if i >= nics {
+            return Err(format!(
+                "{}: nic={i} is out of range: the node has {nics} NICs",
+                f.kind.name()
+            ));
+        }
     }
     let pair_fault =
         matches!(f.kind, FaultKind::SlowGpuPair | FaultKind::NvlinkDown) && f.peer.is_some();
@@ -1039,7 +1114,7 @@ impl SimBackend {
         let n = node.gpu.count;
         let mut faults = node.faults.clone();
         for f in extra_faults {
-            check_fault(&f, n)
+            check_fault(&f, n, node.network.as_ref().map(|x| x.nics))
                 .map_err(|m| InputError::Other(format!("--inject {}: {m}", f.label())))?;
             faults.push(f);
         }
@@ -1110,6 +1185,20 @@ impl SimBackend {
     /// Original index of the GPU at CUDA ordinal `i`.
     fn orig(&self, i: usize) -> usize {
         self.present[i]
+    }
+
+    /// The node's NICs, before the run or after it (`after`: the counters of `nic-errors` risen).
+    fn sim_fabric(&self, gpus: &[Gpu], after: bool) -> Option<crate::network::Fabric> {
+        let net = self.node.network.as_ref()?;
+        let faults: Vec<&Fault> = self.faults.iter().collect();
+        Some(super::sim_nic::fabric(
+            &self.node,
+            net,
+            &faults,
+            gpus,
+            &self.present,
+            after,
+        ))
     }
 
     fn bus_id(&self, orig: usize) -> String {
@@ -1421,6 +1510,10 @@ impl SimBackend {
 }
 
 impl Backend for SimBackend {
+    fn fabric(&mut self, gpus: &[Gpu]) -> Result<Option<crate::network::Fabric>, HwError> {
+        Ok(self.sim_fabric(gpus, true))
+    }
+
     fn info(&self) -> BackendInfo {
         let faults: Vec<String> = self.faults.iter().map(Fault::label).collect();
         BackendInfo {
@@ -1713,7 +1806,9 @@ impl Backend for SimBackend {
                 ),
             });
         }
+        let fabric = self.sim_fabric(&gpus, false);
         Ok(Inventory {
+            fabric,
             lost_gpus,
             hostname: node.hostname.clone(),
             driver_version: (!self.hides_driver_version()).then(|| node.driver_version.clone()),

@@ -9,6 +9,7 @@ pub mod collective;
 pub mod health;
 pub mod host_bandwidth;
 pub mod judge;
+pub mod network;
 pub mod p2p_bandwidth;
 pub mod p2p_latency;
 pub mod topology;
@@ -194,8 +195,8 @@ pub fn peer_pairs(ctx: &Ctx) -> Result<usize, String> {
 }
 
 /// The checks a suite asks for, in the order they run: cheap reads first, then bandwidth,
-/// collectives (which may compare with peer bandwidth), training, and the comparison with the
-/// baseline last (it reads every check before it).
+/// collectives (which may compare with peer bandwidth), training, the network adapters (their
+/// error counters read again after the traffic), and the comparison with the baseline last (it reads every check before it).
 pub fn from_suite(loaded: &LoadedSuite) -> Vec<Box<dyn Check>> {
     let suite = &loaded.suite;
     let c = &suite.checks;
@@ -225,6 +226,10 @@ pub fn from_suite(loaded: &LoadedSuite) -> Vec<Box<dyn Check>> {
     }
     if let Some(x) = c.training.as_ref().filter(|x| x.enabled) {
         out.push(Box::new(training::Training(x.clone())));
+    }
+    // After the traffic: its error counters are read again.
+    if let Some(x) = c.network.as_ref().filter(|x| x.enabled) {
+        out.push(Box::new(network::Network(x.clone())));
     }
     if let (Some(cfg), Some(b)) = (&suite.baseline, &loaded.baseline) {
         out.push(Box::new(baseline::BaselineCheck {
@@ -413,7 +418,7 @@ mod tests {
         let ev = crate::testutil::simulated("h100-sxm-8", &[]);
         let checks = from_suite(&loaded);
         #[rustfmt::skip]
-        let want: [(&str, &str, &str, &str, &str, u32); 12] = [
+        let want: [(&str, &str, &str, &str, &str, u32); 13] = [
             ("topology", "topology", "Topology", "8 GPUs and 28 pairs", "", 0),
             ("virtualization", "virtualization", "Virtualization and peer access", "peer access of 28 pairs", "", 0),
             ("health", "health", "Node health", "throttling on 8 GPUs", "", 0),
@@ -426,6 +431,7 @@ mod tests {
             ("collective.broadcast", "collective", "NCCL broadcast", "31 sizes", "checks.collective.broadcast.iterations", 0),
             ("collective.all_to_all", "collective", "NCCL all_to_all", "30 sizes", "checks.collective.all_to_all.iterations", 0),
             ("training", "training", "Reference training run", "(75.6M parameters, 302 MB of fp32 gradients a step), batch 4096 per GPU on 8 GPUs, 100 steps", "checks.training.steps", 0),
+            ("network", "network", "Network adapters (RDMA NICs, GPUDirect RDMA, error counters)", "8 RDMA NICs of the fabric", "", 0),
         ];
         assert_eq!(checks.len(), want.len());
         assert_eq!(ev.checks.len(), want.len());

@@ -2,9 +2,9 @@
 //! their evidence into one report, and drain the bad nodes.
 
 use super::output::{open_report_dir, write_files};
+use super::signer::Signer;
 use crate::error::{exit, Error, InputError, Result};
 use crate::fleet::{self, gather, FleetReport};
-use super::signer::Signer;
 use crate::sign::Trust;
 use sha2::Digest;
 use std::path::{Path, PathBuf};
@@ -206,8 +206,7 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
         });
     }
     let lock = super::output::lock_dir(
-        crate::fsio::write::Dir::open_trusted(dir)
-            .map_err(|e| super::output::dir_error(dir, e))?,
+        crate::fsio::write::Dir::open_trusted(dir).map_err(|e| super::output::dir_error(dir, e))?,
     )?;
     let info = signer.sign(&lock)?;
     crate::out!("{}", signer.signed_text(dir, &info, r.simulated));

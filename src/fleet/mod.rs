@@ -453,7 +453,10 @@ mod tests {
             format!(r#"{{"simulated": {top}, "nodes": [{}]}}"#, nodes.join(","))
         };
         assert_eq!(status(&fleet("true", &[node(true), node(false)])), Ok(true));
-        assert_eq!(status(&fleet("false", &[node(false), node(false)])), Ok(false));
+        assert_eq!(
+            status(&fleet("false", &[node(false), node(false)])),
+            Ok(false)
+        );
         assert_eq!(status(&fleet("false", &[])), Ok(false));
         let e = status(&fleet("false", &[node(false), node(true)])).unwrap_err();
         assert!(e.contains("node \"n1\" is simulated"), "{e}");
@@ -461,7 +464,9 @@ mod tests {
         assert!(e.contains("none of its nodes is"), "{e}");
         assert!(status(&fleet("true", &[])).is_err());
         assert!(status(&fleet("\"yes\"", &[node(true)])).is_err());
-        assert!(status(r#"{"nodes": []}"#).unwrap_err().contains("no top-level"));
+        assert!(status(r#"{"nodes": []}"#)
+            .unwrap_err()
+            .contains("no top-level"));
         assert!(status("[1]").is_err());
         assert!(status(r#"{"simulated": true, "nodes": [{"name": "x"}]}"#).is_err());
     }

@@ -385,11 +385,15 @@ mod tests {
         // A node's manifest is written as it always was: no kind line.
         assert!(!sample(false).render().contains("# kind:"));
         let node = text.replace("# kind: fleet\n", "# kind: node\n");
-        assert!(Manifest::parse(&node).unwrap_err().contains("evidence.json is not listed"));
+        assert!(Manifest::parse(&node)
+            .unwrap_err()
+            .contains("evidence.json is not listed"));
         let other = text.replace("# kind: fleet\n", "# kind: rack\n");
         assert!(Manifest::parse(&other).unwrap_err().contains("\"rack\""));
         let twice = text.replace("# kind: fleet\n", "# kind: fleet\n# kind: fleet\n");
-        assert!(Manifest::parse(&twice).unwrap_err().contains("duplicate 'kind'"));
+        assert!(Manifest::parse(&twice)
+            .unwrap_err()
+            .contains("duplicate 'kind'"));
         // One folder is one report: a fleet's manifest listing a node's evidence is refused.
         let both = format!("{text}{h}  evidence.json\n");
         assert!(Manifest::parse(&both).unwrap_err().contains("both"));

@@ -175,7 +175,9 @@ impl ReportKind {
     }
 
     /// The kind whose evidence file is among `files`; `Err` when both are, or neither.
-    pub(crate) fn of_files<'a>(files: impl IntoIterator<Item = &'a str>) -> Result<ReportKind, String> {
+    pub(crate) fn of_files<'a>(
+        files: impl IntoIterator<Item = &'a str>,
+    ) -> Result<ReportKind, String> {
         let (mut node, mut fleet) = (false, false);
         for f in files {
             node |= f == ReportKind::Node.evidence_file();

@@ -80,10 +80,11 @@ pub fn write_manifest_in(
             });
         }
     }
-    let kind = ReportKind::of_files(seen.iter().copied()).map_err(|reason| SignError::Manifest {
-        path: manifest_path.clone(),
-        reason: format!("{reason}: the folder's evidence file must be among the listed files"),
-    })?;
+    let kind =
+        ReportKind::of_files(seen.iter().copied()).map_err(|reason| SignError::Manifest {
+            path: manifest_path.clone(),
+            reason: format!("{reason}: the folder's evidence file must be among the listed files"),
+        })?;
     let primary = kind.evidence_file();
     if meta.nodecert_version.is_empty() || meta.nodecert_version.chars().any(|c| c.is_control()) {
         return Err(SignError::Manifest {

@@ -84,6 +84,9 @@ pub fn suite_from_inventory(inv: &Inventory, simulated: bool) -> String {
     doc["extends"] = value("base");
     doc["node"] = Item::Table(node_table(inv));
     doc["topology"] = Item::Table(topology_table(inv));
+    if let Some(t) = network_table(inv) {
+        doc["network"] = Item::Table(t);
+    }
     let checks = checks_tables(inv);
     if !checks.is_empty() {
         doc["checks"] = Item::Table(checks);
@@ -163,6 +166,65 @@ fn node_table(inv: &Inventory) -> Table {
         }
     }
     t
+}
+
+/// `[network]` as found: the link layer most NICs have, their count, the lowest rate among
+/// them, the farthest of the GPUs' nearest NICs, GPUDirect RDMA where it is ready. None when
+/// the NICs were not read or there is none.
+fn network_table(inv: &Inventory) -> Option<Table> {
+    use crate::suite::LinkLayer;
+    let f = inv.fabric.as_ref()?;
+    let layer_of = |n: &crate::network::Nic| {
+        n.ports
+            .first()
+            .and_then(|p| p.link_layer.as_deref())
+            .and_then(LinkLayer::of_kernel)
+    };
+    let count = |l: LinkLayer| f.nics.iter().filter(|n| layer_of(n) == Some(l)).count();
+    let layer = [LinkLayer::InfiniBand, LinkLayer::Ethernet]
+        .into_iter()
+        .filter(|l| count(*l) > 0)
+        .max_by_key(|l| count(*l))?;
+    let nics: Vec<&crate::network::Nic> = f
+        .nics
+        .iter()
+        .filter(|n| layer_of(n) == Some(layer))
+        .collect();
+    let mut t = Table::new();
+    t["nic_count"] = int(nics.len() as i64);
+    t["link_layer"] = value(match layer {
+        LinkLayer::InfiniBand => "infiniband",
+        LinkLayer::Ethernet => "ethernet",
+    });
+    let names: Vec<&str> = nics.iter().map(|n| n.name.as_str()).collect();
+    comment_after(&mut t, "nic_count", &format!("found: {}", names.join(", ")));
+    let rates: Option<Vec<f64>> = nics
+        .iter()
+        .flat_map(|n| &n.ports)
+        .map(|p| p.rate_gbps)
+        .collect();
+    if let Some(r) = rates.and_then(|r| r.into_iter().reduce(f64::min)) {
+        t["rate_gbps"] = value(r);
+        comment_after(&mut t, "rate_gbps", "the lowest port rate found");
+    }
+    let paths: Option<Vec<PciePath>> = inv
+        .gpus
+        .iter()
+        .map(|g| crate::network::Fabric::nearest(&nics, g.index).map(|(_, p)| p))
+        .collect();
+    if let Some(p) = paths.and_then(|p| p.into_iter().max()) {
+        t["gpu_nic_path"] = value(p.label());
+        comment_after(
+            &mut t,
+            "gpu_nic_path",
+            "the farthest of the GPUs' nearest NICs",
+        );
+    }
+    if f.gdr.ready() == Some(true) {
+        t["gdr"] = value(true);
+        comment_after(&mut t, "gdr", &f.gdr.describe());
+    }
+    Some(t)
 }
 
 fn topology_table(inv: &Inventory) -> Table {
@@ -386,7 +448,7 @@ mod tests {
         };
         let mut out = Vec::new();
         for c in checks::from_suite(loaded) {
-            let m = if c.kind() == "collective" {
+            let m = if matches!(c.kind(), "collective" | "network") {
                 c.measure(&ctx, &mut b, &mut |_, _| {}).expect("measured")
             } else {
                 Measured::default()
@@ -410,7 +472,16 @@ mod tests {
             if inv.gpus.len() > 1 {
                 want.push("collective");
             }
+            want.push("network");
             assert_eq!(kinds, want, "{node}");
+            // The NICs as found, where the node has some.
+            let nics = inv.fabric.as_ref().map_or(0, |f| f.nics.len());
+            assert_eq!(s.network.nic_count, (nics > 0).then_some(nics), "{node}");
+            if nics > 0 {
+                assert_eq!(s.network.gpu_nic_path, Some(PciePath::Pix), "{node}");
+                assert_eq!(s.network.gdr, Some(true), "{node}");
+                assert!(s.network.rate_gbps.is_some(), "{node}");
+            }
             for f in judged(&loaded, node, &[]) {
                 assert!(
                     matches!(f.status, Status::Pass | Status::Skip),
@@ -615,7 +686,13 @@ mod tests {
             .collect();
         assert_eq!(
             kinds,
-            ["topology", "virtualization", "health", "collective"],
+            [
+                "topology",
+                "virtualization",
+                "health",
+                "collective",
+                "network"
+            ],
             "{text}"
         );
     }

@@ -29,6 +29,9 @@ pub struct Suite {
     pub node: NodeExpect,
     #[serde(default)]
     pub topology: TopologyExpect,
+    /// The scale-out fabric: the RDMA NICs and how the GPUs reach them.
+    #[serde(default, skip_serializing_if = "NetworkExpect::is_empty")]
+    pub network: NetworkExpect,
     #[serde(default)]
     pub checks: Checks,
     /// An earlier run to compare with: metrics worse than it by more than the allowed margin fail.
@@ -121,6 +124,75 @@ pub struct TopologyExpect {
     /// farther apart than stated (PIX < PXB < PHB < NODE < SYS).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pcie_paths: Vec<PairPath>,
+}
+
+/// `[network]`: the RDMA NICs that multi-node jobs ride, and how the GPUs reach them.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkExpect {
+    /// The fabric's NICs (RDMA devices of `link_layer`, not in `exclude`): at least this many.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic_count: Option<usize>,
+    /// The fabric's link layer: "infiniband", or "ethernet" (RoCE). RDMA devices of the other
+    /// layer are not part of the fabric (a front-end or storage NIC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub link_layer: Option<LinkLayer>,
+    /// Every fabric port's rate, Gb/s, at least (400 for NDR): a port that trained lower fails.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_gbps: Option<f64>,
+    /// Every GPU has a fabric NIC no farther than this (PIX or PXB: the condition under which
+    /// NCCL uses GPUDirect RDMA by default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_nic_path: Option<PciePath>,
+    /// GPUDirect RDMA must be ready: nvidia_peermem (or the peer-memory client) loaded, or
+    /// dma-buf supported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gdr: Option<bool>,
+    /// RDMA devices that are not part of the fabric, by name ("mlx5_8"), or by prefix ending
+    /// in `*` ("mlx5_an*").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
+}
+
+impl NetworkExpect {
+    pub fn is_empty(&self) -> bool {
+        *self == NetworkExpect::default()
+    }
+
+    /// Whether the RDMA device `name` is left out of the fabric by `exclude`.
+    pub fn excludes(&self, name: &str) -> bool {
+        self.exclude.iter().any(|e| match e.strip_suffix('*') {
+            Some(prefix) => name.starts_with(prefix),
+            None => e == name,
+        })
+    }
+}
+
+/// A fabric's link layer.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum LinkLayer {
+    #[serde(rename = "infiniband")]
+    InfiniBand,
+    /// RDMA over Converged Ethernet.
+    Ethernet,
+}
+
+impl LinkLayer {
+    /// As the kernel writes it: "InfiniBand", "Ethernet".
+    pub fn kernel_name(self) -> &'static str {
+        match self {
+            LinkLayer::InfiniBand => "InfiniBand",
+            LinkLayer::Ethernet => "Ethernet",
+        }
+    }
+
+    /// The layer of the kernel's name, case-insensitively.
+    pub fn of_kernel(s: &str) -> Option<LinkLayer> {
+        [LinkLayer::InfiniBand, LinkLayer::Ethernet]
+            .into_iter()
+            .find(|l| l.kernel_name().eq_ignore_ascii_case(s.trim()))
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -246,10 +318,41 @@ pub struct Checks {
     #[serde(default)]
     pub collective: BTreeMap<CollectiveOp, CollectiveCheck>,
     pub training: Option<TrainingCheck>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub network: Option<NetworkCheck>,
 }
 
 fn yes() -> bool {
     true
+}
+
+/// `[checks.network]`: the NICs against `[network]`, and their error counters over the run.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NetworkCheck {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// The counters whose rise during the run is judged (default: every one nodecert reads,
+    /// `crate::network::COUNTERS` and `carrier_changes`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub counters: Option<Vec<String>>,
+    /// How much each may rise during the run (default 0).
+    #[serde(default)]
+    pub max_rise: u64,
+}
+
+impl NetworkCheck {
+    /// The counters judged.
+    pub fn judged_counters(&self) -> Vec<String> {
+        match &self.counters {
+            Some(c) => c.clone(),
+            None => crate::network::COUNTERS
+                .iter()
+                .chain(std::iter::once(&crate::network::CARRIER_CHANGES))
+                .map(|c| c.to_string())
+                .collect(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -855,6 +958,10 @@ impl Suite {
         if c.training.as_ref().is_some_and(|x| x.enabled) {
             out.push("training".into());
         }
+        // After the traffic: the error counters are read again at its end.
+        if c.network.as_ref().is_some_and(|x| x.enabled) {
+            out.push("network".into());
+        }
         if self.baseline.is_some() {
             out.push("baseline".into());
         }
@@ -1367,17 +1474,78 @@ impl Suite {
                 }
             }
         }
+        self.validate_network(&mut p);
         // Last: a more specific problem of the same file is reported first.
         if self.promised_checks().is_empty() {
             p.bad(
                 "checks",
                 "the suite enables no check, so a run could judge nothing: add one under [checks] \
                  (topology, virtualization, health, host_bandwidth, p2p_bandwidth, p2p_latency, \
-                 collective.<op>, training) or re-enable an inherited one (enabled = true)"
+                 collective.<op>, training, network) or re-enable an inherited one (enabled = true)"
                     .into(),
             );
         }
         p.0
+    }
+}
+
+impl Suite {
+    fn validate_network(&self, p: &mut Problems) {
+        let n = &self.network;
+        if let Some(c) = n.nic_count {
+            if !(1..=256).contains(&c) {
+                p.bad(
+                    "network.nic_count",
+                    format!("nic_count must be 1 to 256, got {c}"),
+                );
+            }
+        }
+        if let Some(r) = n.rate_gbps {
+            if !(r.is_finite() && r > 0.0 && r <= 3200.0) {
+                p.bad(
+                    "network.rate_gbps",
+                    format!(
+                        "rate_gbps must be above 0 and at most 3200 Gb/s, got {}",
+                        crate::units::exact(r)
+                    ),
+                );
+            }
+        }
+        for (i, e) in n.exclude.iter().enumerate() {
+            let name = e.strip_suffix('*').unwrap_or(e);
+            if name.is_empty()
+                || !name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+            {
+                p.bad(
+                    &format!("network.exclude[{i}]"),
+                    format!(
+                        "{e:?} is not an RDMA device name (letters, digits, _ - .), or a prefix of one ending in *"
+                    ),
+                );
+            }
+        }
+        if let Some(c) = self
+            .checks
+            .network
+            .as_ref()
+            .and_then(|c| c.counters.as_ref())
+        {
+            let known: Vec<&str> = crate::network::COUNTERS
+                .iter()
+                .copied()
+                .chain([crate::network::CARRIER_CHANGES])
+                .collect();
+            for (i, name) in c.iter().enumerate() {
+                if !known.contains(&name.as_str()) {
+                    p.bad(
+                        &format!("checks.network.counters[{i}]"),
+                        format!("unknown counter {name:?} (known: {})", known.join(", ")),
+                    );
+                }
+            }
+        }
     }
 }
 

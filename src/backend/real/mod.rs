@@ -32,6 +32,8 @@ pub struct RealBackend {
     lost_at_open: Vec<LostGpu>,
     /// CUDA's multicast support of each device, in the same order.
     multicast: Vec<Option<bool>>,
+    /// CUDA's dma-buf support of each device, in the same order.
+    dmabuf: Vec<Option<bool>>,
     /// XID critical-error events, registered when the backend opened.
     events: Option<EventSet<'static>>,
     /// Which GPUs (by index) the event set listens to.
@@ -64,6 +66,7 @@ pub fn open() -> Result<Box<dyn Backend>, HwError> {
         notes: order_notes,
         lost: lost_at_open,
         multicast,
+        dmabuf,
     } = ordered_devices(nvml, n)?;
     let (events, event_notes, event_gpus) = register_xid_events(nvml, &devices);
     // Measurements address GPUs by the inventory's index (CUDA order): give CUDA their bus ids.
@@ -82,6 +85,7 @@ pub fn open() -> Result<Box<dyn Backend>, HwError> {
         order_notes,
         lost_at_open,
         multicast,
+        dmabuf,
         events,
         event_gpus,
         event_notes,
@@ -122,6 +126,8 @@ struct Ordered {
     lost: Vec<LostGpu>,
     /// CUDA's multicast support of each device, aligned with `devices`.
     multicast: Vec<Option<bool>>,
+    /// CUDA's dma-buf support of each device, aligned with `devices`.
+    dmabuf: Vec<Option<bool>>,
 }
 
 fn ordered_devices(nvml: &'static Nvml, n: u32) -> Result<Ordered, HwError> {
@@ -178,12 +184,15 @@ fn ordered_devices(nvml: &'static Nvml, n: u32) -> Result<Ordered, HwError> {
     }
     let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
     let o = order::order(&ids, &order::cuda_view(), visible.as_deref());
-    let (devices, multicast): (Vec<Device<'static>>, Vec<Option<bool>>) = o
+    let none = std::iter::repeat(&None);
+    let (devices, attrs): (Vec<Device<'static>>, Vec<(Option<bool>, Option<bool>)>) = o
         .nvml_indices
         .iter()
-        .zip(o.multicast.iter().chain(std::iter::repeat(&None)))
-        .filter_map(|(&j, &m)| all.get_mut(j).and_then(Option::take).map(|d| (d, m)))
+        .zip(o.multicast.iter().chain(none.clone()))
+        .zip(o.dmabuf.iter().chain(none))
+        .filter_map(|((&j, &m), &b)| all.get_mut(j).and_then(Option::take).map(|d| (d, (m, b))))
         .unzip();
+    let (multicast, dmabuf) = attrs.into_iter().unzip();
     if lost.len() == n as usize {
         return Err(HwError::Unavailable {
             what: "a GPU".into(),
@@ -207,6 +216,7 @@ fn ordered_devices(nvml: &'static Nvml, n: u32) -> Result<Ordered, HwError> {
         notes: [o.notes, unnamed].concat(),
         lost,
         multicast,
+        dmabuf,
     })
 }
 
@@ -356,6 +366,7 @@ impl RealBackend {
             &buses,
         );
         notes.extend(vnotes);
+        let fabric = self.read_fabric(&gpus);
         Inventory {
             hostname: hostname(),
             driver_version: self.ask_sys(
@@ -377,7 +388,33 @@ impl RealBackend {
             virtualization,
             unavailable: notes,
             lost_gpus: lost,
+            fabric: Some(fabric),
         }
+    }
+
+    /// The NICs from sysfs, and dma-buf support from CUDA: the node's when every GPU has it,
+    /// unknown when one was not read.
+    fn read_fabric(&self, gpus: &[Gpu]) -> crate::network::Fabric {
+        let at: Vec<platform::nic::GpuAt> = gpus
+            .iter()
+            .map(|g| platform::nic::GpuAt {
+                index: g.index,
+                pci_bus_id: g.pci_bus_id.clone(),
+                numa_node: g.numa_node,
+            })
+            .collect();
+        let mut f = platform::nic::read(Path::new("/"), &at);
+        let each: Vec<Option<bool>> = (0..gpus.len())
+            .map(|i| self.dmabuf.get(i).copied().flatten())
+            .collect();
+        f.gdr.dmabuf = if each.contains(&Some(false)) {
+            Some(false)
+        } else if !each.is_empty() && each.iter().all(|d| *d == Some(true)) {
+            Some(true)
+        } else {
+            None
+        };
+        f
     }
 
     /// Reads again, while host-to-device copies run on that GPU, every PCIe link that was below
@@ -464,6 +501,10 @@ impl Backend for RealBackend {
         };
         crate::backend::cuda::extend_info(&mut info);
         info
+    }
+
+    fn fabric(&mut self, gpus: &[Gpu]) -> Result<Option<crate::network::Fabric>, HwError> {
+        Ok(Some(self.read_fabric(gpus)))
     }
 
     fn inventory(&mut self) -> Result<Inventory, HwError> {

@@ -16,6 +16,8 @@ pub struct CudaDevice {
     pub bus_id: Option<String>,
     /// CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED (NVLS needs it); None: not read.
     pub multicast: Option<bool>,
+    /// CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED (GPUDirect RDMA through dma-buf); None: not read.
+    pub dmabuf: Option<bool>,
 }
 
 /// What CUDA says about the GPUs.
@@ -39,6 +41,8 @@ pub struct Order {
     pub nvml_indices: Vec<usize>,
     /// CUDA's multicast support of each, in the same order (all None without CUDA).
     pub multicast: Vec<Option<bool>>,
+    /// CUDA's dma-buf support of each, in the same order (all None without CUDA).
+    pub dmabuf: Vec<Option<bool>>,
     pub notes: Vec<String>,
 }
 
@@ -80,6 +84,7 @@ pub fn order(nvml: &[NvmlId], cuda: &CudaView, visible: Option<&str>) -> Order {
         let mut idx: Vec<usize> = (0..nvml.len()).filter(|&j| !unknown(&nvml[j])).collect();
         idx.sort_by_key(|&j| normalize_bus_id(&nvml[j].bus_id));
         out.multicast = vec![None; idx.len()];
+        out.dmabuf = vec![None; idx.len()];
         out.nvml_indices = idx;
         out.notes.push(format!(
             "gpu order: by PCI bus id, not CUDA ordinal ({why})"
@@ -109,6 +114,7 @@ pub fn order(nvml: &[NvmlId], cuda: &CudaView, visible: Option<&str>) -> Order {
                 used[j] = true;
                 out.nvml_indices.push(j);
                 out.multicast.push(c.multicast);
+                out.dmabuf.push(c.dmabuf);
             }
             None => out.notes.push(format!(
                 "cuda device {} ({}) matches no NVML device: left out",
@@ -214,11 +220,13 @@ fn cuda_device(ordinal: usize) -> CudaDevice {
     };
     // A driver older than CUDA 12.1 does not know the attribute: not read, never "no".
     let multicast = attr(CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED).map(|v| v != 0);
+    let dmabuf = attr(CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED).map(|v| v != 0);
     CudaDevice {
         ordinal,
         uuid,
         bus_id,
         multicast,
+        dmabuf,
     }
 }
 
@@ -255,6 +263,7 @@ mod tests {
                     uuid: u.map(String::from),
                     bus_id: b.map(String::from),
                     multicast: Some(i != 1),
+                    dmabuf: None,
                 })
                 .collect(),
         )
