@@ -457,3 +457,336 @@ fn counters(cfg: &NetworkCheck, nics: &[&Nic], m: &Measured) -> Vec<Finding> {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::sim::{self, SimBackend};
+    use crate::backend::Backend as _;
+    use crate::inventory::Inventory;
+    use crate::platform::nic::{self, GpuAt};
+
+    /// A simulated node's inventory with its NICs read from the sysfs fixture `tree`.
+    fn node_with_tree(node: &str, tree: &str) -> Inventory {
+        let mut b = SimBackend::new(sim::load_node(node).unwrap(), vec![], 1).unwrap();
+        let mut inv = b.inventory().unwrap();
+        let at: Vec<GpuAt> = inv
+            .gpus
+            .iter()
+            .map(|g| GpuAt {
+                index: g.index,
+                pci_bus_id: g.pci_bus_id.clone(),
+                numa_node: g.numa_node,
+            })
+            .collect();
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/fixtures/sysfs")
+            .join(tree);
+        inv.fabric = Some(nic::read(&root, &at));
+        inv
+    }
+
+    /// The network check's findings on `inv` under `suite` (TOML extending an embedded one),
+    /// with the counters after the run as they were before (`rise` added to one counter).
+    fn judge(inv: &Inventory, suite: &str, rise: Option<(&str, &str, u64)>) -> Vec<Finding> {
+        let loaded = crate::suite::load::load_source(crate::config::Source {
+            name: "t.toml".into(),
+            text: suite.into(),
+        })
+        .unwrap();
+        let cfg = loaded.suite.checks.network.clone().unwrap();
+        let ctx = crate::testutil::ctx(&loaded.suite, inv);
+        let mut m = Measured::default();
+        for n in inv.fabric.iter().flat_map(|f| &f.nics) {
+            for p in &n.ports {
+                for (c, v) in &p.counters {
+                    let up = match rise {
+                        Some((nic, counter, by)) if nic == n.name && counter == c => by,
+                        _ => 0,
+                    };
+                    m.facts.push(Fact::new(
+                        c.clone(),
+                        port_subject(n, p),
+                        FactValue::Count(v + up),
+                    ));
+                }
+            }
+        }
+        Network(cfg).evaluate(&ctx, &m)
+    }
+
+    fn failed(f: &[Finding]) -> Vec<String> {
+        f.iter()
+            .filter(|x| x.status == Status::Fail)
+            .map(|x| x.reason.clone())
+            .collect()
+    }
+
+    const H100: &str = "format_version = 1\nname = \"t\"\nextends = \"h100-sxm-8\"\n";
+
+    #[test]
+    fn an_hgx_h100_with_8_ndr_nics_at_pix_reads_right_and_passes() {
+        let inv = node_with_tree("h100-sxm-8", "hgx-h100-8nic");
+        let f = inv.fabric.as_ref().unwrap();
+        let names: Vec<&str> = f.nics.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5", "mlx5_6", "mlx5_7",
+                "mlx5_8"
+            ]
+        );
+        let n0 = &f.nics[0];
+        assert_eq!(n0.pci_bus_id.as_deref(), Some("0000:19:00.0"));
+        assert_eq!(n0.numa_node, Some(0));
+        assert_eq!(n0.fw_ver.as_deref(), Some("28.39.1002"));
+        assert_eq!(n0.node_guid.as_deref(), Some("a088:c203:00b1:4c00"));
+        let p = &n0.ports[0];
+        assert_eq!((p.port, p.rate_gbps), (1, Some(400.0)));
+        assert_eq!(p.state_text(), "ACTIVE/LinkUp");
+        assert_eq!(p.link_layer.as_deref(), Some("InfiniBand"));
+        assert_eq!(p.counters.len(), crate::network::COUNTERS.len() + 1);
+        assert_eq!(p.counters[crate::network::CARRIER_CHANGES], 1);
+        let nd = p.netdev.as_ref().unwrap();
+        assert_eq!(
+            (nd.name.as_str(), nd.speed_mbps, nd.mtu),
+            ("ib0", Some(400_000), Some(4092))
+        );
+        assert_eq!(f.nics[2].ports[0].counters["symbol_error"], 3);
+        // GPU i's NIC is mlx5_i at PIX; the others NODE on its socket, SYS across.
+        use PciePath::*;
+        for (i, n) in f.nics.iter().take(8).enumerate() {
+            for g in 0..8 {
+                let want = if g == i {
+                    Pix
+                } else if (g < 4) == (i < 4) {
+                    Node
+                } else {
+                    Sys
+                };
+                assert_eq!(n.gpu_paths[g], Some(want), "{} gpu {g}", n.name);
+            }
+            assert!(
+                n.acs_redirect.is_empty(),
+                "{}: {:?}",
+                n.name,
+                n.acs_redirect
+            );
+        }
+        // The storage NIC on its own root port of socket 0.
+        assert_eq!(f.nics[8].gpu_paths[0], Some(Node));
+        assert_eq!(f.nics[8].gpu_paths[7], Some(Sys));
+        assert_eq!(f.nics[8].ports[0].link_layer.as_deref(), Some("Ethernet"));
+        assert_eq!(f.gdr.peermem.as_deref(), Some("580.95.05"));
+        assert!(f.unavailable.is_empty(), "{:?}", f.unavailable);
+
+        let all = judge(&inv, H100, None);
+        assert!(failed(&all).is_empty(), "{:?}", failed(&all));
+        let storage = all
+            .iter()
+            .find(|x| x.subject.nic.as_deref() == Some("mlx5_8"))
+            .unwrap();
+        assert!(
+            storage.info && storage.reason.contains("link layer is Ethernet"),
+            "{storage:?}"
+        );
+        assert!(all.iter().any(|x| x.reason == "8 InfiniBand RDMA NICs (mlx5_0, mlx5_1, mlx5_2, mlx5_3, mlx5_4, mlx5_5, mlx5_6, mlx5_7)"));
+        // The counters that rise during the run fail, by NIC, port and counter.
+        let f = failed(&judge(&inv, H100, Some(("mlx5_2", "symbol_error", 5))));
+        assert_eq!(
+            f,
+            ["mlx5_2 port 1: error counters rose during the run: symbol_error +5 (3 -> 8)"]
+        );
+        // A rise the suite allows passes; a counter it does not judge is not judged.
+        let allow = format!("{H100}[checks.network]\nmax_rise = 5\n");
+        assert!(failed(&judge(&inv, &allow, Some(("mlx5_2", "symbol_error", 5)))).is_empty());
+        let only = format!("{H100}[checks.network]\ncounters = [\"link_downed\"]\n");
+        assert!(failed(&judge(&inv, &only, Some(("mlx5_2", "symbol_error", 5)))).is_empty());
+        // More NICs than stated is a warning; the storage NIC in the fabric makes it 9.
+        let eth = format!("{H100}[network]\nlink_layer = \"ethernet\"\nnic_count = 1\nrate_gbps = 200.0\ngpu_nic_path = \"SYS\"\n");
+        assert!(failed(&judge(&inv, &eth, None)).is_empty());
+        let more = format!("{H100}[network]\nlink_layer = \"infiniband\"\nnic_count = 7\n");
+        let all = judge(&inv, &more, None);
+        let w: Vec<&Finding> = all.iter().filter(|x| x.status == Status::Warn).collect();
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(w[0].reason.contains("more than the 7"), "{}", w[0].reason);
+        // Excluded by name or prefix.
+        let ex = format!(
+            "{H100}[network]\nlink_layer = \"ethernet\"\nexclude = [\"mlx5_*\"]\nnic_count = 1\n"
+        );
+        let f = failed(&judge(&inv, &ex, None));
+        assert_eq!(
+            f[0],
+            "no Ethernet RDMA NIC is visible; the suite asks for 1"
+        );
+        // The inherited gpu_nic_path then finds no NIC for any GPU.
+        assert_eq!(f.len(), 9, "{f:?}");
+        assert_eq!(f[8], "GPU 7 has no fabric NIC to reach");
+    }
+
+    #[test]
+    fn a_pcie_box_whose_second_nic_is_across_the_socket_fails_for_the_gpus_it_leaves_far() {
+        let inv = node_with_tree("l40s-pcie-4", "pcie-box-cross-socket");
+        let f = inv.fabric.as_ref().unwrap();
+        use PciePath::*;
+        assert_eq!(
+            f.nics[0].gpu_paths,
+            [Some(Pix), Some(Pix), Some(Sys), Some(Sys)]
+        );
+        assert_eq!(
+            f.nics[1].gpu_paths,
+            [Some(Node), Some(Node), Some(Sys), Some(Sys)]
+        );
+        assert_eq!(f.gdr.peermem, None);
+        let suite = "format_version = 1\nname = \"t\"\nextends = \"l40s-pcie-4\"\n[network]\nnic_count = 2\nlink_layer = \"ethernet\"\nrate_gbps = 200.0\ngpu_nic_path = \"PXB\"\ngdr = true\n";
+        let all = judge(&inv, suite, None);
+        assert_eq!(
+            failed(&all),
+            [
+                "GPU 2's nearest NIC is mlx5_0 at SYS (across the CPU sockets): GPUDirect RDMA needs PXB or nearer",
+                "GPU 3's nearest NIC is mlx5_0 at SYS (across the CPU sockets): GPUDirect RDMA needs PXB or nearer",
+            ]
+        );
+        // dma-buf was not read from the tree: GPUDirect RDMA is unknown, not ready, not failed.
+        let gdr = all
+            .iter()
+            .find(|x| x.reason.starts_with("not available here: GPUDirect"))
+            .unwrap();
+        assert_eq!(gdr.status, Status::Skip);
+        // An ACS redirect on a switch port between a GPU and its NIC fails by bridge.
+        let mut inv2 = inv.clone();
+        inv2.fabric.as_mut().unwrap().nics[0].acs_redirect = vec!["0000:3e:00.0".into()];
+        let f2 = failed(&judge(&inv2, suite, None));
+        assert_eq!(f2.len(), 4, "{f2:?}");
+        assert!(f2[0].starts_with("bridge 0000:3e:00.0 between GPU 0 and mlx5_0 redirects"));
+    }
+
+    #[test]
+    fn a_vm_with_no_nic_visible_fails_a_fabric_and_skips_without_one() {
+        let inv = node_with_tree("h200-vm-1", "vm-no-nic");
+        let f = inv.fabric.as_ref().unwrap();
+        assert!(f.nics.is_empty());
+        assert_eq!(f.gdr.ready(), None);
+        let plain = crate::suite::load::load("h200-vm-1").unwrap();
+        let ctx = crate::testutil::ctx(&plain.suite, &inv);
+        let why = Network(plain.suite.checks.network.clone().unwrap())
+            .plan(&ctx)
+            .unwrap_err();
+        assert_eq!(
+            why,
+            "no RDMA NIC on this node, and the suite states no fabric"
+        );
+        let suite = "format_version = 1\nname = \"t\"\nextends = \"h200-vm-1\"\n[network]\nnic_count = 1\ngpu_nic_path = \"PXB\"\n";
+        assert_eq!(
+            failed(&judge(&inv, suite, None)),
+            [
+                "no RDMA NIC is visible; the suite asks for 1",
+                "GPU 0 has no fabric NIC to reach"
+            ]
+        );
+        // NICs that were not read at all: every expectation is not available here.
+        let mut none = inv.clone();
+        none.fabric = None;
+        let all = judge(&none, suite, None);
+        assert_eq!(all.len(), 2);
+        assert!(all
+            .iter()
+            .all(|x| x.status == Status::Skip && x.reason.contains("not read")));
+    }
+
+    #[test]
+    fn a_link_outside_the_tree_is_not_followed() {
+        let t = tempfile::tempdir().unwrap();
+        let root = t.path().join("root");
+        std::fs::create_dir_all(root.join("sys/class/infiniband")).unwrap();
+        let outside = t.path().join("elsewhere/mlx5_0");
+        std::fs::create_dir_all(outside.join("ports/1")).unwrap();
+        std::fs::write(outside.join("ports/1/state"), "4: ACTIVE\n").unwrap();
+        std::os::unix::fs::symlink(&outside, root.join("sys/class/infiniband/mlx5_0")).unwrap();
+        // The device folder is outside: no PCI place, so no relation; a FIFO attribute is
+        // refused, not read forever.
+        let fifo = outside.join("ports/1/rate");
+        let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+        let f = nic::read(
+            &root,
+            &[GpuAt {
+                index: 0,
+                pci_bus_id: "0000:18:00.0".into(),
+                numa_node: None,
+            }],
+        );
+        assert_eq!(f.nics.len(), 1);
+        assert_eq!(f.nics[0].gpu_paths, [None]);
+        assert_eq!(f.nics[0].ports[0].rate_gbps, None);
+        assert!(
+            f.unavailable
+                .iter()
+                .any(|u| u.contains("mlx5_0: its PCI function is not found")),
+            "{:?}",
+            f.unavailable
+        );
+        assert!(
+            f.unavailable
+                .iter()
+                .any(|u| u == "mlx5_0 port 1 rate: not readable"),
+            "{:?}",
+            f.unavailable
+        );
+    }
+
+    #[test]
+    fn each_simulated_nic_fault_fails_the_network_check_by_name() {
+        let reasons = |faults: &[&str]| -> Vec<String> {
+            let ev = crate::testutil::simulated("h100-sxm-8", faults);
+            let rec = ev.checks.iter().find(|c| c.id == "network").unwrap();
+            rec.findings
+                .iter()
+                .filter(|f| f.status == Status::Fail)
+                .map(|f| f.reason.clone())
+                .collect()
+        };
+        assert!(reasons(&[]).is_empty());
+        assert_eq!(
+            reasons(&["nic-down:nic=3"]),
+            ["mlx5_3 port 1 is not up: DOWN/Polling (a cable, a transceiver or the switch port)"]
+        );
+        assert_eq!(
+            reasons(&["nic-downtrained:nic=5"]),
+            ["mlx5_5 port 1 trained at 200 Gb/s, below the 400 Gb/s the suite asks for"]
+        );
+        assert_eq!(
+            reasons(&["nic-across-socket:gpu=6"]),
+            ["GPU 6's nearest NIC is mlx5_4 at NODE (through the CPU): GPUDirect RDMA needs PXB or nearer"]
+        );
+        let gdr = reasons(&["no-gdr"]);
+        assert_eq!(gdr.len(), 1);
+        assert!(gdr[0].starts_with("GPUDirect RDMA is missing"), "{gdr:?}");
+        assert_eq!(
+            reasons(&["nic-errors:nic=1"]),
+            ["mlx5_1 port 1: error counters rose during the run: symbol_error +120 (0 -> 120), link_downed +2 (0 -> 2), port_rcv_errors +37 (0 -> 37), carrier_changes +4 (1 -> 5)"]
+        );
+    }
+
+    #[test]
+    fn nic_faults_need_nics_and_name_them_in_range() {
+        let node = || sim::load_node("h100-sxm-8").unwrap();
+        let f = |s: &str| crate::backend::sim::Fault::parse(s).unwrap();
+        assert!(SimBackend::new(node(), vec![f("nic-down:nic=7")], 1).is_ok());
+        let e = SimBackend::new(node(), vec![f("nic-down:nic=8")], 1)
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string()
+                .contains("nic=8 is out of range: the node has 8 NICs"),
+            "{e}"
+        );
+        let e = SimBackend::new(node(), vec![f("no-gdr:nic=1")], 1)
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("nic= applies to"), "{e}");
+        let vm = sim::load_node("h200-vm-1").unwrap();
+        let e = SimBackend::new(vm, vec![f("nic-down")], 1).err().unwrap();
+        assert!(e.to_string().contains("describes no NICs"), "{e}");
+    }
+}
