@@ -92,6 +92,7 @@ pub fn render(inv: &Inventory, simulated: bool) -> String {
     }
     links(&mut s, inv);
     peer_access(&mut s, inv);
+    network(&mut s, inv);
     virtualization(&mut s, inv);
     s.push_str("\nHealth:\n");
     for g in &inv.gpus {
@@ -120,13 +121,88 @@ pub fn render(inv: &Inventory, simulated: bool) -> String {
             s.push_str(&format!("  {}: {} failed\n", l.label(), visible(&l.detail)));
         }
     }
-    if !inv.unavailable.is_empty() {
+    let fabric_notes = inv.fabric.iter().flat_map(|f| &f.unavailable);
+    let notes: Vec<&String> = inv.unavailable.iter().chain(fabric_notes).collect();
+    if !notes.is_empty() {
         s.push_str("\nNot available here:\n");
-        for u in &inv.unavailable {
+        for u in notes {
             s.push_str(&format!("  {}\n", visible(u)));
         }
     }
     s
+}
+
+/// The NICs: one line each, then each GPU's relation to each, as `nvidia-smi topo -m` prints
+/// the NIC columns.
+fn network(s: &mut String, inv: &Inventory) {
+    let Some(f) = &inv.fabric else {
+        s.push_str("\nNICs: not read\n");
+        return;
+    };
+    if f.nics.is_empty() {
+        s.push_str("\nNICs: no RDMA NIC visible\n");
+    } else {
+        s.push_str("\nNIC      BUS ID        NUMA  PORT  LAYER       STATE           RATE      FIRMWARE    INTERFACE\n");
+        for n in &f.nics {
+            for p in &n.ports {
+                s.push_str(&format!(
+                    "{:<8} {:<13} {:<5} {:<5} {:<11} {:<15} {:<9} {:<11} {}\n",
+                    visible(&n.name),
+                    visible(n.pci_bus_id.as_deref().unwrap_or("n/a")),
+                    n.numa_node
+                        .map(|x| x.to_string())
+                        .unwrap_or_else(|| "n/a".into()),
+                    p.port,
+                    visible(p.link_layer.as_deref().unwrap_or("n/a")),
+                    visible(&p.state_text()),
+                    p.rate_gbps
+                        .map(|r| format!("{} Gb/s", crate::checks::judge::fmt_num(r)))
+                        .unwrap_or_else(|| "n/a".into()),
+                    visible(n.fw_ver.as_deref().unwrap_or("n/a")),
+                    p.netdev
+                        .as_ref()
+                        .map(|d| visible(&d.name))
+                        .unwrap_or_else(|| "-".into())
+                ));
+            }
+        }
+        let gpus = inv.gpus.len();
+        s.push_str("GPU-NIC paths (PIX/PXB: GPUDirect RDMA's condition):\n      ");
+        for n in &f.nics {
+            s.push_str(&format!("{:<9}", visible(&n.name)));
+        }
+        s.push('\n');
+        for g in 0..gpus {
+            s.push_str(&format!("{:<6}", format!("GPU{g}")));
+            for n in &f.nics {
+                let cell = n
+                    .gpu_paths
+                    .get(g)
+                    .copied()
+                    .flatten()
+                    .map(|p| p.label())
+                    .unwrap_or("?");
+                s.push_str(&format!("{cell:<9}"));
+            }
+            s.push('\n');
+        }
+        let acs: Vec<String> = f
+            .nics
+            .iter()
+            .flat_map(|n| {
+                n.acs_redirect
+                    .iter()
+                    .map(move |b| format!("{b} ({})", n.name))
+            })
+            .collect();
+        if !acs.is_empty() {
+            s.push_str(&format!(
+                "ACS redirect between GPUs and their NICs: {}\n",
+                visible(&acs.join(", "))
+            ));
+        }
+    }
+    s.push_str(&format!("GPUDirect RDMA: {}\n", f.gdr.describe()));
 }
 
 /// "available", "not available (GPU 0 reports no multicast support)" or "unknown (...)".

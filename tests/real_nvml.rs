@@ -301,7 +301,7 @@ fn a_healthy_hgx_board_passes_and_each_fault_fails_naming_its_gpu() {
         .iter()
         .filter_map(|c| c["kind"].as_str())
         .collect();
-    assert_eq!(kinds, ["topology", "virtualization", "health"]);
+    assert_eq!(kinds, ["topology", "virtualization", "health", "network"]);
 
     // NVLink 7 of GPU 3 is down: GPU 3 reaches its peers over 17 links, not 18.
     let mut d = hgx_h200();

@@ -135,7 +135,7 @@ fn a_suite_with_no_enabled_check_is_invalid_input() {
     );
     env.write(
         "none.toml",
-        "format_version = 1\nname = \"none\"\nextends = \"base\"\n\n[checks.topology]\nenabled = false\n\n[checks.virtualization]\nenabled = false\n\n[checks.health]\nenabled = false\n",
+        "format_version = 1\nname = \"none\"\nextends = \"base\"\n\n[checks.topology]\nenabled = false\n\n[checks.virtualization]\nenabled = false\n\n[checks.health]\nenabled = false\n\n[checks.network]\nenabled = false\n",
     );
     for (file, line) in [("empty.toml", 4), ("none.toml", 5)] {
         for args in [

@@ -462,7 +462,6 @@ fn counters(cfg: &NetworkCheck, nics: &[&Nic], m: &Measured) -> Vec<Finding> {
 mod tests {
     use super::*;
     use crate::backend::sim::{self, SimBackend};
-    use crate::backend::Backend as _;
     use crate::inventory::Inventory;
     use crate::platform::nic::{self, GpuAt};
 

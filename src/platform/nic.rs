@@ -142,11 +142,8 @@ pub fn read(root: &Path, gpus: &[GpuAt]) -> Fabric {
     };
     f.gdr = gdr(&root);
     let class = root.join("sys/class/infiniband");
-    let names = match list(&class, MAX_NICS) {
-        Some(n) => n,
-        // No RDMA stack loaded, or a VM with none passed through: no NIC, said as such.
-        None => Vec::new(),
-    };
+    // No RDMA stack loaded, or a VM with none passed through: no NIC, said as such.
+    let names = list(&class, MAX_NICS).unwrap_or_default();
     if names.len() > MAX_NICS {
         f.unavailable.push(format!(
             "nics: more than {MAX_NICS} RDMA devices; only the first {MAX_NICS} are read"

@@ -66,12 +66,22 @@ pub struct Topology {
     pub mismatches: usize,
     /// One line per mismatching pair: "GPU1 <-> GPU4: found NV12, expected NV18".
     pub mismatch_list: Vec<String>,
+    /// The RDMA NICs, as columns after the GPUs' (empty when the NICs were not read).
+    pub nic_labels: Vec<String>,
+    /// One row per NIC: its relation to each GPU in `cells`, itself in `nic_cells`, its port
+    /// state and rate in `pcie`.
+    pub nic_rows: Vec<TopoRow>,
+    /// One line per GPU whose nearest NIC is farther than the suite's `gpu_nic_path`:
+    /// "GPU6 -> mlx5_4: found NODE, expected PXB or nearer".
+    pub nic_mismatch_list: Vec<String>,
 }
 
 #[derive(Debug, Serialize)]
 pub struct TopoRow {
     pub label: String,
     pub cells: Vec<TopoCell>,
+    /// The row's relation to each NIC, in the order of `Topology::nic_labels`.
+    pub nic_cells: Vec<TopoCell>,
     pub pcie: String,
     pub numa: String,
     pub cpus: String,
@@ -108,6 +118,104 @@ pub struct HostRow {
     pub bidir: Cell,
     pub all_gpus_h2d: Cell,
     pub device_copy: Cell,
+}
+
+/// A GPU's relation to each NIC; the cell of its nearest fabric NIC is marked when that is
+/// farther than the suite's `gpu_nic_path` (the network check's failure, shown in place).
+fn nic_cells(ev: &Evidence, g: usize, mismatches: &mut Vec<String>) -> Vec<TopoCell> {
+    let Some(f) = &ev.node.fabric else {
+        return vec![];
+    };
+    let expect = &ev.suite.resolved.network;
+    let fabric = crate::checks::network::fabric_nics(f, expect);
+    let nearest = crate::network::Fabric::nearest(&fabric, g);
+    f.nics
+        .iter()
+        .map(|n| {
+            let found = n
+                .gpu_paths
+                .get(g)
+                .copied()
+                .flatten()
+                .map(|p| p.label().to_string())
+                .unwrap_or_else(|| "?".into());
+            let (expected, mismatch) = match (expect.gpu_nic_path, nearest) {
+                (Some(want), Some((near, path))) if near.name == n.name => {
+                    (format!("{} or nearer", want.label()), path > want)
+                }
+                _ => ("-".to_string(), false),
+            };
+            if mismatch {
+                mismatches.push(format!(
+                    "GPU{g} -> {}: found {found}, expected {expected}",
+                    n.name
+                ));
+            }
+            TopoCell {
+                found,
+                expected,
+                mismatch,
+            }
+        })
+        .collect()
+}
+
+/// One row per NIC: its relation to each of the `gpus` GPUs, itself, its first port.
+fn nic_rows(f: &crate::network::Fabric, gpus: usize) -> Vec<TopoRow> {
+    let plain = |found: String| TopoCell {
+        found,
+        expected: "-".into(),
+        mismatch: false,
+    };
+    f.nics
+        .iter()
+        .map(|n| TopoRow {
+            label: n.name.clone(),
+            cells: (0..gpus)
+                .map(|g| {
+                    plain(
+                        n.gpu_paths
+                            .get(g)
+                            .copied()
+                            .flatten()
+                            .map(|p| p.label().to_string())
+                            .unwrap_or_else(|| "?".into()),
+                    )
+                })
+                .collect(),
+            nic_cells: f
+                .nics
+                .iter()
+                .map(|m| {
+                    plain(if m.name == n.name {
+                        "X".into()
+                    } else {
+                        String::new()
+                    })
+                })
+                .collect(),
+            pcie: n
+                .ports
+                .first()
+                .map(|p| {
+                    let rate = p
+                        .rate_gbps
+                        .map(|r| format!(" {} Gb/s", crate::checks::judge::fmt_num(r)))
+                        .unwrap_or_default();
+                    format!(
+                        "{} {}{rate}",
+                        p.link_layer.as_deref().unwrap_or("?"),
+                        p.state_text()
+                    )
+                })
+                .unwrap_or_else(|| "no port".into()),
+            numa: n
+                .numa_node
+                .map(|x| x.to_string())
+                .unwrap_or_else(|| "N/A".into()),
+            cpus: String::new(),
+        })
+        .collect()
 }
 
 /// A GPU-by-GPU matrix of one figure: an inline SVG heatmap for HTML and cells for Markdown.
@@ -354,9 +462,11 @@ pub fn build(ev: &Evidence) -> View {
             }
         }
         let pcie = g.pcie.trained_label();
+        let nic_cells = nic_cells(ev, g.index, &mut topology.nic_mismatch_list);
         topology.rows.push(TopoRow {
             label: format!("GPU{}", g.index),
             cells,
+            nic_cells,
             pcie,
             numa: g
                 .numa_node
@@ -367,6 +477,10 @@ pub fn build(ev: &Evidence) -> View {
     }
     // The mismatches count halves: each pair shows twice.
     topology.mismatches /= 2;
+    if let Some(f) = &inv.fabric {
+        topology.nic_labels = f.nics.iter().map(|n| n.name.clone()).collect();
+        topology.nic_rows = nic_rows(f, n);
+    }
 
     let hb = ev.check("host_bandwidth");
     let host = inv
@@ -1070,6 +1184,36 @@ fn step_series(name: &str, values: &[f64]) -> Series {
 mod tests {
     use super::*;
     use crate::testutil::simulated;
+
+    #[test]
+    fn the_topology_matrix_has_a_column_and_a_row_per_nic_and_marks_a_far_one() {
+        let v = build(&simulated("h100-sxm-8", &[]));
+        let t = &v.topology;
+        assert_eq!(t.nic_labels.len(), 8);
+        assert_eq!(t.nic_rows.len(), 8);
+        assert!(t.nic_mismatch_list.is_empty());
+        assert_eq!(t.rows[3].nic_cells[3].found, "PIX");
+        assert_eq!(t.rows[3].nic_cells[3].expected, "PXB or nearer");
+        assert_eq!(t.rows[3].nic_cells[4].found, "SYS");
+        assert_eq!(t.nic_rows[3].cells[3].found, "PIX");
+        assert_eq!(t.nic_rows[3].nic_cells[3].found, "X");
+        assert_eq!(t.nic_rows[0].pcie, "InfiniBand ACTIVE/LinkUp 400 Gb/s");
+        let v = build(&simulated(
+            "h100-sxm-8",
+            &["nic-across-socket:gpu=6", "nic-down:nic=1"],
+        ));
+        let t = &v.topology;
+        assert_eq!(
+            t.nic_mismatch_list,
+            ["GPU6 -> mlx5_4: found NODE, expected PXB or nearer"]
+        );
+        assert!(t.rows[6].nic_cells[4].mismatch);
+        assert_eq!(t.rows[6].nic_cells.iter().filter(|c| c.mismatch).count(), 1);
+        assert_eq!(t.nic_rows[1].pcie, "InfiniBand DOWN/Polling 400 Gb/s");
+        // A node whose NICs were not read has no NIC columns.
+        let v = build(&simulated("l40s-pcie-4", &[]));
+        assert!(v.topology.nic_labels.is_empty() && v.topology.rows[0].nic_cells.is_empty());
+    }
 
     #[test]
     fn floors_become_a_step_line_over_the_measured_sizes() {

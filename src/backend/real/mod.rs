@@ -185,7 +185,8 @@ fn ordered_devices(nvml: &'static Nvml, n: u32) -> Result<Ordered, HwError> {
     let visible = std::env::var("CUDA_VISIBLE_DEVICES").ok();
     let o = order::order(&ids, &order::cuda_view(), visible.as_deref());
     let none = std::iter::repeat(&None);
-    let (devices, attrs): (Vec<Device<'static>>, Vec<(Option<bool>, Option<bool>)>) = o
+    type Attrs = (Option<bool>, Option<bool>);
+    let (devices, attrs): (Vec<Device<'static>>, Vec<Attrs>) = o
         .nvml_indices
         .iter()
         .zip(o.multicast.iter().chain(none.clone()))
