@@ -17,7 +17,9 @@
 //! this rendezvous delivers, `ncclCommInitRank` under our deadline). Everything else here runs
 //! and is tested on loopback with modelled figures.
 
+pub mod localise;
 pub mod pairwise;
 pub mod world;
 
+pub use localise::{Localised, PairResult};
 pub use world::{job_port, World};
