@@ -19,7 +19,133 @@
 
 pub mod localise;
 pub mod pairwise;
+pub mod rendezvous;
 pub mod world;
 
 pub use localise::{Localised, PairResult};
+pub use rendezvous::{join, serve, Session};
 pub use world::{job_port, World};
+
+/// What went wrong between the ranks. Each message names the ranks (and hosts) at fault.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum FabricError {
+    /// Ranks that did not arrive (rendezvous) or did not answer (gather) before the deadline.
+    #[error("{} did not {doing} within {seconds:.0} s", list_ranks(.missing))]
+    Missing {
+        /// The ranks that were waited for, with their hosts.
+        missing: Vec<(usize, String)>,
+        /// What they did not do: "arrive", "answer".
+        doing: String,
+        /// How long they were waited for, in seconds.
+        seconds: f64,
+    },
+    /// Rank 0 never answered a joining rank.
+    #[error("rank 0 at {host}:{port} did not answer within {seconds:.0} s ({last})")]
+    NoRoot {
+        /// Rank 0's host.
+        host: String,
+        /// Rank 0's port.
+        port: u16,
+        /// How long it was waited for, in seconds.
+        seconds: f64,
+        /// The last failure seen (connection refused, name not found, ...).
+        last: String,
+    },
+    /// The other side refused us (another job, a duplicate rank, ...).
+    #[error("{by} refused this rank: {why}")]
+    Refused {
+        /// Who refused ("rank 0 at n1:29731").
+        by: String,
+        /// Its reason.
+        why: String,
+    },
+    /// A rank stopped the run and said why (its measurement failed, a peer dropped).
+    #[error("{by} stopped the run: {why}")]
+    Aborted {
+        /// The rank that stopped it, with its host.
+        by: String,
+        /// Its reason.
+        why: String,
+    },
+    /// A peer dropped, timed out mid-message, or sent something that is not the protocol.
+    #[error("{who}: {detail}")]
+    Peer {
+        /// The rank, with its host.
+        who: String,
+        /// What happened.
+        detail: String,
+    },
+    /// A local failure: listening, accepting, or a value that cannot be sent.
+    #[error("{what}: {detail}")]
+    Local {
+        /// What was being done.
+        what: String,
+        /// What failed.
+        detail: String,
+    },
+    /// Inputs that cannot work: an inconsistent world, an id too large, a figure not a number.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// "ranks 2 (n3), 3 (n4)" or "rank 2 (n3)".
+fn list_ranks(ranks: &[(usize, String)]) -> String {
+    let items: Vec<String> = ranks.iter().map(|(r, h)| format!("{r} ({h})")).collect();
+    match items.len() {
+        1 => format!("rank {}", items[0]),
+        _ => format!("ranks {}", items.join(", ")),
+    }
+}
+
+impl From<FabricError> for crate::error::HwError {
+    fn from(e: FabricError) -> Self {
+        match e {
+            FabricError::Missing { seconds, .. } | FabricError::NoRoot { seconds, .. } => {
+                crate::error::HwError::Call {
+                    call: format!("fabric rendezvous (waited {seconds:.0} s)"),
+                    detail: e.to_string(),
+                }
+            }
+            _ => crate::error::HwError::Call {
+                call: "fabric control channel".into(),
+                detail: e.to_string(),
+            },
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_the_ranks() {
+        let e = FabricError::Missing {
+            missing: vec![(2, "n3".into()), (3, "n4".into())],
+            doing: "arrive".into(),
+            seconds: 30.0,
+        };
+        assert_eq!(
+            e.to_string(),
+            "ranks 2 (n3), 3 (n4) did not arrive within 30 s"
+        );
+        let e = FabricError::Missing {
+            missing: vec![(1, "n2".into())],
+            doing: "answer".into(),
+            seconds: 2.4,
+        };
+        assert_eq!(e.to_string(), "rank 1 (n2) did not answer within 2 s");
+        let e = FabricError::NoRoot {
+            host: "n1".into(),
+            port: 29731,
+            seconds: 30.0,
+            last: "connection refused".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "rank 0 at n1:29731 did not answer within 30 s (connection refused)"
+        );
+        let hw: crate::error::HwError = e.into();
+        assert!(hw.to_string().contains("rank 0 at n1:29731"));
+    }
+}
