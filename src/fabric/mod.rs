@@ -17,11 +17,13 @@
 //! this rendezvous delivers, `ncclCommInitRank` under our deadline). Everything else here runs
 //! and is tested on loopback with modelled figures.
 
+pub mod flow;
 pub mod localise;
 pub mod pairwise;
 pub mod rendezvous;
 pub mod world;
 
+pub use flow::run_pairwise;
 pub use localise::{Localised, PairResult};
 pub use rendezvous::{join, serve, Session};
 pub use world::{job_port, World};
