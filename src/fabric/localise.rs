@@ -16,6 +16,7 @@
 //!
 //! Figures that are not numbers, or negative, are an error, never a verdict.
 
+use crate::checks::judge::fmt_num;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -214,9 +215,10 @@ pub fn judge(
     if nodes.len() == 2 {
         let p = slow_pairs[0];
         let why = format!(
-            "two nodes only: one slow pair ({} Gb/s, floor {floor}) cannot tell a node from \
-             the link between them; add a third node",
-            p.gbps
+            "two nodes only: one slow pair ({} Gb/s, floor {}) cannot tell a node from the \
+             link between them; add a third node",
+            fmt_num(p.gbps),
+            fmt_num(floor)
         );
         return Ok(nodes
             .into_iter()
@@ -236,9 +238,10 @@ pub fn judge(
             slow_pairs: slow_pairs.len(),
             pairs: figures.len(),
             why: format!(
-                "no pair of {} nodes reaches {floor} Gb/s: a fabric-wide problem (a switch, \
+                "no pair of {} nodes reaches {} Gb/s: a fabric-wide problem (a switch, \
                  routing, or a setting every node shares), not one node",
-                nodes.len()
+                nodes.len(),
+                fmt_num(floor)
             ),
         }]);
     }

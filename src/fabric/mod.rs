@@ -32,7 +32,7 @@ pub use world::{job_port, World};
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum FabricError {
     /// Ranks that did not arrive (rendezvous) or did not answer (gather) before the deadline.
-    #[error("{} did not {doing} within {seconds:.0} s", list_ranks(.missing))]
+    #[error("{} did not {doing} within {} s", list_ranks(.missing), secs(*.seconds))]
     Missing {
         /// The ranks that were waited for, with their hosts.
         missing: Vec<(usize, String)>,
@@ -42,7 +42,7 @@ pub enum FabricError {
         seconds: f64,
     },
     /// Rank 0 never answered a joining rank.
-    #[error("rank 0 at {host}:{port} did not answer within {seconds:.0} s ({last})")]
+    #[error("rank 0 at {host}:{port} did not answer within {} s ({last})", secs(*.seconds))]
     NoRoot {
         /// Rank 0's host.
         host: String,
@@ -90,6 +90,16 @@ pub enum FabricError {
     Invalid(String),
 }
 
+/// Seconds for people: whole seconds from 1 s up, one decimal below ("0.4").
+pub(crate) fn secs(s: f64) -> String {
+    let tenths = (s * 10.0).round() / 10.0;
+    if tenths >= 1.0 {
+        format!("{s:.0}")
+    } else {
+        format!("{tenths:.1}")
+    }
+}
+
 /// "ranks 2 (n3), 3 (n4)" or "rank 2 (n3)".
 fn list_ranks(ranks: &[(usize, String)]) -> String {
     let items: Vec<String> = ranks.iter().map(|(r, h)| format!("{r} ({h})")).collect();
@@ -104,7 +114,7 @@ impl From<FabricError> for crate::error::HwError {
         match e {
             FabricError::Missing { seconds, .. } | FabricError::NoRoot { seconds, .. } => {
                 crate::error::HwError::Call {
-                    call: format!("fabric rendezvous (waited {seconds:.0} s)"),
+                    call: format!("fabric rendezvous (waited {} s)", secs(seconds)),
                     detail: e.to_string(),
                 }
             }
@@ -148,6 +158,10 @@ mod tests {
             "rank 0 at n1:29731 did not answer within 30 s (connection refused)"
         );
         let hw: crate::error::HwError = e.into();
+        assert_eq!(secs(0.44), "0.4");
+        assert_eq!(secs(1.999), "2");
+        assert_eq!(secs(0.9999), "1");
+        assert_eq!(secs(30.2), "30");
         assert!(hw.to_string().contains("rank 0 at n1:29731"));
     }
 }

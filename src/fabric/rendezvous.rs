@@ -277,6 +277,18 @@ pub fn serve(
     id: &[u8],
     deadline: Instant,
 ) -> Result<Session, FabricError> {
+    let out = serve_polling(listener, world, id, deadline);
+    // The listener was polled; hand it back as it came (blocking), whatever happened.
+    let _ = listener.set_nonblocking(false);
+    out
+}
+
+fn serve_polling(
+    listener: &TcpListener,
+    world: &World,
+    id: &[u8],
+    deadline: Instant,
+) -> Result<Session, FabricError> {
     world.check().map_err(FabricError::Invalid)?;
     if world.rank != 0 {
         return Err(FabricError::Invalid(format!(
@@ -499,8 +511,9 @@ pub fn join(world: &World, deadline: Instant) -> Result<Session, FabricError> {
         Err(ReadFail::Timeout) => Err(FabricError::Peer {
             who: by,
             detail: format!(
-                "took the hello but did not send the id within {seconds:.0} s \
-                 (other ranks missing?)"
+                "took the hello but did not send the id within {} s \
+                 (other ranks missing?)",
+                super::secs(seconds)
             ),
         }),
         Err(e) => Err(FabricError::Peer {
