@@ -345,3 +345,61 @@ fn the_port_of_a_busy_job_is_explained() {
     );
     assert!(e.contains("NODECERT_FABRIC_PORT"), "{e}");
 }
+
+#[test]
+fn the_pairs_of_one_round_finish_before_the_next_round_starts() {
+    use std::sync::Mutex;
+    let n = 5;
+    // (round number by this rank's count, start, end) of every measurement.
+    let log: Arc<Mutex<Vec<(usize, Instant, Instant)>>> = Arc::new(Mutex::new(Vec::new()));
+    let (l, port) = listener();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let handles: Vec<_> = (0..n)
+        .map(|rank| {
+            let l = (rank == 0).then(|| l.try_clone().unwrap());
+            let log = log.clone();
+            thread::spawn(move || {
+                let w = world(rank, n, port, "job-7");
+                let mut s = match &l {
+                    Some(l) => serve(l, &w, ID, deadline)?,
+                    None => join(&w, deadline)?,
+                };
+                let rounds = nodecert::fabric::pairwise::rounds(n);
+                let mut mine = rounds
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, r)| nodecert::fabric::pairwise::peer_in(r, rank).is_some())
+                    .map(|(i, _)| i);
+                let mut measure = |_peer: usize| {
+                    let start = Instant::now();
+                    // Rank-dependent durations: without a barrier, fast ranks would run ahead.
+                    thread::sleep(Duration::from_millis(10 + 30 * rank as u64));
+                    let round = mine.next().unwrap_or(usize::MAX);
+                    log.lock().unwrap().push((round, start, Instant::now()));
+                    Ok(400.0)
+                };
+                run_pairwise(&mut s, &mut measure, 300.0, deadline)
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap().unwrap();
+    }
+    let log = log.lock().unwrap();
+    // All fine: no second pass, so every measurement belongs to a first-pass round.
+    assert_eq!(log.len(), n * (n - 1));
+    for r in 0..n - 1 {
+        let end = log.iter().filter(|e| e.0 == r).map(|e| e.2).max().unwrap();
+        let next = log
+            .iter()
+            .filter(|e| e.0 == r + 1)
+            .map(|e| e.1)
+            .min()
+            .unwrap();
+        assert!(
+            end <= next,
+            "round {} started before round {r} ended",
+            r + 1
+        );
+    }
+}

@@ -14,6 +14,10 @@ use super::FabricError;
 use serde::{Deserialize, Serialize};
 use std::time::Instant;
 
+/// The most nodes one pair-wise test takes: n(n-1)/2 pairs in n-1 rounds (1024 nodes: 523,776
+/// pairs, 1023 rounds). A larger fleet is split into groups first.
+pub const MAX_PAIRWISE: usize = 1024;
+
 /// What one rank measured in one round.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Report {
@@ -28,7 +32,7 @@ struct Report {
 /// Run `schedule` (rounds of pairs, the same on every rank): in each round this rank measures
 /// with its peer, if it has one; rank 0 gathers every rank's report after each round (so the
 /// pairs of a round run together) and gets the figure of each pair, the lower of what its two
-/// nodes saw. A failed measurement or a figure that is not a bandwidth stops the run on every
+/// nodes saw. Rank 0 then lets every rank on to the next round. A failed measurement or a figure that is not a bandwidth stops the run on every
 /// rank, naming the rank and its peer.
 fn measure_rounds(
     session: &mut Session,
@@ -69,16 +73,19 @@ fn measure_rounds(
                 error: Some(e),
             },
         };
-        let Some(all) = session.gather(report, deadline)? else {
-            continue;
-        };
-        match figures(round, &all, session.hosts()) {
-            Ok(pairs) => out.extend(pairs),
-            Err(why) => {
-                session.abort(&why);
-                return Err(FabricError::Invalid(why));
+        if let Some(all) = session.gather(report, deadline)? {
+            match figures(round, &all, session.hosts()) {
+                Ok(pairs) => out.extend(pairs),
+                Err(why) => {
+                    session.abort(&why);
+                    return Err(FabricError::Invalid(why));
+                }
             }
         }
+        // Nobody starts the next round before every pair of this one is done; a rank that
+        // failed is heard here, as an abort instead of the go.
+        let go = (session.rank() == 0).then_some(i);
+        session.broadcast(go, deadline)?;
     }
     Ok(out)
 }
@@ -159,6 +166,13 @@ pub fn run_pairwise(
         return Err(FabricError::Invalid(why));
     }
     let n = session.size();
+    if n > MAX_PAIRWISE {
+        return Err(FabricError::Invalid(format!(
+            "a pair-wise test of {n} nodes ({} pairs): at most {MAX_PAIRWISE} nodes, split the \
+             fleet into groups",
+            n * (n - 1) / 2
+        )));
+    }
     let first = measure_rounds(session, &rounds(n), measure, deadline)?;
     let plan = (session.rank() == 0).then(|| {
         let sus = suspects(&first, floor);
