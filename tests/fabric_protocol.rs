@@ -403,3 +403,71 @@ fn the_pairs_of_one_round_finish_before_the_next_round_starts() {
         );
     }
 }
+
+#[test]
+fn sixty_four_ranks_meet_gather_and_broadcast() {
+    #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+    struct Nic {
+        rank: usize,
+        gbps: f64,
+    }
+    let n = 64;
+    let (l, port) = listener();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let handles: Vec<_> = (0..n)
+        .map(|rank| {
+            let l = (rank == 0).then(|| l.try_clone().unwrap());
+            thread::spawn(move || -> Result<(Option<Vec<Nic>>, String), FabricError> {
+                let w = world(rank, n, port, "job-7");
+                let mut s = match &l {
+                    Some(l) => serve(l, &w, ID, deadline)?,
+                    None => join(&w, deadline)?,
+                };
+                let mine = Nic {
+                    rank,
+                    gbps: 400.0 - rank as f64,
+                };
+                let all = s.gather(mine, deadline)?;
+                let word = (rank == 0).then(|| "go".to_string());
+                Ok((all, s.broadcast(word, deadline)?))
+            })
+        })
+        .collect();
+    let out: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let (all, word) = out[0].as_ref().unwrap();
+    let all = all.as_ref().unwrap();
+    assert_eq!(all.len(), n);
+    assert!(all.iter().enumerate().all(|(i, x)| x.rank == i));
+    assert_eq!(word, "go");
+    for (rank, o) in out.iter().enumerate().skip(1) {
+        let (none, word) = o.as_ref().unwrap();
+        assert!(none.is_none() && word == "go", "rank {rank}");
+    }
+}
+
+#[test]
+fn a_value_of_the_wrong_shape_is_named() {
+    let (l, port) = listener();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let leaf = thread::spawn(move || {
+        let mut s = join(&world(1, 2, port, "job-7"), deadline)?;
+        s.gather("not a number".to_string(), deadline)?;
+        s.broadcast::<u32>(None, deadline)
+    });
+    let mut s = serve(&l, &world(0, 2, port, "job-7"), ID, deadline).unwrap();
+    let e = s.gather(1u32, deadline).unwrap_err().to_string();
+    assert!(
+        e.starts_with("rank 1 (h1): sent a value of the wrong shape"),
+        "{e}"
+    );
+    // The session is broken now: later calls fail with the same error, and rank 1 was told.
+    assert_eq!(
+        s.broadcast(Some(2u32), deadline).unwrap_err().to_string(),
+        e
+    );
+    let e = leaf.join().unwrap().unwrap_err().to_string();
+    assert!(
+        e.starts_with("rank 0 (127.0.0.1) stopped the run: rank 1 (h1): sent a value"),
+        "{e}"
+    );
+}

@@ -178,21 +178,31 @@ fn frame(msg: &Msg) -> Result<Vec<u8>, String> {
     Ok(out)
 }
 
-/// Write bytes, bounded by `deadline` (at least `floor`).
+/// Write bytes, bounded by `deadline` (at least `floor`, for the whole write: a peer that
+/// drains slowly cannot stretch it).
 fn write_bytes(
     w: &mut TcpStream,
     bytes: &[u8],
     deadline: Instant,
     floor: Duration,
 ) -> Result<(), String> {
-    w.set_write_timeout(Some(left(deadline, floor)))
-        .map_err(|e| format!("cannot set a write timeout: {e}"))?;
-    w.write_all(bytes)
-        .and_then(|()| w.flush())
-        .map_err(|e| match e.kind() {
-            ErrorKind::WouldBlock | ErrorKind::TimedOut => "timed out sending".to_string(),
-            _ => format!("send failed: {e}"),
-        })
+    let until = deadline.max(Instant::now() + floor);
+    let mut sent = 0;
+    while sent < bytes.len() {
+        if Instant::now() >= until {
+            return Err("timed out sending".into());
+        }
+        w.set_write_timeout(Some(left(until, GRACE)))
+            .map_err(|e| format!("cannot set a write timeout: {e}"))?;
+        match w.write(&bytes[sent..]) {
+            Ok(0) => return Err("send failed: the connection is closed".into()),
+            Ok(n) => sent += n,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {}
+            Err(e) => return Err(format!("send failed: {e}")),
+        }
+    }
+    Ok(())
 }
 
 fn send(w: &mut TcpStream, msg: &Msg, deadline: Instant) -> Result<(), String> {
@@ -268,6 +278,23 @@ fn check_hello(msg: &Msg, world: &World, arrived: &[bool]) -> Result<usize, Stri
 /// One new connection's hello, as its thread read it.
 type Greeting = (TcpStream, Result<Msg, ReadFail>);
 
+/// Read a new connection's hello on a thread of its own, until `until`, and hand it to `tx`.
+/// `false` when no thread could be started (the connection is then closed).
+fn greet(stream: TcpStream, until: Instant, tx: mpsc::Sender<Greeting>) -> bool {
+    std::thread::Builder::new()
+        .name("fabric-hello".into())
+        .spawn(move || {
+            let mut stream = stream;
+            let got = stream
+                .set_nonblocking(false)
+                .map_err(|e| ReadFail::Bad(e.to_string()))
+                .and_then(|()| read_msg(&mut stream, MAX_HELLO, until));
+            // Rank 0 may have given up already: then nobody listens, and that is fine.
+            let _ = tx.send((stream, got));
+        })
+        .is_ok()
+}
+
 /// Rank 0: wait until every rank 1..size has said hello on `listener`, then send each the
 /// `id` (at most [`MAX_ID`] bytes, opaque). Ranks that have not arrived by `deadline` are
 /// named in the error, and the ranks that did arrive are told why they are turned away.
@@ -334,28 +361,30 @@ fn serve_polling(
             }
             return Err(err);
         }
-        match listener.accept() {
-            Ok((stream, _)) if pending < MAX_PENDING => {
-                pending += 1;
-                let tx = tx.clone();
-                let until = deadline.min(Instant::now() + HELLO_WAIT);
-                std::thread::spawn(move || {
-                    let mut stream = stream;
-                    let got = stream
-                        .set_nonblocking(false)
-                        .map_err(|e| ReadFail::Bad(e.to_string()))
-                        .and_then(|()| read_msg(&mut stream, MAX_HELLO, until));
-                    // rank 0 may have given up already: then nobody listens, and that is fine.
-                    let _ = tx.send((stream, got));
-                });
+        // Take every connection that is waiting (many ranks start at once), each read on its
+        // own thread so that a silent one holds up nobody.
+        let mut progressed = false;
+        for _ in 0..MAX_PENDING {
+            match listener.accept() {
+                Ok((stream, _)) if pending < MAX_PENDING => {
+                    progressed = true;
+                    let until = deadline.min(Instant::now() + HELLO_WAIT);
+                    if greet(stream, until, tx.clone()) {
+                        pending += 1;
+                    }
+                }
+                Ok((stream, _)) => drop(stream),
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                // Nobody waiting (WouldBlock); or a connection that went away before it was
+                // accepted, or a file descriptor limit: serve the others, the deadline bounds it.
+                Err(_) => break,
             }
-            Ok((stream, _)) => drop(stream),
-            Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::Interrupted) => {}
-            // A connection that went away before it was accepted, or a file descriptor limit:
-            // keep serving the others, the deadline bounds the wait.
-            Err(_) => {}
         }
-        if let Ok((mut stream, got)) = rx.recv_timeout(Duration::from_millis(5)) {
+        let mut greetings: Vec<Greeting> = rx.try_iter().collect();
+        if greetings.is_empty() && !progressed {
+            greetings.extend(rx.recv_timeout(Duration::from_millis(5)));
+        }
+        for (mut stream, got) in greetings {
             pending = pending.saturating_sub(1);
             match got {
                 Ok(msg) => match check_hello(&msg, world, &arrived) {
@@ -410,13 +439,16 @@ fn resolve(host: &str, port: u16, deadline: Instant) -> Result<Vec<SocketAddr>, 
     }
     let (tx, rx) = mpsc::channel();
     let name = host.to_string();
-    std::thread::spawn(move || {
-        let _ = tx.send(
-            (name.as_str(), port)
-                .to_socket_addrs()
-                .map(|a| a.collect::<Vec<_>>()),
-        );
-    });
+    std::thread::Builder::new()
+        .name("fabric-resolve".into())
+        .spawn(move || {
+            let _ = tx.send(
+                (name.as_str(), port)
+                    .to_socket_addrs()
+                    .map(|a| a.collect::<Vec<_>>()),
+            );
+        })
+        .map_err(|e| format!("cannot start a thread to resolve {host}: {e}"))?;
     match rx.recv_timeout(left(deadline, GRACE)) {
         Ok(Ok(addrs)) if !addrs.is_empty() => Ok(addrs),
         Ok(Ok(_)) => Err(format!("{host} has no address")),
