@@ -10,7 +10,8 @@
 //!   **link** suspect: the cable, the switch port or the route between them (nccl#325: "1-3
 //!   good, 2-4 good, 1-2 bad");
 //! - no pair at all at the floor (three nodes or more) is a **fabric**-wide problem, not every
-//!   node at once;
+//!   node at once; so are groups of nodes fine among themselves and slow across (two racks
+//!   behind a bad spine link: one verdict naming the groups, not a link per pair);
 //! - anything else is **undecided**, with the reason (two nodes only, too few reference
 //!   partners, slow with most partners but not all).
 //!
@@ -67,6 +68,9 @@ pub enum Localised {
         slow_pairs: usize,
         /// Pairs measured.
         pairs: usize,
+        /// When the fabric splits the nodes: the groups (ranks) fine among themselves and below
+        /// the floor across. Empty when no pair reaches the floor at all.
+        groups: Vec<Vec<usize>>,
         /// What this means, in words.
         why: String,
     },
@@ -237,6 +241,7 @@ pub fn judge(
         return Ok(vec![Localised::Fabric {
             slow_pairs: slow_pairs.len(),
             pairs: figures.len(),
+            groups: Vec::new(),
             why: format!(
                 "no pair of {} nodes reaches {} Gb/s: a fabric-wide problem (a switch, \
                  routing, or a setting every node shares), not one node",
@@ -246,20 +251,22 @@ pub fn judge(
         }]);
     }
     // Each node's pairs with reference partners: (fast, slow).
+    // Each node's pairs, once (a node's pairs are then read without scanning every pair).
+    let mut adj: BTreeMap<usize, Vec<PairResult>> = BTreeMap::new();
+    for (k, &g) in &figures {
+        adj.entry(k.0).or_default().push(pr(k, g));
+        adj.entry(k.1).or_default().push(pr(k, g));
+    }
     let with_refs = |v: usize| {
         let mut fast = Vec::new();
         let mut slow_ = Vec::new();
-        for (&(a, b), &g) in &figures {
-            let other = match v {
-                x if x == a => b,
-                x if x == b => a,
-                _ => continue,
-            };
+        for p in adj.get(&v).map_or(&[][..], Vec::as_slice) {
+            let other = if p.a == v { p.b } else { p.a };
             if reference.contains(&other) {
-                if slow(g, floor) {
-                    slow_.push(pr(&(a, b), g));
+                if slow(p.gbps, floor) {
+                    slow_.push(*p);
                 } else {
-                    fast.push(pr(&(a, b), g));
+                    fast.push(*p);
                 }
             }
         }
@@ -304,6 +311,37 @@ pub fn judge(
         };
         class.insert(v, c);
     }
+    let faulty: BTreeSet<usize> = class
+        .iter()
+        .filter(|(_, c)| **c == Class::Faulty)
+        .map(|(&v, _)| v)
+        .collect();
+    if let Some(groups) = split(&figures, floor, &nodes, &faulty) {
+        let across = slow_pairs
+            .iter()
+            .filter(|p| !faulty.contains(&p.a) && !faulty.contains(&p.b))
+            .count();
+        let names: Vec<String> = groups
+            .iter()
+            .map(|g| {
+                let v: Vec<String> = g.iter().map(usize::to_string).collect();
+                format!("{{{}}}", v.join(", "))
+            })
+            .collect();
+        faults.push(Localised::Fabric {
+            slow_pairs: across,
+            pairs: figures.len(),
+            why: format!(
+                "the nodes fall into {} groups that reach {} Gb/s among themselves and not \
+                 across ({}): a switch or a route between the groups, not the nodes",
+                groups.len(),
+                fmt_num(floor),
+                names.join(" | ")
+            ),
+            groups,
+        });
+        return Ok(faults);
+    }
     let fine = |v: usize| class.get(&v) == Some(&Class::Fine);
     for p in &slow_pairs {
         if fine(p.a) && fine(p.b) {
@@ -321,6 +359,57 @@ pub fn judge(
     faults.extend(links);
     faults.extend(undecided);
     Ok(faults)
+}
+
+/// When the fabric splits the nodes: the groups that the pairs at the floor connect (node
+/// faults left out), if there are two or more, every node not at fault is in one of at least
+/// two nodes, and every slow pair (node faults aside) runs between groups.
+fn split(
+    figures: &BTreeMap<(usize, usize), f64>,
+    floor: f64,
+    nodes: &BTreeSet<usize>,
+    faulty: &BTreeSet<usize>,
+) -> Option<Vec<Vec<usize>>> {
+    // Connected components of the fast pairs, by repeated merging of labels (small n).
+    let mut label: BTreeMap<usize, usize> = nodes
+        .iter()
+        .filter(|v| !faulty.contains(v))
+        .map(|&v| (v, v))
+        .collect();
+    let healthy = |a: &usize, b: &usize| !faulty.contains(a) && !faulty.contains(b);
+    loop {
+        let mut changed = false;
+        for (&(a, b), &g) in figures {
+            if slow(g, floor) || !healthy(&a, &b) {
+                continue;
+            }
+            let (la, lb) = (label.get(&a).copied()?, label.get(&b).copied()?);
+            if la != lb {
+                let (keep, drop) = (la.min(lb), la.max(lb));
+                for l in label.values_mut() {
+                    if *l == drop {
+                        *l = keep;
+                    }
+                }
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    let mut groups: BTreeMap<usize, Vec<usize>> = BTreeMap::new();
+    for (&v, &l) in &label {
+        groups.entry(l).or_default().push(v);
+    }
+    let groups: Vec<Vec<usize>> = groups.into_values().collect();
+    if groups.len() < 2 || groups.iter().any(|g| g.len() < 2) {
+        return None;
+    }
+    let within = figures
+        .iter()
+        .any(|(&(a, b), &g)| slow(g, floor) && healthy(&a, &b) && label.get(&a) == label.get(&b));
+    (!within).then_some(groups)
 }
 
 #[cfg(test)]
@@ -461,6 +550,7 @@ mod tests {
             slow_pairs,
             pairs,
             why,
+            ..
         } = &v[0]
         else {
             panic!("{v:?}")
@@ -486,6 +576,64 @@ mod tests {
             unreachable!()
         };
         assert!(why.contains("measured with 1 node(s)"), "{why}");
+    }
+
+    #[test]
+    fn a_split_fabric_is_named_by_its_groups() {
+        // Two racks of three: fine inside, slow across (a spine link or a routing problem).
+        let rack = |v: usize| v / 3;
+        let first = all_pairs(6, |a, b| if rack(a) == rack(b) { 400.0 } else { 120.0 });
+        let v = judge(&first, &[], 300.0).unwrap();
+        assert_eq!(v.len(), 1, "{v:?}");
+        let Localised::Fabric {
+            slow_pairs,
+            pairs,
+            groups,
+            why,
+        } = &v[0]
+        else {
+            panic!("{v:?}")
+        };
+        assert_eq!((*slow_pairs, *pairs), (9, 15));
+        assert_eq!(groups, &vec![vec![0, 1, 2], vec![3, 4, 5]]);
+        assert!(why.contains("({0, 1, 2} | {3, 4, 5})"), "{why}");
+        // Uneven racks, and a slow node on top: the node fault, then the split.
+        let rack = |v: usize| usize::from(v >= 5);
+        let first = all_pairs(8, |a, b| match (a, b) {
+            _ if a == 2 || b == 2 => 50.0,
+            _ if rack(a) == rack(b) => 400.0,
+            _ => 120.0,
+        });
+        let v = judge(&first, &[], 300.0).unwrap();
+        assert_eq!(kinds(&v), ["node 2", "fabric"]);
+        let Localised::Fabric { groups, .. } = &v[1] else {
+            unreachable!()
+        };
+        assert_eq!(groups, &vec![vec![0, 1, 3, 4], vec![5, 6, 7]]);
+        // A slow pair inside a group too: not a clean split, judged pair by pair.
+        let first = all_pairs(6, |a, b| match (a, b) {
+            (0, 1) => 100.0,
+            _ if a / 3 == b / 3 => 400.0,
+            _ => 120.0,
+        });
+        let v = judge(&first, &[], 300.0).unwrap();
+        assert!(!kinds(&v).contains(&"fabric".to_string()), "{v:?}");
+    }
+
+    #[test]
+    fn five_hundred_nodes_are_judged_quickly() {
+        let mut bw = vec![400.0; 512];
+        bw[317] = 100.0;
+        let first = nics(&bw);
+        let t0 = std::time::Instant::now();
+        let v = judge(&first, &[], 300.0).unwrap();
+        assert_eq!(kinds(&v), ["node 317"]);
+        // Seconds, not minutes, even unoptimised (130,816 pairs; MAX_PAIRWISE allows 523,776).
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(20),
+            "{:?}",
+            t0.elapsed()
+        );
     }
 
     #[test]
