@@ -32,8 +32,9 @@ impl World {
     /// process environment). In order, the first that is present wins:
     /// - explicit: `NODECERT_RANK`, `NODECERT_WORLD_SIZE`, `NODECERT_HOSTS` (a comma list or a
     ///   Slurm host list), `NODECERT_JOB`;
-    /// - Slurm (one task per node): `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_JOB_NODELIST`,
-    ///   `SLURM_JOB_ID` (and `SLURMD_NODENAME`, when set, must be this rank's host);
+    /// - Slurm (one task per node): `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_STEP_NODELIST` (set
+    ///   by srun: the step's nodes) else `SLURM_JOB_NODELIST`, `SLURM_JOB_ID` (and
+    ///   `SLURMD_NODENAME`, when set, must be this rank's host);
     /// - a Kubernetes Indexed Job: `JOB_COMPLETION_INDEX`, `NODECERT_WORLD_SIZE` (else
     ///   `NODECERT_JOB_COMPLETIONS`), `NODECERT_JOB_NAME` (else `NODECERT_JOB`) and
     ///   `NODECERT_SERVICE` (else the job name: `nodecert fleet k8s` names its headless
@@ -56,13 +57,17 @@ impl World {
             let why = "SLURM_PROCID is";
             let size = parse_size("SLURM_NTASKS", &need("SLURM_NTASKS", why)?)?;
             let rank = parse_rank("SLURM_PROCID", &r, size)?;
-            let list = need("SLURM_JOB_NODELIST", why)?;
-            let hosts = expand_hosts("SLURM_JOB_NODELIST", &list, size, "SLURM_NTASKS")?;
+            // The step's nodes when srun says (a step may use part of the allocation).
+            let (list_var, list) = match get("SLURM_STEP_NODELIST") {
+                Some(l) => ("SLURM_STEP_NODELIST", l),
+                None => ("SLURM_JOB_NODELIST", need("SLURM_JOB_NODELIST", why)?),
+            };
+            let hosts = expand_hosts(list_var, &list, size, "SLURM_NTASKS")?;
             if let Some(me) = get("SLURMD_NODENAME") {
                 if me.trim() != hosts[rank] {
                     return Err(format!(
-                        "SLURM_PROCID {rank} runs on {:?} but SLURM_JOB_NODELIST puts rank {rank} \
-                         on {:?}: run one task per node in block order (srun --ntasks-per-node=1)",
+                        "SLURM_PROCID {rank} runs on {:?} but {list_var} puts rank {rank} on \
+                         {:?}: run one task per node in block order (srun --ntasks-per-node=1)",
                         me.trim(),
                         hosts[rank]
                     ));
@@ -332,6 +337,17 @@ mod tests {
         assert!(e.starts_with("SLURM_JOB_NODELIST: "), "{e}");
         let e = with("SLURM_JOB_ID", "");
         assert!(e.contains("SLURM_JOB_ID is not set"), "{e}");
+        // srun inside a larger allocation: the step's node list counts, not the job's.
+        let mut e = base.to_vec();
+        e[2] = ("SLURM_JOB_NODELIST", "n[1-8]");
+        e.push(("SLURM_STEP_NODELIST", "n[5-8]"));
+        let w = world(&e).unwrap().unwrap();
+        assert_eq!(w.hosts, ["n5", "n6", "n7", "n8"]);
+        e[2] = ("SLURM_JOB_NODELIST", "n[1-8]");
+        e.pop();
+        assert!(world(&e)
+            .unwrap_err()
+            .starts_with("SLURM_JOB_NODELIST names 8 hosts"));
         let e = with("SLURMD_NODENAME", "n9");
         assert!(e.contains("SLURM_PROCID 1 runs on \"n9\""), "{e}");
     }
