@@ -471,3 +471,60 @@ fn a_value_of_the_wrong_shape_is_named() {
         "{e}"
     );
 }
+
+/// One rank of a real multi-process job: run under a scheduler (or with the NODECERT_* world
+/// variables), one process per node, e.g. on a Slurm test cluster:
+///
+/// ```text
+/// srun -N4 --ntasks-per-node=1 --export=ALL,FABRIC_TEST_ROOT=127.0.0.1 \
+///     target/debug/deps/fabric_protocol-* --ignored --exact under_a_scheduler
+/// ```
+///
+/// `FABRIC_TEST_ROOT` replaces rank 0's host when node names do not resolve (several slurmd on
+/// one machine). Figures are modelled (rank 2's NIC at 200 Gb/s, the others at 400); rank 0
+/// prints the verdicts and checks that rank 2 is named. Outside a job it does nothing.
+#[test]
+#[ignore = "run one per node under srun or an Indexed Job"]
+fn under_a_scheduler() {
+    let env = |k: &str| std::env::var(k).ok();
+    let Some(mut w) = World::from_env(&env).unwrap() else {
+        return;
+    };
+    if let Some(root) = env("FABRIC_TEST_ROOT") {
+        w.hosts[0] = root;
+    }
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let mut s = if w.rank == 0 {
+        let l = listen(&w).unwrap();
+        serve(&l, &w, ID, deadline).unwrap()
+    } else {
+        join(&w, deadline).unwrap()
+    };
+    let bw = |r: usize| -> f64 {
+        if r == 2 {
+            200.0
+        } else {
+            400.0
+        }
+    };
+    let me = w.rank;
+    let out = run_pairwise(
+        &mut s,
+        &mut |peer| Ok(bw(me).min(bw(peer))),
+        300.0,
+        deadline,
+    );
+    if let Some(v) = out.unwrap() {
+        println!(
+            "job {} port {} ranks {}: {}",
+            w.job,
+            w.port,
+            w.size,
+            serde_json::to_string(&v).unwrap()
+        );
+        assert!(
+            matches!(v.as_slice(), [Localised::Node { node: 2, .. }]),
+            "{v:?}"
+        );
+    }
+}
