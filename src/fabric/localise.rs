@@ -764,4 +764,102 @@ mod tests {
         .unwrap();
         assert_eq!(u["kind"], "undecided");
     }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn figure() -> impl Strategy<Value = f64> {
+            prop_oneof![
+                4 => 0.0..800.0f64,
+                1 => any::<f64>(),
+                1 => Just(f64::NAN),
+                1 => Just(-1.0),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            #[test]
+            fn judge_never_panics(
+                first in proptest::collection::vec((0usize..12, 0usize..12, figure()), 0..60),
+                second in proptest::collection::vec((0usize..12, 0usize..12, figure()), 0..12),
+                floor in prop_oneof![1.0..800.0f64, any::<f64>()],
+            ) {
+                let as_pairs = |v: &[(usize, usize, f64)]| -> Vec<PairResult> {
+                    v.iter().map(|&(a, b, gbps)| PairResult { a, b, gbps }).collect()
+                };
+                let (first, second) = (as_pairs(&first), as_pairs(&second));
+                let _ = judge(&first, &second, floor);
+                let sus = suspects(&first, floor);
+                let _ = second_pass(&sus, &passing(&first, floor, 12), 12);
+            }
+
+            #[test]
+            fn one_slow_nic_is_always_that_node(
+                fine in proptest::collection::vec(350.0..500.0f64, 2..12),
+                slow_bw in 0.0..250.0f64,
+                at in any::<prop::sample::Index>(),
+            ) {
+                let mut bw = fine;
+                let k = at.index(bw.len() + 1);
+                bw.insert(k, slow_bw);
+                let v = judge(&nics(&bw), &[], 300.0).unwrap();
+                prop_assert_eq!(kinds(&v), vec![format!("node {k}")]);
+            }
+
+            #[test]
+            fn one_slow_link_is_always_that_link(
+                n in 3usize..12,
+                pick in any::<(prop::sample::Index, prop::sample::Index)>(),
+                slow_bw in 0.0..250.0f64,
+            ) {
+                let a = pick.0.index(n);
+                let b = (a + 1 + pick.1.index(n - 1)) % n;
+                let (a, b) = (a.min(b), a.max(b));
+                let first = all_pairs(n, |x, y| if (x, y) == (a, b) { slow_bw } else { 400.0 });
+                let sus = suspects(&first, 300.0);
+                let second: Vec<PairResult> = second_pass(&sus, &passing(&first, 300.0, n), n)
+                    .into_iter()
+                    .flatten()
+                    .map(|(x, y)| PairResult { a: x, b: y, gbps: 400.0 })
+                    .collect();
+                let v = judge(&first, &second, 300.0).unwrap();
+                prop_assert_eq!(kinds(&v), vec![format!("link {a}-{b}")]);
+            }
+
+            #[test]
+            fn second_pass_gives_each_suspect_distinct_passing_partners(
+                n in 1usize..20,
+                sus in proptest::collection::btree_set(0usize..24, 0..8),
+                pass in proptest::collection::btree_set(0usize..24, 0..8),
+            ) {
+                let sus_v: Vec<usize> = sus.iter().copied().collect();
+                let pass_v: Vec<usize> = pass.iter().copied().collect();
+                let rounds = second_pass(&sus_v, &pass_v, n);
+                let usable = pass.iter().filter(|&&g| g < n && !sus.contains(&g)).count();
+                for round in &rounds {
+                    let mut busy = BTreeSet::new();
+                    for &(x, y) in round {
+                        prop_assert!(x < y && y < n);
+                        prop_assert!(busy.insert(x) && busy.insert(y));
+                    }
+                }
+                let pairs: Vec<(usize, usize)> = rounds.into_iter().flatten().collect();
+                for &s in sus.iter().filter(|&&s| s < n) {
+                    let partners: BTreeSet<usize> = pairs
+                        .iter()
+                        .filter_map(|&(x, y)| match s {
+                            v if v == x => Some(y),
+                            v if v == y => Some(x),
+                            _ => None,
+                        })
+                        .collect();
+                    prop_assert_eq!(partners.len(), usable.min(2));
+                    prop_assert!(partners.iter().all(|g| pass.contains(g) && !sus.contains(g)));
+                }
+            }
+        }
+    }
 }

@@ -516,4 +516,52 @@ mod tests {
         assert_eq!(w.who(1), "rank 1 (b)");
         assert_eq!(w.who(5), "rank 5");
     }
+
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        const VARS: [&str; 14] = [
+            "NODECERT_RANK",
+            "NODECERT_WORLD_SIZE",
+            "NODECERT_HOSTS",
+            "NODECERT_JOB",
+            "NODECERT_FABRIC_PORT",
+            "SLURM_PROCID",
+            "SLURM_NTASKS",
+            "SLURM_JOB_NODELIST",
+            "SLURM_STEP_NODELIST",
+            "SLURM_JOB_ID",
+            "SLURMD_NODENAME",
+            "JOB_COMPLETION_INDEX",
+            "NODECERT_JOB_NAME",
+            "NODECERT_SERVICE",
+        ];
+
+        fn value() -> impl Strategy<Value = Option<String>> {
+            proptest::option::of(prop_oneof![
+                "[0-9]{1,3}",
+                "n\\[[0-9]{1,2}-[0-9]{1,2}\\]",
+                "[a-z0-9,\\[\\]-]{0,12}",
+                "\\PC{0,12}",
+            ])
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(512))]
+
+            #[test]
+            fn any_environment_is_a_world_or_an_error_never_a_panic(
+                values in proptest::collection::vec(value(), VARS.len()),
+            ) {
+                let env = |k: &str| {
+                    VARS.iter().position(|v| *v == k).and_then(|i| values[i].clone())
+                };
+                if let Ok(Some(w)) = World::from_env(&env) {
+                    prop_assert_eq!(w.check(), Ok(()));
+                    prop_assert!(w.port > 0);
+                }
+            }
+        }
+    }
 }
