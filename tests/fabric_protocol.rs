@@ -528,3 +528,51 @@ fn under_a_scheduler() {
         );
     }
 }
+
+#[test]
+fn rank_0_gets_the_figures_behind_the_verdicts() {
+    let n = 4;
+    let (l, port) = listener();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let model = |a: usize, b: usize| {
+        if (a.min(b), a.max(b)) == (0, 1) {
+            100.0
+        } else {
+            400.0
+        }
+    };
+    let handles: Vec<_> = (0..n)
+        .map(|rank| {
+            let l = (rank == 0).then(|| l.try_clone().unwrap());
+            thread::spawn(move || {
+                let w = world(rank, n, port, "job-7");
+                let mut s = match &l {
+                    Some(l) => serve(l, &w, ID, deadline)?,
+                    None => join(&w, deadline)?,
+                };
+                nodecert::fabric::run_pairwise_figures(
+                    &mut s,
+                    &mut |peer| Ok(model(rank, peer)),
+                    300.0,
+                    deadline,
+                )
+            })
+        })
+        .collect();
+    let out: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let p = out[0].as_ref().unwrap().as_ref().unwrap();
+    assert_eq!(p.floor_gbps, 300.0);
+    assert_eq!(p.first.len(), 6);
+    // Suspects 0 and 1, passing 2 and 3: each suspect with both.
+    let mut second: Vec<(usize, usize)> = p.second.iter().map(|x| (x.a, x.b)).collect();
+    second.sort_unstable();
+    assert_eq!(second, [(0, 2), (0, 3), (1, 2), (1, 3)]);
+    assert!(matches!(
+        p.verdicts.as_slice(),
+        [Localised::Link { a: 0, b: 1, .. }]
+    ));
+    let json = serde_json::to_value(p).unwrap();
+    assert_eq!(json["verdicts"][0]["kind"], "link");
+    assert_eq!(json["first"][0]["gbps"], 400.0);
+    assert!(out[1..].iter().all(|o| matches!(o, Ok(None))));
+}

@@ -149,6 +149,21 @@ struct Plan {
     second: Vec<Vec<(usize, usize)>>,
 }
 
+/// What rank 0 knows at the end of a pair-wise test: the figures as measured and the verdicts,
+/// for the evidence (a chart per pair, a verdict that shows its figures).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Pairwise {
+    /// The least a pair must reach, in Gb/s.
+    pub floor_gbps: f64,
+    /// Every pair of the first pass, by round, in Gb/s (the lower of its two nodes' figures).
+    pub first: Vec<PairResult>,
+    /// The second pass (suspects with passing nodes), in Gb/s; empty when nothing was slow or
+    /// no node passed.
+    pub second: Vec<PairResult>,
+    /// The verdicts ([`judge`]); empty when every pair reached the floor.
+    pub verdicts: Vec<Localised>,
+}
+
 /// The pair-wise fabric test on this rank, after the rendezvous: every pair in rounds
 /// ([`rounds`]), then the suspects again with passing nodes ([`second_pass`], scheduled by rank
 /// 0 and broadcast), then rank 0 judges ([`judge`]) and returns `Some(verdicts)`; the other
@@ -161,6 +176,16 @@ pub fn run_pairwise(
     floor: f64,
     deadline: Instant,
 ) -> Result<Option<Vec<Localised>>, FabricError> {
+    Ok(run_pairwise_figures(session, measure, floor, deadline)?.map(|p| p.verdicts))
+}
+
+/// [`run_pairwise`], with the figures: rank 0 gets `Some(Pairwise)`, the others `None`.
+pub fn run_pairwise_figures(
+    session: &mut Session,
+    measure: &mut dyn FnMut(usize) -> Result<f64, String>,
+    floor: f64,
+    deadline: Instant,
+) -> Result<Option<Pairwise>, FabricError> {
     if !floor.is_finite() || floor <= 0.0 {
         let why = format!("floor {floor} Gb/s: a floor must be a positive number");
         return Err(FabricError::Invalid(why));
@@ -186,7 +211,12 @@ pub fn run_pairwise(
         return Ok(None);
     }
     match judge(&first, &second, floor) {
-        Ok(v) => Ok(Some(v)),
+        Ok(verdicts) => Ok(Some(Pairwise {
+            floor_gbps: floor,
+            first,
+            second,
+            verdicts,
+        })),
         Err(why) => Err(FabricError::Invalid(why)),
     }
 }

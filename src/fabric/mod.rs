@@ -23,7 +23,7 @@ pub mod pairwise;
 pub mod rendezvous;
 pub mod world;
 
-pub use flow::run_pairwise;
+pub use flow::{run_pairwise, run_pairwise_figures, Pairwise};
 pub use localise::{Localised, PairResult};
 pub use rendezvous::{join, serve, Session};
 pub use world::{job_port, World};
