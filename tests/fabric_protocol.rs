@@ -576,3 +576,17 @@ fn rank_0_gets_the_figures_behind_the_verdicts() {
     assert_eq!(json["first"][0]["gbps"], 400.0);
     assert!(out[1..].iter().all(|o| matches!(o, Ok(None))));
 }
+
+#[test]
+fn a_figure_that_is_not_a_number_is_an_error_naming_the_rank() {
+    for bad in [f64::NAN, f64::INFINITY, -5.0] {
+        let model: Model =
+            Arc::new(move |me, peer| Ok(if (me, peer) == (2, 0) { bad } else { 400.0 }));
+        let out = cluster(4, model, 300.0, Duration::from_secs(20));
+        let e = out[0].0.as_ref().unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!("rank 2 (h2) measuring with rank 0 (127.0.0.1): measured {bad} Gb/s, not a bandwidth")
+        );
+    }
+}

@@ -32,8 +32,8 @@ struct Report {
 /// Run `schedule` (rounds of pairs, the same on every rank): in each round this rank measures
 /// with its peer, if it has one; rank 0 gathers every rank's report after each round (so the
 /// pairs of a round run together) and gets the figure of each pair, the lower of what its two
-/// nodes saw. Rank 0 then lets every rank on to the next round. A failed measurement or a figure that is not a bandwidth stops the run on every
-/// rank, naming the rank and its peer.
+/// nodes saw. Rank 0 then lets every rank on to the next round. A failed measurement or a
+/// figure that is not a bandwidth stops the run on every rank, naming the rank and its peer.
 fn measure_rounds(
     session: &mut Session,
     schedule: &[Vec<(usize, usize)>],
@@ -61,6 +61,12 @@ fn measure_rounds(
                 peer: None,
                 gbps: None,
                 error: None,
+            },
+            // Checked here: JSON has no NaN or infinity (they would arrive as "no figure").
+            Some(Ok(g)) if !g.is_finite() || g < 0.0 => Report {
+                peer,
+                gbps: None,
+                error: Some(format!("measured {g} Gb/s, not a bandwidth")),
             },
             Some(Ok(g)) => Report {
                 peer,
