@@ -684,6 +684,8 @@ impl Session {
     }
 
     /// Every rank gives a value; rank 0 gets them all, by rank (`Some`), the others `None`.
+    /// Values travel as JSON (at most [`MAX_FRAME`] bytes each): a NaN or an infinity arrives
+    /// as `null`, so check figures before they are sent.
     /// Ranks that do not answer by `deadline` are named in the error; a rank that dropped or
     /// sent something else is named too. After an error every rank is told to stop.
     pub fn gather<T: Serialize + DeserializeOwned>(
