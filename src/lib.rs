@@ -18,6 +18,7 @@ pub mod diff;
 pub mod error;
 pub mod evidence;
 pub mod export;
+pub mod fabric;
 pub mod fleet;
 pub mod fsio;
 pub mod inventory;
