@@ -86,6 +86,11 @@ pub enum Command {
         /// Print only the final verdict line.
         #[arg(long, short)]
         quiet: bool,
+        /// Measure the fabric with the other nodes of this multi-node job (Slurm, a Kubernetes
+        /// Indexed Job): every pair of nodes, the slow node or link found, then all at once. The
+        /// suite's [checks.fabric] sets the floors.
+        #[arg(long)]
+        fabric: bool,
         /// Sign the report folder with this OpenSSH private key: Ed25519 (see `nodecert keygen`),
         /// ECDSA P-256/P-384 or RSA, unencrypted.
         #[arg(long, value_name = "KEY")]
@@ -317,6 +322,10 @@ pub enum FleetCommand {
         /// Submit it with sbatch.
         #[arg(long)]
         submit: bool,
+        /// Measure the fabric across the job's nodes too (`run --fabric`: every pair of nodes,
+        /// the slow node or link found).
+        #[arg(long)]
+        fabric: bool,
         /// With --submit: wait for the job to end and print the fleet's verdict (its exit code).
         #[arg(long, requires = "submit")]
         wait: bool,
@@ -345,6 +354,9 @@ pub enum FleetCommand {
         /// Rehearse on simulated nodes of this description (no GPUs requested).
         #[arg(long, value_name = "NODE")]
         simulate: Option<String>,
+        /// Measure the fabric across the pods too (`run --fabric`).
+        #[arg(long)]
+        fabric: bool,
         /// Write the manifests to FILE (default: stdout).
         #[arg(long, value_name = "FILE")]
         out: Option<PathBuf>,
@@ -486,6 +498,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             inject,
             seed,
             node_name,
+            fabric,
             out,
             templates,
             quiet,
@@ -504,6 +517,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
                 inject,
                 seed,
                 node_name,
+                fabric,
                 &out,
                 templates.as_deref(),
                 quiet,
@@ -612,6 +626,7 @@ fn fleet_dispatch(f: FleetCommand, args: &[String]) -> Result<u8> {
             inject,
             submit,
             wait,
+            fabric,
         } => {
             let inject = inject
                 .iter()
@@ -629,6 +644,7 @@ fn fleet_dispatch(f: FleetCommand, args: &[String]) -> Result<u8> {
                 simulate,
                 inject,
                 sbatch_args,
+                fabric,
             };
             fleet::cmd_slurm(job, submit, wait)
         }
@@ -641,6 +657,7 @@ fn fleet_dispatch(f: FleetCommand, args: &[String]) -> Result<u8> {
             name,
             namespace,
             simulate,
+            fabric,
             out,
         } => fleet::cmd_k8s(
             crate::fleet::k8s::Job {
@@ -652,6 +669,7 @@ fn fleet_dispatch(f: FleetCommand, args: &[String]) -> Result<u8> {
                 suite,
                 claim,
                 simulate,
+                fabric,
             },
             out.as_deref(),
         ),

@@ -127,6 +127,11 @@ pub struct Subject {
     /// A port of `nic`, numbered as the kernel numbers it (from 1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub port: Option<u32>,
+    /// A node of a multi-node job, by its scheduler name ("n3"), with `peer_node` for a pair.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_node: Option<String>,
     /// A collective operation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub op: Option<crate::suite::CollectiveOp>,
@@ -239,6 +244,21 @@ impl Subject {
             ..Default::default()
         }
     }
+    /// A node of a multi-node job.
+    pub fn node_named(name: &str) -> Self {
+        Subject {
+            node: Some(name.to_string()),
+            ..Default::default()
+        }
+    }
+    /// Two nodes of a multi-node job, named in the order given.
+    pub fn node_pair(a: &str, b: &str) -> Self {
+        Subject {
+            node: Some(a.to_string()),
+            peer_node: Some(b.to_string()),
+            ..Default::default()
+        }
+    }
     /// The path between GPU `g` and the network adapter `nic`.
     pub fn gpu_nic(g: usize, nic: &str) -> Self {
         Subject {
@@ -280,6 +300,12 @@ impl Subject {
         }
         if let Some(b) = &self.bridge {
             return format!("bridge {b}");
+        }
+        if let Some(n) = &self.node {
+            return match &self.peer_node {
+                Some(p) => format!("{n} - {p}"),
+                None => format!("node {n}"),
+            };
         }
         if let Some(n) = &self.nic {
             return match (self.gpu, self.port) {

@@ -222,4 +222,16 @@ pub trait Backend {
         let _ = gpus;
         Ok(None)
     }
+    /// The bus bandwidth of an all_reduce of `bytes` between this node and another one as fast,
+    /// GB/s: what this node drives into the fabric (the pair's figure is the lower of its two
+    /// nodes'). The simulated node computes it from its NICs; on real GPUs it is an NCCL
+    /// measurement across nodes, which this nodecert does not make yet (NotSupported).
+    fn fabric_busbw(&mut self, gpus: &[crate::inventory::Gpu], bytes: u64) -> Result<f64, HwError> {
+        let _ = (gpus, bytes);
+        Err(HwError::NotSupported(
+            "NCCL across nodes on real GPUs is not measured by this nodecert yet (it waits for a \
+             multi-node cluster to be tested on)"
+                .into(),
+        ))
+    }
 }

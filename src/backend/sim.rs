@@ -1514,6 +1514,15 @@ impl Backend for SimBackend {
         Ok(self.sim_fabric(gpus, true))
     }
 
+    fn fabric_busbw(&mut self, gpus: &[Gpu], _bytes: u64) -> Result<f64, HwError> {
+        match self.sim_fabric(gpus, false) {
+            Some(f) => Ok(super::sim_nic::node_busbw(&f)),
+            None => Err(HwError::NotSupported(
+                "the simulated node describes no NICs ([network])".into(),
+            )),
+        }
+    }
+
     fn info(&self) -> BackendInfo {
         let faults: Vec<String> = self.faults.iter().map(Fault::label).collect();
         BackendInfo {

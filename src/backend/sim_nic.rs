@@ -87,6 +87,27 @@ fn own_nic(net: &SimNetwork, gpus: usize, g: usize) -> usize {
     (g * net.nics / gpus.max(1)).min(net.nics - 1)
 }
 
+/// The share of the NICs' line rate an all_reduce across nodes reaches as bus bandwidth.
+pub const FABRIC_EFFICIENCY: f64 = 0.92;
+
+/// The bus bandwidth, GB/s, a node drives into an all_reduce across nodes: NCCL spreads the
+/// traffic evenly over the NICs that are up, so the slowest of them sets the pace for all
+/// (8 x 400 Gb/s: 368 GB/s; one NIC trained at 200: 184; one down: 322).
+pub fn node_busbw(f: &Fabric) -> f64 {
+    let rates: Vec<f64> = f
+        .nics
+        .iter()
+        .flat_map(|n| n.ports.first())
+        .filter(|p| p.is_up() == Some(true))
+        .filter_map(|p| p.rate_gbps)
+        .collect();
+    let slowest = rates.iter().copied().fold(f64::INFINITY, f64::min);
+    if rates.is_empty() {
+        return 0.0;
+    }
+    FABRIC_EFFICIENCY * rates.len() as f64 * slowest / 8.0
+}
+
 /// The bus after a GPU's: where its NIC sits.
 fn next_bus(gpu_bus: &str) -> String {
     let parts: Vec<&str> = gpu_bus.split(':').collect();

@@ -6,6 +6,7 @@
 
 pub mod baseline;
 pub mod collective;
+pub mod fabric;
 pub mod health;
 pub mod host_bandwidth;
 pub mod judge;
@@ -226,6 +227,9 @@ pub fn from_suite(loaded: &LoadedSuite) -> Vec<Box<dyn Check>> {
     }
     if let Some(x) = c.training.as_ref().filter(|x| x.enabled) {
         out.push(Box::new(training::Training(x.clone())));
+    }
+    if let Some(x) = c.fabric.as_ref().filter(|x| x.enabled) {
+        out.push(Box::new(fabric::MultiNode(x.clone())));
     }
     // After the traffic: its error counters are read again.
     if let Some(x) = c.network.as_ref().filter(|x| x.enabled) {

@@ -261,6 +261,7 @@ pub fn cmd_simulate(
             mine,
             i as u64 + 1,
             Some(name.clone()),
+            false,
             &out.join(name),
             None,
             true,

@@ -52,6 +52,22 @@ pub(crate) fn suite_for(
     })
 }
 
+/// `run --fabric`: the suite's `[checks.fabric]`, enabled (its floors are the suite's: a suite
+/// that states none cannot judge the fabric, and says so before anything runs).
+pub(crate) fn enable_fabric(loaded: &mut LoadedSuite) -> Result<()> {
+    match loaded.suite.checks.fabric.as_mut() {
+        Some(f) if f.pair_busbw_gbps.fail_below.is_some() => {
+            f.enabled = true;
+            Ok(())
+        }
+        _ => Err(InputError::Other(format!(
+            "--fabric: suite {} states no [checks.fabric] pair_busbw_gbps floor to judge the fabric by (the HGX suites do; add one)",
+            loaded.suite.name
+        ))
+        .into()),
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 pub fn cmd_run(
     suite: Option<String>,
@@ -59,6 +75,7 @@ pub fn cmd_run(
     inject: Vec<String>,
     seed: u64,
     node_name: Option<String>,
+    fabric: bool,
     out: &Path,
     templates: Option<&Path>,
     quiet: bool,
@@ -87,7 +104,10 @@ pub fn cmd_run(
     let pages = load_templates(templates, signer.is_some())?;
     let (mut b, simrec) = backend(simulate.as_deref(), &inject, seed, node_name.as_deref())?;
     let inv = b.inventory()?;
-    let loaded = suite_for(pre_loaded, simrec.as_ref(), &inv)?;
+    let mut loaded = suite_for(pre_loaded, simrec.as_ref(), &inv)?;
+    if fabric {
+        enable_fabric(&mut loaded)?;
+    }
     crate::checks::check_evidence_size(&loaded, inv.gpus.len())?;
     // Held until the run ends: no other nodecert writes here meanwhile.
     let dir = open_report_dir(out)?;

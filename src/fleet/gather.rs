@@ -362,6 +362,13 @@ pub fn summarize(mut result: NodeResult, ev: &Evidence, keys: &mut Keys) -> Node
             result.failed_checks.push(c.id.clone());
             result.why.push(format!("{}: {}", c.id, c.summary));
         }
+        // A link or fabric suspect the node took part in: in service, but to investigate.
+        if c.kind == "fabric" && c.status == Status::Warn {
+            result.why.push(format!("{}: {}", c.id, c.summary));
+            if result.verdict == NodeVerdict::Pass {
+                result.verdict = NodeVerdict::Flagged;
+            }
+        }
     }
     for id in &ev.never_ran {
         result.why.push(format!("{id}: never ran"));

@@ -29,6 +29,9 @@ pub struct Job {
     pub claim: String,
     /// Rehearse on simulated nodes (no GPUs requested).
     pub simulate: Option<String>,
+    /// Measure the fabric across the Job's pods too (`run --fabric`): the ranks find rank 0
+    /// through the headless Service (`<job>-0.<job>`).
+    pub fabric: bool,
 }
 
 /// A DNS-1123 label, as Kubernetes requires of names.
@@ -77,6 +80,9 @@ pub fn manifests(job: &Job) -> Result<Value, String> {
     }
     // The pod's folder is named after the node it runs on (NODE_NAME, from the downward API).
     args.extend(["--out".into(), "/results/$(NODE_NAME)".into(), "-q".into()]);
+    if job.fabric {
+        args.push("--fabric".into());
+    }
     if let Some(node) = &job.simulate {
         args.extend([
             "--simulate".into(),

@@ -30,6 +30,8 @@ pub struct Job {
     pub inject: Vec<(String, String)>,
     /// Extra `#SBATCH` lines' arguments (e.g. "--account=ops").
     pub sbatch_args: Vec<String>,
+    /// Measure the fabric across the job's nodes too (`run --fabric`).
+    pub fabric: bool,
 }
 
 /// A word for a POSIX shell: single-quoted unless it is plainly safe.
@@ -121,6 +123,9 @@ pub fn script(job: &Job) -> Result<String, String> {
         let _ = write!(run, " {}", sh(suite));
     }
     run.push_str(" --out \"$out/$SLURMD_NODENAME\" -q");
+    if job.fabric {
+        run.push_str(" --fabric");
+    }
     if let Some(node) = &job.simulate {
         let _ = write!(
             run,
@@ -136,6 +141,11 @@ pub fn script(job: &Job) -> Result<String, String> {
          # each. A new file (a link planted in its place is removed, not followed).\n\
          rm -f \"$out/expected-nodes.txt\"\n\
          (set -o noclobber; { echo \"# job: $SLURM_JOB_ID\"; scontrol show hostnames \"$SLURM_JOB_NODELIST\"; } > \"$out/expected-nodes.txt\") || exit 1\n\
+         # Rank 0's address, for the fabric's rendezvous: Slurm's NodeAddr of the first node (its\n\
+         # name may not resolve, as with several slurmd on one machine).\n\
+         first=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n\
+         NODECERT_FABRIC_ROOT=$(scontrol show node \"$first\" 2>/dev/null | grep -o 'NodeAddr=[^ ]*' | head -n 1 | cut -d= -f2)\n\
+         export NODECERT_FABRIC_ROOT\n\
          # One task per node; a failing node does not stop the others.\n\
          NODECERT_FLEET_TASK=1 srun --ntasks-per-node=1 --kill-on-bad-exit=0 bash \"$out/",
     );

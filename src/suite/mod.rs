@@ -320,6 +320,53 @@ pub struct Checks {
     pub training: Option<TrainingCheck>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkCheck>,
+    /// `[checks.fabric]`: NCCL across the nodes of a multi-node job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fabric: Option<FabricCheck>,
+}
+
+/// `[checks.fabric]`: the nodes of one scheduler job measured together over their NICs: every
+/// pair of nodes in rounds (the slow node or link found), then all of them at once. It runs
+/// only inside a multi-node job (Slurm, a Kubernetes Indexed Job: `fleet slurm --fabric`); a
+/// single-node run skips it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct FabricCheck {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// The all_reduce message size of each pair's measurement and of the whole job's.
+    #[serde(default = "default_fabric_size")]
+    pub size: ByteSize,
+    /// Bus bandwidth of all_reduce between two nodes, GB/s: a pair below `fail_below` makes its
+    /// nodes suspects, and the second pass says which node (or link) it is.
+    #[serde(default)]
+    pub pair_busbw_gbps: Limit,
+    /// Bus bandwidth of all_reduce across every node of the job, GB/s.
+    #[serde(default)]
+    pub busbw_gbps: Limit,
+    /// The longest wait for the other nodes (to arrive, and at each round), seconds.
+    #[serde(default = "default_fabric_timeout")]
+    pub timeout_s: f64,
+}
+
+fn default_fabric_size() -> ByteSize {
+    ByteSize(1 << 30)
+}
+
+fn default_fabric_timeout() -> f64 {
+    120.0
+}
+
+impl Default for FabricCheck {
+    fn default() -> Self {
+        FabricCheck {
+            enabled: true,
+            size: default_fabric_size(),
+            pair_busbw_gbps: Limit::default(),
+            busbw_gbps: Limit::default(),
+            timeout_s: default_fabric_timeout(),
+        }
+    }
 }
 
 fn yes() -> bool {
@@ -958,6 +1005,9 @@ impl Suite {
         if c.training.as_ref().is_some_and(|x| x.enabled) {
             out.push("training".into());
         }
+        if c.fabric.as_ref().is_some_and(|x| x.enabled) {
+            out.push("fabric".into());
+        }
         // After the traffic: the error counters are read again at its end.
         if c.network.as_ref().is_some_and(|x| x.enabled) {
             out.push("network".into());
@@ -1481,7 +1531,7 @@ impl Suite {
                 "checks",
                 "the suite enables no check, so a run could judge nothing: add one under [checks] \
                  (topology, virtualization, health, host_bandwidth, p2p_bandwidth, p2p_latency, \
-                 collective.<op>, training, network) or re-enable an inherited one (enabled = true)"
+                 collective.<op>, training, fabric, network) or re-enable an inherited one (enabled = true)"
                     .into(),
             );
         }
@@ -1526,6 +1576,29 @@ impl Suite {
                 );
             }
         }
+        if let Some(f) = &self.checks.fabric {
+            p.limit(
+                "checks.fabric.pair_busbw_gbps",
+                &f.pair_busbw_gbps,
+                MAX_FABRIC_GBPS,
+            );
+            p.limit("checks.fabric.busbw_gbps", &f.busbw_gbps, MAX_FABRIC_GBPS);
+            if !(f.timeout_s.is_finite() && (1.0..=3600.0).contains(&f.timeout_s)) {
+                p.bad(
+                    "checks.fabric.timeout_s",
+                    format!(
+                        "timeout_s must be 1 to 3600 seconds, got {}",
+                        crate::units::exact(f.timeout_s)
+                    ),
+                );
+            }
+            if f.size.0 == 0 || f.size.0 > 1 << 36 {
+                p.bad(
+                    "checks.fabric.size",
+                    "size must be more than 0 and at most 64GiB".into(),
+                );
+            }
+        }
         if let Some(c) = self
             .checks
             .network
@@ -1548,6 +1621,9 @@ impl Suite {
         }
     }
 }
+
+/// The largest fabric bandwidth a suite may state, GB/s (far above any node's NICs).
+const MAX_FABRIC_GBPS: f64 = 100_000.0;
 
 /// Collects validation problems.
 struct Problems(Vec<Problem>);

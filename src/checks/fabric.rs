@@ -1,0 +1,555 @@
+//! The scale-out fabric across the nodes of one job: one nodecert per node (Slurm, a Kubernetes
+//! Indexed Job), joined through [`crate::fabric`]'s rendezvous; every pair of nodes measured in
+//! rounds, the slow pairs' nodes again with nodes that reached the floor, and the verdict (a
+//! node, a link, the whole fabric) shared with every node, so that each node's evidence says
+//! what was found about it: a node fault fails that node (and a fleet drains it), a link or
+//! fabric suspect warns the nodes concerned (a fleet flags them to investigate). Then the job's
+//! all_reduce across every node, judged against its floor.
+//!
+//! The simulated node's figure comes from its NICs ([`crate::backend::sim_nic::node_busbw`]);
+//! on real GPUs the figure would be an NCCL all_reduce between the two nodes over the id the
+//! rendezvous delivers, which this nodecert does not make yet: there the check is not available.
+
+use super::judge::{finding, fmt_num};
+use super::{Check, Ctx, Measured, Progress};
+use crate::backend::Backend;
+use crate::error::HwError;
+use crate::evidence::{Fact, FactValue, Finding, Metric, Status, Subject};
+use crate::fabric::{self, Localised, PairResult, World};
+use crate::suite::FabricCheck;
+use std::time::{Duration, Instant};
+
+pub struct MultiNode(pub FabricCheck);
+
+/// The figure a pair's and the job's all_reduce is: bus bandwidth.
+pub const PAIR_METRIC: &str = "pair_busbw";
+pub const JOB_METRIC: &str = "job_busbw";
+
+/// Facts that carry the verdicts into the evidence (each node's, about every node).
+const NODE_FAULT: &str = "node_fault";
+const LINK_FAULT: &str = "link_fault";
+const FABRIC_FAULT: &str = "fabric_fault";
+const UNDECIDED: &str = "undecided";
+const PACE: &str = "pace";
+
+/// This process's world from the environment, and the ranks' node names: rank 0's address may
+/// be given apart (`NODECERT_FABRIC_ROOT`) where the scheduler's node names do not resolve
+/// (several slurmd on one machine); the evidence still names the nodes.
+fn world_from_env() -> Result<Option<(World, Vec<String>)>, String> {
+    let env = |k: &str| std::env::var(k).ok();
+    let Some(mut w) = World::from_env(&env)? else {
+        return Ok(None);
+    };
+    let names = w.hosts.clone();
+    if let Some(root) = env("NODECERT_FABRIC_ROOT").filter(|r| !r.trim().is_empty()) {
+        w.hosts[0] = root.trim().to_string();
+    }
+    Ok(Some((w, names)))
+}
+
+fn floor(cfg: &FabricCheck) -> Option<f64> {
+    cfg.pair_busbw_gbps.fail_below
+}
+
+impl Check for MultiNode {
+    fn id(&self) -> String {
+        "fabric".into()
+    }
+    fn kind(&self) -> &'static str {
+        "fabric"
+    }
+    fn title(&self) -> String {
+        "Fabric across nodes (all_reduce between every pair of nodes, then all)".into()
+    }
+
+    fn plan(&self, _ctx: &Ctx) -> Result<Vec<String>, String> {
+        if floor(&self.0).is_none() {
+            return Err(
+                "the suite sets no pair_busbw_gbps.fail_below: nothing to judge pairs of nodes by"
+                    .into(),
+            );
+        }
+        match world_from_env() {
+            Err(e) => Err(format!("not available here: {e}")),
+            Ok(None) => Err("not part of a multi-node job (run it under `nodecert fleet slurm --fabric` or an Indexed Job)".into()),
+            Ok(Some((w, _))) if w.size < 2 => Err("a job of one node: no pair to measure".into()),
+            Ok(Some((w, _))) => {
+                let rounds = fabric::pairwise::rounds(w.size).len();
+                Ok(vec![format!(
+                    "{} of {} nodes ({}): {} pairs in {rounds} rounds, the slow ones again, then all_reduce across all",
+                    w.who(w.rank),
+                    w.size,
+                    w.job,
+                    w.size * (w.size - 1) / 2
+                )])
+            }
+        }
+    }
+
+    fn measure(
+        &self,
+        ctx: &Ctx,
+        backend: &mut dyn Backend,
+        progress: Progress,
+    ) -> Result<Measured, HwError> {
+        let (world, names) = world_from_env()
+            .map_err(HwError::NotSupported)?
+            .ok_or_else(|| HwError::NotSupported("not part of a multi-node job".into()))?;
+        measure_in(&self.0, &world, &names, ctx, backend, progress)
+    }
+
+    fn samples(&self, _gpus: usize) -> (u64, String) {
+        (0, String::new())
+    }
+
+    fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
+        evaluate(&self.0, ctx, m)
+    }
+}
+
+/// The check on this rank of `world`: rendezvous, pairs, verdicts, the job's all_reduce.
+/// `names` names each rank's node in the evidence.
+pub fn measure_in(
+    cfg: &FabricCheck,
+    world: &World,
+    names: &[String],
+    ctx: &Ctx,
+    backend: &mut dyn Backend,
+    progress: Progress,
+) -> Result<Measured, HwError> {
+    let floor = floor(cfg).ok_or_else(|| HwError::NotSupported("no pair floor".into()))?;
+    // What this node drives into the fabric, before anyone waits on it: a node that cannot
+    // measure says so at once (and the others are told why it stops).
+    let mine = backend.fabric_busbw(&ctx.inventory.gpus, cfg.size.0);
+    let deadline = Instant::now() + Duration::from_secs_f64(cfg.timeout_s);
+    let mut session = if world.rank == 0 {
+        let listener = fabric::rendezvous::listen(world)?;
+        // NCCL's unique id is 128 opaque bytes (ncclGetUniqueId on real GPUs); here one of the
+        // job, the time and the process, so that no two runs share one.
+        let id: Vec<u8> = (0u8..4)
+            .flat_map(|i| {
+                use sha2::Digest;
+                let mut h = sha2::Sha256::new();
+                h.update(world.job.as_bytes());
+                h.update(format!(
+                    "{:?} {} {i}",
+                    std::time::SystemTime::now(),
+                    std::process::id()
+                ));
+                h.finalize().to_vec()
+            })
+            .collect();
+        fabric::serve(&listener, world, &id, deadline)?
+    } else {
+        fabric::join(world, deadline)?
+    };
+    let mine = match mine {
+        Ok(v) if v.is_finite() && v >= 0.0 => v,
+        Ok(v) => {
+            let why = format!("this node's fabric figure is {v}, not a bandwidth");
+            session.abort(&why);
+            return Err(HwError::Call {
+                call: "fabric measurement".into(),
+                detail: why,
+            });
+        }
+        Err(e) => {
+            session.abort(&e.to_string());
+            return Err(e);
+        }
+    };
+    progress(1, 3);
+    // Every node's figure to every node: a pair's figure is the lower of its two nodes'.
+    let all: Option<Vec<f64>> = session.gather(mine, deadline)?;
+    let table: Vec<f64> = session.broadcast(all, deadline)?;
+    if table.len() != world.size {
+        return Err(HwError::Call {
+            call: "fabric control channel".into(),
+            detail: format!("{} figures for {} nodes", table.len(), world.size),
+        });
+    }
+    let me = world.rank;
+    // The helper's figures are in Gb/s: bus bandwidth GB/s x 8.
+    let mut measure = |peer: usize| -> Result<f64, String> {
+        table
+            .get(peer)
+            .map(|p| mine.min(*p) * 8.0)
+            .ok_or_else(|| format!("no figure for rank {peer}"))
+    };
+    let pairwise =
+        fabric::flow::run_pairwise_figures(&mut session, &mut measure, floor * 8.0, deadline)?;
+    progress(2, 3);
+    let pairwise: fabric::flow::Pairwise = session.broadcast(pairwise, deadline)?;
+    // The job's all_reduce: a ring across every node runs at its slowest node's pace.
+    let job = table.iter().copied().fold(f64::INFINITY, f64::min);
+    let pace = table.iter().position(|v| *v == job).unwrap_or(0);
+    progress(3, 3);
+
+    let name = |r: usize| names.get(r).cloned().unwrap_or_else(|| format!("rank {r}"));
+    let mut m = Measured::default();
+    // This node's pairs (the second pass's figure where it measured one again).
+    let mut pairs: Vec<&PairResult> = pairwise
+        .second
+        .iter()
+        .chain(&pairwise.first)
+        .filter(|p| p.a == me || p.b == me)
+        .collect();
+    let mut seen = std::collections::BTreeSet::new();
+    pairs.retain(|p| seen.insert((p.a.min(p.b), p.a.max(p.b))));
+    pairs.sort_by_key(|p| if p.a == me { p.b } else { p.a });
+    for p in pairs {
+        let peer = if p.a == me { p.b } else { p.a };
+        let v = p.gbps / 8.0;
+        m.metrics.push(metric(
+            PAIR_METRIC,
+            Subject::node_pair(&name(me), &name(peer)),
+            v,
+        ));
+    }
+    m.metrics
+        .push(metric(JOB_METRIC, Subject::node_named(&name(me)), job));
+    m.facts.push(Fact::new(
+        "ranks",
+        Subject::node(),
+        FactValue::Count(world.size as u64),
+    ));
+    m.facts.push(Fact::new(
+        "rank",
+        Subject::node_named(&name(me)),
+        FactValue::Count(me as u64),
+    ));
+    // The node whose figure sets the job's pace: only it answers for the job's figure.
+    m.facts.push(Fact::new(
+        PACE,
+        Subject::node_named(&name(pace)),
+        FactValue::Count(pace as u64),
+    ));
+    for v in &pairwise.verdicts {
+        m.facts.push(verdict_fact(v, &name));
+    }
+    Ok(m)
+}
+
+fn metric(name: &str, subject: Subject, v: f64) -> Metric {
+    Metric {
+        name: name.into(),
+        subject,
+        unit: "GB/s".into(),
+        median: v,
+        min: v,
+        max: v,
+        samples: vec![v],
+        timing: None,
+        convention: None,
+    }
+}
+
+/// A verdict as a fact of the evidence: who, and in words what the figures say.
+fn verdict_fact(v: &Localised, name: &dyn Fn(usize) -> String) -> Fact {
+    let figures = |e: &[PairResult]| {
+        e.iter()
+            .map(|p| {
+                format!(
+                    "{} - {} {} GB/s",
+                    name(p.a),
+                    name(p.b),
+                    fmt_num(p.gbps / 8.0)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    match v {
+        Localised::Node { node, evidence } => Fact::new(
+            NODE_FAULT,
+            Subject::node_named(&name(*node)),
+            FactValue::Text(figures(evidence)),
+        ),
+        Localised::Link { a, b, evidence } => Fact::new(
+            LINK_FAULT,
+            Subject::node_pair(&name(*a), &name(*b)),
+            FactValue::Text(figures(evidence)),
+        ),
+        Localised::Undecided { node, why } => Fact::new(
+            UNDECIDED,
+            Subject::node_named(&name(*node)),
+            FactValue::Text(why.clone()),
+        ),
+        Localised::Fabric { groups, why, .. } => {
+            let named: Vec<String> = groups
+                .iter()
+                .map(|g| g.iter().map(|r| name(*r)).collect::<Vec<_>>().join(" "))
+                .collect();
+            let text = if named.is_empty() {
+                why.clone()
+            } else {
+                format!("{why} (groups: {})", named.join(" | "))
+            };
+            Fact::new(FABRIC_FAULT, Subject::node(), FactValue::Text(text))
+        }
+    }
+}
+
+fn text(f: &Fact) -> &str {
+    match &f.value {
+        FactValue::Text(t) => t,
+        _ => "",
+    }
+}
+
+/// This node's findings: the verdicts about it (a node fault fails it; a link, an undecided
+/// node or the whole fabric warns), its pairs against the floor, the job's all_reduce.
+pub fn evaluate(cfg: &FabricCheck, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
+    let _ = ctx;
+    let mut out = Vec::new();
+    let me = m
+        .facts
+        .iter()
+        .find(|f| f.name == "rank")
+        .and_then(|f| f.subject.node.clone());
+    let Some(me) = me else {
+        return out;
+    };
+    let floor = floor(cfg).unwrap_or(0.0);
+    let about_me = |s: &Subject| {
+        s.node.as_deref() == Some(me.as_str()) || s.peer_node.as_deref() == Some(me.as_str())
+    };
+    for f in &m.facts {
+        let who = f.subject.describe();
+        let x = match f.name.as_str() {
+            NODE_FAULT if about_me(&f.subject) => finding(
+                Status::Fail,
+                f.subject.clone(),
+                "slow with every reference node",
+                format!(">= {} GB/s with some", fmt_num(floor)),
+                format!(
+                    "{who} is below the fabric floor with every node that reaches it ({}): a node fault (its NICs, cables or PCIe paths)",
+                    text(f)
+                ),
+            ),
+            LINK_FAULT if about_me(&f.subject) => finding(
+                Status::Warn,
+                f.subject.clone(),
+                "slow pair",
+                format!(">= {} GB/s", fmt_num(floor)),
+                format!(
+                    "link {who} is below the fabric floor while each node reaches it with others ({}): the cable, switch port or route between them",
+                    text(f)
+                ),
+            ),
+            UNDECIDED if about_me(&f.subject) => finding(
+                Status::Warn,
+                f.subject.clone(),
+                "undecided",
+                "",
+                format!("{who} is in a slow pair, but the figures cannot say whether it is at fault: {}", text(f)),
+            ),
+            FABRIC_FAULT => finding(
+                Status::Warn,
+                f.subject.clone(),
+                "fabric-wide",
+                "",
+                format!("the fabric as a whole: {}", text(f)),
+            ),
+            NODE_FAULT => {
+                let mut x = finding(
+                    Status::Pass,
+                    f.subject.clone(),
+                    "another node's fault",
+                    "",
+                    format!("{who} is the slow node of this job ({})", text(f)),
+                );
+                x.info = true;
+                x
+            }
+            _ => continue,
+        };
+        out.push(x);
+    }
+    let pace = m
+        .facts
+        .iter()
+        .find(|f| f.name == PACE)
+        .and_then(|f| f.subject.node.clone());
+    for metric in &m.metrics {
+        let (limit, judged, what) = match metric.name.as_str() {
+            // A pair's figure is its slower node's: a pair at the floor shows that both of its
+            // nodes reach it; one below is shown, not judged against either node (the verdicts
+            // above say which node, or link, it is).
+            PAIR_METRIC => (
+                &cfg.pair_busbw_gbps,
+                true,
+                "all_reduce between the two nodes",
+            ),
+            // The job's figure is its slowest node's: that node answers for it.
+            JOB_METRIC => (
+                &cfg.busbw_gbps,
+                pace.as_deref() == Some(me.as_str()),
+                "all_reduce across every node of the job",
+            ),
+            _ => continue,
+        };
+        let Some(mut x) =
+            super::judge::judge(&metric.subject, what, metric.median, &metric.unit, limit)
+        else {
+            continue;
+        };
+        x = x.on(&metric.name);
+        let judged = judged && (metric.name != PAIR_METRIC || x.status == Status::Pass);
+        if !judged {
+            x.info = true;
+            if x.status != Status::Pass {
+                x.reason = match (metric.name.as_str(), &pace) {
+                    (JOB_METRIC, Some(p)) => {
+                        format!("{}; the job runs at the pace of node {p}", x.reason)
+                    }
+                    _ => format!("{}; see the verdict on which node or link it is", x.reason),
+                };
+                x.status = Status::Pass;
+            }
+        }
+        out.push(x);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::sim::{self, Fault, SimBackend};
+    use crate::suite::Limit;
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    fn cfg(timeout_s: f64) -> FabricCheck {
+        FabricCheck {
+            pair_busbw_gbps: Limit {
+                fail_below: Some(300.0),
+                ..Default::default()
+            },
+            busbw_gbps: Limit {
+                fail_below: Some(300.0),
+                ..Default::default()
+            },
+            timeout_s,
+            ..Default::default()
+        }
+    }
+
+    /// Run the check on `ranks` of a job of `size` simulated h100 nodes n1..n{size} over
+    /// loopback, node i with `faults[i]`: each rank's result and findings.
+    fn job(
+        size: usize,
+        ranks: &[usize],
+        faults: &[&[&str]],
+        timeout_s: f64,
+    ) -> Vec<(usize, Result<Vec<Finding>, HwError>)> {
+        let port = free_port();
+        let hosts: Vec<String> = vec!["127.0.0.1".into(); size];
+        let threads: Vec<_> = ranks
+            .iter()
+            .map(|&rank| {
+                let world = World {
+                    rank,
+                    size,
+                    hosts: hosts.clone(),
+                    job: "t".into(),
+                    port,
+                };
+                let f: Vec<Fault> = faults
+                    .get(rank)
+                    .copied()
+                    .unwrap_or(&[])
+                    .iter()
+                    .map(|s| Fault::parse(s).unwrap())
+                    .collect();
+                std::thread::spawn(move || {
+                    let node = sim::load_node("h100-sxm-8").unwrap();
+                    let mut b = SimBackend::new(node, f, rank as u64 + 1).unwrap();
+                    let inv = b.inventory().unwrap();
+                    let loaded = crate::suite::load::load("h100-sxm-8").unwrap();
+                    let ctx = crate::testutil::ctx(&loaded.suite, &inv);
+                    let c = cfg(timeout_s);
+                    // The world reaches ranks by address; the evidence names the nodes.
+                    let names: Vec<String> = (1..=size).map(|i| format!("n{i}")).collect();
+                    let r = measure_in(&c, &world, &names, &ctx, &mut b, &mut |_, _| {})
+                        .map(|m| evaluate(&c, &ctx, &m));
+                    (rank, r)
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).collect()
+    }
+
+    fn failed(f: &[Finding]) -> Vec<&str> {
+        f.iter()
+            .filter(|x| x.status == Status::Fail)
+            .map(|x| x.reason.as_str())
+            .collect()
+    }
+
+    #[test]
+    fn four_simulated_nodes_name_the_one_with_a_slow_nic() {
+        let out = job(
+            4,
+            &[0, 1, 2, 3],
+            &[&[], &[], &["nic-downtrained:nic=0"], &[]],
+            30.0,
+        );
+        for (rank, r) in &out {
+            let f = r.as_ref().unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+            let fails = failed(f);
+            if *rank == 2 {
+                assert_eq!(fails.len(), 2, "{fails:#?}");
+                assert!(fails[0].starts_with("node n3 is below the fabric floor with every node that reaches it (n1 - n3 184 GB/s"), "{fails:#?}");
+                assert!(fails[0].contains("184 GB/s"), "{fails:#?}");
+                assert!(fails[1].contains("all_reduce across every node of the job 184 GB/s is below the floor of 300 GB/s"), "{fails:#?}");
+            } else {
+                assert!(fails.is_empty(), "rank {rank}: {fails:#?}");
+                assert!(f
+                    .iter()
+                    .any(|x| x.info && x.reason.contains("is the slow node of this job")));
+                assert!(f
+                    .iter()
+                    .any(|x| x.reason.contains("the job runs at the pace of node n3")));
+            }
+        }
+    }
+
+    #[test]
+    fn a_healthy_job_passes_every_pair() {
+        let out = job(3, &[0, 1, 2], &[], 30.0);
+        for (rank, r) in out {
+            let f = r.unwrap();
+            assert!(failed(&f).is_empty(), "rank {rank}: {f:#?}");
+            // Two pairs each, and the job: 368 GB/s from 8 x 400 Gb/s.
+            let pairs: Vec<&Finding> = f
+                .iter()
+                .filter(|x| x.metric.as_deref() == Some(PAIR_METRIC))
+                .collect();
+            assert_eq!(pairs.len(), 2);
+            assert!(pairs.iter().all(|x| x.found == "368 GB/s"), "{pairs:#?}");
+        }
+    }
+
+    #[test]
+    fn a_node_that_never_arrives_is_named_within_the_deadline() {
+        let t0 = Instant::now();
+        let out = job(3, &[0, 1], &[], 2.0);
+        assert!(t0.elapsed() < Duration::from_secs(4), "{:?}", t0.elapsed());
+        let (_, r0) = out.iter().find(|(r, _)| *r == 0).unwrap();
+        let e = r0.as_ref().unwrap_err().to_string();
+        assert!(
+            e.contains("rank 2 (127.0.0.1) did not arrive within 2 s"),
+            "{e}"
+        );
+        let (_, r1) = out.iter().find(|(r, _)| *r == 1).unwrap();
+        assert!(r1.is_err());
+    }
+}

@@ -1,0 +1,181 @@
+//! The fabric across nodes through the binary, without a scheduler: four `nodecert run
+//! --fabric` processes on simulated nodes, their ranks given as a user would
+//! (NODECERT_RANK, NODECERT_WORLD_SIZE, NODECERT_HOSTS, NODECERT_JOB), meet over loopback; one
+//! node has a NIC trained at half its rate. Each node's evidence says what was found about it,
+//! and `fleet report` names the slow node. A job whose last rank never starts ends within its
+//! deadline, each node naming the rank that did not arrive.
+
+mod util;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use util::{read_json, Env};
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `nodecert run h100-sxm-8 --simulate h100-sxm-8 --fabric` as rank `rank` of `size`.
+fn rank(
+    env: &Env,
+    rank: usize,
+    size: usize,
+    port: u16,
+    job: &str,
+    suite: &str,
+    faults: &[&str],
+) -> Child {
+    let name = format!("n{}", rank + 1);
+    let mut c = Command::new(assert_cmd::cargo::cargo_bin("nodecert"));
+    c.env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("NO_COLOR", "1")
+        .env("NODECERT_RANK", rank.to_string())
+        .env("NODECERT_WORLD_SIZE", size.to_string())
+        .env("NODECERT_HOSTS", format!("n[1-{size}]"))
+        .env("NODECERT_JOB", job)
+        .env("NODECERT_FABRIC_PORT", port.to_string())
+        // The node names do not resolve here: rank 0 is reached on loopback.
+        .env("NODECERT_FABRIC_ROOT", "127.0.0.1")
+        .current_dir(env.path("."))
+        .args(["run", suite, "--simulate", "h100-sxm-8", "--fabric", "-q"])
+        .args(["--node-name", &name, "--seed", &(rank + 1).to_string()])
+        .args(["--out", &format!("job/{name}")])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for f in faults {
+        c.args(["--inject", f]);
+    }
+    c.spawn().expect("spawn nodecert")
+}
+
+fn status(ev: &serde_json::Value, check: &str) -> String {
+    ev["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == check)
+        .map(|c| c["status"].as_str().unwrap().to_string())
+        .unwrap_or_else(|| "absent".into())
+}
+
+#[test]
+fn four_nodes_find_the_one_whose_nic_trained_low_and_the_fleet_report_names_it() {
+    let env = Env::new();
+    let port = free_port();
+    let children: Vec<Child> = (0..4)
+        .map(|r| {
+            let faults: &[&str] = if r == 2 {
+                &["nic-downtrained:nic=0"]
+            } else {
+                &[]
+            };
+            rank(&env, r, 4, port, "j1", "h100-sxm-8", faults)
+        })
+        .collect();
+    let codes: Vec<Option<i32>> = children
+        .into_iter()
+        .map(|c| {
+            let o = c.wait_with_output().unwrap();
+            if !matches!(o.status.code(), Some(0) | Some(1)) {
+                panic!("{}", String::from_utf8_lossy(&o.stderr));
+            }
+            o.status.code()
+        })
+        .collect();
+    // n3 fails (its NIC, and its network check names the rate); the others pass.
+    assert_eq!(codes, [Some(0), Some(0), Some(1), Some(0)]);
+    let n3 = read_json(&env.path("job/n3/evidence.json"));
+    assert_eq!(status(&n3, "fabric"), "fail");
+    assert_eq!(status(&n3, "network"), "fail");
+    let n1 = read_json(&env.path("job/n1/evidence.json"));
+    assert_eq!(status(&n1, "fabric"), "pass");
+    let fabric = n1["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "fabric")
+        .unwrap();
+    // n1's pairs with its three peers, and the job's figure.
+    let metrics = fabric["metrics"].as_array().unwrap();
+    let pairs: Vec<(&str, f64)> = metrics
+        .iter()
+        .filter(|m| m["name"] == "pair_busbw")
+        .map(|m| {
+            (
+                m["subject"]["peer_node"].as_str().unwrap(),
+                m["median"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(pairs, [("n2", 368.0), ("n3", 184.0), ("n4", 368.0)]);
+
+    let out = env
+        .cmd()
+        .args(["fleet", "report", "job", "--out", "fleet"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("drain n3: fabric"), "{stdout}");
+    let fleet = read_json(&env.path("fleet/fleet.json"));
+    let n3 = fleet["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|n| n["name"] == "n3")
+        .unwrap();
+    assert_eq!(n3["verdict"], "fail");
+    assert!(
+        n3["why"].as_array().unwrap().iter().any(|w| w
+            .as_str()
+            .unwrap()
+            .contains("node n3 is below the fabric floor with every node that reaches it")),
+        "{n3}"
+    );
+    for other in ["n1", "n2", "n4"] {
+        let n = fleet["nodes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|n| n["name"] == other)
+            .unwrap();
+        assert_eq!(n["verdict"], "pass", "{n}");
+    }
+}
+
+#[test]
+fn a_rank_that_never_starts_is_named_by_every_node_within_the_deadline() {
+    let env = Env::new();
+    env.write(
+        "quick.toml",
+        "format_version = 1\nname = \"quick\"\nextends = \"h100-sxm-8\"\n[checks.fabric]\ntimeout_s = 3\n",
+    );
+    let port = free_port();
+    let t0 = Instant::now();
+    // Ranks 0 and 1 of 3; rank 2 never starts.
+    let children: Vec<Child> = (0..2)
+        .map(|r| rank(&env, r, 3, port, "j2", "quick.toml", &[]))
+        .collect();
+    for c in children {
+        let o = c.wait_with_output().unwrap();
+        // The node could not be tested to the end: exit 3, not a failure of the node.
+        assert_eq!(
+            o.status.code(),
+            Some(3),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    assert!(t0.elapsed() < Duration::from_secs(60), "{:?}", t0.elapsed());
+    let n1 = read_json(&env.path("job/n1/evidence.json"));
+    assert_eq!(status(&n1, "fabric"), "error");
+    let text = n1.to_string();
+    assert!(
+        text.contains("rank 2 (n3) did not arrive within 3 s"),
+        "{text}"
+    );
+}
