@@ -447,11 +447,11 @@ fn subject_or_legacy_text<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Subj
     #[serde(untagged)]
     enum Either {
         Text(String),
-        Fields(Subject),
+        Fields(Box<Subject>),
     }
     Ok(match Either::deserialize(d)? {
         Either::Text(t) => Subject::from_legacy_text(&t),
-        Either::Fields(s) => s,
+        Either::Fields(s) => *s,
     })
 }
 

@@ -118,6 +118,59 @@ fn a_real_slurm_job_certifies_five_nodes_and_nodecert_drains_only_what_it_must()
     let shared_s = shared.display().to_string();
     let bin_s = bin().display().to_string();
 
+    // 0. The fabric across four of them: every pair of nodes in rounds over loopback (the
+    // nodes' names do not resolve here: rank 0 is found by its Slurm NodeAddr), n3's NIC
+    // trained at half its rate; the fleet report names n3 and only n3.
+    let fabric = env.path("fabric");
+    let out = nodecert(&env, &c)
+        .args(["fleet", "slurm", "--out", &fabric.display().to_string()])
+        .args(["--nodelist", "n[1-4]", "--time", "10", "--fabric"])
+        .args([
+            "--simulate",
+            "h100-sxm-8",
+            "--inject",
+            "n3:nic-downtrained:nic=0",
+        ])
+        .args(["--nodecert", &bin_s, "--submit", "--wait"])
+        .timeout(Duration::from_secs(300))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let logs = || {
+        std::fs::read_dir(&fabric)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with("slurm-"))
+            .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+            .collect::<String>()
+    };
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{}", logs());
+    assert!(stdout.contains("drain n3: fabric"), "{stdout}\n{}", logs());
+    let fleet = read_json(&fabric.join("fleet/fleet.json"));
+    let verdicts: Vec<(&str, &str)> = fleet["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| (n["name"].as_str().unwrap(), n["verdict"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        verdicts,
+        [
+            ("n1", "pass"),
+            ("n2", "pass"),
+            ("n3", "fail"),
+            ("n4", "pass")
+        ],
+        "{}",
+        logs()
+    );
+    let n3 = read_json(&fabric.join("n3/evidence.json"));
+    assert!(
+        n3.to_string()
+            .contains("node n3 is below the fabric floor with every node that reaches it"),
+        "{n3}"
+    );
+
     // 1. The job: five simulated nodes, n2 broken, n4 slow in all_to_all (within its floor).
     let out = nodecert(&env, &c)
         .args([

@@ -369,6 +369,26 @@ mod tests {
     }
 
     #[test]
+    fn a_folder_is_a_fleets_only_when_it_holds_fleet_json_and_no_evidence_json() {
+        let d = tempfile::tempdir().unwrap();
+        let kind = || ReportKind::of_folder(d.path());
+        assert_eq!(
+            kind(),
+            ReportKind::Node,
+            "neither: told evidence.json is missing"
+        );
+        std::fs::write(d.path().join("fleet.json"), "{}").unwrap();
+        assert_eq!(kind(), ReportKind::Fleet);
+        std::fs::write(d.path().join(EVIDENCE_FILE), "{}").unwrap();
+        assert_eq!(kind(), ReportKind::Node, "both: a node's");
+        std::fs::remove_file(d.path().join("fleet.json")).unwrap();
+        assert_eq!(kind(), ReportKind::Node);
+        assert_eq!(ReportKind::Fleet.evidence_file(), "fleet.json");
+        assert_eq!(ReportKind::Fleet.default_files().len(), 5);
+        assert_eq!(ReportKind::Node.default_files(), DEFAULT_FILES);
+    }
+
+    #[test]
     fn a_fleet_manifest_names_its_kind_and_its_evidence_is_fleet_json() {
         let h = "ab".repeat(32);
         let m = Manifest {
