@@ -738,6 +738,35 @@ fn health_check_answers_each_scheduler_in_its_convention_and_writes_nothing() {
     assert_eq!(text.lines().count(), 1);
     assert_eq!(hc("slurm-prolog", &["ecc-uncorrectable:gpu=0"]).0, 1);
     assert_eq!(hc("slurm-prolog", &[]).0, 0);
+    // The quick profile reads the NICs too: a port down is a bad node.
+    let (code, text) = hc("npd", &["nic-down:nic=1"]);
+    assert_eq!(code, 1);
+    assert!(
+        text.starts_with(
+            "nodecert health-check [SIMULATED]: FAIL: network: mlx5_1 port 1 is not up"
+        ),
+        "{text}"
+    );
+    // A node whose driver cannot be reached is a bad node in every mode (npd 1, prolog 1),
+    // and could not be tested for nodecert (3). (Only where no NVIDIA driver is installed.)
+    if !std::path::Path::new("/dev/nvidiactl").exists() {
+        let real = |mode: &str| {
+            let o = env
+                .cmd()
+                .args(["health-check", "--mode", mode])
+                .output()
+                .unwrap();
+            (
+                o.status.code().unwrap(),
+                String::from_utf8_lossy(&o.stdout).into_owned(),
+            )
+        };
+        let (code, text) = real("npd");
+        assert_eq!(code, 1, "{text}");
+        assert!(text.starts_with("nodecert health-check: ERROR: "), "{text}");
+        assert_eq!(real("slurm-prolog").0, 1);
+        assert_eq!(real("nodecert").0, 3);
+    }
     assert_eq!(hc("nodecert", &["nvlink-down:gpu=2"]).0, 1);
     // Without slurmd around it says so, and drains nothing.
     let (code, _) = hc("slurm-healthcheck", &["nvlink-down:gpu=2"]);

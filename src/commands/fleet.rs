@@ -344,31 +344,36 @@ pub fn cmd_slurm(mut job: fleet::slurm::Job, submit: bool, wait: bool) -> Result
             crate::console::visible(&id),
             report.display()
         );
-        return Ok(match FleetReport::read(&report) {
-            // A report left by an earlier job is not this one's.
-            Ok(r) if r.job.as_deref() != Some(id.as_str()) => {
-                crate::errln!(
-                    "error: job {} wrote no fleet report ({} is of job {})",
-                    crate::console::visible(&id),
-                    report.display(),
-                    crate::console::visible(r.job.as_deref().unwrap_or("unknown"))
-                );
-                exit::INCOMPLETE
-            }
-            Ok(r) => {
-                crate::out!("{}", summary(&r, &report));
-                r.verdict.exit_code()
-            }
-            Err(e) => {
-                crate::errln!(
-                    "error: the job wrote no fleet report: {}",
-                    crate::console::visible(&e)
-                );
-                exit::INCOMPLETE
-            }
-        });
+        return Ok(waited(FleetReport::read(&report), &id, &report));
     }
     Ok(exit::PASS)
+}
+
+/// The fleet's exit code after `--wait` for job `id`: its report's verdict, or INCOMPLETE when
+/// the job wrote none (a report left by an earlier job is not this one's).
+fn waited(read: std::result::Result<FleetReport, String>, id: &str, report: &Path) -> u8 {
+    match read {
+        Ok(r) if r.job.as_deref() != Some(id) => {
+            crate::errln!(
+                "error: job {} wrote no fleet report ({} is of job {})",
+                crate::console::visible(id),
+                report.display(),
+                crate::console::visible(r.job.as_deref().unwrap_or("unknown"))
+            );
+            exit::INCOMPLETE
+        }
+        Ok(r) => {
+            crate::out!("{}", summary(&r, report));
+            r.verdict.exit_code()
+        }
+        Err(e) => {
+            crate::errln!(
+                "error: the job wrote no fleet report: {}",
+                crate::console::visible(&e)
+            );
+            exit::INCOMPLETE
+        }
+    }
 }
 
 /// Write the Kubernetes manifests to `out` (or stdout).
@@ -500,4 +505,37 @@ pub fn cmd_baseline(
         crate::outln!("SIMULATED RESULTS: taken from simulated nodes, not from hardware");
     }
     Ok(exit::PASS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn after_wait_only_the_report_of_the_job_waited_for_gives_the_exit_code() {
+        let mut r = crate::fleet::judge::judge(Vec::new(), &["n1".to_string()], 10.0);
+        assert_eq!(r.verdict.exit_code(), exit::INCOMPLETE);
+        r.verdict = crate::fleet::NodeVerdict::Fail;
+        let p = Path::new("out/fleet");
+        r.job = Some("41".into());
+        assert_eq!(
+            waited(Ok(r.clone()), "42", p),
+            exit::INCOMPLETE,
+            "an earlier job's"
+        );
+        r.job = None;
+        assert_eq!(
+            waited(Ok(r.clone()), "42", p),
+            exit::INCOMPLETE,
+            "a job not named"
+        );
+        r.job = Some("42".into());
+        assert_eq!(waited(Ok(r.clone()), "42", p), exit::CHECK_FAILED);
+        r.verdict = crate::fleet::NodeVerdict::Pass;
+        assert_eq!(waited(Ok(r), "42", p), exit::PASS);
+        assert_eq!(
+            waited(Err("no such file".into()), "42", p),
+            exit::INCOMPLETE
+        );
+    }
 }

@@ -166,3 +166,54 @@ pub fn render(r: &FleetReport, signing: &crate::report::Signing) -> Result<Rende
         markdown: page(MD)?,
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{gather, judge};
+    use super::*;
+
+    /// Red dots in a chart: the marked nodes.
+    fn red(svg: &str) -> usize {
+        svg.matches("#cf222e\" fill-opacity").count()
+    }
+
+    #[test]
+    fn a_chart_marks_the_nodes_below_its_floor_and_its_outliers_and_no_other() {
+        let mut keys = gather::Keys::default();
+        let nodes: Vec<gather::NodeSummary> = (1..=6u64)
+            .map(|i| {
+                let name = format!("n{i}");
+                let faults: &[&str] = match i {
+                    3 => &["slow-collective:op=all_to_all,factor=0.85"],
+                    5 => &["slow-collective:op=all_gather,factor=0.5"],
+                    _ => &[],
+                };
+                let ev = crate::testutil::simulated_named("h100-sxm-8", &name, i, faults);
+                gather::summarize(gather::blank(&name), &ev, &mut keys)
+            })
+            .collect();
+        let r = judge::judge(nodes, &[], 10.0);
+        let v = view(&r);
+        let chart = |check: &str| {
+            v.charts
+                .iter()
+                .find(|c| c.title.starts_with(&format!("{check} busbw ")))
+                .unwrap_or_else(|| {
+                    panic!(
+                        "no chart of {check}: {:?}",
+                        v.charts.iter().map(|c| &c.title).collect::<Vec<_>>()
+                    )
+                })
+        };
+        // n3: within its floor but an outlier of all_to_all; n5: below all_gather's floor.
+        let a2a = chart("collective.all_to_all");
+        assert_eq!(red(&a2a.svg), 1, "{}", a2a.svg);
+        assert!(a2a.svg.contains("#cf222e\" fill-opacity") && a2a.svg.contains("n3:"));
+        let ag = chart("collective.all_gather");
+        assert_eq!(red(&ag.svg), 1);
+        assert_eq!(ag.limit, "floor 315 GB/s");
+        // A chart where every node is healthy and alike marks none.
+        let ar = chart("collective.all_reduce");
+        assert_eq!(red(&ar.svg), 0, "{}", ar.svg);
+    }
+}
