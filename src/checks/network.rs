@@ -658,6 +658,33 @@ mod tests {
         let f2 = failed(&judge(&inv2, suite, None));
         assert_eq!(f2.len(), 4, "{f2:?}");
         assert!(f2[0].starts_with("bridge 0000:3e:00.0 between GPU 0 and mlx5_0 redirects"));
+        // A GPU whose relation to the NICs is unknown is not available here, not "no NIC".
+        let mut inv3 = inv.clone();
+        for n in &mut inv3.fabric.as_mut().unwrap().nics {
+            n.gpu_paths[0] = None;
+        }
+        let all = judge(&inv3, suite, None);
+        let g0 = all.iter().find(|x| x.subject == Subject::gpu(0)).unwrap();
+        assert_eq!(g0.status, Status::Skip);
+        assert_eq!(
+            g0.reason,
+            "not available here: GPU 0's relation to the NICs"
+        );
+        // A node with NICs is read even where the suite states no fabric (its ports and
+        // counters are judged), and one with none is judged where the suite states one.
+        let plain = crate::suite::load::load("l40s-pcie-4").unwrap();
+        let ctx = crate::testutil::ctx(&plain.suite, &inv);
+        let net = Network(plain.suite.checks.network.clone().unwrap());
+        assert!(net.plan(&ctx).is_ok());
+        let mut bare = inv.clone();
+        bare.fabric.as_mut().unwrap().nics.clear();
+        let stated = crate::suite::load::load_source(crate::config::Source {
+            name: "t.toml".into(),
+            text: suite.into(),
+        })
+        .unwrap();
+        let ctx = crate::testutil::ctx(&stated.suite, &bare);
+        assert!(net.plan(&ctx).is_ok());
     }
 
     #[test]
