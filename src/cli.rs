@@ -91,17 +91,8 @@ pub enum Command {
         /// suite's [checks.fabric] sets the floors.
         #[arg(long)]
         fabric: bool,
-        /// Sign the report folder with this OpenSSH private key: Ed25519 (see `nodecert keygen`),
-        /// ECDSA P-256/P-384 or RSA, unencrypted.
-        #[arg(long, value_name = "KEY")]
-        sign_key: Option<PathBuf>,
-        /// Identity of the signer in the verify command and allowed_signers line (default: the
-        /// key's comment, else "nodecert-signer").
-        #[arg(long, value_name = "ID", requires = "sign_key")]
-        signer_id: Option<String>,
-        /// Sign even a run that judged nothing; the title then says "signed as nothing judged".
-        #[arg(long, requires = "sign_key")]
-        allow_incomplete: bool,
+        #[command(flatten)]
+        sign: SignArgs,
         #[command(flatten)]
         export: ExportArgs,
     },
@@ -255,17 +246,8 @@ pub enum FleetCommand {
         outlier_pct: f64,
         #[command(flatten)]
         trust: TrustArgs,
-        /// Sign the fleet's folder with this OpenSSH private key (as `run --sign-key`); check it
-        /// later with `nodecert verify`.
-        #[arg(long, value_name = "KEY")]
-        sign_key: Option<PathBuf>,
-        /// Identity of the signer in the verify command and allowed_signers line.
-        #[arg(long, value_name = "ID", requires = "sign_key")]
-        signer_id: Option<String>,
-        /// Sign even a fleet part of which was never judged (a node not tested or incomplete);
-        /// its pages then say "signed as not tested".
-        #[arg(long, requires = "sign_key")]
-        allow_incomplete: bool,
+        #[command(flatten)]
+        sign: SignArgs,
     },
     /// Run a simulated fleet (each node its own seed and GPUs) and write its report, to see the
     /// whole flow without a cluster. Everything it writes says SIMULATED.
@@ -399,6 +381,33 @@ pub enum FleetCommand {
     },
 }
 
+/// Signing the folder a command writes (`run`, `fleet report`).
+#[derive(clap::Args, Debug, Default)]
+pub struct SignArgs {
+    /// Sign the folder with this OpenSSH private key: Ed25519 (see `nodecert keygen`), ECDSA
+    /// P-256/P-384 or RSA, unencrypted. Check it later with `nodecert verify`.
+    #[arg(long, value_name = "KEY")]
+    pub sign_key: Option<PathBuf>,
+    /// Identity of the signer in the verify command and allowed_signers line (default: the
+    /// key's comment, else "nodecert-signer").
+    #[arg(long, value_name = "ID", requires = "sign_key")]
+    pub signer_id: Option<String>,
+    /// Sign even what was never wholly judged (a run that judged nothing or did not finish, a
+    /// fleet with a node not tested); the title then says "signed as ...".
+    #[arg(long, requires = "sign_key")]
+    pub allow_incomplete: bool,
+}
+
+impl SignArgs {
+    /// The signing key, checked before any work is done (None: no signing asked).
+    pub fn signer(&self) -> Result<Option<Signer>> {
+        match &self.sign_key {
+            Some(k) => Ok(Some(Signer::open(k, self.signer_id.clone())?)),
+            None => Ok(None),
+        }
+    }
+}
+
 /// Whom a signature must be by.
 #[derive(clap::Args, Debug, Default)]
 pub struct TrustArgs {
@@ -502,15 +511,11 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             out,
             templates,
             quiet,
-            sign_key,
-            signer_id,
-            allow_incomplete,
+            sign,
             export,
         } => {
-            let signer = match &sign_key {
-                Some(k) => Some(Signer::open(k, signer_id)?),
-                None => None,
-            };
+            let signer = sign.signer()?;
+            let allow_incomplete = sign.allow_incomplete;
             run::cmd_run(
                 suite,
                 sim.simulate,
@@ -588,14 +593,10 @@ fn fleet_dispatch(f: FleetCommand, args: &[String]) -> Result<u8> {
             expect,
             outlier_pct,
             trust,
-            sign_key,
-            signer_id,
-            allow_incomplete,
+            sign,
         } => {
-            let signer = match &sign_key {
-                Some(k) => Some(Signer::open(k, signer_id)?),
-                None => None,
-            };
+            let signer = sign.signer()?;
+            let allow_incomplete = sign.allow_incomplete;
             fleet::cmd_report(
                 &dirs,
                 &out,
