@@ -815,4 +815,53 @@ mod tests {
         let e = SimBackend::new(vm, vec![f("nic-down")], 1).err().unwrap();
         assert!(e.to_string().contains("describes no NICs"), "{e}");
     }
+
+    #[test]
+    fn counters_that_stay_pass_and_ones_that_went_back_or_vanished_are_not_available() {
+        let inv = node_with_tree("h100-sxm-8", "hgx-h100-8nic");
+        let loaded = crate::suite::load::load("h100-sxm-8").unwrap();
+        let cfg = loaded.suite.checks.network.clone().unwrap();
+        let ctx = crate::testutil::ctx(&loaded.suite, &inv);
+        let f = inv.fabric.as_ref().unwrap();
+        // After the run: mlx5_2's symbol_error (3 before) reads 1; mlx5_4's link_downed is not
+        // read at all; everything else as before.
+        let mut m = Measured::default();
+        for n in &f.nics {
+            for p in &n.ports {
+                for (c, v) in &p.counters {
+                    let after = match (n.name.as_str(), c.as_str()) {
+                        ("mlx5_2", "symbol_error") => Some(1),
+                        ("mlx5_4", "link_downed") => None,
+                        _ => Some(*v),
+                    };
+                    if let Some(a) = after {
+                        m.facts.push(Fact::new(
+                            c.clone(),
+                            port_subject(n, p),
+                            FactValue::Count(a),
+                        ));
+                    }
+                }
+            }
+        }
+        let all = Network(cfg).evaluate(&ctx, &m);
+        let about = |nic: &str| {
+            all.iter()
+                .find(|x| x.subject == Subject::nic(nic, Some(1)) && x.reason.contains("counters"))
+                .unwrap()
+        };
+        assert_eq!(about("mlx5_0").status, Status::Pass);
+        assert_eq!(
+            about("mlx5_0").reason,
+            "mlx5_0 port 1: 11 error counters did not rise during the run"
+        );
+        assert_eq!(about("mlx5_2").status, Status::Skip);
+        assert!(about("mlx5_2")
+            .reason
+            .contains("symbol_error went back from 3 to 1 (reset during the run)"));
+        assert_eq!(about("mlx5_4").status, Status::Skip);
+        assert!(about("mlx5_4")
+            .reason
+            .contains("link_downed not read after the run"));
+    }
 }
