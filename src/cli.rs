@@ -269,6 +269,10 @@ pub enum FleetCommand {
         out: PathBuf,
         #[arg(long, value_name = "P", default_value_t = crate::fleet::DEFAULT_OUTLIER_PCT)]
         outlier_pct: f64,
+        /// Run the nodes at once, one process each, and measure the fabric across them over
+        /// loopback (`run --fabric`): 2 to 64 nodes.
+        #[arg(long)]
+        fabric: bool,
     },
     /// Write the Slurm batch script that certifies a fleet (one exclusive task per node, each
     /// `nodecert run` into DIR/NODE, then `fleet report` into DIR/fleet), and submit it.
@@ -613,7 +617,17 @@ fn fleet_dispatch(f: FleetCommand, args: &[String]) -> Result<u8> {
             inject,
             out,
             outlier_pct,
-        } => fleet::cmd_simulate(nodes, &node, suite, &inject, &out, outlier_pct, args),
+            fabric,
+        } => fleet::cmd_simulate(
+            nodes,
+            &node,
+            suite,
+            &inject,
+            &out,
+            outlier_pct,
+            fabric,
+            args,
+        ),
         FleetCommand::Slurm {
             suite,
             out,

@@ -179,3 +179,39 @@ fn a_rank_that_never_starts_is_named_by_every_node_within_the_deadline() {
         "{text}"
     );
 }
+
+#[test]
+fn a_simulated_fleet_measures_its_fabric_in_one_command() {
+    let env = Env::new();
+    let out = env
+        .cmd()
+        .args(["fleet", "simulate", "--nodes", "3", "--fabric"])
+        .args(["--inject", "n02:nic-downtrained:nic=4", "--out", "sim"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}");
+    assert!(stdout.contains("n02: FAIL"), "{stdout}");
+    assert!(
+        stdout.contains("drain n02: fabric: node n02 is below the fabric floor"),
+        "{stdout}"
+    );
+    let fleet = read_json(&env.path("sim/fleet/fleet.json"));
+    assert_eq!(fleet["simulated"], true);
+    let verdicts: Vec<&str> = fleet["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["verdict"].as_str().unwrap())
+        .collect();
+    assert_eq!(verdicts, ["pass", "fail", "pass"]);
+    // One node is no fabric.
+    let o = env
+        .cmd()
+        .args([
+            "fleet", "simulate", "--nodes", "1", "--fabric", "--out", "one",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+}

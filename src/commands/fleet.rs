@@ -213,7 +213,9 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
     Ok(exit::PASS)
 }
 
-/// Run a simulated fleet and report on it.
+/// Run a simulated fleet and report on it; with `fabric`, its nodes run at once, one process
+/// each, and measure the fabric together over loopback (`run --fabric`).
+#[allow(clippy::too_many_arguments)]
 pub fn cmd_simulate(
     nodes: u32,
     node: &str,
@@ -221,8 +223,14 @@ pub fn cmd_simulate(
     inject: &[String],
     out: &Path,
     pct: f64,
+    fabric: bool,
     args: &[String],
 ) -> Result<u8> {
+    if fabric && !(2..=MAX_FABRIC_PROCESSES).contains(&nodes) {
+        return Err(input(format!(
+            "--fabric: --nodes must be 2 to {MAX_FABRIC_PROCESSES} (one process each on this machine), got {nodes}"
+        )));
+    }
     if !(1..=fleet::gather::MAX_NODES as u32).contains(&nodes) {
         return Err(input(format!(
             "--nodes must be 1 to {}, got {nodes}",
@@ -248,7 +256,10 @@ pub fn cmd_simulate(
         "nodecert fleet simulate: {nodes} simulated {node} nodes into {} [SIMULATED]",
         out.display()
     );
-    for (i, name) in names.iter().enumerate() {
+    if fabric {
+        run_fabric(&names, node, suite.as_deref(), &faults, out)?;
+    }
+    for (i, name) in names.iter().enumerate().filter(|_| !fabric) {
         let mine: Vec<String> = faults
             .iter()
             .filter(|(n, _)| n == name)
@@ -281,6 +292,72 @@ pub fn cmd_simulate(
     .report;
     crate::out!("{}", summary(&r, &fleet_out));
     Ok(r.verdict.exit_code())
+}
+
+/// The most simulated nodes `fleet simulate --fabric` runs at once, one process each.
+pub const MAX_FABRIC_PROCESSES: u32 = 64;
+
+/// The simulated nodes as one job: a process per node (this binary, `run --fabric`), their
+/// ranks given as a user would (NODECERT_RANK, ...), rank 0 on loopback; each node's line in
+/// order once all have ended.
+fn run_fabric(
+    names: &[String],
+    node: &str,
+    suite: Option<&str>,
+    faults: &[(String, String)],
+    out: &Path,
+) -> Result<()> {
+    let exe = std::env::current_exe()
+        .map_err(|e| input(format!("cannot find this nodecert binary: {e}")))?;
+    crate::fsio::write::Dir::create_all(out).map_err(|e| super::output::dir_error(out, e))?;
+    // A free port for rank 0: asked of the system, then handed to the job.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map_err(|e| input(format!("cannot find a free port for the fabric: {e}")))?
+        .port();
+    let job = format!("sim-{}", std::process::id());
+    let mut children = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let mut c = std::process::Command::new(&exe);
+        c.arg("run");
+        if let Some(s) = suite {
+            c.arg(s);
+        }
+        c.args(["--simulate", node, "--fabric", "-q", "--node-name", name])
+            .args(["--seed", &(i + 1).to_string()])
+            .arg("--out")
+            .arg(out.join(name))
+            .env("NODECERT_RANK", i.to_string())
+            .env("NODECERT_WORLD_SIZE", names.len().to_string())
+            .env("NODECERT_HOSTS", names.join(","))
+            .env("NODECERT_JOB", &job)
+            .env("NODECERT_FABRIC_PORT", port.to_string())
+            .env("NODECERT_FABRIC_ROOT", "127.0.0.1")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        for (_, f) in faults.iter().filter(|(n, _)| n == name) {
+            c.args(["--inject", f]);
+        }
+        let child = c
+            .spawn()
+            .map_err(|e| input(format!("cannot start node {name}: {e}")))?;
+        children.push((name, child));
+    }
+    for (name, child) in children {
+        let o = child
+            .wait_with_output()
+            .map_err(|e| input(format!("node {name}: {e}")))?;
+        let text = String::from_utf8_lossy(&o.stdout);
+        crate::outln!(
+            "{name}: {}",
+            crate::console::visible(text.lines().last().unwrap_or("(no output)"))
+        );
+        let err = String::from_utf8_lossy(&o.stderr);
+        if let Some(line) = err.lines().find(|l| l.starts_with("error:")) {
+            crate::errln!("{name}: {}", crate::console::visible(line));
+        }
+    }
+    Ok(())
 }
 
 /// Write (and with `submit`, submit) the Slurm batch script.
