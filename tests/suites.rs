@@ -183,6 +183,9 @@ const BROKEN: &[(&str, &str, &str)] = &[
     ),
     // documented limits (README, "Files and limits")
     ("format_version = 1\nname = \"x\"\n[node]\ngpu_count = 10000\n", "4:1", "node.gpu_count: gpu_count must be at most 64, got 10000"),
+    // A GPU count no node has, with relations sized by it: said, never allocated (found by
+    // tests/props.rs as an abort).
+    ("format_version = 1\nname = \"x\"\n[node]\ngpu_count = 9223372036854775807\n[topology]\nsocket_groups = [[0], [1]]\n", "4:1", "node.gpu_count: gpu_count must be at most 64, got 9223372036854775807"),
     ("format_version = 1\nname = \"x\"\n[topology]\nnvlinks_per_pair = 4294967295\n", "4:1", "a GPU has at most 32 NVLinks, got 4294967295"),
     (
         "format_version = 1\nname = \"x\"\n[node]\ngpu_count = 2\n[topology]\nnvlink_pairs = [{ a = 0, b = 1, links = 99 }]\n",
