@@ -17,7 +17,7 @@ export PYTHONPATH="$PWD/$deps${PYTHONPATH:+:$PYTHONPATH}"
 work=target/k8s-manifests
 rm -rf "$work" && mkdir -p "$work"
 "$nodecert" fleet k8s h100-sxm-8 --nodes 16 --image registry.example/nodecert:1 --claim results --namespace gpu-acceptance --out "$work/real.json" >/dev/null
-"$nodecert" fleet k8s --nodes 4 --image registry.example/nodecert:1 --claim results --simulate h100-sxm-8 --name rehearsal --out "$work/sim.json" >/dev/null
+"$nodecert" fleet k8s --nodes 4 --image registry.example/nodecert:1 --claim results --simulate h100-sxm-8 --name rehearsal --fabric --out "$work/sim.json" >/dev/null
 # kubectl reads the List; the validator has no schema for List, so each item is checked alone.
 python3 - "$work" <<'PY'
 import json, sys, pathlib
@@ -27,6 +27,11 @@ for f in ("real", "sim"):
     assert m["kind"] == "List" and len(m["items"]) == 2, m
     for it in m["items"]:
         (w / f"{f}-{it['kind'].lower()}.json").write_text(json.dumps(it))
+sim = json.loads((w / "sim-job.json").read_text())
+# The rehearsal measures the fabric: its pods find rank 0 through the headless Service.
+pod = sim["spec"]["template"]["spec"]
+assert "--fabric" in pod["containers"][0]["args"], pod
+assert pod["subdomain"] == "rehearsal", pod
 job = json.loads((w / "real-job.json").read_text())
 job["spec"]["completions"] = "sixteen"
 (w / "broken-job.json").write_text(json.dumps(job))
