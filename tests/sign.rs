@@ -1612,3 +1612,26 @@ fn unlisted_files_are_noted_only_when_there_are_some_and_a_manifest_to_miss_them
     assert!(r.notes.is_empty(), "{r}");
     assert!(!r.ok());
 }
+
+#[test]
+fn signing_lists_the_pages_present_and_always_the_evidence() {
+    let keys = tempfile::tempdir().unwrap();
+    let key = new_key(keys.path(), "ops");
+    // No HTML page: the manifest lists what is there.
+    let dir = report_dir(true);
+    fs::remove_file(dir.path().join("report.html")).unwrap();
+    sign_dir(dir.path(), &key).unwrap();
+    let m = fs::read_to_string(dir.path().join(MANIFEST_FILE)).unwrap();
+    let listed: Vec<&str> = m
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| &l[66..])
+        .collect();
+    assert_eq!(listed, ["evidence.json", "report.md"]);
+    // No evidence: refused by name, nothing written.
+    let dir = report_dir(true);
+    fs::remove_file(dir.path().join("evidence.json")).unwrap();
+    let e = sign_dir(dir.path(), &key).unwrap_err().to_string();
+    assert!(e.contains("evidence.json"), "{e}");
+    assert!(!dir.path().join(MANIFEST_FILE).exists());
+}
