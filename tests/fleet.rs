@@ -573,6 +573,56 @@ fn the_fleet_report_is_signed_verified_by_stock_openssh_and_refused_when_changed
     let md = fs::read_to_string(env.path("f4/fleet.md")).unwrap();
     assert!(md.contains("signed as not tested"), "{md}");
     assert_eq!(verify("f4").0, Some(0));
+    // A fleet's signed files beside a node's evidence.json do not seal that evidence: verify
+    // fails, and fleet report refuses the folder as a node.
+    fs::create_dir_all(env.path("nodes2/a9")).unwrap();
+    for f in ["nodecert-manifest.txt", "nodecert-manifest.txt.sig"]
+        .iter()
+        .chain(FILES.iter())
+    {
+        fs::copy(
+            env.path(&format!("f1/{f}")),
+            env.path(&format!("nodes2/a9/{f}")),
+        )
+        .unwrap();
+    }
+    fs::copy(
+        env.path("nodes/a1/evidence.json"),
+        env.path("nodes2/a9/evidence.json"),
+    )
+    .unwrap();
+    let (code, stdout) = verify("nodes2/a9");
+    assert_eq!(code, Some(4), "{stdout}");
+    assert!(
+        stdout.contains("evidence.json: not covered by this fleet manifest"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("report: a fleet report (fleet.json)"),
+        "{stdout}"
+    );
+    let o = env
+        .cmd()
+        .args([
+            "fleet", "report", "nodes2", "--out", "f6", "--pubkey", "key.pub",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    let f6 = read_json(&env.path("f6/fleet.json"));
+    assert_eq!(f6["nodes"][0]["verdict"], "refused");
+    assert!(
+        f6["nodes"][0]["why"][0]
+            .as_str()
+            .unwrap()
+            .contains("does not verify"),
+        "{f6}"
+    );
     // A fleet folder is not read as a node.
     let o = env
         .cmd()

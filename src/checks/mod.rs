@@ -202,6 +202,11 @@ pub fn from_suite(loaded: &LoadedSuite) -> Vec<Box<dyn Check>> {
     let suite = &loaded.suite;
     let c = &suite.checks;
     let mut out: Vec<Box<dyn Check>> = Vec::new();
+    // First: the nodes of a job start together, and meet before any of them is held up by
+    // its own checks (a remeasure, a slow training run).
+    if let Some(x) = c.fabric.as_ref().filter(|x| x.enabled) {
+        out.push(Box::new(fabric::MultiNode(x.clone())));
+    }
     if c.topology.as_ref().is_some_and(|x| x.enabled) {
         out.push(Box::new(topology::Topology));
     }
@@ -227,9 +232,6 @@ pub fn from_suite(loaded: &LoadedSuite) -> Vec<Box<dyn Check>> {
     }
     if let Some(x) = c.training.as_ref().filter(|x| x.enabled) {
         out.push(Box::new(training::Training(x.clone())));
-    }
-    if let Some(x) = c.fabric.as_ref().filter(|x| x.enabled) {
-        out.push(Box::new(fabric::MultiNode(x.clone())));
     }
     // After the traffic: its error counters are read again.
     if let Some(x) = c.network.as_ref().filter(|x| x.enabled) {

@@ -125,7 +125,10 @@ pub fn find(inputs: &[PathBuf]) -> Result<Found, String> {
             // Folders only; a link is refused when read (it could point anywhere).
             let t = entry.file_type().map_err(|e| crate::error::lower(&e))?;
             // A fleet report written into the shared folder (the job's own) is not a node.
-            if t.is_dir() && entry.path().join(super::FLEET_FILE).exists() {
+            if t.is_dir()
+                && entry.path().join(super::FLEET_FILE).exists()
+                && !entry.path().join(EVIDENCE_FILE).exists()
+            {
                 continue;
             }
             if t.is_dir() || t.is_symlink() {
@@ -309,7 +312,17 @@ pub fn read_node(folder: &NodeFolder, trust: &Trust, keys: &mut Keys) -> NodeSum
                             | crate::sign::SigStatus::Duplicate { .. }
                     )
                 });
-                if r.ok() {
+                let fleets = r
+                    .manifest
+                    .as_ref()
+                    .is_some_and(|m| m.kind != crate::sign::ReportKind::Node);
+                if fleets {
+                    SignatureState::Failed {
+                        problems: vec![format!(
+                            "{MANIFEST_FILE} is a fleet report's, not a node's"
+                        )],
+                    }
+                } else if r.ok() {
                     SignatureState::Verified {
                         signers: r
                             .signatures

@@ -129,6 +129,18 @@ impl fmt::Display for VerifyReport {
             }
         )?;
         writeln!(f, "trust: {}", self.trust)?;
+        if let Some(m) = self
+            .manifest
+            .as_ref()
+            .filter(|m| m.kind != ReportKind::Node)
+        {
+            writeln!(
+                f,
+                "report: a {} report ({})",
+                m.kind.key(),
+                m.kind.evidence_file()
+            )?;
+        }
         match self.simulated {
             Some(true) => writeln!(
                 f,
@@ -501,6 +513,20 @@ pub(super) fn inspect(
             ));
         } else if !listed_tops.contains(name.as_str()) {
             unlisted.push(name.clone());
+        }
+    }
+    // The other kind's evidence file beside a manifest that does not list it: the folder would
+    // pass for what the signature never covered (a fleet's signed files copied beside a node's
+    // forged evidence.json, read by `fleet report` as that node's).
+    if let Some(m) = &r.manifest {
+        for other in [ReportKind::Node, ReportKind::Fleet] {
+            let name = other.evidence_file();
+            if other != m.kind && unlisted.iter().any(|u| u == name) {
+                r.problems.push(format!(
+                    "{name}: not covered by this {} manifest, yet the folder holds one: the signature does not seal it",
+                    m.kind.key()
+                ));
+            }
         }
     }
     if !unlisted.is_empty() && r.manifest.is_some() {

@@ -344,7 +344,8 @@ pub struct FabricCheck {
     /// Bus bandwidth of all_reduce across every node of the job, GB/s.
     #[serde(default)]
     pub busbw_gbps: Limit,
-    /// The longest wait for the other nodes (to arrive, and at each round), seconds.
+    /// The longest wait for the other nodes (to arrive, and at each round), seconds. The check
+    /// runs first, so that the nodes of a job meet before their own checks set them apart.
     #[serde(default = "default_fabric_timeout")]
     pub timeout_s: f64,
 }
@@ -354,7 +355,7 @@ fn default_fabric_size() -> ByteSize {
 }
 
 fn default_fabric_timeout() -> f64 {
-    120.0
+    300.0
 }
 
 impl Default for FabricCheck {
@@ -979,6 +980,7 @@ impl Suite {
                 out.push(id.to_string());
             }
         };
+        add(c.fabric.as_ref().is_some_and(|x| x.enabled), "fabric");
         add(c.topology.as_ref().is_some_and(|x| x.enabled), "topology");
         add(
             c.virtualization.as_ref().is_some_and(|x| x.enabled),
@@ -1004,9 +1006,6 @@ impl Suite {
         }
         if c.training.as_ref().is_some_and(|x| x.enabled) {
             out.push("training".into());
-        }
-        if c.fabric.as_ref().is_some_and(|x| x.enabled) {
-            out.push("fabric".into());
         }
         // After the traffic: the error counters are read again at its end.
         if c.network.as_ref().is_some_and(|x| x.enabled) {
