@@ -25,6 +25,31 @@ pub const COUNTERS: [&str; 10] = [
     "port_rcv_constraint_errors",
 ];
 
+/// The width in bits of a port counter as the adapter keeps it (the InfiniBand PortCounters
+/// attribute): it stops at its largest value rather than wrap, so a counter found there before
+/// the run cannot show a rise. None: 64 bits (the extended counters, `carrier_changes`).
+pub fn counter_bits(name: &str) -> Option<u32> {
+    match name {
+        "symbol_error"
+        | "port_rcv_errors"
+        | "port_xmit_discards"
+        | "port_rcv_remote_physical_errors"
+        | "port_rcv_switch_relay_errors" => Some(16),
+        "link_downed"
+        | "link_error_recovery"
+        | "port_xmit_constraint_errors"
+        | "port_rcv_constraint_errors"
+        | "VL15_dropped" => Some(8),
+        "local_link_integrity_errors" | "excessive_buffer_overrun_errors" => Some(4),
+        _ => None,
+    }
+}
+
+/// Whether `value` is the counter's largest: saturated, it can no longer rise.
+pub fn saturated(name: &str, value: u64) -> bool {
+    counter_bits(name).is_some_and(|b| value >= (1u64 << b) - 1)
+}
+
 /// The network interface's counter of lost and regained carrier, judged like the port counters.
 pub const CARRIER_CHANGES: &str = "carrier_changes";
 
@@ -62,6 +87,10 @@ pub struct Nic {
     /// detours through the root complex), by bus id.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub acs_redirect: Vec<String>,
+    /// Bridges on those paths whose ACS could not be read (their extended config space needs
+    /// root): not known to be off.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acs_unknown: Vec<String>,
 }
 
 /// One port of an RDMA device.

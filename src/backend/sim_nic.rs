@@ -215,6 +215,7 @@ pub fn fabric(
             }],
             gpu_paths,
             acs_redirect: vec![],
+            acs_unknown: vec![],
         });
     }
     let gdr = net.gdr && of(FaultKind::NoGdr).next().is_none();

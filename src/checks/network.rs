@@ -229,6 +229,7 @@ fn count(nics: &[&Nic], expect: &NetworkExpect) -> Vec<Finding> {
 }
 
 fn ports(n: &Nic, expect: &NetworkExpect) -> Vec<Finding> {
+    let stated = !expect.is_empty();
     let mut out = Vec::new();
     if n.ports.is_empty() {
         out.push(na(
@@ -248,8 +249,15 @@ fn ports(n: &Nic, expect: &NetworkExpect) -> Vec<Finding> {
                 "ACTIVE/LinkUp",
                 format!("{who} is up"),
             )),
+            // A fabric NIC none of whose ports is up fails; a down port beside an up one (a
+            // dual-port adapter with one port unused), or any where the suite states no
+            // fabric, is a warning.
             Some(false) => out.push(finding(
-                Status::Fail,
+                if stated && !n.ports.iter().any(|q| q.is_up() == Some(true)) {
+                    Status::Fail
+                } else {
+                    Status::Warn
+                },
                 sub.clone(),
                 p.state_text(),
                 "ACTIVE/LinkUp",
@@ -296,6 +304,22 @@ fn gpu_paths(ctx: &Ctx, nics: &[&Nic], expect: &NetworkExpect) -> Vec<Finding> {
     let Some(want) = expect.gpu_nic_path else {
         return vec![];
     };
+    // In a VM the PCI tree is the hypervisor's (each passed-through device often behind a host
+    // bridge of its own), not the board's: the relation read there says nothing of the path.
+    use crate::inventory::VirtMode;
+    if matches!(
+        ctx.inventory.virtualization.mode,
+        VirtMode::Passthrough | VirtMode::Vgpu
+    ) {
+        return vec![na(
+            Subject::node(),
+            format!("a NIC at {} or nearer", want.label()),
+            format!(
+                "the GPU-NIC paths: in a {} VM the PCI tree is the hypervisor's, not the board's (NCCL_TOPO_FILE describes the real one)",
+                ctx.inventory.virtualization.mode
+            ),
+        )];
+    }
     let mut out = Vec::new();
     for g in &ctx.inventory.gpus {
         let sub = Subject::gpu(g.index);
@@ -344,6 +368,15 @@ fn gpu_paths(ctx: &Ctx, nics: &[&Nic], expect: &NetworkExpect) -> Vec<Finding> {
                     },
                 ));
                 if near {
+                    for b in &n.acs_unknown {
+                        let mut x = na(
+                            Subject::bridge(b),
+                            "ACS redirect off",
+                            format!("ACS of bridge {b} between GPU {} and {} (its extended config space needs root)", g.index, n.name),
+                        );
+                        x.subject.nic = Some(n.name.clone());
+                        out.push(x);
+                    }
                     for b in &n.acs_redirect {
                         let mut x = finding(
                             Status::Fail,
@@ -402,6 +435,12 @@ fn counters(cfg: &NetworkCheck, nics: &[&Nic], m: &Measured) -> Vec<Finding> {
                 let Some(before) = p.counters.get(c) else {
                     continue;
                 };
+                if crate::network::saturated(c, *before) {
+                    unknown.push(format!(
+                        "{c} is at its largest value ({before}) and cannot rise (clear the port's counters, e.g. perfquery -x -R)"
+                    ));
+                    continue;
+                }
                 let after = m.facts.iter().find_map(|f| match &f.value {
                     FactValue::Count(v) if f.name == *c && f.subject == sub => Some(*v),
                     _ => None,
@@ -703,13 +742,17 @@ mod tests {
             "no RDMA NIC on this node, and the suite states no fabric"
         );
         let suite = "format_version = 1\nname = \"t\"\nextends = \"h200-vm-1\"\n[network]\nnic_count = 1\ngpu_nic_path = \"PXB\"\n";
+        let all = judge(&inv, suite, None);
         assert_eq!(
-            failed(&judge(&inv, suite, None)),
-            [
-                "no RDMA NIC is visible; the suite asks for 1",
-                "GPU 0 has no fabric NIC to reach"
-            ]
+            failed(&all),
+            ["no RDMA NIC is visible; the suite asks for 1"]
         );
+        // A passthrough VM's PCI tree is the hypervisor's: its GPU-NIC paths say nothing.
+        let paths = all
+            .iter()
+            .find(|x| x.reason.contains("the GPU-NIC paths: in a"))
+            .unwrap();
+        assert_eq!(paths.status, Status::Skip, "{paths:?}");
         // NICs that were not read at all: every expectation is not available here.
         let mut none = inv.clone();
         none.fabric = None;
@@ -863,5 +906,57 @@ mod tests {
         assert!(about("mlx5_4")
             .reason
             .contains("link_downed not read after the run"));
+    }
+
+    #[test]
+    fn saturated_counters_unused_ports_and_unreadable_acs_are_not_passed_as_healthy() {
+        let mut inv = node_with_tree("h100-sxm-8", "hgx-h100-8nic");
+        let f = inv.fabric.as_mut().unwrap();
+        // mlx5_1's symbol_error stuck at 65535 (16 bits) before the run.
+        f.nics[1].ports[0]
+            .counters
+            .insert("symbol_error".into(), 65535);
+        // mlx5_3 gets an unused second port; mlx5_5's only port is down.
+        let mut spare = f.nics[3].ports[0].clone();
+        spare.port = 2;
+        spare.state = Some("DOWN".into());
+        spare.phys_state = Some("Disabled".into());
+        f.nics[3].ports.push(spare);
+        f.nics[5].ports[0].state = Some("DOWN".into());
+        // mlx5_6's switch port could not be read.
+        f.nics[6].acs_unknown = vec!["0000:76:00.0".into()];
+        let all = judge(&inv, H100, None);
+        let by = |nic: &str, port: Option<u32>, what: &str| {
+            all.iter()
+                .find(|x| {
+                    x.subject.nic.as_deref() == Some(nic)
+                        && (port.is_none() || x.subject.port == port)
+                        && x.reason.contains(what)
+                })
+                .unwrap_or_else(|| panic!("{nic} {what}: {all:#?}"))
+        };
+        let sat = by("mlx5_1", Some(1), "at its largest value (65535)");
+        assert_eq!(sat.status, Status::Skip);
+        assert_eq!(by("mlx5_3", Some(2), "is not up").status, Status::Warn);
+        assert_eq!(by("mlx5_5", Some(1), "is not up").status, Status::Fail);
+        let acs = by("mlx5_6", None, "ACS of bridge 0000:76:00.0");
+        assert_eq!(acs.status, Status::Skip);
+        assert_eq!(failed(&all).len(), 1, "{:#?}", failed(&all));
+        // Where the suite states no fabric, a port down warns.
+        let plain = "format_version = 1\nname = \"t\"\nextends = \"l40s-pcie-4\"\n";
+        let w = judge(&inv, plain, None);
+        assert!(failed(&w).is_empty(), "{:#?}", failed(&w));
+        assert!(w
+            .iter()
+            .any(|x| x.status == Status::Warn && x.reason.starts_with("mlx5_5 port 1 is not up")));
+        assert!(crate::network::saturated(
+            "excessive_buffer_overrun_errors",
+            15
+        ));
+        assert!(!crate::network::saturated(
+            "excessive_buffer_overrun_errors",
+            14
+        ));
+        assert!(!crate::network::saturated("carrier_changes", u64::MAX - 1));
     }
 }

@@ -316,7 +316,7 @@ fn run_fabric(
         .map_err(|e| input(format!("cannot find a free port for the fabric: {e}")))?
         .port();
     let job = format!("sim-{}", std::process::id());
-    let mut children = Vec::new();
+    let mut children: Vec<(&String, std::process::Child)> = Vec::new();
     for (i, name) in names.iter().enumerate() {
         let mut c = std::process::Command::new(&exe);
         c.arg("run");
@@ -338,15 +338,34 @@ fn run_fabric(
         for (_, f) in faults.iter().filter(|(n, _)| n == name) {
             c.args(["--inject", f]);
         }
-        let child = c
-            .spawn()
-            .map_err(|e| input(format!("cannot start node {name}: {e}")))?;
+        let child = match c.spawn() {
+            Ok(child) => child,
+            Err(e) => {
+                // The nodes already started would wait for this one: stop them.
+                for (_, mut started) in children {
+                    let _ = started.kill();
+                    let _ = started.wait();
+                }
+                return Err(input(format!("cannot start node {name}: {e}")));
+            }
+        };
         children.push((name, child));
     }
-    for (name, child) in children {
-        let o = child
-            .wait_with_output()
-            .map_err(|e| input(format!("node {name}: {e}")))?;
+    // Each node's output drained at once (one waiting on a full pipe would hold the others).
+    let waited: Vec<(&String, std::io::Result<std::process::Output>)> = children
+        .into_iter()
+        .map(|(name, child)| (name, std::thread::spawn(move || child.wait_with_output())))
+        .collect::<Vec<_>>()
+        .into_iter()
+        .map(|(name, t)| {
+            let out = t
+                .join()
+                .unwrap_or_else(|_| Err(std::io::Error::other("its reader stopped")));
+            (name, out)
+        })
+        .collect();
+    for (name, o) in waited {
+        let o = o.map_err(|e| input(format!("node {name}: {e}")))?;
         let text = String::from_utf8_lossy(&o.stdout);
         crate::outln!(
             "{name}: {}",

@@ -76,8 +76,10 @@ fn place(root: &Path, dev: &Path) -> Option<PciPlace> {
     if !host_bridge.starts_with("pci") {
         return None;
     }
+    // Functions down to the device itself; a domain may have more than 4 hex digits (a VMD
+    // controller's "10000:e1:00.0").
     let chain: Vec<String> = parts
-        .take_while(|c| super::pci::is_bdf(c))
+        .take_while(|c| is_function(c))
         .map(String::from)
         .collect();
     if chain.is_empty() {
@@ -89,6 +91,17 @@ fn place(root: &Path, dev: &Path) -> Option<PciPlace> {
         chain,
         numa_node,
     })
+}
+
+/// "0000:3b:00.0" or "10000:e1:00.0": domain (4 or more hex digits), bus, device, function.
+fn is_function(s: &str) -> bool {
+    match s.split_once(':') {
+        Some((domain, rest)) if domain.len() >= 4 && domain.len() <= 8 => {
+            domain.bytes().all(|b| b.is_ascii_hexdigit())
+                && super::pci::is_bdf(&format!("0000:{rest}"))
+        }
+        _ => false,
+    }
 }
 
 /// The sysfs folder of the PCI function `bus_id`, resolved inside `root`.
@@ -214,6 +227,7 @@ fn read_nic(
             nic.pci_bus_id = p.chain.last().cloned();
             nic.numa_node = p.numa_node;
             let mut acs = Vec::new();
+            let mut unknown = Vec::new();
             for g in gpus {
                 let path = g.as_ref().and_then(|(gp, _)| relation(gp, p));
                 nic.gpu_paths.push(path);
@@ -222,9 +236,12 @@ fn read_nic(
                     for (id, bdir) in bridges_between((gp, gd), (p, d)) {
                         match read_bytes(&bdir.join("config")).map(|b| parse_acs(&b)) {
                             Some(a) if a.redirects() => acs.push(id),
-                            Some(Acs::NotReadable) | None => notes.push(format!(
-                                "bridge {id} acs: extended config space not readable (needs root)"
-                            )),
+                            Some(Acs::NotReadable) | None => {
+                                unknown.push(id.clone());
+                                notes.push(format!(
+                                    "bridge {id} acs: extended config space not readable (needs root)"
+                                ))
+                            }
                             Some(_) => {}
                         }
                     }
@@ -233,6 +250,9 @@ fn read_nic(
             acs.sort();
             acs.dedup();
             nic.acs_redirect = acs;
+            unknown.sort();
+            unknown.dedup();
+            nic.acs_unknown = unknown;
         }
         None => {
             nic.gpu_paths = vec![None; gpus.len()];
@@ -246,7 +266,12 @@ fn read_nic(
     let mut netdevs: Vec<(u32, String)> = Vec::new();
     if let Some(d) = &dev {
         for n in list(&d.join("net"), MAX_PORTS as usize).unwrap_or_default() {
-            let port = read_num::<u32>(&d.join("net").join(&n).join("dev_port")).unwrap_or(0) + 1;
+            let Some(port) = read_num::<u32>(&d.join("net").join(&n).join("dev_port"))
+                .unwrap_or(0)
+                .checked_add(1)
+            else {
+                continue;
+            };
             netdevs.push((port, n));
         }
     }
