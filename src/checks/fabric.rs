@@ -66,33 +66,7 @@ impl Check for MultiNode {
     }
 
     fn plan(&self, _ctx: &Ctx) -> Result<Vec<String>, String> {
-        if floor(&self.0).is_none() {
-            return Err(
-                "the suite sets no pair_busbw_gbps.fail_below: nothing to judge pairs of nodes by"
-                    .into(),
-            );
-        }
-        match world_from_env() {
-            Err(e) => Err(format!("not available here: {e}")),
-            Ok(None) => Err("not part of a multi-node job (run it under `nodecert fleet slurm --fabric` or an Indexed Job)".into()),
-            Ok(Some((w, _))) if w.size < 2 => Err("a job of one node: no pair to measure".into()),
-            Ok(Some((w, _))) if w.size > fabric::flow::MAX_PAIRWISE => Err(format!(
-                "a job of {} nodes: pair by pair, at most {} (split the fleet into jobs)",
-                w.size,
-                fabric::flow::MAX_PAIRWISE
-            )),
-            Ok(Some((w, _))) => {
-                // The circle method: n-1 rounds for an even count, n for an odd one.
-                let rounds = if w.size % 2 == 0 { w.size - 1 } else { w.size };
-                Ok(vec![format!(
-                    "{} of {} nodes ({}): {} pairs in {rounds} rounds, the slow ones again, then all_reduce across all",
-                    w.who(w.rank),
-                    w.size,
-                    w.job,
-                    w.size * (w.size - 1) / 2
-                )])
-            }
-        }
+        plan_for(&self.0, world_from_env())
     }
 
     fn measure(
@@ -113,6 +87,41 @@ impl Check for MultiNode {
 
     fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
         evaluate(&self.0, ctx, m)
+    }
+}
+
+/// What the check will do for this process's `world` (from the environment), or why it cannot
+/// run here.
+pub fn plan_for(
+    cfg: &FabricCheck,
+    world: Result<Option<(World, Vec<String>)>, String>,
+) -> Result<Vec<String>, String> {
+    if floor(cfg).is_none() {
+        return Err(
+            "the suite sets no pair_busbw_gbps.fail_below: nothing to judge pairs of nodes by"
+                .into(),
+        );
+    }
+    match world {
+        Err(e) => Err(format!("not available here: {e}")),
+        Ok(None) => Err("not part of a multi-node job (run it under `nodecert fleet slurm --fabric` or an Indexed Job)".into()),
+        Ok(Some((w, _))) if w.size < 2 => Err("a job of one node: no pair to measure".into()),
+        Ok(Some((w, _))) if w.size > fabric::flow::MAX_PAIRWISE => Err(format!(
+            "a job of {} nodes: pair by pair, at most {} (split the fleet into jobs)",
+            w.size,
+            fabric::flow::MAX_PAIRWISE
+        )),
+        Ok(Some((w, _))) => {
+            // The circle method: n-1 rounds for an even count, n for an odd one.
+            let rounds = if w.size % 2 == 0 { w.size - 1 } else { w.size };
+            Ok(vec![format!(
+                "{} of {} nodes ({}): {} pairs in {rounds} rounds, the slow ones again, then all_reduce across all",
+                w.who(w.rank),
+                w.size,
+                w.job,
+                w.size * (w.size - 1) / 2
+            )])
+        }
     }
 }
 
@@ -639,5 +648,83 @@ mod tests {
                 .iter()
                 .any(|x| x.reason.ends_with("the fabric as a whole sets it")));
         }
+    }
+
+    #[test]
+    fn the_plan_says_how_many_pairs_and_rounds_or_why_not() {
+        let world = |size: usize| {
+            Ok(Some((
+                World {
+                    rank: 0,
+                    size,
+                    hosts: (1..=size).map(|i| format!("n{i}")).collect(),
+                    job: "7".into(),
+                    port: 29501,
+                },
+                vec![],
+            )))
+        };
+        let c = cfg(10.0);
+        assert_eq!(
+            plan_for(&c, world(4)).unwrap(),
+            ["rank 0 (n1) of 4 nodes (7): 6 pairs in 3 rounds, the slow ones again, then all_reduce across all"]
+        );
+        assert!(plan_for(&c, world(5)).unwrap()[0].contains(": 10 pairs in 5 rounds"));
+        assert!(plan_for(&c, world(2)).unwrap()[0].contains(": 1 pairs in 1 rounds"));
+        assert_eq!(
+            plan_for(&c, world(1)).unwrap_err(),
+            "a job of one node: no pair to measure"
+        );
+        assert!(plan_for(&c, world(1024)).is_ok());
+        assert!(plan_for(&c, world(1025))
+            .unwrap_err()
+            .starts_with("a job of 1025 nodes"));
+        assert!(plan_for(&c, Ok(None))
+            .unwrap_err()
+            .starts_with("not part of a multi-node job"));
+        assert_eq!(
+            plan_for(&c, Err("SLURM_NTASKS is not a number".into())).unwrap_err(),
+            "not available here: SLURM_NTASKS is not a number"
+        );
+        let none = FabricCheck::default();
+        assert!(plan_for(&none, world(4))
+            .unwrap_err()
+            .contains("no pair_busbw_gbps"));
+        let check = MultiNode(c);
+        assert_eq!((check.id().as_str(), check.kind()), ("fabric", "fabric"));
+        assert!(check.title().starts_with("Fabric across nodes"));
+        assert_eq!(check.samples(8), (0, String::new()));
+    }
+
+    #[test]
+    fn a_node_turned_away_for_its_own_reason_is_an_error_not_a_skip() {
+        let port = free_port();
+        let run = |rank: usize, size: usize| {
+            std::thread::spawn(move || {
+                let world = World {
+                    rank,
+                    size,
+                    hosts: vec!["127.0.0.1".into(); size],
+                    job: "t".into(),
+                    port,
+                };
+                let names: Vec<String> = (1..=size).map(|i| format!("n{i}")).collect();
+                let mut b =
+                    SimBackend::new(sim::load_node("h100-sxm-8").unwrap(), vec![], 1).unwrap();
+                let inv = b.inventory().unwrap();
+                let loaded = crate::suite::load::load("h100-sxm-8").unwrap();
+                let ctx = crate::testutil::ctx(&loaded.suite, &inv);
+                measure_in(&cfg(2.0), &world, &names, &ctx, &mut b, &mut |_, _| {})
+                    .map(|m| evaluate(&cfg(2.0), &ctx, &m))
+            })
+        };
+        let r0 = run(0, 2);
+        // Rank 1 believes in a job of 3: rank 0 refuses it, for its own mistake.
+        let r1 = run(1, 3);
+        let e = r1.join().unwrap().unwrap_err().to_string();
+        assert!(e.contains("refused"), "{e}");
+        // Rank 0 waited for a rank 1 that never came right: not measured, not blamed.
+        let f = r0.join().unwrap().unwrap();
+        assert_eq!(f[0].status, Status::Skip, "{f:#?}");
     }
 }
