@@ -772,9 +772,11 @@ mod tests {
         std::fs::create_dir_all(outside.join("ports/1")).unwrap();
         std::fs::write(outside.join("ports/1/state"), "4: ACTIVE\n").unwrap();
         std::os::unix::fs::symlink(&outside, root.join("sys/class/infiniband/mlx5_0")).unwrap();
-        // The device folder is outside: no PCI place, so no relation; a FIFO attribute is
-        // refused, not read forever.
-        let fifo = outside.join("ports/1/rate");
+        // Inside the tree, a device whose rate is a FIFO: refused, not read forever.
+        let inside = root.join("sys/class/infiniband/mlx5_1/ports/1");
+        std::fs::create_dir_all(&inside).unwrap();
+        std::fs::write(inside.join("state"), "4: ACTIVE\n").unwrap();
+        let fifo = inside.join("rate");
         let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
         assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
         let f = nic::read(
@@ -785,20 +787,27 @@ mod tests {
                 numa_node: None,
             }],
         );
-        assert_eq!(f.nics.len(), 1);
+        assert_eq!(f.nics.len(), 2);
+        assert_eq!(f.nics[1].ports[0].state.as_deref(), Some("ACTIVE"));
+        assert_eq!(f.nics[1].ports[0].rate_gbps, None);
+        assert!(f
+            .unavailable
+            .iter()
+            .any(|u| u == "mlx5_1 port 1 rate: not readable"));
         assert_eq!(f.nics[0].gpu_paths, [None]);
-        assert_eq!(f.nics[0].ports[0].rate_gbps, None);
+        // Nothing below the link is read: not its ports, not their state.
+        assert!(f.nics[0].ports.is_empty(), "{:?}", f.nics[0].ports);
         assert!(
             f.unavailable
                 .iter()
-                .any(|u| u.contains("mlx5_0: its PCI function is not found")),
+                .any(|u| u == "mlx5_0: no port could be read"),
             "{:?}",
             f.unavailable
         );
         assert!(
             f.unavailable
                 .iter()
-                .any(|u| u == "mlx5_0 port 1 rate: not readable"),
+                .any(|u| u.contains("mlx5_0: its PCI function is not found")),
             "{:?}",
             f.unavailable
         );

@@ -29,27 +29,30 @@ pub struct GpuAt {
     pub numa_node: Option<i32>,
 }
 
-/// The bytes of a sysfs attribute, bounded; None when absent or not a regular file.
-fn read_bytes(p: &Path) -> Option<Vec<u8>> {
-    let f = crate::fsio::read::open(p, true).ok()?;
+/// The bytes of a sysfs attribute, bounded; None when absent, not a regular file, or reached
+/// only through a link out of `root` (sysfs's own links, inside it, are followed).
+fn read_bytes(root: &Path, p: &Path) -> Option<Vec<u8>> {
+    let real = resolve(root, p)?;
+    let f = crate::fsio::read::open(&real, false).ok()?;
     crate::fsio::read::read_limited(f, MAX_ATTR, "a sysfs attribute").ok()
 }
 
 /// A sysfs attribute as text, trimmed; None when absent, empty or not text.
-fn read_attr(p: &Path) -> Option<String> {
-    let b = read_bytes(p)?;
+fn read_attr(root: &Path, p: &Path) -> Option<String> {
+    let b = read_bytes(root, p)?;
     let s = String::from_utf8(b).ok()?;
     let s = s.trim_matches(|c: char| c == '\0' || c.is_whitespace());
     (!s.is_empty() && !s.chars().any(|c| c.is_control())).then(|| s.to_string())
 }
 
-fn read_num<T: std::str::FromStr>(p: &Path) -> Option<T> {
-    read_attr(p)?.parse().ok()
+fn read_num<T: std::str::FromStr>(root: &Path, p: &Path) -> Option<T> {
+    read_attr(root, p)?.parse().ok()
 }
 
-/// The entries of a folder, sorted, names only (None when it cannot be listed).
-fn list(dir: &Path, limit: usize) -> Option<Vec<String>> {
-    let rd = std::fs::read_dir(dir).ok()?;
+/// The entries of a folder, sorted, names only (None when it cannot be listed, or is reached
+/// only through a link out of `root`).
+fn list(root: &Path, dir: &Path, limit: usize) -> Option<Vec<String>> {
+    let rd = std::fs::read_dir(resolve(root, dir)?).ok()?;
     let mut v: Vec<String> = rd
         .filter_map(Result::ok)
         .filter_map(|e| e.file_name().to_str().map(String::from))
@@ -85,7 +88,7 @@ fn place(root: &Path, dev: &Path) -> Option<PciPlace> {
     if chain.is_empty() {
         return None;
     }
-    let numa_node = read_num::<i32>(&dev.join("numa_node")).filter(|n| *n >= 0);
+    let numa_node = read_num::<i32>(root, &dev.join("numa_node")).filter(|n| *n >= 0);
     Some(PciPlace {
         host_bridge,
         chain,
@@ -156,7 +159,7 @@ pub fn read(root: &Path, gpus: &[GpuAt]) -> Fabric {
     f.gdr = gdr(&root);
     let class = root.join("sys/class/infiniband");
     // No RDMA stack loaded, or a VM with none passed through: no NIC, said as such.
-    let names = list(&class, MAX_NICS).unwrap_or_default();
+    let names = list(&root, &class, MAX_NICS).unwrap_or_default();
     if names.len() > MAX_NICS {
         f.unavailable.push(format!(
             "nics: more than {MAX_NICS} RDMA devices; only the first {MAX_NICS} are read"
@@ -213,9 +216,9 @@ fn read_nic(
 ) -> Nic {
     let mut nic = Nic {
         name: name.to_string(),
-        fw_ver: read_attr(&dir.join("fw_ver")),
-        node_guid: read_attr(&dir.join("node_guid")),
-        sys_image_guid: read_attr(&dir.join("sys_image_guid")),
+        fw_ver: read_attr(root, &dir.join("fw_ver")),
+        node_guid: read_attr(root, &dir.join("node_guid")),
+        sys_image_guid: read_attr(root, &dir.join("sys_image_guid")),
         ..Default::default()
     };
     let dev = resolve(root, &dir.join("device"));
@@ -234,7 +237,7 @@ fn read_nic(
                 // ACS matters where GPUDirect traffic would stay below the root complex.
                 if let (Some((gp, gd)), Some(PciePath::Pix | PciePath::Pxb)) = (g, path) {
                     for (id, bdir) in bridges_between((gp, gd), (p, d)) {
-                        match read_bytes(&bdir.join("config")).map(|b| parse_acs(&b)) {
+                        match read_bytes(root, &bdir.join("config")).map(|b| parse_acs(&b)) {
                             Some(a) if a.redirects() => acs.push(id),
                             Some(Acs::NotReadable) | None => {
                                 unknown.push(id.clone());
@@ -265,8 +268,8 @@ fn read_nic(
     // The interfaces of the NIC's function, by port (dev_port counts from 0).
     let mut netdevs: Vec<(u32, String)> = Vec::new();
     if let Some(d) = &dev {
-        for n in list(&d.join("net"), MAX_PORTS as usize).unwrap_or_default() {
-            let Some(port) = read_num::<u32>(&d.join("net").join(&n).join("dev_port"))
+        for n in list(root, &d.join("net"), MAX_PORTS as usize).unwrap_or_default() {
+            let Some(port) = read_num::<u32>(root, &d.join("net").join(&n).join("dev_port"))
                 .unwrap_or(0)
                 .checked_add(1)
             else {
@@ -275,7 +278,7 @@ fn read_nic(
             netdevs.push((port, n));
         }
     }
-    let ports = list(&dir.join("ports"), MAX_PORTS as usize).unwrap_or_default();
+    let ports = list(root, &dir.join("ports"), MAX_PORTS as usize).unwrap_or_default();
     if ports.is_empty() {
         notes.push(format!("{name}: no port could be read"));
     }
@@ -287,10 +290,10 @@ fn read_nic(
         let pd = dir.join("ports").join(p.to_string());
         let mut port = NicPort {
             port: p,
-            state: read_attr(&pd.join("state")).map(|s| state_name(&s)),
-            phys_state: read_attr(&pd.join("phys_state")).map(|s| state_name(&s)),
-            rate_gbps: read_attr(&pd.join("rate")).and_then(|r| parse_rate(&r)),
-            link_layer: read_attr(&pd.join("link_layer")),
+            state: read_attr(root, &pd.join("state")).map(|s| state_name(&s)),
+            phys_state: read_attr(root, &pd.join("phys_state")).map(|s| state_name(&s)),
+            rate_gbps: read_attr(root, &pd.join("rate")).and_then(|r| parse_rate(&r)),
+            link_layer: read_attr(root, &pd.join("link_layer")),
             ..Default::default()
         };
         for (what, missing) in [
@@ -304,7 +307,7 @@ fn read_nic(
             }
         }
         for c in COUNTERS {
-            if let Some(v) = read_num::<u64>(&pd.join("counters").join(c)) {
+            if let Some(v) = read_num::<u64>(root, &pd.join("counters").join(c)) {
                 port.counters.insert(c.to_string(), v);
             }
         }
@@ -315,16 +318,16 @@ fn read_nic(
             .or_else(|| (netdevs.len() == 1 && ports.len() == 1).then(|| &netdevs[0]));
         if let Some((_, ifname)) = nd {
             let nd_dir = root.join("sys/class/net").join(ifname);
-            if let Some(v) = read_num::<u64>(&nd_dir.join(CARRIER_CHANGES)) {
+            if let Some(v) = read_num::<u64>(root, &nd_dir.join(CARRIER_CHANGES)) {
                 port.counters.insert(CARRIER_CHANGES.to_string(), v);
             }
             port.netdev = Some(NetDev {
                 name: ifname.clone(),
-                operstate: read_attr(&nd_dir.join("operstate")),
+                operstate: read_attr(root, &nd_dir.join("operstate")),
                 // -1 (link down) is not a speed.
-                speed_mbps: read_num::<i64>(&nd_dir.join("speed"))
+                speed_mbps: read_num::<i64>(root, &nd_dir.join("speed"))
                     .and_then(|s| u64::try_from(s).ok()),
-                mtu: read_num(&nd_dir.join("mtu")),
+                mtu: read_num(root, &nd_dir.join("mtu")),
             });
         }
         nic.ports.push(port);
@@ -334,18 +337,19 @@ fn read_nic(
 
 /// GPUDirect RDMA's kernel side, as NCCL looks for it.
 fn gdr(root: &Path) -> Gdr {
-    let peermem = read_attr(&root.join("sys/module/nvidia_peermem/version")).or_else(|| {
+    let peermem = read_attr(root, &root.join("sys/module/nvidia_peermem/version")).or_else(|| {
         // A module without a version file is still loaded.
         root.join("sys/module/nvidia_peermem")
             .is_dir()
             .then(|| "loaded".to_string())
     });
-    let memory_peers = list(&root.join("sys/kernel/mm/memory_peers"), 64)
+    let memory_peers = list(root, &root.join("sys/kernel/mm/memory_peers"), 64)
         .unwrap_or_default()
         .into_iter()
         .filter(|n| n.starts_with("nv_mem"))
         .find_map(|n| {
             read_attr(
+                root,
                 &root
                     .join("sys/kernel/mm/memory_peers")
                     .join(n)
