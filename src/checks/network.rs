@@ -321,6 +321,7 @@ fn gpu_paths(ctx: &Ctx, nics: &[&Nic], expect: &NetworkExpect) -> Vec<Finding> {
         )];
     }
     let mut out = Vec::new();
+    let mut served: Vec<String> = Vec::new();
     for g in &ctx.inventory.gpus {
         let sub = Subject::gpu(g.index);
         let expected = format!("a NIC at {} or nearer", want.label());
@@ -367,32 +368,42 @@ fn gpu_paths(ctx: &Ctx, nics: &[&Nic], expect: &NetworkExpect) -> Vec<Finding> {
                         )
                     },
                 ));
-                if near {
-                    for b in &n.acs_unknown {
-                        let mut x = na(
-                            Subject::bridge(b),
-                            "ACS redirect off",
-                            format!("ACS of bridge {b} between GPU {} and {} (its extended config space needs root)", g.index, n.name),
-                        );
-                        x.subject.nic = Some(n.name.clone());
-                        out.push(x);
-                    }
-                    for b in &n.acs_redirect {
-                        let mut x = finding(
-                            Status::Fail,
-                            Subject::bridge(b),
-                            "ACS redirect on",
-                            "ACS redirect off",
-                            format!(
-                                "bridge {b} between GPU {} and {} redirects peer traffic (ACS): GPUDirect RDMA detours through the root complex",
-                                g.index, n.name
-                            ),
-                        );
-                        x.subject.nic = Some(n.name.clone());
-                        out.push(x);
-                    }
+                // The NICs a GPU relies on, for the ACS of the bridges on their near paths
+                // (said once per bridge, below).
+                if near && !served.contains(&n.name) {
+                    served.push(n.name.clone());
                 }
             }
+        }
+    }
+    // Each bridge on a near path between a served NIC and its GPUs, once: its ACS is read on
+    // the NIC's paths, not one GPU's.
+    for n in nics.iter().filter(|n| served.contains(&n.name)) {
+        for b in &n.acs_unknown {
+            let mut x = na(
+                Subject::bridge(b),
+                "ACS redirect off",
+                format!(
+                    "ACS of bridge {b} between {} and its GPUs (its extended config space needs root)",
+                    n.name
+                ),
+            );
+            x.subject.nic = Some(n.name.clone());
+            out.push(x);
+        }
+        for b in &n.acs_redirect {
+            let mut x = finding(
+                Status::Fail,
+                Subject::bridge(b),
+                "ACS redirect on",
+                "ACS redirect off",
+                format!(
+                    "bridge {b} between {} and its GPUs redirects peer traffic (ACS): GPUDirect RDMA detours through the root complex",
+                    n.name
+                ),
+            );
+            x.subject.nic = Some(n.name.clone());
+            out.push(x);
         }
     }
     out
@@ -695,8 +706,9 @@ mod tests {
         let mut inv2 = inv.clone();
         inv2.fabric.as_mut().unwrap().nics[0].acs_redirect = vec!["0000:3e:00.0".into()];
         let f2 = failed(&judge(&inv2, suite, None));
-        assert_eq!(f2.len(), 4, "{f2:?}");
-        assert!(f2[0].starts_with("bridge 0000:3e:00.0 between GPU 0 and mlx5_0 redirects"));
+        // Said once for the NIC, not once per GPU that uses it.
+        assert_eq!(f2.len(), 3, "{f2:?}");
+        assert!(f2[2].starts_with("bridge 0000:3e:00.0 between mlx5_0 and its GPUs redirects"));
         // A GPU whose relation to the NICs is unknown is not available here, not "no NIC".
         let mut inv3 = inv.clone();
         for n in &mut inv3.fabric.as_mut().unwrap().nics {
@@ -948,7 +960,11 @@ mod tests {
         assert_eq!(sat.status, Status::Skip);
         assert_eq!(by("mlx5_3", Some(2), "is not up").status, Status::Warn);
         assert_eq!(by("mlx5_5", Some(1), "is not up").status, Status::Fail);
-        let acs = by("mlx5_6", None, "ACS of bridge 0000:76:00.0");
+        let acs = by(
+            "mlx5_6",
+            None,
+            "ACS of bridge 0000:76:00.0 between mlx5_6 and its GPUs",
+        );
         assert_eq!(acs.status, Status::Skip);
         assert_eq!(failed(&all).len(), 1, "{:#?}", failed(&all));
         // Where the suite states no fabric, a port down warns.
