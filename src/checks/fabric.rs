@@ -727,4 +727,63 @@ mod tests {
         let f = r0.join().unwrap().unwrap();
         assert_eq!(f[0].status, Status::Skip, "{f:#?}");
     }
+
+    #[test]
+    fn a_node_is_told_only_the_verdicts_about_it_and_the_fabrics() {
+        let loaded = crate::suite::load::load("h100-sxm-8").unwrap();
+        let inv = crate::testutil::simulated("h100-sxm-8", &[]).node;
+        let ctx = crate::testutil::ctx(&loaded.suite, &inv);
+        let c = cfg(10.0);
+        let facts = |extra: Vec<Fact>| {
+            let mut m = Measured::default();
+            m.facts.push(Fact::new(
+                "rank",
+                Subject::node_named("n1"),
+                FactValue::Count(0),
+            ));
+            m.facts.extend(extra);
+            evaluate(&c, &ctx, &m)
+        };
+        let text = |t: &str| FactValue::Text(t.into());
+        let warns = |f: &[Finding]| -> Vec<String> {
+            f.iter()
+                .filter(|x| x.status == Status::Warn)
+                .map(|x| x.reason.clone())
+                .collect()
+        };
+        // A link between two other nodes, a node another one cannot place: not n1's.
+        let f = facts(vec![
+            Fact::new(
+                LINK_FAULT,
+                Subject::node_pair("n2", "n3"),
+                text("n2 - n3 100 GB/s"),
+            ),
+            Fact::new(UNDECIDED, Subject::node_named("n4"), text("two nodes only")),
+        ]);
+        assert!(warns(&f).is_empty(), "{f:#?}");
+        // The same about n1: warned, named.
+        let f = facts(vec![
+            Fact::new(
+                LINK_FAULT,
+                Subject::node_pair("n1", "n3"),
+                text("n1 - n3 100 GB/s"),
+            ),
+            Fact::new(UNDECIDED, Subject::node_named("n1"), text("two nodes only")),
+        ]);
+        let w = warns(&f);
+        assert_eq!(w.len(), 2, "{f:#?}");
+        assert!(w[0].starts_with(
+            "link n1 - n3 is below the fabric floor while each node reaches it with others"
+        ));
+        assert!(w[1].starts_with("node n1 is in a slow pair, but the figures cannot say whether it is at fault: two nodes only"));
+        // A fabric-wide verdict warns every node.
+        let f = facts(vec![Fact::new(
+            FABRIC_FAULT,
+            Subject::node(),
+            text("no pair reaches 300"),
+        )]);
+        assert_eq!(warns(&f), ["the fabric as a whole: no pair reaches 300"]);
+        // Without its rank the node knows nothing to judge.
+        assert!(evaluate(&c, &ctx, &Measured::default()).is_empty());
+    }
 }
