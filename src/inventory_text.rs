@@ -175,13 +175,7 @@ fn network(s: &mut String, inv: &Inventory) {
         for g in 0..gpus {
             s.push_str(&format!("{:<6}", format!("GPU{g}")));
             for n in &f.nics {
-                let cell = n
-                    .gpu_paths
-                    .get(g)
-                    .copied()
-                    .flatten()
-                    .map(|p| p.label())
-                    .unwrap_or("?");
+                let cell = n.path_to(g).map_or("?", |p| p.label());
                 s.push_str(&format!("{cell:<9}"));
             }
             s.push('\n');

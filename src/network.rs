@@ -93,6 +93,21 @@ pub struct Nic {
     pub acs_unknown: Vec<String>,
 }
 
+impl Nic {
+    /// Its PCIe relation to GPU `g`, where known.
+    pub fn path_to(&self, g: usize) -> Option<PciePath> {
+        self.gpu_paths.get(g).copied().flatten()
+    }
+
+    /// The link layer of its first port, where the kernel names one nodecert knows.
+    pub fn link_layer(&self) -> Option<crate::suite::LinkLayer> {
+        self.ports
+            .first()
+            .and_then(|p| p.link_layer.as_deref())
+            .and_then(crate::suite::LinkLayer::of_kernel)
+    }
+}
+
 /// One port of an RDMA device.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]
 pub struct NicPort {
@@ -246,7 +261,7 @@ impl Fabric {
     /// when no relation to it is known.
     pub fn nearest<'a>(nics: &[&'a Nic], g: usize) -> Option<(&'a Nic, PciePath)> {
         nics.iter()
-            .filter_map(|n| Some((*n, (*n.gpu_paths.get(g)?)?)))
+            .filter_map(|n| Some((*n, n.path_to(g)?)))
             .min_by(|(a, pa), (b, pb)| pa.cmp(pb).then_with(|| a.name.cmp(&b.name)))
     }
 }

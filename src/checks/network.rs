@@ -11,7 +11,7 @@ use crate::backend::Backend;
 use crate::error::HwError;
 use crate::evidence::{Fact, FactValue, Finding, Status, Subject};
 use crate::network::{Fabric, Nic, NicPort};
-use crate::suite::{LinkLayer, NetworkCheck, NetworkExpect, PciePath};
+use crate::suite::{NetworkCheck, NetworkExpect, PciePath};
 
 pub struct Network(pub NetworkCheck);
 
@@ -21,18 +21,11 @@ pub fn fabric_nics<'a>(f: &'a Fabric, expect: &NetworkExpect) -> Vec<&'a Nic> {
     f.nics
         .iter()
         .filter(|n| !expect.excludes(&n.name))
-        .filter(|n| match (expect.link_layer, layer(n)) {
+        .filter(|n| match (expect.link_layer, n.link_layer()) {
             (Some(want), Some(have)) => want == have,
             _ => true,
         })
         .collect()
-}
-
-fn layer(n: &Nic) -> Option<LinkLayer> {
-    n.ports
-        .first()
-        .and_then(|p| p.link_layer.as_deref())
-        .and_then(LinkLayer::of_kernel)
 }
 
 fn na(subject: Subject, expected: impl Into<String>, what: String) -> Finding {

@@ -132,13 +132,7 @@ fn nic_cells(ev: &Evidence, g: usize, mismatches: &mut Vec<String>) -> Vec<TopoC
     f.nics
         .iter()
         .map(|n| {
-            let found = n
-                .gpu_paths
-                .get(g)
-                .copied()
-                .flatten()
-                .map(|p| p.label().to_string())
-                .unwrap_or_else(|| "?".into());
+            let found = n.path_to(g).map_or("?", |p| p.label()).to_string();
             let (expected, mismatch) = match (expect.gpu_nic_path, nearest) {
                 (Some(want), Some((near, path))) if near.name == n.name => {
                     (format!("{} or nearer", want.label()), path > want)
@@ -172,16 +166,7 @@ fn nic_rows(f: &crate::network::Fabric, gpus: usize) -> Vec<TopoRow> {
         .map(|n| TopoRow {
             label: n.name.clone(),
             cells: (0..gpus)
-                .map(|g| {
-                    plain(
-                        n.gpu_paths
-                            .get(g)
-                            .copied()
-                            .flatten()
-                            .map(|p| p.label().to_string())
-                            .unwrap_or_else(|| "?".into()),
-                    )
-                })
+                .map(|g| plain(n.path_to(g).map_or("?", |p| p.label()).to_string()))
                 .collect(),
             nic_cells: f
                 .nics

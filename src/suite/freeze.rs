@@ -174,13 +174,7 @@ fn node_table(inv: &Inventory) -> Table {
 fn network_table(inv: &Inventory) -> Option<Table> {
     use crate::suite::LinkLayer;
     let f = inv.fabric.as_ref()?;
-    let layer_of = |n: &crate::network::Nic| {
-        n.ports
-            .first()
-            .and_then(|p| p.link_layer.as_deref())
-            .and_then(LinkLayer::of_kernel)
-    };
-    let count = |l: LinkLayer| f.nics.iter().filter(|n| layer_of(n) == Some(l)).count();
+    let count = |l: LinkLayer| f.nics.iter().filter(|n| n.link_layer() == Some(l)).count();
     let layer = [LinkLayer::InfiniBand, LinkLayer::Ethernet]
         .into_iter()
         .filter(|l| count(*l) > 0)
@@ -188,7 +182,7 @@ fn network_table(inv: &Inventory) -> Option<Table> {
     let nics: Vec<&crate::network::Nic> = f
         .nics
         .iter()
-        .filter(|n| layer_of(n) == Some(layer))
+        .filter(|n| n.link_layer() == Some(layer))
         .collect();
     let mut t = Table::new();
     t["nic_count"] = int(nics.len() as i64);
