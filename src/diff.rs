@@ -725,6 +725,7 @@ mod tests {
             started_at: Utc::now(),
             duration_s: 0.0,
             remeasure: None,
+            unjudged: None,
         }
     }
 

@@ -15,7 +15,17 @@ use std::path::Path;
 /// 3: a finding's `subject` is a structured [`Subject`] (it was text) and a fact's `value` a
 /// typed [`FactValue`] (it was text). Files of versions 1 and 2 read into the new types; a
 /// signed file is verified on its bytes, so old certificates keep verifying.
-pub const FORMAT_VERSION: u32 = 3;
+///
+/// 4: a check record may say `unjudged`: the suite promised its judgement and it could not make
+/// one here, so the run is incomplete. Only evidence that holds such a record is written as
+/// version 4 ([`Evidence::update_verdict`]); the rest stays version 3, which every nodecert
+/// since version 3 reads. A nodecert that reads only up to 3 refuses a version-4 file rather
+/// than compute PASS from it without knowing what `unjudged` means.
+pub const FORMAT_VERSION: u32 = 4;
+/// The version written for evidence that needs nothing newer.
+pub const BASE_FORMAT_VERSION: u32 = 3;
+/// The version a record with `unjudged` needs.
+const UNJUDGED_FORMAT_VERSION: u32 = 4;
 pub const FORMAT_NAME: &str = "nodecert-evidence";
 /// File name of the evidence in a report folder.
 pub const EVIDENCE_FILE: &str = "evidence.json";
@@ -828,6 +838,11 @@ pub struct CheckRecord {
     pub started_at: DateTime<Utc>,
     /// Wall time of the check, seconds.
     pub duration_s: f64,
+    /// Set when the suite promised this check's judgement and it could not make one here
+    /// (the fabric of a multi-node job whose other nodes never came, or without the job's
+    /// key): why. Such a check's skip does not count as kept: the run is incomplete.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unjudged: Option<String>,
     /// The re-measure policy as applied: present when the suite allowed this check to measure
     /// again after a miss (`remeasure` above 0). The metrics, facts and findings above are those
     /// of the attempt that decided; the earlier ones are kept here.
@@ -1096,6 +1111,23 @@ impl Evidence {
         self.state == RunState::Complete && self.missing_checks().is_empty()
     }
 
+    /// Promised checks that ran but could not make the judgement promised of them (their
+    /// record's `unjudged`), with why.
+    pub fn unjudged(&self) -> Vec<(&str, &str)> {
+        let promised = self.promised();
+        self.checks
+            .iter()
+            .filter(|c| promised.contains(&c.id))
+            .filter_map(|c| c.unjudged.as_deref().map(|why| (c.id.as_str(), why)))
+            .collect()
+    }
+
+    /// Every promised judgement was made or was not the node's to make: finished, and no
+    /// promised check left unjudged.
+    pub fn kept_promise(&self) -> bool {
+        self.finished() && self.unjudged().is_empty()
+    }
+
     /// Whether any check made a judgement (a finding that is not a skip, or a measurement error).
     pub fn judged_anything(&self) -> bool {
         self.checks.iter().any(|c| {
@@ -1113,7 +1145,7 @@ impl Evidence {
         match self.worst() {
             Status::Error => Verdict::Error,
             Status::Fail => Verdict::Fail,
-            _ if !self.finished() => Verdict::Incomplete,
+            _ if !self.kept_promise() => Verdict::Incomplete,
             _ if !self.judged_anything() => Verdict::NothingJudged,
             _ => Verdict::Pass,
         }
@@ -1123,12 +1155,15 @@ impl Evidence {
     pub fn update_verdict(&mut self) {
         self.never_ran = self.missing_checks();
         self.verdict = self.assess();
+        if self.checks.iter().any(|c| c.unjudged.is_some()) {
+            self.format_version = self.format_version.max(UNJUDGED_FORMAT_VERSION);
+        }
     }
 
     /// Why this run cannot be signed as a plain certificate: it did not finish, or it judged
     /// nothing. `None` when it can (whatever its verdict: a failure is a result too).
     pub fn shortfall(&self) -> Option<Verdict> {
-        if !self.finished() {
+        if !self.kept_promise() {
             Some(Verdict::Incomplete)
         } else if self.assess() == Verdict::NothingJudged {
             Some(Verdict::NothingJudged)
@@ -1148,7 +1183,18 @@ impl Evidence {
             _ => {
                 let missing = self.missing_checks();
                 let promised = self.promised().len();
-                Some(if missing.is_empty() {
+                let unjudged = self.unjudged();
+                Some(if self.finished() && !unjudged.is_empty() {
+                    let what: Vec<String> = unjudged
+                        .iter()
+                        .map(|(id, why)| format!("{id} ({why})"))
+                        .collect();
+                    format!(
+                        "incomplete: {} of {promised} promised checks could not judge here: {}",
+                        unjudged.len(),
+                        what.join("; ")
+                    )
+                } else if missing.is_empty() {
                     "incomplete: the run did not finish (its evidence was never closed)".into()
                 } else {
                     format!(
@@ -1507,6 +1553,55 @@ mod tests {
             assert_eq!(s.label.as_deref(), Some(text), "{text}");
             assert_eq!(s.describe(), text);
         }
+    }
+
+    /// A promised check that could not judge (its record's `unjudged`) leaves the run
+    /// incomplete, whatever passed besides, and says so; the file then needs version 4. A
+    /// check that failed stays a failure (what was judged failed), marked incomplete on the page.
+    #[test]
+    fn a_promised_check_left_unjudged_makes_the_run_incomplete_and_the_file_version_4() {
+        let done = crate::testutil::simulated("h200-vm-1", &[]);
+        assert_eq!(
+            (done.assess(), done.format_version),
+            (Verdict::Pass, BASE_FORMAT_VERSION)
+        );
+        let mut ev = done.clone();
+        let id = ev.checks[1].id.clone();
+        ev.checks[1].unjudged = Some("not measured: rank 2 (n3) did not arrive within 3 s".into());
+        assert!(ev.finished() && !ev.kept_promise());
+        assert_eq!(
+            ev.unjudged(),
+            vec![(
+                id.as_str(),
+                "not measured: rank 2 (n3) did not arrive within 3 s"
+            )]
+        );
+        assert_eq!(ev.assess(), Verdict::Incomplete);
+        assert_eq!(ev.shortfall(), Some(Verdict::Incomplete));
+        assert_eq!(
+            ev.shortfall_text().unwrap(),
+            format!(
+                "incomplete: 1 of {} promised checks could not judge here: {id} (not measured: rank 2 (n3) did not arrive within 3 s)",
+                ev.promised().len()
+            )
+        );
+        ev.update_verdict();
+        assert_eq!((ev.verdict, ev.format_version), (Verdict::Incomplete, 4));
+        // Written and read back, it says the same.
+        let text = serde_json::to_string(&ev).unwrap();
+        let back: Evidence = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.assess(), Verdict::Incomplete);
+        // A record of a check the suite did not promise does not count.
+        let mut other = done.clone();
+        other.checks[1].id = "not.promised".into();
+        other.checks[1].unjudged = Some("why".into());
+        assert!(other.unjudged().is_empty());
+        // A failure elsewhere still wins: what was judged failed.
+        let mut failed = ev.clone();
+        failed.checks[0].status = Status::Fail;
+        assert_eq!(failed.assess(), Verdict::Fail);
+        let v = crate::report::view::build(&failed);
+        assert!(v.verdict.starts_with("FAIL, INCOMPLETE"), "{}", v.verdict);
     }
 
     /// The verdict from the records: every way a run can fall short of a pass, each with its

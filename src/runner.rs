@@ -33,7 +33,7 @@ pub fn new_evidence(
     let info = backend.info();
     Evidence {
         format: FORMAT_NAME.into(),
-        format_version: FORMAT_VERSION,
+        format_version: BASE_FORMAT_VERSION,
         nodecert_version: env!("CARGO_PKG_VERSION").into(),
         simulated: info.simulated,
         simulation,
@@ -162,7 +162,11 @@ pub fn run(
                 }
             }
         };
+        // A skip of a check whose judgement the suite promised wherever it runs (the fabric
+        // of a multi-node job) leaves the promise unkept.
+        let unjudged = (status == Status::Skip && check.skip_is_unkept()).then(|| summary.clone());
         let record = CheckRecord {
+            unjudged,
             id: check.id(),
             kind: check.kind().into(),
             title: check.title(),

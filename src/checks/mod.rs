@@ -145,6 +145,14 @@ pub trait Check {
     fn remeasure(&self) -> u32 {
         0
     }
+    /// Whether this check's skip leaves the suite's promise unkept (the run is then
+    /// incomplete, never a pass): for a check asked for where it should be able to run (the
+    /// fabric, asked with `--fabric` or enabled in the suite, but not measured because other
+    /// nodes never came). Most checks' skips say "not here" of the node itself (no peer pairs
+    /// on one GPU): kept.
+    fn skip_is_unkept(&self) -> bool {
+        false
+    }
 }
 
 /// The most raw samples a run records: each takes about 30 bytes of evidence, and the figures

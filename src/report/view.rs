@@ -833,7 +833,7 @@ pub fn build(ev: &Evidence) -> View {
 
     let overall = ev.assess();
     let mut verdict = overall.label().to_string();
-    if matches!(overall, Verdict::Fail | Verdict::Error) && !ev.finished() {
+    if matches!(overall, Verdict::Fail | Verdict::Error) && !ev.kept_promise() {
         verdict.push_str(", INCOMPLETE");
     }
     if ev.simulated {
