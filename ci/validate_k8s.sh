@@ -24,7 +24,9 @@ import json, sys, pathlib
 w = pathlib.Path(sys.argv[1])
 for f in ("real", "sim"):
     m = json.loads((w / f"{f}.json").read_text())
-    assert m["kind"] == "List" and len(m["items"]) == 2, m
+    kinds = [it["kind"] for it in m["items"]]
+    # With --fabric, a Secret holds the job's key between the Service and the Job.
+    assert m["kind"] == "List" and kinds == (["Service", "Secret", "Job"] if f == "sim" else ["Service", "Job"]), kinds
     for it in m["items"]:
         (w / f"{f}-{it['kind'].lower()}.json").write_text(json.dumps(it))
 sim = json.loads((w / "sim-job.json").read_text())
@@ -32,6 +34,12 @@ sim = json.loads((w / "sim-job.json").read_text())
 pod = sim["spec"]["template"]["spec"]
 assert "--fabric" in pod["containers"][0]["args"], pod
 assert pod["subdomain"] == "rehearsal", pod
+# ... and prove to each other that they belong to the job with the key the Secret holds.
+key = json.loads((w / "sim-secret.json").read_text())
+assert len(key["stringData"]["key"].strip()) == 64, key
+assert {"name": "fabric-key", "secret": {"secretName": "rehearsal-fabric-key", "defaultMode": 256}} in pod["volumes"], pod
+env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+assert env["NODECERT_FABRIC_KEY_FILE"] == "/etc/nodecert/fabric/key", env
 job = json.loads((w / "real-job.json").read_text())
 job["spec"]["completions"] = "sixteen"
 (w / "broken-job.json").write_text(json.dumps(job))
@@ -41,4 +49,4 @@ if python3 -m kubernetes_validate --strict --quiet "$work/broken-job.json" >/dev
   echo "validate_k8s.sh: a broken Job validated: the check cannot fail" >&2
   exit 1
 fi
-echo "validate_k8s.sh: the Job and Service manifests (GPU and simulated) validate against the Kubernetes schemas"
+echo "validate_k8s.sh: the Job, Service and Secret manifests (GPU and simulated) validate against the Kubernetes schemas"

@@ -18,6 +18,18 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// The job's key, as a file only its owner reads, at `job.key` in the test's folder.
+fn key_file(env: &Env, key: &str) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    let name = format!("{}.key", key.len());
+    let path = env.path(&name);
+    std::fs::write(&path, key).unwrap();
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    path.display().to_string()
+}
+
+const KEY: &str = "0123456789abcdef0123456789abcdef";
+
 /// `nodecert run h100-sxm-8 --simulate h100-sxm-8 --fabric` as rank `rank` of `size`.
 fn rank(
     env: &Env,
@@ -28,7 +40,23 @@ fn rank(
     suite: &str,
     faults: &[&str],
 ) -> Child {
+    rank_with_key(env, rank, size, port, job, suite, faults, KEY)
+}
+
+/// [`rank`], holding `key` as the job's key.
+#[allow(clippy::too_many_arguments)]
+fn rank_with_key(
+    env: &Env,
+    rank: usize,
+    size: usize,
+    port: u16,
+    job: &str,
+    suite: &str,
+    faults: &[&str],
+    key: &str,
+) -> Child {
     let name = format!("n{}", rank + 1);
+    let key = key_file(env, key);
     let mut c = Command::new(assert_cmd::cargo::cargo_bin("nodecert"));
     c.env_clear()
         .env("PATH", std::env::var_os("PATH").unwrap_or_default())
@@ -40,6 +68,7 @@ fn rank(
         .env("NODECERT_FABRIC_PORT", port.to_string())
         // The node names do not resolve here: rank 0 is reached on loopback.
         .env("NODECERT_FABRIC_ROOT", "127.0.0.1")
+        .env("NODECERT_FABRIC_KEY_FILE", key)
         .current_dir(env.path("."))
         .args(["run", suite, "--simulate", "h100-sxm-8", "--fabric", "-q"])
         .args(["--node-name", &name, "--seed", &(rank + 1).to_string()])
@@ -162,10 +191,11 @@ fn a_rank_that_never_starts_is_named_by_every_node_within_the_deadline() {
         .collect();
     for c in children {
         let o = c.wait_with_output().unwrap();
-        // Not this node's fault: its fabric is "not measured", its own checks stand.
+        // Not this node's fault: its fabric is "not measured", nothing failed; but the fabric
+        // it was asked to judge was not judged, so it is no pass either: incomplete (5).
         assert_eq!(
             o.status.code(),
-            Some(0),
+            Some(5),
             "{}",
             String::from_utf8_lossy(&o.stderr)
         );
@@ -179,6 +209,21 @@ fn a_rank_that_never_starts_is_named_by_every_node_within_the_deadline() {
         assert!(
             text.contains("rank 2 (n3) did not arrive within 3 s"),
             "{n}: {text}"
+        );
+        assert_eq!(ev["verdict"], "incomplete", "{n}");
+        assert_eq!(ev["format_version"], 4, "{n}");
+        let fabric = ev["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == "fabric")
+            .unwrap();
+        assert!(
+            fabric["unjudged"]
+                .as_str()
+                .unwrap()
+                .contains("not measured: "),
+            "{fabric}"
         );
     }
     // The fleet is not a pass: the node that never came is not tested.
@@ -231,4 +276,71 @@ fn a_simulated_fleet_measures_its_fabric_in_one_command() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
+}
+
+#[test]
+fn a_node_with_another_key_is_let_in_by_no_one_and_no_node_is_blamed() {
+    let env = Env::new();
+    env.write(
+        "quick.toml",
+        "format_version = 1\nname = \"quick\"\nextends = \"h100-sxm-8\"\n[checks.fabric]\ntimeout_s = 3\n",
+    );
+    let port = free_port();
+    let children: Vec<Child> = (0..2)
+        .map(|r| {
+            let key = if r == 1 {
+                "another job's key, long enough"
+            } else {
+                KEY
+            };
+            rank_with_key(&env, r, 2, port, "j3", "quick.toml", &[], key)
+        })
+        .collect();
+    for c in children {
+        let o = c.wait_with_output().unwrap();
+        assert_eq!(
+            o.status.code(),
+            Some(5),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    }
+    let n2 = read_json(&env.path("job/n2/evidence.json")).to_string();
+    assert!(
+        n2.contains("not trusted: could not prove it holds job"),
+        "{n2}"
+    );
+    let n1 = read_json(&env.path("job/n1/evidence.json")).to_string();
+    assert!(n1.contains("rank 1 (n2) did not arrive within 3 s"), "{n1}");
+    // A node whose key file others can read is not measured either, and says why.
+    let env = Env::new();
+    let path = key_file(&env, KEY);
+    std::fs::set_permissions(&path, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+    let o = env
+        .cmd()
+        .env("NODECERT_RANK", "1")
+        .env("NODECERT_WORLD_SIZE", "2")
+        .env("NODECERT_HOSTS", "n1,n2")
+        .env("NODECERT_JOB", "j4")
+        .env("NODECERT_FABRIC_KEY_FILE", &path)
+        .args([
+            "run",
+            "h100-sxm-8",
+            "--simulate",
+            "h100-sxm-8",
+            "--fabric",
+            "-q",
+            "--out",
+            "r",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(5),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let ev = read_json(&env.path("r/evidence.json")).to_string();
+    assert!(ev.contains("can be read by others (mode 0644)"), "{ev}");
 }

@@ -2,7 +2,7 @@
 //! on an ephemeral port, modelled pair figures instead of NCCL between real nodes.
 
 use nodecert::fabric::rendezvous::listen;
-use nodecert::fabric::{join, run_pairwise, serve, FabricError, Localised, World};
+use nodecert::fabric::{join, run_pairwise, serve, FabricError, JobKey, Localised, World};
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -30,6 +30,11 @@ fn world(rank: usize, size: usize, port: u16, job: &str) -> World {
     }
 }
 
+/// The job's key every rank of these tests holds.
+fn key() -> JobKey {
+    JobKey::new(b"job-7's key, as the rank's file would hold it").unwrap()
+}
+
 fn listener() -> (TcpListener, u16) {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = l.local_addr().unwrap().port();
@@ -51,8 +56,8 @@ fn cluster(n: usize, model: Model, floor: f64, within: Duration) -> Vec<(Outcome
             thread::spawn(move || {
                 let w = world(rank, n, port, "job-7");
                 let session = match &l {
-                    Some(l) => serve(l, &w, ID, deadline),
-                    None => join(&w, deadline),
+                    Some(l) => serve(l, &w, &key(), ID, deadline),
+                    None => join(&w, &key(), deadline),
                 };
                 let mut session = match session {
                     Ok(s) => s,
@@ -134,8 +139,8 @@ fn a_rank_that_never_arrives_is_named_within_the_deadline() {
     let within = Duration::from_secs(2);
     let t0 = Instant::now();
     let deadline = t0 + within;
-    let joiner = thread::spawn(move || join(&world(1, 4, port, "job-7"), deadline));
-    let e = serve(&l, &world(0, 4, port, "job-7"), ID, deadline).unwrap_err();
+    let joiner = thread::spawn(move || join(&world(1, 4, port, "job-7"), &key(), deadline));
+    let e = serve(&l, &world(0, 4, port, "job-7"), &key(), ID, deadline).unwrap_err();
     let took = t0.elapsed();
     assert_eq!(
         e.to_string(),
@@ -145,13 +150,113 @@ fn a_rank_that_never_arrives_is_named_within_the_deadline() {
         took >= within && took < within + Duration::from_secs(1),
         "{took:?}"
     );
-    // The rank that did arrive is told why, at once, not at its own deadline.
+    // The rank that did arrive is told why, at once, not at its own deadline, and the refusal
+    // says (as a field, not only in words) that rank 0 gave up on the job, not on this rank.
     let e = joiner.join().unwrap().unwrap_err();
     assert!(
         e.to_string()
             .contains("refused this rank: rank 0 gives up: ranks 2 (h2), 3 (h3)"),
         "{e}"
     );
+    assert!(
+        matches!(e, FabricError::Refused { gave_up: true, .. }),
+        "{e:?}"
+    );
+}
+
+/// Write one frame of the protocol by hand (as a stranger would).
+fn send_frame(s: &mut TcpStream, body: &str) {
+    s.write_all(&(body.len() as u32).to_be_bytes()).unwrap();
+    s.write_all(body.as_bytes()).unwrap();
+}
+
+/// Read one frame's body as text.
+fn read_frame(s: &mut TcpStream) -> String {
+    use std::io::Read;
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut body = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut body).unwrap();
+    String::from_utf8(body).unwrap()
+}
+
+#[test]
+fn a_rank_without_the_jobs_key_is_refused_and_cannot_take_a_ranks_place() {
+    let (l, port) = listener();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let server =
+        thread::spawn(move || serve(&l, &world(0, 3, port, "job-7"), &key(), ID, deadline));
+    // A rank of the right job with another key.
+    let wrong = JobKey::new(b"not job-7's key, but long enough").unwrap();
+    let e = join(&world(1, 3, port, "job-7"), &wrong, deadline).unwrap_err();
+    // Rank 0's proof does not hold for this key: rank 0 is not trusted, and nothing of it is.
+    assert!(
+        e.to_string()
+            .contains("not trusted: could not prove it holds job \"job-7\"'s key"),
+        "{e}"
+    );
+    assert!(matches!(e, FabricError::Untrusted { .. }), "{e:?}");
+    // A stranger who claims rank 1 and answers the challenge with a made-up proof.
+    let mut stranger = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    let nonce = "ab".repeat(32);
+    send_frame(
+        &mut stranger,
+        &format!(
+            r#"{{"kind":"hello","magic":"nodecert-fabric-2","job":"job-7","rank":1,"size":3,"nonce":"{nonce}"}}"#
+        ),
+    );
+    let challenge = read_frame(&mut stranger);
+    assert!(challenge.contains(r#""kind":"challenge""#), "{challenge}");
+    send_frame(
+        &mut stranger,
+        &format!(r#"{{"kind":"proof","proof":"{}"}}"#, "00".repeat(32)),
+    );
+    let refusal = read_frame(&mut stranger);
+    assert!(
+        refusal.contains("rank 1 could not prove it holds job \\\"job-7\\\"'s key"),
+        "{refusal}"
+    );
+    // The real ranks 1 and 2 still get in: the stranger took no place.
+    let r1 = thread::spawn(move || join(&world(1, 3, port, "job-7"), &key(), deadline));
+    let r2 = join(&world(2, 3, port, "job-7"), &key(), deadline).unwrap();
+    assert_eq!(r2.id(), ID);
+    assert_eq!(r1.join().unwrap().unwrap().id(), ID);
+    assert_eq!(server.join().unwrap().unwrap().size(), 3);
+}
+
+#[test]
+fn a_rank_0_that_does_not_prove_the_key_is_not_believed() {
+    // An impostor on rank 0's port: it hands out an id at once, or says it gives up.
+    for answer in [
+        format!(
+            r#"{{"kind":"welcome","job":"job-7","size":2,"id":"{}"}}"#,
+            "07".repeat(128)
+        ),
+        r#"{"kind":"refused","why":"rank 0 gives up: made up","gave_up":true}"#.to_string(),
+    ] {
+        let (l, port) = listener();
+        let impostor = thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let hello = read_frame(&mut s);
+            assert!(hello.contains(r#""kind":"hello""#), "{hello}");
+            send_frame(&mut s, &answer);
+            thread::sleep(Duration::from_millis(200));
+        });
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let e = join(&world(1, 2, port, "job-7"), &key(), deadline).unwrap_err();
+        // Heard, and named, but not believed: neither the id nor rank 0 giving up on the job.
+        match &e {
+            FabricError::Untrusted { detail, .. } => {
+                assert!(
+                    detail.contains("without proving it holds the job's key"),
+                    "{e}"
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        impostor.join().unwrap();
+    }
 }
 
 #[test]
@@ -160,7 +265,12 @@ fn rank_0_never_there_is_an_error_within_the_deadline() {
     let (l, port) = listener();
     drop(l);
     let t0 = Instant::now();
-    let e = join(&world(2, 3, port, "job-7"), t0 + Duration::from_secs(1)).unwrap_err();
+    let e = join(
+        &world(2, 3, port, "job-7"),
+        &key(),
+        t0 + Duration::from_secs(1),
+    )
+    .unwrap_err();
     let took = t0.elapsed();
     let text = e.to_string();
     assert!(
@@ -176,9 +286,9 @@ fn rank_0_never_there_is_an_error_within_the_deadline() {
 fn a_late_rank_0_is_waited_for() {
     let (l, port) = listener();
     let deadline = Instant::now() + Duration::from_secs(10);
-    let joiner = thread::spawn(move || join(&world(1, 2, port, "job-7"), deadline));
+    let joiner = thread::spawn(move || join(&world(1, 2, port, "job-7"), &key(), deadline));
     thread::sleep(Duration::from_millis(400));
-    let s0 = serve(&l, &world(0, 2, port, "job-7"), ID, deadline).unwrap();
+    let s0 = serve(&l, &world(0, 2, port, "job-7"), &key(), ID, deadline).unwrap();
     let s1 = joiner.join().unwrap().unwrap();
     assert_eq!((s0.rank(), s1.rank(), s1.size()), (0, 1, 2));
     assert_eq!(s1.id(), ID);
@@ -188,31 +298,32 @@ fn a_late_rank_0_is_waited_for() {
 fn wrong_job_and_duplicate_rank_are_refused_and_the_right_ranks_get_in() {
     let (l, port) = listener();
     let deadline = Instant::now() + Duration::from_secs(10);
-    let server = thread::spawn(move || serve(&l, &world(0, 3, port, "job-7"), ID, deadline));
-    let e = join(&world(1, 3, port, "job-8"), deadline).unwrap_err();
+    let server =
+        thread::spawn(move || serve(&l, &world(0, 3, port, "job-7"), &key(), ID, deadline));
+    let e = join(&world(1, 3, port, "job-8"), &key(), deadline).unwrap_err();
     assert!(
         e.to_string()
             .ends_with("refused this rank: job \"job-8\" is not this job (\"job-7\")"),
         "{e}"
     );
-    let e = join(&world(1, 4, port, "job-7"), deadline).unwrap_err();
+    let e = join(&world(1, 4, port, "job-7"), &key(), deadline).unwrap_err();
     assert!(
         e.to_string()
             .contains("world size 4 differs from rank 0's 3"),
         "{e}"
     );
-    let first = thread::spawn(move || join(&world(1, 3, port, "job-7"), deadline));
+    let first = thread::spawn(move || join(&world(1, 3, port, "job-7"), &key(), deadline));
     // Once rank 1 is in (waiting for rank 2), a second rank 1 is turned away at once.
     thread::sleep(Duration::from_millis(300));
     let t0 = Instant::now();
-    let e = join(&world(1, 3, port, "job-7"), deadline).unwrap_err();
+    let e = join(&world(1, 3, port, "job-7"), &key(), deadline).unwrap_err();
     assert!(
         e.to_string()
             .ends_with("refused this rank: rank 1 has already arrived"),
         "{e}"
     );
     assert!(t0.elapsed() < Duration::from_secs(2), "{e}");
-    let third = join(&world(2, 3, port, "job-7"), deadline).unwrap();
+    let third = join(&world(2, 3, port, "job-7"), &key(), deadline).unwrap();
     assert_eq!(third.id(), ID);
     assert_eq!(first.join().unwrap().unwrap().id(), ID);
     assert_eq!(server.join().unwrap().unwrap().size(), 3);
@@ -223,7 +334,8 @@ fn silent_and_garbage_peers_do_not_block_the_others() {
     let (l, port) = listener();
     let deadline = Instant::now() + Duration::from_secs(20);
     let t0 = Instant::now();
-    let server = thread::spawn(move || serve(&l, &world(0, 3, port, "job-7"), ID, deadline));
+    let server =
+        thread::spawn(move || serve(&l, &world(0, 3, port, "job-7"), &key(), ID, deadline));
     // Says nothing and stays connected.
     let _silent = TcpStream::connect(("127.0.0.1", port)).unwrap();
     // Speaks HTTP.
@@ -238,8 +350,8 @@ fn silent_and_garbage_peers_do_not_block_the_others() {
     let body = br#"{"kind":"data","seq":0,"value":1}"#;
     other.write_all(&(body.len() as u32).to_be_bytes()).unwrap();
     other.write_all(body).unwrap();
-    let r1 = thread::spawn(move || join(&world(1, 3, port, "job-7"), deadline));
-    let r2 = join(&world(2, 3, port, "job-7"), deadline).unwrap();
+    let r1 = thread::spawn(move || join(&world(1, 3, port, "job-7"), &key(), deadline));
+    let r2 = join(&world(2, 3, port, "job-7"), &key(), deadline).unwrap();
     assert_eq!(r2.id(), ID);
     assert!(r1.join().unwrap().is_ok());
     assert!(server.join().unwrap().is_ok());
@@ -257,8 +369,8 @@ fn a_rank_that_drops_mid_protocol_is_named() {
             thread::spawn(move || {
                 let w = world(rank, 3, port, "job-7");
                 let mut s = match &l {
-                    Some(l) => serve(l, &w, ID, deadline)?,
-                    None => join(&w, deadline)?,
+                    Some(l) => serve(l, &w, &key(), ID, deadline)?,
+                    None => join(&w, &key(), deadline)?,
                 };
                 if rank == 2 {
                     drop(s); // gone after the rendezvous, before the first round
@@ -290,8 +402,8 @@ fn a_rank_that_hangs_mid_protocol_is_named_within_the_deadline() {
             thread::spawn(move || {
                 let w = world(rank, 3, port, "job-7");
                 let mut s = match &l {
-                    Some(l) => serve(l, &w, ID, deadline)?,
-                    None => join(&w, deadline)?,
+                    Some(l) => serve(l, &w, &key(), ID, deadline)?,
+                    None => join(&w, &key(), deadline)?,
                 };
                 let mut measure = |_peer: usize| {
                     if rank == 2 {
@@ -361,8 +473,8 @@ fn the_pairs_of_one_round_finish_before_the_next_round_starts() {
             thread::spawn(move || {
                 let w = world(rank, n, port, "job-7");
                 let mut s = match &l {
-                    Some(l) => serve(l, &w, ID, deadline)?,
-                    None => join(&w, deadline)?,
+                    Some(l) => serve(l, &w, &key(), ID, deadline)?,
+                    None => join(&w, &key(), deadline)?,
                 };
                 let rounds = nodecert::fabric::pairwise::rounds(n);
                 let mut mine = rounds
@@ -420,8 +532,8 @@ fn sixty_four_ranks_meet_gather_and_broadcast() {
             thread::spawn(move || -> Result<(Option<Vec<Nic>>, String), FabricError> {
                 let w = world(rank, n, port, "job-7");
                 let mut s = match &l {
-                    Some(l) => serve(l, &w, ID, deadline)?,
-                    None => join(&w, deadline)?,
+                    Some(l) => serve(l, &w, &key(), ID, deadline)?,
+                    None => join(&w, &key(), deadline)?,
                 };
                 let mine = Nic {
                     rank,
@@ -450,11 +562,11 @@ fn a_value_of_the_wrong_shape_is_named() {
     let (l, port) = listener();
     let deadline = Instant::now() + Duration::from_secs(10);
     let leaf = thread::spawn(move || {
-        let mut s = join(&world(1, 2, port, "job-7"), deadline)?;
+        let mut s = join(&world(1, 2, port, "job-7"), &key(), deadline)?;
         s.gather("not a number".to_string(), deadline)?;
         s.broadcast::<u32>(None, deadline)
     });
-    let mut s = serve(&l, &world(0, 2, port, "job-7"), ID, deadline).unwrap();
+    let mut s = serve(&l, &world(0, 2, port, "job-7"), &key(), ID, deadline).unwrap();
     let e = s.gather(1u32, deadline).unwrap_err().to_string();
     assert!(
         e.starts_with("rank 1 (h1): sent a value of the wrong shape"),
@@ -496,9 +608,9 @@ fn under_a_scheduler() {
     let deadline = Instant::now() + Duration::from_secs(30);
     let mut s = if w.rank == 0 {
         let l = listen(&w).unwrap();
-        serve(&l, &w, ID, deadline).unwrap()
+        serve(&l, &w, &key(), ID, deadline).unwrap()
     } else {
-        join(&w, deadline).unwrap()
+        join(&w, &key(), deadline).unwrap()
     };
     let bw = |r: usize| -> f64 {
         if r == 2 {
@@ -547,8 +659,8 @@ fn rank_0_gets_the_figures_behind_the_verdicts() {
             thread::spawn(move || {
                 let w = world(rank, n, port, "job-7");
                 let mut s = match &l {
-                    Some(l) => serve(l, &w, ID, deadline)?,
-                    None => join(&w, deadline)?,
+                    Some(l) => serve(l, &w, &key(), ID, deadline)?,
+                    None => join(&w, &key(), deadline)?,
                 };
                 nodecert::fabric::run_pairwise_figures(
                     &mut s,

@@ -66,7 +66,11 @@ impl Check for MultiNode {
     }
 
     fn plan(&self, _ctx: &Ctx) -> Result<Vec<String>, String> {
-        plan_for(&self.0, world_from_env())
+        let plan = plan_for(&self.0, world_from_env())?;
+        // Without the job's key this node could not prove it belongs to the job.
+        fabric::JobKey::from_env(&|k| std::env::var(k).ok())
+            .map_err(|e| format!("not measured: {e}"))?;
+        Ok(plan)
     }
 
     fn measure(
@@ -78,7 +82,11 @@ impl Check for MultiNode {
         let (world, names) = world_from_env()
             .map_err(HwError::NotSupported)?
             .ok_or_else(|| HwError::NotSupported("not part of a multi-node job".into()))?;
-        measure_in(&self.0, &world, &names, ctx, backend, progress)
+        let key = match fabric::JobKey::from_env(&|k| std::env::var(k).ok()) {
+            Ok(k) => k,
+            Err(e) => return Ok(not_measured(format!("not measured: {e}"))),
+        };
+        measure_in(&self.0, &world, &names, &key, ctx, backend, progress)
     }
 
     fn samples(&self, _gpus: usize) -> (u64, String) {
@@ -87,6 +95,12 @@ impl Check for MultiNode {
 
     fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
         evaluate(&self.0, ctx, m)
+    }
+
+    /// The fabric is asked for by name (`--fabric`, or enabled in the suite): a fabric not
+    /// measured, for whatever reason, is a promise not kept.
+    fn skip_is_unkept(&self) -> bool {
+        true
     }
 }
 
@@ -131,6 +145,7 @@ pub fn measure_in(
     cfg: &FabricCheck,
     world: &World,
     names: &[String],
+    key: &fabric::JobKey,
     ctx: &Ctx,
     backend: &mut dyn Backend,
     progress: Progress,
@@ -141,19 +156,19 @@ pub fn measure_in(
     if let Err(HwError::NotSupported(why)) = &mine {
         return Ok(not_measured(format!("not available here: {why}")));
     }
-    match measure_job(cfg, world, names, ctx, mine, progress) {
+    match measure_job(cfg, world, names, key, ctx, mine, progress) {
         Ok(m) => Ok(m),
-        // Another node's absence or stop: this node could not be measured with it, and is not
-        // at fault (the missing node is, in its own evidence or by leaving none).
+        // Another node's absence or stop, rank 0 giving up on the job because others never
+        // came, or someone on rank 0's port who could not prove the job's key: this node could
+        // not be measured, and is not at fault (the missing node is, in its own evidence or by
+        // leaving none; a stranger or a key mix-up is for a person to look into).
         Err(
             e @ (fabric::FabricError::Missing { .. }
             | fabric::FabricError::Aborted { .. }
-            | fabric::FabricError::NoRoot { .. }),
+            | fabric::FabricError::NoRoot { .. }
+            | fabric::FabricError::Untrusted { .. }
+            | fabric::FabricError::Refused { gave_up: true, .. }),
         ) => Ok(not_measured(format!("not measured: {e}"))),
-        // Rank 0 turning the arrived ranks away because others never came (its own words).
-        Err(e @ fabric::FabricError::Refused { .. }) if matches!(&e, fabric::FabricError::Refused { why, .. } if why.starts_with("rank 0 gives up:")) => {
-            Ok(not_measured(format!("not measured: {e}")))
-        }
         Err(e) => Err(e.into()),
     }
 }
@@ -173,6 +188,7 @@ fn measure_job(
     cfg: &FabricCheck,
     world: &World,
     names: &[String],
+    key: &fabric::JobKey,
     ctx: &Ctx,
     mine: Result<f64, HwError>,
     progress: Progress,
@@ -197,9 +213,9 @@ fn measure_job(
                 h.finalize().to_vec()
             })
             .collect();
-        fabric::serve(&listener, world, &id, deadline)?
+        fabric::serve(&listener, world, key, &id, deadline)?
     } else {
-        fabric::join(world, deadline)?
+        fabric::join(world, key, deadline)?
     };
     let mine = match mine {
         Ok(v) if v.is_finite() && v >= 0.0 => v,
@@ -551,7 +567,8 @@ mod tests {
                     let c = cfg(timeout_s);
                     // The world reaches ranks by address; the evidence names the nodes.
                     let names: Vec<String> = (1..=size).map(|i| format!("n{i}")).collect();
-                    let r = measure_in(&c, &world, &names, &ctx, &mut b, &mut |_, _| {})
+                    let key = fabric::JobKey::new(b"the key of this test's job").unwrap();
+                    let r = measure_in(&c, &world, &names, &key, &ctx, &mut b, &mut |_, _| {})
                         .map(|m| evaluate(&c, &ctx, &m));
                     (rank, r)
                 })
@@ -699,7 +716,7 @@ mod tests {
     #[test]
     fn a_node_turned_away_for_its_own_reason_is_an_error_not_a_skip() {
         let port = free_port();
-        let run = |rank: usize, size: usize| {
+        let run = |rank: usize, size: usize, key: &'static str| {
             std::thread::spawn(move || {
                 let world = World {
                     rank,
@@ -714,18 +731,69 @@ mod tests {
                 let inv = b.inventory().unwrap();
                 let loaded = crate::suite::load::load("h100-sxm-8").unwrap();
                 let ctx = crate::testutil::ctx(&loaded.suite, &inv);
-                measure_in(&cfg(2.0), &world, &names, &ctx, &mut b, &mut |_, _| {})
-                    .map(|m| evaluate(&cfg(2.0), &ctx, &m))
+                let key = fabric::JobKey::new(key.as_bytes()).unwrap();
+                measure_in(
+                    &cfg(2.0),
+                    &world,
+                    &names,
+                    &key,
+                    &ctx,
+                    &mut b,
+                    &mut |_, _| {},
+                )
+                .map(|m| evaluate(&cfg(2.0), &ctx, &m))
             })
         };
-        let r0 = run(0, 2);
+        let key = "the key of this test's job";
+        let r0 = run(0, 2, key);
         // Rank 1 believes in a job of 3: rank 0 refuses it, for its own mistake.
-        let r1 = run(1, 3);
+        let r1 = run(1, 3, key);
         let e = r1.join().unwrap().unwrap_err().to_string();
         assert!(e.contains("refused"), "{e}");
         // Rank 0 waited for a rank 1 that never came right: not measured, not blamed.
         let f = r0.join().unwrap().unwrap();
         assert_eq!(f[0].status, Status::Skip, "{f:#?}");
+    }
+
+    #[test]
+    fn a_rank_0_without_the_nodes_key_leaves_the_node_not_measured_not_blamed() {
+        let port = free_port();
+        let run = |rank: usize, key: &'static str| {
+            std::thread::spawn(move || {
+                let world = World {
+                    rank,
+                    size: 2,
+                    hosts: vec!["127.0.0.1".into(); 2],
+                    job: "t".into(),
+                    port,
+                };
+                let names = vec!["n1".to_string(), "n2".to_string()];
+                let mut b =
+                    SimBackend::new(sim::load_node("h100-sxm-8").unwrap(), vec![], 1).unwrap();
+                let inv = b.inventory().unwrap();
+                let loaded = crate::suite::load::load("h100-sxm-8").unwrap();
+                let ctx = crate::testutil::ctx(&loaded.suite, &inv);
+                let key = fabric::JobKey::new(key.as_bytes()).unwrap();
+                measure_in(
+                    &cfg(1.0),
+                    &world,
+                    &names,
+                    &key,
+                    &ctx,
+                    &mut b,
+                    &mut |_, _| {},
+                )
+                .map(|m| evaluate(&cfg(1.0), &ctx, &m))
+            })
+        };
+        let r0 = run(0, "rank 0 was given this key");
+        let r1 = run(1, "and rank 1 another one");
+        for (who, r) in [("rank 0", r0), ("rank 1", r1)] {
+            let f = r.join().unwrap().unwrap();
+            assert_eq!(f.len(), 1, "{who}: {f:#?}");
+            assert_eq!(f[0].status, Status::Skip, "{who}: {f:#?}");
+            assert!(f[0].reason.starts_with("not measured: "), "{who}: {f:#?}");
+        }
     }
 
     #[test]

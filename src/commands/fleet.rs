@@ -309,7 +309,18 @@ fn run_fabric(
 ) -> Result<()> {
     let exe = std::env::current_exe()
         .map_err(|e| input(format!("cannot find this nodecert binary: {e}")))?;
-    crate::fsio::write::Dir::create_all(out).map_err(|e| super::output::dir_error(out, e))?;
+    let dir =
+        crate::fsio::write::Dir::create_all(out).map_err(|e| super::output::dir_error(out, e))?;
+    // The job's key, new for this run, the owner's alone: its nodes prove they belong to it.
+    let key_name = std::ffi::OsStr::new(".fabric-key");
+    let key = crate::fabric::JobKey::generate().map_err(input)?;
+    dir.replace_with(key_name, 0o600, |f| {
+        std::io::Write::write_all(f, key.as_bytes())
+    })
+    .map_err(|source| Error::Write {
+        path: out.join(key_name),
+        source,
+    })?;
     // A free port for rank 0: asked of the system, then handed to the job.
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -333,6 +344,7 @@ fn run_fabric(
             .env("NODECERT_JOB", &job)
             .env("NODECERT_FABRIC_PORT", port.to_string())
             .env("NODECERT_FABRIC_ROOT", "127.0.0.1")
+            .env(crate::fabric::key::KEY_ENV, out.join(key_name))
             .stdout(std::process::Stdio::piped())
             .stderr(std::process::Stdio::piped());
         for (_, f) in faults.iter().filter(|(n, _)| n == name) {
@@ -364,6 +376,8 @@ fn run_fabric(
             (name, out)
         })
         .collect();
+    // The job is over: its key serves no one now.
+    let _ = dir.remove(key_name);
     for (name, o) in waited {
         let o = o.map_err(|e| input(format!("node {name}: {e}")))?;
         let text = String::from_utf8_lossy(&o.stdout);
@@ -479,7 +493,13 @@ pub fn cmd_k8s(job: fleet::k8s::Job, out: Option<&Path>) -> Result<u8> {
     match out {
         None => crate::out!("{text}"),
         Some(p) => {
-            crate::fsio::write::replace(p, text.as_bytes()).map_err(|source| Error::Write {
+            // With the fabric the manifests hold the job's key: the owner's alone.
+            let write = if job.fabric {
+                crate::fsio::write::replace_private
+            } else {
+                crate::fsio::write::replace
+            };
+            write(p, text.as_bytes()).map_err(|source| Error::Write {
                 path: p.to_path_buf(),
                 source,
             })?;

@@ -3,6 +3,7 @@
 //! One nodecert runs on each node of a scheduler job (Slurm or a Kubernetes Indexed Job). This
 //! module is the control protocol between them, and it needs no GPU:
 //! - [`world`]: who am I (rank, world size, the host of each rank, the job, a job-scoped port);
+//! - [`key`]: the job's key, which every rank proves it holds before it is let in;
 //! - [`rendezvous`]: rank 0 creates the NCCL unique id and serves it to every rank over TCP,
 //!   then keeps the connections as a control channel ([`rendezvous::Session`]: gather and
 //!   broadcast of JSON values, every wait bounded by a deadline);
@@ -18,12 +19,14 @@
 //! and is tested on loopback with modelled figures.
 
 pub mod flow;
+pub mod key;
 pub mod localise;
 pub mod pairwise;
 pub mod rendezvous;
 pub mod world;
 
 pub use flow::{run_pairwise, run_pairwise_figures, Pairwise};
+pub use key::JobKey;
 pub use localise::{Localised, PairResult};
 pub use rendezvous::{join, serve, Session};
 pub use world::{job_port, World};
@@ -60,6 +63,9 @@ pub enum FabricError {
         by: String,
         /// Its reason.
         why: String,
+        /// True when rank 0, having proven it holds the job's key, gave up on the whole job
+        /// (other ranks never arrived): not this rank's fault.
+        gave_up: bool,
     },
     /// A rank stopped the run and said why (its measurement failed, a peer dropped).
     #[error("{by} stopped the run: {why}")]
@@ -68,6 +74,15 @@ pub enum FabricError {
         by: String,
         /// Its reason.
         why: String,
+    },
+    /// Whoever answered on rank 0's port did not prove it holds the job's key: nothing it said
+    /// is believed (a stranger, another job, or nodes given different keys).
+    #[error("{who}: not trusted: {detail}")]
+    Untrusted {
+        /// Who answered ("rank 0 at n1:29731").
+        who: String,
+        /// What it did.
+        detail: String,
     },
     /// A peer dropped, timed out mid-message, or sent something that is not the protocol.
     #[error("{who}: {detail}")]

@@ -3,12 +3,17 @@
 //! Rank 0 listens on the job's port ([`listen`]) and [`serve`]s; every other rank [`join`]s,
 //! retrying until rank 0 is up. On the wire: frames of a 4-byte big-endian length (at most
 //! [`MAX_FRAME`]) and a JSON message. A joining rank's first frame is a hello
-//! `{"kind":"hello","magic":"nodecert-fabric-1","job":..,"rank":..,"size":..}`; rank 0 refuses
-//! (and closes) a hello from another job, a duplicate rank, a rank out of range or another
-//! world size, and keeps waiting for the right ranks. When every rank has said hello, rank 0
-//! sends each the id. A connection that says nothing, or garbage, is handled on its own thread
-//! with its own read deadline, so it never holds up the others.
+//! `{"kind":"hello","magic":"nodecert-fabric-2","job":..,"rank":..,"size":..,"nonce":..}`;
+//! rank 0 refuses (and closes) a hello from another job, a rank out of range or another world
+//! size. Then both prove they hold the job's key ([`super::key`]): rank 0 answers with a
+//! challenge (its own nonce and its proof over the rank's), the rank with its proof over rank
+//! 0's. A rank that cannot prove it is refused; a rank 0 that cannot is not trusted and the
+//! rank stops. Only a proven rank counts as arrived, so a stranger cannot take a rank's place
+//! (a second proven hello for a rank is refused). When every rank has arrived, rank 0 sends each
+//! the id. A connection that says nothing, or garbage, is handled on its own thread with its
+//! own read deadline, so it never holds up the others.
 
+use super::key::{self, JobKey, Role};
 use super::world::{who, World};
 use super::FabricError;
 use serde::de::DeserializeOwned;
@@ -19,7 +24,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// The protocol's name and version, in every hello.
-pub const MAGIC: &str = "nodecert-fabric-1";
+pub const MAGIC: &str = "nodecert-fabric-2";
 /// The largest frame, in bytes (the length prefix excluded).
 pub const MAX_FRAME: usize = 1 << 20;
 /// The largest unique id, in bytes (NCCL's is 128).
@@ -52,6 +57,20 @@ enum Msg {
         rank: usize,
         /// The world size it was given.
         size: usize,
+        /// A fresh random nonce, in hex, that rank 0's proof must cover.
+        nonce: String,
+    },
+    /// Rank 0 proves it holds the job's key, and asks the rank to prove it too.
+    Challenge {
+        /// Rank 0's fresh nonce, in hex, that the rank's proof must cover.
+        nonce: String,
+        /// Rank 0's proof ([`JobKey::proof`], [`Role::Root`]), in hex.
+        proof: String,
+    },
+    /// The joining rank's proof ([`Role::Rank`]), in hex.
+    Proof {
+        /// The proof, in hex.
+        proof: String,
     },
     /// Rank 0 lets the rank in and hands it the id.
     Welcome {
@@ -66,6 +85,10 @@ enum Msg {
     Refused {
         /// Why.
         why: String,
+        /// True when rank 0 gives up on the whole job (other ranks never arrived), not on this
+        /// rank for a mistake of its own.
+        #[serde(default)]
+        gave_up: bool,
     },
     /// A value of a gather or a broadcast.
     Data {
@@ -233,13 +256,26 @@ pub fn listen(world: &World) -> Result<TcpListener, FabricError> {
     })
 }
 
-/// Whether a hello may join this world, given which ranks are already in; `Ok(rank)` if so.
-fn check_hello(msg: &Msg, world: &World, arrived: &[bool]) -> Result<usize, String> {
+/// What a hello claims, once it is known to be one of this protocol.
+#[derive(Debug, Clone, PartialEq)]
+struct Claim {
+    job: String,
+    rank: usize,
+    size: usize,
+    /// The rank's nonce, [`key::NONCE_BYTES`] bytes.
+    nonce: Vec<u8>,
+}
+
+/// A hello of this protocol: the right magic and a nonce. What it claims is checked only once
+/// its sender has proven the key ([`check_claim`]), so that a refusal for a wrong job, size or
+/// rank comes from a rank 0 the rank can trust.
+fn parse_hello(msg: &Msg) -> Result<Claim, String> {
     let Msg::Hello {
         magic,
         job,
         rank,
         size,
+        nonce,
     } = msg
     else {
         return Err("the first message must be a hello".into());
@@ -250,61 +286,131 @@ fn check_hello(msg: &Msg, world: &World, arrived: &[bool]) -> Result<usize, Stri
             crate::console::visible(magic)
         ));
     }
-    if *job != world.job {
+    let nonce = hex::decode(nonce)
+        .ok()
+        .filter(|n| n.len() == key::NONCE_BYTES)
+        .ok_or_else(|| format!("the hello's nonce is not {} bytes in hex", key::NONCE_BYTES))?;
+    Ok(Claim {
+        job: job.clone(),
+        rank: *rank,
+        size: *size,
+        nonce,
+    })
+}
+
+/// Whether a (proven) claim may join this world, whichever ranks are in; `Ok(rank)` if so.
+fn check_claim(c: &Claim, world: &World) -> Result<usize, String> {
+    if c.job != world.job {
         return Err(format!(
             "job {:?} is not this job ({:?})",
-            crate::console::visible(job),
+            crate::console::visible(&c.job),
             world.job
         ));
     }
-    if *size != world.size {
+    if c.size != world.size {
         return Err(format!(
-            "world size {size} differs from rank 0's {}",
-            world.size
+            "world size {} differs from rank 0's {}",
+            c.size, world.size
         ));
     }
-    if *rank == 0 || *rank >= world.size {
+    if c.rank == 0 || c.rank >= world.size {
         return Err(format!(
-            "rank {rank} cannot join (ranks 1 to {} join rank 0)",
+            "rank {} cannot join (ranks 1 to {} join rank 0)",
+            c.rank,
             world.size - 1
         ));
     }
-    if arrived.get(*rank).copied().unwrap_or(false) {
-        return Err(format!("rank {rank} has already arrived"));
-    }
-    Ok(*rank)
+    Ok(c.rank)
 }
 
-/// One new connection's hello, as its thread read it.
-type Greeting = (TcpStream, Result<Msg, ReadFail>);
+/// How a new connection's handshake ended, when it did not prove a rank.
+#[derive(Debug, Clone, PartialEq)]
+enum Turned {
+    /// Refuse it with this reason (if it can still hear).
+    Refuse(String),
+    /// Close it: it fell silent or hung up.
+    Drop,
+}
 
-/// Read a new connection's hello on a thread of its own, until `until`, and hand it to `tx`.
-/// `false` when no thread could be started (the connection is then closed).
-fn greet(stream: TcpStream, until: Instant, tx: mpsc::Sender<Greeting>) -> bool {
+/// One new connection, as its thread left it: the rank it proved, or why not.
+type Greeting = (TcpStream, Result<usize, Turned>);
+
+/// Rank 0's side of one connection's handshake, until `until`: the hello, rank 0's challenge
+/// (its proof over what the hello claims), the rank's proof, then the claim checked against
+/// this world. `Ok(rank)` once the rank has proven it holds `key` and may join.
+fn handshake(
+    stream: &mut TcpStream,
+    world: &World,
+    key: &JobKey,
+    until: Instant,
+) -> Result<usize, Turned> {
+    let turned = |e: ReadFail| match e {
+        ReadFail::Bad(why) => Turned::Refuse(why),
+        _ => Turned::Drop,
+    };
+    stream
+        .set_nonblocking(false)
+        .map_err(|e| Turned::Refuse(e.to_string()))?;
+    let hello = read_msg(stream, MAX_HELLO, until).map_err(turned)?;
+    let c = parse_hello(&hello).map_err(Turned::Refuse)?;
+    let mine = key::nonce().map_err(Turned::Refuse)?;
+    let challenge = Msg::Challenge {
+        nonce: hex::encode(mine),
+        proof: hex::encode(key.proof(Role::Root, &c.job, c.rank, c.size, &c.nonce, &mine)),
+    };
+    send(stream, &challenge, until).map_err(|_| Turned::Drop)?;
+    match read_msg(stream, MAX_HELLO, until).map_err(turned)? {
+        Msg::Proof { proof } => {
+            let given = hex::decode(&proof).unwrap_or_default();
+            if key.verify(Role::Rank, &c.job, c.rank, c.size, &mine, &c.nonce, &given) {
+                check_claim(&c, world).map_err(Turned::Refuse)
+            } else {
+                Err(Turned::Refuse(format!(
+                    "rank {} could not prove it holds job {:?}'s key (another job's key, or \
+                     not a node of this job)",
+                    c.rank,
+                    crate::console::visible(&c.job)
+                )))
+            }
+        }
+        other => Err(Turned::Refuse(format!(
+            "answered the challenge with {} instead of a proof",
+            kind(&other)
+        ))),
+    }
+}
+
+/// Run a new connection's handshake on a thread of its own, until `until`, and hand the result
+/// to `tx`. `false` when no thread could be started (the connection is then closed).
+fn greet(
+    stream: TcpStream,
+    job: std::sync::Arc<(World, JobKey)>,
+    until: Instant,
+    tx: mpsc::Sender<Greeting>,
+) -> bool {
     std::thread::Builder::new()
         .name("fabric-hello".into())
         .spawn(move || {
             let mut stream = stream;
-            let got = stream
-                .set_nonblocking(false)
-                .map_err(|e| ReadFail::Bad(e.to_string()))
-                .and_then(|()| read_msg(&mut stream, MAX_HELLO, until));
+            let got = handshake(&mut stream, &job.0, &job.1, until);
             // Rank 0 may have given up already: then nobody listens, and that is fine.
             let _ = tx.send((stream, got));
         })
         .is_ok()
 }
 
-/// Rank 0: wait until every rank 1..size has said hello on `listener`, then send each the
-/// `id` (at most [`MAX_ID`] bytes, opaque). Ranks that have not arrived by `deadline` are
-/// named in the error, and the ranks that did arrive are told why they are turned away.
+/// Rank 0: wait until every rank 1..size has said hello on `listener` and proven it holds
+/// `key`, then send each the `id` (at most [`MAX_ID`] bytes, opaque). Ranks that have not
+/// arrived by `deadline` are named in the error, and the ranks that did arrive are told that
+/// rank 0 gives up.
 pub fn serve(
     listener: &TcpListener,
     world: &World,
+    key: &JobKey,
     id: &[u8],
     deadline: Instant,
 ) -> Result<Session, FabricError> {
-    let out = serve_polling(listener, world, id, deadline);
+    let out = serve_polling(listener, world, key, id, deadline);
     // The listener was polled; hand it back as it came (blocking), whatever happened.
     let _ = listener.set_nonblocking(false);
     out
@@ -313,6 +419,7 @@ pub fn serve(
 fn serve_polling(
     listener: &TcpListener,
     world: &World,
+    key: &JobKey,
     id: &[u8],
     deadline: Instant,
 ) -> Result<Session, FabricError> {
@@ -342,6 +449,9 @@ fn serve_polling(
     let mut waiting = world.size - 1;
     let (tx, rx) = mpsc::channel::<Greeting>();
     let mut pending = 0usize;
+    // What every handshake thread reads (a world may hold 100,000 host names: shared, not
+    // copied per connection).
+    let shared = std::sync::Arc::new((world.clone(), key.clone()));
     while waiting > 0 {
         if Instant::now() >= deadline {
             let missing: Vec<(usize, String)> = (1..world.size)
@@ -355,6 +465,7 @@ fn serve_polling(
             };
             let why = Msg::Refused {
                 why: format!("rank 0 gives up: {err}"),
+                gave_up: true,
             };
             for s in streams.iter_mut().flatten() {
                 send_brief(s, &why);
@@ -369,7 +480,7 @@ fn serve_polling(
                 Ok((stream, _)) if pending < MAX_PENDING => {
                     progressed = true;
                     let until = deadline.min(Instant::now() + HELLO_WAIT);
-                    if greet(stream, until, tx.clone()) {
+                    if greet(stream, shared.clone(), until, tx.clone()) {
                         pending += 1;
                     }
                 }
@@ -387,17 +498,33 @@ fn serve_polling(
         for (mut stream, got) in greetings {
             pending = pending.saturating_sub(1);
             match got {
-                Ok(msg) => match check_hello(&msg, world, &arrived) {
-                    Ok(rank) => {
-                        arrived[rank] = true;
-                        streams[rank] = Some(stream);
-                        waiting -= 1;
-                    }
-                    Err(why) => send_brief(&mut stream, &Msg::Refused { why }),
-                },
-                // Garbage: refuse it, if it can still hear. Silence or a hang-up: close it.
-                Err(ReadFail::Bad(why)) => send_brief(&mut stream, &Msg::Refused { why }),
-                Err(_) => drop(stream),
+                Ok(rank) if arrived[rank] => {
+                    let why = format!("rank {rank} has already arrived");
+                    send_brief(
+                        &mut stream,
+                        &Msg::Refused {
+                            why,
+                            gave_up: false,
+                        },
+                    );
+                }
+                Ok(rank) => {
+                    arrived[rank] = true;
+                    streams[rank] = Some(stream);
+                    waiting -= 1;
+                }
+                // A mistake or garbage: refuse it, if it can still hear. Silence or a hang-up:
+                // close it.
+                Err(Turned::Refuse(why)) => {
+                    send_brief(
+                        &mut stream,
+                        &Msg::Refused {
+                            why,
+                            gave_up: false,
+                        },
+                    );
+                }
+                Err(Turned::Drop) => drop(stream),
             }
         }
     }
@@ -458,8 +585,9 @@ fn resolve(host: &str, port: u16, deadline: Instant) -> Result<Vec<SocketAddr>, 
 }
 
 /// Any other rank: reach rank 0 at `hosts[0]:port` (retrying refusals and unknown names until
-/// `deadline`: rank 0 may start later), say hello, and wait for the id.
-pub fn join(world: &World, deadline: Instant) -> Result<Session, FabricError> {
+/// `deadline`: rank 0 may start later), say hello, prove with rank 0 that both hold `key`, and
+/// wait for the id.
+pub fn join(world: &World, key: &JobKey, deadline: Instant) -> Result<Session, FabricError> {
     world.check().map_err(FabricError::Invalid)?;
     if world.rank == 0 {
         return Err(FabricError::Invalid(
@@ -475,11 +603,16 @@ pub fn join(world: &World, deadline: Instant) -> Result<Session, FabricError> {
         seconds,
         last,
     };
+    let mine = key::nonce().map_err(|detail| FabricError::Local {
+        what: "cannot make a nonce for the hello".into(),
+        detail,
+    })?;
     let hello = Msg::Hello {
         magic: MAGIC.into(),
         job: world.job.clone(),
         rank: world.rank,
         size: world.size,
+        nonce: hex::encode(mine),
     };
     let mut last = String::from("never tried");
     let mut stream = loop {
@@ -506,7 +639,78 @@ pub fn join(world: &World, deadline: Instant) -> Result<Session, FabricError> {
         }
         std::thread::sleep(RETRY.min(deadline.saturating_duration_since(Instant::now())));
     };
-    match read_msg(&mut stream, MAX_FRAME, deadline) {
+    // Rank 0 proves it holds the key before this rank proves it does, and before anything it
+    // says is believed.
+    let mut first = read_msg(&mut stream, MAX_FRAME, deadline);
+    if let Ok(Msg::Challenge { nonce, proof }) = &first {
+        let theirs = hex::decode(nonce).unwrap_or_default();
+        let given = hex::decode(proof).unwrap_or_default();
+        if theirs.len() != key::NONCE_BYTES
+            || !key.verify(
+                Role::Root,
+                &world.job,
+                world.rank,
+                world.size,
+                &mine,
+                &theirs,
+                &given,
+            )
+        {
+            return Err(FabricError::Untrusted {
+                who: by,
+                detail: format!(
+                    "could not prove it holds job {:?}'s key (another job's rank 0 on this \
+                     port, a stranger, or the nodes were given different keys)",
+                    world.job
+                ),
+            });
+        }
+        let proof = Msg::Proof {
+            proof: hex::encode(key.proof(
+                Role::Rank,
+                &world.job,
+                world.rank,
+                world.size,
+                &theirs,
+                &mine,
+            )),
+        };
+        if let Err(detail) = send(&mut stream, &proof, deadline) {
+            return Err(FabricError::Peer {
+                who: by,
+                detail: format!("could not be sent this rank's proof: {detail}"),
+            });
+        }
+        first = read_msg(&mut stream, MAX_FRAME, deadline);
+        return welcome(world, by, stream, first, seconds, true);
+    }
+    welcome(world, by, stream, first, seconds, false)
+}
+
+/// What rank 0 answered last in a [`join`]: the id, or why not. `proven`: whether rank 0 has
+/// proven it holds the key (only then is its word that it gives up on the job believed).
+fn welcome(
+    world: &World,
+    by: String,
+    stream: TcpStream,
+    got: Result<Msg, ReadFail>,
+    seconds: f64,
+    proven: bool,
+) -> Result<Session, FabricError> {
+    match got {
+        Ok(Msg::Welcome { .. }) if !proven => Err(FabricError::Untrusted {
+            who: by,
+            detail: "sent an id without proving it holds the job's key".into(),
+        }),
+        // A refusal before any proof: a hello rank 0 could not read (another version of
+        // nodecert), or a stranger on its port. Heard, not believed.
+        Ok(Msg::Refused { why, .. }) if !proven => Err(FabricError::Untrusted {
+            who: by,
+            detail: format!(
+                "refused this rank without proving it holds the job's key: {}",
+                crate::console::visible(&why)
+            ),
+        }),
         Ok(Msg::Welcome { job, size, id }) => {
             if job != world.job || size != world.size {
                 return Err(FabricError::Peer {
@@ -535,10 +739,14 @@ pub fn join(world: &World, deadline: Instant) -> Result<Session, FabricError> {
                 broken: None,
             })
         }
-        Ok(Msg::Refused { why }) => Err(FabricError::Refused { by, why }),
+        Ok(Msg::Refused { why, gave_up }) => Err(FabricError::Refused { by, why, gave_up }),
         Ok(other) => Err(FabricError::Peer {
             who: by,
-            detail: format!("answered the hello with {} instead of the id", kind(&other)),
+            detail: format!(
+                "answered the hello with {} instead of {}",
+                kind(&other),
+                if proven { "the id" } else { "a challenge" }
+            ),
         }),
         Err(ReadFail::Timeout) => Err(FabricError::Peer {
             who: by,
@@ -560,6 +768,8 @@ fn kind(m: &Msg) -> &'static str {
         Msg::Hello { .. } => "a hello",
         Msg::Welcome { .. } => "a welcome",
         Msg::Refused { .. } => "a refusal",
+        Msg::Challenge { .. } => "a challenge",
+        Msg::Proof { .. } => "a proof",
         Msg::Data { .. } => "data",
         Msg::Abort { .. } => "an abort",
     }
@@ -813,29 +1023,47 @@ mod tests {
             job: job.into(),
             rank,
             size,
+            nonce: hex::encode([7u8; key::NONCE_BYTES]),
         }
+    }
+
+    pub(crate) fn test_key() -> JobKey {
+        JobKey::new(b"the job key of the rendezvous tests").unwrap()
     }
 
     #[test]
     fn hellos_are_checked() {
         let w = world(0, 4, 1);
-        let mut arrived = vec![false; 4];
-        assert_eq!(check_hello(&hello("job-1", 2, 4), &w, &arrived), Ok(2));
-        arrived[2] = true;
-        let e = |m: Msg, a: &[bool]| check_hello(&m, &w, a).unwrap_err();
-        assert!(e(hello("job-1", 2, 4), &arrived).contains("rank 2 has already arrived"));
-        assert!(e(hello("job-2", 1, 4), &arrived).contains("job \"job-2\" is not this job"));
-        assert!(e(hello("job-1", 4, 4), &arrived).contains("rank 4 cannot join"));
-        assert!(e(hello("job-1", 0, 4), &arrived).contains("rank 0 cannot join"));
-        assert!(e(hello("job-1", 1, 5), &arrived).contains("world size 5 differs"));
+        let check = |m: &Msg| parse_hello(m).and_then(|c| check_claim(&c, &w));
+        assert_eq!(check(&hello("job-1", 2, 4)), Ok(2));
+        assert_eq!(
+            parse_hello(&hello("job-1", 2, 4)).unwrap().nonce,
+            vec![7u8; key::NONCE_BYTES]
+        );
+        let e = |m: Msg| check(&m).unwrap_err();
+        assert!(e(hello("job-2", 1, 4)).contains("job \"job-2\" is not this job"));
+        assert!(e(hello("job-1", 4, 4)).contains("rank 4 cannot join"));
+        assert!(e(hello("job-1", 0, 4)).contains("rank 0 cannot join"));
+        assert!(e(hello("job-1", 1, 5)).contains("world size 5 differs"));
         let m = Msg::Hello {
             magic: "x".into(),
             job: "job-1".into(),
             rank: 1,
             size: 4,
+            nonce: String::new(),
         };
-        assert!(e(m, &arrived).contains("protocol \"x\""));
-        assert!(e(Msg::Abort { why: String::new() }, &arrived).contains("must be a hello"));
+        assert!(e(m).contains("protocol \"x\""));
+        for nonce in ["", "zz", &hex::encode([1u8; 31])] {
+            let m = Msg::Hello {
+                magic: MAGIC.into(),
+                job: "job-1".into(),
+                rank: 1,
+                size: 4,
+                nonce: nonce.into(),
+            };
+            assert!(e(m).contains("nonce is not 32 bytes"), "{nonce}");
+        }
+        assert!(e(Msg::Abort { why: String::new() }).contains("must be a hello"));
     }
 
     #[test]
@@ -855,6 +1083,7 @@ mod tests {
         );
         let big = Msg::Refused {
             why: "x".repeat(MAX_FRAME),
+            gave_up: false,
         };
         assert!(frame(&big).unwrap_err().contains("at most"));
     }
@@ -903,15 +1132,16 @@ mod tests {
     fn serve_and_join_check_their_inputs() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let soon = Instant::now() + Duration::from_millis(100);
-        let e = serve(&l, &world(1, 2, 1), b"id", soon).unwrap_err();
+        let k = test_key();
+        let e = serve(&l, &world(1, 2, 1), &k, b"id", soon).unwrap_err();
         assert!(e.to_string().contains("rank 1 cannot serve"), "{e}");
-        let e = serve(&l, &world(0, 2, 1), &[0; MAX_ID + 1], soon).unwrap_err();
+        let e = serve(&l, &world(0, 2, 1), &k, &[0; MAX_ID + 1], soon).unwrap_err();
         assert!(e.to_string().contains("at most 4096"), "{e}");
-        let e = join(&world(0, 2, 1), soon).unwrap_err();
+        let e = join(&world(0, 2, 1), &k, soon).unwrap_err();
         assert!(e.to_string().contains("does not join"), "{e}");
         let mut w = world(1, 2, 1);
         w.hosts.pop();
-        assert!(join(&w, soon)
+        assert!(join(&w, &k, soon)
             .unwrap_err()
             .to_string()
             .contains("1 hosts for a world of 2"));
@@ -921,7 +1151,7 @@ mod tests {
     fn a_world_of_one_needs_nobody() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let dl = Instant::now() + Duration::from_secs(1);
-        let mut s = serve(&l, &world(0, 1, 1), b"abc", dl).unwrap();
+        let mut s = serve(&l, &world(0, 1, 1), &test_key(), b"abc", dl).unwrap();
         assert_eq!(s.id(), b"abc");
         assert_eq!(s.gather(7u32, dl).unwrap(), Some(vec![7]));
         assert_eq!(s.broadcast(Some(9u32), dl).unwrap(), 9);

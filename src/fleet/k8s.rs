@@ -52,7 +52,12 @@ fn check_label(what: &str, v: &str) -> Result<(), String> {
     }
 }
 
-/// The manifests: a `List` of the headless Service and the Indexed Job.
+/// Where a pod finds the job's fabric key: the Secret's one file, mounted read-only.
+pub const KEY_DIR: &str = "/etc/nodecert/fabric";
+
+/// The manifests: a `List` of the headless Service and the Indexed Job, and with `fabric` a
+/// Secret holding a new job key (which the pods prove to each other they hold: see
+/// [`crate::fabric::key`]). The key makes the manifests a secret too: keep them as one.
 pub fn manifests(job: &Job) -> Result<Value, String> {
     check_label("--name", &job.name)?;
     if let Some(ns) = &job.namespace {
@@ -108,6 +113,36 @@ pub fn manifests(job: &Job) -> Result<Value, String> {
     if job.simulate.is_none() {
         container["resources"] = json!({ "limits": { "nvidia.com/gpu": job.gpus } });
     }
+    let mut volumes =
+        vec![json!({ "name": "results", "persistentVolumeClaim": { "claimName": job.claim } })];
+    let mut secret = None;
+    if job.fabric {
+        let name = format!("{}-fabric-key", job.name);
+        check_label("the Secret's name", &name)?;
+        let mut smeta = meta.clone();
+        smeta["name"] = json!(name);
+        secret = Some(json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": smeta,
+            "type": "Opaque",
+            "stringData": { "key": crate::fabric::JobKey::generate()? },
+        }));
+        // Readable by its owner (root, as nodecert runs) alone, as the key reader insists.
+        volumes.push(
+            json!({ "name": "fabric-key", "secret": { "secretName": name, "defaultMode": 0o400 } }),
+        );
+        container["volumeMounts"]
+            .as_array_mut()
+            .expect("built above as an array")
+            .push(json!({ "name": "fabric-key", "mountPath": KEY_DIR, "readOnly": true }));
+        container["env"]
+            .as_array_mut()
+            .expect("built above as an array")
+            .push(
+                json!({ "name": crate::fabric::key::KEY_ENV, "value": format!("{KEY_DIR}/key") }),
+            );
+    }
     let service = json!({
         "apiVersion": "v1",
         "kind": "Service",
@@ -134,12 +169,16 @@ pub fn manifests(job: &Job) -> Result<Value, String> {
                     }] } },
                     "tolerations": [{ "key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule" }],
                     "containers": [container],
-                    "volumes": [{ "name": "results", "persistentVolumeClaim": { "claimName": job.claim } }],
+                    "volumes": volumes,
                 },
             },
         },
     });
-    Ok(json!({ "apiVersion": "v1", "kind": "List", "items": [service, jobm] }))
+    let items: Vec<Value> = [Some(service), secret, Some(jobm)]
+        .into_iter()
+        .flatten()
+        .collect();
+    Ok(json!({ "apiVersion": "v1", "kind": "List", "items": items }))
 }
 
 /// The kubectl calls that take the fleet's bad nodes out of service (a NoSchedule taint naming
@@ -189,6 +228,57 @@ pub fn drain_plan(r: &FleetReport) -> Vec<Vec<String>> {
 mod tests {
     use super::*;
     use crate::fleet::gather::blank;
+
+    #[test]
+    fn a_fabric_job_gets_a_new_key_in_a_secret_its_pods_alone_read() {
+        let job = |fabric: bool| Job {
+            name: "cert".into(),
+            namespace: Some("gpu".into()),
+            nodes: 4,
+            gpus: 8,
+            image: "registry.example/nodecert:1".into(),
+            suite: None,
+            claim: "results".into(),
+            simulate: None,
+            fabric,
+        };
+        let m = manifests(&job(true)).unwrap();
+        let kinds: Vec<&str> = m["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i["kind"].as_str().unwrap())
+            .collect();
+        assert_eq!(kinds, ["Service", "Secret", "Job"]);
+        let secret = &m["items"][1];
+        assert_eq!(secret["metadata"]["name"], "cert-fabric-key");
+        assert_eq!(secret["metadata"]["namespace"], "gpu");
+        let key = secret["stringData"]["key"].as_str().unwrap();
+        crate::fabric::JobKey::new(key.as_bytes()).unwrap();
+        // A new key each time.
+        let again = manifests(&job(true)).unwrap();
+        assert_ne!(
+            again["items"][1]["stringData"]["key"].as_str().unwrap(),
+            key
+        );
+        let pod = &m["items"][2]["spec"]["template"]["spec"];
+        assert_eq!(
+            pod["volumes"][1],
+            json!({ "name": "fabric-key", "secret": { "secretName": "cert-fabric-key", "defaultMode": 256 } })
+        );
+        let c = &pod["containers"][0];
+        assert!(c["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .contains(&json!({ "name": "fabric-key", "mountPath": KEY_DIR, "readOnly": true })));
+        assert!(c["env"].as_array().unwrap().contains(
+            &json!({ "name": "NODECERT_FABRIC_KEY_FILE", "value": "/etc/nodecert/fabric/key" })
+        ));
+        // Without the fabric: no Secret, no key.
+        let m = manifests(&job(false)).unwrap();
+        assert_eq!(m["items"].as_array().unwrap().len(), 2);
+        assert!(!m.to_string().contains("fabric-key"));
+    }
 
     #[test]
     fn only_host_names_are_tainted_and_a_node_that_passes_loses_the_taint() {

@@ -145,14 +145,29 @@ pub fn script(job: &Job) -> Result<String, String> {
          # name may not resolve, as with several slurmd on one machine).\n\
          first=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n\
          NODECERT_FABRIC_ROOT=$(scontrol show node \"$first\" 2>/dev/null | grep -o 'NodeAddr=[^ ]*' | head -n 1 | cut -d= -f2)\n\
-         export NODECERT_FABRIC_ROOT\n\
-         # One task per node; a failing node does not stop the others.\n\
+         export NODECERT_FABRIC_ROOT\n",
+    );
+    if job.fabric {
+        s.push_str(
+            "# The job's key, with which its nodes prove to each other that they belong to it: a\n\
+             # new one for each job, readable by its owner alone, removed when the nodes are done.\n\
+             key=\"$out/.fabric-key.$SLURM_JOB_ID\"\n\
+             rm -f \"$key\"\n\
+             (umask 077; set -o noclobber; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > \"$key\") || exit 1\n\
+             export NODECERT_FABRIC_KEY_FILE=\"$key\"\n",
+        );
+    }
+    s.push_str(
+        "# One task per node; a failing node does not stop the others.\n\
          NODECERT_FLEET_TASK=1 srun --ntasks-per-node=1 --kill-on-bad-exit=0 bash \"$out/",
     );
     s.push_str(SCRIPT_FILE);
+    s.push_str("\"\n");
+    if job.fabric {
+        s.push_str("rm -f \"$key\"\n");
+    }
     s.push_str(
-        "\"\n\
-         # The fleet's report from every node's folder; its exit code is the job's.\n\
+        "# The fleet's report from every node's folder; its exit code is the job's.\n\
          exec \"$nodecert\" fleet report \"$out\" --out \"$out/fleet\"\n",
     );
     Ok(s)

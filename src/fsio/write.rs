@@ -458,6 +458,12 @@ pub fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
     Dir::open_trusted(dir)?.replace(name, bytes)
 }
 
+/// [`replace`], readable by its owner alone (mode 0600): a file that holds a secret.
+pub fn replace_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
+    let (dir, name) = split(path)?;
+    Dir::open_trusted(dir)?.replace_with(name, 0o600, |f| f.write_all(bytes))
+}
+
 /// Create the file at `path`, which must not exist, with `mode`. Its folder must exist.
 pub fn create_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     let (dir, name) = split(path)?;
