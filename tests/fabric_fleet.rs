@@ -140,7 +140,21 @@ fn four_nodes_find_the_one_whose_nic_trained_low_and_the_fleet_report_names_it()
             )
         })
         .collect();
-    assert_eq!(pairs, [("n2", 368.0), ("n3", 184.0), ("n4", 368.0)]);
+    // 8 x 400 Gb/s NICs: 368 GB/s at most, less latency and noise; n3's at half.
+    let peers: Vec<&str> = pairs.iter().map(|p| p.0).collect();
+    assert_eq!(peers, ["n2", "n3", "n4"]);
+    for (peer, v) in &pairs {
+        let want = if *peer == "n3" { 184.0 } else { 368.0 };
+        assert!(*v <= want * 1.05 && *v >= want * 0.95, "{pairs:?}");
+    }
+    // The pairs and the job were measured at every size with the data check.
+    let checks = fabric["facts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["name"] == "pair_data" || f["name"] == "job_data")
+        .count();
+    assert_eq!(checks, 3 + 2, "{fabric}");
 
     let out = env
         .cmd()

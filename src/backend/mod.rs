@@ -128,6 +128,22 @@ pub struct TrainingRun {
     pub precision: crate::suite::Precision,
 }
 
+/// The size of NCCL's unique id (`ncclUniqueId`), in bytes.
+pub const NCCL_ID_BYTES: usize = 128;
+
+/// One NCCL communicator across nodes, as this node joins it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FabricComm {
+    /// The unique id the communicator's first node made ([`Backend::fabric_id`]).
+    pub id: Vec<u8>,
+    /// The rank of this node's first GPU: the GPUs of the nodes before it.
+    pub first_rank: usize,
+    /// Every rank of the communicator: the GPUs of all its nodes.
+    pub ranks: usize,
+    /// How many nodes take part.
+    pub nodes: usize,
+}
+
 /// What kind of backend produced the measurements.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct BackendInfo {
@@ -222,16 +238,30 @@ pub trait Backend {
         let _ = gpus;
         Ok(None)
     }
-    /// The bus bandwidth of an all_reduce of `bytes` between this node and another one as fast,
-    /// GB/s: what this node drives into the fabric (the pair's figure is the lower of its two
-    /// nodes'). The simulated node computes it from its NICs; on real GPUs it is an NCCL
-    /// measurement across nodes, which this nodecert does not make yet (NotSupported).
-    fn fabric_busbw(&mut self, gpus: &[crate::inventory::Gpu], bytes: u64) -> Result<f64, HwError> {
-        let _ = (gpus, bytes);
+    /// A new NCCL unique id (`ncclGetUniqueId`: 128 opaque bytes naming this node's bootstrap
+    /// listener), for a communicator across nodes that this node starts. The simulated node
+    /// makes random bytes. NotSupported where this backend cannot measure across nodes.
+    fn fabric_id(&mut self) -> Result<Vec<u8>, HwError> {
         Err(HwError::NotSupported(
-            "NCCL across nodes on real GPUs is not measured by this nodecert yet (it waits for a \
-             multi-node cluster to be tested on)"
-                .into(),
+            "this backend does not measure NCCL across nodes".into(),
+        ))
+    }
+    /// Collectives across nodes: every GPU of this node joins `comm` (local GPU i as rank
+    /// `comm.first_rank + i`, inside one NCCL group), then each of `ops` at each of `sizes`
+    /// (bytes per rank as nccl-tests counts), with the data check, like [`Backend::collective`].
+    /// Result: per op, per size. Every node of the communicator must make the same call at the
+    /// same time. The simulated node computes the figures from its NICs.
+    fn fabric_collective(
+        &mut self,
+        comm: &FabricComm,
+        ops: &[CollectiveOp],
+        sizes: &[u64],
+        warmup: u32,
+        iters: u32,
+    ) -> Result<Vec<Vec<CollectiveSample>>, HwError> {
+        let _ = (comm, ops, sizes, warmup, iters);
+        Err(HwError::NotSupported(
+            "this backend does not measure NCCL across nodes".into(),
         ))
     }
 }

@@ -285,10 +285,11 @@ pub enum FaultKind {
     NicAcrossSocket,
     NoGdr,
     NicErrors,
+    FabricCorrupt,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 24] = [
+    pub const ALL: [FaultKind; 25] = [
         FaultKind::GpuMissing,
         FaultKind::GpuLost,
         FaultKind::NvlinkDown,
@@ -313,6 +314,7 @@ impl FaultKind {
         FaultKind::NicAcrossSocket,
         FaultKind::NoGdr,
         FaultKind::NicErrors,
+        FaultKind::FabricCorrupt,
     ];
 
     pub fn name(self) -> &'static str {
@@ -341,6 +343,7 @@ impl FaultKind {
             FaultKind::NicAcrossSocket => "nic-across-socket",
             FaultKind::NoGdr => "no-gdr",
             FaultKind::NicErrors => "nic-errors",
+            FaultKind::FabricCorrupt => "fabric-corrupt",
         }
     }
 
@@ -404,6 +407,10 @@ impl FaultKind {
             FaultKind::NoGdr => "GPUDirect RDMA is missing: nvidia_peermem not loaded, no dma-buf",
             FaultKind::NicErrors => {
                 "a NIC's error counters rise during the run and its link flaps (nic=N)"
+            }
+            FaultKind::FabricCorrupt => {
+                "collectives across nodes bring wrong data into this node's GPUs (a NIC or a \
+                 GPUDirect path that corrupts)"
             }
         }
     }
@@ -1045,6 +1052,7 @@ fn check_fault(f: &Fault, n: usize, nics: Option<usize>) -> Result<(), String> {
             | FaultKind::NicAcrossSocket
             | FaultKind::NoGdr
             | FaultKind::NicErrors
+            | FaultKind::FabricCorrupt
     );
     if nic_fault && nics.is_none() {
         return Err(format!(
@@ -1475,6 +1483,10 @@ impl SimBackend {
     }
 }
 
+/// The latency of a collective across two nodes, microseconds (NCCL over InfiniBand: a few
+/// microseconds per hop); it grows with the log of the node count.
+const FABRIC_LATENCY_US: f64 = 20.0;
+
 impl SimBackend {
     /// One modelled collective at one size, as NCCL chooses or with NVLS forced off.
     fn coll_sample(
@@ -1514,13 +1526,89 @@ impl Backend for SimBackend {
         Ok(self.sim_fabric(gpus, true))
     }
 
-    fn fabric_busbw(&mut self, gpus: &[Gpu], _bytes: u64) -> Result<f64, HwError> {
-        match self.sim_fabric(gpus, false) {
-            Some(f) => Ok(super::sim_nic::node_busbw(&f)),
-            None => Err(HwError::NotSupported(
+    fn fabric_id(&mut self) -> Result<Vec<u8>, HwError> {
+        if self.node.network.is_none() {
+            return Err(HwError::NotSupported(
                 "the simulated node describes no NICs ([network])".into(),
-            )),
+            ));
         }
+        // As NCCL's: 128 bytes, new each time (two ids never name the same communicator).
+        let mut id = vec![0u8; crate::backend::NCCL_ID_BYTES];
+        getrandom::getrandom(&mut id).map_err(|e| HwError::Call {
+            call: "making a unique id".into(),
+            detail: e.to_string(),
+        })?;
+        Ok(id)
+    }
+
+    fn fabric_collective(
+        &mut self,
+        comm: &crate::backend::FabricComm,
+        ops: &[CollectiveOp],
+        sizes: &[u64],
+        warmup: u32,
+        iters: u32,
+    ) -> Result<Vec<Vec<CollectiveSample>>, HwError> {
+        let _ = warmup;
+        let Some(f) = self.sim_fabric(&[], false) else {
+            return Err(HwError::NotSupported(
+                "the simulated node describes no NICs ([network])".into(),
+            ));
+        };
+        let n = self.n();
+        if comm.id.len() != crate::backend::NCCL_ID_BYTES
+            || comm.nodes < 2
+            || comm.first_rank + n > comm.ranks
+        {
+            return Err(HwError::Call {
+                call: "NCCL across nodes (simulated)".into(),
+                detail: format!(
+                    "{} GPUs as ranks {}.. of {} over {} nodes, id of {} bytes: not a communicator",
+                    n,
+                    comm.first_rank,
+                    comm.ranks,
+                    comm.nodes,
+                    comm.id.len()
+                ),
+            });
+        }
+        // What this node drives into the fabric: its NICs (NCCL spreads the collective over
+        // those that are up, so the slowest sets the pace); the others' figures are theirs,
+        // and the slowest node sets the communicator's.
+        let peak = super::sim_nic::node_busbw(&f);
+        let corrupt = self.faults_of(FaultKind::FabricCorrupt).next().is_some();
+        let lat = FABRIC_LATENCY_US * (1.0 + (comm.nodes as f64).log2());
+        let mut out = Vec::with_capacity(ops.len());
+        for &op in ops {
+            let mut per = Vec::with_capacity(sizes.len());
+            for &bytes in sizes {
+                let l = crate::backend::cuda::verify::layout(op, comm.ranks, bytes);
+                let key = self.begin(format!("fabric {op} {bytes} {}", comm.nodes));
+                let factor = op.busbw_factor(comm.ranks);
+                let t = if peak > 0.0 {
+                    lat + l.counted_bytes as f64 * factor / (peak * 1e3)
+                } else {
+                    // No port up: NCCL would not get through at all; a figure near zero.
+                    1e9
+                };
+                // As the real check: every element up to 64 Mi per GPU, windows beyond.
+                let per_gpu = l.recv_count.min(crate::backend::cuda::nccl::FULL_CHECK);
+                let elements = per_gpu as u64 * n as u64;
+                per.push(CollectiveSample {
+                    time_us: self.samples(&key, t, iters),
+                    elements_checked: elements,
+                    wrong_elements: if corrupt && bytes >= 1 << 16 {
+                        (elements / 1024).max(1)
+                    } else {
+                        0
+                    },
+                    ranks: comm.ranks,
+                    bytes: l.counted_bytes,
+                });
+            }
+            out.push(per);
+        }
+        Ok(out)
     }
 
     fn info(&self) -> BackendInfo {

@@ -1,11 +1,14 @@
 //! The whole pair-wise fabric test on one rank: measure every node pair in rounds, gather the
 //! figures on rank 0, measure the suspects again with passing nodes, and judge.
 //!
-//! The measurement is a function of the peer's rank, so that the same flow runs with modelled
-//! figures (tests, `--simulate`) and with real GPUs: there `measure` is an NCCL send/recv
-//! between this node and the peer over InfiniBand or RoCE, which needs a real multi-node
-//! cluster. `measure` must keep its own deadline (the flow checks the overall one between
-//! rounds, it cannot interrupt a measurement).
+//! The measurement is a [`PairLink`]: before each round, the lower rank of every pair makes a
+//! unique id ([`PairLink::id`]: `ncclGetUniqueId` on real GPUs) and rank 0 hands it to both
+//! nodes of the pair ([`Session::scatter`]); then both measure over it together
+//! ([`PairLink::measure`]: on real GPUs an NCCL all_reduce between the two nodes' GPUs over
+//! InfiniBand or RoCE). Each side reports a digest of the id it used, and rank 0 checks that
+//! both used the same. The same flow runs with modelled figures (tests, `--simulate`).
+//! `measure` must keep its own deadline (the flow checks the overall one between rounds, it
+//! cannot interrupt a measurement).
 
 use super::localise::{judge, passing, second_pass, suspects, Localised, PairResult};
 use super::pairwise::{peer_in, rounds};
@@ -18,6 +21,46 @@ use std::time::Instant;
 /// pairs, 1023 rounds). A larger fleet is split into groups first.
 pub const MAX_PAIRWISE: usize = 1024;
 
+/// What a pair-wise test asks of each node.
+pub trait PairLink {
+    /// A new id for the communicator of a pair this node starts (it is the pair's lower rank).
+    fn id(&mut self) -> Result<Vec<u8>, String>;
+    /// This node's figure with `peer`, in Gb/s, over the communicator `id` names; `side` is 0
+    /// on the node that made the id, 1 on the other.
+    fn measure(&mut self, peer: usize, side: usize, id: &[u8]) -> Result<f64, String>;
+}
+
+/// A [`PairLink`] from a figure per peer (modelled figures): its ids are the rank's number,
+/// exchanged like real ones.
+struct Figures<'a> {
+    rank: usize,
+    measure: &'a mut dyn FnMut(usize) -> Result<f64, String>,
+}
+
+impl PairLink for Figures<'_> {
+    fn id(&mut self) -> Result<Vec<u8>, String> {
+        Ok((self.rank as u64).to_be_bytes().to_vec())
+    }
+    fn measure(&mut self, peer: usize, _side: usize, _id: &[u8]) -> Result<f64, String> {
+        (self.measure)(peer)
+    }
+}
+
+/// A short digest of an id, to check that both nodes of a pair used the same.
+fn digest(id: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(&sha2::Sha256::digest(id)[..8])
+}
+
+/// What one rank offers before a round: the id of its pair, if it starts one.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+struct Offer {
+    /// The id, in hex, when this rank is the lower of its pair and made one.
+    id: Option<String>,
+    /// Why it could not make one, when it could not.
+    error: Option<String>,
+}
+
 /// What one rank measured in one round.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Report {
@@ -27,6 +70,44 @@ struct Report {
     gbps: Option<f64>,
     /// Why the measurement failed, when it did.
     error: Option<String>,
+    /// A digest of the id it measured over ([`digest`]).
+    #[serde(default)]
+    id: Option<String>,
+}
+
+/// Each rank's id for `round` from every rank's offer (index = rank): both nodes of a pair get
+/// the lower one's; a rank that sits the round out gets none. An error names the rank that
+/// could not make its pair's id.
+fn pair_ids(
+    round: &[(usize, usize)],
+    offers: &[Offer],
+    hosts: &[String],
+) -> Result<Vec<Option<String>>, String> {
+    let who = |r: usize| super::world::who(hosts, r);
+    let mut ids = vec![None; offers.len()];
+    for &(a, b) in round {
+        let (lo, hi) = (a.min(b), a.max(b));
+        let offer = offers
+            .get(lo)
+            .ok_or_else(|| format!("no offer from rank {lo}"))?;
+        if let Some(e) = &offer.error {
+            return Err(format!(
+                "{} could not start its pair with {}: {e}",
+                who(lo),
+                who(hi)
+            ));
+        }
+        let id = offer
+            .id
+            .clone()
+            .ok_or_else(|| format!("{} made no id for its pair with {}", who(lo), who(hi)))?;
+        if hi >= ids.len() {
+            return Err(format!("no offer from rank {hi}"));
+        }
+        ids[lo] = Some(id.clone());
+        ids[hi] = Some(id);
+    }
+    Ok(ids)
 }
 
 /// Run `schedule` (rounds of pairs, the same on every rank): in each round this rank measures
@@ -37,7 +118,7 @@ struct Report {
 fn measure_rounds(
     session: &mut Session,
     schedule: &[Vec<(usize, usize)>],
-    measure: &mut dyn FnMut(usize) -> Result<f64, String>,
+    link: &mut dyn PairLink,
     deadline: Instant,
 ) -> Result<Vec<PairResult>, FabricError> {
     let me = session.rank();
@@ -56,28 +137,74 @@ fn measure_rounds(
             });
         }
         let peer = peer_in(round, me);
-        let report = match peer.map(&mut *measure) {
-            None => Report {
+        // The pair's id: made by its lower rank, handed by rank 0 to both.
+        let offer = match peer {
+            Some(p) if me < p => match link.id() {
+                Ok(id) => Offer {
+                    id: Some(hex::encode(id)),
+                    error: None,
+                },
+                Err(e) => Offer {
+                    id: None,
+                    error: Some(e),
+                },
+            },
+            _ => Offer {
+                id: None,
+                error: None,
+            },
+        };
+        let ids = match session.gather(offer, deadline)? {
+            Some(all) => match pair_ids(round, &all, session.hosts()) {
+                Ok(ids) => Some(ids),
+                Err(why) => {
+                    session.abort(&why);
+                    return Err(FabricError::Invalid(why));
+                }
+            },
+            None => None,
+        };
+        let id: Option<String> = session.scatter(ids, deadline)?;
+        let id = match id.as_deref().map(hex::decode) {
+            Some(Ok(id)) => Some(id),
+            Some(Err(_)) => {
+                let why = "rank 0 handed out an id that is not hex".to_string();
+                session.abort(&why);
+                return Err(FabricError::Invalid(why));
+            }
+            None => None,
+        };
+        let report = match (peer, &id) {
+            (None, _) => Report {
                 peer: None,
                 gbps: None,
                 error: None,
+                id: None,
             },
-            // Checked here: JSON has no NaN or infinity (they would arrive as "no figure").
-            Some(Ok(g)) if !g.is_finite() || g < 0.0 => Report {
-                peer,
+            (Some(p), None) => Report {
+                peer: Some(p),
                 gbps: None,
-                error: Some(format!("measured {g} Gb/s, not a bandwidth")),
+                error: Some("was handed no id for its pair".into()),
+                id: None,
             },
-            Some(Ok(g)) => Report {
-                peer,
-                gbps: Some(g),
-                error: None,
-            },
-            Some(Err(e)) => Report {
-                peer,
-                gbps: None,
-                error: Some(e),
-            },
+            (Some(p), Some(id)) => {
+                let side = usize::from(me > p);
+                let (gbps, error) = match link.measure(p, side, id) {
+                    // Checked here: JSON has no NaN or infinity (they would arrive as "no
+                    // figure").
+                    Ok(g) if !g.is_finite() || g < 0.0 => {
+                        (None, Some(format!("measured {g} Gb/s, not a bandwidth")))
+                    }
+                    Ok(g) => (Some(g), None),
+                    Err(e) => (None, Some(e)),
+                };
+                Report {
+                    peer: Some(p),
+                    gbps,
+                    error,
+                    id: Some(digest(id)),
+                }
+            }
         };
         if let Some(all) = session.gather(report, deadline)? {
             match figures(round, &all, session.hosts()) {
@@ -116,6 +243,16 @@ fn figures(
         }
         if let (Some(p), Some(e)) = (rep.peer, &rep.error) {
             return Err(format!("{} measuring with {}: {e}", who(r), who(p)));
+        }
+        if let Some(p) = rep.peer {
+            let theirs = reports.get(p).and_then(|x| x.id.as_ref());
+            if rep.id.is_some() && theirs.is_some() && rep.id.as_ref() != theirs {
+                return Err(format!(
+                    "{} and {} measured over different ids: the pair's id went astray",
+                    who(r),
+                    who(p)
+                ));
+            }
         }
         if let (Some(p), Some(g)) = (rep.peer, rep.gbps) {
             if !g.is_finite() || g < 0.0 {
@@ -192,6 +329,18 @@ pub fn run_pairwise_figures(
     floor: f64,
     deadline: Instant,
 ) -> Result<Option<Pairwise>, FabricError> {
+    let rank = session.rank();
+    run_pairwise_over(session, &mut Figures { rank, measure }, floor, deadline)
+}
+
+/// [`run_pairwise_figures`] over a [`PairLink`]: each pair measured over an id its lower node
+/// made.
+pub fn run_pairwise_over(
+    session: &mut Session,
+    link: &mut dyn PairLink,
+    floor: f64,
+    deadline: Instant,
+) -> Result<Option<Pairwise>, FabricError> {
     if !floor.is_finite() || floor <= 0.0 {
         let why = format!("floor {floor} Gb/s: a floor must be a positive number");
         return Err(FabricError::Invalid(why));
@@ -204,7 +353,7 @@ pub fn run_pairwise_figures(
             n * (n - 1) / 2
         )));
     }
-    let first = measure_rounds(session, &rounds(n), measure, deadline)?;
+    let first = measure_rounds(session, &rounds(n), link, deadline)?;
     let plan = (session.rank() == 0).then(|| {
         let sus = suspects(&first, floor);
         Plan {
@@ -212,7 +361,7 @@ pub fn run_pairwise_figures(
         }
     });
     let plan: Plan = session.broadcast(plan, deadline)?;
-    let second = measure_rounds(session, &plan.second, measure, deadline)?;
+    let second = measure_rounds(session, &plan.second, link, deadline)?;
     if session.rank() != 0 {
         return Ok(None);
     }
@@ -240,7 +389,59 @@ mod tests {
             peer,
             gbps,
             error: error.map(String::from),
+            id: None,
         }
+    }
+
+    #[test]
+    fn both_nodes_of_a_pair_get_the_lower_ones_id_and_a_missing_one_is_named() {
+        let offer = |id: Option<&str>, error: Option<&str>| Offer {
+            id: id.map(String::from),
+            error: error.map(String::from),
+        };
+        let h = hosts(5);
+        let round = [(3, 0), (1, 2)];
+        let offers = [
+            offer(Some("aa"), None),
+            offer(Some("bb"), None),
+            offer(None, None),
+            offer(None, None),
+            offer(None, None),
+        ];
+        assert_eq!(
+            pair_ids(&round, &offers, &h).unwrap(),
+            [
+                Some("aa".into()),
+                Some("bb".into()),
+                Some("bb".into()),
+                Some("aa".into()),
+                None
+            ]
+        );
+        let mut bad = offers.clone();
+        bad[1] = offer(None, Some("NCCL not found"));
+        assert_eq!(
+            pair_ids(&round, &bad, &h).unwrap_err(),
+            "rank 1 (n2) could not start its pair with rank 2 (n3): NCCL not found"
+        );
+        bad[1] = offer(None, None);
+        assert_eq!(
+            pair_ids(&round, &bad, &h).unwrap_err(),
+            "rank 1 (n2) made no id for its pair with rank 2 (n3)"
+        );
+    }
+
+    #[test]
+    fn a_pair_whose_nodes_used_different_ids_is_an_error() {
+        let round = [(0, 1)];
+        let mut a = rep(Some(1), Some(1.0), None);
+        let mut b = rep(Some(0), Some(1.0), None);
+        a.id = Some(digest(b"one"));
+        b.id = Some(digest(b"one"));
+        assert!(figures(&round, &[a.clone(), b.clone()], &hosts(2)).is_ok());
+        b.id = Some(digest(b"two"));
+        let e = figures(&round, &[a, b], &hosts(2)).unwrap_err();
+        assert!(e.contains("measured over different ids"), "{e}");
     }
 
     #[test]

@@ -13,10 +13,11 @@
 //! - [`flow`]: the whole per-rank flow, [`flow::run_pairwise`], with the measurement given as a
 //!   function of the peer's rank.
 //!
-//! What waits for a real multi-node cluster: the `measure` of real GPUs, an NCCL send/recv
-//! between the two nodes of a pair over InfiniBand or RoCE (a communicator made from the id
-//! this rendezvous delivers, `ncclCommInitRank` under our deadline). Everything else here runs
-//! and is tested on loopback with modelled figures.
+//! On real GPUs each pair is an NCCL communicator of both nodes' GPUs, made from an id the pair's
+//! lower node makes and the protocol hands to both ([`flow::PairLink`]), and the job's is made
+//! from the id the rendezvous delivers; `ncclCommInitRank` and the collectives run under the
+//! backend's deadlines. That path has not yet run on a multi-node cluster; everything else here
+//! runs and is tested on loopback with modelled figures.
 
 pub mod flow;
 pub mod key;
@@ -25,7 +26,7 @@ pub mod pairwise;
 pub mod rendezvous;
 pub mod world;
 
-pub use flow::{run_pairwise, run_pairwise_figures, Pairwise};
+pub use flow::{run_pairwise, run_pairwise_figures, run_pairwise_over, PairLink, Pairwise};
 pub use key::JobKey;
 pub use localise::{Localised, PairResult};
 pub use rendezvous::{join, serve, Session};

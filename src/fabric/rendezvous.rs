@@ -1001,6 +1001,71 @@ impl Session {
             })),
         }
     }
+
+    /// Rank 0 gives one value per rank (`Some(values)`, index = rank, as many as ranks); every
+    /// rank gets its own, rank 0 included. Where a broadcast would send every rank all the
+    /// values (the ids of every pair of a round), this sends each only what is its own.
+    pub fn scatter<T: Serialize + DeserializeOwned>(
+        &mut self,
+        values: Option<Vec<T>>,
+        deadline: Instant,
+    ) -> Result<T, FabricError> {
+        let seconds = budget(deadline);
+        let seq = self.next()?;
+        if self.rank == 0 {
+            let values = match values {
+                Some(v) if v.len() == self.size() => v,
+                Some(v) => {
+                    let why = format!("{} values to scatter over {} ranks", v.len(), self.size());
+                    return Err(self.fail(FabricError::Invalid(why)));
+                }
+                None => {
+                    return Err(self.fail(FabricError::Invalid(
+                        "rank 0 must give the values to scatter".into(),
+                    )))
+                }
+            };
+            let mut mine = None;
+            for (r, value) in values.into_iter().enumerate() {
+                if r == 0 {
+                    mine = Some(value);
+                    continue;
+                }
+                let json = serde_json::to_value(&value).map_err(|e| {
+                    self.fail(FabricError::Local {
+                        what: "cannot encode a value to scatter".into(),
+                        detail: e.to_string(),
+                    })
+                })?;
+                let bytes = frame(&Msg::Data { seq, value: json })
+                    .map_err(|e| self.fail(FabricError::Invalid(e)))?;
+                let who = self.who(r);
+                let Some(s) = self.peers.get_mut(r).and_then(Option::as_mut) else {
+                    return Err(self.fail(FabricError::Invalid(format!("no connection to {who}"))));
+                };
+                if let Err(detail) = write_bytes(s, &bytes, deadline, GRACE) {
+                    return Err(self.fail(FabricError::Peer { who, detail }));
+                }
+            }
+            return mine
+                .ok_or_else(|| self.fail(FabricError::Invalid("no value for rank 0".into())));
+        }
+        match self.recv(0, 0, seq, deadline) {
+            Ok(v) => serde_json::from_value::<T>(v).map_err(|e| {
+                let who = self.who(0);
+                self.fail(FabricError::Peer {
+                    who,
+                    detail: format!("scattered a value of the wrong shape: {e}"),
+                })
+            }),
+            Err(Some(e)) => Err(self.fail(e)),
+            Err(None) => Err(self.fail(FabricError::Missing {
+                missing: vec![(0, self.hosts[0].clone())],
+                doing: "answer".into(),
+                seconds,
+            })),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -1148,6 +1213,28 @@ mod tests {
     }
 
     #[test]
+    fn scatter_gives_each_rank_its_own_value() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = l.local_addr().unwrap().port();
+        let dl = Instant::now() + Duration::from_secs(10);
+        let joiners: Vec<_> = (1..3)
+            .map(|r| {
+                std::thread::spawn(move || {
+                    let mut s = join(&world(r, 3, port), &test_key(), dl).unwrap();
+                    s.scatter::<String>(None, dl).unwrap()
+                })
+            })
+            .collect();
+        let mut s0 = serve(&l, &world(0, 3, port), &test_key(), b"id", dl).unwrap();
+        let mine = s0
+            .scatter(Some(vec!["a".to_string(), "b".into(), "c".into()]), dl)
+            .unwrap();
+        assert_eq!(mine, "a");
+        let got: Vec<String> = joiners.into_iter().map(|t| t.join().unwrap()).collect();
+        assert_eq!(got, ["b", "c"]);
+    }
+
+    #[test]
     fn a_world_of_one_needs_nobody() {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
         let dl = Instant::now() + Duration::from_secs(1);
@@ -1155,5 +1242,11 @@ mod tests {
         assert_eq!(s.id(), b"abc");
         assert_eq!(s.gather(7u32, dl).unwrap(), Some(vec![7]));
         assert_eq!(s.broadcast(Some(9u32), dl).unwrap(), 9);
+        assert_eq!(s.scatter(Some(vec![5u32]), dl).unwrap(), 5);
+        let e = s.scatter(Some(vec![1u32, 2]), dl).unwrap_err();
+        assert!(
+            e.to_string().contains("2 values to scatter over 1 ranks"),
+            "{e}"
+        );
     }
 }

@@ -334,9 +334,14 @@ pub struct Checks {
 pub struct FabricCheck {
     #[serde(default = "yes")]
     pub enabled: bool,
-    /// The all_reduce message size of each pair's measurement and of the whole job's.
+    /// The message size (per GPU) at which each pair's all_reduce and the whole job's
+    /// all_reduce and all_gather are judged.
     #[serde(default = "default_fabric_size")]
     pub size: ByteSize,
+    /// Smaller sizes measured too, each with the data check (shown, not judged against the
+    /// floors): where latency gives way to bandwidth. At most 8.
+    #[serde(default)]
+    pub sizes: Vec<ByteSize>,
     /// Bus bandwidth of all_reduce between two nodes, GB/s: a pair below `fail_below` makes its
     /// nodes suspects, and the second pass says which node (or link) it is.
     #[serde(default)]
@@ -344,6 +349,10 @@ pub struct FabricCheck {
     /// Bus bandwidth of all_reduce across every node of the job, GB/s.
     #[serde(default)]
     pub busbw_gbps: Limit,
+    /// Bus bandwidth of all_gather across every node of the job, GB/s (none: shown, not
+    /// judged).
+    #[serde(default)]
+    pub all_gather_busbw_gbps: Limit,
     /// The longest wait for the other nodes (to arrive, and at each round), seconds. The check
     /// runs first, so that the nodes of a job meet before their own checks set them apart.
     #[serde(default = "default_fabric_timeout")]
@@ -363,8 +372,10 @@ impl Default for FabricCheck {
         FabricCheck {
             enabled: true,
             size: default_fabric_size(),
+            sizes: vec![],
             pair_busbw_gbps: Limit::default(),
             busbw_gbps: Limit::default(),
+            all_gather_busbw_gbps: Limit::default(),
             timeout_s: default_fabric_timeout(),
         }
     }
@@ -1604,6 +1615,23 @@ impl Suite {
                     "size must be more than 0 and at most 64GiB".into(),
                 );
             }
+            if f.sizes.len() > MAX_FABRIC_SIZES {
+                p.bad(
+                    "checks.fabric.sizes",
+                    format!("at most {MAX_FABRIC_SIZES} sizes, got {}", f.sizes.len()),
+                );
+            }
+            if f.sizes.iter().any(|s| s.0 == 0 || s.0 > f.size.0) {
+                p.bad(
+                    "checks.fabric.sizes",
+                    "each size must be more than 0 and at most `size` (the judged one)".into(),
+                );
+            }
+            p.limit(
+                "checks.fabric.all_gather_busbw_gbps",
+                &f.all_gather_busbw_gbps,
+                MAX_FABRIC_GBPS,
+            );
         }
         if let Some(c) = self
             .checks
@@ -1627,6 +1655,9 @@ impl Suite {
         }
     }
 }
+
+/// The most extra sizes `[checks.fabric] sizes` may list.
+pub const MAX_FABRIC_SIZES: usize = 8;
 
 /// The largest fabric bandwidth a suite may state, GB/s (far above any node's NICs).
 const MAX_FABRIC_GBPS: f64 = 100_000.0;

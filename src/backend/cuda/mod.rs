@@ -32,7 +32,7 @@ pub mod libs;
 
 mod copies;
 mod driver;
-mod nccl;
+pub mod nccl;
 mod train;
 pub mod verify;
 mod worker;
@@ -304,6 +304,50 @@ impl Cuda {
         (0..self.gpus.len()).map(|i| self.gpu(i)).collect()
     }
 
+    /// Every GPU of this node into `comm` across nodes, then each op at each size; the
+    /// communicators are released at the end, whatever happened.
+    fn fabric_collective(
+        &mut self,
+        comm: &crate::backend::FabricComm,
+        ops: &[CollectiveOp],
+        sizes: &[u64],
+        warmup: u32,
+        iters: u32,
+    ) -> Result<Vec<Vec<CollectiveSample>>, HwError> {
+        let gpus = self.all()?;
+        if comm.first_rank + gpus.len() > comm.ranks {
+            return Err(HwError::Call {
+                call: "NCCL across nodes".into(),
+                detail: format!(
+                    "this node's {} GPUs as ranks {}.. do not fit a communicator of {}",
+                    gpus.len(),
+                    comm.first_rank,
+                    comm.ranks
+                ),
+            });
+        }
+        let comms = nccl::Comms::init_ranks(&gpus, &comm.id, comm.first_rank, comm.ranks)?;
+        ops.iter()
+            .map(|&op| {
+                sizes
+                    .iter()
+                    .map(|&b| {
+                        nccl::measure_span(
+                            &comms,
+                            &gpus,
+                            comm.first_rank,
+                            comm.ranks,
+                            op,
+                            b,
+                            warmup,
+                            iters,
+                        )
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
     fn collective(
         &mut self,
         op: CollectiveOp,
@@ -528,6 +572,53 @@ impl CudaMeasurements {
         // A failed collective drops the communicators: the next one makes them again.
         self.nccl_ready = r.is_ok();
         r
+    }
+
+    /// A new NCCL unique id, for a communicator across nodes that this node starts.
+    pub fn fabric_id(&mut self) -> Result<Vec<u8>, HwError> {
+        self.worker()?;
+        if !(self.opts.nccl_loadable)() {
+            return Err(libs::missing(Lib::Nccl));
+        }
+        self.run("ncclGetUniqueId".into(), Duration::from_secs(60), |_| {
+            nccl::unique_id()
+        })
+    }
+
+    /// Collectives across nodes ([`crate::backend::Backend::fabric_collective`]), under one
+    /// deadline: NCCL's set-up (every rank of every node must join) and each op and size as a
+    /// collective over the whole communicator. A hang (a node that never joins, a link that
+    /// stalls mid-collective) ends this backend's measurements, as a hung collective in the
+    /// node does.
+    pub fn fabric_collective(
+        &mut self,
+        comm: &crate::backend::FabricComm,
+        ops: &[CollectiveOp],
+        sizes: &[u64],
+        warmup: u32,
+        iters: u32,
+    ) -> Result<Vec<Vec<CollectiveSample>>, HwError> {
+        self.worker()?;
+        if !(self.opts.nccl_loadable)() {
+            return Err(libs::missing(Lib::Nccl));
+        }
+        let ranks = comm.ranks.max(1) as f64;
+        let limit = ops
+            .iter()
+            .flat_map(|_| sizes.iter())
+            .map(|&b| {
+                let moved = 2.0 * ranks * b as f64 * (warmup + iters + 1) as f64;
+                deadline(moved, 2.0 * ranks * b as f64)
+            })
+            .fold(NCCL_INIT_LIMIT, |a, b| a.saturating_add(b));
+        let what = format!(
+            "NCCL across {} nodes ({} ranks, this node's from rank {})",
+            comm.nodes, comm.ranks, comm.first_rank
+        );
+        let (comm, ops, sizes) = (comm.clone(), ops.to_vec(), sizes.to_vec());
+        self.run(what, limit, move |c| {
+            c.fabric_collective(&comm, &ops, &sizes, warmup, iters)
+        })
     }
 
     /// The sweep with NVLS forced off, in a child process (see [`crate::backend::no_nvls`] for

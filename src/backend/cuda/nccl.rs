@@ -63,6 +63,15 @@ pub struct Comms {
     comms: Vec<ns::ncclComm_t>,
 }
 
+use crate::backend::NCCL_ID_BYTES as UNIQUE_ID_BYTES;
+
+/// A new unique id (`ncclGetUniqueId`), for a communicator across processes: it names this
+/// process's bootstrap listener, so the process that made it must take part.
+pub fn unique_id() -> Result<Vec<u8>, HwError> {
+    let id = nk("ncclGetUniqueId", nr::get_uniqueid())?;
+    Ok(id.internal.iter().map(|&c| c as u8).collect())
+}
+
 impl Comms {
     pub fn init(gpus: &[&Gpu]) -> Result<Comms, HwError> {
         let ordinals: Vec<i32> = gpus.iter().map(|g| g.ordinal as i32).collect();
@@ -77,7 +86,63 @@ impl Comms {
         Ok(Comms { comms })
     }
 
-    pub fn len(&self) -> usize {
+    /// This process's GPUs as ranks `first..first + gpus.len()` of a communicator of `total`
+    /// ranks across processes (nodes), from the unique id another rank made: one
+    /// `ncclCommInitRank` per GPU, with that GPU current, inside one group (one process
+    /// initialising several ranks must group them, or the first call waits for the others
+    /// forever). The call returns once every rank of every node has joined; the caller's
+    /// deadline bounds it.
+    pub fn init_ranks(
+        gpus: &[&Gpu],
+        id: &[u8],
+        first: usize,
+        total: usize,
+    ) -> Result<Comms, HwError> {
+        let bad = |detail: String| HwError::Call {
+            call: "ncclCommInitRank".into(),
+            detail,
+        };
+        if id.len() != UNIQUE_ID_BYTES {
+            return Err(bad(format!(
+                "a unique id of {} bytes (NCCL's has {UNIQUE_ID_BYTES})",
+                id.len()
+            )));
+        }
+        if gpus.is_empty() || first + gpus.len() > total || total > i32::MAX as usize {
+            return Err(bad(format!(
+                "ranks {first}..{} of {total}: not inside the communicator",
+                first + gpus.len()
+            )));
+        }
+        let mut uid = ns::ncclUniqueId {
+            internal: [0; UNIQUE_ID_BYTES],
+        };
+        for (d, s) in uid.internal.iter_mut().zip(id) {
+            *d = *s as std::ffi::c_char;
+        }
+        // Made before the calls: whatever fails, the communicators made so far are aborted
+        // (a null one is refused by ncclCommAbort, harmlessly).
+        let mut made = Comms {
+            comms: vec![std::ptr::null_mut(); gpus.len()],
+        };
+        grouped(|| {
+            for (i, g) in gpus.iter().enumerate() {
+                g.bind()?;
+                let rank = first + i;
+                // SAFETY: a valid out-pointer into `made`; the id is NCCL's own layout.
+                nk(
+                    &format!("ncclCommInitRank (rank {rank} of {total}, {})", g.label()),
+                    unsafe {
+                        nr::comm_init_rank(&mut made.comms[i], total as i32, uid, rank as i32)
+                    },
+                )?;
+            }
+            Ok(())
+        })?;
+        Ok(made)
+    }
+
+    pub(crate) fn len(&self) -> usize {
         self.comms.len()
     }
 
@@ -329,19 +394,40 @@ pub fn measure(
     warmup: u32,
     iters: u32,
 ) -> Result<CollectiveSample, HwError> {
+    measure_span(comms, gpus, 0, gpus.len(), op, bytes, warmup, iters)
+}
+
+/// [`measure`] where this process's `gpus` are ranks `first..` of a communicator of `total`
+/// ranks (across nodes): every rank's inputs and expected results are the global rank's, the
+/// data check covers this process's receive buffers, and the times are this process's ranks'
+/// (the other nodes time theirs; the pair's or job's figure is the slowest).
+#[allow(clippy::too_many_arguments)]
+pub fn measure_span(
+    comms: &Comms,
+    gpus: &[&Gpu],
+    first: usize,
+    total: usize,
+    op: CollectiveOp,
+    bytes: u64,
+    warmup: u32,
+    iters: u32,
+) -> Result<CollectiveSample, HwError> {
     let n = gpus.len();
-    if comms.len() != n {
+    if comms.len() != n || first + n > total {
         return Err(HwError::Call {
             call: "NCCL".into(),
-            detail: format!("{} communicators for {n} GPUs", comms.len()),
+            detail: format!(
+                "{} communicators for {n} GPUs as ranks {first}.. of {total}",
+                comms.len()
+            ),
         });
     }
-    let l = layout(op, n, bytes);
+    let l = layout(op, total, bytes);
     let mut send = Vec::with_capacity(n);
     let mut recv = Vec::with_capacity(n);
     for (r, g) in gpus.iter().enumerate() {
         let s = DevBuf::new(g, l.send_count * ELT)?;
-        fill_inputs(&s, r, l.send_count)?;
+        fill_inputs(&s, first + r, l.send_count)?;
         send.push(s);
         let d = DevBuf::new(g, l.recv_count * ELT)?;
         d.memset(0)?;
@@ -398,7 +484,7 @@ pub fn measure(
                 let k = (STAGE / ELT).min(start + len - at);
                 stage.resize(k, 0.0);
                 d.read(at * ELT, as_bytes_mut(&mut stage))?;
-                wrong += l.count_wrong(r, at, &stage);
+                wrong += l.count_wrong(first + r, at, &stage);
                 checked += k as u64;
                 at += k;
             }
@@ -408,7 +494,7 @@ pub fn measure(
         time_us,
         elements_checked: checked,
         wrong_elements: wrong,
-        ranks: n,
+        ranks: total,
         bytes: l.counted_bytes,
     })
 }

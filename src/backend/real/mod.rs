@@ -508,6 +508,21 @@ impl Backend for RealBackend {
         Ok(Some(self.read_fabric(gpus)))
     }
 
+    fn fabric_id(&mut self) -> Result<Vec<u8>, HwError> {
+        self.cuda.fabric_id()
+    }
+
+    fn fabric_collective(
+        &mut self,
+        comm: &crate::backend::FabricComm,
+        ops: &[CollectiveOp],
+        sizes: &[u64],
+        warmup: u32,
+        iters: u32,
+    ) -> Result<Vec<Vec<CollectiveSample>>, HwError> {
+        self.cuda.fabric_collective(comm, ops, sizes, warmup, iters)
+    }
+
     fn inventory(&mut self) -> Result<Inventory, HwError> {
         let _deadline =
             watchdog::Watchdog::start("reading the inventory through NVML", watchdog::NVML_LIMIT);
