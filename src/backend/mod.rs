@@ -238,6 +238,14 @@ pub trait Backend {
         let _ = gpus;
         Ok(None)
     }
+    /// Whether this backend can measure NCCL across nodes here (NotSupported, with why, when
+    /// not): asked before a node joins a job, so that one that cannot says so at once. Makes
+    /// no id (an NCCL id nobody uses leaves its bootstrap listener waiting).
+    fn fabric_supported(&mut self) -> Result<(), HwError> {
+        Err(HwError::NotSupported(
+            "this backend does not measure NCCL across nodes".into(),
+        ))
+    }
     /// A new NCCL unique id (`ncclGetUniqueId`: 128 opaque bytes naming this node's bootstrap
     /// listener), for a communicator across nodes that this node starts. The simulated node
     /// makes random bytes. NotSupported where this backend cannot measure across nodes.

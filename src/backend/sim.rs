@@ -1526,12 +1526,17 @@ impl Backend for SimBackend {
         Ok(self.sim_fabric(gpus, true))
     }
 
-    fn fabric_id(&mut self) -> Result<Vec<u8>, HwError> {
-        if self.node.network.is_none() {
-            return Err(HwError::NotSupported(
+    fn fabric_supported(&mut self) -> Result<(), HwError> {
+        match self.node.network {
+            Some(_) => Ok(()),
+            None => Err(HwError::NotSupported(
                 "the simulated node describes no NICs ([network])".into(),
-            ));
+            )),
         }
+    }
+
+    fn fabric_id(&mut self) -> Result<Vec<u8>, HwError> {
+        self.fabric_supported()?;
         // As NCCL's: 128 bytes, new each time (two ids never name the same communicator).
         let mut id = vec![0u8; crate::backend::NCCL_ID_BYTES];
         getrandom::getrandom(&mut id).map_err(|e| HwError::Call {

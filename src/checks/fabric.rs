@@ -168,11 +168,16 @@ pub fn measure_in(
 ) -> Result<Measured, HwError> {
     // Whether this node can measure across nodes at all, before anyone waits on it: a node that
     // cannot says so at once (and the others are told why it stops). Rank 0's id is the job's
-    // communicator's, handed out by the rendezvous.
-    let id = backend.fabric_id();
-    if let Err(HwError::NotSupported(why)) = &id {
-        return Ok(not_measured(format!("not available here: {why}")));
-    }
+    // communicator's, handed out by the rendezvous; the others make none now (an id nobody
+    // uses leaves NCCL's bootstrap listener waiting).
+    let id = match backend.fabric_supported() {
+        Err(HwError::NotSupported(why)) => {
+            return Ok(not_measured(format!("not available here: {why}")))
+        }
+        Err(e) => Err(e),
+        Ok(()) if world.rank == 0 => backend.fabric_id(),
+        Ok(()) => Ok(vec![]),
+    };
     match measure_job(cfg, world, names, key, ctx, id, backend, progress) {
         Ok(m) => Ok(m),
         // Another node's absence or stop, rank 0 giving up on the job because others never

@@ -574,12 +574,19 @@ impl CudaMeasurements {
         r
     }
 
-    /// A new NCCL unique id, for a communicator across nodes that this node starts.
-    pub fn fabric_id(&mut self) -> Result<Vec<u8>, HwError> {
+    /// Whether NCCL can run across nodes here: the GPUs open and libnccl loads. A missing
+    /// library or a driver that does not answer is an error of this node, not NotSupported.
+    pub fn fabric_supported(&mut self) -> Result<(), HwError> {
         self.worker()?;
         if !(self.opts.nccl_loadable)() {
             return Err(libs::missing(Lib::Nccl));
         }
+        Ok(())
+    }
+
+    /// A new NCCL unique id, for a communicator across nodes that this node starts.
+    pub fn fabric_id(&mut self) -> Result<Vec<u8>, HwError> {
+        self.fabric_supported()?;
         self.run("ncclGetUniqueId".into(), Duration::from_secs(60), |_| {
             nccl::unique_id()
         })

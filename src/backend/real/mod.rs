@@ -508,6 +508,10 @@ impl Backend for RealBackend {
         Ok(Some(self.read_fabric(gpus)))
     }
 
+    fn fabric_supported(&mut self) -> Result<(), HwError> {
+        self.cuda.fabric_supported()
+    }
+
     fn fabric_id(&mut self) -> Result<Vec<u8>, HwError> {
         self.cuda.fabric_id()
     }
