@@ -732,6 +732,27 @@ mod tests {
     }
 
     #[test]
+    fn every_config_space_in_the_fixture_trees_is_as_long_as_root_reads_it() {
+        let trees = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs");
+        let mut seen = 0;
+        let mut stack = vec![trees];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let e = e.unwrap();
+                let t = e.file_type().unwrap();
+                if t.is_dir() {
+                    stack.push(e.path());
+                } else if t.is_file() && e.file_name() == "config" {
+                    let len = e.metadata().unwrap().len();
+                    assert_eq!(len, 4096, "{}", e.path().display());
+                    seen += 1;
+                }
+            }
+        }
+        assert!(seen > 50, "{seen}");
+    }
+
+    #[test]
     fn a_vm_with_no_nic_visible_fails_a_fabric_and_skips_without_one() {
         let inv = node_with_tree("h200-vm-1", "vm-no-nic");
         let f = inv.fabric.as_ref().unwrap();
