@@ -732,6 +732,47 @@ mod tests {
     }
 
     #[test]
+    fn acs_redirect_read_from_a_switch_port_fails_naming_the_nic_and_the_bridge() {
+        let suite = "format_version = 1\nname = \"t\"\nextends = \"l40s-pcie-4\"\n[network]\nnic_count = 2\nlink_layer = \"ethernet\"\nrate_gbps = 200.0\ngpu_nic_path = \"PXB\"\n";
+        // Socket 0's switch: P2P redirect above GPU 1 and above mlx5_0, source validation alone
+        // (no redirect) above GPU 0; the root port above the switch redirects too, but it is
+        // not between them.
+        let on = node_with_tree("l40s-pcie-4", "pcie-box-acs-redirect");
+        let f = on.fabric.as_ref().unwrap();
+        assert_eq!(f.nics[0].acs_redirect, ["0000:3e:01.0", "0000:3e:02.0"]);
+        assert!(f.nics[0].acs_unknown.is_empty(), "{:?}", f.nics[0]);
+        // mlx5_1 is no nearer than NODE to any GPU: the bridges on its paths are not read.
+        assert!(f.nics[1].acs_redirect.is_empty());
+        assert!(f.unavailable.is_empty(), "{:?}", f.unavailable);
+        let all = judge(&on, suite, None);
+        let acs: Vec<&Finding> = all.iter().filter(|x| x.reason.contains("ACS")).collect();
+        assert_eq!(acs.len(), 2, "{acs:#?}");
+        for (x, b) in acs.iter().zip(["0000:3e:01.0", "0000:3e:02.0"]) {
+            assert_eq!(x.status, Status::Fail);
+            assert_eq!(x.subject.bridge.as_deref(), Some(b));
+            assert_eq!(x.subject.nic.as_deref(), Some("mlx5_0"));
+            assert_eq!(
+                x.reason,
+                format!("bridge {b} between mlx5_0 and its GPUs redirects peer traffic (ACS): GPUDirect RDMA detours through the root complex")
+            );
+        }
+        // The same box with ACS off, and the HGX board: nothing is said about ACS.
+        let off = node_with_tree("l40s-pcie-4", "pcie-box-cross-socket");
+        let quiet = judge(&off, suite, None);
+        assert!(
+            quiet.iter().all(|x| !x.reason.contains("ACS")),
+            "{quiet:#?}"
+        );
+        assert_eq!(failed(&quiet).len(), failed(&all).len() - 2);
+        let hgx = node_with_tree("h100-sxm-8", "hgx-h100-8nic");
+        let quiet = judge(&hgx, H100, None);
+        assert!(
+            quiet.iter().all(|x| !x.reason.contains("ACS")),
+            "{quiet:#?}"
+        );
+    }
+
+    #[test]
     fn every_config_space_in_the_fixture_trees_is_as_long_as_root_reads_it() {
         let trees = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs");
         let mut seen = 0;
