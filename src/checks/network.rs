@@ -91,6 +91,13 @@ impl Check for Network {
                 Ok(vec!["the suite states a fabric, but the NICs were not read: each expectation is not available here".into()])
             };
         };
+        // A NIC that hung the reading is judged (an error), never skipped as "no NIC".
+        if let Some(no) = &f.no_answer {
+            return Ok(vec![format!(
+                "the NICs were not read for the inventory: {}",
+                no.describe()
+            )]);
+        }
         if f.nics.is_empty() && expect.is_empty() {
             return Err("no RDMA NIC on this node, and the suite states no fabric".into());
         }
@@ -109,11 +116,31 @@ impl Check for Network {
         progress: Progress,
     ) -> Result<Measured, HwError> {
         let mut m = Measured::default();
-        if ctx.inventory.fabric.is_none() {
+        let Some(before) = &ctx.inventory.fabric else {
             progress(1, 1);
             return Ok(m);
+        };
+        // A NIC that did not answer (hung firmware) makes the node untestable here: an error
+        // that names the read, never a reading taken for healthy. It is not read again.
+        let hung = |no: &crate::network::NoAnswer, when: &str| HwError::Timeout {
+            what: format!(
+                "reading the NICs {when} ({}{})",
+                match (&no.nic, no.port) {
+                    (Some(n), Some(p)) => format!("{n} port {p}: "),
+                    (Some(n), None) => format!("{n}: "),
+                    _ => String::new(),
+                },
+                no.file
+            ),
+            seconds: no.waited_s,
+        };
+        if let Some(no) = &before.no_answer {
+            return Err(hung(no, "for the inventory"));
         }
         let after = backend.fabric(&ctx.inventory.gpus)?;
+        if let Some(no) = after.as_ref().and_then(|f| f.no_answer.as_ref()) {
+            return Err(hung(no, "after the run"));
+        }
         for n in after.iter().flat_map(|f| &f.nics) {
             for p in &n.ports {
                 for (name, v) in &p.counters {
@@ -136,8 +163,25 @@ impl Check for Network {
     fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
         let expect = &ctx.suite.network;
         let Some(f) = &ctx.inventory.fabric else {
-            return not_read(expect);
+            return not_read(expect, "the NICs were not read");
         };
+        if let Some(no) = &f.no_answer {
+            // The run stops at measure (an error); judged directly, the same: an error that
+            // names the read, and every expectation not available.
+            let mut out = vec![finding(
+                Status::Error,
+                Subject {
+                    nic: no.nic.clone(),
+                    port: no.port,
+                    ..Subject::node()
+                },
+                "no answer",
+                format!("an answer within {} s", no.waited_s),
+                no.describe(),
+            )];
+            out.extend(not_read(expect, "the NICs did not answer"));
+            return out;
+        }
         let mut out = Vec::new();
         let nics = fabric_nics(f, expect);
         let unknown = layer_unknown(f, expect);
@@ -192,9 +236,8 @@ impl Check for Network {
     }
 }
 
-/// Every stated expectation, when the NICs could not be read at all.
-fn not_read(expect: &NetworkExpect) -> Vec<Finding> {
-    let why = "the NICs were not read";
+/// Every stated expectation, when the NICs could not be read at all (`why`).
+fn not_read(expect: &NetworkExpect, why: &str) -> Vec<Finding> {
     let mut out = Vec::new();
     if let Some(c) = expect.nic_count {
         out.push(na(
@@ -966,6 +1009,53 @@ mod tests {
         assert!(all
             .iter()
             .any(|x| x.subject == Subject::nic("mlx5_4", Some(1)) && x.status == Status::Pass));
+    }
+
+    #[test]
+    fn nics_that_did_not_answer_are_an_error_never_a_node_without_nics() {
+        let mut inv = node_with_tree("h200-vm-1", "vm-no-nic");
+        let no = crate::network::NoAnswer {
+            file: "/sys/class/infiniband/mlx5_3/ports/1/counters/symbol_error".into(),
+            nic: Some("mlx5_3".into()),
+            port: Some(1),
+            waited_s: 5.0,
+        };
+        inv.fabric = Some(Fabric {
+            no_answer: Some(no.clone()),
+            ..Default::default()
+        });
+        // Planned even where the suite states no fabric: not skipped as a node without NICs.
+        let plain = crate::suite::load::load("h200-vm-1").unwrap();
+        let net = Network(plain.suite.checks.network.clone().unwrap());
+        let ctx = crate::testutil::ctx(&plain.suite, &inv);
+        assert_eq!(
+            net.plan(&ctx).unwrap(),
+            [format!(
+                "the NICs were not read for the inventory: {}",
+                no.describe()
+            )]
+        );
+        // Measured: an error naming the read, without reading the NICs again.
+        let mut b = SimBackend::new(sim::load_node("h200-vm-1").unwrap(), vec![], 1).unwrap();
+        let e = net.measure(&ctx, &mut b, &mut |_, _| {}).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "reading the NICs for the inventory (mlx5_3 port 1: /sys/class/infiniband/mlx5_3/ports/1/counters/symbol_error) did not finish within 5 s"
+        );
+        // Judged: an error about that port, and each stated expectation not available.
+        let suite =
+            "format_version = 1\nname = \"t\"\nextends = \"h200-vm-1\"\n[network]\nnic_count = 1\n";
+        let all = judge(&inv, suite, None);
+        assert_eq!(all.len(), 2, "{all:#?}");
+        assert_eq!(all[0].status, Status::Error);
+        assert_eq!(all[0].subject, Subject::nic("mlx5_3", Some(1)));
+        assert_eq!(all[0].reason, no.describe());
+        assert_eq!(all[0].expected, "an answer within 5 s");
+        assert_eq!(all[1].status, Status::Skip);
+        assert_eq!(
+            all[1].reason,
+            "not available here: NIC count (the NICs did not answer)"
+        );
     }
 
     #[test]
