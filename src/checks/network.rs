@@ -712,6 +712,7 @@ mod tests {
         assert_eq!(n0.numa_node, Some(0));
         assert_eq!(n0.fw_ver.as_deref(), Some("28.39.1002"));
         assert_eq!(n0.node_guid.as_deref(), Some("a088:c203:00b1:4c00"));
+        assert_eq!(n0.sys_image_guid.as_deref(), Some("a088:c203:00b1:4c00"));
         let p = &n0.ports[0];
         assert_eq!((p.port, p.rate_gbps), (1, Some(400.0)));
         assert_eq!(p.state_text(), "ACTIVE/LinkUp");
