@@ -139,7 +139,10 @@ fn network(s: &mut String, inv: &Inventory) {
         s.push_str("\nNICs: not read\n");
         return;
     };
-    if f.nics.is_empty() {
+    if let Some(no) = &f.no_answer {
+        // Not "no NIC": the NICs are unknown.
+        s.push_str(&format!("\nNICs: not read: {}\n", visible(&no.describe())));
+    } else if f.nics.is_empty() {
         s.push_str("\nNICs: no RDMA NIC visible\n");
     } else {
         s.push_str("\nNIC      BUS ID        NUMA  PORT  LAYER       STATE           RATE      FIRMWARE    INTERFACE\n");
@@ -364,6 +367,27 @@ mod tests {
             .collect();
         let mut b = SimBackend::new(sim::load_node(node).expect("node"), faults, 1).expect("sim");
         b.inventory().expect("inventory")
+    }
+
+    #[test]
+    fn nics_that_did_not_answer_are_said_not_read_never_absent() {
+        let mut inv = sim_inventory("h200-vm-1", &[]);
+        let no = crate::network::NoAnswer {
+            file: "/sys/class/infiniband/mlx5_3/ports/1/counters/symbol_error".into(),
+            nic: Some("mlx5_3".into()),
+            port: Some(1),
+            waited_s: 5.0,
+        };
+        inv.fabric = Some(crate::network::Fabric {
+            no_answer: Some(no.clone()),
+            ..Default::default()
+        });
+        let text = render(&inv, true);
+        assert!(
+            text.contains(&format!("\nNICs: not read: {}\n", no.describe())),
+            "{text}"
+        );
+        assert!(!text.contains("no RDMA NIC"), "{text}");
     }
 
     #[test]

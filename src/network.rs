@@ -63,6 +63,42 @@ pub struct Fabric {
     /// Readings the platform did not give, as "mlx5_0 port 1 rate: not readable".
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub unavailable: Vec<String>,
+    /// A read that did not answer in time (a NIC whose firmware hangs): the NICs were then not
+    /// read, and what this holds is not known, never healthy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub no_answer: Option<NoAnswer>,
+}
+
+/// A read of the NIC reader that did not answer within its deadline.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct NoAnswer {
+    /// The file (or folder) being read, as the node names it:
+    /// "/sys/class/infiniband/mlx5_3/ports/1/counters/symbol_error".
+    pub file: String,
+    /// The RDMA device it belongs to, where it is one's ("mlx5_3").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic: Option<String>,
+    /// Its port, where the file is a port's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub port: Option<u32>,
+    /// How long it was waited for, seconds.
+    pub waited_s: f64,
+}
+
+impl NoAnswer {
+    /// "the NICs did not answer within 5 s: reading mlx5_3 port 1 (/sys/class/infiniband/...)
+    /// never returned (...)".
+    pub fn describe(&self) -> String {
+        let whose = match (&self.nic, self.port) {
+            (Some(n), Some(p)) => format!("{n} port {p} ({})", self.file),
+            (Some(n), None) => format!("{n} ({})", self.file),
+            _ => self.file.clone(),
+        };
+        format!(
+            "the NICs did not answer within {} s: reading {whose} never returned (the adapter's firmware or driver is hung: see the kernel log, then reset the adapter or reboot the node)",
+            self.waited_s
+        )
+    }
 }
 
 /// One RDMA device.

@@ -230,7 +230,8 @@ pub trait Backend {
     /// The reference data-parallel training run.
     fn training(&mut self, cfg: &TrainingCheck) -> Result<TrainingRun, HwError>;
     /// Read the network adapters again (their error counters above all), relating them to
-    /// `gpus` (the inventory's). None: this backend does not read NICs.
+    /// `gpus` (the inventory's). None: this backend does not read NICs. A reading that did not
+    /// answer in time is [`crate::network::Fabric::no_answer`], never a hang.
     fn fabric(
         &mut self,
         gpus: &[crate::inventory::Gpu],

@@ -227,5 +227,6 @@ pub fn fabric(
             dmabuf: Some(gdr),
         },
         unavailable: vec![],
+        no_answer: None,
     }
 }

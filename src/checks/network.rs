@@ -15,17 +15,46 @@ use crate::suite::{NetworkCheck, NetworkExpect, PciePath};
 
 pub struct Network(pub NetworkCheck);
 
-/// The RDMA devices that make up the fabric: not excluded, of the stated link layer (a device
-/// whose first port's layer cannot be read is kept: it is judged, not silently dropped).
+/// The RDMA devices that make up the fabric: not excluded, and of the stated link layer where
+/// the suite states one. A device whose layer cannot be read is then not known to be the
+/// fabric's: it is neither counted nor judged as a fabric NIC (see [`layer_unknown`]).
 pub fn fabric_nics<'a>(f: &'a Fabric, expect: &NetworkExpect) -> Vec<&'a Nic> {
     f.nics
         .iter()
         .filter(|n| !expect.excludes(&n.name))
-        .filter(|n| match (expect.link_layer, n.link_layer()) {
-            (Some(want), Some(have)) => want == have,
-            _ => true,
+        .filter(|n| match expect.link_layer {
+            Some(want) => n.link_layer() == Some(want),
+            None => true,
         })
         .collect()
+}
+
+/// The devices, not excluded, whose link layer cannot be read (no port, an unreadable
+/// `link_layer`, or one nodecert does not know) where the suite states the fabric's: whether
+/// they are the fabric's is unknown, said as such, never taken for healthy fabric NICs.
+pub fn layer_unknown<'a>(f: &'a Fabric, expect: &NetworkExpect) -> Vec<&'a Nic> {
+    if expect.link_layer.is_none() {
+        return vec![];
+    }
+    f.nics
+        .iter()
+        .filter(|n| !expect.excludes(&n.name) && n.link_layer().is_none())
+        .collect()
+}
+
+/// Why `n`'s link layer is unknown, for a finding.
+fn layer_unread(n: &Nic) -> String {
+    match n.ports.first().map(|p| p.link_layer.as_deref()) {
+        None => format!(
+            "{}'s link layer cannot be read (no port could be read)",
+            n.name
+        ),
+        Some(None) => format!("{}'s link layer cannot be read", n.name),
+        Some(Some(text)) => format!(
+            "{}'s link layer cannot be read ({text:?} is neither InfiniBand nor Ethernet)",
+            n.name
+        ),
+    }
 }
 
 fn na(subject: Subject, expected: impl Into<String>, what: String) -> Finding {
@@ -62,6 +91,13 @@ impl Check for Network {
                 Ok(vec!["the suite states a fabric, but the NICs were not read: each expectation is not available here".into()])
             };
         };
+        // A NIC that hung the reading is judged (an error), never skipped as "no NIC".
+        if let Some(no) = &f.no_answer {
+            return Ok(vec![format!(
+                "the NICs were not read for the inventory: {}",
+                no.describe()
+            )]);
+        }
         if f.nics.is_empty() && expect.is_empty() {
             return Err("no RDMA NIC on this node, and the suite states no fabric".into());
         }
@@ -80,11 +116,31 @@ impl Check for Network {
         progress: Progress,
     ) -> Result<Measured, HwError> {
         let mut m = Measured::default();
-        if ctx.inventory.fabric.is_none() {
+        let Some(before) = &ctx.inventory.fabric else {
             progress(1, 1);
             return Ok(m);
+        };
+        // A NIC that did not answer (hung firmware) makes the node untestable here: an error
+        // that names the read, never a reading taken for healthy. It is not read again.
+        let hung = |no: &crate::network::NoAnswer, when: &str| HwError::Timeout {
+            what: format!(
+                "reading the NICs {when} ({}{})",
+                match (&no.nic, no.port) {
+                    (Some(n), Some(p)) => format!("{n} port {p}: "),
+                    (Some(n), None) => format!("{n}: "),
+                    _ => String::new(),
+                },
+                no.file
+            ),
+            seconds: no.waited_s,
+        };
+        if let Some(no) = &before.no_answer {
+            return Err(hung(no, "for the inventory"));
         }
         let after = backend.fabric(&ctx.inventory.gpus)?;
+        if let Some(no) = after.as_ref().and_then(|f| f.no_answer.as_ref()) {
+            return Err(hung(no, "after the run"));
+        }
         for n in after.iter().flat_map(|f| &f.nics) {
             for p in &n.ports {
                 for (name, v) in &p.counters {
@@ -107,16 +163,47 @@ impl Check for Network {
     fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
         let expect = &ctx.suite.network;
         let Some(f) = &ctx.inventory.fabric else {
-            return not_read(expect);
+            return not_read(expect, "the NICs were not read");
         };
+        if let Some(no) = &f.no_answer {
+            // The run stops at measure (an error); judged directly, the same: an error that
+            // names the read, and every expectation not available.
+            let mut out = vec![finding(
+                Status::Error,
+                Subject {
+                    nic: no.nic.clone(),
+                    port: no.port,
+                    ..Subject::node()
+                },
+                "no answer",
+                format!("an answer within {} s", no.waited_s),
+                no.describe(),
+            )];
+            out.extend(not_read(expect, "the NICs did not answer"));
+            return out;
+        }
         let mut out = Vec::new();
         let nics = fabric_nics(f, expect);
-        // Devices left out of the fabric are said, so a NIC of the wrong layer is seen.
+        let unknown = layer_unknown(f, expect);
+        // Devices left out of the fabric are said, so a NIC of the wrong layer is seen; one whose
+        // layer is unknown is not available here (neither counted nor judged).
         for n in f
             .nics
             .iter()
             .filter(|n| !nics.iter().any(|x| x.name == n.name))
         {
+            if unknown.iter().any(|x| x.name == n.name) {
+                let want = expect.link_layer.map_or("", |l| l.kernel_name());
+                out.push(na(
+                    Subject::nic(&n.name, None),
+                    format!("link layer {want}"),
+                    format!(
+                        "{}: whether it is a fabric NIC is unknown, so it is neither counted nor judged",
+                        layer_unread(n)
+                    ),
+                ));
+                continue;
+            }
             let why = if expect.excludes(&n.name) {
                 "excluded by the suite".to_string()
             } else {
@@ -138,20 +225,19 @@ impl Check for Network {
             x.info = true;
             out.push(x);
         }
-        out.extend(count(&nics, expect));
+        out.extend(count(&nics, &unknown, expect));
         for n in &nics {
             out.extend(ports(n, expect));
         }
-        out.extend(gpu_paths(ctx, &nics, expect));
+        out.extend(gpu_paths(ctx, &nics, &unknown, expect));
         out.extend(gdr(f, expect));
         out.extend(counters(&self.0, &nics, m));
         out
     }
 }
 
-/// Every stated expectation, when the NICs could not be read at all.
-fn not_read(expect: &NetworkExpect) -> Vec<Finding> {
-    let why = "the NICs were not read";
+/// Every stated expectation, when the NICs could not be read at all (`why`).
+fn not_read(expect: &NetworkExpect, why: &str) -> Vec<Finding> {
     let mut out = Vec::new();
     if let Some(c) = expect.nic_count {
         out.push(na(
@@ -184,7 +270,9 @@ fn not_read(expect: &NetworkExpect) -> Vec<Finding> {
     out
 }
 
-fn count(nics: &[&Nic], expect: &NetworkExpect) -> Vec<Finding> {
+/// The count of fabric NICs against `nic_count`. Devices whose layer is unknown (`unknown`) are
+/// not counted; where they could make up the shortfall, the count is not available here.
+fn count(nics: &[&Nic], unknown: &[&Nic], expect: &NetworkExpect) -> Vec<Finding> {
     let Some(want) = expect.nic_count else {
         return vec![];
     };
@@ -194,6 +282,27 @@ fn count(nics: &[&Nic], expect: &NetworkExpect) -> Vec<Finding> {
         .map(|l| format!(" {}", l.kernel_name()))
         .unwrap_or_default();
     let names: Vec<&str> = nics.iter().map(|n| n.name.as_str()).collect();
+    let unread: Vec<&str> = unknown.iter().map(|n| n.name.as_str()).collect();
+    if have < want && have + unread.len() >= want {
+        return vec![na(
+            Subject::node(),
+            format!("{want} NICs"),
+            format!(
+                "the NIC count: {have}{layer} RDMA NICs ({}), and {} whose link layer cannot be read ({}): whether the node has the {want} the suite asks for is unknown",
+                names.join(", "),
+                unread.len(),
+                unread.join(", ")
+            ),
+        )];
+    }
+    let unread_note = if unread.is_empty() {
+        String::new()
+    } else {
+        format!(
+            " ({} not counted: link layer cannot be read)",
+            unread.join(", ")
+        )
+    };
     let status = if have < want {
         Status::Fail
     } else if have > want {
@@ -207,9 +316,9 @@ fn count(nics: &[&Nic], expect: &NetworkExpect) -> Vec<Finding> {
         format!("{have} NICs"),
         format!("{want} NICs"),
         match status {
-            Status::Fail if have == 0 => format!("no{layer} RDMA NIC is visible; the suite asks for {want}"),
+            Status::Fail if have == 0 => format!("no{layer} RDMA NIC is visible; the suite asks for {want}{unread_note}"),
             Status::Fail => format!(
-                "{have}{layer} RDMA NICs ({}), the suite asks for {want}",
+                "{have}{layer} RDMA NICs ({}), the suite asks for {want}{unread_note}",
                 names.join(", ")
             ),
             Status::Warn => format!(
@@ -293,7 +402,7 @@ fn ports(n: &Nic, expect: &NetworkExpect) -> Vec<Finding> {
     out
 }
 
-fn gpu_paths(ctx: &Ctx, nics: &[&Nic], expect: &NetworkExpect) -> Vec<Finding> {
+fn gpu_paths(ctx: &Ctx, nics: &[&Nic], unknown: &[&Nic], expect: &NetworkExpect) -> Vec<Finding> {
     let Some(want) = expect.gpu_nic_path else {
         return vec![];
     };
@@ -318,7 +427,27 @@ fn gpu_paths(ctx: &Ctx, nics: &[&Nic], expect: &NetworkExpect) -> Vec<Finding> {
     for g in &ctx.inventory.gpus {
         let sub = Subject::gpu(g.index);
         let expected = format!("a NIC at {} or nearer", want.label());
-        match Fabric::nearest(nics, g.index) {
+        let nearest = Fabric::nearest(nics, g.index);
+        // A near device whose layer is unknown may be this GPU's fabric NIC: without a near
+        // fabric NIC, the GPU's path is unknown, not failed.
+        let near_unknown = Fabric::nearest(unknown, g.index).filter(|(_, p)| *p <= want);
+        if let (Some((u, p)), false) = (near_unknown, nearest.is_some_and(|(_, p)| p <= want)) {
+            let mut x = na(
+                Subject::gpu_nic(g.index, &u.name),
+                expected,
+                format!(
+                    "GPU {}'s path to the fabric: its nearest NIC is {} at {}, and {}",
+                    g.index,
+                    u.name,
+                    p.label(),
+                    layer_unread(u)
+                ),
+            );
+            x.found = p.label().into();
+            out.push(x);
+            continue;
+        }
+        match nearest {
             None if nics.is_empty() => out.push(finding(
                 Status::Fail,
                 sub,
@@ -583,6 +712,7 @@ mod tests {
         assert_eq!(n0.numa_node, Some(0));
         assert_eq!(n0.fw_ver.as_deref(), Some("28.39.1002"));
         assert_eq!(n0.node_guid.as_deref(), Some("a088:c203:00b1:4c00"));
+        assert_eq!(n0.sys_image_guid.as_deref(), Some("a088:c203:00b1:4c00"));
         let p = &n0.ports[0];
         assert_eq!((p.port, p.rate_gbps), (1, Some(400.0)));
         assert_eq!(p.state_text(), "ACTIVE/LinkUp");
@@ -729,6 +859,204 @@ mod tests {
         .unwrap();
         let ctx = crate::testutil::ctx(&stated.suite, &bare);
         assert!(net.plan(&ctx).is_ok());
+    }
+
+    #[test]
+    fn acs_redirect_read_from_a_switch_port_fails_naming_the_nic_and_the_bridge() {
+        let suite = "format_version = 1\nname = \"t\"\nextends = \"l40s-pcie-4\"\n[network]\nnic_count = 2\nlink_layer = \"ethernet\"\nrate_gbps = 200.0\ngpu_nic_path = \"PXB\"\n";
+        // Socket 0's switch: P2P redirect above GPU 1 and above mlx5_0, source validation alone
+        // (no redirect) above GPU 0; the root port above the switch redirects too, but it is
+        // not between them.
+        let on = node_with_tree("l40s-pcie-4", "pcie-box-acs-redirect");
+        let f = on.fabric.as_ref().unwrap();
+        assert_eq!(f.nics[0].acs_redirect, ["0000:3e:01.0", "0000:3e:02.0"]);
+        assert!(f.nics[0].acs_unknown.is_empty(), "{:?}", f.nics[0]);
+        // mlx5_1 is no nearer than NODE to any GPU: the bridges on its paths are not read.
+        assert!(f.nics[1].acs_redirect.is_empty());
+        assert!(f.unavailable.is_empty(), "{:?}", f.unavailable);
+        let all = judge(&on, suite, None);
+        let acs: Vec<&Finding> = all.iter().filter(|x| x.reason.contains("ACS")).collect();
+        assert_eq!(acs.len(), 2, "{acs:#?}");
+        for (x, b) in acs.iter().zip(["0000:3e:01.0", "0000:3e:02.0"]) {
+            assert_eq!(x.status, Status::Fail);
+            assert_eq!(x.subject.bridge.as_deref(), Some(b));
+            assert_eq!(x.subject.nic.as_deref(), Some("mlx5_0"));
+            assert_eq!(
+                x.reason,
+                format!("bridge {b} between mlx5_0 and its GPUs redirects peer traffic (ACS): GPUDirect RDMA detours through the root complex")
+            );
+        }
+        // The same box with ACS off, and the HGX board: nothing is said about ACS.
+        let off = node_with_tree("l40s-pcie-4", "pcie-box-cross-socket");
+        let quiet = judge(&off, suite, None);
+        assert!(
+            quiet.iter().all(|x| !x.reason.contains("ACS")),
+            "{quiet:#?}"
+        );
+        assert_eq!(failed(&quiet).len(), failed(&all).len() - 2);
+        let hgx = node_with_tree("h100-sxm-8", "hgx-h100-8nic");
+        let quiet = judge(&hgx, H100, None);
+        assert!(
+            quiet.iter().all(|x| !x.reason.contains("ACS")),
+            "{quiet:#?}"
+        );
+    }
+
+    #[test]
+    fn every_config_space_in_the_fixture_trees_is_as_long_as_root_reads_it() {
+        let trees = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/sysfs");
+        let mut seen = 0;
+        let mut stack = vec![trees];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap() {
+                let e = e.unwrap();
+                let t = e.file_type().unwrap();
+                if t.is_dir() {
+                    stack.push(e.path());
+                } else if t.is_file() && e.file_name() == "config" {
+                    let len = e.metadata().unwrap().len();
+                    assert_eq!(len, 4096, "{}", e.path().display());
+                    seen += 1;
+                }
+            }
+        }
+        assert!(seen > 50, "{seen}");
+    }
+
+    #[test]
+    fn a_nic_whose_link_layer_cannot_be_read_is_neither_counted_nor_judged_but_said() {
+        let mut inv = node_with_tree("h100-sxm-8", "hgx-h100-8nic");
+        inv.fabric.as_mut().unwrap().nics[4].ports[0].link_layer = None;
+        let all = judge(&inv, H100, None);
+        assert!(failed(&all).is_empty(), "{:#?}", failed(&all));
+        let about = |nic: &str| -> Vec<&Finding> {
+            all.iter()
+                .filter(|x| x.subject.nic.as_deref() == Some(nic))
+                .collect()
+        };
+        // Said once, as not available here, and never judged: no port, rate or counter of it.
+        let m4 = about("mlx5_4");
+        assert_eq!(m4.len(), 2, "{m4:#?}");
+        assert_eq!(m4[0].status, Status::Skip);
+        assert_eq!(m4[0].subject, Subject::nic("mlx5_4", None));
+        assert_eq!(
+            m4[0].reason,
+            "not available here: mlx5_4's link layer cannot be read: whether it is a fabric NIC is unknown, so it is neither counted nor judged"
+        );
+        assert!(!m4[0].info);
+        // GPU 4, whose PIX NIC it is, has no known path to the fabric: not available, not a
+        // pass through it and not a failure for the farther NICs it can reach.
+        assert_eq!(m4[1].subject, Subject::gpu_nic(4, "mlx5_4"));
+        assert_eq!(m4[1].status, Status::Skip);
+        assert_eq!(m4[1].found, "PIX");
+        assert_eq!(
+            m4[1].reason,
+            "not available here: GPU 4's path to the fabric: its nearest NIC is mlx5_4 at PIX, and mlx5_4's link layer cannot be read"
+        );
+        assert_eq!(about("mlx5_3").len(), 4, "{:#?}", about("mlx5_3"));
+        // Not counted: 7 known and 1 unknown may be the 8 asked for, or may not.
+        let count = all.iter().find(|x| x.reason.contains("NIC count")).unwrap();
+        assert_eq!(count.status, Status::Skip);
+        assert_eq!(
+            count.reason,
+            "not available here: the NIC count: 7 InfiniBand RDMA NICs (mlx5_0, mlx5_1, mlx5_2, mlx5_3, mlx5_5, mlx5_6, mlx5_7), and 1 whose link layer cannot be read (mlx5_4): whether the node has the 8 the suite asks for is unknown"
+        );
+        // It cannot make up a larger shortfall; and where 7 are asked for, 7 known suffice.
+        let nine = format!("{H100}[network]\nnic_count = 9\n");
+        assert_eq!(
+            failed(&judge(&inv, &nine, None)),
+            ["7 InfiniBand RDMA NICs (mlx5_0, mlx5_1, mlx5_2, mlx5_3, mlx5_5, mlx5_6, mlx5_7), the suite asks for 9 (mlx5_4 not counted: link layer cannot be read)"]
+        );
+        let seven = format!("{H100}[network]\nnic_count = 7\n");
+        let c7 = judge(&inv, &seven, None);
+        let c7 = c7.iter().find(|x| x.expected == "7 NICs").unwrap();
+        assert_eq!(c7.status, Status::Pass, "{c7:?}");
+        // A layer that is not one nodecert knows, and a NIC with no port, read the same way.
+        let mut odd = inv.clone();
+        let nics = &mut odd.fabric.as_mut().unwrap().nics;
+        nics[4].ports[0].link_layer = Some("Omni-Path".into());
+        nics[5].ports.clear();
+        let all = judge(&odd, H100, None);
+        for (nic, why) in [
+            ("mlx5_4", "mlx5_4's link layer cannot be read (\"Omni-Path\" is neither InfiniBand nor Ethernet)"),
+            ("mlx5_5", "mlx5_5's link layer cannot be read (no port could be read)"),
+        ] {
+            let x = all
+                .iter()
+                .find(|x| x.subject == Subject::nic(nic, None))
+                .unwrap();
+            assert_eq!(x.status, Status::Skip);
+            assert!(x.reason.starts_with(&format!("not available here: {why}: ")), "{}", x.reason);
+        }
+        assert!(all.iter().any(|x| x
+            .reason
+            .contains("and 2 whose link layer cannot be read (mlx5_4, mlx5_5)")));
+        // GPUs 4 and 5, whose PIX NICs are of unknown layer, have an unknown path; GPU 6,
+        // whose fabric NIC is near, passes as before.
+        let paths = |g: usize| all.iter().find(|x| x.subject.gpu == Some(g)).unwrap();
+        assert_eq!(paths(5).status, Status::Skip);
+        assert_eq!(paths(6).status, Status::Pass);
+        assert!(failed(&all).is_empty(), "{:#?}", failed(&all));
+        // Where the suite states no link layer, the layer does not decide membership: the
+        // device is counted and its port judged.
+        let any = "format_version = 1\nname = \"t\"\nextends = \"l40s-pcie-4\"\n[network]\nnic_count = 9\n";
+        let all = judge(&inv, any, None);
+        assert!(
+            all.iter().all(|x| !x.reason.contains("link layer")),
+            "{all:#?}"
+        );
+        let c = all.iter().find(|x| x.expected == "9 NICs").unwrap();
+        assert_eq!(c.status, Status::Pass);
+        assert!(all
+            .iter()
+            .any(|x| x.subject == Subject::nic("mlx5_4", Some(1)) && x.status == Status::Pass));
+    }
+
+    #[test]
+    fn nics_that_did_not_answer_are_an_error_never_a_node_without_nics() {
+        let mut inv = node_with_tree("h200-vm-1", "vm-no-nic");
+        let no = crate::network::NoAnswer {
+            file: "/sys/class/infiniband/mlx5_3/ports/1/counters/symbol_error".into(),
+            nic: Some("mlx5_3".into()),
+            port: Some(1),
+            waited_s: 5.0,
+        };
+        inv.fabric = Some(Fabric {
+            no_answer: Some(no.clone()),
+            ..Default::default()
+        });
+        // Planned even where the suite states no fabric: not skipped as a node without NICs.
+        let plain = crate::suite::load::load("h200-vm-1").unwrap();
+        let net = Network(plain.suite.checks.network.clone().unwrap());
+        let ctx = crate::testutil::ctx(&plain.suite, &inv);
+        assert_eq!(
+            net.plan(&ctx).unwrap(),
+            [format!(
+                "the NICs were not read for the inventory: {}",
+                no.describe()
+            )]
+        );
+        // Measured: an error naming the read, without reading the NICs again.
+        let mut b = SimBackend::new(sim::load_node("h200-vm-1").unwrap(), vec![], 1).unwrap();
+        let e = net.measure(&ctx, &mut b, &mut |_, _| {}).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "reading the NICs for the inventory (mlx5_3 port 1: /sys/class/infiniband/mlx5_3/ports/1/counters/symbol_error) did not finish within 5 s"
+        );
+        // Judged: an error about that port, and each stated expectation not available.
+        let suite =
+            "format_version = 1\nname = \"t\"\nextends = \"h200-vm-1\"\n[network]\nnic_count = 1\n";
+        let all = judge(&inv, suite, None);
+        assert_eq!(all.len(), 2, "{all:#?}");
+        assert_eq!(all[0].status, Status::Error);
+        assert_eq!(all[0].subject, Subject::nic("mlx5_3", Some(1)));
+        assert_eq!(all[0].reason, no.describe());
+        assert_eq!(all[0].expected, "an answer within 5 s");
+        assert_eq!(all[1].status, Status::Skip);
+        assert_eq!(
+            all[1].reason,
+            "not available here: NIC count (the NICs did not answer)"
+        );
     }
 
     #[test]

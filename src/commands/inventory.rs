@@ -26,15 +26,8 @@ pub fn cmd_inventory(
     }
     let (mut b, simrec) = backend(simulate.as_deref(), &[], 1, None)?;
     let inv = b.inventory()?;
-    if let (Some(_), false) = (as_suite, inv.lost_gpus.is_empty()) {
-        // The suite would expect the broken shape, and its per-GPU lists would be shifted.
-        let lost: Vec<String> = inv.lost_gpus.iter().map(|l| l.label()).collect();
-        crate::errln!(
-            "error: not freezing this node: {} fell off the bus, and a suite written now would \
-             expect the node without it; reset or repair the GPU first (`nodecert inventory` \
-             lists it)",
-            lost.join(", ")
-        );
+    if let (Some(_), Some(why)) = (as_suite, not_freezable(&inv)) {
+        crate::errln!("error: not freezing this node: {why}");
         return Ok(exit::CHECK_FAILED);
     }
     if let Some(path) = as_suite {
@@ -72,4 +65,51 @@ pub fn cmd_inventory(
         crate::out!("{}", crate::inventory_text::render(&inv, simrec.is_some()));
     }
     Ok(exit::PASS)
+}
+
+/// Why a suite must not be frozen from `inv`: it would expect the node in a broken shape.
+fn not_freezable(inv: &crate::inventory::Inventory) -> Option<String> {
+    if !inv.lost_gpus.is_empty() {
+        // The suite would expect the broken shape, and its per-GPU lists would be shifted.
+        let lost: Vec<String> = inv.lost_gpus.iter().map(|l| l.label()).collect();
+        return Some(format!(
+            "{} fell off the bus, and a suite written now would expect the node without it; \
+             reset or repair the GPU first (`nodecert inventory` lists it)",
+            lost.join(", ")
+        ));
+    }
+    // NICs that did not answer are unknown: a suite written now would state no fabric.
+    let no = inv.fabric.as_ref()?.no_answer.as_ref()?;
+    Some(format!(
+        "{}; a suite written now would expect no NIC",
+        no.describe()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::Backend;
+
+    #[test]
+    fn a_node_whose_nics_did_not_answer_is_not_frozen() {
+        let node = crate::backend::sim::load_node("h100-sxm-8").unwrap();
+        let mut b = crate::backend::sim::SimBackend::new(node, vec![], 1).unwrap();
+        let mut inv = b.inventory().unwrap();
+        assert_eq!(not_freezable(&inv), None);
+        let no = crate::network::NoAnswer {
+            file: "/sys/class/infiniband/mlx5_3/ports/1/counters/symbol_error".into(),
+            nic: Some("mlx5_3".into()),
+            port: Some(1),
+            waited_s: 5.0,
+        };
+        inv.fabric.as_mut().unwrap().no_answer = Some(no.clone());
+        assert_eq!(
+            not_freezable(&inv),
+            Some(format!(
+                "{}; a suite written now would expect no NIC",
+                no.describe()
+            ))
+        );
+    }
 }

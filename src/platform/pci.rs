@@ -171,6 +171,32 @@ mod tests {
     }
 
     #[test]
+    fn acs_past_the_first_512_bytes_is_found_in_a_full_config_space_only() {
+        // As root reads it (4096 bytes): AER at 0x100, Secondary PCIe at 0x148, ACS at 0x2a0
+        // (the layout tests/fixtures/sysfs/make.py writes).
+        let mut c = vec![0u8; 4096];
+        let mut put = |off: usize, v: u32| c[off..off + 4].copy_from_slice(&v.to_le_bytes());
+        put(0x100, 0x0001 | (2 << 16) | (0x148 << 20));
+        put(0x148, 0x0019 | (1 << 16) | (0x2a0 << 20));
+        put(0x2a0, ACS_CAP_ID | (1 << 16));
+        c[0x2a6..0x2a8].copy_from_slice(&0x1du16.to_le_bytes());
+        assert_eq!(parse_acs(&c), Acs::Control(0x1d));
+        // Cut short (512 bytes, or the 256 of the legacy space): not readable, never absent.
+        assert_eq!(parse_acs(&c[..512]), Acs::NotReadable);
+        assert_eq!(parse_acs(&c[..0x104]), Acs::NotReadable);
+        // An ACS header in the last dword: its control register would be past the end.
+        let mut end = vec![0u8; 4096];
+        end[0x100..0x104].copy_from_slice(&(0x0001u32 | (1 << 16) | (0xffc << 20)).to_le_bytes());
+        end[0xffc..0x1000].copy_from_slice(&(ACS_CAP_ID | (1 << 16)).to_le_bytes());
+        assert_eq!(parse_acs(&end), Acs::NotReadable);
+        // A list that loops on itself ends, and says no ACS.
+        let mut looped = vec![0u8; 4096];
+        looped[0x100..0x104]
+            .copy_from_slice(&(0x0001u32 | (1 << 16) | (0x100 << 20)).to_le_bytes());
+        assert_eq!(parse_acs(&looped), Acs::Absent);
+    }
+
+    #[test]
     fn bus_ids_are_recognised() {
         assert!(is_bdf("0000:3b:00.0"));
         assert!(!is_bdf("pci0000:00"));

@@ -394,7 +394,9 @@ impl RealBackend {
     }
 
     /// The NICs from sysfs, and dma-buf support from CUDA: the node's when every GPU has it,
-    /// unknown when one was not read.
+    /// unknown when one was not read. Every sysfs file is read under the NIC reader's deadline
+    /// ([`platform::nic::READ_LIMIT`]): a NIC whose firmware hangs leaves `no_answer` set (the
+    /// network check's error) and a blocked thread behind, instead of hanging the run.
     fn read_fabric(&self, gpus: &[Gpu]) -> crate::network::Fabric {
         let at: Vec<platform::nic::GpuAt> = gpus
             .iter()
