@@ -47,15 +47,46 @@ pub fn report(
     signer: Option<(&Signer, bool)>,
 ) -> Result<Written> {
     let pct = outlier_pct(pct)?;
+    let expect = match expect {
+        Some(list) => {
+            let mut e =
+                fleet::hostlist::expand(list).map_err(|e| input(format!("--expect {e}")))?;
+            e.sort_by(|a, b| fleet::natural_cmp(a, b));
+            e.dedup();
+            Some(e)
+        }
+        None => None,
+    };
+    // The output folder's lock before anything is read (the nodes, a node list, an earlier
+    // report beside them): a second `fleet report` into the same folder is turned away before
+    // it reads, instead of writing there what it read while the first was writing.
+    let created = std::fs::symlink_metadata(out).is_err();
+    let dir = open_report_dir(out)?;
+    let written = report_in(&dir, inputs, out, expect, pct, trust, signer);
+    if written.is_err() && created {
+        // Nothing was written: the folder this call made (empty) goes again.
+        let _ = std::fs::remove_dir(out);
+    }
+    written
+}
+
+/// [`report`] into the folder `dir` (at `out`), already locked.
+fn report_in(
+    dir: &crate::fsio::write::LockedDir,
+    inputs: &[PathBuf],
+    out: &Path,
+    expect: Option<Vec<String>>,
+    pct: f64,
+    trust: &Trust,
+    signer: Option<(&Signer, bool)>,
+) -> Result<Written> {
     let gather::Found {
         folders,
         mut expected,
         job,
     } = gather::find(inputs).map_err(input)?;
-    if let Some(list) = expect {
-        expected = fleet::hostlist::expand(list).map_err(|e| input(format!("--expect {e}")))?;
-        expected.sort_by(|a, b| fleet::natural_cmp(a, b));
-        expected.dedup();
+    if let Some(e) = expect {
+        expected = e;
     }
     if folders.is_empty() && expected.is_empty() {
         return Err(input(format!(
@@ -67,11 +98,10 @@ pub fn report(
                 .join(", ")
         )));
     }
-    // Refuse to read the output folder as a node.
-    let out_abs = std::path::absolute(out).unwrap_or_else(|_| out.to_path_buf());
+    // Refuse to read the output folder as a node: it exists now (locked), whatever path names it.
     let folders: Vec<&gather::NodeFolder> = folders
         .iter()
-        .filter(|f| std::path::absolute(&f.path).unwrap_or_else(|_| f.path.clone()) != out_abs)
+        .filter(|f| !is_folder(&f.path, dir.path()))
         .collect();
     // One node at a time: only its summary is kept, its figures' names shared with the fleet.
     // A reader thread parses (each node's evidence is megabytes of short-lived allocations, in
@@ -114,9 +144,8 @@ pub fn report(
         None => Default::default(),
     };
     let pages = fleet::render::render(&r, &signing).map_err(Error::Render)?;
-    let dir = open_report_dir(out)?;
     write_files(
-        &dir,
+        dir,
         [
             (FLEET_FILES[0], json),
             (FLEET_FILES[1], pages.html),
@@ -126,7 +155,7 @@ pub fn report(
         ],
     )?;
     let signed = match signer {
-        Some(s) => Some(s.sign(&dir)?),
+        Some(s) => Some(s.sign(dir)?),
         None => None,
     };
     Ok(Written {
@@ -134,6 +163,15 @@ pub fn report(
         signed,
         refused,
     })
+}
+
+/// Whether `path` is the folder `folder` itself (not a link to it: a link is refused when read).
+fn is_folder(path: &Path, folder: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::symlink_metadata(path), std::fs::metadata(folder)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
 }
 
 /// The console lines of a fleet report.
@@ -198,6 +236,10 @@ fn not_signed(r: &FleetReport, out: &Path) -> String {
 
 /// `nodecert sign` on a fleet report's folder: the fleet must be one the signer may sign.
 pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u8> {
+    // The lock first, then fleet.json: a `fleet report` writing here is not read half-done.
+    let lock = super::output::lock_dir(
+        crate::fsio::write::Dir::open_trusted(dir).map_err(|e| super::output::dir_error(dir, e))?,
+    )?;
     let r = FleetReport::read(dir).map_err(input)?;
     if r.verdict.is_shortfall() && !allow_incomplete {
         return Err(Error::Refused {
@@ -205,9 +247,6 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
             code: r.verdict.exit_code(),
         });
     }
-    let lock = super::output::lock_dir(
-        crate::fsio::write::Dir::open_trusted(dir).map_err(|e| super::output::dir_error(dir, e))?,
-    )?;
     let info = signer.sign(&lock)?;
     crate::out!("{}", signer.signed_text(dir, &info, r.simulated));
     Ok(exit::PASS)
@@ -606,6 +645,129 @@ pub fn cmd_baseline(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two simulated node folders under `shared`.
+    fn two_nodes(shared: &Path) {
+        for (i, name) in ["a1", "a2"].iter().enumerate() {
+            let ev = crate::testutil::simulated_named("h200-vm-1", name, i as u64 + 1, &[]);
+            let dir = shared.join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join(crate::evidence::EVIDENCE_FILE),
+                serde_json::to_string(&ev).unwrap(),
+            )
+            .unwrap();
+        }
+    }
+
+    fn held(dir: &Path) -> crate::fsio::write::LockedDir {
+        crate::fsio::write::Dir::create_all(dir)
+            .unwrap()
+            .lock()
+            .unwrap()
+    }
+
+    /// The output folder is locked before anything is read: a second `fleet report` into a
+    /// folder another is writing is turned away before it reads its inputs (here inputs that
+    /// cannot be read at all would have been named first).
+    #[test]
+    fn fleet_report_takes_its_folders_lock_before_it_reads_anything() {
+        let t = tempfile::tempdir().unwrap();
+        let out = t.path().join("fleet");
+        let lock = held(&out);
+        let missing = t.path().join("no-such-folder");
+        let e = report(
+            std::slice::from_ref(&missing),
+            &out,
+            None,
+            10.0,
+            &Trust::Untrusted,
+            None,
+        )
+        .err()
+        .expect("refused")
+        .to_string();
+        assert!(
+            e.contains("another nodecert is writing to this folder"),
+            "{e}"
+        );
+        drop(lock);
+        let e = report(&[missing], &out, None, 10.0, &Trust::Untrusted, None)
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(e.contains("no-such-folder"), "{e}");
+        // The folder existed before: it stays.
+        assert!(out.is_dir());
+    }
+
+    /// A report that fails before writing leaves no folder it made itself.
+    #[test]
+    fn a_fleet_report_that_fails_leaves_no_folder_of_its_own() {
+        let t = tempfile::tempdir().unwrap();
+        let empty = t.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        let out = t.path().join("fleet");
+        let e = report(
+            std::slice::from_ref(&empty),
+            &out,
+            None,
+            10.0,
+            &Trust::Untrusted,
+            None,
+        )
+        .err()
+        .expect("no nodes")
+        .to_string();
+        assert!(e.contains("no node folders found"), "{e}");
+        assert!(
+            !out.exists(),
+            "the folder made for the report is left behind"
+        );
+    }
+
+    /// The report's own folder inside the shared folder is not read as a node, whatever path
+    /// names the shared folder (it exists, locked, while the nodes are found).
+    #[test]
+    fn the_report_folder_in_the_shared_folder_is_not_a_node() {
+        let t = tempfile::tempdir().unwrap();
+        let shared = t.path().join("shared");
+        two_nodes(&shared);
+        let via = t.path().join("shared").join("a1").join("..");
+        let w = report(
+            &[via],
+            &shared.join("fleet"),
+            None,
+            10.0,
+            &Trust::Untrusted,
+            None,
+        )
+        .unwrap();
+        let names: Vec<&str> = w.report.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["a1", "a2"]);
+        assert_eq!(w.report.verdict, crate::fleet::NodeVerdict::Pass);
+    }
+
+    /// `sign` on a fleet folder takes its lock before it reads fleet.json.
+    #[test]
+    fn signing_a_fleet_takes_its_folders_lock_before_it_reads_fleet_json() {
+        let t = tempfile::tempdir().unwrap();
+        let key = t.path().join("key");
+        crate::sign::keygen(&key, "ops@example.com").unwrap();
+        let signer = Signer::open(&key, None).unwrap();
+        let dir = t.path().join("fleet");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join(crate::fleet::FLEET_FILE), "not json").unwrap();
+        let lock = held(&dir);
+        let e = cmd_sign(&dir, &signer, false).unwrap_err().to_string();
+        assert!(
+            e.contains("another nodecert is writing to this folder"),
+            "{e}"
+        );
+        drop(lock);
+        let e = cmd_sign(&dir, &signer, false).unwrap_err().to_string();
+        assert!(e.contains("not JSON"), "{e}");
+    }
 
     #[test]
     fn after_wait_only_the_report_of_the_job_waited_for_gives_the_exit_code() {
