@@ -347,11 +347,53 @@ fn signed_nodes_are_verified_and_a_tampered_one_is_refused() {
             read_json(&env.path(&format!("{out}/fleet.json"))),
         )
     };
+    // The fleet signed too: what its signature vouches for, on the console and in fleet.json.
+    let signed = |out: &str, trust: &[&str]| {
+        let o = env
+            .cmd()
+            .args([
+                "fleet",
+                "report",
+                "nodes",
+                "--out",
+                out,
+                "--sign-key",
+                "key",
+            ])
+            .args(trust)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+        let hint = "hint: 2 node reports are signed, but no signer was checked: give \
+                    --allowed-signers FILE or --pubkey KEY.pub to verify them";
+        assert_eq!(
+            String::from_utf8_lossy(&o.stderr).contains(hint),
+            trust.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let md = fs::read_to_string(env.path(&format!("{out}/fleet.md"))).unwrap();
+        let fleet = read_json(&env.path(&format!("{out}/fleet.json")));
+        (stdout, md, fleet)
+    };
     let (code, fleet) = report("r1", &["--pubkey", "key.pub"]);
     assert_eq!(code, Some(0));
     assert_eq!(fleet["nodes"][0]["signature"]["state"], "verified");
+    let all = "This signature seals what the fleet report read. All 2 node certificates were \
+               verified against trusted signers.";
+    let (stdout, md, fleet) = signed("s1", &["--pubkey", "key.pub"]);
+    assert!(stdout.contains(all), "{stdout}");
+    assert!(md.contains(all), "{md}");
+    assert_eq!(fleet["certificates"]["verified"], 2);
     let (_, fleet) = report("r2", &[]);
     assert_eq!(fleet["nodes"][1]["signature"]["state"], "intact");
+    let unchecked = "0 of 2 node certificates were verified against trusted signers; not \
+                     verified, so not vouched for by this signature: a1, a2 (intact, signer not \
+                     checked).";
+    let (stdout, md, fleet) = signed("s2", &[]);
+    assert!(stdout.contains(unchecked), "{stdout}");
+    assert!(md.contains(unchecked), "{md}");
+    assert_eq!(fleet["certificates"]["signer_not_checked"], 2);
     // One changed byte in a signed page.
     let md = env.path("nodes/a2/report.md");
     let mut text = fs::read_to_string(&md).unwrap();
@@ -368,6 +410,12 @@ fn signed_nodes_are_verified_and_a_tampered_one_is_refused() {
         .as_str()
         .unwrap()
         .contains("report.md: sha-256 mismatch"));
+    let failed = "1 of 2 node certificates was verified against trusted signers; not \
+                  verified, so not vouched for by this signature: a2 (signature failed).";
+    let (stdout, md, fleet) = signed("s3", &["--pubkey", "key.pub"]);
+    assert!(stdout.contains(failed), "{stdout}");
+    assert!(md.contains(failed), "{md}");
+    assert_eq!(fleet["certificates"]["failed"], 1);
     // Without a trusted key the tampering still shows.
     let (code, _) = report("r4", &[]);
     assert_eq!(code, Some(2));
@@ -447,6 +495,22 @@ fn the_fleet_report_is_signed_verified_by_stock_openssh_and_refused_when_changed
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(stdout.contains("signed f1 as ops@example.com"), "{stdout}");
     assert!(stdout.contains("SIMULATED RESULTS: the signature seals simulated figures"));
+    // The signature seals what the fleet report read, not the nodes' own (unsigned) reports:
+    // the console, the pages and fleet.json say so.
+    let scope = "This signature seals what the fleet report read. 0 of 2 node certificates were \
+                 verified against trusted signers; not verified, so not vouched for by this \
+                 signature: a1, a2 (unsigned).";
+    assert!(stdout.contains(&format!("\n{scope}\n")), "{stdout}");
+    for page in ["f1/fleet.md", "f1/fleet.html"] {
+        let text = fs::read_to_string(env.path(page)).unwrap();
+        assert!(text.contains(scope), "{page}: {text}");
+    }
+    let f1 = read_json(&env.path("f1/fleet.json"));
+    assert_eq!(
+        f1["certificates"],
+        serde_json::json!({"nodes": 2, "verified": 0, "signer_not_checked": 0, "unsigned": 2,
+            "failed": 0, "no_report": 0})
+    );
     let manifest = fs::read_to_string(env.path("f1/nodecert-manifest.txt")).unwrap();
     assert!(manifest.contains("\n# kind: fleet\n"), "{manifest}");
     assert!(manifest.contains("\n# simulated: true\n"), "{manifest}");
@@ -473,6 +537,10 @@ fn the_fleet_report_is_signed_verified_by_stock_openssh_and_refused_when_changed
     let (code, stdout) = verify("f1");
     assert_eq!(code, Some(0), "{stdout}");
     assert!(stdout.contains("VERIFIED (SIMULATED RESULTS"), "{stdout}");
+    assert!(
+        stdout.contains(scope),
+        "verify says what it vouches for: {stdout}"
+    );
     // Anyone can check it with stock OpenSSH and coreutils.
     let pubkey = fs::read_to_string(env.path("key.pub")).unwrap();
     let mut key = pubkey

@@ -216,11 +216,27 @@ pub fn cmd_report(
     crate::out!("{}", summary(r, out));
     if let (Some((s, _)), Some(info)) = (signer, &w.signed) {
         crate::out!("{}", s.signed_text(out, info, r.simulated));
+        crate::outln!("{}", crate::console::visible(&r.signature_scope()));
+        if let Some(hint) = unchecked_hint(r) {
+            crate::errln!("{hint}");
+        }
     }
     if w.refused {
         crate::errln!("error: {}", not_signed(r, out));
     }
     Ok(r.verdict.exit_code())
+}
+
+/// How to verify the nodes' own signatures, when some were read without a trusted signer.
+fn unchecked_hint(r: &FleetReport) -> Option<String> {
+    let unchecked = fleet::Certificates::of(&r.nodes).signer_not_checked;
+    (unchecked > 0).then(|| {
+        format!(
+            "hint: {unchecked} node report{} signed, but no signer was checked: give \
+             --allowed-signers FILE or --pubkey KEY.pub to verify them",
+            if unchecked == 1 { " is" } else { "s are" }
+        )
+    })
 }
 
 /// Why a fleet was not signed, and how to sign it anyway.
@@ -249,6 +265,7 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
     }
     let info = signer.sign(&lock)?;
     crate::out!("{}", signer.signed_text(dir, &info, r.simulated));
+    crate::outln!("{}", crate::console::visible(&r.signature_scope()));
     Ok(exit::PASS)
 }
 
@@ -746,6 +763,32 @@ mod tests {
         let names: Vec<&str> = w.report.nodes.iter().map(|n| n.name.as_str()).collect();
         assert_eq!(names, ["a1", "a2"]);
         assert_eq!(w.report.verdict, crate::fleet::NodeVerdict::Pass);
+    }
+
+    #[test]
+    fn the_hint_to_check_signers_counts_the_signed_reports_read_without_one() {
+        use crate::fleet::{gather::blank, NodeVerdict, SignatureState};
+        let mut r = crate::fleet::judge::judge(Vec::new(), &[], 10.0);
+        let node = |name: &str, sig: SignatureState| {
+            let mut n = blank(name);
+            n.verdict = NodeVerdict::Pass;
+            n.signature = sig;
+            n
+        };
+        r.nodes = vec![node("n1", SignatureState::Unsigned)];
+        assert_eq!(unchecked_hint(&r), None);
+        r.nodes.push(node("n2", SignatureState::Intact));
+        assert_eq!(
+            unchecked_hint(&r).as_deref(),
+            Some(
+                "hint: 1 node report is signed, but no signer was checked: give \
+                 --allowed-signers FILE or --pubkey KEY.pub to verify them"
+            )
+        );
+        r.nodes.push(node("n3", SignatureState::Intact));
+        assert!(unchecked_hint(&r)
+            .unwrap()
+            .starts_with("hint: 2 node reports are signed,"));
     }
 
     /// `sign` on a fleet folder takes its lock before it reads fleet.json.
