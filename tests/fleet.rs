@@ -624,6 +624,8 @@ fn the_fleet_report_is_signed_verified_by_stock_openssh_and_refused_when_changed
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    let unsigned_md = fs::read_to_string(env.path("f3/fleet.md")).unwrap();
+    assert!(!unsigned_md.contains("## Signature"), "{unsigned_md}");
     let o = env
         .cmd()
         .args(["sign", "f3", "--key", "key", "--allow-incomplete"])
@@ -635,7 +637,84 @@ fn the_fleet_report_is_signed_verified_by_stock_openssh_and_refused_when_changed
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    // Signing the folder afterwards renders its pages again, as `fleet report --sign-key`
+    // would have written them: signed as not tested, and what the signature vouches for.
+    let f3_scope = "0 of 3 node certificates were verified against trusted signers; not \
+                    verified, so not vouched for by this signature: a1, a2 (unsigned); a3 (no \
+                    report).";
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains(f3_scope),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    for page in ["f3/fleet.md", "f3/fleet.html"] {
+        let text = fs::read_to_string(env.path(page)).unwrap();
+        assert!(text.contains("signed as not tested"), "{page}: {text}");
+        assert!(text.contains(f3_scope), "{page}: {text}");
+    }
+    let f3_manifest = fs::read_to_string(env.path("f3/nodecert-manifest.txt")).unwrap();
+    let f3_json = f3_manifest
+        .lines()
+        .find(|l| l.ends_with("  fleet.json"))
+        .unwrap()
+        .split("  ")
+        .next()
+        .unwrap()
+        .to_string();
+    let f3_md = fs::read_to_string(env.path("f3/fleet.md")).unwrap();
+    assert!(
+        f3_md.contains(&f3_json),
+        "the pages name fleet.json's digest"
+    );
     assert_eq!(verify("f3").0, Some(0));
+    // A countersignature cannot render them again: it says so.
+    let ok = env
+        .cmd()
+        .args([
+            "keygen",
+            "--out",
+            "auditor",
+            "--comment",
+            "auditor@example.com",
+        ])
+        .output()
+        .unwrap();
+    assert!(ok.status.success());
+    let o = env
+        .cmd()
+        .args(["sign", "f3", "--key", "auditor", "--allow-incomplete"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stderr)
+        .contains("is already signed, so its pages cannot be rendered again"));
+    assert_eq!(fs::read_to_string(env.path("f3/fleet.md")).unwrap(), f3_md);
+    assert_eq!(verify("f3").0, Some(0));
+    // A passing fleet signed afterwards: its pages gain the signature and what it vouches for.
+    let o = env
+        .cmd()
+        .args(["fleet", "report", "nodes", "--out", "f7"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let o = env
+        .cmd()
+        .args(["sign", "f7", "--key", "key"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains(scope));
+    for page in ["f7/fleet.md", "f7/fleet.html"] {
+        let text = fs::read_to_string(env.path(page)).unwrap();
+        assert!(text.contains(scope), "{page}: {text}");
+        assert!(!text.contains("signed as"), "{page}: {text}");
+    }
+    assert_eq!(verify("f7").0, Some(0));
     let (code, _, stderr) = sign("f4", &["--expect", "a[1-3]", "--allow-incomplete"]);
     assert_eq!(code, Some(5), "the exit code stays the fleet's: {stderr}");
     let md = fs::read_to_string(env.path("f4/fleet.md")).unwrap();

@@ -137,9 +137,7 @@ fn report_in(
         Some(s) => s.signing_of(
             out,
             hex::encode(sha2::Sha256::digest(json.as_bytes())),
-            r.verdict
-                .is_shortfall()
-                .then(|| format!("signed as {}", r.verdict.label().to_lowercase())),
+            signed_as(&r),
         ),
         None => Default::default(),
     };
@@ -239,6 +237,14 @@ fn unchecked_hint(r: &FleetReport) -> Option<String> {
     })
 }
 
+/// What the title of a fleet part of which was never judged says once signed: "signed as not
+/// tested".
+fn signed_as(r: &FleetReport) -> Option<String> {
+    r.verdict
+        .is_shortfall()
+        .then(|| format!("signed as {}", r.verdict.label().to_lowercase()))
+}
+
 /// Why a fleet was not signed, and how to sign it anyway.
 fn not_signed(r: &FleetReport, out: &Path) -> String {
     format!(
@@ -250,18 +256,49 @@ fn not_signed(r: &FleetReport, out: &Path) -> String {
     )
 }
 
-/// `nodecert sign` on a fleet report's folder: the fleet must be one the signer may sign.
+/// `nodecert sign` on a fleet report's folder: the fleet must be one the signer may sign. The
+/// first signature renders the pages again, as `fleet report --sign-key` writes them: they name
+/// the signer, say what the signature vouches for and, for a fleet part of which was never
+/// judged (`allow_incomplete`), "signed as not tested".
 pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u8> {
     // The lock first, then fleet.json: a `fleet report` writing here is not read half-done.
     let lock = super::output::lock_dir(
         crate::fsio::write::Dir::open_trusted(dir).map_err(|e| super::output::dir_error(dir, e))?,
     )?;
-    let r = FleetReport::read(dir).map_err(input)?;
+    let (r, text) = FleetReport::load(dir).map_err(input)?;
     if r.verdict.is_shortfall() && !allow_incomplete {
         return Err(Error::Refused {
             message: not_signed(&r, dir),
             code: r.verdict.exit_code(),
         });
+    }
+    let signed_as = signed_as(&r);
+    if lock
+        .exists(crate::sign::MANIFEST_FILE.as_ref())
+        .unwrap_or(true)
+    {
+        if signed_as.is_some() {
+            crate::errln!(
+                "warning: {} is already signed, so its pages cannot be rendered again: their \
+                 title may not say that this fleet is {}",
+                crate::console::visible(&dir.display().to_string()),
+                r.verdict.label().to_lowercase()
+            );
+        }
+    } else {
+        let signing = signer.signing_of(
+            dir,
+            hex::encode(sha2::Sha256::digest(text.as_bytes())),
+            signed_as,
+        );
+        let pages = fleet::render::render(&r, &signing).map_err(Error::Render)?;
+        write_files(
+            &lock,
+            [
+                (FLEET_FILES[1], pages.html),
+                (FLEET_FILES[2], pages.markdown),
+            ],
+        )?;
     }
     let info = signer.sign(&lock)?;
     crate::out!("{}", signer.signed_text(dir, &info, r.simulated));
