@@ -337,6 +337,19 @@ fn signed_nodes_are_verified_and_a_tampered_one_is_refused() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    // A node's signed folder verifies as before: what a fleet's signature seals is not said.
+    let o = env
+        .cmd()
+        .args(["verify", "nodes/a1", "--pubkey", "key.pub"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("VERIFIED"), "{stdout}");
+    assert!(
+        !stdout.contains("This signature seals") && !stdout.contains("node certificates"),
+        "{stdout}"
+    );
     let report = |out: &str, trust: &[&str]| {
         let mut c = env.cmd();
         c.args(["fleet", "report", "nodes", "--out", out])

@@ -828,6 +828,22 @@ mod tests {
             .starts_with("hint: 2 node reports are signed,"));
     }
 
+    #[test]
+    fn only_a_fleet_part_of_which_was_never_judged_is_signed_as_what_it_is() {
+        let mut r = crate::fleet::judge::judge(Vec::new(), &["n1".to_string()], 10.0);
+        assert_eq!(signed_as(&r).as_deref(), Some("signed as not tested"));
+        r.verdict = crate::fleet::NodeVerdict::NothingJudged;
+        assert_eq!(signed_as(&r).as_deref(), Some("signed as nothing judged"));
+        for v in [
+            crate::fleet::NodeVerdict::Pass,
+            crate::fleet::NodeVerdict::Fail,
+            crate::fleet::NodeVerdict::Refused,
+        ] {
+            r.verdict = v;
+            assert_eq!(signed_as(&r), None, "{v:?}");
+        }
+    }
+
     /// `sign` on a fleet folder takes its lock before it reads fleet.json.
     #[test]
     fn signing_a_fleet_takes_its_folders_lock_before_it_reads_fleet_json() {
