@@ -337,6 +337,19 @@ fn signed_nodes_are_verified_and_a_tampered_one_is_refused() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
+    // A node's signed folder verifies as before: what a fleet's signature seals is not said.
+    let o = env
+        .cmd()
+        .args(["verify", "nodes/a1", "--pubkey", "key.pub"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{stdout}");
+    assert!(stdout.contains("VERIFIED"), "{stdout}");
+    assert!(
+        !stdout.contains("This signature seals") && !stdout.contains("node certificates"),
+        "{stdout}"
+    );
     let report = |out: &str, trust: &[&str]| {
         let mut c = env.cmd();
         c.args(["fleet", "report", "nodes", "--out", out])
@@ -347,11 +360,53 @@ fn signed_nodes_are_verified_and_a_tampered_one_is_refused() {
             read_json(&env.path(&format!("{out}/fleet.json"))),
         )
     };
+    // The fleet signed too: what its signature vouches for, on the console and in fleet.json.
+    let signed = |out: &str, trust: &[&str]| {
+        let o = env
+            .cmd()
+            .args([
+                "fleet",
+                "report",
+                "nodes",
+                "--out",
+                out,
+                "--sign-key",
+                "key",
+            ])
+            .args(trust)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+        let hint = "hint: 2 node reports are signed, but no signer was checked: give \
+                    --allowed-signers FILE or --pubkey KEY.pub to verify them";
+        assert_eq!(
+            String::from_utf8_lossy(&o.stderr).contains(hint),
+            trust.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let md = fs::read_to_string(env.path(&format!("{out}/fleet.md"))).unwrap();
+        let fleet = read_json(&env.path(&format!("{out}/fleet.json")));
+        (stdout, md, fleet)
+    };
     let (code, fleet) = report("r1", &["--pubkey", "key.pub"]);
     assert_eq!(code, Some(0));
     assert_eq!(fleet["nodes"][0]["signature"]["state"], "verified");
+    let all = "This signature seals what the fleet report read. All 2 node certificates were \
+               verified against trusted signers.";
+    let (stdout, md, fleet) = signed("s1", &["--pubkey", "key.pub"]);
+    assert!(stdout.contains(all), "{stdout}");
+    assert!(md.contains(all), "{md}");
+    assert_eq!(fleet["certificates"]["verified"], 2);
     let (_, fleet) = report("r2", &[]);
     assert_eq!(fleet["nodes"][1]["signature"]["state"], "intact");
+    let unchecked = "0 of 2 node certificates were verified against trusted signers; not \
+                     verified, so not vouched for by this signature: a1, a2 (intact, signer not \
+                     checked).";
+    let (stdout, md, fleet) = signed("s2", &[]);
+    assert!(stdout.contains(unchecked), "{stdout}");
+    assert!(md.contains(unchecked), "{md}");
+    assert_eq!(fleet["certificates"]["signer_not_checked"], 2);
     // One changed byte in a signed page.
     let md = env.path("nodes/a2/report.md");
     let mut text = fs::read_to_string(&md).unwrap();
@@ -368,6 +423,12 @@ fn signed_nodes_are_verified_and_a_tampered_one_is_refused() {
         .as_str()
         .unwrap()
         .contains("report.md: sha-256 mismatch"));
+    let failed = "1 of 2 node certificates was verified against trusted signers; not \
+                  verified, so not vouched for by this signature: a2 (signature failed).";
+    let (stdout, md, fleet) = signed("s3", &["--pubkey", "key.pub"]);
+    assert!(stdout.contains(failed), "{stdout}");
+    assert!(md.contains(failed), "{md}");
+    assert_eq!(fleet["certificates"]["failed"], 1);
     // Without a trusted key the tampering still shows.
     let (code, _) = report("r4", &[]);
     assert_eq!(code, Some(2));
@@ -447,6 +508,22 @@ fn the_fleet_report_is_signed_verified_by_stock_openssh_and_refused_when_changed
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(stdout.contains("signed f1 as ops@example.com"), "{stdout}");
     assert!(stdout.contains("SIMULATED RESULTS: the signature seals simulated figures"));
+    // The signature seals what the fleet report read, not the nodes' own (unsigned) reports:
+    // the console, the pages and fleet.json say so.
+    let scope = "This signature seals what the fleet report read. 0 of 2 node certificates were \
+                 verified against trusted signers; not verified, so not vouched for by this \
+                 signature: a1, a2 (unsigned).";
+    assert!(stdout.contains(&format!("\n{scope}\n")), "{stdout}");
+    for page in ["f1/fleet.md", "f1/fleet.html"] {
+        let text = fs::read_to_string(env.path(page)).unwrap();
+        assert!(text.contains(scope), "{page}: {text}");
+    }
+    let f1 = read_json(&env.path("f1/fleet.json"));
+    assert_eq!(
+        f1["certificates"],
+        serde_json::json!({"nodes": 2, "verified": 0, "signer_not_checked": 0, "unsigned": 2,
+            "failed": 0, "no_report": 0})
+    );
     let manifest = fs::read_to_string(env.path("f1/nodecert-manifest.txt")).unwrap();
     assert!(manifest.contains("\n# kind: fleet\n"), "{manifest}");
     assert!(manifest.contains("\n# simulated: true\n"), "{manifest}");
@@ -473,6 +550,10 @@ fn the_fleet_report_is_signed_verified_by_stock_openssh_and_refused_when_changed
     let (code, stdout) = verify("f1");
     assert_eq!(code, Some(0), "{stdout}");
     assert!(stdout.contains("VERIFIED (SIMULATED RESULTS"), "{stdout}");
+    assert!(
+        stdout.contains(scope),
+        "verify says what it vouches for: {stdout}"
+    );
     // Anyone can check it with stock OpenSSH and coreutils.
     let pubkey = fs::read_to_string(env.path("key.pub")).unwrap();
     let mut key = pubkey
@@ -556,6 +637,8 @@ fn the_fleet_report_is_signed_verified_by_stock_openssh_and_refused_when_changed
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    let unsigned_md = fs::read_to_string(env.path("f3/fleet.md")).unwrap();
+    assert!(!unsigned_md.contains("## Signature"), "{unsigned_md}");
     let o = env
         .cmd()
         .args(["sign", "f3", "--key", "key", "--allow-incomplete"])
@@ -567,7 +650,84 @@ fn the_fleet_report_is_signed_verified_by_stock_openssh_and_refused_when_changed
         "{}",
         String::from_utf8_lossy(&o.stderr)
     );
+    // Signing the folder afterwards renders its pages again, as `fleet report --sign-key`
+    // would have written them: signed as not tested, and what the signature vouches for.
+    let f3_scope = "0 of 3 node certificates were verified against trusted signers; not \
+                    verified, so not vouched for by this signature: a1, a2 (unsigned); a3 (no \
+                    report).";
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains(f3_scope),
+        "{}",
+        String::from_utf8_lossy(&o.stdout)
+    );
+    for page in ["f3/fleet.md", "f3/fleet.html"] {
+        let text = fs::read_to_string(env.path(page)).unwrap();
+        assert!(text.contains("signed as not tested"), "{page}: {text}");
+        assert!(text.contains(f3_scope), "{page}: {text}");
+    }
+    let f3_manifest = fs::read_to_string(env.path("f3/nodecert-manifest.txt")).unwrap();
+    let f3_json = f3_manifest
+        .lines()
+        .find(|l| l.ends_with("  fleet.json"))
+        .unwrap()
+        .split("  ")
+        .next()
+        .unwrap()
+        .to_string();
+    let f3_md = fs::read_to_string(env.path("f3/fleet.md")).unwrap();
+    assert!(
+        f3_md.contains(&f3_json),
+        "the pages name fleet.json's digest"
+    );
     assert_eq!(verify("f3").0, Some(0));
+    // A countersignature cannot render them again: it says so.
+    let ok = env
+        .cmd()
+        .args([
+            "keygen",
+            "--out",
+            "auditor",
+            "--comment",
+            "auditor@example.com",
+        ])
+        .output()
+        .unwrap();
+    assert!(ok.status.success());
+    let o = env
+        .cmd()
+        .args(["sign", "f3", "--key", "auditor", "--allow-incomplete"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&o.stderr)
+        .contains("is already signed, so its pages cannot be rendered again"));
+    assert_eq!(fs::read_to_string(env.path("f3/fleet.md")).unwrap(), f3_md);
+    assert_eq!(verify("f3").0, Some(0));
+    // A passing fleet signed afterwards: its pages gain the signature and what it vouches for.
+    let o = env
+        .cmd()
+        .args(["fleet", "report", "nodes", "--out", "f7"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0));
+    let o = env
+        .cmd()
+        .args(["sign", "f7", "--key", "key"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains(scope));
+    for page in ["f7/fleet.md", "f7/fleet.html"] {
+        let text = fs::read_to_string(env.path(page)).unwrap();
+        assert!(text.contains(scope), "{page}: {text}");
+        assert!(!text.contains("signed as"), "{page}: {text}");
+    }
+    assert_eq!(verify("f7").0, Some(0));
     let (code, _, stderr) = sign("f4", &["--expect", "a[1-3]", "--allow-incomplete"]);
     assert_eq!(code, Some(5), "the exit code stays the fleet's: {stderr}");
     let md = fs::read_to_string(env.path("f4/fleet.md")).unwrap();

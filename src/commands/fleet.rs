@@ -47,15 +47,46 @@ pub fn report(
     signer: Option<(&Signer, bool)>,
 ) -> Result<Written> {
     let pct = outlier_pct(pct)?;
+    let expect = match expect {
+        Some(list) => {
+            let mut e =
+                fleet::hostlist::expand(list).map_err(|e| input(format!("--expect {e}")))?;
+            e.sort_by(|a, b| fleet::natural_cmp(a, b));
+            e.dedup();
+            Some(e)
+        }
+        None => None,
+    };
+    // The output folder's lock before anything is read (the nodes, a node list, an earlier
+    // report beside them): a second `fleet report` into the same folder is turned away before
+    // it reads, instead of writing there what it read while the first was writing.
+    let created = std::fs::symlink_metadata(out).is_err();
+    let dir = open_report_dir(out)?;
+    let written = report_in(&dir, inputs, out, expect, pct, trust, signer);
+    if written.is_err() && created {
+        // Nothing was written: the folder this call made (empty) goes again.
+        let _ = std::fs::remove_dir(out);
+    }
+    written
+}
+
+/// [`report`] into the folder `dir` (at `out`), already locked.
+fn report_in(
+    dir: &crate::fsio::write::LockedDir,
+    inputs: &[PathBuf],
+    out: &Path,
+    expect: Option<Vec<String>>,
+    pct: f64,
+    trust: &Trust,
+    signer: Option<(&Signer, bool)>,
+) -> Result<Written> {
     let gather::Found {
         folders,
         mut expected,
         job,
     } = gather::find(inputs).map_err(input)?;
-    if let Some(list) = expect {
-        expected = fleet::hostlist::expand(list).map_err(|e| input(format!("--expect {e}")))?;
-        expected.sort_by(|a, b| fleet::natural_cmp(a, b));
-        expected.dedup();
+    if let Some(e) = expect {
+        expected = e;
     }
     if folders.is_empty() && expected.is_empty() {
         return Err(input(format!(
@@ -67,11 +98,10 @@ pub fn report(
                 .join(", ")
         )));
     }
-    // Refuse to read the output folder as a node.
-    let out_abs = std::path::absolute(out).unwrap_or_else(|_| out.to_path_buf());
+    // Refuse to read the output folder as a node: it exists now (locked), whatever path names it.
     let folders: Vec<&gather::NodeFolder> = folders
         .iter()
-        .filter(|f| std::path::absolute(&f.path).unwrap_or_else(|_| f.path.clone()) != out_abs)
+        .filter(|f| !is_folder(&f.path, dir.path()))
         .collect();
     // One node at a time: only its summary is kept, its figures' names shared with the fleet.
     // A reader thread parses (each node's evidence is megabytes of short-lived allocations, in
@@ -107,16 +137,13 @@ pub fn report(
         Some(s) => s.signing_of(
             out,
             hex::encode(sha2::Sha256::digest(json.as_bytes())),
-            r.verdict
-                .is_shortfall()
-                .then(|| format!("signed as {}", r.verdict.label().to_lowercase())),
+            signed_as(&r),
         ),
         None => Default::default(),
     };
     let pages = fleet::render::render(&r, &signing).map_err(Error::Render)?;
-    let dir = open_report_dir(out)?;
     write_files(
-        &dir,
+        dir,
         [
             (FLEET_FILES[0], json),
             (FLEET_FILES[1], pages.html),
@@ -126,7 +153,7 @@ pub fn report(
         ],
     )?;
     let signed = match signer {
-        Some(s) => Some(s.sign(&dir)?),
+        Some(s) => Some(s.sign(dir)?),
         None => None,
     };
     Ok(Written {
@@ -134,6 +161,15 @@ pub fn report(
         signed,
         refused,
     })
+}
+
+/// Whether `path` is the folder `folder` itself (not a link to it: a link is refused when read).
+fn is_folder(path: &Path, folder: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (std::fs::symlink_metadata(path), std::fs::metadata(folder)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
 }
 
 /// The console lines of a fleet report.
@@ -178,11 +214,35 @@ pub fn cmd_report(
     crate::out!("{}", summary(r, out));
     if let (Some((s, _)), Some(info)) = (signer, &w.signed) {
         crate::out!("{}", s.signed_text(out, info, r.simulated));
+        crate::outln!("{}", crate::console::visible(&r.signature_scope()));
+        if let Some(hint) = unchecked_hint(r) {
+            crate::errln!("{hint}");
+        }
     }
     if w.refused {
         crate::errln!("error: {}", not_signed(r, out));
     }
     Ok(r.verdict.exit_code())
+}
+
+/// How to verify the nodes' own signatures, when some were read without a trusted signer.
+fn unchecked_hint(r: &FleetReport) -> Option<String> {
+    let unchecked = fleet::Certificates::of(&r.nodes).signer_not_checked;
+    (unchecked > 0).then(|| {
+        format!(
+            "hint: {unchecked} node report{} signed, but no signer was checked: give \
+             --allowed-signers FILE or --pubkey KEY.pub to verify them",
+            if unchecked == 1 { " is" } else { "s are" }
+        )
+    })
+}
+
+/// What the title of a fleet part of which was never judged says once signed: "signed as not
+/// tested".
+fn signed_as(r: &FleetReport) -> Option<String> {
+    r.verdict
+        .is_shortfall()
+        .then(|| format!("signed as {}", r.verdict.label().to_lowercase()))
 }
 
 /// Why a fleet was not signed, and how to sign it anyway.
@@ -196,20 +256,53 @@ fn not_signed(r: &FleetReport, out: &Path) -> String {
     )
 }
 
-/// `nodecert sign` on a fleet report's folder: the fleet must be one the signer may sign.
+/// `nodecert sign` on a fleet report's folder: the fleet must be one the signer may sign. The
+/// first signature renders the pages again, as `fleet report --sign-key` writes them: they name
+/// the signer, say what the signature vouches for and, for a fleet part of which was never
+/// judged (`allow_incomplete`), "signed as not tested".
 pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u8> {
-    let r = FleetReport::read(dir).map_err(input)?;
+    // The lock first, then fleet.json: a `fleet report` writing here is not read half-done.
+    let lock = super::output::lock_dir(
+        crate::fsio::write::Dir::open_trusted(dir).map_err(|e| super::output::dir_error(dir, e))?,
+    )?;
+    let (r, text) = FleetReport::load(dir).map_err(input)?;
     if r.verdict.is_shortfall() && !allow_incomplete {
         return Err(Error::Refused {
             message: not_signed(&r, dir),
             code: r.verdict.exit_code(),
         });
     }
-    let lock = super::output::lock_dir(
-        crate::fsio::write::Dir::open_trusted(dir).map_err(|e| super::output::dir_error(dir, e))?,
-    )?;
+    let signed_as = signed_as(&r);
+    if lock
+        .exists(crate::sign::MANIFEST_FILE.as_ref())
+        .unwrap_or(true)
+    {
+        if signed_as.is_some() {
+            crate::errln!(
+                "warning: {} is already signed, so its pages cannot be rendered again: their \
+                 title may not say that this fleet is {}",
+                crate::console::visible(&dir.display().to_string()),
+                r.verdict.label().to_lowercase()
+            );
+        }
+    } else {
+        let signing = signer.signing_of(
+            dir,
+            hex::encode(sha2::Sha256::digest(text.as_bytes())),
+            signed_as,
+        );
+        let pages = fleet::render::render(&r, &signing).map_err(Error::Render)?;
+        write_files(
+            &lock,
+            [
+                (FLEET_FILES[1], pages.html),
+                (FLEET_FILES[2], pages.markdown),
+            ],
+        )?;
+    }
     let info = signer.sign(&lock)?;
     crate::out!("{}", signer.signed_text(dir, &info, r.simulated));
+    crate::outln!("{}", crate::console::visible(&r.signature_scope()));
     Ok(exit::PASS)
 }
 
@@ -626,6 +719,171 @@ pub fn cmd_baseline(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two simulated node folders under `shared`.
+    fn two_nodes(shared: &Path) {
+        for (i, name) in ["a1", "a2"].iter().enumerate() {
+            let ev = crate::testutil::simulated_named("h200-vm-1", name, i as u64 + 1, &[]);
+            let dir = shared.join(name);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(
+                dir.join(crate::evidence::EVIDENCE_FILE),
+                serde_json::to_string(&ev).unwrap(),
+            )
+            .unwrap();
+        }
+    }
+
+    fn held(dir: &Path) -> crate::fsio::write::LockedDir {
+        crate::fsio::write::Dir::create_all(dir)
+            .unwrap()
+            .lock()
+            .unwrap()
+    }
+
+    /// The output folder is locked before anything is read: a second `fleet report` into a
+    /// folder another is writing is turned away before it reads its inputs (here inputs that
+    /// cannot be read at all would have been named first).
+    #[test]
+    fn fleet_report_takes_its_folders_lock_before_it_reads_anything() {
+        let t = tempfile::tempdir().unwrap();
+        let out = t.path().join("fleet");
+        let lock = held(&out);
+        let missing = t.path().join("no-such-folder");
+        let e = report(
+            std::slice::from_ref(&missing),
+            &out,
+            None,
+            10.0,
+            &Trust::Untrusted,
+            None,
+        )
+        .err()
+        .expect("refused")
+        .to_string();
+        assert!(
+            e.contains("another nodecert is writing to this folder"),
+            "{e}"
+        );
+        drop(lock);
+        let e = report(&[missing], &out, None, 10.0, &Trust::Untrusted, None)
+            .err()
+            .expect("refused")
+            .to_string();
+        assert!(e.contains("no-such-folder"), "{e}");
+        // The folder existed before: it stays.
+        assert!(out.is_dir());
+    }
+
+    /// A report that fails before writing leaves no folder it made itself.
+    #[test]
+    fn a_fleet_report_that_fails_leaves_no_folder_of_its_own() {
+        let t = tempfile::tempdir().unwrap();
+        let empty = t.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        let out = t.path().join("fleet");
+        let e = report(
+            std::slice::from_ref(&empty),
+            &out,
+            None,
+            10.0,
+            &Trust::Untrusted,
+            None,
+        )
+        .err()
+        .expect("no nodes")
+        .to_string();
+        assert!(e.contains("no node folders found"), "{e}");
+        assert!(
+            !out.exists(),
+            "the folder made for the report is left behind"
+        );
+    }
+
+    /// The report's own folder inside the shared folder is not read as a node, whatever path
+    /// names the shared folder (it exists, locked, while the nodes are found).
+    #[test]
+    fn the_report_folder_in_the_shared_folder_is_not_a_node() {
+        let t = tempfile::tempdir().unwrap();
+        let shared = t.path().join("shared");
+        two_nodes(&shared);
+        let via = t.path().join("shared").join("a1").join("..");
+        let w = report(
+            &[via],
+            &shared.join("fleet"),
+            None,
+            10.0,
+            &Trust::Untrusted,
+            None,
+        )
+        .unwrap();
+        let names: Vec<&str> = w.report.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["a1", "a2"]);
+        assert_eq!(w.report.verdict, crate::fleet::NodeVerdict::Pass);
+    }
+
+    #[test]
+    fn the_hint_to_check_signers_counts_the_signed_reports_read_without_one() {
+        use crate::fleet::{gather::blank, NodeVerdict, SignatureState};
+        let mut r = crate::fleet::judge::judge(Vec::new(), &[], 10.0);
+        let node = |name: &str, sig: SignatureState| {
+            let mut n = blank(name);
+            n.verdict = NodeVerdict::Pass;
+            n.signature = sig;
+            n
+        };
+        r.nodes = vec![node("n1", SignatureState::Unsigned)];
+        assert_eq!(unchecked_hint(&r), None);
+        r.nodes.push(node("n2", SignatureState::Intact));
+        assert_eq!(
+            unchecked_hint(&r).as_deref(),
+            Some(
+                "hint: 1 node report is signed, but no signer was checked: give \
+                 --allowed-signers FILE or --pubkey KEY.pub to verify them"
+            )
+        );
+        r.nodes.push(node("n3", SignatureState::Intact));
+        assert!(unchecked_hint(&r)
+            .unwrap()
+            .starts_with("hint: 2 node reports are signed,"));
+    }
+
+    #[test]
+    fn only_a_fleet_part_of_which_was_never_judged_is_signed_as_what_it_is() {
+        let mut r = crate::fleet::judge::judge(Vec::new(), &["n1".to_string()], 10.0);
+        assert_eq!(signed_as(&r).as_deref(), Some("signed as not tested"));
+        r.verdict = crate::fleet::NodeVerdict::NothingJudged;
+        assert_eq!(signed_as(&r).as_deref(), Some("signed as nothing judged"));
+        for v in [
+            crate::fleet::NodeVerdict::Pass,
+            crate::fleet::NodeVerdict::Fail,
+            crate::fleet::NodeVerdict::Refused,
+        ] {
+            r.verdict = v;
+            assert_eq!(signed_as(&r), None, "{v:?}");
+        }
+    }
+
+    /// `sign` on a fleet folder takes its lock before it reads fleet.json.
+    #[test]
+    fn signing_a_fleet_takes_its_folders_lock_before_it_reads_fleet_json() {
+        let t = tempfile::tempdir().unwrap();
+        let key = t.path().join("key");
+        crate::sign::keygen(&key, "ops@example.com").unwrap();
+        let signer = Signer::open(&key, None).unwrap();
+        let dir = t.path().join("fleet");
+        std::fs::create_dir(&dir).unwrap();
+        std::fs::write(dir.join(crate::fleet::FLEET_FILE), "not json").unwrap();
+        let lock = held(&dir);
+        let e = cmd_sign(&dir, &signer, false).unwrap_err().to_string();
+        assert!(
+            e.contains("another nodecert is writing to this folder"),
+            "{e}"
+        );
+        drop(lock);
+        let e = cmd_sign(&dir, &signer, false).unwrap_err().to_string();
+        assert!(e.contains("not JSON"), "{e}");
+    }
 
     #[test]
     fn after_wait_only_the_report_of_the_job_waited_for_gives_the_exit_code() {

@@ -24,6 +24,20 @@ pub fn cmd_verify(dir: &Path, allowed: Option<PathBuf>, pubkey: Option<PathBuf>)
     };
     if r.ok() {
         crate::outln!("VERIFIED{sim}");
+        // A fleet's signature seals what its report read, not each node's certificate: say
+        // which node certificates were verified when it was made.
+        if r.manifest
+            .as_ref()
+            .is_some_and(|m| m.kind == sign::ReportKind::Fleet)
+        {
+            match crate::fleet::FleetReport::read(dir) {
+                Ok(f) => crate::outln!("{}", crate::console::visible(&f.signature_scope())),
+                Err(e) => crate::outln!(
+                    "(cannot say which node certificates the fleet report verified: {})",
+                    crate::console::visible(&e)
+                ),
+            }
+        }
         return Ok(exit::PASS);
     }
     crate::outln!("NOT VERIFIED{sim}");

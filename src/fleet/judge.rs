@@ -3,8 +3,8 @@
 
 use super::gather::NodeSummary;
 use super::{
-    natural_cmp, Action, Distribution, FleetReport, NodeResult, NodeVerdict, Outlier, FORMAT,
-    FORMAT_VERSION, MIN_NODES_FOR_OUTLIERS,
+    natural_cmp, Action, Certificates, Distribution, FleetReport, NodeResult, NodeVerdict, Outlier,
+    FORMAT, FORMAT_VERSION, MIN_NODES_FOR_OUTLIERS,
 };
 use crate::evidence::{Status, Subject};
 use std::collections::{BTreeMap, BTreeSet};
@@ -131,6 +131,7 @@ pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> Flee
         *counts.entry(n.verdict.key().to_string()).or_insert(0) += 1;
     }
     let actions = results.iter().filter_map(action).collect();
+    let certificates = Some(Certificates::of(&results));
     FleetReport {
         format: FORMAT.into(),
         format_version: FORMAT_VERSION,
@@ -138,6 +139,7 @@ pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> Flee
         simulated: results.iter().any(|n| n.simulated),
         verdict,
         counts,
+        certificates,
         outlier_pct: pct,
         expected: expected.to_vec(),
         job: None,

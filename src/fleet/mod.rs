@@ -168,6 +168,119 @@ pub enum SignatureState {
     Failed { problems: Vec<String> },
 }
 
+/// How a node's own certificate (its signed report folder) stood when the fleet read it. A
+/// fleet's signature seals what its report read: it vouches for a node's certificate only where
+/// that certificate was verified against a trusted signer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CertificateCheck {
+    /// Verified against a trusted signer (`--pubkey` or `--allowed-signers`).
+    Verified,
+    /// Its digests and signatures hold, but no trusted signer was given: who signed is not
+    /// checked.
+    SignerNotChecked,
+    /// Its folder is not signed (or was refused before its signature was read).
+    Unsigned,
+    /// Its signature or digests did not verify: the node is refused.
+    Failed,
+    /// The node left no report of this run to verify: it is not tested.
+    NoReport,
+}
+
+impl CertificateCheck {
+    /// The states a fleet's signature does not vouch for, in the order they are named.
+    pub const NOT_VERIFIED: [CertificateCheck; 4] = [
+        CertificateCheck::Unsigned,
+        CertificateCheck::SignerNotChecked,
+        CertificateCheck::Failed,
+        CertificateCheck::NoReport,
+    ];
+
+    /// How the fleet found node `n`'s certificate. A node not tested has no report of this run,
+    /// whatever an older report in its folder was signed with.
+    pub fn of(n: &NodeResult) -> CertificateCheck {
+        if n.verdict == NodeVerdict::NotTested {
+            return CertificateCheck::NoReport;
+        }
+        match n.signature {
+            SignatureState::Verified { .. } => CertificateCheck::Verified,
+            SignatureState::Intact => CertificateCheck::SignerNotChecked,
+            SignatureState::Unsigned => CertificateCheck::Unsigned,
+            SignatureState::Failed { .. } => CertificateCheck::Failed,
+        }
+    }
+
+    /// In words, as the pages and the console name it.
+    pub fn words(self) -> &'static str {
+        match self {
+            CertificateCheck::Verified => "verified",
+            CertificateCheck::SignerNotChecked => "intact, signer not checked",
+            CertificateCheck::Unsigned => "unsigned",
+            CertificateCheck::Failed => "signature failed",
+            CertificateCheck::NoReport => "no report",
+        }
+    }
+}
+
+/// How many of the fleet's nodes had their own certificates verified against trusted signers
+/// when the report was made, and how the others stood ([`CertificateCheck`]). A signature on
+/// the fleet seals what its report read, not each node's hardware certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Certificates {
+    /// Every node of the fleet: what the other counts add up to.
+    pub nodes: usize,
+    /// Signed reports verified against a trusted signer (`--pubkey` or `--allowed-signers`).
+    pub verified: usize,
+    /// Signed reports whose digests and signatures hold but whose signer was not checked (no
+    /// trusted signer was given).
+    pub signer_not_checked: usize,
+    /// Report folders that are not signed (or were refused before their signature was read).
+    pub unsigned: usize,
+    /// Signed reports whose signature or digests did not verify (those nodes are refused).
+    pub failed: usize,
+    /// Nodes with no report of this run to verify (not tested).
+    pub no_report: usize,
+}
+
+impl Certificates {
+    /// The counts of `nodes`.
+    pub fn of(nodes: &[NodeResult]) -> Certificates {
+        let mut c = Certificates {
+            nodes: nodes.len(),
+            ..Default::default()
+        };
+        for n in nodes {
+            *match CertificateCheck::of(n) {
+                CertificateCheck::Verified => &mut c.verified,
+                CertificateCheck::SignerNotChecked => &mut c.signer_not_checked,
+                CertificateCheck::Unsigned => &mut c.unsigned,
+                CertificateCheck::Failed => &mut c.failed,
+                CertificateCheck::NoReport => &mut c.no_report,
+            } += 1;
+        }
+        c
+    }
+
+    /// "3 verified, 1 unsigned of 4": the counts that are not zero.
+    pub fn text(&self) -> String {
+        let parts: Vec<String> = [
+            (self.verified, "verified"),
+            (self.signer_not_checked, "signer not checked"),
+            (self.unsigned, "unsigned"),
+            (self.failed, "signature failed"),
+            (self.no_report, "no report"),
+        ]
+        .iter()
+        .filter(|(n, _)| *n > 0)
+        .map(|(n, s)| format!("{n} {s}"))
+        .collect();
+        format!("{} of {}", parts.join(", "), self.nodes)
+    }
+}
+
+/// The most nodes a signature's scope names for each state; the rest are counted.
+pub const MAX_NAMES_SHOWN: usize = 20;
+
 /// What a figure is, shared by every node that measured it: interned once per fleet
 /// ([`gather::Keys`]), so that each node keeps only its values.
 #[derive(Debug, Clone, PartialEq)]
@@ -292,6 +405,11 @@ pub struct FleetReport {
     pub verdict: NodeVerdict,
     /// How many nodes have each verdict, by key.
     pub counts: BTreeMap<String, usize>,
+    /// How many nodes' own certificates were verified against trusted signers, and how the
+    /// others stood. Absent in a fleet.json written before nodecert counted them (the counts
+    /// are then taken from `nodes`); when present, they must agree with `nodes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub certificates: Option<Certificates>,
     /// The outlier margin used, percent.
     pub outlier_pct: f64,
     /// The nodes the job was given (empty when no list was found or given).
@@ -326,8 +444,70 @@ impl FleetReport {
         self.nodes.iter().find(|n| n.name == name)
     }
 
+    /// What a signature on this fleet vouches for, in plain words: it seals what the report
+    /// read; how many node certificates were verified against trusted signers; and the nodes
+    /// whose certificates were not, by state (at most [`MAX_NAMES_SHOWN`] named per state).
+    /// Counted from `nodes`, as [`FleetReport::read`] checks `certificates` against them. Node
+    /// names are as given: escape them for where the sentence goes.
+    pub fn signature_scope(&self) -> String {
+        let c = Certificates::of(&self.nodes);
+        let mut s = String::from("This signature seals what the fleet report read. ");
+        let noun = if c.nodes == 1 {
+            "node certificate"
+        } else {
+            "node certificates"
+        };
+        if c.nodes > 0 && c.verified == c.nodes {
+            s.push_str(&format!(
+                "All {} {noun} {} verified against trusted signers.",
+                c.nodes,
+                if c.nodes == 1 { "was" } else { "were" }
+            ));
+            return s;
+        }
+        s.push_str(&format!(
+            "{} of {} {noun} {} verified against trusted signers",
+            c.verified,
+            c.nodes,
+            if c.verified == 1 { "was" } else { "were" }
+        ));
+        let mut groups = Vec::new();
+        for state in CertificateCheck::NOT_VERIFIED {
+            let names: Vec<&str> = self
+                .nodes
+                .iter()
+                .filter(|n| CertificateCheck::of(n) == state)
+                .map(|n| n.name.as_str())
+                .collect();
+            if names.is_empty() {
+                continue;
+            }
+            let mut text = names
+                .iter()
+                .take(MAX_NAMES_SHOWN)
+                .copied()
+                .collect::<Vec<_>>()
+                .join(", ");
+            if names.len() > MAX_NAMES_SHOWN {
+                text.push_str(&format!(" and {} more", names.len() - MAX_NAMES_SHOWN));
+            }
+            groups.push(format!("{text} ({})", state.words()));
+        }
+        if !groups.is_empty() {
+            s.push_str("; not verified, so not vouched for by this signature: ");
+            s.push_str(&groups.join("; "));
+        }
+        s.push('.');
+        s
+    }
+
     /// Read `fleet.json` (or a folder holding one), bounded, checking its format.
     pub fn read(path: &std::path::Path) -> Result<FleetReport, String> {
+        Self::load(path).map(|(r, _)| r)
+    }
+
+    /// [`FleetReport::read`], with the text read: what a signature's digest is of.
+    pub fn load(path: &std::path::Path) -> Result<(FleetReport, String), String> {
         let path = if path.is_dir() {
             path.join(FLEET_FILE)
         } else {
@@ -356,7 +536,22 @@ impl FleetReport {
         }
         // Names are not trusted here: the drain plans pass only host names to scontrol and
         // kubectl, whatever the file says.
-        serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))
+        let r: FleetReport =
+            serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        // The counts a signature's pages state must be those of the nodes the file holds.
+        if let Some(c) = r.certificates {
+            let nodes = Certificates::of(&r.nodes);
+            if c != nodes {
+                return Err(format!(
+                    "{}: its certificate counts ({}) disagree with its nodes' signatures ({}); \
+                     refusing a file whose records disagree",
+                    path.display(),
+                    c.text(),
+                    nodes.text()
+                ));
+            }
+        }
+        Ok((r, text))
     }
 }
 
@@ -469,6 +664,219 @@ mod tests {
             .contains("no top-level"));
         assert!(status("[1]").is_err());
         assert!(status(r#"{"simulated": true, "nodes": [{"name": "x"}]}"#).is_err());
+    }
+
+    /// A fleet of nodes named for how their certificates stood.
+    fn certified(states: &[(&str, SignatureState, NodeVerdict)]) -> FleetReport {
+        let mut r = judge::judge(Vec::new(), &[], 10.0);
+        r.nodes = states
+            .iter()
+            .map(|(name, sig, verdict)| {
+                let mut n = gather::blank(name);
+                n.signature = sig.clone();
+                n.verdict = *verdict;
+                n
+            })
+            .collect();
+        r.certificates = Some(Certificates::of(&r.nodes));
+        r
+    }
+
+    fn verified() -> SignatureState {
+        SignatureState::Verified {
+            signers: vec!["ops@example.com".into()],
+        }
+    }
+
+    #[test]
+    fn each_node_certificate_is_counted_by_how_it_stood_and_a_node_not_tested_has_none() {
+        use NodeVerdict::{NotTested, Pass, Refused};
+        let failed = SignatureState::Failed {
+            problems: vec!["x".into()],
+        };
+        let r = certified(&[
+            ("v1", verified(), Pass),
+            ("v2", verified(), Refused),
+            ("i1", SignatureState::Intact, Pass),
+            ("u1", SignatureState::Unsigned, Pass),
+            ("u2", SignatureState::Unsigned, Refused),
+            ("f1", failed, Refused),
+            // Evidence of an earlier job, verified then, is no report of this one.
+            ("t1", verified(), NotTested),
+            ("t2", SignatureState::Unsigned, NotTested),
+        ]);
+        let states: Vec<CertificateCheck> = r.nodes.iter().map(CertificateCheck::of).collect();
+        use CertificateCheck as C;
+        assert_eq!(
+            states,
+            [
+                C::Verified,
+                C::Verified,
+                C::SignerNotChecked,
+                C::Unsigned,
+                C::Unsigned,
+                C::Failed,
+                C::NoReport,
+                C::NoReport
+            ]
+        );
+        let c = Certificates::of(&r.nodes);
+        assert_eq!(
+            c,
+            Certificates {
+                nodes: 8,
+                verified: 2,
+                signer_not_checked: 1,
+                unsigned: 2,
+                failed: 1,
+                no_report: 2,
+            }
+        );
+        assert_eq!(
+            c.text(),
+            "2 verified, 1 signer not checked, 2 unsigned, 1 signature failed, 2 no report of 8"
+        );
+    }
+
+    #[test]
+    fn a_signatures_scope_says_how_many_node_certificates_were_verified_and_names_the_others() {
+        use NodeVerdict::{NotTested, Pass, Refused};
+        let r = certified(&[
+            ("n1", verified(), Pass),
+            ("n2", verified(), Pass),
+            ("n3", SignatureState::Unsigned, Pass),
+            ("n4", SignatureState::Intact, Pass),
+            ("n5", SignatureState::Unsigned, Pass),
+            (
+                "n6",
+                SignatureState::Failed {
+                    problems: vec!["bad".into()],
+                },
+                Refused,
+            ),
+            ("n7", SignatureState::Unsigned, NotTested),
+        ]);
+        assert_eq!(
+            r.signature_scope(),
+            "This signature seals what the fleet report read. 2 of 7 node certificates were \
+             verified against trusted signers; not verified, so not vouched for by this \
+             signature: n3, n5 (unsigned); n4 (intact, signer not checked); n6 (signature \
+             failed); n7 (no report)."
+        );
+        let r = certified(&[
+            ("n1", verified(), Pass),
+            ("n2", SignatureState::Unsigned, Pass),
+        ]);
+        assert_eq!(
+            r.signature_scope(),
+            "This signature seals what the fleet report read. 1 of 2 node certificates was \
+             verified against trusted signers; not verified, so not vouched for by this \
+             signature: n2 (unsigned)."
+        );
+        let r = certified(&[("n1", verified(), Pass), ("n2", verified(), Pass)]);
+        assert_eq!(
+            r.signature_scope(),
+            "This signature seals what the fleet report read. All 2 node certificates were \
+             verified against trusted signers."
+        );
+        let r = certified(&[("n1", verified(), Pass)]);
+        assert!(
+            r.signature_scope()
+                .ends_with(" All 1 node certificate was verified against trusted signers."),
+            "{}",
+            r.signature_scope()
+        );
+        let r = certified(&[("n1", SignatureState::Intact, Pass)]);
+        assert!(
+            r.signature_scope().ends_with(
+                " 0 of 1 node certificate were verified against trusted signers; not verified, \
+                 so not vouched for by this signature: n1 (intact, signer not checked)."
+            ),
+            "{}",
+            r.signature_scope()
+        );
+        // No node at all: nothing was verified, and nothing is named.
+        let r = certified(&[]);
+        assert_eq!(
+            r.signature_scope(),
+            "This signature seals what the fleet report read. 0 of 0 node certificates were \
+             verified against trusted signers."
+        );
+    }
+
+    #[test]
+    fn a_large_fleets_scope_names_some_nodes_of_each_state_and_counts_the_rest() {
+        let names: Vec<String> = (1..=MAX_NAMES_SHOWN + 3).map(|i| format!("u{i}")).collect();
+        let mut states: Vec<(&str, SignatureState, NodeVerdict)> = names
+            .iter()
+            .map(|n| (n.as_str(), SignatureState::Unsigned, NodeVerdict::Pass))
+            .collect();
+        states.push(("v1", verified(), NodeVerdict::Pass));
+        let exactly: Vec<String> = (1..=MAX_NAMES_SHOWN).map(|i| format!("i{i}")).collect();
+        for n in &exactly {
+            states.push((n.as_str(), SignatureState::Intact, NodeVerdict::Pass));
+        }
+        let s = certified(&states).signature_scope();
+        let shown = names[..MAX_NAMES_SHOWN].join(", ");
+        assert!(
+            s.contains(&format!(": {shown} and 3 more (unsigned); ")),
+            "{s}"
+        );
+        assert!(!s.contains(&format!("u{},", MAX_NAMES_SHOWN + 1)), "{s}");
+        // Exactly as many as are shown: all named, none counted.
+        assert!(
+            s.ends_with(&format!(
+                "; {} (intact, signer not checked).",
+                exactly.join(", ")
+            )),
+            "{s}"
+        );
+        assert!(
+            s.contains(&format!(" 1 of {} node", 2 * MAX_NAMES_SHOWN + 4)),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn certificate_counts_are_optional_in_fleet_json_but_must_agree_with_its_nodes() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join(FLEET_FILE);
+        let r = certified(&[
+            ("n1", verified(), NodeVerdict::Pass),
+            ("n2", SignatureState::Unsigned, NodeVerdict::Pass),
+        ]);
+        let write = |v: &serde_json::Value| {
+            std::fs::write(&p, serde_json::to_string_pretty(v).unwrap()).unwrap();
+        };
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["certificates"]["verified"], 1);
+        assert_eq!(json["certificates"]["unsigned"], 1);
+        assert_eq!(json["certificates"]["nodes"], 2);
+        write(&json);
+        let (read, text) = FleetReport::load(d.path()).unwrap();
+        assert_eq!(read, r);
+        assert_eq!(text, std::fs::read_to_string(&p).unwrap());
+        // A fleet.json written before the counts: it loads, and the counts come from its nodes.
+        let mut old = json.clone();
+        old.as_object_mut().unwrap().remove("certificates");
+        write(&old);
+        let read = FleetReport::read(&p).unwrap();
+        assert_eq!(read.certificates, None);
+        assert!(read.signature_scope().contains(" 1 of 2 "));
+        // Counts edited to say more was verified than the nodes say: refused.
+        let mut edited = json.clone();
+        edited["certificates"]["verified"] = 2.into();
+        edited["certificates"]["unsigned"] = 0.into();
+        write(&edited);
+        let e = FleetReport::read(&p).unwrap_err();
+        assert!(
+            e.contains("its certificate counts (2 verified of 2) disagree with its nodes' signatures (1 verified, 1 unsigned of 2)"),
+            "{e}"
+        );
+        let mut edited = json;
+        edited["certificates"]["nodes"] = 3.into();
+        write(&edited);
+        assert!(FleetReport::read(&p).is_err());
     }
 
     #[test]

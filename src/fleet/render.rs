@@ -23,6 +23,9 @@ struct View {
     counts: String,
     verdict_label: &'static str,
     verdict_class: &'static str,
+    /// What a signature on the fleet vouches for, and which node certificates it does not
+    /// ([`FleetReport::signature_scope`]); the pages show it only when the fleet is signed.
+    signature_scope: String,
 }
 
 #[derive(Serialize)]
@@ -141,6 +144,7 @@ fn view(r: &FleetReport) -> View {
         counts: r.counts_text(),
         verdict_label: r.verdict.label(),
         verdict_class: class(r.verdict),
+        signature_scope: r.signature_scope(),
     }
 }
 
@@ -171,6 +175,60 @@ pub fn render(r: &FleetReport, signing: &crate::report::Signing) -> Result<Rende
 mod tests {
     use super::super::{gather, judge};
     use super::*;
+
+    /// A signed fleet's pages say what the signature vouches for, node names escaped for each
+    /// page; an unsigned fleet's pages say nothing of a signature.
+    #[test]
+    fn signed_pages_say_which_node_certificates_were_verified_with_names_escaped() {
+        let mut r = judge::judge(Vec::new(), &[], 10.0);
+        for (name, sig) in [
+            (
+                "n1",
+                super::super::SignatureState::Verified {
+                    signers: vec!["ops@example.com".into()],
+                },
+            ),
+            ("<b>x|y*", super::super::SignatureState::Unsigned),
+            ("n3", super::super::SignatureState::Intact),
+        ] {
+            let mut n = gather::blank(name);
+            n.verdict = NodeVerdict::Pass;
+            n.signature = sig;
+            r.nodes.push(n);
+        }
+        let signing = crate::report::Signing {
+            fingerprint: Some("SHA256:abc".into()),
+            evidence_sha256: Some("0".repeat(64)),
+            verify_command: Some("ssh-keygen -Y verify ...".into()),
+            signed_as: None,
+        };
+        let p = render(&r, &signing).unwrap();
+        let said = "This signature seals what the fleet report read. 1 of 3 node certificates \
+                    was verified against trusted signers; not verified, so not vouched for by \
+                    this signature:";
+        assert!(
+            p.html.contains(&format!(
+                "<p id=\"signature-scope\"><strong>{said} &lt;b&gt;x|y* (unsigned); n3 (intact, \
+                 signer not checked).</strong></p>"
+            )),
+            "{}",
+            p.html
+        );
+        assert!(
+            p.markdown.contains(&format!(
+                "\n**{said} &lt;b>x\\|y\\* (unsigned); n3 (intact, signer not checked).**\n"
+            )),
+            "{}",
+            p.markdown
+        );
+        let p = render(&r, &Default::default()).unwrap();
+        assert!(!p.html.contains("This signature seals"), "{}", p.html);
+        assert!(
+            !p.markdown.contains("This signature seals"),
+            "{}",
+            p.markdown
+        );
+    }
 
     /// Red dots in a chart: the marked nodes.
     fn red(svg: &str) -> usize {
