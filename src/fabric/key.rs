@@ -238,6 +238,9 @@ mod tests {
         let l = d.path().join("link");
         std::os::unix::fs::symlink(&p, &l).unwrap();
         assert_eq!(JobKey::read(&l).unwrap(), key("0123456789abcdef0123"));
+        // At most 4096 bytes: that many is a key, one more is refused.
+        std::fs::write(&p, vec![b'a'; MAX_KEY_FILE as usize]).unwrap();
+        assert_eq!(JobKey::read(&p).unwrap().0.len(), MAX_KEY_FILE as usize);
         std::fs::write(&p, vec![b'a'; MAX_KEY_FILE as usize + 1]).unwrap();
         let e = JobKey::read(&p).unwrap_err();
         assert!(e.contains("larger than 4096 bytes"), "{e}");
