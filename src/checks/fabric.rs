@@ -281,12 +281,7 @@ impl fabric::PairLink for Link<'_> {
 
     fn measure(&mut self, peer: usize, side: usize, id: &[u8]) -> Result<f64, String> {
         let count = |r: usize| self.gpus.get(r).copied().unwrap_or(0);
-        let comm = crate::backend::FabricComm {
-            id: id.to_vec(),
-            first_rank: if side == 0 { 0 } else { count(peer) },
-            ranks: count(self.me) + count(peer),
-            nodes: 2,
-        };
+        let comm = pair_comm(id, side, count(self.me), count(peer));
         let op = CollectiveOp::AllReduce;
         let got = self
             .backend
@@ -307,6 +302,17 @@ impl fabric::PairLink for Link<'_> {
         self.measured.push((peer, pts));
         // The protocol's figures are in Gb/s: bus bandwidth GB/s x 8.
         Ok(if wrong { 0.0 } else { figure * 8.0 })
+    }
+}
+
+/// The communicator of a pair as this node joins it: the node that made the id (`side` 0)
+/// puts its `mine` GPUs first, the other after the first node's `theirs`.
+fn pair_comm(id: &[u8], side: usize, mine: usize, theirs: usize) -> crate::backend::FabricComm {
+    crate::backend::FabricComm {
+        id: id.to_vec(),
+        first_rank: if side == 0 { 0 } else { theirs },
+        ranks: mine + theirs,
+        nodes: 2,
     }
 }
 
@@ -1023,6 +1029,75 @@ mod tests {
     }
 
     #[test]
+    fn the_sweep_is_ascending_without_repeats_and_ends_at_the_judged_size() {
+        use crate::units::ByteSize;
+        let mut c = cfg(1.0);
+        assert_eq!(sweep(&c), [1 << 30]);
+        c.sizes = vec![
+            ByteSize(1 << 30),
+            ByteSize(64 << 20),
+            ByteSize(0),
+            ByteSize(1 << 20),
+            ByteSize(64 << 20),
+            ByteSize(2 << 30),
+        ];
+        assert_eq!(sweep(&c), [1 << 20, 64 << 20, 1 << 30]);
+    }
+
+    #[test]
+    fn the_jobs_figure_is_the_slowest_nodes_per_op_and_size_and_names_its_pace() {
+        let pt = |bytes: u64, busbw: f64| Point {
+            bytes,
+            busbw,
+            elements_checked: 1,
+            wrong_elements: 0,
+        };
+        let node = |ar: [f64; 2], ag: [f64; 2]| {
+            vec![
+                OpFigures {
+                    op: CollectiveOp::AllReduce,
+                    points: vec![pt(1 << 20, ar[0]), pt(1 << 30, ar[1])],
+                },
+                OpFigures {
+                    op: CollectiveOp::AllGather,
+                    points: vec![pt(1 << 20, ag[0]), pt(1 << 30, ag[1])],
+                },
+            ]
+        };
+        // Node 1 is slowest at all_reduce's judged size, node 2 at all_gather's; the small
+        // size's minimum comes from another node than the judged one's.
+        let r = job_result(&[
+            node([90.0, 360.0], [50.0, 300.0]),
+            node([100.0, 180.0], [60.0, 310.0]),
+            node([95.0, 350.0], [70.0, 150.0]),
+        ]);
+        assert_eq!(
+            r.ops,
+            [
+                JobOp {
+                    op: CollectiveOp::AllReduce,
+                    by_size: vec![(1 << 20, 90.0), (1 << 30, 180.0)],
+                    pace: 1
+                },
+                JobOp {
+                    op: CollectiveOp::AllGather,
+                    by_size: vec![(1 << 20, 50.0), (1 << 30, 150.0)],
+                    pace: 2
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn a_pairs_ranks_put_the_node_that_made_the_id_first() {
+        let a = pair_comm(b"id", 0, 8, 4);
+        assert_eq!((a.first_rank, a.ranks, a.nodes), (0, 12, 2));
+        let b = pair_comm(b"id", 1, 4, 8);
+        assert_eq!((b.first_rank, b.ranks, b.nodes), (8, 12, 2));
+        assert_eq!(b.id, b"id");
+    }
+
+    #[test]
     fn wrong_data_across_the_fabric_fails_the_node_that_gets_it_and_counts_as_no_bandwidth() {
         let out = job_with(3, &[&[], &["fabric-corrupt"], &[]], cfg(30.0));
         for (rank, r) in out {
@@ -1099,10 +1174,26 @@ mod tests {
             assert!(ag[0]
                 .reason
                 .contains("all_gather across every node of the job"));
-            // Six data checks (pairs: 3 sizes; job: 2 ops x 3 sizes) = 9, all right.
+            // Nine data checks (pairs: 3 sizes; job: 2 ops x 3 sizes), all right, and the
+            // elements they checked added up.
             assert!(
                 f.iter()
                     .any(|x| x.reason.starts_with("data checked after 9 collectives")),
+                "{f:#?}"
+            );
+            let total: u64 = m
+                .facts
+                .iter()
+                .filter(|x| x.name == PAIR_DATA || x.name == JOB_DATA)
+                .map(|x| match x.value {
+                    FactValue::Elements { checked, .. } => checked,
+                    _ => 0,
+                })
+                .sum();
+            assert!(total > 1 << 20, "{total}");
+            assert!(
+                f.iter()
+                    .any(|x| x.found == format!("{total} elements right")),
                 "{f:#?}"
             );
         }
@@ -1274,6 +1365,65 @@ mod tests {
             assert_eq!(f[0].status, Status::Skip, "{who}: {f:#?}");
             assert!(f[0].reason.starts_with("not measured: "), "{who}: {f:#?}");
         }
+    }
+
+    #[test]
+    fn each_collective_of_the_job_is_judged_only_on_its_own_pace_node() {
+        let loaded = crate::suite::load::load("h100-sxm-8").unwrap();
+        let inv = crate::testutil::simulated("h100-sxm-8", &[]).node;
+        let ctx = crate::testutil::ctx(&loaded.suite, &inv);
+        let mut c = cfg(10.0);
+        let floor = Limit {
+            fail_below: Some(200.0),
+            ..Default::default()
+        };
+        c.busbw_gbps = floor.clone();
+        c.all_gather_busbw_gbps = floor;
+        let pace = |node: &str, op: CollectiveOp| {
+            let mut s = Subject::node_named(node);
+            s.op = Some(op);
+            Fact::new(PACE, s, FactValue::Count(0))
+        };
+        let mut m = Measured::default();
+        m.facts.push(Fact::new(
+            "rank",
+            Subject::node_named("n1"),
+            FactValue::Count(0),
+        ));
+        // all_reduce goes at n2's pace, all_gather at n1's; both figures are below their floor.
+        m.facts.push(pace("n2", CollectiveOp::AllReduce));
+        m.facts.push(pace("n1", CollectiveOp::AllGather));
+        m.metrics
+            .push(metric(JOB_METRIC, Subject::node_named("n1"), 100.0));
+        m.metrics.push(metric(
+            JOB_ALL_GATHER_METRIC,
+            Subject::node_named("n1"),
+            100.0,
+        ));
+        let f = evaluate(&c, &ctx, &m);
+        let on = |name: &str| {
+            f.iter()
+                .find(|x| x.metric.as_deref() == Some(name))
+                .unwrap()
+        };
+        let ar = on(JOB_METRIC);
+        assert!(ar.info && ar.status == Status::Pass, "{ar:#?}");
+        assert!(
+            ar.reason.ends_with("the job runs at the pace of node n2"),
+            "{ar:#?}"
+        );
+        let ag = on(JOB_ALL_GATHER_METRIC);
+        assert!(!ag.info && ag.status == Status::Fail, "{ag:#?}");
+        assert!(
+            ag.reason
+                .contains("all_gather across every node of the job"),
+            "{ag:#?}"
+        );
+        // No data check was recorded: nothing is said to be right.
+        assert!(
+            !f.iter().any(|x| x.reason.starts_with("data checked")),
+            "{f:#?}"
+        );
     }
 
     #[test]
