@@ -1377,7 +1377,7 @@ mod tests {
             fail_below: Some(200.0),
             ..Default::default()
         };
-        c.busbw_gbps = floor.clone();
+        c.busbw_gbps = floor;
         c.all_gather_busbw_gbps = floor;
         let pace = |node: &str, op: CollectiveOp| {
             let mut s = Subject::node_named(node);
