@@ -702,3 +702,92 @@ fn a_figure_that_is_not_a_number_is_an_error_naming_the_rank() {
         );
     }
 }
+
+/// What one rank's link saw: the ids it made, and each measurement (peer, side, id).
+#[derive(Default)]
+struct Recorder {
+    rank: usize,
+    made: Vec<Vec<u8>>,
+    measured: Vec<(usize, usize, Vec<u8>)>,
+}
+
+impl nodecert::fabric::PairLink for Recorder {
+    fn id(&mut self) -> Result<Vec<u8>, String> {
+        // A different id for every pair this rank starts.
+        let id = format!("id of rank {} #{}", self.rank, self.made.len()).into_bytes();
+        self.made.push(id.clone());
+        Ok(id)
+    }
+    fn measure(&mut self, peer: usize, side: usize, id: &[u8]) -> Result<f64, String> {
+        self.measured.push((peer, side, id.to_vec()));
+        // Pair 1-2 got wrong data: no bandwidth, which is a figure (0), not an error.
+        Ok(if (self.rank.min(peer), self.rank.max(peer)) == (1, 2) {
+            0.0
+        } else {
+            400.0
+        })
+    }
+}
+
+#[test]
+fn each_pair_measures_over_the_id_its_lower_node_made_and_no_other() {
+    let n = 4;
+    let (l, port) = listener();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let handles: Vec<_> = (0..n)
+        .map(|rank| {
+            let l = (rank == 0).then(|| l.try_clone().unwrap());
+            thread::spawn(move || {
+                let w = world(rank, n, port, "job-7");
+                let mut s = match &l {
+                    Some(l) => serve(l, &w, &key(), ID, deadline).unwrap(),
+                    None => join(&w, &key(), deadline).unwrap(),
+                };
+                let mut rec = Recorder {
+                    rank,
+                    ..Default::default()
+                };
+                let p = nodecert::fabric::run_pairwise_over(&mut s, &mut rec, 300.0, deadline);
+                (rec, p)
+            })
+        })
+        .collect();
+    let out: Vec<(Recorder, _)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    // Every pair of the first pass once (each node with its 3 peers), and the second pass.
+    for (rank, (rec, p)) in out.iter().enumerate() {
+        assert!(p.is_ok(), "rank {rank}: {p:?}");
+        for (peer, side, id) in &rec.measured {
+            // The lower node is side 0 and made the id; the higher is side 1 and used it.
+            let lower = rank.min(*peer);
+            assert_eq!(*side, usize::from(rank > *peer), "rank {rank} with {peer}");
+            assert!(
+                out[lower].0.made.contains(id),
+                "rank {rank} with {peer} used {:?}, which rank {lower} did not make",
+                String::from_utf8_lossy(id)
+            );
+            // The other node of the pair measured over the same id.
+            assert!(out[*peer]
+                .0
+                .measured
+                .iter()
+                .any(|(q, _, other)| *q == rank && other == id));
+        }
+    }
+    // Ids are made only by the lower node of a pair, one per measurement it starts.
+    for (rank, (rec, _)) in out.iter().enumerate() {
+        let started = rec
+            .measured
+            .iter()
+            .filter(|(peer, _, _)| rank < *peer)
+            .count();
+        assert_eq!(rec.made.len(), started, "rank {rank}");
+    }
+    assert_eq!(out[3].0.made.len(), 0);
+    // A pair at 0 Gb/s is judged, not an error: the link between 1 and 2.
+    let p = out[0].1.as_ref().unwrap().as_ref().unwrap();
+    assert!(
+        matches!(p.verdicts.as_slice(), [Localised::Link { a: 1, b: 2, .. }]),
+        "{:?}",
+        p.verdicts
+    );
+}
