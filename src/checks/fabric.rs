@@ -873,42 +873,10 @@ mod tests {
         faults: &[&[&str]],
         timeout_s: f64,
     ) -> Vec<(usize, Result<Vec<Finding>, HwError>)> {
-        let port = free_port();
-        let hosts: Vec<String> = vec!["127.0.0.1".into(); size];
-        let threads: Vec<_> = ranks
-            .iter()
-            .map(|&rank| {
-                let world = World {
-                    rank,
-                    size,
-                    hosts: hosts.clone(),
-                    job: "t".into(),
-                    port,
-                };
-                let f: Vec<Fault> = faults
-                    .get(rank)
-                    .copied()
-                    .unwrap_or(&[])
-                    .iter()
-                    .map(|s| Fault::parse(s).unwrap())
-                    .collect();
-                std::thread::spawn(move || {
-                    let node = sim::load_node("h100-sxm-8").unwrap();
-                    let mut b = SimBackend::new(node, f, rank as u64 + 1).unwrap();
-                    let inv = b.inventory().unwrap();
-                    let loaded = crate::suite::load::load("h100-sxm-8").unwrap();
-                    let ctx = crate::testutil::ctx(&loaded.suite, &inv);
-                    let c = cfg(timeout_s);
-                    // The world reaches ranks by address; the evidence names the nodes.
-                    let names: Vec<String> = (1..=size).map(|i| format!("n{i}")).collect();
-                    let key = fabric::JobKey::new(b"the key of this test's job").unwrap();
-                    let r = measure_in(&c, &world, &names, &key, &ctx, &mut b, &mut |_, _| {})
-                        .map(|m| evaluate(&c, &ctx, &m));
-                    (rank, r)
-                })
-            })
-            .collect();
-        threads.into_iter().map(|t| t.join().unwrap()).collect()
+        job_with(size, ranks, faults, cfg(timeout_s))
+            .into_iter()
+            .map(|(rank, r)| (rank, r.map(|(_, f)| f)))
+            .collect()
     }
 
     fn failed(f: &[Finding]) -> Vec<&str> {
@@ -983,14 +951,19 @@ mod tests {
 
     type Outcome = Result<(Measured, Vec<Finding>), HwError>;
 
-    fn job_with(size: usize, faults: &[&[&str]], c: FabricCheck) -> Vec<(usize, Outcome)> {
+    /// `ranks` of a job of `size` simulated h100 nodes (seed rank + 1, `faults` by rank),
+    /// each measured and judged with `c` on its own thread over loopback: what each measured,
+    /// and its findings. The world reaches ranks by address; the evidence names the nodes.
+    fn job_with(
+        size: usize,
+        ranks: &[usize],
+        faults: &[&[&str]],
+        c: FabricCheck,
+    ) -> Vec<(usize, Outcome)> {
         let port = free_port();
-        let faults: Vec<Vec<String>> = faults
+        let threads: Vec<_> = ranks
             .iter()
-            .map(|f| f.iter().map(|s| s.to_string()).collect())
-            .collect();
-        let threads: Vec<_> = (0..size)
-            .map(|rank| {
+            .map(|&rank| {
                 let world = World {
                     rank,
                     size,
@@ -1000,8 +973,8 @@ mod tests {
                 };
                 let f: Vec<Fault> = faults
                     .get(rank)
-                    .cloned()
-                    .unwrap_or_default()
+                    .copied()
+                    .unwrap_or(&[])
                     .iter()
                     .map(|s| Fault::parse(s).unwrap())
                     .collect();
@@ -1099,7 +1072,7 @@ mod tests {
 
     #[test]
     fn wrong_data_across_the_fabric_fails_the_node_that_gets_it_and_counts_as_no_bandwidth() {
-        let out = job_with(3, &[&[], &["fabric-corrupt"], &[]], cfg(30.0));
+        let out = job_with(3, &[0, 1, 2], &[&[], &["fabric-corrupt"], &[]], cfg(30.0));
         for (rank, r) in out {
             let (_, f) = r.unwrap();
             let fails = failed(&f);
@@ -1140,7 +1113,7 @@ mod tests {
             fail_below: Some(1000.0),
             ..Default::default()
         };
-        let out = job_with(2, &[], c);
+        let out = job_with(2, &[0, 1], &[], c);
         for (rank, r) in out {
             let (m, f) = r.unwrap();
             let values = |name: &str| -> Vec<(u64, f64)> {
