@@ -1635,3 +1635,33 @@ fn signing_lists_the_pages_present_and_always_the_evidence() {
     assert!(e.contains("evidence.json"), "{e}");
     assert!(!dir.path().join(MANIFEST_FILE).exists());
 }
+
+/// About one ECDSA key in 256 that ssh-keygen makes has a private scalar with a leading zero,
+/// which OpenSSH writes one byte short (an mpint). Such a key signs, and ssh-keygen verifies it.
+#[test]
+fn an_ecdsa_key_with_a_short_scalar_signs() {
+    use std::os::unix::fs::PermissionsExt;
+    let keys = tempfile::tempdir().unwrap();
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/keys");
+    let key = keys.path().join("short");
+    fs::copy(fixture.join("ecdsa-p256-short-scalar"), &key).unwrap();
+    fs::copy(fixture.join("ecdsa-p256-short-scalar.pub"), pub_of(&key)).unwrap();
+    fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).unwrap();
+    // The fixture is what it claims: ssh-key alone refuses it.
+    let text = fs::read_to_string(&key).unwrap();
+    assert!(ssh_key::PrivateKey::from_openssh(&text).is_err());
+
+    let id = "short-scalar@test";
+    let signers = allowed_signers(keys.path(), &[(&key, id)]);
+    let dir = report_dir(false);
+    let info = sign_dir(dir.path(), &key).unwrap();
+    assert_eq!(sig_algorithm(&info.signature), "ecdsa-sha2-nistp256");
+    assert!(ssh_verify(dir.path(), SIGNATURE_FILE, &signers, id));
+    let r = verify_dir(dir.path(), &Trust::AllowedSigners(signers)).unwrap();
+    assert!(r.ok(), "{r}");
+    // Its public half is the one ssh-keygen derives.
+    assert_eq!(
+        key_fingerprint(&key).unwrap(),
+        key_fingerprint(&pub_of(&key)).unwrap()
+    );
+}

@@ -133,12 +133,20 @@ fn read_key_text(path: &Path, what: &'static str) -> Result<(String, u32), SignE
 }
 
 fn parse_private_key(path: &Path, text: &str) -> Result<PrivateKey, SignError> {
-    PrivateKey::from_openssh(text).map_err(|e| {
-        key_err(
-            path,
-            format!("not an openssh private key: {}", lowercase(&e)),
-        )
-    })
+    PrivateKey::from_openssh(text)
+        .or_else(|e| {
+            // One ECDSA key in 256 that OpenSSH wrote has a short scalar (see short_scalar).
+            super::short_scalar::armored_body(text)
+                .and_then(|body| super::short_scalar::pad_short_scalar(&body))
+                .ok_or(e)
+                .and_then(|fixed| PrivateKey::from_bytes(&fixed))
+        })
+        .map_err(|e| {
+            key_err(
+                path,
+                format!("not an openssh private key: {}", lowercase(&e)),
+            )
+        })
 }
 
 /// Read the public key of a private (OpenSSH format) or public key file.

@@ -94,6 +94,7 @@ mod armor;
 mod commands;
 mod keys;
 mod manifest;
+mod short_scalar;
 mod signing;
 mod verify;
 
