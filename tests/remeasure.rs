@@ -246,7 +246,7 @@ fn the_console_says_when_a_check_measures_again() {
         .find(|l| l.contains("measuring again"))
         .unwrap_or_else(|| panic!("{err}"));
     assert!(
-        line.starts_with("[5/13] missed: GPU 0 -> GPU 1: peer read")
+        line.starts_with("[5/14] missed: GPU 0 -> GPU 1: peer read")
             && line.ends_with("; measuring again, attempt 2 of 2"),
         "{line}"
     );

@@ -4,6 +4,7 @@
 //! [`BackendInfo::simulated`], which is carried into the evidence and onto every page.
 
 pub mod cuda;
+pub mod gemm_data;
 pub mod no_nvls;
 pub mod real;
 pub mod sim;
@@ -11,7 +12,7 @@ pub mod sim_nic;
 
 use crate::error::HwError;
 use crate::inventory::Inventory;
-use crate::suite::{CollectiveOp, TrainingCheck};
+use crate::suite::{CollectiveOp, GemmPrecision, TrainingCheck};
 use serde::{Deserialize, Serialize};
 
 /// Direction of a host<->device copy.
@@ -128,6 +129,19 @@ pub struct TrainingRun {
     pub precision: crate::suite::Precision,
 }
 
+/// Result of one GEMM measurement on one GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GemmSample {
+    /// TFLOP/s per timed repetition: 2·n³ / its time.
+    pub tflops: Vec<f64>,
+    /// Elements of the product checked against the exact result, and how many were wrong
+    /// ([`gemm_data`]).
+    pub elements_checked: u64,
+    pub wrong_elements: u64,
+    /// How the repetitions were timed (None: computed by the simulator).
+    pub timing: Option<Timing>,
+}
+
 /// The size of NCCL's unique id (`ncclUniqueId`), in bytes.
 pub const NCCL_ID_BYTES: usize = 128;
 
@@ -227,6 +241,22 @@ pub trait Backend {
         warmup: u32,
         iters: u32,
     ) -> Result<Vec<CollectiveSample>, HwError>;
+    /// `iters` square GEMMs of side `n` in `precision` on one GPU, after `warmup`, operands from
+    /// [`gemm_data`], the product checked. NotSupported (with why) for a precision this GPU or
+    /// this backend cannot run: the check says so instead of judging it.
+    fn gemm(
+        &mut self,
+        gpu: usize,
+        precision: GemmPrecision,
+        n: u64,
+        warmup: u32,
+        iters: u32,
+    ) -> Result<GemmSample, HwError> {
+        let _ = (gpu, n, warmup, iters);
+        Err(HwError::NotSupported(format!(
+            "this backend does not measure {precision} GEMM throughput"
+        )))
+    }
     /// The reference data-parallel training run.
     fn training(&mut self, cfg: &TrainingCheck) -> Result<TrainingRun, HwError>;
     /// Read the network adapters again (their error counters above all), relating them to

@@ -8,7 +8,7 @@ use super::*;
 use crate::config::{self, Source};
 use crate::error::InputError;
 use crate::inventory::*;
-use crate::suite::{CollectiveOp, PciePath};
+use crate::suite::{CollectiveOp, GemmPrecision, PciePath};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, StandardNormal};
@@ -206,6 +206,13 @@ pub struct SimPerf {
     /// refused as not modelled.
     #[serde(default)]
     pub bf16_tflops: Option<f64>,
+    /// Sustained dense GEMM rates per GPU on tensor cores, TFLOP/s, for the compute check: TF32
+    /// (fp32 operands) and fp8 (e4m3 operands), both accumulating in fp32. Absent: the compute
+    /// check's figure for that precision is "not available here" (not modelled).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tf32_tflops: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fp8_tflops: Option<f64>,
     /// Relative standard deviation of a sample, percent, 0 to 30 (noise is bounded at 3 sigma).
     pub noise_pct: f64,
 }
@@ -286,10 +293,12 @@ pub enum FaultKind {
     NoGdr,
     NicErrors,
     FabricCorrupt,
+    SlowCompute,
+    ComputeCorrupt,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 25] = [
+    pub const ALL: [FaultKind; 27] = [
         FaultKind::GpuMissing,
         FaultKind::GpuLost,
         FaultKind::NvlinkDown,
@@ -315,6 +324,8 @@ impl FaultKind {
         FaultKind::NoGdr,
         FaultKind::NicErrors,
         FaultKind::FabricCorrupt,
+        FaultKind::SlowCompute,
+        FaultKind::ComputeCorrupt,
     ];
 
     pub fn name(self) -> &'static str {
@@ -344,6 +355,8 @@ impl FaultKind {
             FaultKind::NoGdr => "no-gdr",
             FaultKind::NicErrors => "nic-errors",
             FaultKind::FabricCorrupt => "fabric-corrupt",
+            FaultKind::SlowCompute => "slow-compute",
+            FaultKind::ComputeCorrupt => "compute-corrupt",
         }
     }
 
@@ -411,6 +424,13 @@ impl FaultKind {
             FaultKind::FabricCorrupt => {
                 "collectives across nodes bring wrong data into this node's GPUs (a NIC or a \
                  GPUDirect path that corrupts)"
+            }
+            FaultKind::SlowCompute => {
+                "a GPU computes slower than its peers while looking healthy, as a GPU with a \
+                 degraded SM or held-back clocks (gpu=N, factor=F; default 0.35)"
+            }
+            FaultKind::ComputeCorrupt => {
+                "a GPU's GEMMs return wrong elements, as a GPU with failing SRAM or tensor cores (gpu=N)"
             }
         }
     }
@@ -846,6 +866,8 @@ impl SimNode {
             ("device_copy_gbps", Some(p.device_copy_gbps), MAX_GBPS),
             ("fp32_tflops", Some(p.fp32_tflops), 1e6),
             ("bf16_tflops", p.bf16_tflops, 1e6),
+            ("tf32_tflops", p.tf32_tflops, 1e6),
+            ("fp8_tflops", p.fp8_tflops, 1e6),
         ] {
             if let Some(v) = v {
                 if !(v.is_finite() && v > 0.0 && v <= max) {
@@ -1023,6 +1045,14 @@ impl std::fmt::Display for PciAddress {
         )
     }
 }
+
+/// The share of its GEMM rate a GPU in hardware thermal slowdown keeps in the simulation (our
+/// estimate: the slowdown lowers SM clocks by about a third).
+pub const THERMAL_SLOWDOWN_FACTOR: f64 = 0.7;
+
+/// Fixed cost of one simulated GEMM, microseconds (launch and the last wave's tail): what
+/// keeps small GEMMs below the plateau.
+pub const GEMM_OVERHEAD_US: f64 = 8.0;
 
 /// The largest multiplier a fault takes.
 pub const MAX_FAULT_FACTOR: f64 = 100.0;
@@ -2092,6 +2122,32 @@ impl Backend for SimBackend {
             .collect())
     }
 
+    fn gemm(
+        &mut self,
+        gpu: usize,
+        precision: GemmPrecision,
+        n: u64,
+        _warmup: u32,
+        iters: u32,
+    ) -> Result<GemmSample, HwError> {
+        self.check_gpu(gpu)?;
+        let peak = self.gemm_peak(precision)?;
+        let key = self.begin(format!("gemm {precision} {gpu}"));
+        let flops = 2.0 * (n as f64).powi(3);
+        let time_s = flops / (peak * self.compute_factor(gpu) * 1e12) + GEMM_OVERHEAD_US * 1e-6;
+        let rate = flops / time_s / 1e12;
+        let corrupt = self
+            .faults_of(FaultKind::ComputeCorrupt)
+            .any(|f| f.gpu.unwrap_or(0) == gpu);
+        Ok(GemmSample {
+            tflops: self.samples(&key, rate, iters),
+            elements_checked: n * n,
+            // One wrong column, as a broken tensor core tile would leave.
+            wrong_elements: if corrupt { n } else { 0 },
+            timing: None,
+        })
+    }
+
     fn training(&mut self, cfg: &crate::suite::TrainingCheck) -> Result<TrainingRun, HwError> {
         use crate::suite::Precision;
         // A transient fault shows on the measurements of its own figure only.
@@ -2229,6 +2285,50 @@ pub const BF16_MLP_STEP_EFFICIENCY: f64 = 0.5;
 impl SimBackend {
     /// The rate a bf16 training step runs at on this node, TFLOP/s; refused as on a real GPU when
     /// the node's GPUs have no bf16 tensor cores.
+    /// The GEMM rate GPU `i` reaches (after faults), as a share of the node's figure: slow-compute
+    /// by its factor, a GPU in hardware thermal slowdown to 0.7 of its rate.
+    fn compute_factor(&self, i: usize) -> f64 {
+        let mut f = 1.0;
+        for x in self.faults_of(FaultKind::SlowCompute) {
+            if x.gpu.unwrap_or(0) == i {
+                f *= x.factor.unwrap_or(0.35);
+            }
+        }
+        if self
+            .faults_of(FaultKind::ThermalThrottle)
+            .any(|x| x.gpu.unwrap_or(0) == i)
+        {
+            f *= THERMAL_SLOWDOWN_FACTOR;
+        }
+        f
+    }
+
+    /// The node's dense GEMM rate in `p`, TFLOP/s, or why the simulated node has none.
+    fn gemm_peak(&self, p: GemmPrecision) -> Result<f64, HwError> {
+        let gpu = &self.node.gpu;
+        let need = p.min_compute_capability();
+        if let Some(cc) = gpu.compute_capability.filter(|cc| *cc < need) {
+            return Err(HwError::NotSupported(format!(
+                "{p} GEMMs need compute capability {}.{} or newer; the {} is {}.{}",
+                need.0, need.1, gpu.name, cc.0, cc.1
+            )));
+        }
+        let perf = &self.node.perf;
+        let rate = match p {
+            GemmPrecision::Fp32 => Some(perf.fp32_tflops),
+            GemmPrecision::Tf32 => perf.tf32_tflops,
+            GemmPrecision::Bf16 => perf.bf16_tflops,
+            GemmPrecision::Fp8 => perf.fp8_tflops,
+        };
+        rate.ok_or_else(|| {
+            HwError::NotSupported(format!(
+                "the simulated node {} does not model {p} GEMMs (no perf.{})",
+                self.node.name,
+                p.metric()
+            ))
+        })
+    }
+
     fn bf16_step_tflops(&self, cfg: &crate::suite::TrainingCheck) -> Result<f64, HwError> {
         if let Some(cc) = self.node.gpu.compute_capability {
             let m = crate::training::plan::Model::main(cfg, self.n())?;

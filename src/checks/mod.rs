@@ -6,6 +6,7 @@
 
 pub mod baseline;
 pub mod collective;
+pub mod compute;
 pub mod fabric;
 pub mod health;
 pub mod host_bandwidth;
@@ -238,6 +239,9 @@ pub fn from_suite(loaded: &LoadedSuite) -> Vec<Box<dyn Check>> {
             out.push(Box::new(collective::Collective { op, cfg: x.clone() }));
         }
     }
+    if let Some(x) = c.compute.as_ref().filter(|x| x.enabled) {
+        out.push(Box::new(compute::Compute(x.clone())));
+    }
     if let Some(x) = c.training.as_ref().filter(|x| x.enabled) {
         out.push(Box::new(training::Training(x.clone())));
     }
@@ -432,7 +436,7 @@ mod tests {
         let ev = crate::testutil::simulated("h100-sxm-8", &[]);
         let checks = from_suite(&loaded);
         #[rustfmt::skip]
-        let want: [(&str, &str, &str, &str, &str, u32); 13] = [
+        let want: [(&str, &str, &str, &str, &str, u32); 14] = [
             ("topology", "topology", "Topology", "8 GPUs and 28 pairs", "", 0),
             ("virtualization", "virtualization", "Virtualization and peer access", "peer access of 28 pairs", "", 0),
             ("health", "health", "Node health", "throttling on 8 GPUs", "", 0),
@@ -444,6 +448,7 @@ mod tests {
             ("collective.reduce_scatter", "collective", "NCCL reduce_scatter", "31 sizes", "checks.collective.reduce_scatter.iterations", 0),
             ("collective.broadcast", "collective", "NCCL broadcast", "31 sizes", "checks.collective.broadcast.iterations", 0),
             ("collective.all_to_all", "collective", "NCCL all_to_all", "30 sizes", "checks.collective.all_to_all.iterations", 0),
+            ("compute", "compute", "GPU compute (GEMM throughput)", "8 GPUs x fp32, tf32, bf16, fp8 GEMM 8192x8192x8192", "checks.compute.iterations", 0),
             ("training", "training", "Reference training run", "(75.6M parameters, 302 MB of fp32 gradients a step), batch 4096 per GPU on 8 GPUs, 100 steps", "checks.training.steps", 0),
             ("network", "network", "Network adapters (RDMA NICs, GPUDirect RDMA, error counters)", "8 RDMA NICs of the fabric", "", 0),
         ];

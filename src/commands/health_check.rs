@@ -34,6 +34,7 @@ pub fn quick(mut loaded: LoadedSuite) -> LoadedSuite {
     c.p2p_bandwidth = None;
     c.p2p_latency = None;
     c.collective.clear();
+    c.compute = None;
     c.training = None;
     loaded.suite.baseline = None;
     loaded.baseline = None;

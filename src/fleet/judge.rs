@@ -199,7 +199,7 @@ fn refuse(n: &mut NodeSummary, why: String) {
 
 /// Checks in the order a run makes them (the grid reads like a report), others after.
 fn order_columns(mut c: Vec<String>) -> Vec<String> {
-    const ORDER: [&str; 7] = [
+    const ORDER: [&str; 8] = [
         "topology",
         "virtualization",
         "health",
@@ -207,6 +207,7 @@ fn order_columns(mut c: Vec<String>) -> Vec<String> {
         "p2p_bandwidth",
         "p2p_latency",
         "collective.",
+        "compute",
     ];
     let rank = |id: &str| {
         ORDER

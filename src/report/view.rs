@@ -23,6 +23,8 @@ pub struct View {
     pub counts: Counts,
     pub topology: Topology,
     pub host: Vec<HostRow>,
+    /// Each GPU's GEMM rate per precision, when the compute check measured any.
+    pub compute: Option<ComputeTable>,
     pub pairs: Vec<PairRow>,
     /// Peer read bandwidth, rows = source GPU, columns = destination (GB/s).
     pub p2p_read: Option<Matrix>,
@@ -118,6 +120,68 @@ pub struct HostRow {
     pub bidir: Cell,
     pub all_gpus_h2d: Cell,
     pub device_copy: Cell,
+}
+
+/// The compute check's figures: a column per precision, a row per GPU.
+#[derive(Debug, Serialize)]
+pub struct ComputeTable {
+    /// m = n = k of the GEMMs.
+    pub size: u64,
+    /// Column heads: "fp32", "tf32", "bf16", "fp8".
+    pub precisions: Vec<String>,
+    pub rows: Vec<ComputeRow>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct ComputeRow {
+    pub gpu: String,
+    /// One per precision; "not available" where the GPU or the backend has no such GEMM.
+    pub cells: Vec<Cell>,
+}
+
+/// The compute table of a run, None when the compute check measured nothing.
+fn compute_table(ev: &Evidence) -> Option<ComputeTable> {
+    use crate::checks::compute::unavailable_fact;
+    let rec = ev.check("compute")?;
+    let cfg = ev.suite.resolved.checks.compute.as_ref()?;
+    if rec.metrics.is_empty() {
+        return None;
+    }
+    let rows = ev
+        .node
+        .gpus
+        .iter()
+        .map(|g| {
+            let s = crate::evidence::Subject::gpu(g.index);
+            let cells = cfg
+                .precisions
+                .iter()
+                .map(|p| {
+                    if rec.fact(&unavailable_fact(*p), &s).is_some() {
+                        Cell {
+                            text: "not available".into(),
+                            class: String::new(),
+                        }
+                    } else {
+                        cell(Some(rec), p.metric(), &s, &s, "")
+                    }
+                })
+                .collect();
+            ComputeRow {
+                gpu: s.describe(),
+                cells,
+            }
+        })
+        .collect();
+    Some(ComputeTable {
+        size: cfg.size,
+        precisions: cfg
+            .precisions
+            .iter()
+            .map(|p| p.name().to_string())
+            .collect(),
+        rows,
+    })
 }
 
 /// A GPU's relation to each NIC; the cell of its nearest fabric NIC is marked when that is
@@ -856,6 +920,7 @@ pub fn build(ev: &Evidence) -> View {
         counts,
         topology,
         host,
+        compute: compute_table(ev),
         pairs,
         p2p_read: p2p_matrix(ev, "p2p_read", "Peer-to-peer read bandwidth"),
         p2p_bidir: p2p_matrix(ev, "p2p_bidir", "Peer-to-peer bandwidth, both ways at once"),

@@ -295,6 +295,11 @@ pub struct Limit {
 pub const DEFAULT_TYPICAL_FRACTION: f64 = 0.9;
 
 impl Limit {
+    /// Nothing at all is set: no bound and no typical value.
+    pub fn is_unset(&self) -> bool {
+        self.is_empty() && self.typical.is_none() && self.typical_fraction.is_none()
+    }
+
     /// No bound is set (a typical value alone bounds no figure).
     pub fn is_empty(&self) -> bool {
         self.fail_below.is_none()
@@ -317,6 +322,10 @@ pub struct Checks {
     /// One table per collective: `[checks.collective.all_reduce]`.
     #[serde(default)]
     pub collective: BTreeMap<CollectiveOp, CollectiveCheck>,
+    /// `[checks.compute]`: dense GEMM throughput of each GPU (after the collectives, before the
+    /// training run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute: Option<ComputeCheck>,
     pub training: Option<TrainingCheck>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub network: Option<NetworkCheck>,
@@ -869,6 +878,131 @@ impl CollectiveCheck {
     }
 }
 
+/// The number formats of the compute check's GEMMs.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum GemmPrecision {
+    /// fp32 operands and arithmetic, TF32 off (`CUBLAS_COMPUTE_32F_PEDANTIC`-like: no tensor
+    /// cores).
+    Fp32,
+    /// fp32 operands, TF32 tensor cores (`CUBLAS_COMPUTE_32F_FAST_TF32`).
+    Tf32,
+    /// bf16 operands, fp32 accumulation and output (sm_80 and newer).
+    Bf16,
+    /// fp8 (e4m3) operands, fp32 accumulation (sm_89 and newer).
+    Fp8,
+}
+
+impl GemmPrecision {
+    pub const ALL: [GemmPrecision; 4] = [
+        GemmPrecision::Fp32,
+        GemmPrecision::Tf32,
+        GemmPrecision::Bf16,
+        GemmPrecision::Fp8,
+    ];
+
+    /// As the suite writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            GemmPrecision::Fp32 => "fp32",
+            GemmPrecision::Tf32 => "tf32",
+            GemmPrecision::Bf16 => "bf16",
+            GemmPrecision::Fp8 => "fp8",
+        }
+    }
+
+    /// The metric this precision's throughput is recorded as ("bf16_tflops").
+    pub fn metric(self) -> &'static str {
+        match self {
+            GemmPrecision::Fp32 => "fp32_tflops",
+            GemmPrecision::Tf32 => "tf32_tflops",
+            GemmPrecision::Bf16 => "bf16_tflops",
+            GemmPrecision::Fp8 => "fp8_tflops",
+        }
+    }
+
+    /// The oldest CUDA compute capability with this precision on tensor cores (fp32: any).
+    pub fn min_compute_capability(self) -> (i32, i32) {
+        match self {
+            GemmPrecision::Fp32 => (0, 0),
+            GemmPrecision::Tf32 | GemmPrecision::Bf16 => (8, 0),
+            GemmPrecision::Fp8 => (8, 9),
+        }
+    }
+}
+
+impl std::fmt::Display for GemmPrecision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// `[checks.compute]`: what each GPU computes. A square GEMM (`size` = m = n = k) per precision
+/// through cuBLAS, timed by CUDA events over `iterations` after `warmup`, its result checked
+/// against the exact product of small integers; each figure judged against its floor and, with
+/// `outlier_pct`, against the node's median (the slow but healthy-looking GPU).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ComputeCheck {
+    #[serde(default = "yes")]
+    pub enabled: bool,
+    /// m = n = k of every GEMM: large enough to reach the GPU's plateau (8192 does on
+    /// Ampere and Hopper: shared/notes/reference-numbers.md).
+    #[serde(default = "default_gemm_size")]
+    pub size: u64,
+    /// The precisions measured, in order. A precision the GPU does not have (fp8 before
+    /// compute capability 8.9) is not measured; where the suite sets a limit for it, that is
+    /// said as "not available here", and the pass is partial.
+    #[serde(default = "default_gemm_precisions")]
+    pub precisions: Vec<GemmPrecision>,
+    #[serde(default = "default_gemm_iterations")]
+    pub iterations: u32,
+    #[serde(default = "default_warmup")]
+    pub warmup: u32,
+    /// Per GPU, TFLOP/s (2·size³ per GEMM).
+    #[serde(default, skip_serializing_if = "Limit::is_unset")]
+    pub fp32_tflops: Limit,
+    #[serde(default, skip_serializing_if = "Limit::is_unset")]
+    pub tf32_tflops: Limit,
+    #[serde(default, skip_serializing_if = "Limit::is_unset")]
+    pub bf16_tflops: Limit,
+    #[serde(default, skip_serializing_if = "Limit::is_unset")]
+    pub fp8_tflops: Limit,
+    /// Each GPU must be within this many percent of the node's median, per precision.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outlier_pct: Option<f64>,
+    /// After a figure misses its floor, measure again up to this many more times (0 to 5).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub remeasure: u32,
+}
+
+impl ComputeCheck {
+    /// The suite's limit for one precision.
+    pub fn limit(&self, p: GemmPrecision) -> &Limit {
+        match p {
+            GemmPrecision::Fp32 => &self.fp32_tflops,
+            GemmPrecision::Tf32 => &self.tf32_tflops,
+            GemmPrecision::Bf16 => &self.bf16_tflops,
+            GemmPrecision::Fp8 => &self.fp8_tflops,
+        }
+    }
+}
+
+fn default_gemm_size() -> u64 {
+    8192
+}
+fn default_gemm_precisions() -> Vec<GemmPrecision> {
+    GemmPrecision::ALL.to_vec()
+}
+fn default_gemm_iterations() -> u32 {
+    20
+}
+
+/// The largest GEMM side the compute check takes: its three fp32 matrices are 3 GiB on the GPU,
+/// the product read back 1 GiB of host memory, and its exact products stay below 2^24 (see
+/// `checks::compute`).
+pub const MAX_GEMM_SIZE: u64 = 16384;
+
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Precision {
@@ -1014,6 +1148,9 @@ impl Suite {
             if c.collective.get(&op).is_some_and(|x| x.enabled) {
                 out.push(format!("collective.{op}"));
             }
+        }
+        if c.compute.as_ref().is_some_and(|x| x.enabled) {
+            out.push("compute".into());
         }
         if c.training.as_ref().is_some_and(|x| x.enabled) {
             out.push("training".into());
@@ -1279,6 +1416,41 @@ impl Suite {
             p.iters("checks.p2p_latency.iterations", x.iterations);
             p.pct("checks.p2p_latency.outlier_pct", x.outlier_pct);
             p.remeasure("checks.p2p_latency.remeasure", x.remeasure);
+        }
+        if let Some(x) = &c.compute {
+            for prec in GemmPrecision::ALL {
+                p.limit(
+                    &format!("checks.compute.{}", prec.metric()),
+                    x.limit(prec),
+                    MAX_TFLOPS,
+                );
+            }
+            if !(256..=MAX_GEMM_SIZE).contains(&x.size) || x.size % 16 != 0 {
+                p.bad(
+                    "checks.compute.size",
+                    format!(
+                        "size must be a multiple of 16 from 256 to {MAX_GEMM_SIZE}, got {}",
+                        x.size
+                    ),
+                );
+            }
+            if x.precisions.is_empty() {
+                p.bad(
+                    "checks.compute.precisions",
+                    "precisions must name at least one of fp32, tf32, bf16, fp8".into(),
+                );
+            }
+            let mut seen = std::collections::BTreeSet::new();
+            if let Some(d) = x.precisions.iter().find(|q| !seen.insert(**q)) {
+                p.bad(
+                    "checks.compute.precisions",
+                    format!("precisions names {d} twice"),
+                );
+            }
+            p.iters("checks.compute.iterations", x.iterations);
+            p.warmup("checks.compute.warmup", x.warmup);
+            p.pct("checks.compute.outlier_pct", x.outlier_pct);
+            p.remeasure("checks.compute.remeasure", x.remeasure);
         }
         for (op, cc) in &c.collective {
             let base = format!("checks.collective.{op}");
@@ -1548,7 +1720,7 @@ impl Suite {
                 "checks",
                 "the suite enables no check, so a run could judge nothing: add one under [checks] \
                  (topology, virtualization, health, host_bandwidth, p2p_bandwidth, p2p_latency, \
-                 collective.<op>, training, fabric, network) or re-enable an inherited one (enabled = true)"
+                 collective.<op>, compute, training, fabric, network) or re-enable an inherited one (enabled = true)"
                     .into(),
             );
         }
@@ -1875,6 +2047,8 @@ pub const MAX_SIZE: u64 = 64 << 30;
 pub const MAX_SIZE_FACTOR: u64 = 1 << 20;
 /// A bandwidth in a limit, GB/s (100 TB/s: beyond any memory or link today).
 pub const MAX_GBPS: f64 = 100_000.0;
+/// The largest GEMM rate a limit may name, TFLOP/s (100x any GPU of 2026).
+pub const MAX_TFLOPS: f64 = 1_000_000.0;
 /// A latency in a limit, microseconds (10 s).
 pub const MAX_LATENCY_US: f64 = 10_000_000.0;
 /// Training throughput in a limit, samples/s.

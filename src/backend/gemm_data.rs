@@ -1,0 +1,253 @@
+//! The compute check's operands, and how its product is checked without computing it again.
+//!
+//! `A` and `B` are n×n, column-major as cuBLAS holds them (element (i, j) at `i + j·n`), each
+//! element a small integer in -2..=2 drawn from the seed ([`operand`]). Such integers are exact
+//! in fp32, TF32, bf16 and fp8 (e4m3), and so is every partial sum of `C = A·B` while it stays
+//! below 2^24 in magnitude (at most 4·n, so for every n up to [`crate::suite::MAX_GEMM_SIZE`]):
+//! whatever order cuBLAS sums in, a right product equals the exact integer product, and any
+//! other value is wrong.
+//!
+//! Computing `A·B` again on the CPU would take n³ steps (minutes at n = 8192). Instead
+//! ([`check_product`]) two random integer vectors `x` are drawn and `C·x` is compared with
+//! `A·(B·x)`, each n² steps (Freivalds' method, in exact 64-bit integers). A wrong element
+//! `C(i, j)` changes `(C·x)_i` by its error times `x_j`, so the row disagrees unless `x_j` is
+//! 0, or several errors of one row cancel for both vectors, about 1 in 2^21 each. Every
+//! element of `C` is thus checked; the rows that disagree are then computed again in full
+//! (the first [`MAX_ROWS_RECOMPUTED`]), which counts their wrong elements exactly.
+
+use crate::training::reference::mix64;
+
+// The largest product a suite may ask for stays exact in fp32 (|C| <= 4 n < 2^24), and the
+// check's sums fit i64 (2 · 2 · 2^20 · n · n).
+const _: () = assert!(4 * crate::suite::MAX_GEMM_SIZE < 1 << 24);
+const _: () =
+    assert!(4 * (1i128 << 20) * (crate::suite::MAX_GEMM_SIZE as i128).pow(2) < i64::MAX as i128);
+
+/// How many disagreeing rows are computed again element by element to count their wrong
+/// elements; each further one counts as at least one wrong element.
+pub const MAX_ROWS_RECOMPUTED: usize = 16;
+
+/// Element (i, j) of operand `matrix` (0: A, 1: B): an integer in -2..=2.
+pub fn operand(seed: u64, matrix: u64, i: u64, j: u64) -> i8 {
+    let h = mix64(mix64(seed ^ matrix.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i << 32)) ^ j);
+    ((h % 5) as i8) - 2
+}
+
+/// Operand `matrix` of side `n`, column-major.
+pub fn matrix(seed: u64, matrix: u64, n: usize) -> Vec<i8> {
+    let mut out = Vec::with_capacity(n * n);
+    for j in 0..n as u64 {
+        for i in 0..n as u64 {
+            out.push(operand(seed, matrix, i, j));
+        }
+    }
+    out
+}
+
+/// What the product check found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProductCheck {
+    /// Elements of `C` checked: all of them.
+    pub checked: u64,
+    /// Wrong elements: counted exactly in the rows computed again, at least one in each other
+    /// row that disagreed.
+    pub wrong: u64,
+}
+
+/// A random vector for the check: integers in ±2^20, none of them 0.
+fn probe(seed: u64, k: u64, n: usize) -> Vec<i64> {
+    (0..n as u64)
+        .map(|j| {
+            let v = (mix64(seed ^ 0x005e_ed0f_c0de ^ (k << 40) ^ j) % (1 << 20)) as i64 + 1;
+            if j % 2 == 0 {
+                v
+            } else {
+                -v
+            }
+        })
+        .collect()
+}
+
+/// `M·x` of a column-major n×n `m`.
+fn mul_vec(n: usize, m: impl Fn(usize) -> i64, x: &[i64]) -> Vec<i64> {
+    let mut y = vec![0i64; n];
+    for (j, xj) in x.iter().enumerate() {
+        let col = j * n;
+        for (i, yi) in y.iter_mut().enumerate() {
+            *yi += m(col + i) * xj;
+        }
+    }
+    y
+}
+
+/// `c` as an exact integer, or None where it is not one (NaN, infinite, a fraction, or beyond
+/// what any right product holds).
+fn exact(c: f32) -> Option<i64> {
+    (c.is_finite() && c.fract() == 0.0 && c.abs() <= (1 << 24) as f32).then_some(c as i64)
+}
+
+/// Check `c` (n×n, column-major, as the GPU returned it) against `A·B` of the given operands.
+pub fn check_product(n: usize, a: &[i8], b: &[i8], c: &[f32], seed: u64) -> ProductCheck {
+    let total = (n * n) as u64;
+    if a.len() != n * n || b.len() != n * n || c.len() != n * n {
+        // Not a product of this size at all: nothing of it is right.
+        return ProductCheck {
+            checked: total,
+            wrong: total,
+        };
+    }
+    let mut bad_row = vec![false; n];
+    for (idx, v) in c.iter().enumerate() {
+        if exact(*v).is_none() {
+            bad_row[idx % n] = true;
+        }
+    }
+    for k in 0..2 {
+        let x = probe(seed, k, n);
+        let bx = mul_vec(n, |i| i64::from(b[i]), &x);
+        let abx = mul_vec(n, |i| i64::from(a[i]), &bx);
+        let cx = mul_vec(n, |i| exact(c[i]).unwrap_or(0), &x);
+        for (i, (l, r)) in cx.iter().zip(&abx).enumerate() {
+            if l != r {
+                bad_row[i] = true;
+            }
+        }
+    }
+    let mut wrong = 0u64;
+    for (rows, i) in bad_row
+        .iter()
+        .enumerate()
+        .filter(|(_, bad)| **bad)
+        .map(|(i, _)| i)
+        .enumerate()
+    {
+        if rows >= MAX_ROWS_RECOMPUTED {
+            wrong += 1;
+            continue;
+        }
+        let row: Vec<i64> = (0..n).map(|k| i64::from(a[i + k * n])).collect();
+        for j in 0..n {
+            let col = &b[j * n..(j + 1) * n];
+            let want: i64 = row.iter().zip(col).map(|(x, y)| x * i64::from(*y)).sum();
+            if exact(c[i + j * n]) != Some(want) {
+                wrong += 1;
+            }
+        }
+    }
+    ProductCheck {
+        checked: total,
+        wrong,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The exact product, column-major, as fp32.
+    fn product(n: usize, a: &[i8], b: &[i8]) -> Vec<f32> {
+        let mut c = vec![0f32; n * n];
+        for j in 0..n {
+            for i in 0..n {
+                let s: i64 = (0..n)
+                    .map(|k| i64::from(a[i + k * n]) * i64::from(b[k + j * n]))
+                    .sum();
+                c[i + j * n] = s as f32;
+            }
+        }
+        c
+    }
+
+    fn operands(n: usize) -> (Vec<i8>, Vec<i8>, Vec<f32>) {
+        let a = matrix(7, 0, n);
+        let b = matrix(7, 1, n);
+        let c = product(n, &a, &b);
+        (a, b, c)
+    }
+
+    #[test]
+    fn operands_are_small_integers_of_every_value_and_differ_between_matrices() {
+        let a = matrix(1, 0, 64);
+        let b = matrix(1, 1, 64);
+        for v in -2..=2 {
+            let share = a.iter().filter(|x| **x == v).count() as f64 / a.len() as f64;
+            assert!((0.15..0.25).contains(&share), "{v}: {share}");
+        }
+        assert!(a.iter().all(|x| (-2..=2).contains(x)));
+        assert_ne!(a, b);
+        assert_ne!(a, matrix(2, 0, 64));
+        // Column-major: element (i, j) at i + j n.
+        assert_eq!(a[3 + 5 * 64], operand(1, 0, 3, 5));
+        assert_ne!(
+            (0..64).map(|i| operand(1, 0, i, 0)).collect::<Vec<_>>(),
+            (0..64).map(|j| operand(1, 0, 0, j)).collect::<Vec<_>>()
+        );
+    }
+
+    #[test]
+    fn the_right_product_passes_and_every_element_counts_as_checked() {
+        let n = 48;
+        let (a, b, c) = operands(n);
+        assert_eq!(
+            check_product(n, &a, &b, &c, 3),
+            ProductCheck {
+                checked: (n * n) as u64,
+                wrong: 0
+            }
+        );
+    }
+
+    #[test]
+    fn each_kind_of_wrong_element_is_found_and_counted_exactly() {
+        let n = 40;
+        let (a, b, good) = operands(n);
+        // Off by one, a NaN, a fraction, an infinity, and a value beyond any right product,
+        // anywhere in the matrix (first and last element included).
+        for (at, v) in [
+            (0, good[0] + 1.0),
+            (n * n - 1, good[n * n - 1] - 1.0),
+            (17 + 3 * n, f32::NAN),
+            (5 + 30 * n, good[5 + 30 * n] + 0.5),
+            (9, f32::INFINITY),
+            (11 + n, 3.0e7),
+        ] {
+            let mut c = good.clone();
+            c[at] = v;
+            assert_eq!(check_product(n, &a, &b, &c, 3).wrong, 1, "{at}: {v}");
+        }
+        // Two wrong elements of one row that cancel for a plain sum are still found.
+        let mut c = good.clone();
+        c[2] += 1.0;
+        c[2 + n] -= 1.0;
+        assert_eq!(check_product(n, &a, &b, &c, 3).wrong, 2);
+        // A whole wrong column: one element in each row.
+        let mut c = good.clone();
+        for i in 0..n {
+            c[i + 7 * n] += 2.0;
+        }
+        // (More rows than are recomputed: the rest count one each, so still n.)
+        assert!(n > MAX_ROWS_RECOMPUTED);
+        assert_eq!(check_product(n, &a, &b, &c, 3).wrong, n as u64);
+    }
+
+    #[test]
+    fn rows_beyond_those_recomputed_count_at_least_one_each() {
+        let n = 32;
+        let (a, b, good) = operands(n);
+        // Every element wrong: the first rows counted whole, the rest one each.
+        let c: Vec<f32> = good.iter().map(|v| v + 1.0).collect();
+        let r = check_product(n, &a, &b, &c, 3);
+        let whole = MAX_ROWS_RECOMPUTED * n;
+        assert_eq!(r.wrong, (whole + (n - MAX_ROWS_RECOMPUTED)) as u64);
+    }
+
+    #[test]
+    fn a_product_of_the_wrong_size_is_all_wrong() {
+        let n = 8;
+        let (a, b, c) = operands(n);
+        let r = check_product(n, &a, &b, &c[..n * n - 1], 3);
+        assert_eq!(r.wrong, (n * n) as u64);
+        let r = check_product(n + 1, &a, &b, &c, 3);
+        assert_eq!(r.wrong, ((n + 1) * (n + 1)) as u64);
+    }
+}

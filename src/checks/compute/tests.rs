@@ -1,0 +1,421 @@
+use super::*;
+use crate::backend::sim::{self, Fault, SimBackend};
+use crate::evidence::Status;
+use crate::inventory::Inventory;
+
+/// A simulated `node` with `faults`, its inventory and suite.
+fn node(name: &str, faults: &[&str]) -> (SimBackend, Inventory, crate::suite::Suite) {
+    let faults = faults.iter().map(|f| Fault::parse(f).unwrap()).collect();
+    let mut b = SimBackend::new(sim::load_node(name).unwrap(), faults, 1).unwrap();
+    let inv = b.inventory().unwrap();
+    let suite = crate::suite::load::load(name).unwrap().suite;
+    (b, inv, suite)
+}
+
+fn cfg(text: &str) -> ComputeCheck {
+    toml::from_str(text).unwrap()
+}
+
+/// Measure and judge `text`'s compute check on a simulated `name` with `faults`.
+fn run(name: &str, faults: &[&str], text: &str) -> (Measured, Vec<Finding>) {
+    let (mut b, inv, suite) = node(name, faults);
+    let ctx = crate::testutil::ctx(&suite, &inv);
+    let check = Compute(cfg(text));
+    let m = check.measure(&ctx, &mut b, &mut |_, _| {}).unwrap();
+    let f = check.evaluate(&ctx, &m);
+    (m, f)
+}
+
+fn not_passing(f: &[Finding]) -> Vec<&Finding> {
+    f.iter().filter(|x| x.status != Status::Pass).collect()
+}
+
+const FLOORS: &str = "size = 8192\noutlier_pct = 10.0\n\
+    fp32_tflops = { fail_below = 38.0 }\ntf32_tflops = { fail_below = 280.0 }\n\
+    bf16_tflops = { fail_below = 590.0 }\nfp8_tflops = { fail_below = 900.0 }";
+
+#[test]
+fn a_healthy_hopper_node_passes_every_precision_with_its_products_checked() {
+    let (m, f) = run("h200-sxm-8", &[], FLOORS);
+    assert!(not_passing(&f).is_empty(), "{:#?}", not_passing(&f));
+    // Every GPU, every precision: a figure near the node's rate at 8192³, and a data check.
+    for g in 0..8 {
+        for (p, near) in [(GemmPrecision::Fp32, 51.0), (GemmPrecision::Bf16, 791.6)] {
+            let x = m
+                .metrics
+                .iter()
+                .find(|x| x.name == p.metric() && x.subject == Subject::gpu(g))
+                .unwrap();
+            assert_eq!(x.unit, "TFLOP/s");
+            // The launch overhead costs under 1% at this size.
+            assert!(
+                (x.median / near - 1.0).abs() < 0.04,
+                "{p} {g}: {}",
+                x.median
+            );
+        }
+    }
+    assert_eq!(m.metrics.len(), 32);
+    let data = f
+        .iter()
+        .find(|x| x.reason.starts_with("every product exact"))
+        .unwrap();
+    assert_eq!(
+        data.reason,
+        format!(
+            "every product exact: {} elements checked over 32 GEMM measurements",
+            32 * 8192 * 8192u64
+        )
+    );
+    // Each judged figure is a judgement of its own: 8 GPUs x 4 precisions, floors.
+    let floors = f
+        .iter()
+        .filter(|x| x.reason.contains("within limits"))
+        .count();
+    assert_eq!(floors, 32);
+}
+
+#[test]
+fn small_gemms_fall_below_the_plateau() {
+    let (m8, _) = run("h200-sxm-8", &[], "size = 8192\nprecisions = [\"bf16\"]");
+    let (m1, _) = run("h200-sxm-8", &[], "size = 1024\nprecisions = [\"bf16\"]");
+    let (a, b) = (m8.metrics[0].median, m1.metrics[0].median);
+    // 1024³ in bf16 takes ~2.7 us of arithmetic beside 8 us of fixed cost.
+    assert!(b < 0.35 * a, "{b} vs {a}");
+}
+
+#[test]
+fn the_slow_but_healthy_gpu_is_failed_by_the_outlier_rule_not_the_floor() {
+    // 12% slow: above every floor, outside the 10% rule.
+    let (_, f) = run("h200-sxm-8", &["slow-compute:gpu=5,factor=0.88"], FLOORS);
+    let bad = not_passing(&f);
+    assert_eq!(bad.len(), 4, "{bad:#?}");
+    for x in &bad {
+        assert_eq!(
+            (x.status, x.subject.clone()),
+            (Status::Fail, Subject::gpu(5))
+        );
+        assert!(x.reason.contains("the node median"), "{}", x.reason);
+    }
+    let metrics: Vec<&str> = bad.iter().filter_map(|x| x.metric.as_deref()).collect();
+    assert_eq!(
+        metrics,
+        ["fp32_tflops", "tf32_tflops", "bf16_tflops", "fp8_tflops"]
+    );
+    // The default slow-compute (a third of its rate) misses the floors too.
+    let (_, f) = run("h200-sxm-8", &["slow-compute:gpu=2"], FLOORS);
+    assert!(f.iter().any(|x| x.status == Status::Fail
+        && x.reason.contains("below the floor")
+        && x.subject == Subject::gpu(2)));
+}
+
+#[test]
+fn a_thermally_slowed_gpu_computes_slower() {
+    let (m, f) = run("h200-sxm-8", &["thermal-throttle:gpu=1"], FLOORS);
+    let bf16 = |g| {
+        m.metrics
+            .iter()
+            .find(|x| x.name == "bf16_tflops" && x.subject == Subject::gpu(g))
+            .unwrap()
+            .median
+    };
+    assert!(bf16(1) < 0.75 * bf16(0), "{} vs {}", bf16(1), bf16(0));
+    assert!(not_passing(&f).iter().all(|x| x.subject == Subject::gpu(1)));
+    assert!(!not_passing(&f).is_empty());
+}
+
+#[test]
+fn wrong_products_fail_the_gpu_even_where_no_figure_is_judged() {
+    let (m, f) = run(
+        "h200-sxm-8",
+        &["compute-corrupt:gpu=6"],
+        "precisions = [\"bf16\"]",
+    );
+    assert!(m.wrong_data(), "wrong data is never measured again");
+    let bad = not_passing(&f);
+    assert_eq!(bad.len(), 1, "{bad:#?}");
+    assert_eq!(
+        (
+            bad[0].status,
+            bad[0].subject.clone(),
+            bad[0].reason.as_str()
+        ),
+        (
+            Status::Fail,
+            Subject::gpu(6),
+            "GPU 6: bf16 GEMM: 8192 of 67108864 elements of the product wrong"
+        )
+    );
+    assert!(!f
+        .iter()
+        .any(|x| x.reason.starts_with("every product exact")));
+}
+
+#[test]
+fn fp8_on_an_ampere_gpu_is_not_available_here() {
+    // Judged by the suite: a skip per GPU, so the pass is a partial one.
+    let (m, f) = run(
+        "a100-sxm-80gb-8",
+        &[],
+        "fp8_tflops = { fail_below = 900.0 }",
+    );
+    let skips: Vec<&Finding> = f.iter().filter(|x| x.status == Status::Skip).collect();
+    assert_eq!(skips.len(), 8);
+    assert!(skips.iter().all(|x| !x.info));
+    assert_eq!(
+        skips[0].reason,
+        "not available here: fp8 GEMM on GPU 0: fp8 GEMMs need compute capability 8.9 or newer; \
+         the NVIDIA A100-SXM4-80GB is 8.0"
+    );
+    assert!(m.metrics.iter().all(|x| x.name != "fp8_tflops"));
+    let (status, _, coverage) = crate::runner::summarize_with_coverage(&f);
+    assert_eq!(status, Status::Pass);
+    assert!(coverage.unwrap().partial());
+    // Not judged by the suite: a note, and the pass is whole.
+    let (_, f) = run(
+        "a100-sxm-80gb-8",
+        &[],
+        "bf16_tflops = { fail_below = 200.0 }",
+    );
+    let notes: Vec<&Finding> = f.iter().filter(|x| x.status == Status::Skip).collect();
+    assert_eq!(notes.len(), 8);
+    assert!(notes.iter().all(|x| x.info));
+    let (status, _, coverage) = crate::runner::summarize_with_coverage(&f);
+    assert_eq!(status, Status::Pass);
+    assert!(!coverage.unwrap().partial());
+}
+
+#[test]
+fn a_uniformly_slow_node_is_warned_about_against_its_typical_figure() {
+    let slow: Vec<String> = (0..8)
+        .map(|g| format!("slow-compute:gpu={g},factor=0.8"))
+        .collect();
+    let slow: Vec<&str> = slow.iter().map(|s| s.as_str()).collect();
+    let text = "precisions = [\"bf16\"]\noutlier_pct = 10.0\n\
+                bf16_tflops = { fail_below = 500.0, typical = 790.0 }";
+    let (_, f) = run("h200-sxm-8", &slow, text);
+    let bad = not_passing(&f);
+    assert_eq!(bad.len(), 1, "{bad:#?}");
+    assert_eq!(bad[0].status, Status::Warn);
+    assert!(bad[0].reason.contains("typical"), "{}", bad[0].reason);
+    let (_, f) = run("h200-sxm-8", &[], text);
+    assert!(not_passing(&f).is_empty());
+}
+
+/// Judge hand-made measurements of two GPUs' bf16 figure.
+fn judge_made(m: &Measured) -> Vec<Finding> {
+    let (_, inv, suite) = node("h200-sxm-8", &[]);
+    let mut inv = inv;
+    inv.gpus.truncate(2);
+    let ctx = crate::testutil::ctx(&suite, &inv);
+    Compute(cfg("precisions = [\"bf16\"]")).evaluate(&ctx, m)
+}
+
+fn made(facts: [Option<FactValue>; 2]) -> Measured {
+    let mut m = Measured::default();
+    for (g, fact) in facts.into_iter().enumerate() {
+        m.metrics.push(Metric::new(
+            "bf16_tflops",
+            Subject::gpu(g),
+            UNIT,
+            vec![790.0; 3],
+        ));
+        if let Some(v) = fact {
+            m.facts
+                .push(Fact::new("bf16_wrong_elements", Subject::gpu(g), v));
+        }
+    }
+    m
+}
+
+#[test]
+fn a_product_not_proven_right_is_an_error_never_a_pass() {
+    let ok = FactValue::Elements {
+        wrong: 0,
+        checked: 64,
+    };
+    let f = judge_made(&made([Some(ok.clone()), Some(ok.clone())]));
+    assert!(not_passing(&f).is_empty(), "{f:#?}");
+    for (other, found) in [
+        (None, "no data check"),
+        (
+            Some(FactValue::Elements {
+                wrong: 0,
+                checked: 0,
+            }),
+            "0 elements checked",
+        ),
+        (Some(FactValue::Text("7".into())), "'7'"),
+    ] {
+        let f = judge_made(&made([Some(ok.clone()), other]));
+        let bad = not_passing(&f);
+        assert_eq!(bad.len(), 1, "{found}: {f:#?}");
+        assert_eq!(
+            (bad[0].status, bad[0].subject.clone(), bad[0].found.as_str()),
+            (Status::Error, Subject::gpu(1), found)
+        );
+        assert!(!f
+            .iter()
+            .any(|x| x.reason.starts_with("every product exact")));
+    }
+}
+
+#[test]
+fn a_missing_or_unknown_figure_is_an_error() {
+    let ok = FactValue::Elements {
+        wrong: 0,
+        checked: 64,
+    };
+    let mut m = made([Some(ok.clone()), Some(ok)]);
+    m.metrics.remove(1);
+    let bad: Vec<Finding> = judge_made(&m)
+        .into_iter()
+        .filter(|x| x.status != Status::Pass)
+        .collect();
+    assert_eq!(bad.len(), 1, "{bad:#?}");
+    assert_eq!(
+        (bad[0].status, bad[0].reason.as_str()),
+        (Status::Error, "GPU 1: bf16 GEMM was not measured")
+    );
+    let mut m = made([
+        Some(FactValue::Elements {
+            wrong: 0,
+            checked: 64,
+        }),
+        Some(FactValue::Elements {
+            wrong: 0,
+            checked: 64,
+        }),
+    ]);
+    m.metrics.push(Metric::new(
+        "fp64_tflops",
+        Subject::gpu(0),
+        UNIT,
+        vec![60.0],
+    ));
+    let bad: Vec<Finding> = judge_made(&m)
+        .into_iter()
+        .filter(|x| x.status != Status::Pass)
+        .collect();
+    assert_eq!(bad.len(), 1, "{bad:#?}");
+    assert_eq!(bad[0].found, "unknown figure 'fp64_tflops'");
+}
+
+/// A backend whose GEMMs fail as a broken driver does.
+struct Broken;
+impl Backend for Broken {
+    fn info(&self) -> crate::backend::BackendInfo {
+        unimplemented!()
+    }
+    fn inventory(&mut self) -> Result<Inventory, HwError> {
+        unimplemented!()
+    }
+    fn host_copy(
+        &mut self,
+        _: usize,
+        _: crate::backend::HostDir,
+        _: u64,
+        _: u32,
+        _: u32,
+    ) -> Result<crate::backend::Samples, HwError> {
+        unimplemented!()
+    }
+    fn host_copy_all(
+        &mut self,
+        _: crate::backend::HostDir,
+        _: u64,
+        _: u32,
+        _: u32,
+    ) -> Result<Vec<crate::backend::Samples>, HwError> {
+        unimplemented!()
+    }
+    fn device_copy(
+        &mut self,
+        _: usize,
+        _: u64,
+        _: u32,
+        _: u32,
+    ) -> Result<crate::backend::Samples, HwError> {
+        unimplemented!()
+    }
+    fn p2p_copy(
+        &mut self,
+        _: usize,
+        _: usize,
+        _: crate::backend::P2pMode,
+        _: u64,
+        _: u32,
+        _: u32,
+    ) -> Result<crate::backend::P2pSample, HwError> {
+        unimplemented!()
+    }
+    fn p2p_latency(
+        &mut self,
+        _: usize,
+        _: usize,
+        _: u32,
+    ) -> Result<crate::backend::Samples, HwError> {
+        unimplemented!()
+    }
+    fn collective(
+        &mut self,
+        _: crate::suite::CollectiveOp,
+        _: u64,
+        _: u32,
+        _: u32,
+    ) -> Result<crate::backend::CollectiveSample, HwError> {
+        unimplemented!()
+    }
+    fn collective_no_nvls(
+        &mut self,
+        _: crate::suite::CollectiveOp,
+        _: &[u64],
+        _: u32,
+        _: u32,
+    ) -> Result<Vec<crate::backend::CollectiveSample>, HwError> {
+        unimplemented!()
+    }
+    fn training(
+        &mut self,
+        _: &crate::suite::TrainingCheck,
+    ) -> Result<crate::backend::TrainingRun, HwError> {
+        unimplemented!()
+    }
+    fn gemm(
+        &mut self,
+        _: usize,
+        _: GemmPrecision,
+        _: u64,
+        _: u32,
+        _: u32,
+    ) -> Result<crate::backend::GemmSample, HwError> {
+        Err(HwError::Call {
+            call: "cublasGemmEx".into(),
+            detail: "CUBLAS_STATUS_EXECUTION_FAILED".into(),
+        })
+    }
+}
+
+#[test]
+fn a_failing_gemm_ends_the_check_as_an_error_not_a_skip() {
+    let (_, inv, suite) = node("h200-sxm-8", &[]);
+    let ctx = crate::testutil::ctx(&suite, &inv);
+    let e = Compute(cfg(""))
+        .measure(&ctx, &mut Broken, &mut |_, _| {})
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("CUBLAS_STATUS_EXECUTION_FAILED"),
+        "{e}"
+    );
+}
+
+#[test]
+fn samples_count_every_gpu_and_precision() {
+    let c = Compute(cfg("iterations = 7\nprecisions = [\"fp32\", \"bf16\"]"));
+    assert_eq!(
+        c.samples(8),
+        (8 * 2 * 7, "checks.compute.iterations".into())
+    );
+    assert_eq!(c.remeasure(), 0);
+    assert_eq!(Compute(cfg("remeasure = 2")).remeasure(), 2);
+}
