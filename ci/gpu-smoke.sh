@@ -111,6 +111,13 @@ smoke() {
     else
         step torch 180 python3 "$DIR/torch_anchor.py"
     fi
+    if [ "$mode" = dry-run ]; then
+        # The two GEMM figures PyTorch gave on the H200 (fp32 with TF32 off, bf16 8192^3).
+        python3 -c "import json; a = json.load(open('$anchor')); print(json.dumps({'fp32_TFLOPs': a['gemm_fp32_TFLOPs'], 'bf16_TFLOPs': a['gemm_bf16_TFLOPs']}))" >"$out/torch-gemm.out"
+        echo "== torch-gemm: the figures captured on the H200 ($anchor)"
+    else
+        step torch-gemm 120 python3 ci/torch_gemm.py 8192
+    fi
     step train 150 "$bin" run suites/training-anchor.toml "${sim[@]}" --out "$out/train"
     step frozen 150 "$bin" run "$out/frozen-suite.toml" "${sim[@]}" --out "$out/frozen"
     step train-bf16 90 "$bin" run suites/training-anchor-bf16.toml "${sim[@]}" --out "$out/train-bf16"

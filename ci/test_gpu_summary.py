@@ -22,15 +22,25 @@ NCCL_LINES = (
 )
 
 
-def evidence(h2d, d2h, copy, verdict="pass"):
-    def metric(name, v):
-        return {"name": name, "subject": {"gpu": 0}, "unit": "GB/s", "median": v,
+def evidence(h2d, d2h, copy, verdict="pass", bf16=790.0):
+    def metric(name, v, unit="GB/s"):
+        return {"name": name, "subject": {"gpu": 0}, "unit": unit, "median": v,
                 "min": v, "max": v, "samples": [v]}
     return {"verdict": verdict, "checks": [{
         "id": "host_bandwidth", "status": "pass", "summary": "", "duration_s": 1.0,
         "findings": [], "facts": [],
         "metrics": [metric("h2d", h2d), metric("d2h", d2h), metric("device_copy", copy)],
+    }, {
+        "id": "compute", "status": "pass", "summary": "", "duration_s": 1.0,
+        "findings": [], "facts": [],
+        "metrics": [metric("fp32_tflops", 50.5, "TFLOP/s"), metric("tf32_tflops", 380.0, "TFLOP/s"),
+                    metric("bf16_tflops", bf16, "TFLOP/s")],
     }]}
+
+
+# ci/torch_gemm.py's output, as measured on the GPU machine (made up beside the anchor's figures).
+TORCH_GEMM = {"fp32_TFLOPs": 50.23, "tf32_TFLOPs": 385.0, "bf16_TFLOPs": 791.6,
+              "bf16_fp32_out_TFLOPs": 780.0}
 
 
 class SummaryReadsTorchOutput(unittest.TestCase):
@@ -44,6 +54,7 @@ class SummaryReadsTorchOutput(unittest.TestCase):
         self.write("frozen/evidence.json", json.dumps({"verdict": "pass", "checks": []}))
         self.write("train/evidence.json", json.dumps({"checks": []}))
         self.write("suite.wall_s", "30.0")
+        self.write("torch-gemm.out", json.dumps(TORCH_GEMM))
         with open(ANCHOR) as f:
             self.anchor = f.read()
 
@@ -91,6 +102,28 @@ class SummaryReadsTorchOutput(unittest.TestCase):
         self.write("torch.out", self.anchor)
         code, out = self.summary()
         self.assertIn("MISSED", self.ratio_row(out, "H2D pinned GB/s"))
+        self.assertEqual(code, 1, out)
+
+
+    def test_gemm_rates_are_held_to_pytorch_like_for_like(self):
+        self.write("torch.out", self.anchor)
+        _, out = self.summary()
+        # bf16 against PyTorch's bf16 GEMM with fp32 output (as nodecert's): 790 / 780.
+        row = self.ratio_row(out, "bf16 GEMM TFLOP/s")
+        self.assertIn("1.013", row)
+        self.assertIn("met", row)
+        self.assertIn("met", self.ratio_row(out, "fp32 GEMM TFLOP/s"))
+        self.assertIn("0.987", self.ratio_row(out, "TF32 GEMM TFLOP/s"))
+
+    def test_a_slow_gemm_misses_its_goal_and_a_missing_one_is_said(self):
+        self.write("torch.out", self.anchor)
+        self.write("report/evidence.json", json.dumps(evidence(55.3, 55.2, 4300.0, bf16=700.0)))
+        code, out = self.summary()
+        self.assertIn("MISSED", self.ratio_row(out, "bf16 GEMM TFLOP/s"))
+        self.assertEqual(code, 1, out)
+        self.write("torch-gemm.out", json.dumps({"fp32_TFLOPs": 50.0, "bf16_TFLOPs": 790.0}))
+        code, out = self.summary()
+        self.assertIn("MISSING", self.ratio_row(out, "TF32 GEMM TFLOP/s"))
         self.assertEqual(code, 1, out)
 
 

@@ -316,7 +316,7 @@ fn host_bufs(g: &Gpu, dir: HostDir, n: usize) -> Result<HostBufs, HwError> {
 
 impl Cuda {
     /// Gate copy batches unless a gate has stalled in this process.
-    fn gating(&self) -> Gating<'_> {
+    pub(super) fn gating(&self) -> Gating<'_> {
         Gating::Try(&self.gate_stalled)
     }
 

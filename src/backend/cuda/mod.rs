@@ -32,6 +32,7 @@ pub mod libs;
 
 mod copies;
 mod driver;
+mod gemm;
 pub mod nccl;
 mod train;
 pub mod verify;
@@ -674,6 +675,34 @@ impl CudaMeasurements {
             self.state = State::Poisoned(worker::poisoned_error(what, *seconds));
         }
         r
+    }
+
+    /// The compute check's GEMMs on one GPU ([`gemm`]). Its deadline: a minute, the GEMMs at 1
+    /// TFLOP/s, the buffers moved at 0.25 GB/s and the product checked at 10^8 elements a
+    /// second.
+    pub fn gemm(
+        &mut self,
+        gpu: usize,
+        precision: crate::suite::GemmPrecision,
+        n: u64,
+        warmup: u32,
+        iters: u32,
+    ) -> Result<crate::backend::GemmSample, HwError> {
+        self.worker()?;
+        if !(self.opts.cublas_loadable)() {
+            return Err(libs::missing(Lib::Cublas));
+        }
+        (self.opts.toolkit_check)(Lib::Cublas)?;
+        let side = n as f64;
+        let flops =
+            2.0 * side.powi(3) * f64::from(gemm::gemms_per_sample(n)) * f64::from(warmup + iters);
+        let limit = secs_saturating(
+            60.0 + flops / 1e12 + 12.0 * side * side / 0.25e9 + 20.0 * side * side / 1e8,
+        );
+        let what = format!("{precision} GEMMs of {n}x{n}x{n} on GPU {gpu}");
+        self.run(what, limit, move |c| {
+            c.gemm(gpu, precision, n, warmup, iters)
+        })
     }
 
     /// The reference training run: the golden configuration on GPU 0 (inputs checked against

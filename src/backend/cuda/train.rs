@@ -281,7 +281,7 @@ impl Drop for Module {
     }
 }
 
-fn bk(call: &str, r: Result<(), blas::CublasError>) -> Result<(), HwError> {
+pub(super) fn bk(call: &str, r: Result<(), blas::CublasError>) -> Result<(), HwError> {
     r.map_err(|e| HwError::Call {
         call: call.into(),
         detail: format!("{:?}", e.0),
@@ -289,13 +289,13 @@ fn bk(call: &str, r: Result<(), blas::CublasError>) -> Result<(), HwError> {
 }
 
 /// A cuBLAS handle on a stream, with a math mode; destroyed on drop (errors ignored).
-struct Blas {
+pub(super) struct Blas {
     handle: bsys::cublasHandle_t,
     ctx: Arc<CudaContext>,
 }
 
 impl Blas {
-    fn new(gpu: &Gpu, stream: &CudaStream, math: Math) -> Result<Blas, HwError> {
+    pub(super) fn new(gpu: &Gpu, stream: &CudaStream, math: Math) -> Result<Blas, HwError> {
         gpu.bind()?;
         let handle = blas::create_handle().map_err(|e| HwError::Call {
             call: format!("cublasCreate on {}", gpu.label()),
@@ -319,6 +319,13 @@ impl Blas {
             bsys::cublasSetMathMode(handle, mode).result()
         })?;
         Ok(b)
+    }
+}
+
+impl Blas {
+    /// The handle, for calls made outside this file (the compute check's GEMMs).
+    pub(super) fn raw(&self) -> bsys::cublasHandle_t {
+        self.handle
     }
 }
 

@@ -595,6 +595,16 @@ impl Backend for RealBackend {
     ) -> Result<Vec<CollectiveSample>, HwError> {
         self.cuda.collective_no_nvls(op, sizes, warmup, iters)
     }
+    fn gemm(
+        &mut self,
+        gpu: usize,
+        precision: crate::suite::GemmPrecision,
+        n: u64,
+        warmup: u32,
+        iters: u32,
+    ) -> Result<crate::backend::GemmSample, HwError> {
+        self.cuda.gemm(gpu, precision, n, warmup, iters)
+    }
     fn training(&mut self, cfg: &TrainingCheck) -> Result<TrainingRun, HwError> {
         self.cuda.training(cfg)
     }

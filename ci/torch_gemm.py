@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""PyTorch's GEMM rates at the shapes and precisions of nodecert's [checks.compute], on GPU 0,
+timed as ../shared/bench/torch_anchor.py times (CUDA events around one GEMM, median of 10 after
+3 warm-ups): the reference the compute check is held to (>= 0.97 of it) in the same call on the
+GPU machine. Operands are small integers, as nodecert's. Prints one JSON object.
+"""
+import json
+import statistics
+import sys
+
+import torch
+
+
+def timed(fn, reps=10, warm=3):
+    for _ in range(warm):
+        fn()
+    torch.cuda.synchronize()
+    ts = []
+    for _ in range(reps):
+        s = torch.cuda.Event(enable_timing=True)
+        e = torch.cuda.Event(enable_timing=True)
+        s.record()
+        fn()
+        e.record()
+        torch.cuda.synchronize()
+        ts.append(s.elapsed_time(e) / 1e3)
+    return statistics.median(ts)
+
+
+n = int(sys.argv[1]) if len(sys.argv) > 1 else 8192
+flops = 2 * n ** 3
+out = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0), "size": n}
+a = torch.randint(-2, 3, (n, n), device="cuda").float()
+b = torch.randint(-2, 3, (n, n), device="cuda").float()
+torch.backends.cuda.matmul.allow_tf32 = False
+out["fp32_TFLOPs"] = flops / timed(lambda: a @ b) / 1e12
+torch.backends.cuda.matmul.allow_tf32 = True
+out["tf32_TFLOPs"] = flops / timed(lambda: a @ b) / 1e12
+torch.backends.cuda.matmul.allow_tf32 = False
+ab, bb = a.bfloat16(), b.bfloat16()
+out["bf16_TFLOPs"] = flops / timed(lambda: ab @ bb) / 1e12
+# nodecert's bf16 GEMM writes fp32 (exact products to check): the like-for-like figure.
+try:
+    out["bf16_fp32_out_TFLOPs"] = flops / timed(
+        lambda: torch.mm(ab, bb, out_dtype=torch.float32)) / 1e12
+except Exception as e:  # older PyTorch: no out_dtype
+    out["bf16_fp32_out_error"] = repr(e)
+try:
+    a8 = a.to(torch.float8_e4m3fn)
+    b8 = b.to(torch.float8_e4m3fn).t().contiguous().t()
+    one = torch.ones((), device="cuda")
+    out["fp8_TFLOPs"] = flops / timed(
+        lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)) / 1e12
+except Exception as e:
+    out["fp8_error"] = repr(e)
+print(json.dumps(out))

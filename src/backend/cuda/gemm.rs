@@ -1,0 +1,241 @@
+//! The compute check on real GPUs: square GEMMs through `cublasGemmEx` on one GPU, timed by CUDA
+//! events in the copies' sampler (a host-function gate holds the stream while a sample's GEMMs
+//! are queued), the product read back and checked ([`gemm_data`]).
+//!
+//! - fp32: `CUDA_R_32F` operands, `CUBLAS_COMPUTE_32F`, `CUBLAS_DEFAULT_MATH`: no TF32, as
+//!   `torch.backends.cuda.matmul.allow_tf32 = False`;
+//! - TF32: the same operands, `CUBLAS_COMPUTE_32F_FAST_TF32`;
+//! - bf16: `CUDA_R_16BF` operands, fp32 output and accumulation (`CUBLAS_COMPUTE_32F`), as
+//!   `torch.matmul` of bf16 tensors computes (it writes bf16; the rate is the same);
+//! - fp8: e4m3 GEMMs exist only in cuBLASLt, which nodecert does not drive yet: NotSupported,
+//!   so the check says "not available here" rather than judging anything.
+
+use super::copies::{run_samples, Group, Lane};
+use super::driver::{ck, DevBuf, Gpu};
+use super::train::{bk, Blas};
+use super::Cuda;
+use crate::backend::{gemm_data, GemmSample};
+use crate::error::HwError;
+use crate::suite::GemmPrecision;
+use crate::training::plan::Math;
+use cudarc::cublas::{result as blas, sys as bsys};
+use std::ffi::c_void;
+
+/// The seed of the compute check's operands on GPU `gpu` (each GPU multiplies its own).
+fn gemm_seed(gpu: usize) -> u64 {
+    0x6e63_6765_6d6d_0000 ^ gpu as u64
+}
+
+/// GEMMs queued per timed sample: one at the plateau sizes, more for small ones, so that a
+/// sample holds about 10^10 flops (a millisecond at 10 TFLOP/s) and launch gaps stay out.
+pub fn gemms_per_sample(n: u64) -> u32 {
+    let flops = 2.0 * (n as f64).powi(3);
+    ((1e10 / flops).floor() as u32).clamp(1, 100)
+}
+
+/// TFLOP/s of each sample of `k` GEMMs of side `n` that took `secs`; an error for a sample
+/// the GPU timed at no time.
+pub fn tflops(n: u64, k: u32, secs: &[f64]) -> Result<Vec<f64>, HwError> {
+    let flops = 2.0 * (n as f64).powi(3) * f64::from(k);
+    crate::checks::positive_times(&format!("GEMMs of {n}³"), "s", secs)?;
+    Ok(secs.iter().map(|t| flops / t / 1e12).collect())
+}
+
+/// Each operand element in the bytes of the precision's GEMM input.
+fn operand_bytes(p: GemmPrecision, m: &[i8]) -> Vec<u8> {
+    match p {
+        GemmPrecision::Bf16 => m
+            .iter()
+            .flat_map(|&v| crate::training::reference::bf16_bits(f32::from(v)).to_le_bytes())
+            .collect(),
+        _ => m.iter().flat_map(|&v| f32::from(v).to_le_bytes()).collect(),
+    }
+}
+
+impl Cuda {
+    /// `iters` samples of GEMMs of side `n` in `p` on GPU `gpu`, after `warmup`, product checked.
+    pub fn gemm(
+        &self,
+        gpu: usize,
+        p: GemmPrecision,
+        n: u64,
+        warmup: u32,
+        iters: u32,
+    ) -> Result<GemmSample, HwError> {
+        // A GPU that cannot be found is a failure to measure, not a precision it lacks.
+        let g = self.gpu(gpu).map_err(|e| match e {
+            HwError::NotSupported(detail) => HwError::Call {
+                call: "GPU lookup".into(),
+                detail,
+            },
+            e => e,
+        })?;
+        let cc = ck(
+            "cuDeviceGetAttribute(COMPUTE_CAPABILITY)",
+            g.ctx.compute_capability(),
+        )?;
+        let need = p.min_compute_capability();
+        if cc < need {
+            return Err(HwError::NotSupported(format!(
+                "{p} GEMMs need compute capability {}.{} or newer; {} is {}.{}",
+                need.0,
+                need.1,
+                g.label(),
+                cc.0,
+                cc.1
+            )));
+        }
+        if p == GemmPrecision::Fp8 {
+            return Err(HwError::NotSupported(
+                "fp8 GEMMs run only through cuBLASLt, which nodecert does not drive yet".into(),
+            ));
+        }
+        self.gemm_on(g, p, n, warmup, iters)
+    }
+
+    fn gemm_on(
+        &self,
+        g: &Gpu,
+        p: GemmPrecision,
+        n: u64,
+        warmup: u32,
+        iters: u32,
+    ) -> Result<GemmSample, HwError> {
+        let side = usize::try_from(n).map_err(|_| HwError::Call {
+            call: "GEMM".into(),
+            detail: format!("side {n} does not fit this machine's addresses"),
+        })?;
+        let dim = i32::try_from(n).map_err(|_| HwError::Call {
+            call: "GEMM".into(),
+            detail: format!("side {n} is beyond cuBLAS's int"),
+        })?;
+        let seed = gemm_seed(g.index);
+        let a = gemm_data::matrix(seed, 0, side);
+        let b = gemm_data::matrix(seed, 1, side);
+        let (a_bytes, b_bytes) = (operand_bytes(p, &a), operand_bytes(p, &b));
+        let da = DevBuf::new(g, a_bytes.len())?;
+        da.write(0, &a_bytes)?;
+        let db = DevBuf::new(g, b_bytes.len())?;
+        db.write(0, &b_bytes)?;
+        drop((a_bytes, b_bytes));
+        let dc = DevBuf::new(g, side * side * 4)?;
+        // NaN everywhere: an element no GEMM wrote is wrong.
+        dc.memset(0xff)?;
+
+        let (math, elem, compute) = match p {
+            GemmPrecision::Bf16 => (
+                Math::Bf16,
+                bsys::cudaDataType::CUDA_R_16BF,
+                bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            ),
+            GemmPrecision::Tf32 => (
+                Math::Tf32,
+                bsys::cudaDataType::CUDA_R_32F,
+                bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+            ),
+            _ => (
+                Math::Fp32,
+                bsys::cudaDataType::CUDA_R_32F,
+                bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            ),
+        };
+        let stream = &g.streams[0];
+        let handle = Blas::new(g, stream, math)?;
+        let h = handle.raw();
+        let (pa, pb, pc) = (da.ptr, db.ptr, dc.ptr);
+        let call = format!("cublasGemmEx({p}, {n}x{n}x{n}) on {}", g.label());
+        let k = gemms_per_sample(n);
+        let (times, timing) = {
+            let call = call.clone();
+            let lane = Lane {
+                gpu: g,
+                stream,
+                enqueue: Box::new(move || {
+                    // With CUBLAS_COMPUTE_32F(_FAST_TF32), alpha and beta are fp32.
+                    let (alpha, beta) = (1.0f32, 0.0f32);
+                    // SAFETY: A and B hold n² elements of `elem`, C n² fp32; the handle is
+                    // bound to this GPU's stream and outlives the samples.
+                    bk(&call, unsafe {
+                        blas::gemm_ex(
+                            h,
+                            bsys::cublasOperation_t::CUBLAS_OP_N,
+                            bsys::cublasOperation_t::CUBLAS_OP_N,
+                            dim,
+                            dim,
+                            dim,
+                            &alpha as *const f32 as *const c_void,
+                            pa as *const c_void,
+                            elem,
+                            dim,
+                            pb as *const c_void,
+                            elem,
+                            dim,
+                            &beta as *const f32 as *const c_void,
+                            pc as *mut c_void,
+                            bsys::cudaDataType::CUDA_R_32F,
+                            dim,
+                            compute,
+                            bsys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                        )
+                    })
+                }),
+            };
+            let mut groups = vec![Group::new(vec![lane])?];
+            let r = run_samples(&mut groups, k, warmup, iters, self.gating());
+            g.sync_streams()?;
+            r?
+        };
+        drop(handle);
+        let mut raw = vec![0u8; side * side * 4];
+        dc.read(0, &mut raw)?;
+        let c: Vec<f32> = raw
+            .chunks_exact(4)
+            .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+            .collect();
+        drop(raw);
+        let check = gemm_data::check_product(side, &a, &b, &c, seed);
+        Ok(GemmSample {
+            tflops: tflops(n, k, &times[0])?,
+            elements_checked: check.checked,
+            wrong_elements: check.wrong,
+            timing: Some(timing),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_gemms_are_batched_and_large_ones_timed_alone() {
+        assert_eq!(gemms_per_sample(8192), 1);
+        assert_eq!(gemms_per_sample(2048), 1);
+        // 1024³ is 2.1e9 flops: 4 a sample.
+        assert_eq!(gemms_per_sample(1024), 4);
+        assert_eq!(gemms_per_sample(256), 100);
+        assert_eq!(gemms_per_sample(16384), 1);
+    }
+
+    #[test]
+    fn rates_count_every_gemm_of_a_sample_and_refuse_a_zero_time() {
+        let r = tflops(1000, 2, &[2e-3, 4e-3]).unwrap();
+        assert_eq!(r, [2.0, 1.0]);
+        assert!(tflops(1000, 1, &[1e-3, 0.0]).is_err());
+        assert!(tflops(1000, 1, &[f64::NAN]).is_err());
+    }
+
+    #[test]
+    fn operands_reach_the_gpu_as_exact_values_of_their_type() {
+        let m = [-2i8, -1, 0, 1, 2];
+        let f = operand_bytes(GemmPrecision::Fp32, &m);
+        assert_eq!(f.len(), 20);
+        assert_eq!(&f[16..], &2.0f32.to_le_bytes());
+        assert_eq!(operand_bytes(GemmPrecision::Tf32, &m), f);
+        let h = operand_bytes(GemmPrecision::Bf16, &m);
+        assert_eq!(h.len(), 10);
+        // bf16 is the top half of the fp32 pattern: -2.0 = 0xc000.
+        assert_eq!(&h[..2], &0xc000u16.to_le_bytes());
+        assert_eq!(&h[8..], &0x4000u16.to_le_bytes());
+    }
+}
