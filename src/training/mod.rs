@@ -1,6 +1,7 @@
 //! The data-parallel MLP training check: CPU golden reference and CUDA kernel sources.
 
 pub mod kernels;
+pub mod partition;
 pub mod plan;
 pub mod reference;
 

@@ -73,6 +73,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::ops::Range;
 
+pub mod sharded;
+
 /// Relative tolerance recommended for [`compare_trajectory`] over the first [`COMPARED_STEPS`].
 pub const DEFAULT_REL_TOL: f32 = 1e-4;
 /// Absolute tolerance recommended for [`compare_trajectory`].
