@@ -143,14 +143,17 @@ pub fn train_sharded(
         losses.push(total / cfg.batch as f32);
         if dp > 1 {
             for t in 0..tp {
+                // Each tensor summed over the ranks holding the same shard, group order.
                 let members = p.dp_group(t);
-                for i in 0..2 * depth {
-                    let mut parts: Vec<Vec<f32>> =
-                        members.iter().map(|&r| grads[r][i].clone()).collect();
-                    all_reduce(&mut parts);
-                    for (&r, v) in members.iter().zip(parts) {
-                        grads[r][i] = v;
-                    }
+                let sums: Vec<Vec<f32>> = (0..2 * depth)
+                    .map(|i| {
+                        let parts: Vec<&[f32]> =
+                            members.iter().map(|&r| grads[r][i].as_slice()).collect();
+                        group_sum(&parts)
+                    })
+                    .collect();
+                for &r in &members {
+                    grads[r] = sums.clone();
                 }
             }
         }
