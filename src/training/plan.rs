@@ -8,6 +8,10 @@
 //! (`backend::cuda::train`) only carries the operations out, one by one: launch a kernel, call
 //! cuBLAS, record or wait for an event, all-reduce a bucket with NCCL ([`Device`]).
 //!
+//! Tensor-parallel and hybrid runs (issue 17) are planned by [`sharded`], one op list per rank,
+//! with all-reduces over groups of ranks ([`Op::GroupAllReduce`], [`Device::group_all_reduce`]);
+//! what is documented below is the data-parallel run.
+//!
 //! # One step on replica `r` of `N`
 //!
 //! Local batch `Bl` (the suite's per-GPU batch), global batch `B = N·Bl`; replica `r` trains on

@@ -299,6 +299,10 @@ mod tests {
                 DEFAULT_ABS_TOL,
             )
             .unwrap_or_else(|e| panic!("{p:?}: {e}"));
+            eprintln!(
+                "{p:?}: largest relative loss difference {:e}",
+                dev.max_rel_diff
+            );
             assert!(dev.max_rel_diff < DEFAULT_REL_TOL / 10.0, "{p:?}: {dev:?}");
             // Put back together, the shards are the golden parameters up to rounding.
             let full = unshard_params(&run.ranks[..p.tp()], &cfg.layers, p);
