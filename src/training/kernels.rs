@@ -21,6 +21,7 @@
 //! | `nc_gen_teacher(int* w, ull seed, uint classes, uint in_dim)` | `w[c][f] = teacher_weight(seed, c, f)`, once per run | grid-stride over `classes·in_dim` |
 //! | `nc_gen_labels(uint* labels, const float* x, const int* w, uint rows, uint in_dim, uint classes)` | `sample_label`, from `x` (after `nc_gen_features`) and the teacher | one warp per row: `block 256`, `grid ceil(rows/8)` |
 //! | `nc_init_weights(float* w, ull seed, uint layer, ull count, uint fan_in)` | `w[i] = init_param(seed, layer, i, fan_in)` | grid-stride over `count = out·in` |
+//! | `nc_init_weight_block(float* w, ull seed, uint layer, uint rows, uint cols, ull first, ull ld, uint fan_in)` | `w[r][c] = init_param(seed, layer, first + r·ld + c, fan_in)`: a tensor-parallel rank's block of `W_layer` (row length `ld`) | grid-stride over `rows·cols` |
 //! | `nc_fill(float* p, ull n, float v)` | `p[i] = v` (biases start at 0) | grid-stride over `n` |
 //! | `nc_bias_act_fwd(float* y, const float* b, uint rows, uint cols, int relu)` | after the forward GEMM: `y[r][c] = y[r][c] + b[c]`, then ReLU if `relu != 0` | grid-stride over `rows·cols` |
 //! | `nc_relu_bwd(float* dx, const float* h, ull n)` | after the `dX` GEMM: `dx[i] = h[i] > 0 ? dx[i] : 0`, `h` the layer's input (ReLU output) | grid-stride over `n` |
@@ -170,6 +171,20 @@ extern "C" __global__ void nc_init_weights(float* w, ull seed, uint layer, ull c
     }
 }
 
+/* w[r][c] = init_param(seed, layer, first + r * ld + c, fan_in) for r < rows, c < cols: the block
+   of the full row-major W_layer (row length ld) that a tensor-parallel rank holds. */
+extern "C" __global__ void nc_init_weight_block(float* w, ull seed, uint layer, uint rows,
+                                                uint cols, ull first, ull ld, uint fan_in) {
+    float scale = __fsqrt_rn(__fdiv_rn(6.0f, (float)fan_in));
+    ull n = (ull)rows * (ull)cols;
+    for (ull i = nc_tid(); i < n; i += nc_stride()) {
+        ull r = i / (ull)cols;
+        ull c = i - r * (ull)cols;
+        ull h = nc_hash4(NC_DOMAIN_PARAM, seed, (ull)layer, first + r * ld + c, 0ULL);
+        w[i] = __fmul_rn(nc_int24_to_unit(nc_centred_int24(h)), scale);
+    }
+}
+
 extern "C" __global__ void nc_fill(float* p, ull n, float v) {
     for (ull i = nc_tid(); i < n; i += nc_stride()) {
         p[i] = v;
@@ -296,7 +311,7 @@ extern "C" __global__ void nc_to_bf16(const float* x, unsigned short* y, ull n) 
 pub const COMMON: &str = common_src!();
 /// `nc_gen_features`, `nc_gen_teacher`, `nc_gen_labels`.
 pub const DATA: &str = concat!(common_src!(), data_src!());
-/// `nc_init_weights`, `nc_fill`.
+/// `nc_init_weights`, `nc_init_weight_block`, `nc_fill`.
 pub const INIT: &str = concat!(common_src!(), init_src!());
 /// `nc_bias_act_fwd`, `nc_relu_bwd`.
 pub const LAYER: &str = concat!(common_src!(), layer_src!());
@@ -323,6 +338,7 @@ pub const KERNEL_NAMES: &[&str] = &[
     "nc_gen_teacher",
     "nc_gen_labels",
     "nc_init_weights",
+    "nc_init_weight_block",
     "nc_fill",
     "nc_bias_act_fwd",
     "nc_relu_bwd",

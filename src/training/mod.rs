@@ -1,6 +1,8 @@
-//! The data-parallel MLP training check: CPU golden reference and CUDA kernel sources.
+//! The MLP training check: CPU golden reference, CUDA kernel sources, the run as a plan of GPU
+//! operations, data-parallel, or tensor-parallel and hybrid ([`partition`]).
 
 pub mod kernels;
+pub mod partition;
 pub mod plan;
 pub mod reference;
 

@@ -8,6 +8,10 @@
 //! (`backend::cuda::train`) only carries the operations out, one by one: launch a kernel, call
 //! cuBLAS, record or wait for an event, all-reduce a bucket with NCCL ([`Device`]).
 //!
+//! Tensor-parallel and hybrid runs (issue 17) are planned by [`sharded`], one op list per rank,
+//! with all-reduces over groups of ranks ([`Op::GroupAllReduce`], [`Device::group_all_reduce`]);
+//! what is documented below is the data-parallel run.
+//!
 //! # One step on replica `r` of `N`
 //!
 //! Local batch `Bl` (the suite's per-GPU batch), global batch `B = N·Bl`; replica `r` trains on
@@ -400,6 +404,36 @@ impl Launch {
         )
     }
 
+    /// A tensor-parallel rank's block of `W_layer`: `w[r][c] = init_param(seed, layer, first +
+    /// r·ld + c, fan_in)` for `rows × cols` elements (see [`super::partition::LayerShard`]).
+    #[allow(clippy::too_many_arguments)]
+    pub fn init_weight_block(
+        w: Ptr,
+        seed: u64,
+        layer: usize,
+        rows: usize,
+        cols: usize,
+        first: usize,
+        ld: usize,
+        fan_in: usize,
+    ) -> Launch {
+        use Arg::*;
+        Launch::stride(
+            "nc_init_weight_block",
+            (rows * cols) as u64,
+            vec![
+                Ptr(w),
+                U64(seed),
+                U32(u32_of(layer)),
+                U32(u32_of(rows)),
+                U32(u32_of(cols)),
+                U64(first as u64),
+                U64(ld as u64),
+                U32(u32_of(fan_in)),
+            ],
+        )
+    }
+
     pub fn fill(p: Ptr, n: usize, v: f32) -> Launch {
         use Arg::*;
         Launch::stride("nc_fill", n as u64, vec![Ptr(p), U64(n as u64), F32(v)])
@@ -632,6 +666,36 @@ pub enum Op {
     /// Sum bucket `k` of the gradients over all replicas, in place, on the communication stream.
     /// Issued for all replicas at once (one NCCL group).
     AllReduce(usize),
+    /// Sum a range over the rank's tensor-parallel or data-parallel group, in place (the sharded
+    /// runs of [`sharded`]). Issued for every group at once; every rank's list holds the same one.
+    GroupAllReduce(GroupReduce),
+}
+
+/// Which ranks a [`GroupReduce`] sums over (see [`super::partition`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Group {
+    /// The rank's tensor-parallel group: activations forward, input gradients backward.
+    Tensor,
+    /// The ranks holding the same shards, one per data-parallel group: the gradients.
+    Data,
+}
+
+/// An in-place all-reduce (sum) of `len` words at `at` over each group of kind `group`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GroupReduce {
+    pub group: Group,
+    /// The stream it runs on: tensor-parallel all-reduces sit on the compute stream's critical
+    /// path (the next GEMM needs the sum); gradient buckets on the communication stream.
+    pub stream: Stream,
+    pub at: Ptr,
+    pub len: usize,
+}
+
+impl GroupReduce {
+    /// Bytes each rank puts into it (fp32 words).
+    pub fn bytes(&self) -> u64 {
+        (self.len * WORD) as u64
+    }
 }
 
 impl Model {
@@ -753,22 +817,8 @@ impl Model {
     /// The tensors in the flat buffers, in the order backward produces their gradients, each at
     /// a multiple of [`TENSOR_ALIGN`].
     pub fn tensors(&self) -> Vec<Tensor> {
-        let mut v = Vec::with_capacity(2 * self.depth());
-        let mut offset = 0usize;
-        for l in (0..self.depth()).rev() {
-            let (din, dout) = (self.layers[l], self.layers[l + 1]);
-            for (bias, len) in [(true, dout), (false, dout * din)] {
-                offset = offset.next_multiple_of(TENSOR_ALIGN);
-                v.push(Tensor {
-                    layer: l,
-                    bias,
-                    offset,
-                    len,
-                });
-                offset += len;
-            }
-        }
-        v
+        let dims: Vec<(usize, usize)> = self.layers.windows(2).map(|w| (w[0], w[1])).collect();
+        flat_tensors(&dims)
     }
 
     /// The all-reduce buckets; none with one replica.
@@ -847,6 +897,26 @@ impl Model {
             seed: self.seed,
         }
     }
+}
+
+/// The flat layout of layers of `(in, out)` widths: backward order (`b_{L-1}, W_{L-1}, ...,
+/// b_0, W_0`), each tensor at a multiple of [`TENSOR_ALIGN`].
+fn flat_tensors(dims: &[(usize, usize)]) -> Vec<Tensor> {
+    let mut v = Vec::with_capacity(2 * dims.len());
+    let mut offset = 0usize;
+    for (l, &(din, dout)) in dims.iter().enumerate().rev() {
+        for (bias, len) in [(true, dout), (false, dout * din)] {
+            offset = offset.next_multiple_of(TENSOR_ALIGN);
+            v.push(Tensor {
+                layer: l,
+                bias,
+                offset,
+                len,
+            });
+            offset += len;
+        }
+    }
+    v
 }
 
 /// Whether a GPU of compute capability `cc` (major, minor) can run `m`: the bf16 run needs bf16
@@ -1073,6 +1143,10 @@ pub trait Device {
     fn exec(&mut self, replica: usize, op: &Op) -> Result<(), HwError>;
     /// Enqueue the in-place sum of `bucket` over every replica, on their communication streams.
     fn all_reduce(&mut self, bucket: &Bucket) -> Result<(), HwError>;
+    /// Enqueue the in-place sum `reduce` over the ranks `ranks` (ascending; a tensor-parallel or
+    /// data-parallel group of a sharded run, not necessarily every rank), on each rank's
+    /// `reduce.stream`. Every rank ends with the same sum.
+    fn group_all_reduce(&mut self, ranks: &[usize], reduce: &GroupReduce) -> Result<(), HwError>;
     /// Wait until every replica's streams are idle.
     fn sync(&mut self) -> Result<(), HwError>;
     /// The first `len` words of a buffer (after [`Device::sync`]).
@@ -1113,6 +1187,12 @@ pub fn run_lockstep<D: Device + ?Sized>(
                     .get(*k)
                     .ok_or_else(|| internal(format!("no bucket {k}")))?;
                 dev.all_reduce(b)?;
+            }
+            Op::GroupAllReduce(_) => {
+                return Err(internal(
+                    "a group all-reduce in a data-parallel plan (sharded plans run with \
+                     sharded::run_ranks)",
+                ))
             }
             _ => {
                 for (r, l) in lists.iter().enumerate() {
@@ -1403,6 +1483,8 @@ pub fn check_memory(
         ),
     })
 }
+
+pub mod sharded;
 
 #[cfg(test)]
 mod tests;

@@ -68,10 +68,17 @@
 //! [`train`], whatever `N`. [`train_data_parallel`] simulates the replicas on the CPU to show it.
 //! After the run, replicas are compared with each other with [`params_hash`] (all must be equal,
 //! bit for bit: they apply the same all-reduced gradient to the same initial parameters).
+//!
+//! # Tensor parallelism
+//!
+//! [`sharded`] defines the tensor-parallel and hybrid runs the same way, rank by rank, with the
+//! order of every sum across ranks stated.
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::ops::Range;
+
+pub mod sharded;
 
 /// Relative tolerance recommended for [`compare_trajectory`] over the first [`COMPARED_STEPS`].
 pub const DEFAULT_REL_TOL: f32 = 1e-4;

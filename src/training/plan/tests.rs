@@ -19,6 +19,9 @@ struct Faults {
     init_ulp: Option<usize>,
     /// The all-reduce leaves this replica's gradients as they were.
     skip_reduce_on: Option<usize>,
+    /// The group all-reduces of this kind leave this rank's values as they were (the other
+    /// ranks of its group still get the sum, its own values included).
+    skip_group_reduce: Option<(Group, usize)>,
 }
 
 struct Emu {
@@ -26,6 +29,8 @@ struct Emu {
     faults: Faults,
     recorded: Vec<std::collections::HashSet<EvId>>,
     all_reduces: usize,
+    /// Group all-reduces issued (one per group).
+    group_reduces: usize,
 }
 
 impl Emu {
@@ -34,9 +39,13 @@ impl Emu {
     }
 
     fn with(m: &Model, steps: usize, faults: Faults) -> Emu {
+        Emu::of_buffers(m.buffers(steps), m.replicas, faults)
+    }
+
+    /// `ranks` devices with the buffers `buffers` each.
+    fn of_buffers(buffers: Vec<(Buf, usize)>, ranks: usize, faults: Faults) -> Emu {
         // Fresh memory holds NaNs: reading a word nothing wrote poisons the losses.
-        let bufs: HashMap<Buf, Vec<u32>> = m
-            .buffers(steps)
+        let bufs: HashMap<Buf, Vec<u32>> = buffers
             .into_iter()
             .map(|(b, n)| {
                 let nan = match b.elem() {
@@ -47,10 +56,11 @@ impl Emu {
             })
             .collect();
         Emu {
-            mem: vec![bufs; m.replicas],
+            mem: vec![bufs; ranks],
             faults,
-            recorded: vec![Default::default(); m.replicas],
+            recorded: vec![Default::default(); ranks],
             all_reduces: 0,
+            group_reduces: 0,
         }
     }
 
@@ -131,6 +141,18 @@ impl Emu {
                 let (seed, layer, count, fan_in) = (u(1) as u64, u(2) as u64, u(3), u(4));
                 for i in 0..count {
                     let mut v = r::init_param(seed, layer, i as u64, fan_in);
+                    if self.faults.init_ulp == Some(i) && rep == 0 && layer == 0 {
+                        v = f32::from_bits(v.to_bits() + 1);
+                    }
+                    self.setf(rep, p(0), i, v);
+                }
+            }
+            "nc_init_weight_block" => {
+                let (seed, layer, rows, cols) = (u(1) as u64, u(2) as u64, u(3), u(4));
+                let (first, ld, fan_in) = (u(5), u(6), u(7));
+                for i in 0..rows * cols {
+                    let index = first + (i / cols) * ld + i % cols;
+                    let mut v = r::init_param(seed, layer, index as u64, fan_in);
                     if self.faults.init_ulp == Some(i) && rep == 0 && layer == 0 {
                         v = f32::from_bits(v.to_bits() + 1);
                     }
@@ -322,7 +344,7 @@ impl Device for Emu {
                 self.recorded[rep].contains(ev),
                 "waits for {ev:?}, never recorded"
             ),
-            Op::AllReduce(_) => panic!("all-reduce through exec"),
+            Op::AllReduce(_) | Op::GroupAllReduce(_) => panic!("all-reduce through exec"),
         }
         Ok(())
     }
@@ -342,6 +364,26 @@ impl Device for Emu {
             }
             for (i, v) in sum.iter().enumerate() {
                 self.setf(rep, p, i, *v);
+            }
+        }
+        Ok(())
+    }
+
+    /// The sum in rank order from the first rank's value, as `reference::sharded::group_sum`.
+    fn group_all_reduce(&mut self, ranks: &[usize], g: &GroupReduce) -> Result<(), HwError> {
+        self.group_reduces += 1;
+        let mut sum = self.getf(ranks[0], g.at)[..g.len].to_vec();
+        for &rep in &ranks[1..] {
+            for (s, v) in sum.iter_mut().zip(self.getf(rep, g.at)) {
+                *s += v;
+            }
+        }
+        for &rep in ranks {
+            if self.faults.skip_group_reduce == Some((g.group, rep)) {
+                continue;
+            }
+            for (i, v) in sum.iter().enumerate() {
+                self.setf(rep, g.at, i, *v);
             }
         }
         Ok(())
@@ -592,6 +634,14 @@ fn every_launch_matches_its_kernels_declaration() {
         ..anchor(2)
     };
     ops.extend(step_ops(&bf16, &bf16.buckets(), 3, 1));
+    // The sharded plans' launches too (hybrid: both kinds of all-reduce, every split).
+    let hybrid = crate::training::plan::sharded::Sharded::new(
+        model(&[64, 128, 128, 10], 64, 2),
+        crate::training::partition::Partition::Hybrid { tp: 2, dp: 2 },
+    )
+    .unwrap();
+    ops.extend(hybrid.init_ops(3));
+    ops.extend(hybrid.step_ops(&hybrid.buckets(), 3, 3));
     let mut used = std::collections::BTreeSet::new();
     for op in &ops {
         if let Op::Launch(l) = op {
@@ -999,6 +1049,9 @@ impl Device for Clock {
     fn all_reduce(&mut self, _: &Bucket) -> Result<(), HwError> {
         Ok(())
     }
+    fn group_all_reduce(&mut self, _: &[usize], _: &GroupReduce) -> Result<(), HwError> {
+        Ok(())
+    }
     fn sync(&mut self) -> Result<(), HwError> {
         Ok(())
     }
@@ -1280,3 +1333,5 @@ fn bf16_is_refused_before_ampere_by_compute_capability() {
         assert!(check_arch(&m, (7, 0), gpu).is_ok());
     }
 }
+
+mod sharded;
