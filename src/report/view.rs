@@ -33,6 +33,9 @@ pub struct View {
     pub collectives: Vec<CollectiveTable>,
     pub health: Vec<HealthRow>,
     pub training: Option<TrainingView>,
+    /// What bounds each way of spreading the training run over the GPUs, predicted from the
+    /// run's measured parts (`training::fit`).
+    pub fit: Option<FitView>,
     pub problems: Vec<Problem>,
     /// Checks measured more than once under the re-measure policy, attempt by attempt.
     pub remeasured: Vec<crate::report::remeasured::RemeasuredCheck>,
@@ -368,6 +371,120 @@ pub struct TrainingView {
     pub loss_chart: String,
     pub golden_chart: String,
     pub step_chart: String,
+}
+
+/// The workload fit table.
+#[derive(Debug, Serialize)]
+pub struct FitView {
+    /// The measured parts it was predicted from.
+    pub basis: String,
+    /// Why nothing could be predicted (a part not measured), when so.
+    pub missing: Option<String>,
+    pub rows: Vec<FitRowView>,
+    /// The data-parallel run as the training check measured it, beside its prediction.
+    pub measured: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct FitRowView {
+    pub method: String,
+    pub gpus: String,
+    pub step_ms: String,
+    pub compute_ms: String,
+    pub memory_ms: String,
+    pub comm_ms: String,
+    pub comm_share: String,
+    pub scaling: String,
+    pub bound: String,
+    pub sentence: String,
+}
+
+/// The workload fit of a run whose suite trains: None when it does not.
+fn fit_view(ev: &Evidence) -> Option<FitView> {
+    use crate::training::fit;
+    let cfg = ev
+        .suite
+        .resolved
+        .checks
+        .training
+        .as_ref()
+        .filter(|t| t.enabled)?;
+    let gpus = ev.node.gpus.len();
+    let rates = fit::node_rates(ev, cfg.precision);
+    let measured = ev.check("training").and_then(|t| {
+        let node = crate::evidence::Subject::node();
+        let step = t.metric("step_time", &node)?.median;
+        let exposed = t.metric("exposed_comm_time", &node).map(|m| m.median);
+        Some(match exposed {
+            Some(e) if step > 0.0 => format!(
+                "Measured by the training run: data-parallel step {} ms, exposed communication {:.0}% of it",
+                fmt_num(step),
+                100.0 * e / step
+            ),
+            _ => format!("Measured by the training run: data-parallel step {} ms", fmt_num(step)),
+        })
+    });
+    let rates = match rates {
+        Ok(r) => r,
+        Err(missing) => {
+            return Some(FitView {
+                basis: String::new(),
+                missing: Some(format!(
+                    "Not predicted: this run did not measure {}",
+                    missing.join(", ")
+                )),
+                rows: vec![],
+                measured,
+            })
+        }
+    };
+    let basis = format!(
+        "{} GEMM {} TFLOP/s and device memory {} GB/s (the slowest GPU's), all_reduce over {gpus} GPU{} at {} sizes",
+        cfg.precision.name(),
+        fmt_num(rates.gemm_tflops),
+        fmt_num(rates.memory_gbps),
+        if gpus == 1 { "" } else { "s" },
+        rates.all_reduce_us.len()
+    );
+    let rows = fit::analyse(cfg, gpus, &rates)
+        .into_iter()
+        .map(|r| match r.fit {
+            Some(f) => FitRowView {
+                method: f.method.clone(),
+                gpus: f.gpus.to_string(),
+                step_ms: fmt_num(f.step_ms),
+                compute_ms: fmt_num(f.compute_ms),
+                memory_ms: fmt_num(f.memory_ms),
+                comm_ms: fmt_num(f.comm_ms),
+                comm_share: format!("{:.0}%", 100.0 * f.comm_share),
+                scaling: format!("{:.0}%", 100.0 * f.scaling),
+                bound: f.bound.describe().to_string(),
+                sentence: f.sentence(),
+            },
+            None => FitRowView {
+                method: r.method.clone(),
+                gpus: gpus.to_string(),
+                step_ms: "-".into(),
+                compute_ms: "-".into(),
+                memory_ms: "-".into(),
+                comm_ms: "-".into(),
+                comm_share: "-".into(),
+                scaling: "-".into(),
+                bound: "-".into(),
+                sentence: format!(
+                    "{}: not predicted: {}",
+                    r.method,
+                    r.not_applicable.unwrap_or_default()
+                ),
+            },
+        })
+        .collect();
+    Some(FitView {
+        basis,
+        missing: None,
+        rows,
+        measured,
+    })
 }
 
 #[derive(Debug, Serialize)]
@@ -927,6 +1044,7 @@ pub fn build(ev: &Evidence) -> View {
         collectives,
         health,
         training,
+        fit: fit_view(ev),
         problems,
         remeasured: crate::report::remeasured::build(ev),
         conventions: crate::report::conventions::build(ev),

@@ -1,6 +1,7 @@
 //! The MLP training check: CPU golden reference, CUDA kernel sources, the run as a plan of GPU
 //! operations, data-parallel, or tensor-parallel and hybrid ([`partition`]).
 
+pub mod fit;
 pub mod kernels;
 pub mod partition;
 pub mod plan;
