@@ -5,8 +5,8 @@
 //! at a third of its peers' rate) and the node against its typical figure.
 //!
 //! A precision the GPU does not have (fp8 before compute capability 8.9), or that this backend
-//! cannot run, is not measured: where the suite judges it, that is "not available here" and
-//! the pass is partial; where it does not, a note says so.
+//! cannot run, is not measured: where the suite sets a limit or typical figure for it, that is
+//! "not available here" and the pass is partial; where it does not, a note says so.
 
 use super::judge::{finding, judge, outliers, typical};
 use super::{Check, Ctx, Measured, Progress};
@@ -41,10 +41,12 @@ pub fn unavailable_fact(p: GemmPrecision) -> String {
 }
 
 impl Compute {
-    /// Whether the suite judges this precision's figure at all.
+    /// Whether the suite promises a judgement of this precision's figure: a limit or a typical
+    /// figure of its own. The check-wide outlier rule applies to whatever was measured; alone it
+    /// promises no precision (an A100 has no fp8 to compare, and that is no missing reading).
     fn judged(&self, p: GemmPrecision) -> bool {
         let l = self.0.limit(p);
-        !l.is_empty() || l.typical.is_some() || self.0.outlier_pct.is_some()
+        !l.is_empty() || l.typical.is_some()
     }
 }
 
