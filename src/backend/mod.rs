@@ -142,6 +142,32 @@ pub struct GemmSample {
     pub timing: Option<Timing>,
 }
 
+/// One reading of a GPU under sustained load; None where NVML did not give it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LoadSample {
+    /// Seconds since the load started.
+    pub t_s: f64,
+    pub sm_clock_mhz: Option<u32>,
+    pub power_w: Option<f64>,
+    pub temperature_c: Option<f64>,
+    /// Throttle reasons active (names as `crate::suite::THROTTLE_REASONS`); None: not read.
+    pub throttle: Option<Vec<String>>,
+}
+
+/// One GPU's sustained load.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SustainedRun {
+    /// TFLOP/s of each window, in order.
+    pub tflops: Vec<f64>,
+    /// The readings taken meanwhile, in order.
+    pub samples: Vec<LoadSample>,
+    /// The GPU's enforced power limit, W; None where not read.
+    pub power_limit_w: Option<f64>,
+    /// The last product's check, as for [`GemmSample`].
+    pub elements_checked: u64,
+    pub wrong_elements: u64,
+}
+
 /// The size of NCCL's unique id (`ncclUniqueId`), in bytes.
 pub const NCCL_ID_BYTES: usize = 128;
 
@@ -255,6 +281,21 @@ pub trait Backend {
         let _ = (gpu, n, warmup, iters);
         Err(HwError::NotSupported(format!(
             "this backend does not measure {precision} GEMM throughput"
+        )))
+    }
+    /// Every GPU at once under back-to-back GEMMs of side `n` in `precision` for `seconds`, the
+    /// rate taken per window of `sample_ms` and the GPU read as often; one run per GPU.
+    /// NotSupported where this backend cannot.
+    fn sustained_gemm(
+        &mut self,
+        precision: GemmPrecision,
+        n: u64,
+        seconds: f64,
+        sample_ms: u32,
+    ) -> Result<Vec<SustainedRun>, HwError> {
+        let _ = (n, seconds, sample_ms);
+        Err(HwError::NotSupported(format!(
+            "this backend does not hold GPUs under sustained {precision} GEMMs"
         )))
     }
     /// The reference data-parallel training run.

@@ -295,10 +295,11 @@ pub enum FaultKind {
     FabricCorrupt,
     SlowCompute,
     ComputeCorrupt,
+    PowerLimited,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 27] = [
+    pub const ALL: [FaultKind; 28] = [
         FaultKind::GpuMissing,
         FaultKind::GpuLost,
         FaultKind::NvlinkDown,
@@ -326,6 +327,7 @@ impl FaultKind {
         FaultKind::FabricCorrupt,
         FaultKind::SlowCompute,
         FaultKind::ComputeCorrupt,
+        FaultKind::PowerLimited,
     ];
 
     pub fn name(self) -> &'static str {
@@ -357,6 +359,7 @@ impl FaultKind {
             FaultKind::FabricCorrupt => "fabric-corrupt",
             FaultKind::SlowCompute => "slow-compute",
             FaultKind::ComputeCorrupt => "compute-corrupt",
+            FaultKind::PowerLimited => "power-limited",
         }
     }
 
@@ -431,6 +434,11 @@ impl FaultKind {
             }
             FaultKind::ComputeCorrupt => {
                 "a GPU's GEMMs return wrong elements, as a GPU with failing SRAM or tensor cores (gpu=N)"
+            }
+            FaultKind::PowerLimited => {
+                "a GPU cannot reach its power target under load, as with a failing power stage or \
+                 a board capped low (gpu=N, factor=F: the share of its power limit it reaches; \
+                 default 0.6)"
             }
         }
     }
@@ -2146,6 +2154,84 @@ impl Backend for SimBackend {
             wrong_elements: if corrupt { n } else { 0 },
             timing: None,
         })
+    }
+
+    fn sustained_gemm(
+        &mut self,
+        precision: GemmPrecision,
+        n: u64,
+        seconds: f64,
+        sample_ms: u32,
+    ) -> Result<Vec<SustainedRun>, HwError> {
+        let peak = self.gemm_peak(precision)?;
+        let windows =
+            ((seconds * 1000.0 / f64::from(sample_ms.max(1))).ceil() as usize).clamp(1, 100_000);
+        let gpu = self.node.gpu.clone();
+        let flops = 2.0 * (n as f64).powi(3);
+        let mut out = Vec::new();
+        for g in 0..self.n() {
+            let key = self.begin(format!("sustained {precision} {g}"));
+            let rate = flops
+                / (flops / (peak * self.compute_factor(g) * 1e12) + GEMM_OVERHEAD_US * 1e-6)
+                / 1e12;
+            // Thermal slowdown sets in once the GPU has heated (after 40% of the run); before,
+            // the GPU computes at its full rate (compute_factor includes the slowdown).
+            let thermal = self
+                .faults_of(FaultKind::ThermalThrottle)
+                .any(|f| f.gpu.unwrap_or(0) == g);
+            let onset = windows * 2 / 5;
+            let power_share = self
+                .faults_of(FaultKind::PowerLimited)
+                .find(|f| f.gpu.unwrap_or(0) == g)
+                .map(|f| f.factor.unwrap_or(0.6));
+            // A GPU held below its power target computes and clocks in proportion.
+            let power_factor = power_share.map_or(1.0, |s| (s / 0.97).min(1.0));
+            let noise = self.samples(&key, 1.0, windows.min(200) as u32);
+            let corrupt = self
+                .faults_of(FaultKind::ComputeCorrupt)
+                .any(|f| f.gpu.unwrap_or(0) == g);
+            let mut tflops = Vec::with_capacity(windows);
+            let mut samples = Vec::with_capacity(windows);
+            for w in 0..windows {
+                let hot = thermal && w >= onset;
+                let slow = if thermal && !hot {
+                    1.0 / THERMAL_SLOWDOWN_FACTOR
+                } else {
+                    1.0
+                };
+                let z = noise[w % noise.len()];
+                tflops.push(rate * slow * power_factor * z);
+                let heat = 1.0 - (-(w as f64 + 1.0) / (windows as f64 / 4.0)).exp();
+                let top = if thermal { 92.0 } else { 72.0 };
+                samples.push(crate::backend::LoadSample {
+                    t_s: (w + 1) as f64 * f64::from(sample_ms) / 1000.0,
+                    sm_clock_mhz: Some(
+                        (f64::from(gpu.sm_clock_max_mhz)
+                            * power_factor
+                            * if hot { THERMAL_SLOWDOWN_FACTOR } else { 1.0 })
+                            as u32,
+                    ),
+                    power_w: Some(gpu.power_limit_w * power_share.unwrap_or(0.97) * z),
+                    temperature_c: Some(gpu.temperature_c + (top - gpu.temperature_c) * heat),
+                    // At full load a healthy GPU sits at its power cap.
+                    throttle: Some(if hot {
+                        vec!["hw_thermal_slowdown".to_string()]
+                    } else if power_share.is_none() {
+                        vec!["sw_power_cap".to_string()]
+                    } else {
+                        vec![]
+                    }),
+                });
+            }
+            out.push(SustainedRun {
+                tflops,
+                samples,
+                power_limit_w: Some(gpu.power_limit_w),
+                elements_checked: n * n,
+                wrong_elements: if corrupt { n } else { 0 },
+            });
+        }
+        Ok(out)
     }
 
     fn training(&mut self, cfg: &crate::suite::TrainingCheck) -> Result<TrainingRun, HwError> {

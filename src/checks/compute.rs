@@ -8,7 +8,7 @@
 //! cannot run, is not measured: where the suite sets a limit or typical figure for it, that is
 //! "not available here" and the pass is partial; where it does not, a note says so.
 
-use super::judge::{finding, judge, outliers, typical};
+use super::judge::{finding, fmt_num, judge, outliers, typical};
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
 use crate::error::HwError;
@@ -68,13 +68,21 @@ impl Check for Compute {
         }
         let c = &self.0;
         let names: Vec<&str> = c.precisions.iter().map(|p| p.name()).collect();
-        Ok(vec![format!(
+        Ok([format!(
             "{n} GPUs x {} GEMM {s}x{s}x{s}: {} warm-up + {} timed, product checked",
             names.join(", "),
             c.warmup,
             c.iterations,
             s = c.size
-        )])
+        )]
+        .into_iter()
+        .chain(c.sustained.as_ref().map(|l| {
+            format!(
+                "then every GPU at once under {} GEMMs for {} s, read every {} ms",
+                l.precision, l.seconds, l.sample_ms
+            )
+        }))
+        .collect())
     }
 
     fn measure(
@@ -115,14 +123,37 @@ impl Check for Compute {
                 progress(g * c.precisions.len() + k + 1, total);
             }
         }
+        if let Some(l) = &c.sustained {
+            match b.sustained_gemm(l.precision, c.size, l.seconds, l.sample_ms) {
+                Ok(runs) => {
+                    for (g, run) in runs.into_iter().enumerate() {
+                        record_sustained(&mut m, g, run);
+                    }
+                }
+                Err(HwError::NotSupported(why)) => m.facts.push(Fact::new(
+                    sustained::UNAVAILABLE,
+                    Subject::node(),
+                    FactValue::Text(why),
+                )),
+                Err(e) => return Err(e),
+            }
+        }
         Ok(m)
     }
 
     fn samples(&self, gpus: usize) -> (u64, String) {
-        (
-            gpus as u64 * self.0.precisions.len() as u64 * u64::from(self.0.iterations),
-            "checks.compute.iterations".into(),
-        )
+        let burst = gpus as u64 * self.0.precisions.len() as u64 * u64::from(self.0.iterations);
+        // Four readings a window (rate, clock, power, temperature) and the power limit, on
+        // every GPU.
+        let load = self.0.sustained.as_ref().map_or(0, |l| {
+            let windows = (l.seconds * 1000.0 / f64::from(l.sample_ms.max(1))).ceil() as u64;
+            gpus as u64 * (4 * windows + 1)
+        });
+        if load > burst {
+            (burst + load, "checks.compute.sustained.sample_ms".into())
+        } else {
+            (burst + load, "checks.compute.iterations".into())
+        }
     }
 
     fn remeasure(&self) -> u32 {
@@ -133,8 +164,17 @@ impl Check for Compute {
         let c = &self.0;
         let mut out = Vec::new();
         // A figure of no precision this check measures is a bug between measuring and judging.
+        let sustained_figures = [
+            sustained::RATE,
+            sustained::CLOCK,
+            sustained::POWER,
+            sustained::TEMPERATURE,
+            sustained::POWER_LIMIT,
+        ];
         for x in &m.metrics {
-            if !c.precisions.iter().any(|p| p.metric() == x.name) {
+            let known = c.precisions.iter().any(|p| p.metric() == x.name)
+                || (c.sustained.is_some() && sustained_figures.contains(&x.name.as_str()));
+            if !known {
                 out.push(
                     finding(
                         Status::Error,
@@ -208,61 +248,14 @@ impl Check for Compute {
                     .facts
                     .iter()
                     .find(|f| f.name == data_fact(p) && f.subject == who);
-                let bad = |status, found: String, reason: String| {
-                    finding(status, who.clone(), found, "0 wrong elements", reason).on(p.metric())
-                };
-                match fact.map(|f| &f.value) {
-                    Some(FactValue::Elements {
-                        wrong: 0,
-                        checked: t,
-                    }) if *t > 0 => {
+                match data_check(&who, what, p.metric(), fact.map(|f| &f.value)) {
+                    Ok(t) => {
                         checked += t;
                         gemms += 1;
                     }
-                    Some(FactValue::Elements { wrong, checked: t }) if *wrong > 0 => {
+                    Err(f) => {
                         data_good = false;
-                        out.push(bad(
-                            Status::Fail,
-                            format!("{wrong} wrong of {t}"),
-                            format!(
-                                "{}: {what}: {wrong} of {t} elements of the product wrong",
-                                who.describe()
-                            ),
-                        ));
-                    }
-                    Some(FactValue::Elements { .. }) => {
-                        data_good = false;
-                        out.push(bad(
-                            Status::Error,
-                            "0 elements checked".into(),
-                            format!(
-                                "{}: {what}: no element of the product was checked",
-                                who.describe()
-                            ),
-                        ));
-                    }
-                    Some(other) => {
-                        data_good = false;
-                        out.push(bad(
-                            Status::Error,
-                            format!("'{}'", other.describe()),
-                            format!(
-                                "{}: {what}: the data check's result '{}' is not an element count, so the product was not proven correct",
-                                who.describe(),
-                                other.describe()
-                            ),
-                        ));
-                    }
-                    None => {
-                        data_good = false;
-                        out.push(bad(
-                            Status::Error,
-                            "no data check".into(),
-                            format!(
-                                "{}: {what}: the product was not checked, so it was not proven correct",
-                                who.describe()
-                            ),
-                        ));
+                        out.push(f);
                     }
                 }
             }
@@ -284,6 +277,9 @@ impl Check for Compute {
                 out.push(f.on(p.metric()));
             }
         }
+        if let Some(l) = &c.sustained {
+            out.extend(evaluate_sustained(l, c.outlier_pct, gpus, m));
+        }
         if data_good && gemms > 0 {
             out.push(finding(
                 Status::Pass,
@@ -297,6 +293,360 @@ impl Check for Compute {
         }
         out
     }
+}
+
+/// A product's data check on `who`: the elements checked, or the finding that says why the
+/// product is wrong (a failure) or was not proven right (an error).
+fn data_check(
+    who: &Subject,
+    what: &str,
+    metric: &str,
+    value: Option<&FactValue>,
+) -> Result<u64, Finding> {
+    let bad = |status, found: String, reason: String| {
+        Err(finding(status, who.clone(), found, "0 wrong elements", reason).on(metric))
+    };
+    let at = who.describe();
+    match value {
+        Some(FactValue::Elements { wrong: 0, checked }) if *checked > 0 => Ok(*checked),
+        Some(FactValue::Elements { wrong, checked }) if *wrong > 0 => bad(
+            Status::Fail,
+            format!("{wrong} wrong of {checked}"),
+            format!("{at}: {what}: {wrong} of {checked} elements of the product wrong"),
+        ),
+        Some(FactValue::Elements { .. }) => bad(
+            Status::Error,
+            "0 elements checked".into(),
+            format!("{at}: {what}: no element of the product was checked"),
+        ),
+        Some(other) => bad(
+            Status::Error,
+            format!("'{}'", other.describe()),
+            format!(
+                "{at}: {what}: the data check's result '{}' is not an element count, so the product was not proven correct",
+                other.describe()
+            ),
+        ),
+        None => bad(
+            Status::Error,
+            "no data check".into(),
+            format!("{at}: {what}: the product was not checked, so it was not proven correct"),
+        ),
+    }
+}
+
+/// The sustained load's figures and facts, per GPU ([`crate::backend::SustainedRun`]).
+pub mod sustained {
+    /// Each window's rate.
+    pub const RATE: &str = "sustained_tflops";
+    /// The readings, per sample: SM clock (MHz), power (W), temperature (°C).
+    pub const CLOCK: &str = "sustained_sm_clock";
+    pub const POWER: &str = "sustained_power";
+    pub const TEMPERATURE: &str = "sustained_temperature";
+    /// The GPU's enforced power limit (W), one reading.
+    pub const POWER_LIMIT: &str = "power_limit";
+    /// The last product's data check.
+    pub const DATA: &str = "sustained_wrong_elements";
+    /// Why the backend could not hold the GPUs under load (on the node).
+    pub const UNAVAILABLE: &str = "sustained_unavailable";
+
+    /// The fact counting the samples that showed throttle reason `r`.
+    pub fn throttle_fact(r: &str) -> String {
+        format!("sustained_throttle_{r}")
+    }
+    /// The fact counting the samples where a reading (a metric above, or "throttle") was not
+    /// given.
+    pub fn unread_fact(reading: &str) -> String {
+        format!("{reading}_unread")
+    }
+}
+
+/// Record one GPU's sustained run.
+fn record_sustained(m: &mut Measured, g: usize, run: crate::backend::SustainedRun) {
+    use sustained::*;
+    let who = Subject::gpu(g);
+    let total = run.samples.len() as u64;
+    m.metrics
+        .push(Metric::new(RATE, who.clone(), UNIT, run.tflops));
+    let mut reading = |name: &str, unit: &str, values: Vec<Option<f64>>| {
+        let read: Vec<f64> = values.iter().flatten().copied().collect();
+        let unread = total - read.len() as u64;
+        if unread > 0 {
+            m.facts.push(Fact::new(
+                unread_fact(name),
+                who.clone(),
+                FactValue::Count(unread),
+            ));
+        }
+        if !read.is_empty() {
+            m.metrics.push(Metric::new(name, who.clone(), unit, read));
+        }
+    };
+    reading(
+        CLOCK,
+        "MHz",
+        run.samples
+            .iter()
+            .map(|s| s.sm_clock_mhz.map(f64::from))
+            .collect(),
+    );
+    reading(POWER, "W", run.samples.iter().map(|s| s.power_w).collect());
+    reading(
+        TEMPERATURE,
+        "°C",
+        run.samples.iter().map(|s| s.temperature_c).collect(),
+    );
+    reading(POWER_LIMIT, "W", vec![run.power_limit_w]);
+    let unread = run.samples.iter().filter(|s| s.throttle.is_none()).count() as u64;
+    if unread > 0 {
+        m.facts.push(Fact::new(
+            unread_fact("throttle"),
+            who.clone(),
+            FactValue::Count(unread),
+        ));
+    }
+    let mut seen: std::collections::BTreeMap<&str, u64> = Default::default();
+    for r in run.samples.iter().flat_map(|s| s.throttle.iter().flatten()) {
+        *seen.entry(r.as_str()).or_default() += 1;
+    }
+    for (r, k) in seen {
+        m.facts.push(Fact::new(
+            throttle_fact(r),
+            who.clone(),
+            FactValue::Count(k),
+        ));
+    }
+    m.facts.push(Fact::new(
+        DATA,
+        who,
+        FactValue::Elements {
+            wrong: run.wrong_elements,
+            checked: run.elements_checked,
+        },
+    ));
+}
+
+/// The mean of the first and of the last tenth of `v` (at least one value each).
+pub fn first_and_last_tenth(v: &[f64]) -> Option<(f64, f64)> {
+    if v.is_empty() {
+        return None;
+    }
+    let k = (v.len() / 10).max(1);
+    let mean = |s: &[f64]| s.iter().sum::<f64>() / s.len() as f64;
+    Some((mean(&v[..k]), mean(&v[v.len() - k..])))
+}
+
+/// Judge the sustained load of every GPU.
+fn evaluate_sustained(
+    l: &crate::suite::SustainedLoad,
+    outlier_pct: Option<f64>,
+    gpus: usize,
+    m: &Measured,
+) -> Vec<Finding> {
+    use sustained::*;
+    let mut out = Vec::new();
+    let what = format!("sustained {} GEMMs", l.precision);
+    if let Some(f) = m.facts.iter().find(|f| f.name == UNAVAILABLE) {
+        out.push(
+            finding(
+                Status::Skip,
+                Subject::node(),
+                "not available here",
+                format!("every GPU under {what} for {} s", l.seconds),
+                format!("not available here: {what}: {}", f.value.describe()),
+            )
+            .on(RATE),
+        );
+        return out;
+    }
+    let metric = |name: &str, who: &Subject| {
+        m.metrics
+            .iter()
+            .find(|x| x.name == name && &x.subject == who)
+    };
+    let count = |name: &str, who: &Subject| -> u64 {
+        m.facts
+            .iter()
+            .find(|f| f.name == name && &f.subject == who)
+            .map(|f| match f.value {
+                FactValue::Count(k) => k,
+                // Not a count: counted as seen, never as nothing.
+                _ => u64::MAX,
+            })
+            .unwrap_or(0)
+    };
+    let na = |who: &Subject, reading: &str, on: &str| {
+        finding(
+            Status::Skip,
+            who.clone(),
+            "not available here",
+            format!("{reading} under load"),
+            format!(
+                "not available here: {reading} of {} under load",
+                who.describe()
+            ),
+        )
+        .on(on)
+    };
+    let mut items = Vec::new();
+    for g in 0..gpus {
+        let who = Subject::gpu(g);
+        let Some(rate) = metric(RATE, &who) else {
+            out.push(
+                finding(
+                    Status::Error,
+                    who.clone(),
+                    "no figure",
+                    "a rate per window",
+                    format!("{}: {what} were not measured", who.describe()),
+                )
+                .on(RATE),
+            );
+            continue;
+        };
+        items.push((who.clone(), rate.median));
+        let windows = rate.samples.len();
+        let data = m.facts.iter().find(|f| f.name == DATA && f.subject == who);
+        if let Err(f) = data_check(&who, &what, RATE, data.map(|f| &f.value)) {
+            out.push(f);
+        }
+        // The rate held from the first tenth of the run to the last.
+        if let Some((first, last)) = first_and_last_tenth(&rate.samples) {
+            let drop = 100.0 * (1.0 - last / first);
+            let found = format!("{} -> {} {UNIT}", fmt_num(first), fmt_num(last));
+            let expected = format!("a drop of at most {}%", l.max_rate_drop_pct);
+            let (status, reason) = if !(drop <= l.max_rate_drop_pct) {
+                (
+                    Status::Fail,
+                    format!(
+                        "{}: {what} fell {:.0}% over {} s ({found}), more than {}%",
+                        who.describe(),
+                        drop,
+                        l.seconds,
+                        l.max_rate_drop_pct
+                    ),
+                )
+            } else {
+                (
+                    Status::Pass,
+                    format!(
+                        "{}: {what} held over {} s ({found})",
+                        who.describe(),
+                        l.seconds
+                    ),
+                )
+            };
+            out.push(finding(status, who.clone(), found, expected, reason).on(RATE));
+        }
+        // Throttle reasons that fail, in any sample.
+        if count(&unread_fact("throttle"), &who) > 0 {
+            out.push(na(&who, "throttle reasons", RATE));
+        } else {
+            let mut clean = true;
+            for r in &l.fail_throttle {
+                let k = count(&throttle_fact(r), &who);
+                if k > 0 {
+                    clean = false;
+                    let seen = if k == u64::MAX {
+                        "seen".to_string()
+                    } else {
+                        format!("in {k} of {windows} samples")
+                    };
+                    out.push(
+                        finding(
+                            Status::Fail,
+                            who.clone(),
+                            format!("{r} {seen}"),
+                            format!("none of {}", l.fail_throttle.join(", ")),
+                            format!("{}: throttled under load: {r} {seen}", who.describe()),
+                        )
+                        .on(RATE),
+                    );
+                }
+            }
+            if clean {
+                out.push(
+                    finding(
+                        Status::Pass,
+                        who.clone(),
+                        "none",
+                        format!("none of {}", l.fail_throttle.join(", ")),
+                        format!("{}: no throttling that fails under load", who.describe()),
+                    )
+                    .on(RATE),
+                );
+            }
+        }
+        // Power reached: the median over the second half against the limit.
+        if let Some(frac) = l.min_power_fraction {
+            let power = metric(POWER, &who);
+            let limit = metric(POWER_LIMIT, &who).map(|x| x.median);
+            match (power, limit) {
+                (Some(p), Some(lim)) if count(&unread_fact(POWER), &who) == 0 && lim > 0.0 => {
+                    let half = &p.samples[p.samples.len() / 2..];
+                    let med = crate::evidence::median(half);
+                    let share = med / lim;
+                    let found = format!("{} W of {} W", fmt_num(med), fmt_num(lim));
+                    let expected = format!(">= {} of the limit", fmt_num(frac));
+                    let (status, reason) = if !(share >= frac) {
+                        (
+                            Status::Fail,
+                            format!(
+                                "{}: drew {found} under load ({:.0}%), below {:.0}% of its power limit",
+                                who.describe(),
+                                100.0 * share,
+                                100.0 * frac
+                            ),
+                        )
+                    } else {
+                        (
+                            Status::Pass,
+                            format!(
+                                "{}: reached {found} under load ({:.0}%)",
+                                who.describe(),
+                                100.0 * share
+                            ),
+                        )
+                    };
+                    out.push(finding(status, who.clone(), found, expected, reason).on(POWER));
+                }
+                _ => out.push(na(&who, "power and its limit", POWER)),
+            }
+        }
+        if let Some(max) = l.max_temperature_c {
+            match metric(TEMPERATURE, &who) {
+                Some(t) if count(&unread_fact(TEMPERATURE), &who) == 0 => {
+                    let hottest = t.max;
+                    let found = format!("{} °C", fmt_num(hottest));
+                    let expected = format!("<= {max} °C");
+                    let (status, reason) = if !(hottest <= max) {
+                        (
+                            Status::Fail,
+                            format!(
+                                "{}: reached {found} under load, above {max} °C",
+                                who.describe()
+                            ),
+                        )
+                    } else {
+                        (
+                            Status::Pass,
+                            format!("{}: at most {found} under load", who.describe()),
+                        )
+                    };
+                    out.push(finding(status, who.clone(), found, expected, reason).on(TEMPERATURE));
+                }
+                _ => out.push(na(&who, "temperature", TEMPERATURE)),
+            }
+        }
+    }
+    if let Some(pct) = outlier_pct {
+        out.extend(
+            outliers(&items, pct, true, &what, UNIT)
+                .into_iter()
+                .map(|f| f.on(RATE)),
+        );
+    }
+    out
 }
 
 #[cfg(test)]

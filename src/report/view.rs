@@ -133,6 +133,24 @@ pub struct ComputeTable {
     /// Column heads: "fp32", "tf32", "bf16", "fp8".
     pub precisions: Vec<String>,
     pub rows: Vec<ComputeRow>,
+    /// "bf16 GEMMs on every GPU at once for 30 s", when the suite asked for a sustained load
+    /// and it ran.
+    pub sustained: Option<String>,
+    pub sustained_rows: Vec<SustainedRowView>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct SustainedRowView {
+    pub gpu: String,
+    /// The first and last tenth's rates: "790 -> 552".
+    pub rate: Cell,
+    /// Lowest and median SM clock, MHz.
+    pub clock: String,
+    /// Median power over the second half, and the limit: "678 / 700".
+    pub power: Cell,
+    pub hottest: Cell,
+    /// Throttle reasons seen, with how many samples: "hw_thermal_slowdown (36)".
+    pub throttle: Cell,
 }
 
 #[derive(Debug, Serialize)]
@@ -176,6 +194,23 @@ fn compute_table(ev: &Evidence) -> Option<ComputeTable> {
             }
         })
         .collect();
+    let (sustained, sustained_rows) = match &cfg.sustained {
+        Some(l)
+            if rec
+                .metrics
+                .iter()
+                .any(|m| m.name == crate::checks::compute::sustained::RATE) =>
+        {
+            (
+                Some(format!(
+                    "{} GEMMs on every GPU at once for {} s, read every {} ms",
+                    l.precision, l.seconds, l.sample_ms
+                )),
+                sustained_rows(ev, rec),
+            )
+        }
+        _ => (None, vec![]),
+    };
     Some(ComputeTable {
         size: cfg.size,
         precisions: cfg
@@ -184,7 +219,84 @@ fn compute_table(ev: &Evidence) -> Option<ComputeTable> {
             .map(|p| p.name().to_string())
             .collect(),
         rows,
+        sustained,
+        sustained_rows,
     })
+}
+
+/// One row per GPU of the sustained load.
+fn sustained_rows(ev: &Evidence, rec: &CheckRecord) -> Vec<SustainedRowView> {
+    use crate::checks::compute::{first_and_last_tenth, sustained::*};
+    ev.node
+        .gpus
+        .iter()
+        .map(|g| {
+            let s = crate::evidence::Subject::gpu(g.index);
+            let worst = |metric: &str| -> String {
+                rec.findings
+                    .iter()
+                    .filter(|f| f.metric.as_deref() == Some(metric) && f.subject == s)
+                    .map(|f| f.status)
+                    .max()
+                    .map(class)
+                    .unwrap_or_default()
+            };
+            let m = |name: &str| rec.metric(name, &s);
+            let rate = m(RATE)
+                .and_then(|r| first_and_last_tenth(&r.samples))
+                .map(|(a, b)| format!("{} -> {}", fmt_num(a), fmt_num(b)))
+                .unwrap_or_else(|| "-".into());
+            let clock = m(CLOCK)
+                .map(|c| format!("{} / {}", fmt_num(c.min), fmt_num(c.median)))
+                .unwrap_or_else(|| "not read".into());
+            let power = match (m(POWER), m(POWER_LIMIT)) {
+                (Some(p), Some(l)) => format!(
+                    "{} / {}",
+                    fmt_num(crate::evidence::median(&p.samples[p.samples.len() / 2..])),
+                    fmt_num(l.median)
+                ),
+                (Some(p), None) => format!("{} / not read", fmt_num(p.median)),
+                _ => "not read".into(),
+            };
+            let hottest = m(TEMPERATURE)
+                .map(|t| fmt_num(t.max))
+                .unwrap_or_else(|| "not read".into());
+            let prefix = throttle_fact("");
+            let mut seen: Vec<String> = rec
+                .facts
+                .iter()
+                .filter(|f| f.subject == s && f.name.starts_with(&prefix))
+                .map(|f| format!("{} ({})", &f.name[prefix.len()..], f.value.describe()))
+                .collect();
+            if rec.fact(&unread_fact("throttle"), &s).is_some() {
+                seen.push("not read".into());
+            }
+            SustainedRowView {
+                gpu: s.describe(),
+                rate: Cell {
+                    text: rate,
+                    class: worst(RATE),
+                },
+                clock,
+                power: Cell {
+                    text: power,
+                    class: worst(POWER),
+                },
+                hottest: Cell {
+                    text: hottest,
+                    class: worst(TEMPERATURE),
+                },
+                throttle: Cell {
+                    text: if seen.is_empty() {
+                        "none".into()
+                    } else {
+                        seen.join(", ")
+                    },
+                    class: String::new(),
+                },
+            }
+        })
+        .collect()
 }
 
 /// A GPU's relation to each NIC; the cell of its nearest fabric NIC is marked when that is

@@ -974,7 +974,69 @@ pub struct ComputeCheck {
     /// After a figure misses its floor, measure again up to this many more times (0 to 5).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub remeasure: u32,
+    /// `[checks.compute.sustained]`: every GPU under GEMMs at once for a while, its clocks,
+    /// power, temperature and throttle reasons sampled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sustained: Option<SustainedLoad>,
 }
+
+/// Every GPU at once under back-to-back GEMMs (`precision`, the check's `size`) for `seconds`,
+/// each GPU's rate taken per window of `sample_ms` and NVML read as often: SM clock, power,
+/// temperature, throttle reasons. As DCGM's targeted stress (the rate held) and targeted power
+/// (the power reached) diagnostics: a GPU that throttles, cannot reach its power, overheats or
+/// loses rate under load is named.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct SustainedLoad {
+    #[serde(default = "default_sustained_seconds")]
+    pub seconds: f64,
+    #[serde(default = "default_sustained_precision")]
+    pub precision: GemmPrecision,
+    #[serde(default = "default_sample_ms")]
+    pub sample_ms: u32,
+    /// Throttle reasons that fail a GPU when any sample shows them (names as `[checks.health]
+    /// fail_throttle`). Default: the hardware slowdowns and thermal ones; a power cap is what a
+    /// GPU at full load is expected to reach, so it is not among them.
+    #[serde(default = "default_sustained_throttle")]
+    pub fail_throttle: Vec<String>,
+    /// The share of its power limit each GPU's median power must reach over the second half of
+    /// the run (DCGM's targeted power); unset: power is shown, not judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_power_fraction: Option<f64>,
+    /// How far, in percent, a GPU's rate over the last tenth of the run may fall below its rate
+    /// over the first tenth.
+    #[serde(default = "default_max_rate_drop_pct")]
+    pub max_rate_drop_pct: f64,
+    /// The hottest any sample of a GPU may read, °C; unset: not judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_temperature_c: Option<f64>,
+}
+
+fn default_sustained_seconds() -> f64 {
+    30.0
+}
+fn default_sustained_precision() -> GemmPrecision {
+    GemmPrecision::Bf16
+}
+fn default_sample_ms() -> u32 {
+    500
+}
+fn default_sustained_throttle() -> Vec<String> {
+    [
+        "hw_slowdown",
+        "hw_thermal_slowdown",
+        "hw_power_brake_slowdown",
+        "sw_thermal_slowdown",
+    ]
+    .map(String::from)
+    .to_vec()
+}
+fn default_max_rate_drop_pct() -> f64 {
+    10.0
+}
+
+/// The longest sustained load a suite may ask, seconds (an hour).
+pub const MAX_SUSTAINED_S: f64 = 3600.0;
 
 impl ComputeCheck {
     /// The suite's limit for one precision.
@@ -1449,6 +1511,66 @@ impl Suite {
             }
             p.iters("checks.compute.iterations", x.iterations);
             p.warmup("checks.compute.warmup", x.warmup);
+            if let Some(l) = &x.sustained {
+                if !(l.seconds.is_finite() && (1.0..=MAX_SUSTAINED_S).contains(&l.seconds)) {
+                    p.bad(
+                        "checks.compute.sustained.seconds",
+                        format!(
+                            "seconds must be 1 to {MAX_SUSTAINED_S}, got {}",
+                            crate::units::exact(l.seconds)
+                        ),
+                    );
+                }
+                if !(50..=60_000).contains(&l.sample_ms) {
+                    p.bad(
+                        "checks.compute.sustained.sample_ms",
+                        format!("sample_ms must be 50 to 60000, got {}", l.sample_ms),
+                    );
+                } else if l.seconds * 1000.0 / f64::from(l.sample_ms) > 100_000.0 {
+                    p.bad(
+                        "checks.compute.sustained.sample_ms",
+                        "more than 100000 samples: take fewer (a larger sample_ms)".into(),
+                    );
+                }
+                if let Some(f) = l.min_power_fraction {
+                    if !(f > 0.0 && f <= 1.0) {
+                        p.bad(
+                            "checks.compute.sustained.min_power_fraction",
+                            format!("min_power_fraction must be above 0 and at most 1, got {f}"),
+                        );
+                    }
+                }
+                if !(l.max_rate_drop_pct > 0.0 && l.max_rate_drop_pct < 100.0) {
+                    p.bad(
+                        "checks.compute.sustained.max_rate_drop_pct",
+                        format!(
+                            "max_rate_drop_pct must be between 0 and 100, got {}",
+                            l.max_rate_drop_pct
+                        ),
+                    );
+                }
+                if let Some(t) = l.max_temperature_c {
+                    if !(t.is_finite() && t > 0.0 && t < 200.0) {
+                        p.bad(
+                            "checks.compute.sustained.max_temperature_c",
+                            format!("max_temperature_c must be between 0 and 200, got {t}"),
+                        );
+                    }
+                }
+                if let Some(bad) = l
+                    .fail_throttle
+                    .iter()
+                    .find(|r| !THROTTLE_REASONS.contains(&r.as_str()))
+                {
+                    p.bad(
+                        "checks.compute.sustained.fail_throttle",
+                        format!(
+                            "unknown throttle reason '{bad}' (known: {})",
+                            THROTTLE_REASONS.join(", ")
+                        ),
+                    );
+                }
+            }
             p.pct("checks.compute.outlier_pct", x.outlier_pct);
             p.remeasure("checks.compute.remeasure", x.remeasure);
         }

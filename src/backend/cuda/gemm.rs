@@ -11,7 +11,7 @@
 //!   so the check says "not available here" rather than judging anything.
 
 use super::copies::{run_samples, Group, Lane};
-use super::driver::{ck, DevBuf, Gpu};
+use super::driver::{ck, elapsed_ms, record, DevBuf, Gpu};
 use super::train::{bk, Blas};
 use super::Cuda;
 use crate::backend::{gemm_data, GemmSample};
@@ -52,55 +52,51 @@ fn operand_bytes(p: GemmPrecision, m: &[i8]) -> Vec<u8> {
     }
 }
 
-impl Cuda {
-    /// `iters` samples of GEMMs of side `n` in `p` on GPU `gpu`, after `warmup`, product checked.
-    pub fn gemm(
-        &self,
-        gpu: usize,
-        p: GemmPrecision,
-        n: u64,
-        warmup: u32,
-        iters: u32,
-    ) -> Result<GemmSample, HwError> {
-        // A GPU that cannot be found is a failure to measure, not a precision it lacks.
-        let g = self.gpu(gpu).map_err(|e| match e {
-            HwError::NotSupported(detail) => HwError::Call {
-                call: "GPU lookup".into(),
-                detail,
-            },
-            e => e,
-        })?;
-        let cc = ck(
-            "cuDeviceGetAttribute(COMPUTE_CAPABILITY)",
-            g.ctx.compute_capability(),
-        )?;
-        let need = p.min_compute_capability();
-        if cc < need {
-            return Err(HwError::NotSupported(format!(
-                "{p} GEMMs need compute capability {}.{} or newer; {} is {}.{}",
-                need.0,
-                need.1,
-                g.label(),
-                cc.0,
-                cc.1
-            )));
-        }
-        if p == GemmPrecision::Fp8 {
-            return Err(HwError::NotSupported(
-                "fp8 GEMMs run only through cuBLASLt, which nodecert does not drive yet".into(),
-            ));
-        }
-        self.gemm_on(g, p, n, warmup, iters)
-    }
+/// One GPU ready to multiply: operands on the host (for the check) and on the GPU, the product
+/// buffer, a cuBLAS handle on the GPU's first stream.
+struct Prepared {
+    seed: u64,
+    side: usize,
+    a: Vec<i8>,
+    b: Vec<i8>,
+    // Dropped after the handle (fields drop in order): the GEMMs are synchronised first.
+    blas: Blas,
+    da: DevBuf,
+    db: DevBuf,
+    dc: DevBuf,
+    dim: i32,
+    elem: bsys::cudaDataType,
+    compute: bsys::cublasComputeType_t,
+    call: String,
+}
 
-    fn gemm_on(
-        &self,
-        g: &Gpu,
-        p: GemmPrecision,
-        n: u64,
-        warmup: u32,
-        iters: u32,
-    ) -> Result<GemmSample, HwError> {
+/// Whether `g` can run `p` GEMMs here: NotSupported with why when not.
+fn supported(g: &Gpu, p: GemmPrecision) -> Result<(), HwError> {
+    let cc = ck(
+        "cuDeviceGetAttribute(COMPUTE_CAPABILITY)",
+        g.ctx.compute_capability(),
+    )?;
+    let need = p.min_compute_capability();
+    if cc < need {
+        return Err(HwError::NotSupported(format!(
+            "{p} GEMMs need compute capability {}.{} or newer; {} is {}.{}",
+            need.0,
+            need.1,
+            g.label(),
+            cc.0,
+            cc.1
+        )));
+    }
+    if p == GemmPrecision::Fp8 {
+        return Err(HwError::NotSupported(
+            "fp8 GEMMs run only through cuBLASLt, which nodecert does not drive yet".into(),
+        ));
+    }
+    Ok(())
+}
+
+impl Prepared {
+    fn new(g: &Gpu, p: GemmPrecision, n: u64) -> Result<Prepared, HwError> {
         let side = usize::try_from(n).map_err(|_| HwError::Call {
             call: "GEMM".into(),
             detail: format!("side {n} does not fit this machine's addresses"),
@@ -121,7 +117,6 @@ impl Cuda {
         let dc = DevBuf::new(g, side * side * 4)?;
         // NaN everywhere: an element no GEMM wrote is wrong.
         dc.memset(0xff)?;
-
         let (math, elem, compute) = match p {
             GemmPrecision::Bf16 => (
                 Math::Bf16,
@@ -139,61 +134,112 @@ impl Cuda {
                 bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
             ),
         };
-        let stream = &g.streams[0];
-        let handle = Blas::new(g, stream, math)?;
-        let h = handle.raw();
-        let (pa, pb, pc) = (da.ptr, db.ptr, dc.ptr);
-        let call = format!("cublasGemmEx({p}, {n}x{n}x{n}) on {}", g.label());
+        let blas = Blas::new(g, &g.streams[0], math)?;
+        Ok(Prepared {
+            seed,
+            side,
+            a,
+            b,
+            blas,
+            da,
+            db,
+            dc,
+            dim,
+            elem,
+            compute,
+            call: format!("cublasGemmEx({p}, {n}x{n}x{n}) on {}", g.label()),
+        })
+    }
+
+    /// A closure that queues one GEMM on the GPU's first stream (for the copies' sampler).
+    fn enqueuer(&self) -> impl FnMut() -> Result<(), HwError> + 'static {
+        let (h, pa, pb, pc) = (self.blas.raw(), self.da.ptr, self.db.ptr, self.dc.ptr);
+        let (dim, elem, compute, call) = (self.dim, self.elem, self.compute, self.call.clone());
+        move || {
+            // With CUBLAS_COMPUTE_32F(_FAST_TF32), alpha and beta are fp32.
+            let (alpha, beta) = (1.0f32, 0.0f32);
+            // SAFETY: A and B hold n² elements of `elem`, C n² fp32; the handle is bound to
+            // this GPU's stream, and the buffers and handle outlive every queued GEMM (the
+            // stream is synchronised before they drop).
+            bk(&call, unsafe {
+                blas::gemm_ex(
+                    h,
+                    bsys::cublasOperation_t::CUBLAS_OP_N,
+                    bsys::cublasOperation_t::CUBLAS_OP_N,
+                    dim,
+                    dim,
+                    dim,
+                    &alpha as *const f32 as *const c_void,
+                    pa as *const c_void,
+                    elem,
+                    dim,
+                    pb as *const c_void,
+                    elem,
+                    dim,
+                    &beta as *const f32 as *const c_void,
+                    pc as *mut c_void,
+                    bsys::cudaDataType::CUDA_R_32F,
+                    dim,
+                    compute,
+                    bsys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
+                )
+            })
+        }
+    }
+
+    /// Read the product back (after the stream is synchronised) and check it.
+    fn check(&self) -> Result<gemm_data::ProductCheck, HwError> {
+        let mut raw = vec![0u8; self.side * self.side * 4];
+        self.dc.read(0, &mut raw)?;
+        let c: Vec<f32> = raw
+            .chunks_exact(4)
+            .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
+            .collect();
+        drop(raw);
+        Ok(gemm_data::check_product(
+            self.side, &self.a, &self.b, &c, self.seed,
+        ))
+    }
+}
+
+impl Cuda {
+    /// A GPU by index; one that cannot be found is a failure to measure, not a precision it
+    /// lacks.
+    fn gemm_gpu(&self, gpu: usize) -> Result<&Gpu, HwError> {
+        self.gpu(gpu).map_err(|e| match e {
+            HwError::NotSupported(detail) => HwError::Call {
+                call: "GPU lookup".into(),
+                detail,
+            },
+            e => e,
+        })
+    }
+
+    /// `iters` samples of GEMMs of side `n` in `p` on GPU `gpu`, after `warmup`, product checked.
+    pub fn gemm(
+        &self,
+        gpu: usize,
+        p: GemmPrecision,
+        n: u64,
+        warmup: u32,
+        iters: u32,
+    ) -> Result<GemmSample, HwError> {
+        let g = self.gemm_gpu(gpu)?;
+        supported(g, p)?;
+        let prep = Prepared::new(g, p, n)?;
         let k = gemms_per_sample(n);
         let (times, timing) = {
-            let call = call.clone();
             let lane = Lane {
                 gpu: g,
-                stream,
-                enqueue: Box::new(move || {
-                    // With CUBLAS_COMPUTE_32F(_FAST_TF32), alpha and beta are fp32.
-                    let (alpha, beta) = (1.0f32, 0.0f32);
-                    // SAFETY: A and B hold n² elements of `elem`, C n² fp32; the handle is
-                    // bound to this GPU's stream and outlives the samples.
-                    bk(&call, unsafe {
-                        blas::gemm_ex(
-                            h,
-                            bsys::cublasOperation_t::CUBLAS_OP_N,
-                            bsys::cublasOperation_t::CUBLAS_OP_N,
-                            dim,
-                            dim,
-                            dim,
-                            &alpha as *const f32 as *const c_void,
-                            pa as *const c_void,
-                            elem,
-                            dim,
-                            pb as *const c_void,
-                            elem,
-                            dim,
-                            &beta as *const f32 as *const c_void,
-                            pc as *mut c_void,
-                            bsys::cudaDataType::CUDA_R_32F,
-                            dim,
-                            compute,
-                            bsys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
-                        )
-                    })
-                }),
+                stream: &g.streams[0],
+                enqueue: Box::new(prep.enqueuer()),
             };
             let mut groups = vec![Group::new(vec![lane])?];
             let r = run_samples(&mut groups, k, warmup, iters, self.gating());
             g.sync_streams()?;
             r?
         };
-        drop(handle);
-        let mut raw = vec![0u8; side * side * 4];
-        dc.read(0, &mut raw)?;
-        let c: Vec<f32> = raw
-            .chunks_exact(4)
-            .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
-            .collect();
-        drop(raw);
-        let check = gemm_data::check_product(side, &a, &b, &c, seed);
+        let check = prep.check()?;
         Ok(GemmSample {
             tflops: tflops(n, k, &times[0])?,
             elements_checked: check.checked,
@@ -201,6 +247,79 @@ impl Cuda {
             timing: Some(timing),
         })
     }
+
+    /// Every GPU at once under back-to-back GEMMs of side `n` in `p` until `seconds` have
+    /// passed: per GPU, the rate of each window of about `window_ms` (CUDA events around the
+    /// GEMMs a window queues), and the last product's check.
+    pub fn sustained_gemm(
+        &self,
+        p: GemmPrecision,
+        n: u64,
+        seconds: f64,
+        window_ms: u32,
+    ) -> Result<Vec<(Vec<f64>, gemm_data::ProductCheck)>, HwError> {
+        let gpus = self.all()?;
+        for g in &gpus {
+            supported(g, p)?;
+        }
+        let preps: Vec<Prepared> = gpus
+            .iter()
+            .map(|g| Prepared::new(g, p, n))
+            .collect::<Result<_, _>>()?;
+        let mut queue: Vec<_> = preps.iter().map(|x| x.enqueuer()).collect();
+        let events: Vec<(cudarc::driver::CudaEvent, cudarc::driver::CudaEvent)> = gpus
+            .iter()
+            .map(|g| Ok((g.event()?, g.event()?)))
+            .collect::<Result<_, HwError>>()?;
+        let _sync = super::driver::SyncOnDrop(gpus.clone());
+        // GEMMs a window: from one GEMM timed on each GPU (the first, also a warm-up).
+        let mut per_window = Vec::new();
+        for ((g, q), (s, e)) in gpus.iter().zip(queue.iter_mut()).zip(&events) {
+            g.bind()?;
+            record(s, &g.streams[0])?;
+            q()?;
+            record(e, &g.streams[0])?;
+            let t = elapsed_ms(s, e)?.max(1e-3);
+            per_window.push(((f64::from(window_ms) / t) as u32).clamp(1, 10_000));
+        }
+        let flops = 2.0 * (n as f64).powi(3);
+        let mut rates = vec![Vec::new(); gpus.len()];
+        let start = std::time::Instant::now();
+        while start.elapsed().as_secs_f64() < seconds {
+            for (((g, q), (s, e)), k) in gpus
+                .iter()
+                .zip(queue.iter_mut())
+                .zip(&events)
+                .zip(&per_window)
+            {
+                g.bind()?;
+                record(s, &g.streams[0])?;
+                for _ in 0..*k {
+                    q()?;
+                }
+                record(e, &g.streams[0])?;
+            }
+            for (i, (s, e)) in events.iter().enumerate() {
+                let secs = elapsed_ms(s, e)? / 1e3;
+                let t = tflops_of(flops * f64::from(per_window[i]), secs, &preps[i].call)?;
+                rates[i].push(t);
+            }
+        }
+        for g in &gpus {
+            g.sync_streams()?;
+        }
+        let mut out = Vec::new();
+        for (r, prep) in rates.into_iter().zip(&preps) {
+            out.push((r, prep.check()?));
+        }
+        Ok(out)
+    }
+}
+
+/// TFLOP/s of `flops` in `secs`; an error for a window timed at no time.
+fn tflops_of(flops: f64, secs: f64, what: &str) -> Result<f64, HwError> {
+    crate::checks::positive_times(what, "s", &[secs])?;
+    Ok(flops / secs / 1e12)
 }
 
 #[cfg(test)]

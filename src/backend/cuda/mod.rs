@@ -705,6 +705,33 @@ impl CudaMeasurements {
         })
     }
 
+    /// Every GPU at once under GEMMs for `seconds` ([`gemm`]): per GPU, the rate of each window
+    /// of about `window_ms`, and the last product's check. Its deadline: the load, two minutes
+    /// (opening, operands, cuBLAS) and every GPU's product checked at 10^8 elements a second.
+    pub fn sustained_gemm(
+        &mut self,
+        precision: crate::suite::GemmPrecision,
+        n: u64,
+        seconds: f64,
+        window_ms: u32,
+    ) -> Result<Vec<(Vec<f64>, crate::backend::gemm_data::ProductCheck)>, HwError> {
+        self.worker()?;
+        if !(self.opts.cublas_loadable)() {
+            return Err(libs::missing(Lib::Cublas));
+        }
+        (self.opts.toolkit_check)(Lib::Cublas)?;
+        let gpus = self.opts.bus_ids.len().max(1) as f64;
+        let side = n as f64;
+        let limit = secs_saturating(
+            seconds + 120.0 + gpus * (12.0 * side * side / 0.25e9 + 20.0 * side * side / 1e8),
+        );
+        let what =
+            format!("sustained {precision} GEMMs of {n}x{n}x{n} on every GPU for {seconds} s");
+        self.run(what, limit, move |c| {
+            c.sustained_gemm(precision, n, seconds, window_ms)
+        })
+    }
+
     /// The reference training run: the golden configuration on GPU 0 (inputs checked against
     /// the CPU first), the data-parallel run on every GPU, and with several GPUs the one-GPU
     /// baseline. Each is one measurement with its own deadline.

@@ -605,6 +605,82 @@ impl Backend for RealBackend {
     ) -> Result<crate::backend::GemmSample, HwError> {
         self.cuda.gemm(gpu, precision, n, warmup, iters)
     }
+    fn sustained_gemm(
+        &mut self,
+        precision: crate::suite::GemmPrecision,
+        n: u64,
+        seconds: f64,
+        sample_ms: u32,
+    ) -> Result<Vec<crate::backend::SustainedRun>, HwError> {
+        use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let devices = &self.devices;
+        let cuda = &mut self.cuda;
+        let limits: Vec<Option<f64>> = devices
+            .iter()
+            .map(|d| {
+                d.enforced_power_limit()
+                    .ok()
+                    .map(|mw| f64::from(mw) / 1000.0)
+            })
+            .collect();
+        let stop = AtomicBool::new(false);
+        let period = std::time::Duration::from_millis(u64::from(sample_ms));
+        std::thread::scope(|s| {
+            let sampler = s.spawn(|| {
+                let start = std::time::Instant::now();
+                let mut out: Vec<Vec<crate::backend::LoadSample>> = vec![Vec::new(); devices.len()];
+                while !stop.load(Ordering::Relaxed) {
+                    let t_s = start.elapsed().as_secs_f64();
+                    for (d, o) in devices.iter().zip(out.iter_mut()) {
+                        o.push(crate::backend::LoadSample {
+                            t_s,
+                            sm_clock_mhz: d.clock_info(Clock::SM).ok(),
+                            power_w: d.power_usage().ok().map(|mw| f64::from(mw) / 1000.0),
+                            temperature_c: d
+                                .temperature(TemperatureSensor::Gpu)
+                                .ok()
+                                .map(f64::from),
+                            throttle: d.current_throttle_reasons().ok().map(nvml::throttle_names),
+                        });
+                    }
+                    // Sleep in short steps, so that the end of the load ends the sampling.
+                    let next = start + period.mul_f64((t_s / period.as_secs_f64()).floor() + 1.0);
+                    while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < next {
+                        std::thread::sleep(std::time::Duration::from_millis(10));
+                    }
+                }
+                out
+            });
+            let runs = cuda.sustained_gemm(precision, n, seconds, sample_ms);
+            stop.store(true, Ordering::Relaxed);
+            let samples = sampler.join().map_err(|_| HwError::Call {
+                call: "reading the GPUs under load".into(),
+                detail: "the NVML sampling thread panicked".into(),
+            })?;
+            let runs = runs?;
+            if runs.len() != samples.len() {
+                return Err(HwError::Call {
+                    call: "sustained GEMMs".into(),
+                    detail: format!("{} GPUs loaded, {} read by NVML", runs.len(), samples.len()),
+                });
+            }
+            Ok(runs
+                .into_iter()
+                .zip(samples)
+                .zip(limits)
+                .map(
+                    |(((tflops, check), samples), power_limit_w)| crate::backend::SustainedRun {
+                        tflops,
+                        samples,
+                        power_limit_w,
+                        elements_checked: check.checked,
+                        wrong_elements: check.wrong,
+                    },
+                )
+                .collect())
+        })
+    }
     fn training(&mut self, cfg: &TrainingCheck) -> Result<TrainingRun, HwError> {
         self.cuda.training(cfg)
     }

@@ -420,3 +420,188 @@ fn samples_count_every_gpu_and_precision() {
     assert_eq!(c.remeasure(), 0);
     assert_eq!(Compute(cfg("remeasure = 2")).remeasure(), 2);
 }
+
+const LOAD: &str = "precisions = [\"bf16\"]\noutlier_pct = 10.0\n\
+    [sustained]\nseconds = 30.0\nsample_ms = 500\nmin_power_fraction = 0.9\nmax_temperature_c = 85.0";
+
+fn gpu_findings(f: &[Finding], g: usize) -> Vec<&Finding> {
+    f.iter()
+        .filter(|x| x.status != Status::Pass && x.subject == Subject::gpu(g))
+        .collect()
+}
+
+#[test]
+fn a_healthy_node_holds_its_rate_power_and_temperature_under_load() {
+    let (m, f) = run("h200-sxm-8", &[], LOAD);
+    assert!(not_passing(&f).is_empty(), "{:#?}", not_passing(&f));
+    let rate = m
+        .metrics
+        .iter()
+        .find(|x| x.name == sustained::RATE && x.subject == Subject::gpu(3))
+        .unwrap();
+    assert_eq!(rate.samples.len(), 60);
+    // At its power cap, as a GPU at full load is: seen, not failed.
+    assert!(m
+        .facts
+        .iter()
+        .any(|x| x.name == sustained::throttle_fact("sw_power_cap")));
+    // Per GPU: rate held, no failing throttle, power reached, temperature within.
+    let passes = f
+        .iter()
+        .filter(|x| x.subject == Subject::gpu(3) && x.status == Status::Pass)
+        .count();
+    assert_eq!(passes, 4, "{f:#?}");
+    assert!(f.iter().any(|x| x
+        .reason
+        .starts_with("GPU 3: sustained bf16 GEMMs held over 30 s (7")));
+    assert!(f
+        .iter()
+        .any(|x| x.reason.starts_with("GPU 3: reached 6")
+            && x.reason.ends_with("W under load (97%)")));
+}
+
+#[test]
+fn a_gpu_that_overheats_under_load_is_named_for_each_thing_it_does_wrong() {
+    let (_, f) = run("h200-sxm-8", &["thermal-throttle:gpu=2"], LOAD);
+    let bad = gpu_findings(&f, 2);
+    let reasons: Vec<&str> = bad.iter().map(|x| x.reason.as_str()).collect();
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.starts_with("GPU 2: sustained bf16 GEMMs fell 30% over 30 s")),
+        "{reasons:#?}"
+    );
+    assert!(
+        reasons.contains(&"GPU 2: throttled under load: hw_thermal_slowdown in 36 of 60 samples"),
+        "{reasons:#?}"
+    );
+    assert!(
+        reasons
+            .iter()
+            .any(|r| r.starts_with("GPU 2: reached 9") && r.ends_with("under load, above 85 °C")),
+        "{reasons:#?}"
+    );
+    assert!(bad.iter().all(|x| x.status == Status::Fail));
+    // Its peers are healthy.
+    for g in [0, 1, 3, 4, 5, 6, 7] {
+        assert!(gpu_findings(&f, g).is_empty(), "GPU {g}");
+    }
+}
+
+#[test]
+fn a_gpu_that_cannot_reach_its_power_is_failed_by_the_power_rule_and_its_peers() {
+    let (_, f) = run("h200-sxm-8", &["power-limited:gpu=4"], LOAD);
+    let bad = gpu_findings(&f, 4);
+    let reasons: Vec<&str> = bad.iter().map(|x| x.reason.as_str()).collect();
+    assert!(
+        reasons.iter().any(|r| r.starts_with("GPU 4: drew 4")
+            && r.ends_with("of 700 W under load (60%), below 90% of its power limit")),
+        "{reasons:#?}"
+    );
+    // Its rate is steady (no drop) but a third below its peers': the outlier rule.
+    assert!(
+        reasons.iter().any(|r| r.contains("the node median")),
+        "{reasons:#?}"
+    );
+    assert!(!reasons.iter().any(|r| r.contains("fell")), "{reasons:#?}");
+    // Without a power rule, power is shown, not judged.
+    let (_, f) = run(
+        "h200-sxm-8",
+        &["power-limited:gpu=4"],
+        "precisions = [\"bf16\"]\n[sustained]\nseconds = 10.0",
+    );
+    assert!(not_passing(&f).is_empty(), "{:#?}", not_passing(&f));
+}
+
+#[test]
+fn wrong_products_under_load_fail_the_gpu() {
+    let (m, f) = run("h200-sxm-8", &["compute-corrupt:gpu=1"], LOAD);
+    assert!(m.wrong_data());
+    assert!(gpu_findings(&f, 1).iter().any(|x| x.reason
+        == "GPU 1: sustained bf16 GEMMs: 8192 of 67108864 elements of the product wrong"));
+}
+
+#[test]
+fn a_backend_that_cannot_hold_the_load_says_so_and_unread_readings_are_not_healthy() {
+    let c = cfg(LOAD);
+    let l = c.sustained.clone().unwrap();
+    let mut m = Measured::default();
+    m.facts.push(Fact::new(
+        sustained::UNAVAILABLE,
+        Subject::node(),
+        FactValue::Text("no cuBLAS here".into()),
+    ));
+    let f = evaluate_sustained(&l, None, 2, &m);
+    assert_eq!(f.len(), 1);
+    assert_eq!(
+        (f[0].status, f[0].info, f[0].reason.as_str()),
+        (
+            Status::Skip,
+            false,
+            "not available here: sustained bf16 GEMMs: no cuBLAS here"
+        )
+    );
+    // NVML gave no power and no throttle reasons: said, never taken for healthy.
+    let sample = |t| crate::backend::LoadSample {
+        t_s: t,
+        sm_clock_mhz: Some(1980),
+        power_w: None,
+        temperature_c: Some(60.0),
+        throttle: None,
+    };
+    let run = crate::backend::SustainedRun {
+        tflops: vec![790.0; 10],
+        samples: (0..10).map(|i| sample(i as f64)).collect(),
+        power_limit_w: None,
+        elements_checked: 64,
+        wrong_elements: 0,
+    };
+    let mut m = Measured::default();
+    record_sustained(&mut m, 0, run);
+    let f = evaluate_sustained(&l, None, 1, &m);
+    let skips: Vec<&str> = f
+        .iter()
+        .filter(|x| x.status == Status::Skip)
+        .map(|x| x.reason.as_str())
+        .collect();
+    assert_eq!(
+        skips,
+        [
+            "not available here: throttle reasons of GPU 0 under load",
+            "not available here: power and its limit of GPU 0 under load"
+        ]
+    );
+    assert!(f.iter().all(|x| x.status != Status::Fail));
+}
+
+#[test]
+fn the_first_and_last_tenth_of_a_run() {
+    assert_eq!(first_and_last_tenth(&[]), None);
+    assert_eq!(first_and_last_tenth(&[5.0]), Some((5.0, 5.0)));
+    let v: Vec<f64> = (1..=20).map(f64::from).collect();
+    assert_eq!(first_and_last_tenth(&v), Some((1.5, 19.5)));
+    assert_eq!(first_and_last_tenth(&[1.0, 2.0, 3.0]), Some((1.0, 3.0)));
+}
+
+#[test]
+fn a_sustained_load_counts_its_readings_against_the_evidence_limit() {
+    let c = Compute(cfg(
+        "iterations = 10\nprecisions = [\"bf16\"]\n[sustained]\nseconds = 60.0\nsample_ms = 100",
+    ));
+    // 8 x 10 burst samples, 8 GPUs x (4 readings x 600 windows and the power limit).
+    assert_eq!(
+        c.samples(8),
+        (
+            80 + 8 * (4 * 600 + 1),
+            "checks.compute.sustained.sample_ms".into()
+        )
+    );
+    // Fewer readings than burst samples: the burst's key is the one to lower.
+    let c = Compute(cfg(
+        "iterations = 1000\nprecisions = [\"bf16\"]\n[sustained]\nseconds = 1.0\nsample_ms = 1000",
+    ));
+    assert_eq!(
+        c.samples(8),
+        (8000 + 8 * 5, "checks.compute.iterations".into())
+    );
+}
