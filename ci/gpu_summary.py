@@ -164,6 +164,29 @@ def median(ev, name, gpu=0):
     return None
 
 
+# Issue 17: the compute check under sustained load, GPU 0 (the goals table holds the burst rates).
+compute = next((c for c in suite.get("checks", []) if c.get("id") == "compute"), None)
+if compute is not None:
+    def series(name):
+        for m in compute.get("metrics", []):
+            if m.get("name") == name and (m.get("subject") or {}).get("gpu") == 0:
+                return m.get("samples") or []
+        return []
+    rate = series("sustained_tflops")
+    if rate:
+        k = max(1, len(rate) // 10)
+        first, last = sum(rate[:k]) / k, sum(rate[-k:]) / k
+        clock, power, temp = series("sustained_sm_clock"), series("sustained_power"), series("sustained_temperature")
+        seen = [f"{f.get('name', '')[len('sustained_throttle_'):]} ({(f.get('value') or {}).get('count', f.get('value'))})"
+                for f in compute.get("facts", []) if f.get("name", "").startswith("sustained_throttle_")]
+        print(f"--- sustained load, GPU 0: {len(rate)} windows, {first:.1f} -> {last:.1f} TFLOP/s; "
+              f"SM clock {f'{min(clock):.0f}..{max(clock):.0f}' if clock else 'not read'} MHz; "
+              f"power {f'{max(power):.0f}' if power else 'not read'} W at most; "
+              f"{f'{max(temp):.1f}' if temp else 'not read'} C at most; "
+              f"throttle reasons seen: {', '.join(seen) or 'none'}")
+    else:
+        print("--- sustained load: no figures (see the compute check above)")
+
 # Issue 5: the training run of PyTorch's anchor configuration.
 print("--- training step of the anchor MLP (issue 5)")
 train = next((c for c in train_ev.get("checks", []) if c.get("id") == "training"), None)
