@@ -80,8 +80,9 @@ fn small_gemms_fall_below_the_plateau() {
     let (m8, _) = run("h200-sxm-8", &[], "size = 8192\nprecisions = [\"bf16\"]");
     let (m1, _) = run("h200-sxm-8", &[], "size = 1024\nprecisions = [\"bf16\"]");
     let (a, b) = (m8.metrics[0].median, m1.metrics[0].median);
-    // 1024³ in bf16 takes ~2.7 us of arithmetic beside 8 us of fixed cost.
-    assert!(b < 0.35 * a, "{b} vs {a}");
+    // 1024³ in bf16 takes ~2.7 us of arithmetic (2·1024³ flops) beside 8 us of fixed cost:
+    // about a quarter of the plateau's rate, never nothing.
+    assert!((0.2..0.3).contains(&(b / a)), "{b} vs {a}");
 }
 
 #[test]
