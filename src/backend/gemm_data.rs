@@ -320,6 +320,9 @@ mod tests {
         }
     }
 
+    // The probes' alternating sign is arbitrary: cargo-mutants' variants of it (all positive,
+    // all negative, flipped) are equivalent, since negating any coordinates of x leaves it
+    // nonzero, within 2^20, as likely to expose a given error, and C·x = A·(B·x) unchanged.
     #[test]
     fn probes_differ_between_seeds_and_between_the_two_vectors() {
         let n = 64;
