@@ -303,7 +303,7 @@ mod tests {
         // error of column j. Edges: seeds and places where the hash is 0, 1 and 2^20 - 1 modulo
         // 2^20 (found by search), then a sweep.
         for (seed, k, j) in [(1_527_296, 1, 17), (9_740_544, 0, 14), (13_534_464, 0, 6)] {
-            let x = probe(seed, k, j + 1)[j as usize];
+            let x = probe(seed, k, j + 1)[j];
             assert!(
                 x != 0 && x.abs() <= 1 << 20,
                 "seed {seed}, vector {k}, {j}: {x}"
