@@ -242,6 +242,149 @@ mod tests {
     }
 
     #[test]
+    fn operands_differ_between_seeds_rows_and_columns() {
+        // A measurement's seed picks its operands: no two seeds may give the same matrix, and
+        // no two rows or columns of one may repeat (for both A and B).
+        let n = 64;
+        for m in 0..2 {
+            let all: Vec<Vec<i8>> = (0..16).map(|seed| matrix(seed, m, n)).collect();
+            for (s, x) in all.iter().enumerate() {
+                assert!(
+                    all[..s].iter().all(|y| y != x),
+                    "matrix {m}: seed {s} repeats"
+                );
+                let rows: Vec<Vec<i8>> = (0..n)
+                    .map(|i| (0..n).map(|j| x[i + j * n]).collect())
+                    .collect();
+                let cols: Vec<&[i8]> = x.chunks(n).collect();
+                for i in 0..n {
+                    assert!(
+                        rows[..i].iter().all(|r| *r != rows[i]),
+                        "matrix {m} seed {s}: row {i} repeats"
+                    );
+                    assert!(
+                        cols[..i].iter().all(|c| *c != cols[i]),
+                        "matrix {m} seed {s}: column {i} repeats"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn neighbouring_operand_elements_are_independent() {
+        // Each element is its own draw: neighbours along a row or a column agree about as
+        // often as two independent draws of five values (1 in 5), in A and in B.
+        let n = 128;
+        for m in 0..2 {
+            let x = matrix(5, m, n);
+            let same_in_row = (0..n)
+                .flat_map(|i| (1..n).map(move |j| (i, j)))
+                .filter(|&(i, j)| x[i + j * n] == x[i + (j - 1) * n])
+                .count() as f64
+                / (n * (n - 1)) as f64;
+            let same_in_col = (1..n)
+                .flat_map(|i| (0..n).map(move |j| (i, j)))
+                .filter(|&(i, j)| x[i + j * n] == x[i - 1 + j * n])
+                .count() as f64
+                / (n * (n - 1)) as f64;
+            for share in [same_in_row, same_in_col] {
+                assert!(
+                    (0.17..0.23).contains(&share),
+                    "matrix {m}: {same_in_row} {same_in_col}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn probes_are_never_zero_and_stay_within_2_pow_20() {
+        // The check's sums fit i64 only for |x| <= 2^20, and an element x_j = 0 would hide every
+        // error of column j. Edges: seeds and places where the hash is 0, 1 and 2^20 - 1 modulo
+        // 2^20 (found by search), then a sweep.
+        for (seed, k, j) in [(1_527_296, 1, 17), (9_740_544, 0, 14), (13_534_464, 0, 6)] {
+            let x = probe(seed, k, j + 1)[j];
+            assert!(
+                x != 0 && x.abs() <= 1 << 20,
+                "seed {seed}, vector {k}, {j}: {x}"
+            );
+        }
+        for seed in 0..64 {
+            for k in 0..2 {
+                let x = probe(seed << 20, k, 4096);
+                assert!(
+                    x.iter().all(|v| *v != 0 && v.abs() <= 1 << 20),
+                    "seed {seed}"
+                );
+            }
+        }
+    }
+
+    // The probes' alternating sign is arbitrary: cargo-mutants' variants of it (all positive,
+    // all negative, flipped) are equivalent, since negating any coordinates of x leaves it
+    // nonzero, within 2^20, as likely to expose a given error, and C·x = A·(B·x) unchanged.
+    #[test]
+    fn probes_differ_between_seeds_and_between_the_two_vectors() {
+        let n = 64;
+        let all: Vec<Vec<i64>> = (0..16)
+            .flat_map(|seed| (0..2).map(move |k| probe(seed, k, n)))
+            .collect();
+        for (i, x) in all.iter().enumerate() {
+            assert!(all[..i].iter().all(|y| y != x), "probe {i} repeats");
+        }
+    }
+
+    #[test]
+    fn errors_that_cancel_for_one_probe_are_found_by_the_other() {
+        // Two wrong elements of one row whose errors cancel exactly for the first vector
+        // (e_j x_j + e_l x_l = 0): the second one still sees the row is wrong.
+        let n = 24;
+        let seed = 3;
+        let (a, b, good) = operands(n);
+        let x = probe(seed, 0, n);
+        let (i, j, l) = (5, 2, 9);
+        let mut c = good.clone();
+        c[i + j * n] += x[l] as f32;
+        c[i + l * n] -= x[j] as f32;
+        assert_eq!(
+            mul_vec(n, |t| exact(c[t]).unwrap(), &x),
+            mul_vec(n, |t| exact(good[t]).unwrap(), &x)
+        );
+        assert_eq!(check_product(n, &a, &b, &c, seed).wrong, 2);
+    }
+
+    #[test]
+    fn a_non_number_where_the_right_element_is_zero_is_wrong() {
+        // Freivalds' sums read a NaN, an infinity or a fraction as 0, which agrees where the right
+        // element is 0: such a value must still mark its own row (i), not another one.
+        let n = 40;
+        let (a, b, good) = operands(n);
+        let at = (0..n * n)
+            .find(|&t| good[t] == 0.0 && t % n != t / n)
+            .expect("a zero off the diagonal");
+        for v in [f32::NAN, f32::INFINITY, 0.5] {
+            let mut c = good.clone();
+            c[at] = v;
+            assert_eq!(check_product(n, &a, &b, &c, 3).wrong, 1, "{v} at {at}");
+        }
+    }
+
+    #[test]
+    fn operands_of_the_wrong_size_make_the_product_all_wrong() {
+        let n = 8;
+        let (a, b, c) = operands(n);
+        let all = ProductCheck {
+            checked: (n * n) as u64,
+            wrong: (n * n) as u64,
+        };
+        assert_eq!(check_product(n, &a[1..], &b, &c, 3), all);
+        assert_eq!(check_product(n, &a, &b[1..], &c, 3), all);
+        let mut long = a.clone();
+        long.push(1);
+        assert_eq!(check_product(n, &long, &b, &c, 3), all);
+    }
+
+    #[test]
     fn a_product_of_the_wrong_size_is_all_wrong() {
         let n = 8;
         let (a, b, c) = operands(n);

@@ -211,6 +211,20 @@ mod tests {
     }
 
     #[test]
+    fn a_short_scalar_key_with_a_comment_of_any_length_is_read() {
+        // The rewritten section is padded again to the cipher's block, which ssh-key checks:
+        // a comment of each length modulo 8 leaves a different padding.
+        let mut key = key_with_scalar(EcdsaCurve::NistP256, 1, true);
+        for comment in ["", "a", "ab", "abc", "ops@", "ops@n", "ops@no", "ops@nod"] {
+            key.set_comment(comment);
+            let fixed = pad_short_scalar(&as_openssh_writes(&key)).expect("padded");
+            let read = PrivateKey::from_bytes(&fixed).expect(comment);
+            assert_eq!(read, key);
+            assert_eq!(read.comment(), comment);
+        }
+    }
+
+    #[test]
     fn keys_of_full_size_and_other_types_are_left_alone() {
         let mut rng = ssh_key::rand_core::OsRng;
         // A scalar of full length (33 bytes as an mpint), and one whose leading zero byte is
@@ -246,6 +260,17 @@ mod tests {
         assert_eq!(bad[last], 1);
         bad[last] = 0x55;
         assert_eq!(pad_short_scalar(&bad), None);
+        // A key that names a cipher or a kdf is not plain text, whatever its section looks like.
+        for (cipher, kdf) in [(&b"aes256-ctr"[..], &b"none"[..]), (b"none", b"bcrypt")] {
+            let mut r = Cursor(&short);
+            r.take(MAGIC.len()).unwrap();
+            let _ = (r.string(), r.string());
+            let mut claimed = MAGIC.to_vec();
+            put_string(&mut claimed, cipher);
+            put_string(&mut claimed, kdf);
+            claimed.extend_from_slice(r.0);
+            assert_eq!(pad_short_scalar(&claimed), None);
+        }
         // An encrypted key is not touched.
         let mut enc = MAGIC.to_vec();
         put_string(&mut enc, b"aes256-ctr");
