@@ -611,23 +611,22 @@ fn a_sustained_load_counts_its_readings_against_the_evidence_limit() {
 fn a_precision_judged_only_by_its_typical_figure_is_not_available_here() {
     // No floor, but the suite still judges the figure against the node's typical one: a
     // missing fp8 is a gap in what the suite promised, not a note.
-    for text in ["precisions = [\"fp8\"]\nfp8_tflops = { typical = 1000.0 }"] {
-        let (_, f) = run("a100-sxm-80gb-8", &[], text);
-        let skips: Vec<&Finding> = f.iter().filter(|x| x.status == Status::Skip).collect();
-        assert_eq!(skips.len(), 8, "{text}");
-        assert!(skips.iter().all(|x| !x.info), "{text}: {skips:#?}");
-        // Nothing was measured: the check is skipped with none of its 8 readings available,
-        // never passed, and no product is said to be exact.
-        let (status, _, coverage) = crate::runner::summarize_with_coverage(&f);
-        assert_eq!(status, Status::Skip, "{text}");
-        let coverage = coverage.expect("a gap in what the suite judges");
-        assert_eq!((coverage.available, coverage.total), (0, 8), "{text}");
-        assert!(
-            !f.iter()
-                .any(|x| x.reason.starts_with("every product exact")),
-            "{text}"
-        );
-    }
+    let text = "precisions = [\"fp8\"]\nfp8_tflops = { typical = 1000.0 }";
+    let (_, f) = run("a100-sxm-80gb-8", &[], text);
+    let skips: Vec<&Finding> = f.iter().filter(|x| x.status == Status::Skip).collect();
+    assert_eq!(skips.len(), 8, "{text}");
+    assert!(skips.iter().all(|x| !x.info), "{text}: {skips:#?}");
+    // Nothing was measured: the check is skipped with none of its 8 readings available,
+    // never passed, and no product is said to be exact.
+    let (status, _, coverage) = crate::runner::summarize_with_coverage(&f);
+    assert_eq!(status, Status::Skip, "{text}");
+    let coverage = coverage.expect("a gap in what the suite judges");
+    assert_eq!((coverage.available, coverage.total), (0, 8), "{text}");
+    assert!(
+        !f.iter()
+            .any(|x| x.reason.starts_with("every product exact")),
+        "{text}"
+    );
     // The check-wide outlier rule alone promises no precision: notes, nothing judged, and no
     // product said to be exact.
     let (_, f) = run(
