@@ -698,3 +698,143 @@ fn a_precision_one_gpu_lacks_is_not_available_on_that_gpu_only() {
         .iter()
         .any(|x| x.reason == "every product exact: 64 elements checked over 1 GEMM measurements"));
 }
+
+/// A sustained run of `n` windows at 790 TFLOP/s whose readings `reading(i)` gives.
+fn load_run(
+    n: usize,
+    power: impl Fn(usize) -> Option<f64>,
+    temperature: impl Fn(usize) -> Option<f64>,
+    limit: Option<f64>,
+    wrong: u64,
+) -> crate::backend::SustainedRun {
+    crate::backend::SustainedRun {
+        tflops: vec![790.0; n],
+        samples: (0..n)
+            .map(|i| crate::backend::LoadSample {
+                t_s: i as f64,
+                sm_clock_mhz: Some(1980),
+                power_w: power(i),
+                temperature_c: temperature(i),
+                throttle: Some(vec![]),
+            })
+            .collect(),
+        power_limit_w: limit,
+        elements_checked: 64,
+        wrong_elements: wrong,
+    }
+}
+
+fn judge_loads(runs: Vec<crate::backend::SustainedRun>, extra: &[Fact]) -> Vec<Finding> {
+    let l = cfg(LOAD).sustained.unwrap();
+    let mut m = Measured::default();
+    m.facts.extend(extra.iter().cloned());
+    let n = runs.len();
+    for (g, r) in runs.into_iter().enumerate() {
+        record_sustained(&mut m, g, r);
+    }
+    evaluate_sustained(&l, None, n, &m)
+}
+
+#[test]
+fn each_gpu_is_judged_on_its_own_product_under_load() {
+    // GPU 1's burst product was right and comes first among its facts; its sustained one is
+    // right too. GPU 0's sustained product is wrong.
+    let clean = Fact::new(
+        "bf16_wrong_elements",
+        Subject::gpu(1),
+        FactValue::Elements {
+            wrong: 0,
+            checked: 64,
+        },
+    );
+    let ok = |_| Some(690.0);
+    let cool = |_| Some(60.0);
+    let f = judge_loads(
+        vec![
+            load_run(10, ok, cool, Some(700.0), 3),
+            load_run(10, ok, cool, Some(700.0), 0),
+        ],
+        &[clean],
+    );
+    let bad: Vec<(&Subject, &str)> = f
+        .iter()
+        .filter(|x| x.status != Status::Pass)
+        .map(|x| (&x.subject, x.reason.as_str()))
+        .collect();
+    assert_eq!(
+        bad,
+        [(
+            &Subject::gpu(0),
+            "GPU 0: sustained bf16 GEMMs: 3 of 64 elements of the product wrong"
+        )]
+    );
+}
+
+#[test]
+fn power_is_judged_over_the_second_half_and_only_where_every_reading_was_given() {
+    let cool = |_| Some(60.0);
+    // Warming up at 300 W, then at 690 W of 700: the second half reached 99%.
+    let warming = |i: usize| Some(if i < 5 { 300.0 } else { 690.0 });
+    let f = judge_loads(vec![load_run(10, warming, cool, Some(700.0), 0)], &[]);
+    assert!(
+        f.iter().any(|x| x.status == Status::Pass
+            && x.reason == "GPU 0: reached 690 W of 700 W under load (99%)"),
+        "{f:#?}"
+    );
+    // One reading missing, a limit of 0 W, or no limit: not judged, said.
+    for (power, limit) in [
+        (
+            Box::new(|i: usize| (i != 3).then_some(690.0)) as Box<dyn Fn(usize) -> Option<f64>>,
+            Some(700.0),
+        ),
+        (Box::new(|_| Some(690.0)), Some(0.0)),
+        (Box::new(|_| Some(690.0)), None),
+    ] {
+        let f = judge_loads(vec![load_run(10, power, cool, limit, 0)], &[]);
+        let on_power: Vec<&Finding> = f
+            .iter()
+            .filter(|x| x.metric.as_deref() == Some(sustained::POWER))
+            .collect();
+        assert_eq!(on_power.len(), 1, "{limit:?}: {f:#?}");
+        assert_eq!(
+            (on_power[0].status, on_power[0].reason.as_str()),
+            (
+                Status::Skip,
+                "not available here: power and its limit of GPU 0 under load"
+            ),
+            "{limit:?}"
+        );
+    }
+}
+
+#[test]
+fn temperature_is_judged_only_where_every_reading_was_given() {
+    let ok = |_| Some(690.0);
+    // The one missing reading could have been the hottest.
+    let f = judge_loads(
+        vec![load_run(
+            10,
+            ok,
+            |i| (i != 7).then_some(60.0),
+            Some(700.0),
+            0,
+        )],
+        &[],
+    );
+    let on_temp: Vec<&Finding> = f
+        .iter()
+        .filter(|x| x.metric.as_deref() == Some(sustained::TEMPERATURE))
+        .collect();
+    assert_eq!(on_temp.len(), 1, "{f:#?}");
+    assert_eq!(
+        (on_temp[0].status, on_temp[0].reason.as_str()),
+        (
+            Status::Skip,
+            "not available here: temperature of GPU 0 under load"
+        )
+    );
+    let f = judge_loads(vec![load_run(10, ok, |_| Some(60.0), Some(700.0), 0)], &[]);
+    assert!(f
+        .iter()
+        .any(|x| x.status == Status::Pass && x.reason == "GPU 0: at most 60.0 °C under load"));
+}
