@@ -2369,8 +2369,6 @@ fn hide(g: &mut Gpu, r: Reading) {
 pub const BF16_MLP_STEP_EFFICIENCY: f64 = 0.5;
 
 impl SimBackend {
-    /// The rate a bf16 training step runs at on this node, TFLOP/s; refused as on a real GPU when
-    /// the node's GPUs have no bf16 tensor cores.
     /// The GEMM rate GPU `i` reaches (after faults), as a share of the node's figure: slow-compute
     /// by its factor, a GPU in hardware thermal slowdown to 0.7 of its rate.
     fn compute_factor(&self, i: usize) -> f64 {
@@ -2415,6 +2413,8 @@ impl SimBackend {
         })
     }
 
+    /// The rate a bf16 training step runs at on this node, TFLOP/s; refused as on a real GPU when
+    /// the node's GPUs have no bf16 tensor cores.
     fn bf16_step_tflops(&self, cfg: &crate::suite::TrainingCheck) -> Result<f64, HwError> {
         if let Some(cc) = self.node.gpu.compute_capability {
             let m = crate::training::plan::Model::main(cfg, self.n())?;
