@@ -1324,39 +1324,67 @@ fn input_mismatch(replica: usize, what: &str, gpu: &[u32], cpu: &[u32], float: b
 /// Compare every replica's initial parameters and its share of step 0's batch with the CPU
 /// definitions, bit for bit. Run after [`init_ops`] and [`data_ops`] of step 0, and a sync.
 pub fn verify_inputs<D: Device + ?Sized>(dev: &mut D, m: &Model) -> Result<(), HwError> {
-    let cfg = m.mlp_config(0);
-    let cpu_params = reference::init_params(&cfg);
+    let cpu_params = reference::init_params(&m.mlp_config(0));
     let bl = m.local_batch;
+    let tensors = m.tensors();
     for r in 0..m.replicas {
-        let flat = dev.read(r, Buf::Params, m.flat_len())?;
-        for t in m.tensors() {
-            let cpu: Vec<u32> = cpu_params[2 * t.layer + usize::from(t.bias)]
-                .iter()
-                .map(|v| v.to_bits())
-                .collect();
-            let gpu = &flat[t.offset..t.offset + t.len];
-            if gpu != cpu.as_slice() {
-                let what = format!("the initial {}", t.name());
-                return Err(input_mismatch(r, &what, gpu, &cpu, true));
-            }
+        let params = RankParams {
+            flat_len: m.flat_len(),
+            tensors: &tensors,
+            cpu: &cpu_params,
+            whose: String::new(),
+        };
+        verify_rank(dev, m, r, &params, r * bl..(r + 1) * bl)?;
+    }
+    Ok(())
+}
+
+/// What one rank's parameter buffer must hold: `tensors` laid out in `flat_len` words, each
+/// equal to its tensor of `cpu` (reference order); `whose` prefixes what a mismatch names
+/// ("rank 3's shard of ").
+pub(crate) struct RankParams<'a> {
+    pub flat_len: usize,
+    pub tensors: &'a [Tensor],
+    pub cpu: &'a [Vec<f32>],
+    pub whose: String,
+}
+
+/// Compare rank `r`'s initial parameters with `params`, and its features and labels of step 0
+/// with the CPU's for the samples `batch` of `m`'s data, bit for bit.
+pub(crate) fn verify_rank<D: Device + ?Sized>(
+    dev: &mut D,
+    m: &Model,
+    r: usize,
+    params: &RankParams,
+    batch: Range<usize>,
+) -> Result<(), HwError> {
+    let flat = dev.read(r, Buf::Params, params.flat_len)?;
+    for t in params.tensors {
+        let cpu: Vec<u32> = params.cpu[2 * t.layer + usize::from(t.bias)]
+            .iter()
+            .map(|v| v.to_bits())
+            .collect();
+        let gpu = &flat[t.offset..t.offset + t.len];
+        if gpu != cpu.as_slice() {
+            let what = format!("{}the initial {}", params.whose, t.name());
+            return Err(input_mismatch(r, &what, gpu, &cpu, true));
         }
-        let (x, y) =
-            reference::generate_batch(m.seed, 0, r * bl..(r + 1) * bl, m.in_dim(), m.classes());
-        let cpu_x: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
-        let gpu_x = dev.read(r, Buf::Act(0), cpu_x.len())?;
-        if gpu_x != cpu_x {
-            return Err(input_mismatch(
-                r,
-                "the features of step 0",
-                &gpu_x,
-                &cpu_x,
-                true,
-            ));
-        }
-        let gpu_y = dev.read(r, Buf::Labels, y.len())?;
-        if gpu_y != y {
-            return Err(input_mismatch(r, "the labels of step 0", &gpu_y, &y, false));
-        }
+    }
+    let (x, y) = reference::generate_batch(m.seed, 0, batch, m.in_dim(), m.classes());
+    let cpu_x: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
+    let gpu_x = dev.read(r, Buf::Act(0), cpu_x.len())?;
+    if gpu_x != cpu_x {
+        return Err(input_mismatch(
+            r,
+            "the features of step 0",
+            &gpu_x,
+            &cpu_x,
+            true,
+        ));
+    }
+    let gpu_y = dev.read(r, Buf::Labels, y.len())?;
+    if gpu_y != y {
+        return Err(input_mismatch(r, "the labels of step 0", &gpu_y, &y, false));
     }
     Ok(())
 }

@@ -46,8 +46,8 @@
 
 use super::{data_ops, flat_tensors, Device};
 use super::{
-    input_mismatch, internal, plan_buckets, step_times, to_f32, Bucket, Buf, EvId, EvKind, Gemm,
-    Gemv, Group, GroupReduce, Launch, Math, Model, Op, Ptr, StepTimes, Stream, Tensor, TrainOpts,
+    internal, plan_buckets, step_times, to_f32, Bucket, Buf, EvId, EvKind, Gemm, Gemv, Group,
+    GroupReduce, Launch, Math, Model, Op, Ptr, StepTimes, Stream, Tensor, TrainOpts,
     BUCKET_CAP_BYTES,
 };
 use crate::error::HwError;
@@ -604,38 +604,17 @@ pub fn verify_inputs<D: Device + ?Sized>(dev: &mut D, s: &Sharded) -> Result<(),
     let p = s.partition();
     let full = reference::init_params(&m.mlp_config(0));
     let bl = m.local_batch;
+    let tensors = s.tensors();
     for r in 0..s.ranks() {
         let (g, t) = p.rank(r);
-        let cpu_params = reference::sharded::shard_params(&full, &m.layers, p, t);
-        let flat = dev.read(r, Buf::Params, s.flat_len())?;
-        for x in s.tensors() {
-            let cpu: Vec<u32> = cpu_params[2 * x.layer + usize::from(x.bias)]
-                .iter()
-                .map(|v| v.to_bits())
-                .collect();
-            let gpu = &flat[x.offset..x.offset + x.len];
-            if gpu != cpu.as_slice() {
-                let what = format!("rank {r}'s shard of the initial {}", x.name());
-                return Err(input_mismatch(r, &what, gpu, &cpu, true));
-            }
-        }
-        let (x, y) =
-            reference::generate_batch(m.seed, 0, g * bl..(g + 1) * bl, m.in_dim(), m.classes());
-        let cpu_x: Vec<u32> = x.iter().map(|v| v.to_bits()).collect();
-        let gpu_x = dev.read(r, Buf::Act(0), cpu_x.len())?;
-        if gpu_x != cpu_x {
-            return Err(input_mismatch(
-                r,
-                "the features of step 0",
-                &gpu_x,
-                &cpu_x,
-                true,
-            ));
-        }
-        let gpu_y = dev.read(r, Buf::Labels, y.len())?;
-        if gpu_y != y {
-            return Err(input_mismatch(r, "the labels of step 0", &gpu_y, &y, false));
-        }
+        let cpu = reference::sharded::shard_params(&full, &m.layers, p, t);
+        let params = super::RankParams {
+            flat_len: s.flat_len(),
+            tensors: &tensors,
+            cpu: &cpu,
+            whose: format!("rank {r}'s shard of "),
+        };
+        super::verify_rank(dev, m, r, &params, g * bl..(g + 1) * bl)?;
     }
     Ok(())
 }
