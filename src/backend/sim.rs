@@ -2141,9 +2141,7 @@ impl Backend for SimBackend {
         self.check_gpu(gpu)?;
         let peak = self.gemm_peak(precision)?;
         let key = self.begin(format!("gemm {precision} {gpu}"));
-        let flops = 2.0 * (n as f64).powi(3);
-        let time_s = flops / (peak * self.compute_factor(gpu) * 1e12) + GEMM_OVERHEAD_US * 1e-6;
-        let rate = flops / time_s / 1e12;
+        let rate = self.gemm_rate(gpu, peak, n);
         let corrupt = self
             .faults_of(FaultKind::ComputeCorrupt)
             .any(|f| f.gpu.unwrap_or(0) == gpu);
@@ -2167,13 +2165,10 @@ impl Backend for SimBackend {
         let windows =
             ((seconds * 1000.0 / f64::from(sample_ms.max(1))).ceil() as usize).clamp(1, 100_000);
         let gpu = self.node.gpu.clone();
-        let flops = 2.0 * (n as f64).powi(3);
         let mut out = Vec::new();
         for g in 0..self.n() {
             let key = self.begin(format!("sustained {precision} {g}"));
-            let rate = flops
-                / (flops / (peak * self.compute_factor(g) * 1e12) + GEMM_OVERHEAD_US * 1e-6)
-                / 1e12;
+            let rate = self.gemm_rate(g, peak, n);
             // Thermal slowdown sets in once the GPU has heated (after 40% of the run); before,
             // the GPU computes at its full rate (compute_factor includes the slowdown).
             let thermal = self
@@ -2385,6 +2380,14 @@ impl SimBackend {
             f *= THERMAL_SLOWDOWN_FACTOR;
         }
         f
+    }
+
+    /// The rate GPU `gpu` multiplies matrices of side `n` at, TFLOP/s, from the node's `peak`:
+    /// the arithmetic at the GPU's share of it, plus a fixed cost per GEMM.
+    fn gemm_rate(&self, gpu: usize, peak: f64, n: u64) -> f64 {
+        let flops = 2.0 * (n as f64).powi(3);
+        let time_s = flops / (peak * self.compute_factor(gpu) * 1e12) + GEMM_OVERHEAD_US * 1e-6;
+        flops / time_s / 1e12
     }
 
     /// The node's dense GEMM rate in `p`, TFLOP/s, or why the simulated node has none.
