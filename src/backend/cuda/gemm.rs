@@ -282,7 +282,6 @@ impl Cuda {
             let t = elapsed_ms(s, e)?.max(1e-3);
             per_window.push(((f64::from(window_ms) / t) as u32).clamp(1, 10_000));
         }
-        let flops = 2.0 * (n as f64).powi(3);
         let mut rates = vec![Vec::new(); gpus.len()];
         let start = std::time::Instant::now();
         while start.elapsed().as_secs_f64() < seconds {
@@ -301,8 +300,7 @@ impl Cuda {
             }
             for (i, (s, e)) in events.iter().enumerate() {
                 let secs = elapsed_ms(s, e)? / 1e3;
-                let t = tflops_of(flops * f64::from(per_window[i]), secs, &preps[i].call)?;
-                rates[i].push(t);
+                rates[i].extend(tflops(n, per_window[i], &[secs])?);
             }
         }
         for g in &gpus {
@@ -314,12 +312,6 @@ impl Cuda {
         }
         Ok(out)
     }
-}
-
-/// TFLOP/s of `flops` in `secs`; an error for a window timed at no time.
-fn tflops_of(flops: f64, secs: f64, what: &str) -> Result<f64, HwError> {
-    crate::checks::positive_times(what, "s", &[secs])?;
-    Ok(flops / secs / 1e12)
 }
 
 #[cfg(test)]

@@ -677,6 +677,15 @@ impl CudaMeasurements {
         r
     }
 
+    /// The GPUs opened and a libcublas that loads and suits the driver, before any GEMM.
+    fn need_cublas(&mut self) -> Result<(), HwError> {
+        self.worker()?;
+        if !(self.opts.cublas_loadable)() {
+            return Err(libs::missing(Lib::Cublas));
+        }
+        (self.opts.toolkit_check)(Lib::Cublas)
+    }
+
     /// The compute check's GEMMs on one GPU ([`gemm`]). Its deadline: a minute, the GEMMs at 1
     /// TFLOP/s, the buffers moved at 0.25 GB/s and the product checked at 10^8 elements a
     /// second.
@@ -688,11 +697,7 @@ impl CudaMeasurements {
         warmup: u32,
         iters: u32,
     ) -> Result<crate::backend::GemmSample, HwError> {
-        self.worker()?;
-        if !(self.opts.cublas_loadable)() {
-            return Err(libs::missing(Lib::Cublas));
-        }
-        (self.opts.toolkit_check)(Lib::Cublas)?;
+        self.need_cublas()?;
         let side = n as f64;
         let flops =
             2.0 * side.powi(3) * f64::from(gemm::gemms_per_sample(n)) * f64::from(warmup + iters);
@@ -715,11 +720,7 @@ impl CudaMeasurements {
         seconds: f64,
         window_ms: u32,
     ) -> Result<Vec<(Vec<f64>, crate::backend::gemm_data::ProductCheck)>, HwError> {
-        self.worker()?;
-        if !(self.opts.cublas_loadable)() {
-            return Err(libs::missing(Lib::Cublas));
-        }
-        (self.opts.toolkit_check)(Lib::Cublas)?;
+        self.need_cublas()?;
         let gpus = self.opts.bus_ids.len().max(1) as f64;
         let side = n as f64;
         let limit = secs_saturating(
