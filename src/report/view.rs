@@ -232,15 +232,7 @@ fn sustained_rows(ev: &Evidence, rec: &CheckRecord) -> Vec<SustainedRowView> {
         .iter()
         .map(|g| {
             let s = crate::evidence::Subject::gpu(g.index);
-            let worst = |metric: &str| -> String {
-                rec.findings
-                    .iter()
-                    .filter(|f| f.metric.as_deref() == Some(metric) && f.subject == s)
-                    .map(|f| f.status)
-                    .max()
-                    .map(class)
-                    .unwrap_or_default()
-            };
+            let worst = |metric: &str| judged(rec, metric, &s).0.map(class).unwrap_or_default();
             let m = |name: &str| rec.metric(name, &s);
             let rate = m(RATE)
                 .and_then(|r| first_and_last_tenth(&r.samples))
