@@ -645,6 +645,10 @@ pub enum EvKind {
     /// Bucket `k`'s all-reduce starts and ends (communication stream).
     CommStart(usize),
     CommEnd(usize),
+    /// A sharded step's tensor-parallel all-reduce `k` (in the step's order) starts and ends
+    /// (compute stream: the step waits for all of it).
+    TpStart(usize),
+    TpEnd(usize),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -1246,28 +1250,44 @@ pub fn step_times<D: Device + ?Sized>(
 ) -> Result<StepTimes, HwError> {
     let mut t = StepTimes::default();
     for step in steps {
-        let ev = |kind| EvId { step, kind };
         let (mut s, mut c, mut x) = (0f64, 0f64, 0f64);
         for r in 0..replicas {
-            s = s.max(dev.elapsed_ms(r, ev(EvKind::StepStart), ev(EvKind::StepEnd))?);
-            let mut comm = 0.0;
-            for b in buckets {
-                comm += dev.elapsed_ms(
-                    r,
-                    ev(EvKind::CommStart(b.index)),
-                    ev(EvKind::CommEnd(b.index)),
-                )?;
-            }
-            c = c.max(comm);
-            if !buckets.is_empty() {
-                x = x.max(dev.elapsed_ms(r, ev(EvKind::BwdDone), ev(EvKind::Waited))?);
-            }
+            let one = rank_times(dev, r, buckets, step)?;
+            s = s.max(one.0);
+            c = c.max(one.1);
+            x = x.max(one.2);
         }
         t.step_ms.push(s);
         t.comm_ms.push(c);
         t.exposed_ms.push(x.max(0.0));
     }
     Ok(t)
+}
+
+/// One rank's step `step`, milliseconds: the step, its buckets' all-reduces summed, and how
+/// long the compute stream waited for the last of them (0 without buckets).
+pub(crate) fn rank_times<D: Device + ?Sized>(
+    dev: &mut D,
+    r: usize,
+    buckets: &[Bucket],
+    step: usize,
+) -> Result<(f64, f64, f64), HwError> {
+    let ev = |kind| EvId { step, kind };
+    let s = dev.elapsed_ms(r, ev(EvKind::StepStart), ev(EvKind::StepEnd))?;
+    let mut comm = 0.0;
+    for b in buckets {
+        comm += dev.elapsed_ms(
+            r,
+            ev(EvKind::CommStart(b.index)),
+            ev(EvKind::CommEnd(b.index)),
+        )?;
+    }
+    let waited = if buckets.is_empty() {
+        0.0
+    } else {
+        dev.elapsed_ms(r, ev(EvKind::BwdDone), ev(EvKind::Waited))?
+    };
+    Ok((s, comm, waited))
 }
 
 fn to_f32(words: &[u32]) -> Vec<f32> {

@@ -40,13 +40,19 @@
 //!
 //! # On GPUs
 //!
-//! Not yet: the CUDA device answers [`Device::group_all_reduce`] with `NotSupported`. It needs
-//! NCCL communicators per TP group and per DP group (`ncclCommSplit`), with the two kinds in
-//! flight at once on different streams. The bf16 run is not planned sharded either.
+//! The CUDA device ([`crate::backend::cuda`]'s `GpuDevice`) makes one NCCL communicator set
+//! per tensor-parallel group and one per data-parallel group (`ncclCommInitAll` over the
+//! group's GPUs) before the first step, and runs each group all-reduce on the stream the plan
+//! names, so both kinds are in flight at once. NCCL sums around its ring in an order of its
+//! own, so a GPU run tracks the reference within the golden tolerance, not bit for bit; the
+//! checks of [`ShardedOutcome::consistency`] are bit for bit all the same (NCCL gives every
+//! rank of a group the same sum). Each tensor-parallel all-reduce sits between events of its
+//! own ([`EvKind::TpStart`]), so the step's communication is measured, not inferred
+//! ([`sharded_step_times`]). The bf16 run is not planned sharded.
 
 use super::{data_ops, flat_tensors, Device};
 use super::{
-    internal, plan_buckets, step_times, to_f32, Bucket, Buf, EvId, EvKind, Gemm, Gemv, Group,
+    internal, plan_buckets, rank_times, to_f32, Bucket, Buf, EvId, EvKind, Gemm, Gemv, Group,
     GroupReduce, Launch, Math, Model, Op, Ptr, StepTimes, Stream, Tensor, TrainOpts,
     BUCKET_CAP_BYTES,
 };
@@ -86,6 +92,30 @@ impl Sharded {
             return refuse("bf16 is planned data-parallel only".into());
         }
         Ok(Sharded { base, partition })
+    }
+
+    /// The suite's golden configuration partitioned as `p`: its global batch split evenly over
+    /// the groups, trained fp32 as the golden run is, so its losses track the CPU golden run's.
+    pub fn golden(c: &crate::suite::TrainingCheck, p: Partition) -> Result<Sharded, HwError> {
+        let g = Model::golden(c)?;
+        if g.local_batch % p.dp() != 0 {
+            return Err(HwError::NotSupported(format!(
+                "the golden configuration's batch of {} does not split into {} equal groups",
+                g.local_batch,
+                p.dp()
+            )));
+        }
+        let base = Model {
+            local_batch: g.local_batch / p.dp(),
+            replicas: p.dp(),
+            ..g
+        };
+        Sharded::new(base, p).map_err(|e| match e {
+            HwError::NotSupported(why) => {
+                HwError::NotSupported(format!("the golden configuration: {why}"))
+            }
+            other => other,
+        })
     }
 
     pub fn base(&self) -> &Model {
@@ -238,13 +268,20 @@ impl Sharded {
         let bl = m.local_batch;
         let ev = |kind| EvId { step, kind };
         let index = |layer: usize, bias: bool| 2 * (depth - 1 - layer) + usize::from(!bias);
-        let tp_sum = |at: Ptr, len: usize| {
-            Op::GroupAllReduce(GroupReduce {
+        // Each tensor-parallel all-reduce between events of its own, on the compute stream
+        // it holds up: the time the step waits for it.
+        let mut tp_count = 0;
+        let mut tp_sum = |ops: &mut Vec<Op>, at: Ptr, len: usize| {
+            let k = tp_count;
+            tp_count += 1;
+            ops.push(Op::Record(Stream::Compute, ev(EvKind::TpStart(k))));
+            ops.push(Op::GroupAllReduce(GroupReduce {
                 group: Group::Tensor,
                 stream: Stream::Compute,
                 at,
                 len,
-            })
+            }));
+            ops.push(Op::Record(Stream::Compute, ev(EvKind::TpEnd(k))));
         };
         let mut ops = vec![Op::Record(Stream::Compute, ev(EvKind::StepStart))];
         ops.extend(self.data_ops(step, rank));
@@ -261,7 +298,7 @@ impl Sharded {
                 s.dout,
             )));
             if s.split == Split::Row {
-                ops.push(tp_sum(y, bl * s.dout));
+                tp_sum(&mut ops, y, bl * s.dout);
             }
             ops.push(Op::Launch(Launch::bias_act_fwd(
                 y,
@@ -318,7 +355,7 @@ impl Sharded {
                     s.dout,
                 )));
                 if s.split == Split::Column {
-                    ops.push(tp_sum(dx, bl * s.din));
+                    tp_sum(&mut ops, dx, bl * s.din);
                 }
                 ops.push(Op::Launch(Launch::relu_bwd(
                     dx,
@@ -504,6 +541,48 @@ pub fn run_ranks<D: Device + ?Sized>(
     Ok(())
 }
 
+/// The timings of `steps` of a sharded run, as [`step_times`] reads a data-parallel one, with
+/// the tensor-parallel all-reduces added to its communication and, whole, to the part of the
+/// step it waited on communication (they sit between a layer and the next). Their time is the
+/// least any rank spent in them: a rank that reaches an all-reduce early waits in it for its
+/// slower peers, which is compute imbalance, not communication; the last to arrive waits only
+/// for the transfer. The step, the buckets and the wait for them are the slowest rank's.
+pub fn sharded_step_times<D: Device + ?Sized>(
+    dev: &mut D,
+    s: &Sharded,
+    buckets: &[Bucket],
+    steps: std::ops::Range<usize>,
+) -> Result<StepTimes, HwError> {
+    let p = s.partition();
+    let tp_reduces = if p.tp() > 1 {
+        p.tp_all_reduces(s.depth()).len()
+    } else {
+        0
+    };
+    let mut t = StepTimes::default();
+    for step in steps {
+        let (mut all, mut data, mut waited) = (0f64, 0f64, 0f64);
+        let mut tp = f64::INFINITY;
+        for r in 0..s.ranks() {
+            let (one, d, w) = rank_times(dev, r, buckets, step)?;
+            let mut mine = 0.0;
+            for k in 0..tp_reduces {
+                let ev = |kind| EvId { step, kind };
+                mine += dev.elapsed_ms(r, ev(EvKind::TpStart(k)), ev(EvKind::TpEnd(k)))?;
+            }
+            all = all.max(one);
+            data = data.max(d);
+            waited = waited.max(w);
+            tp = tp.min(mine);
+        }
+        let tp = if tp.is_finite() { tp.max(0.0) } else { 0.0 };
+        t.step_ms.push(all);
+        t.comm_ms.push(tp + data);
+        t.exposed_ms.push(tp + waited.max(0.0));
+    }
+    Ok(t)
+}
+
 /// What a sharded run produced.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ShardedOutcome {
@@ -655,7 +734,7 @@ pub fn train<D: Device + ?Sized>(
     }
     let global = s.base().global_batch() as f32;
     let losses = sums.iter().map(|v| v / global).collect();
-    let times = step_times(dev, n, &buckets, opts.warmup.min(opts.steps)..opts.steps)?;
+    let times = sharded_step_times(dev, s, &buckets, opts.warmup.min(opts.steps)..opts.steps)?;
     let (mut shard_hashes, mut replicated_hashes) = (Vec::new(), Vec::new());
     for r in 0..n {
         let params = s.reference_order(&to_f32(&dev.read(r, Buf::Params, s.flat_len())?));

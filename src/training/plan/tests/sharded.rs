@@ -354,10 +354,12 @@ fn each_rank_multiplies_its_shard_and_the_all_reduces_sit_where_megatron_puts_th
         ]
     );
     // The forward all-reduce comes between layer 1's GEMM and its bias and ReLU, on the
-    // compute stream; it is the step's only one (layer 0's input gradient is not needed).
+    // compute stream (between its timing events); it is the step's only one (layer 0's input
+    // gradient is not needed).
     let (i1, _) = gemms[1];
+    assert!(matches!(ops[i1 + 1], Op::Record(Stream::Compute, e) if e.kind == EvKind::TpStart(0)));
     assert_eq!(
-        ops[i1 + 1],
+        ops[i1 + 2],
         Op::GroupAllReduce(GroupReduce {
             group: Group::Tensor,
             stream: Stream::Compute,
@@ -365,8 +367,9 @@ fn each_rank_multiplies_its_shard_and_the_all_reduces_sit_where_megatron_puts_th
             len: 8192 * 4096,
         })
     );
+    assert!(matches!(ops[i1 + 3], Op::Record(Stream::Compute, e) if e.kind == EvKind::TpEnd(0)));
     assert!(
-        matches!(&ops[i1 + 2], Op::Launch(l) if l.kernel == "nc_bias_act_fwd" && l.args[0] == Arg::Ptr(Ptr::of(Buf::Act(2))))
+        matches!(&ops[i1 + 4], Op::Launch(l) if l.kernel == "nc_bias_act_fwd" && l.args[0] == Arg::Ptr(Ptr::of(Buf::Act(2))))
     );
     assert_eq!(
         ops.iter()
@@ -394,11 +397,18 @@ fn each_rank_multiplies_its_shard_and_the_all_reduces_sit_where_megatron_puts_th
         .iter()
         .position(|o| matches!(o, Op::GroupAllReduce(g) if g.at.buf == Buf::Delta(0) || g.at.buf == Buf::Delta(1)))
         .unwrap();
+    // (Between them, the all-reduce's timing events.)
     assert!(
-        matches!(&ops[at - 1], Op::Gemm(g) if !g.transa && !g.transb && g.m == 20 && g.k == 12)
+        matches!(&ops[at - 2], Op::Gemm(g) if !g.transa && !g.transb && g.m == 20 && g.k == 12)
     );
     assert!(
-        matches!(&ops[at + 1], Op::Launch(l) if l.kernel == "nc_relu_bwd" && l.args[1] == Arg::Ptr(Ptr::of(Buf::Act(2))))
+        matches!(ops[at - 1], Op::Record(Stream::Compute, e) if matches!(e.kind, EvKind::TpStart(_)))
+    );
+    assert!(
+        matches!(ops[at + 1], Op::Record(Stream::Compute, e) if matches!(e.kind, EvKind::TpEnd(_)))
+    );
+    assert!(
+        matches!(&ops[at + 2], Op::Launch(l) if l.kernel == "nc_relu_bwd" && l.args[1] == Arg::Ptr(Ptr::of(Buf::Act(2))))
     );
     let Op::GroupAllReduce(g) = &ops[at] else {
         unreachable!()
@@ -587,4 +597,87 @@ fn what_cannot_be_sharded_or_run_is_refused() {
     .is_err());
     assert_eq!(emu.group_reduces, 0);
     assert!(run_lockstep(&mut emu, &[], &[vec![reduce(4)], vec![reduce(4)]]).is_err());
+}
+
+/// Each tensor-parallel all-reduce of a step sits between two events of its own on the stream
+/// it runs on, numbered in the step's order.
+#[test]
+fn every_tensor_parallel_all_reduce_is_bracketed_by_its_own_events() {
+    for p in [
+        Partition::Tensor { tp: 4 },
+        Partition::Hybrid { tp: 2, dp: 2 },
+    ] {
+        let s = small(p);
+        let ops = s.step_ops(&s.buckets(), 3, 1);
+        let mut k = 0;
+        for (i, op) in ops.iter().enumerate() {
+            if let Op::GroupAllReduce(r) = op {
+                if r.group != Group::Tensor {
+                    continue;
+                }
+                let ev = |kind| EvId { step: 3, kind };
+                assert_eq!(
+                    ops[i - 1],
+                    Op::Record(Stream::Compute, ev(EvKind::TpStart(k)))
+                );
+                assert_eq!(
+                    ops[i + 1],
+                    Op::Record(Stream::Compute, ev(EvKind::TpEnd(k)))
+                );
+                k += 1;
+            }
+        }
+        assert_eq!(k, p.tp_all_reduces(3).len(), "{p:?}");
+    }
+}
+
+/// A sharded step's communication is its tensor-parallel all-reduces plus its buckets, and
+/// the part it waited for is the tensor-parallel all-reduces whole plus the wait for the last
+/// bucket: the all-reduces as the last rank to reach them spent them, the rest the slowest
+/// rank's.
+#[test]
+fn tensor_parallel_all_reduces_count_whole_as_waited_for() {
+    use EvKind::*;
+    let s = small(Partition::Hybrid { tp: 2, dp: 2 });
+    let buckets = s.buckets();
+    let tp = Partition::Hybrid { tp: 2, dp: 2 }.tp_all_reduces(3).len();
+    assert!(tp > 0 && !buckets.is_empty());
+    let mut t = HashMap::new();
+    for r in 0..4 {
+        t.insert((r, StepStart, StepEnd), 10.0 + r as f64);
+        for b in &buckets {
+            t.insert((r, CommStart(b.index), CommEnd(b.index)), 1.0);
+        }
+        t.insert((r, BwdDone, Waited), if r == 0 { 2.0 } else { 0.25 });
+        for k in 0..tp {
+            t.insert((r, TpStart(k), TpEnd(k)), if r == 3 { 1.0 } else { 0.5 });
+        }
+    }
+    let got = sh::sharded_step_times(&mut Clock(t.clone()), &s, &buckets, 0..1).unwrap();
+    let nb = buckets.len() as f64;
+    let tpf = tp as f64;
+    assert_eq!(got.step_ms, [13.0]);
+    // Rank 3 spent 1 ms in each tensor-parallel all-reduce, the others 0.5 ms: rank 3 reached
+    // them first and waited for its peers there, so the transfer is the 0.5 ms.
+    assert_eq!(got.comm_ms, [tpf * 0.5 + nb]);
+    // Rank 0 waited 2 ms for its last bucket.
+    assert_eq!(got.exposed_ms, [tpf * 0.5 + 2.0]);
+    // Pure tensor parallelism has no buckets: all its communication is waited for.
+    let s = small(Partition::Tensor { tp: 4 });
+    let mut t = HashMap::new();
+    for r in 0..4 {
+        t.insert((r, StepStart, StepEnd), 10.0);
+        for k in 0..tp {
+            t.insert((r, TpStart(k), TpEnd(k)), 0.75);
+        }
+    }
+    let got = sh::sharded_step_times(&mut Clock(t), &s, &s.buckets(), 0..1).unwrap();
+    assert_eq!(got.comm_ms, got.exposed_ms);
+    assert_eq!(got.comm_ms, [tpf * 0.75]);
+    // A missing event is an error, not a zero.
+    let mut t = HashMap::new();
+    for r in 0..4 {
+        t.insert((r, StepStart, StepEnd), 10.0);
+    }
+    assert!(sh::sharded_step_times(&mut Clock(t), &s, &[], 0..1).is_err());
 }
