@@ -129,6 +129,29 @@ pub struct TrainingRun {
     pub precision: crate::suite::Precision,
 }
 
+/// One partitioning of the reference run other than the data-parallel one
+/// ([`crate::training::partition::Partition`]): tensor-parallel or hybrid, on every GPU.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MethodRun {
+    /// GPUs per tensor-parallel group and groups (data-parallel replicas of a group).
+    pub tp: usize,
+    pub dp: usize,
+    /// Losses of the golden configuration trained partitioned the same way on the node; the
+    /// check compares them with the CPU golden run.
+    pub golden_node_losses: Vec<f64>,
+    /// Per timed step, milliseconds: the step, the all-reduces in it (tensor-parallel and
+    /// data-parallel together), and the part of them the step waited for.
+    pub step_ms: Vec<f64>,
+    pub comm_ms: Vec<f64>,
+    pub exposed_comm_ms: Vec<f64>,
+    /// Samples a step trains on, over all groups.
+    pub samples_per_step: usize,
+    /// The first disagreement between ranks that a correct run cannot show (a tensor-parallel
+    /// group's loss sums, shards across groups, replicated tensors), in the golden run or the
+    /// timed one; None when every rank agreed.
+    pub inconsistency: Option<String>,
+}
+
 /// Result of one GEMM measurement on one GPU.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct GemmSample {
@@ -300,6 +323,19 @@ pub trait Backend {
     }
     /// The reference data-parallel training run.
     fn training(&mut self, cfg: &TrainingCheck) -> Result<TrainingRun, HwError>;
+    /// The same model and data partitioned as `p` (tensor-parallel or hybrid) over every GPU:
+    /// the golden configuration so partitioned (its losses), then the suite's run, timed.
+    /// NotSupported (with why) where this backend or this model cannot run it so.
+    fn training_method(
+        &mut self,
+        cfg: &TrainingCheck,
+        p: crate::training::partition::Partition,
+    ) -> Result<MethodRun, HwError> {
+        let _ = cfg;
+        Err(HwError::NotSupported(format!(
+            "this backend does not train partitioned as {p:?}"
+        )))
+    }
     /// Read the network adapters again (their error counters above all), relating them to
     /// `gpus` (the inventory's). None: this backend does not read NICs. A reading that did not
     /// answer in time is [`crate::network::Fabric::no_answer`], never a hang.

@@ -41,11 +41,13 @@ pub(crate) use worker::abandon;
 pub use worker::thread_abandoned;
 
 use crate::backend::{
-    BackendInfo, CollectiveSample, HostDir, P2pMode, P2pSample, Samples, TrainingRun,
+    BackendInfo, CollectiveSample, HostDir, MethodRun, P2pMode, P2pSample, Samples, TrainingRun,
 };
 use crate::error::HwError;
 use crate::inventory::normalize_bus_id;
 use crate::suite::{CollectiveOp, TrainingCheck};
+use crate::training::partition::Partition;
+use crate::training::plan::sharded::Sharded;
 use crate::training::plan::{self, Model};
 use crate::units::format_bytes;
 use driver::Gpu;
@@ -737,18 +739,7 @@ impl CudaMeasurements {
     /// the CPU first), the data-parallel run on every GPU, and with several GPUs the one-GPU
     /// baseline. Each is one measurement with its own deadline.
     pub fn training(&mut self, cfg: &TrainingCheck) -> Result<TrainingRun, HwError> {
-        self.worker()?;
-        for (lib, loadable) in [
-            (Lib::Nvrtc, self.opts.nvrtc_loadable),
-            (Lib::Cublas, self.opts.cublas_loadable),
-        ] {
-            if !loadable() {
-                return Err(libs::missing(lib));
-            }
-            // Before compiling or loading anything: a libnvrtc or libcublas newer than the
-            // driver fails here with its path, not later as an opaque PTX or cuBLAS error.
-            (self.opts.toolkit_check)(lib)?;
-        }
+        self.training_libraries()?;
         let golden = Model::golden(cfg)?;
         let n = self.run("counting the GPUs".into(), Duration::from_secs(60), |c| {
             Ok(c.gpus.len())
@@ -819,6 +810,99 @@ impl CudaMeasurements {
             &main_run,
             single.as_ref(),
         ))
+    }
+
+    /// The worker, and the libraries a training run needs, each loadable and no newer than the
+    /// driver: checked before compiling or loading anything, so that a libnvrtc or libcublas
+    /// newer than the driver fails with its path, not later as an opaque PTX or cuBLAS error.
+    fn training_libraries(&mut self) -> Result<(), HwError> {
+        self.worker()?;
+        for (lib, loadable) in [
+            (Lib::Nvrtc, self.opts.nvrtc_loadable),
+            (Lib::Cublas, self.opts.cublas_loadable),
+        ] {
+            if !loadable() {
+                return Err(libs::missing(lib));
+            }
+            (self.opts.toolkit_check)(lib)?;
+        }
+        Ok(())
+    }
+
+    /// The suite's model partitioned as `p` over every GPU: the golden configuration so
+    /// partitioned (inputs checked against the CPU first), then the timed run; the ranks'
+    /// agreement checked after each. Each is one measurement with its own deadline, and its
+    /// communicators live only as long as it.
+    pub fn training_method(
+        &mut self,
+        cfg: &TrainingCheck,
+        p: Partition,
+    ) -> Result<MethodRun, HwError> {
+        self.training_libraries()?;
+        if !(self.opts.nccl_loadable)() {
+            return Err(libs::missing(Lib::Nccl));
+        }
+        let n = self.run("counting the GPUs".into(), Duration::from_secs(60), |c| {
+            Ok(c.gpus.len())
+        })?;
+        if p.gpus() != n {
+            return Err(HwError::NotSupported(format!(
+                "{p:?} needs {} GPUs; {n} are here",
+                p.gpus()
+            )));
+        }
+        let golden = Sharded::golden(cfg, p)?;
+        let main = Sharded::new(Model::main(cfg, p.dp())?, p)?;
+        // The sharded runs release the node-wide communicators (train::sharded).
+        self.nccl_ready = false;
+        let gsteps = cfg.golden_steps;
+        let what = format!(
+            "golden training run ({gsteps} steps of {:?}) partitioned {p:?}",
+            golden.base().layers
+        );
+        let limit = training_deadline(golden.base(), gsteps).saturating_add(NCCL_INIT_LIMIT);
+        let g = golden.clone();
+        let golden_run = self.run(what, limit, move |c| {
+            let opts = plan::TrainOpts {
+                steps: gsteps,
+                warmup: gsteps,
+                verify_inputs: true,
+            };
+            train::sharded(c, &g, &opts)
+        })?;
+        let (steps, warmup) = (cfg.steps, plan::warmup_steps(cfg.steps));
+        let what = format!(
+            "training run ({steps} steps of {:?}, batch {} per group) partitioned {p:?}",
+            main.base().layers,
+            main.base().local_batch
+        );
+        let limit = training_deadline(main.base(), steps).saturating_add(NCCL_INIT_LIMIT);
+        let m = main.clone();
+        let main_run = self.run(what, limit, move |c| {
+            let opts = plan::TrainOpts {
+                steps,
+                warmup,
+                verify_inputs: false,
+            };
+            train::sharded(c, &m, &opts)
+        })?;
+        let inconsistency = [("golden", &golden_run), ("timed", &main_run)]
+            .into_iter()
+            .find_map(|(which, o)| {
+                o.consistency(p)
+                    .err()
+                    .map(|e| format!("in the {which} run, {e}"))
+            });
+        Ok(MethodRun {
+            tp: p.tp(),
+            dp: p.dp(),
+            golden_node_losses: golden_run.losses.iter().map(|&v| f64::from(v)).collect(),
+            step_ms: main_run.times.step_ms,
+            comm_ms: main_run.times.comm_ms,
+            exposed_comm_ms: main_run.times.exposed_ms,
+            samples_per_step: cfg.batch * p.dp(),
+            inconsistency,
+        })
     }
 }
 

@@ -171,8 +171,8 @@ impl Comms {
 impl Drop for Comms {
     fn drop(&mut self) {
         for c in &self.comms {
-            // SAFETY: each communicator is released once; nothing is in flight (callers
-            // synchronise before dropping).
+            // SAFETY: each communicator is released once. Callers synchronise before dropping,
+            // except after a failure, where aborting what is in flight is the point.
             let _ = unsafe { ns::ncclCommAbort(*c) };
         }
     }

@@ -15,7 +15,13 @@
 //!   ([`plan::check_arch`]). cudarc's `CudaBlas` is not used: its drop unwraps;
 //! - events: cudarc events with timing (one per step and kind, created when first recorded);
 //! - all-reduce: one NCCL group per bucket over every replica's communication stream, with the
-//!   communicators the collective check uses (`ncclCommInitAll`, kept in [`Cuda`]).
+//!   communicators the collective check uses (`ncclCommInitAll`, kept in [`Cuda`]);
+//! - a sharded run (tensor-parallel, hybrid): one communicator set per tensor-parallel group
+//!   and one per data-parallel group (`ncclCommInitAll` over the group's GPUs, made before the
+//!   first step and dropped with the run), each group's all-reduce on the stream the plan
+//!   names: the activations' on the compute stream, the gradients' on the communication
+//!   stream, both kinds in flight at once. Every GPU issues them in the plan's one order, so
+//!   no two communicators wait on each other.
 //!
 //! Memory is checked before anything is allocated: a GPU whose free memory cannot hold a
 //! replica's buffers plus [`plan::LIBRARY_RESERVE_BYTES`] gives an error that says how much is
@@ -26,6 +32,8 @@ use super::driver::{self, ck, DevBuf, Gpu};
 use super::{nccl, Cuda};
 use crate::error::HwError;
 use crate::training::kernels;
+use crate::training::partition::Partition;
+use crate::training::plan::sharded::{Sharded, ShardedOutcome};
 use crate::training::plan::{
     self, Arg, Bucket, Buf, Device, Elem, EvId, GroupReduce, Math, Model, Op, Ptr, Stream,
 };
@@ -389,6 +397,21 @@ impl Replica<'_> {
         Ok(b.ptr + at as u64)
     }
 
+    /// The device address of `bytes` from `p`, all of them inside its buffer.
+    fn span(&self, p: Ptr, bytes: usize) -> Result<u64, HwError> {
+        let start = self.ptr(p)?;
+        let size = self.bufs.get(&p.buf).map_or(0, |b| b.bytes);
+        if p.byte_offset().saturating_add(bytes) > size {
+            return Err(HwError::Call {
+                call: "the training plan".into(),
+                detail: format!(
+                    "{bytes} bytes from {p:?} run past the end of a {size} byte buffer"
+                ),
+            });
+        }
+        Ok(start)
+    }
+
     fn launch(&self, l: &plan::Launch) -> Result<(), HwError> {
         let f = *self
             .module
@@ -542,20 +565,24 @@ impl Replica<'_> {
 pub(crate) struct GpuDevice<'g> {
     reps: Vec<Replica<'g>>,
     comms: Option<&'g nccl::Comms>,
+    /// A sharded run's communicators, by the ranks of their group (ascending).
+    groups: Vec<(Vec<usize>, nccl::Comms)>,
 }
 
 impl<'g> GpuDevice<'g> {
-    /// Check memory, load the kernels, make a cuBLAS handle and allocate the buffers on every
-    /// GPU, for a run of `steps` steps.
+    /// Check memory (for `m`'s run of `steps` steps), load the kernels, make a cuBLAS handle
+    /// and allocate `buffers` on every GPU.
     fn new(
         gpus: &[&'g Gpu],
         comms: Option<&'g nccl::Comms>,
         m: &Model,
         steps: usize,
+        buffers: &[(Buf, usize)],
     ) -> Result<Self, HwError> {
         let mut dev = GpuDevice {
             reps: Vec::with_capacity(gpus.len()),
             comms,
+            groups: Vec::new(),
         };
         for g in gpus {
             g.bind()?;
@@ -570,7 +597,7 @@ impl<'g> GpuDevice<'g> {
             let module = Module::load(g, target, &image)?;
             let blas = Blas::new(g, &g.streams[0], m.math)?;
             let mut bufs = HashMap::new();
-            for (b, n) in m.buffers(steps) {
+            for &(b, n) in buffers {
                 bufs.insert(b, DevBuf::new(g, n * b.elem().bytes())?);
             }
             dev.reps.push(Replica {
@@ -582,6 +609,54 @@ impl<'g> GpuDevice<'g> {
             });
         }
         Ok(dev)
+    }
+
+    /// Communicators for every tensor-parallel and data-parallel group of `p` that has two
+    /// ranks or more.
+    fn with_groups(mut self, p: Partition) -> Result<Self, HwError> {
+        let mut groups: Vec<Vec<usize>> = Vec::new();
+        if p.tp() > 1 {
+            groups.extend((0..p.dp()).map(|g| p.tp_group(g)));
+        }
+        if p.dp() > 1 {
+            groups.extend((0..p.tp()).map(|t| p.dp_group(t)));
+        }
+        for ranks in groups {
+            let gpus = ranks
+                .iter()
+                .map(|&r| Ok(self.rep(r)?.gpu))
+                .collect::<Result<Vec<&Gpu>, HwError>>()?;
+            let comms = nccl::Comms::init(&gpus)?;
+            // One all-reduce of one word, waited for: NCCL connects a communicator's peers on
+            // its first collective, which must not happen while the other kind's kernels
+            // already hold the GPUs.
+            let words = gpus
+                .iter()
+                .map(|g| {
+                    let b = DevBuf::new(g, 4)?;
+                    b.memset(0)?;
+                    Ok(b)
+                })
+                .collect::<Result<Vec<DevBuf>, HwError>>()?;
+            let bufs: Vec<_> = gpus
+                .iter()
+                .zip(&words)
+                .map(|(g, b)| (b.ptr, g.streams[0].cu_stream()))
+                .collect();
+            nccl::all_reduce_in_place(&comms, &bufs, 1)?;
+            for g in &gpus {
+                g.sync_streams()?;
+            }
+            comms.async_errors()?;
+            self.groups.push((ranks, comms));
+        }
+        Ok(self)
+    }
+
+    /// Abort a failed sharded run's communicators before the streams are waited for: an
+    /// all-reduce that some ranks reached and others never will would hold its streams forever.
+    fn abort_groups(&mut self) {
+        self.groups.clear();
     }
 
     fn rep(&mut self, r: usize) -> Result<&mut Replica<'g>, HwError> {
@@ -649,14 +724,33 @@ impl Device for GpuDevice<'_> {
     }
 
     fn group_all_reduce(&mut self, ranks: &[usize], reduce: &GroupReduce) -> Result<(), HwError> {
-        // A sharded run needs one NCCL communicator per tensor-parallel group and one per
-        // data-parallel group (ncclCommSplit of the node's), and the two kinds in flight at once
-        // on different streams; none is made yet.
-        Err(HwError::NotSupported(format!(
-            "tensor-parallel and hybrid training are not yet on GPUs: no NCCL communicator for \
-             a {:?}-parallel group of ranks {ranks:?}",
-            reduce.group
-        )))
+        let comms = &self
+            .groups
+            .iter()
+            .find(|(g, _)| g == ranks)
+            .ok_or_else(|| HwError::Call {
+                call: "the training plan".into(),
+                detail: format!(
+                    "no NCCL communicator for the {:?}-parallel group of ranks {ranks:?}",
+                    reduce.group
+                ),
+            })?
+            .1;
+        let bytes = reduce.len * Elem::Word.bytes();
+        let bufs = ranks
+            .iter()
+            .map(|&r| {
+                let rep = self.reps.get(r).ok_or_else(|| HwError::Call {
+                    call: "the training plan".into(),
+                    detail: format!("rank {r} of {}", self.reps.len()),
+                })?;
+                Ok((
+                    rep.span(reduce.at, bytes)?,
+                    rep.stream(reduce.stream).cu_stream(),
+                ))
+            })
+            .collect::<Result<Vec<_>, HwError>>()?;
+        nccl::all_reduce_in_place(comms, &bufs, reduce.len)
     }
 
     fn sync(&mut self) -> Result<(), HwError> {
@@ -664,6 +758,9 @@ impl Device for GpuDevice<'_> {
             r.gpu.sync_streams()?;
         }
         if let Some(c) = self.comms {
+            c.async_errors()?;
+        }
+        for (_, c) in &self.groups {
             c.async_errors()?;
         }
         Ok(())
@@ -708,8 +805,34 @@ fn run_on(
             detail: format!("{} replicas on {} GPUs", m.replicas, gpus.len()),
         });
     }
-    let mut dev = GpuDevice::new(gpus, comms, m, opts.steps)?;
+    let mut dev = GpuDevice::new(gpus, comms, m, opts.steps, &m.buffers(opts.steps))?;
     plan::train(&mut dev, m, opts)
+}
+
+/// A sharded run (tensor-parallel or hybrid) on the first `s.ranks()` GPUs, with a
+/// communicator set per group made for it. The memory check is the data-parallel replica's:
+/// no rank holds more than it. The node-wide communicators are released first (the collective
+/// check and the data-parallel run make them again when they need them): with them, a GPU
+/// would hold three sets at once.
+pub(crate) fn sharded(
+    c: &mut Cuda,
+    s: &Sharded,
+    opts: &plan::TrainOpts,
+) -> Result<ShardedOutcome, HwError> {
+    c.nccl = None;
+    let all = c.all()?;
+    let gpus = all.get(..s.ranks()).ok_or_else(|| HwError::Call {
+        call: "the training plan".into(),
+        detail: format!("{} ranks on {} GPUs", s.ranks(), all.len()),
+    })?;
+    let buffers = s.buffers(opts.steps);
+    let mut dev =
+        GpuDevice::new(gpus, None, s.base(), opts.steps, &buffers)?.with_groups(s.partition())?;
+    let r = plan::sharded::train(&mut dev, s, opts);
+    if r.is_err() {
+        dev.abort_groups();
+    }
+    r
 }
 
 /// The golden configuration on GPU 0: inputs checked against the CPU first, nothing timed.

@@ -684,6 +684,13 @@ impl Backend for RealBackend {
     fn training(&mut self, cfg: &TrainingCheck) -> Result<TrainingRun, HwError> {
         self.cuda.training(cfg)
     }
+    fn training_method(
+        &mut self,
+        cfg: &TrainingCheck,
+        p: crate::training::partition::Partition,
+    ) -> Result<crate::backend::MethodRun, HwError> {
+        self.cuda.training_method(cfg, p)
+    }
 }
 
 /// How long host-to-device copies keep a GPU busy while its PCIe link is read, at most; the
