@@ -16,6 +16,9 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 
+#[path = "sim_train.rs"]
+mod train;
+
 pub const FORMAT_VERSION: u32 = 1;
 
 /// Node descriptions shipped inside the binary, one per shipped suite.
@@ -1471,9 +1474,19 @@ impl SimBackend {
         Ok(())
     }
 
-    /// Bus bandwidth of a collective at large sizes on this node (after faults), as NCCL
-    /// chooses its algorithm, or with NVLS forced off (`no_nvls`, `NCCL_NVLS_ENABLE=0`).
+    /// [`SimBackend::coll_peak_over`] every GPU.
+    #[cfg(test)]
     fn coll_peak(&self, op: CollectiveOp, no_nvls: bool) -> f64 {
+        let all: Vec<usize> = (0..self.n()).collect();
+        self.coll_peak_over(op, no_nvls, &all)
+    }
+
+    /// Bus bandwidth of a collective at large sizes among the GPUs `ranks` (CUDA ordinals;
+    /// every GPU for the collectives check) after faults, as NCCL chooses its algorithm, or
+    /// with NVLS forced off (`no_nvls`, `NCCL_NVLS_ENABLE=0`), GB/s: the node's healthy figure times the worst share of its healthy figure that a pair among them now
+    /// delivers. A group's collectives ride its own links: a slow pair slows every group that
+    /// holds both its GPUs, and no other.
+    fn coll_peak_over(&self, op: CollectiveOp, no_nvls: bool, ranks: &[usize]) -> f64 {
         let p = &self.node.perf;
         let mut peak = p.collective_busbw_gbps.get(&op).copied().unwrap_or(0.0);
         // NCCL uses NVLS only when every GPU can: one without it and all_reduce falls back.
@@ -1482,13 +1495,12 @@ impl SimBackend {
         if op == CollectiveOp::AllReduce && (nvls_lost || (no_nvls && self.node.links.nvls)) {
             peak = p.collective_busbw_no_nvls_gbps.unwrap_or(peak);
         }
-        let n = self.n();
         // Collectives ride the slowest path between GPUs: the figure a healthy node delivers,
         // times the worst share of its healthy figure that any pair now delivers.
-        if n > 1 {
+        if ranks.len() > 1 {
             let mut share = f64::INFINITY;
-            for a in 0..n {
-                for b in (a + 1)..n {
+            for (i, &a) in ranks.iter().enumerate() {
+                for &b in &ranks[i + 1..] {
                     let nominal = self.pair_gbps_nominal(a, b);
                     if nominal > 0.0 {
                         share = share.min(self.pair_gbps(a, b, false).0 / nominal);
@@ -1509,9 +1521,21 @@ impl SimBackend {
 
     /// Modelled time of one collective, microseconds.
     fn coll_time_us(&self, op: CollectiveOp, bytes: u64, no_nvls: bool) -> f64 {
-        let n = self.n();
+        let all: Vec<usize> = (0..self.n()).collect();
+        self.coll_time_over_us(op, bytes, no_nvls, &all)
+    }
+
+    /// Modelled time of one collective among the GPUs `ranks`, microseconds.
+    fn coll_time_over_us(
+        &self,
+        op: CollectiveOp,
+        bytes: u64,
+        no_nvls: bool,
+        ranks: &[usize],
+    ) -> f64 {
+        let n = ranks.len();
         let factor = op.busbw_factor(n);
-        let peak = self.coll_peak(op, no_nvls);
+        let peak = self.coll_peak_over(op, no_nvls, ranks);
         let lat = self.node.perf.collective_latency_us * (1.0 + (n as f64).log2().max(0.0) * 0.25);
         if factor == 0.0 || peak <= 0.0 {
             // One rank: a local copy at device speed.
@@ -2230,93 +2254,15 @@ impl Backend for SimBackend {
     }
 
     fn training(&mut self, cfg: &crate::suite::TrainingCheck) -> Result<TrainingRun, HwError> {
-        use crate::suite::Precision;
-        // A transient fault shows on the measurements of its own figure only.
-        self.nth = u32::MAX;
-        let n = self.n();
-        let params: u64 = cfg
-            .layers
-            .windows(2)
-            .map(|w| (w[0] * w[1] + w[1]) as u64)
-            .sum();
-        let flops_per_sample = 6.0 * params as f64;
-        let tflops = match cfg.precision {
-            Precision::Fp32 => self.node.perf.fp32_tflops,
-            Precision::Tf32 => self.node.perf.fp32_tflops * 4.0,
-            Precision::Bf16 => self.bf16_step_tflops(cfg)?,
-        };
-        let compute_ms = cfg.batch as f64 * flops_per_sample / (tflops * 1e12) * 1e3;
-        let grad_bytes = params * 4;
-        let comm_ms = if n > 1 {
-            self.coll_time_us(CollectiveOp::AllReduce, grad_bytes, false) / 1e3
-        } else {
-            0.0
-        };
-        // Bucketed all-reduce overlaps with the backward pass (about 2/3 of the compute).
-        let exposed = (comm_ms - 0.6 * compute_ms).max(0.05 * comm_ms);
-        let step = compute_ms + exposed;
-        let steps = cfg.steps as u32;
-        let step_ms = self.samples("train step", step, steps);
-        let comm = self.samples("train comm", comm_ms, steps);
-        let exposed_ms = self.samples("train exposed", exposed, steps);
-        // Loss of the large run, modelled on the CPU reference's trajectories (computed with
-        // ci/loss_trajectory.py): it starts above ln(classes) (the initial logits are wide) and
-        // falls with lr x steps, faster for wider hidden layers. E.g. 1024-4096-4096-10 at lr 0.02:
-        // 2.71 -> 1.90 in 150 steps; 1024-8192-8192-10 at lr 0.01: 2.54 -> 2.06 in 100.
-        let classes = *cfg.layers.last().unwrap_or(&10) as f64;
-        let start = classes.ln() + 0.4;
-        let floor = 0.5 * classes.ln();
-        let hidden = cfg
-            .layers
-            .get(1..cfg.layers.len().saturating_sub(1))
-            .unwrap_or(&[])
-            .iter()
-            .copied()
-            .max()
-            .unwrap_or(1)
-            .max(1) as f64;
-        let kappa = 4.0 * 4096.0 / hidden;
-        let mut rng = self.rng("train loss");
-        let losses: Vec<f64> = (0..cfg.steps)
-            .map(|t| floor + (start - floor) * (-cfg.lr * t as f64 / kappa).exp())
-            .map(|l| l * (1.0 + 0.005 * rng.random_range(-1.0..1.0)))
-            .collect();
-        // The golden configuration really is trained, on the CPU: a healthy simulated GPU sums in
-        // another order (as real ones do); `wrong-loss` runs a broken ReLU-backward kernel.
-        let flaw = if self.faults_of(FaultKind::WrongLoss).next().is_some() {
-            crate::training::reference::Flaw::ReluGradLeaks
-        } else {
-            crate::training::reference::Flaw::ReorderedSums
-        };
-        let golden_node_losses =
-            crate::training::cpu_losses(&crate::training::golden_config(cfg), flaw).map_err(
-                |e| HwError::Call {
-                    call: "simulated golden training".into(),
-                    detail: e.to_string(),
-                },
-            )?;
-        let hash = hex::encode(Sha256::digest(format!(
-            "{}-{}-{:?}",
-            self.node.name, self.seed, cfg.layers
-        )));
-        let mut hashes = vec![hash.clone(); n];
-        for f in self.faults_of(FaultKind::ReplicaMismatch) {
-            let g = f.gpu.unwrap_or(n - 1).min(n - 1);
-            hashes[g] = hex::encode(Sha256::digest(format!("{hash}-diverged")));
-        }
-        Ok(TrainingRun {
-            golden_node_losses,
-            losses,
-            replica_hashes: hashes,
-            step_ms,
-            exposed_comm_ms: exposed_ms,
-            comm_ms: comm,
-            batch_per_gpu: cfg.batch,
-            gpus: n,
-            single_gpu_samples_per_s: Some(cfg.batch as f64 / (compute_ms / 1e3)),
-            gradient_bytes: grad_bytes,
-            precision: cfg.precision,
-        })
+        self.train_data_parallel(cfg)
+    }
+
+    fn training_method(
+        &mut self,
+        cfg: &crate::suite::TrainingCheck,
+        p: crate::training::partition::Partition,
+    ) -> Result<MethodRun, HwError> {
+        self.train_partitioned(cfg, p)
     }
 }
 
