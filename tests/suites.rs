@@ -176,6 +176,11 @@ const BROKEN: &[(&str, &str, &str)] = &[
     ("format_version = 1\nname = \"x\"\n[checks.training]\ngolden_abs_tol = -1.0\n", "4:1", "golden_abs_tol must be a number from 0 to below 1"),
     ("format_version = 1\nname = \"x\"\n[checks.training]\ngolden_rel_tol = 1e39\n", "4:1", "golden_rel_tol must be above 0 and below 1 (relative), got 1e39"),
     ("format_version = 1\nname = \"x\"\n[checks.training]\ngolden_steps = 0\n", "4:1", "golden_steps must be at least 1"),
+    // floors per partitioning: in range, known keys, and only for a partitioning that runs
+    ("format_version = 1\nname = \"x\"\n[checks.training.tensor_parallel]\nmin_scaling_efficiency = 2.0\n", "4:1", "checks.training.tensor_parallel.min_scaling_efficiency: min_scaling_efficiency must be in (0, 1.5], got 2"),
+    ("format_version = 1\nname = \"x\"\n[checks.training.hybrid]\nmax_comm_fraction = 1.0\n", "4:1", "checks.training.hybrid.max_comm_fraction: max_comm_fraction must be above 0 and below 1"),
+    ("format_version = 1\nname = \"x\"\n[checks.training.hybrid]\nmin_scaling = 0.5\n", "4:1", "unknown field `min_scaling`"),
+    ("format_version = 1\nname = \"x\"\n[checks.training]\npartitionings = false\n[checks.training.tensor_parallel]\nmax_comm_fraction = 0.5\n", "5:18", "checks.training.tensor_parallel: floors for a partitioning that is not run"),
     (
         "format_version = 1\nname = \"x\"\n[node]\ngpu_count = 2\n[topology]\nnvlink_pairs = [{ a = 0, b = 1, links = 4 }, { a = 1, b = 0, links = 8 }]\n",
         "6:46",
@@ -356,6 +361,64 @@ fn a_child_overrides_parts_of_an_embedded_suite() {
         48.0
     );
     assert_eq!(ev["suite"]["chain"][1], "embedded:h100-sxm-8");
+}
+
+/// A suite may hold tensor parallelism to a floor: on the PCIe box, where it keeps about 40% of
+/// linear scaling, a floor of 60% fails the training check by that method alone, and one of 30%
+/// passes; without a floor the same figure is reported (the shipped suite passes).
+#[test]
+fn a_floor_on_tensor_parallelism_fails_a_pcie_box_only_where_the_suite_asks() {
+    let env = Env::new();
+    let run = |floor: f64| {
+        let name = format!("tp{floor}.toml");
+        env.write(
+            &name,
+            &format!(
+                "format_version = 1\nname = \"tp\"\nextends = \"l40s-pcie-4\"\n\
+                 [checks.training.tensor_parallel]\nmin_scaling_efficiency = {floor}\n"
+            ),
+        );
+        let out = format!("o{floor}");
+        let a = env
+            .cmd()
+            .args([
+                "run",
+                &name,
+                "--simulate",
+                "l40s-pcie-4",
+                "--out",
+                &out,
+                "-q",
+            ])
+            .assert();
+        let code = a.get_output().status.code();
+        let ev = util::read_json(&env.path(&format!("{out}/evidence.json")));
+        let training = ev["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == "training")
+            .unwrap()
+            .clone();
+        (code, training)
+    };
+    let (code, t) = run(0.6);
+    assert_eq!(code, Some(1));
+    assert_eq!(t["status"], "fail");
+    let failed: Vec<String> = t["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["status"] == "fail")
+        .map(|f| format!("{} {}", f["subject"]["method"], f["metric"]))
+        .collect();
+    assert_eq!(failed, ["\"tensor-parallel\" \"scaling_efficiency\""]);
+    let (code, t) = run(0.3);
+    assert_eq!(code, Some(0));
+    assert_eq!(t["status"], "pass");
+    // The report names the method and its floor.
+    let md = std::fs::read_to_string(env.path("o0.6/report.md")).unwrap();
+    assert!(md.contains("| tensor-parallel | 4 x 1 |"), "{md}");
 }
 
 #[test]

@@ -8,6 +8,14 @@ use crate::error::HwError;
 use crate::evidence::{Fact, FactValue, Finding, Metric, Status, Subject};
 use crate::suite::TrainingCheck;
 
+pub mod methods;
+
+/// How the data-parallel run's golden finding begins what it expected (the report finds it so;
+/// its findings carry no metric, as evidence of every format has them).
+pub const GOLDEN_EXPECTED: &str = "abs(node - cpu) <=";
+/// What the data-parallel run's replica finding expected.
+pub const REPLICAS_EXPECTED: &str = "identical parameters";
+
 pub struct Training(pub TrainingCheck);
 
 impl Check for Training {
@@ -28,7 +36,7 @@ impl Check for Training {
         }
         let c = &self.0;
         let params: usize = c.layers.windows(2).map(|w| w[0] * w[1] + w[1]).sum();
-        Ok(vec![format!(
+        Ok([format!(
             "MLP {:?} ({:.1}M parameters, {:.0} MB of fp32 gradients a step), batch {} per GPU on {n} GPU{}, {} steps, {:?}; golden check: {} steps of {:?} against the CPU",
             c.layers,
             params as f64 / 1e6,
@@ -39,12 +47,23 @@ impl Check for Training {
             c.precision,
             c.golden_steps,
             c.golden_layers
-        )])
+        )]
+        .into_iter()
+        .chain(methods::compared(c, n).into_iter().map(|p| {
+            format!(
+                "the same model {} ({} x {} GPUs, tensor x data): golden check and {} steps",
+                crate::training::fit::method_name(p),
+                p.tp(),
+                p.dp(),
+                c.steps
+            )
+        }))
+        .collect())
     }
 
     fn measure(
         &self,
-        _: &Ctx,
+        ctx: &Ctx,
         b: &mut dyn Backend,
         progress: Progress,
     ) -> Result<Measured, HwError> {
@@ -133,15 +152,17 @@ impl Check for Training {
             node(),
             FactValue::Text(crate::suite::Precision::Fp32.name().into()),
         ));
+        let gpus = ctx.inventory.gpus.len();
+        methods::measure(&self.0, gpus, b, r.single_gpu_samples_per_s, &mut m)?;
         Ok(m)
     }
 
-    fn samples(&self, _gpus: usize) -> (u64, String) {
+    fn samples(&self, gpus: usize) -> (u64, String) {
         // Loss, step, communication, exposed communication and throughput per step; the
         // golden losses twice (node and CPU); scaling efficiency and the communication share.
         let c = &self.0;
         (
-            5 * c.steps as u64 + 2 * c.golden_steps as u64 + 2,
+            5 * c.steps as u64 + 2 * c.golden_steps as u64 + 2 + methods::samples(c, gpus),
             "checks.training.steps".into(),
         )
     }
@@ -149,7 +170,12 @@ impl Check for Training {
     fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
         let c = &self.0;
         let mut out = Vec::new();
-        let get = |n: &str| m.metrics.iter().find(|x| x.name == n);
+        // The data-parallel run's figures (the node's); the partitionings' are judged apart.
+        let get = |n: &str| {
+            m.metrics
+                .iter()
+                .find(|x| x.name == n && x.subject == Subject::node())
+        };
         let losses = get("loss").map(|x| x.samples.clone()).unwrap_or_default();
         // Golden trajectory: the node computes right answers.
         let node_g: Vec<f32> = get("golden_node_loss")
@@ -158,31 +184,7 @@ impl Check for Training {
         let cpu_g: Vec<f32> = get("golden_cpu_loss")
             .map(|x| x.samples.iter().map(|v| *v as f32).collect())
             .unwrap_or_default();
-        let expected = format!(
-            "abs(node - cpu) <= {:.0e} + {:.0e} x abs(cpu) over {} steps of {:?}, batch {}",
-            c.golden_abs_tol, c.golden_rel_tol, c.golden_steps, c.golden_layers, c.golden_batch
-        );
-        use crate::training::reference::{compare_trajectory, TrajectoryMismatch};
-        out.push(match compare_trajectory(&node_g, &cpu_g, c.golden_rel_tol as f32, c.golden_abs_tol as f32) {
-            Ok(d) => finding(
-                Status::Pass,
-                Subject::node(),
-                format!("max relative deviation {:.1e}", d.max_rel_diff),
-                expected,
-                format!("losses of the first {} golden steps match the CPU golden trajectory", cpu_g.len()),
-            ),
-            Err(TrajectoryMismatch::Diverged { step, gpu, cpu, rel_diff, .. }) => finding(
-                Status::Fail,
-                Subject::node(),
-                format!("step {step}: {gpu:.6} vs {cpu:.6}"),
-                expected,
-                format!(
-                    "golden step {step}: the node's loss {gpu:.6} differs from the CPU golden {cpu:.6} by {rel_diff:.1e} (relative): this node computes wrong answers"
-                ),
-            ),
-            // Too few losses to compare is missing data, not a wrong answer: an error.
-            Err(e) => finding(Status::Error, Subject::node(), "no comparable losses", expected, format!("golden trajectory: {e}")),
-        });
+        out.push(golden_finding(c, Subject::node(), &node_g, &cpu_g));
         // The loss goes down and reaches the target.
         out.push(loss_finding(c.loss_target, &losses));
         // Replicas bit-identical.
@@ -239,7 +241,56 @@ impl Check for Training {
                 .informational(),
             );
         }
+        out.extend(methods::evaluate(c, ctx.inventory.gpus.len(), m, &cpu_g));
         out
+    }
+}
+
+/// The losses of the golden configuration as `who` trained it on the node against the CPU's:
+/// within tolerance a pass, a step outside it a wrong answer, too few losses to compare an
+/// error (missing data, not a wrong answer).
+pub(crate) fn golden_finding(
+    c: &TrainingCheck,
+    who: Subject,
+    node_g: &[f32],
+    cpu_g: &[f32],
+) -> Finding {
+    let expected = format!(
+        "{GOLDEN_EXPECTED} {:.0e} + {:.0e} x abs(cpu) over {} steps of {:?}, batch {}",
+        c.golden_abs_tol, c.golden_rel_tol, c.golden_steps, c.golden_layers, c.golden_batch
+    );
+    use crate::training::reference::{compare_trajectory, TrajectoryMismatch};
+    let whose = if who == Subject::node() {
+        "the node's".to_string()
+    } else {
+        format!("the {} run's", who.describe())
+    };
+    let found = match compare_trajectory(node_g, cpu_g, c.golden_rel_tol as f32, c.golden_abs_tol as f32) {
+        Ok(d) => finding(
+            Status::Pass,
+            who.clone(),
+            format!("max relative deviation {:.1e}", d.max_rel_diff),
+            expected,
+            format!("losses of the first {} golden steps match the CPU golden trajectory", cpu_g.len()),
+        ),
+        Err(TrajectoryMismatch::Diverged { step, gpu, cpu, rel_diff, .. }) => finding(
+            Status::Fail,
+            who.clone(),
+            format!("step {step}: {gpu:.6} vs {cpu:.6}"),
+            expected,
+            format!(
+                "golden step {step}: {whose} loss {gpu:.6} differs from the CPU golden {cpu:.6} by {rel_diff:.1e} (relative): this node computes wrong answers"
+            ),
+        ),
+        // Too few losses to compare is missing data, not a wrong answer: an error.
+        Err(e) => finding(Status::Error, who.clone(), "no comparable losses", expected, format!("golden trajectory: {e}")),
+    };
+    // The data-parallel run's findings keep the keys older evidence has them under (diff
+    // matches them); a partitioning's are tagged with the metric they judge.
+    if who == Subject::node() {
+        found
+    } else {
+        found.on("golden_node_loss")
     }
 }
 
@@ -308,7 +359,7 @@ fn hash_of(f: &Fact) -> Option<&str> {
 /// Every GPU's replica must end with the same parameters. A hash that is missing, or is not a
 /// hash (a hashing thread that failed), is an error: equal failure messages prove nothing.
 fn replica_finding(hashes: &[&Fact], gpus: usize) -> Finding {
-    let expected = "identical parameters";
+    let expected = REPLICAS_EXPECTED;
     let broken: Vec<String> = hashes
         .iter()
         .filter(|h| hash_of(h).is_none())

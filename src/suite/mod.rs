@@ -1129,6 +1129,36 @@ pub struct TrainingCheck {
     pub samples_per_s: Limit,
     /// N-GPU throughput over N times the one-GPU throughput.
     pub min_scaling_efficiency: Option<f64>,
+    /// Also train the same model and data tensor-parallel over every GPU and hybrid (tensor-
+    /// parallel groups of 2 and of 4, data-parallel across them), each checked against the CPU
+    /// golden run and timed, and compare them with the data-parallel run. On by default on a
+    /// node of two or more GPUs; each partitioning costs a golden and a timed run.
+    #[serde(default = "yes")]
+    pub partitionings: bool,
+    /// Floors for the tensor-parallel run. None set: its figures are reported, not judged (a
+    /// PCIe-only node is no place for tensor parallelism, and saying so is not a failure).
+    #[serde(default)]
+    pub tensor_parallel: MethodFloors,
+    /// Floors for every hybrid run.
+    #[serde(default)]
+    pub hybrid: MethodFloors,
+}
+
+/// What a suite asks of one partitioning of the training run.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct MethodFloors {
+    /// Its samples per second over the GPU count times the one-GPU data-parallel run's.
+    pub min_scaling_efficiency: Option<f64>,
+    /// The most of its step it may wait on communication, 0 to 1.
+    pub max_comm_fraction: Option<f64>,
+}
+
+impl MethodFloors {
+    /// Whether the suite judges this partitioning's speed at all.
+    pub fn any(&self) -> bool {
+        self.min_scaling_efficiency.is_some() || self.max_comm_fraction.is_some()
+    }
 }
 
 fn default_layers() -> Vec<usize> {
@@ -1773,6 +1803,39 @@ impl Suite {
                     p.bad(
                         "checks.training.min_scaling_efficiency",
                         format!("min_scaling_efficiency must be in (0, 1.5], got {e}"),
+                    );
+                }
+            }
+            for (name, f) in [
+                ("tensor_parallel", &t.tensor_parallel),
+                ("hybrid", &t.hybrid),
+            ] {
+                let base = format!("checks.training.{name}");
+                if let Some(e) = f.min_scaling_efficiency {
+                    if !(e > 0.0 && e <= 1.5) {
+                        p.bad(
+                            &format!("{base}.min_scaling_efficiency"),
+                            format!("min_scaling_efficiency must be in (0, 1.5], got {e}"),
+                        );
+                    }
+                }
+                if let Some(x) = f.max_comm_fraction {
+                    if !(x > 0.0 && x < 1.0) {
+                        p.bad(
+                            &format!("{base}.max_comm_fraction"),
+                            format!(
+                                "max_comm_fraction must be above 0 and below 1 (a share of the \
+                                 step), got {x}"
+                            ),
+                        );
+                    }
+                }
+                if f.any() && !t.partitionings {
+                    p.bad(
+                        &base,
+                        "floors for a partitioning that is not run: set partitionings = true, \
+                         or drop them"
+                            .into(),
                     );
                 }
             }
