@@ -296,7 +296,9 @@ pub fn render(ev: &Evidence) -> String {
     families.push(busbw_off);
 
     let tr = ev.check("training");
-    let one = |name: &str| medians(tr, name).next().map(|m| m.median);
+    // The data-parallel run's figures (the node's), not a partitioning's.
+    let dp = |name: &'static str| medians(tr, name).filter(|m| m.subject.method.is_none());
+    let one = |name: &'static str| dp(name).next().map(|m| m.median);
     for (fam, help, value) in [
         (
             "nodecert_training_samples_per_second",
@@ -316,9 +318,7 @@ pub fn render(ev: &Evidence) -> String {
         (
             "nodecert_training_final_loss",
             "Loss of the reference training run after its last step.",
-            medians(tr, "loss")
-                .next()
-                .and_then(|m| m.samples.last().copied()),
+            dp("loss").next().and_then(|m| m.samples.last().copied()),
         ),
     ] {
         if let Some(v) = value {

@@ -3,6 +3,7 @@
 //! everything shown is derived from the evidence alone.
 
 pub mod conventions;
+pub mod partitions;
 pub mod remeasured;
 pub mod svg;
 pub mod view;

@@ -22,6 +22,9 @@ use serde::{Deserialize, Serialize};
 
 const FONT: &str = "system-ui, sans-serif";
 
+mod bars;
+pub use bars::{bar_chart, BarChart, BarGroup};
+
 // ---------------------------------------------------------------------------
 // Shared helpers
 // ---------------------------------------------------------------------------

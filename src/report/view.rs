@@ -36,6 +36,8 @@ pub struct View {
     /// What bounds each way of spreading the training run over the GPUs, predicted from the
     /// run's measured parts (`training::fit`).
     pub fit: Option<FitView>,
+    /// The training run partitioned every way the check compared, measured.
+    pub partitions: Option<crate::report::partitions::PartitionView>,
     pub problems: Vec<Problem>,
     /// Checks measured more than once under the re-measure policy, attempt by attempt.
     pub remeasured: Vec<crate::report::remeasured::RemeasuredCheck>,
@@ -984,7 +986,12 @@ pub fn build(ev: &Evidence) -> View {
         .check("training")
         .filter(|c| !c.metrics.is_empty())
         .map(|c| {
-            let get = |n: &str| c.metrics.iter().find(|m| m.name == n);
+            // The data-parallel run's figures; a partitioning's are in its own table.
+            let get = |n: &str| {
+                c.metrics
+                    .iter()
+                    .find(|m| m.name == n && m.subject.method.is_none())
+            };
             let losses = get("loss").map(|m| m.samples.clone()).unwrap_or_default();
             let golden_node = get("golden_node_loss")
                 .map(|m| m.samples.clone())
@@ -1149,6 +1156,7 @@ pub fn build(ev: &Evidence) -> View {
         health,
         training,
         fit: fit_view(ev),
+        partitions: crate::report::partitions::build(ev),
         problems,
         remeasured: crate::report::remeasured::build(ev),
         conventions: crate::report::conventions::build(ev),
