@@ -117,6 +117,10 @@ smoke() {
         echo "== torch-gemm: the figures captured on the H200 ($anchor)"
     else
         step torch-gemm 120 python3 ci/torch_gemm.py 8192
+        # The same MLP (ReLU, as nodecert's) data-parallel in PyTorch on this one GPU: the
+        # like-for-like reference of the training step (issue 17); the tensor-parallel and
+        # hybrid references need several GPUs (torchrun --nproc_per_node=N ... tensor|hybrid2).
+        step torch-partition 120 torchrun --standalone --nproc_per_node=1 ci/torch_partition.py data
     fi
     step train 150 "$bin" run suites/training-anchor.toml "${sim[@]}" --out "$out/train"
     step frozen 150 "$bin" run "$out/frozen-suite.toml" "${sim[@]}" --out "$out/frozen"

@@ -282,6 +282,12 @@ else:
     flops = 964_085_940_224
     print(f"{'MLP train step ms':22} {step:10.2f} {theirs:10.2f} {ratio:7.3f}  <= 1.1  "
           f"{'met' if ratio <= 1.1 else 'MISSED'} ({flops / step / 1e9:.1f} TFLOP/s in GEMMs)")
+# The same model in PyTorch (ReLU, DistributedDataParallel; ci/torch_partition.py), where the
+# smoke run measured it: shown beside the goal above, not a goal of its own.
+part = last_json_object(read_text("torch-partition.out", ""))
+if step is not None and part and part.get("step_ms"):
+    print(f"{'MLP step, same model':22} {step:10.2f} {part['step_ms']:10.2f} "
+          f"{step / part['step_ms']:7.3f}  (ReLU as nodecert's; data-parallel on {part.get('gpus')} GPU)")
 wall = read_text("suite.wall_s")
 if wall is None:
     print("whole suite wall time: MISSING")
