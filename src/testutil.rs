@@ -1,9 +1,12 @@
 //! Helpers for unit tests.
 
 use crate::backend::sim::{self, Fault, SimBackend};
-use crate::backend::Backend;
+use crate::backend::{Backend, MethodRun};
+use crate::error::HwError;
 use crate::evidence::{Environment, Evidence};
 use crate::suite::load;
+use crate::suite::GemmPrecision;
+use crate::training::partition::Partition;
 
 /// A simulated run of `node` with `faults`, as `nodecert run --simulate` makes it.
 pub fn simulated(node: &str, faults: &[&str]) -> Evidence {
@@ -77,5 +80,119 @@ pub fn ctx<'a>(
         inventory,
         earlier: &[],
         simulated: true,
+    }
+}
+
+/// What a scripted backend's GEMMs answer, per GPU and precision.
+pub type GemmScript =
+    Box<dyn Fn(usize, GemmPrecision) -> Result<crate::backend::GemmSample, HwError>>;
+/// What a scripted backend's partitioned training runs answer.
+pub type MethodScript = Box<dyn Fn(Partition) -> Result<MethodRun, HwError>>;
+
+/// A backend for the tests of one check: the calls scripted here answer as told; any other is
+/// a test that reached further than it meant to (a panic).
+#[derive(Default)]
+pub struct Scripted {
+    pub gemm: Option<GemmScript>,
+    pub training_method: Option<MethodScript>,
+}
+
+impl Backend for Scripted {
+    fn info(&self) -> crate::backend::BackendInfo {
+        unimplemented!()
+    }
+    fn inventory(&mut self) -> Result<crate::inventory::Inventory, HwError> {
+        unimplemented!()
+    }
+    fn host_copy(
+        &mut self,
+        _: usize,
+        _: crate::backend::HostDir,
+        _: u64,
+        _: u32,
+        _: u32,
+    ) -> Result<crate::backend::Samples, HwError> {
+        unimplemented!()
+    }
+    fn host_copy_all(
+        &mut self,
+        _: crate::backend::HostDir,
+        _: u64,
+        _: u32,
+        _: u32,
+    ) -> Result<Vec<crate::backend::Samples>, HwError> {
+        unimplemented!()
+    }
+    fn device_copy(
+        &mut self,
+        _: usize,
+        _: u64,
+        _: u32,
+        _: u32,
+    ) -> Result<crate::backend::Samples, HwError> {
+        unimplemented!()
+    }
+    fn p2p_copy(
+        &mut self,
+        _: usize,
+        _: usize,
+        _: crate::backend::P2pMode,
+        _: u64,
+        _: u32,
+        _: u32,
+    ) -> Result<crate::backend::P2pSample, HwError> {
+        unimplemented!()
+    }
+    fn p2p_latency(
+        &mut self,
+        _: usize,
+        _: usize,
+        _: u32,
+    ) -> Result<crate::backend::Samples, HwError> {
+        unimplemented!()
+    }
+    fn collective(
+        &mut self,
+        _: crate::suite::CollectiveOp,
+        _: u64,
+        _: u32,
+        _: u32,
+    ) -> Result<crate::backend::CollectiveSample, HwError> {
+        unimplemented!()
+    }
+    fn collective_no_nvls(
+        &mut self,
+        _: crate::suite::CollectiveOp,
+        _: &[u64],
+        _: u32,
+        _: u32,
+    ) -> Result<Vec<crate::backend::CollectiveSample>, HwError> {
+        unimplemented!()
+    }
+    fn training(
+        &mut self,
+        _: &crate::suite::TrainingCheck,
+    ) -> Result<crate::backend::TrainingRun, HwError> {
+        unimplemented!()
+    }
+    fn gemm(
+        &mut self,
+        gpu: usize,
+        p: GemmPrecision,
+        _: u64,
+        _: u32,
+        _: u32,
+    ) -> Result<crate::backend::GemmSample, HwError> {
+        (self.gemm.as_ref().expect("a scripted gemm"))(gpu, p)
+    }
+    fn training_method(
+        &mut self,
+        _: &crate::suite::TrainingCheck,
+        p: Partition,
+    ) -> Result<MethodRun, HwError> {
+        (self
+            .training_method
+            .as_ref()
+            .expect("a scripted training_method"))(p)
     }
 }

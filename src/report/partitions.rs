@@ -41,13 +41,7 @@ pub struct PartitionRow {
 /// The table of a run that trained on two or more GPUs and compared partitionings; None
 /// otherwise.
 pub fn build(ev: &Evidence) -> Option<PartitionView> {
-    let cfg = ev
-        .suite
-        .resolved
-        .checks
-        .training
-        .as_ref()
-        .filter(|t| t.enabled)?;
+    let cfg = crate::report::view::training_config(ev)?;
     let gpus = ev.node.gpus.len();
     let compared = methods::compared(cfg, gpus);
     if compared.is_empty() {

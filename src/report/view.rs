@@ -505,16 +505,20 @@ pub struct FitRowView {
     pub sentence: String,
 }
 
-/// The workload fit of a run whose suite trains: None when it does not.
-fn fit_view(ev: &Evidence) -> Option<FitView> {
-    use crate::training::fit;
-    let cfg = ev
-        .suite
+/// The training check of the run's suite, when it trains.
+pub(crate) fn training_config(ev: &Evidence) -> Option<&crate::suite::TrainingCheck> {
+    ev.suite
         .resolved
         .checks
         .training
         .as_ref()
-        .filter(|t| t.enabled)?;
+        .filter(|t| t.enabled)
+}
+
+/// The workload fit of a run whose suite trains: None when it does not.
+fn fit_view(ev: &Evidence) -> Option<FitView> {
+    use crate::training::fit;
+    let cfg = training_config(ev)?;
     let gpus = ev.node.gpus.len();
     let rates = fit::node_rates(ev, cfg.precision);
     let measured = ev.check("training").and_then(|t| {

@@ -303,107 +303,22 @@ fn a_missing_or_unknown_figure_is_an_error() {
     assert_eq!(bad[0].found, "unknown figure 'fp64_tflops'");
 }
 
-/// A backend whose GEMMs fail as a broken driver does.
-struct Broken;
-impl Backend for Broken {
-    fn info(&self) -> crate::backend::BackendInfo {
-        unimplemented!()
-    }
-    fn inventory(&mut self) -> Result<Inventory, HwError> {
-        unimplemented!()
-    }
-    fn host_copy(
-        &mut self,
-        _: usize,
-        _: crate::backend::HostDir,
-        _: u64,
-        _: u32,
-        _: u32,
-    ) -> Result<crate::backend::Samples, HwError> {
-        unimplemented!()
-    }
-    fn host_copy_all(
-        &mut self,
-        _: crate::backend::HostDir,
-        _: u64,
-        _: u32,
-        _: u32,
-    ) -> Result<Vec<crate::backend::Samples>, HwError> {
-        unimplemented!()
-    }
-    fn device_copy(
-        &mut self,
-        _: usize,
-        _: u64,
-        _: u32,
-        _: u32,
-    ) -> Result<crate::backend::Samples, HwError> {
-        unimplemented!()
-    }
-    fn p2p_copy(
-        &mut self,
-        _: usize,
-        _: usize,
-        _: crate::backend::P2pMode,
-        _: u64,
-        _: u32,
-        _: u32,
-    ) -> Result<crate::backend::P2pSample, HwError> {
-        unimplemented!()
-    }
-    fn p2p_latency(
-        &mut self,
-        _: usize,
-        _: usize,
-        _: u32,
-    ) -> Result<crate::backend::Samples, HwError> {
-        unimplemented!()
-    }
-    fn collective(
-        &mut self,
-        _: crate::suite::CollectiveOp,
-        _: u64,
-        _: u32,
-        _: u32,
-    ) -> Result<crate::backend::CollectiveSample, HwError> {
-        unimplemented!()
-    }
-    fn collective_no_nvls(
-        &mut self,
-        _: crate::suite::CollectiveOp,
-        _: &[u64],
-        _: u32,
-        _: u32,
-    ) -> Result<Vec<crate::backend::CollectiveSample>, HwError> {
-        unimplemented!()
-    }
-    fn training(
-        &mut self,
-        _: &crate::suite::TrainingCheck,
-    ) -> Result<crate::backend::TrainingRun, HwError> {
-        unimplemented!()
-    }
-    fn gemm(
-        &mut self,
-        _: usize,
-        _: GemmPrecision,
-        _: u64,
-        _: u32,
-        _: u32,
-    ) -> Result<crate::backend::GemmSample, HwError> {
-        Err(HwError::Call {
-            call: "cublasGemmEx".into(),
-            detail: "CUBLAS_STATUS_EXECUTION_FAILED".into(),
-        })
-    }
-}
-
 #[test]
 fn a_failing_gemm_ends_the_check_as_an_error_not_a_skip() {
     let (_, inv, suite) = node("h200-sxm-8", &[]);
     let ctx = crate::testutil::ctx(&suite, &inv);
+    // GEMMs that fail as a broken driver's do.
+    let mut broken = crate::testutil::Scripted {
+        gemm: Some(Box::new(|_, _| {
+            Err(HwError::Call {
+                call: "cublasGemmEx".into(),
+                detail: "CUBLAS_STATUS_EXECUTION_FAILED".into(),
+            })
+        })),
+        ..Default::default()
+    };
     let e = Compute(cfg(""))
-        .measure(&ctx, &mut Broken, &mut |_, _| {})
+        .measure(&ctx, &mut broken, &mut |_, _| {})
         .unwrap_err();
     assert!(
         e.to_string().contains("CUBLAS_STATUS_EXECUTION_FAILED"),

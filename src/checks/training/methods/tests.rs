@@ -269,107 +269,26 @@ fn the_sample_count_is_what_a_run_records() {
     assert_eq!(samples(&c, 1), 0);
 }
 
-/// A backend whose partitioned runs are what `run` says; everything else unreachable.
-struct Scripted<F: Fn(Partition) -> Result<MethodRun, HwError>> {
-    run: F,
-}
-
-impl<F: Fn(Partition) -> Result<MethodRun, HwError>> crate::backend::Backend for Scripted<F> {
-    fn info(&self) -> crate::backend::BackendInfo {
-        unimplemented!()
-    }
-    fn inventory(&mut self) -> Result<crate::inventory::Inventory, HwError> {
-        unimplemented!()
-    }
-    fn host_copy(
-        &mut self,
-        _: usize,
-        _: crate::backend::HostDir,
-        _: u64,
-        _: u32,
-        _: u32,
-    ) -> Result<crate::backend::Samples, HwError> {
-        unimplemented!()
-    }
-    fn host_copy_all(
-        &mut self,
-        _: crate::backend::HostDir,
-        _: u64,
-        _: u32,
-        _: u32,
-    ) -> Result<Vec<crate::backend::Samples>, HwError> {
-        unimplemented!()
-    }
-    fn device_copy(
-        &mut self,
-        _: usize,
-        _: u64,
-        _: u32,
-        _: u32,
-    ) -> Result<crate::backend::Samples, HwError> {
-        unimplemented!()
-    }
-    fn p2p_copy(
-        &mut self,
-        _: usize,
-        _: usize,
-        _: crate::backend::P2pMode,
-        _: u64,
-        _: u32,
-        _: u32,
-    ) -> Result<crate::backend::P2pSample, HwError> {
-        unimplemented!()
-    }
-    fn p2p_latency(
-        &mut self,
-        _: usize,
-        _: usize,
-        _: u32,
-    ) -> Result<crate::backend::Samples, HwError> {
-        unimplemented!()
-    }
-    fn collective(
-        &mut self,
-        _: crate::suite::CollectiveOp,
-        _: u64,
-        _: u32,
-        _: u32,
-    ) -> Result<crate::backend::CollectiveSample, HwError> {
-        unimplemented!()
-    }
-    fn collective_no_nvls(
-        &mut self,
-        _: crate::suite::CollectiveOp,
-        _: &[u64],
-        _: u32,
-        _: u32,
-    ) -> Result<Vec<crate::backend::CollectiveSample>, HwError> {
-        unimplemented!()
-    }
-    fn training(
-        &mut self,
-        _: &crate::suite::TrainingCheck,
-    ) -> Result<crate::backend::TrainingRun, HwError> {
-        unimplemented!()
-    }
-    fn training_method(&mut self, _: &TrainingCheck, p: Partition) -> Result<MethodRun, HwError> {
-        (self.run)(p)
+fn scripted(
+    run: impl Fn(Partition) -> Result<MethodRun, HwError> + 'static,
+) -> crate::testutil::Scripted {
+    crate::testutil::Scripted {
+        training_method: Some(Box::new(run)),
+        ..Default::default()
     }
 }
 
 #[test]
 fn a_partitioning_that_fails_is_an_error_of_its_own_and_the_others_still_run() {
     let c = cfg("");
-    let mut b = Scripted {
-        run: |p: Partition| match p {
-            Partition::Tensor { .. } => Err(HwError::Call {
-                call: "ncclCommInitAll over CUDA devices [0, 1, 2, 3]".into(),
-                detail: "unhandled cuda error".into(),
-            }),
-            Partition::Hybrid { .. } => Ok(run(p, 3, &GOLDEN)),
-            Partition::Data { .. } => unreachable!(),
-        },
-    };
+    let mut b = scripted(|p: Partition| match p {
+        Partition::Tensor { .. } => Err(HwError::Call {
+            call: "ncclCommInitAll over CUDA devices [0, 1, 2, 3]".into(),
+            detail: "unhandled cuda error".into(),
+        }),
+        Partition::Hybrid { .. } => Ok(run(p, 3, &GOLDEN)),
+        Partition::Data { .. } => unreachable!(),
+    });
     let mut m = Measured::default();
     measure(&c, 4, &mut b, Some(1e5), &mut m).expect("the check's measurement stands");
     let f = evaluate(&c, 4, &m, &GOLDEN);
@@ -392,13 +311,11 @@ fn a_partitioning_that_fails_is_an_error_of_its_own_and_the_others_still_run() {
     );
     assert_eq!(hy.iter().filter(|x| !x.info).count(), 2);
     // A run that is not a time per step is a failed measurement, said as such.
-    let mut b = Scripted {
-        run: |p: Partition| {
-            let mut r = run(p, 3, &GOLDEN);
-            r.exposed_comm_ms[1] = -0.5;
-            Ok(r)
-        },
-    };
+    let mut b = scripted(|p: Partition| {
+        let mut r = run(p, 3, &GOLDEN);
+        r.exposed_comm_ms[1] = -0.5;
+        Ok(r)
+    });
     let mut m = Measured::default();
     measure(&c, 2, &mut b, None, &mut m).unwrap();
     assert!(m.metrics.is_empty(), "{:?}", m.metrics);
@@ -410,13 +327,11 @@ fn a_partitioning_that_fails_is_an_error_of_its_own_and_the_others_still_run() {
         f[0].reason
     );
     // Not available: a note, and the measurement goes on.
-    let mut b = Scripted {
-        run: |_: Partition| {
-            Err(HwError::NotSupported(
-                "bf16 is planned data-parallel only".into(),
-            ))
-        },
-    };
+    let mut b = scripted(|_: Partition| {
+        Err(HwError::NotSupported(
+            "bf16 is planned data-parallel only".into(),
+        ))
+    });
     let mut m = Measured::default();
     measure(&c, 8, &mut b, None, &mut m).unwrap();
     let f = evaluate(&c, 8, &m, &GOLDEN);
