@@ -237,6 +237,20 @@ fn floors_judge_scaling_and_communication_at_their_edges() {
     let fail = f.iter().find(|x| x.status == Status::Fail).unwrap();
     assert_eq!(fail.found, "50.0%");
     assert_eq!(fail.expected, ">= 51.0%");
+    // The floor's finding carries the sentence: no note repeats it.
+    assert!(
+        fail.reason
+            .starts_with("tensor-parallel over 2 GPUs keeps 50%"),
+        "{}",
+        fail.reason
+    );
+    assert!(f.iter().all(|x| !x.info), "{f:#?}");
+    // Nothing measured and no floor: no note without words.
+    let mut m = Measured::default();
+    let who = Subject::method("tensor-parallel");
+    m.facts.push(Fact::new(RANKS, who, FactValue::Count(2)));
+    let f = evaluate(&cfg(""), 2, &m, &GOLDEN);
+    assert!(f.iter().all(|x| !x.info), "{f:#?}");
 }
 
 #[test]
@@ -364,6 +378,9 @@ fn floors_for_a_partitioning_this_node_cannot_run_are_judgements_not_made() {
     assert_eq!(unjudged.len(), 1, "{f:#?}");
     assert_eq!(unjudged[0].subject.method.as_deref(), Some("hybrid"));
     assert!(!unjudged[0].info);
+    // Four GPUs run both kinds: every floor is judged, none is left unjudged.
+    let f = judged(&c, 4, Some(1e5), |p| run(p, 3, &GOLDEN));
+    assert!(f.iter().all(|x| x.status != Status::Skip), "{f:#?}");
     // Without floors, nothing is said about what the node cannot run.
     assert!(evaluate(&cfg(""), 1, &Measured::default(), &GOLDEN).is_empty());
 }
@@ -390,4 +407,29 @@ fn timings_of_another_length_or_empty_are_refused() {
     r.exposed_comm_ms = vec![0.0; 3];
     r.comm_ms = vec![0.0; 3];
     assert!(record(&mut Measured::default(), &who, p, &r, Some(1.0)).is_ok());
+}
+
+#[test]
+fn no_scaling_is_recorded_against_a_one_gpu_figure_that_is_not_a_rate() {
+    let who = Subject::method("tensor-parallel");
+    let p = Partition::Tensor { tp: 2 };
+    let scaling = |single: Option<f64>| {
+        let mut m = Measured::default();
+        record(&mut m, &who, p, &run(p, 3, &GOLDEN), single).unwrap();
+        m.metrics
+            .iter()
+            .find(|x| x.name == "scaling_efficiency")
+            .map(|x| x.median)
+    };
+    for single in [
+        None,
+        Some(0.0),
+        Some(-1.0),
+        Some(f64::NAN),
+        Some(f64::INFINITY),
+    ] {
+        assert_eq!(scaling(single), None, "{single:?}");
+    }
+    // 1000 samples in 10 ms on 2 GPUs against 1e5 samples/s on one.
+    assert_eq!(scaling(Some(1e5)), Some(0.5));
 }
