@@ -21,11 +21,18 @@ use std::path::Path;
 /// version 4 ([`Evidence::update_verdict`]); the rest stays version 3, which every nodecert
 /// since version 3 reads. A nodecert that reads only up to 3 refuses a version-4 file rather
 /// than compute PASS from it without knowing what `unjudged` means.
-pub const FORMAT_VERSION: u32 = 4;
+///
+/// 5: a subject may name a partitioning of the training run (`method`: "tensor-parallel",
+/// "hybrid (tensor 2 x data 4)"). Only evidence that holds such a subject is written as version
+/// 5 (a run that trained on two GPUs or more); a nodecert that reads only up to 4 would take
+/// those findings for the node's data-parallel run's, and refuses the file instead.
+pub const FORMAT_VERSION: u32 = 5;
 /// The version written for evidence that needs nothing newer.
 pub const BASE_FORMAT_VERSION: u32 = 3;
 /// The version a record with `unjudged` needs.
 const UNJUDGED_FORMAT_VERSION: u32 = 4;
+/// The version a subject naming a training partitioning needs.
+pub const METHOD_FORMAT_VERSION: u32 = 5;
 pub const FORMAT_NAME: &str = "nodecert-evidence";
 /// File name of the evidence in a report folder.
 pub const EVIDENCE_FILE: &str = "evidence.json";
@@ -1172,6 +1179,18 @@ impl Evidence {
         if self.checks.iter().any(|c| c.unjudged.is_some()) {
             self.format_version = self.format_version.max(UNJUDGED_FORMAT_VERSION);
         }
+        if self.names_a_method() {
+            self.format_version = self.format_version.max(METHOD_FORMAT_VERSION);
+        }
+    }
+
+    /// Whether any metric, fact or finding is about a partitioning of the training run.
+    fn names_a_method(&self) -> bool {
+        self.checks.iter().any(|c| {
+            c.metrics.iter().any(|m| m.subject.method.is_some())
+                || c.facts.iter().any(|f| f.subject.method.is_some())
+                || c.findings.iter().any(|f| f.subject.method.is_some())
+        })
     }
 
     /// Why this run cannot be signed as a plain certificate: it did not finish, or it judged
@@ -1572,6 +1591,27 @@ mod tests {
     /// A promised check that could not judge (its record's `unjudged`) leaves the run
     /// incomplete, whatever passed besides, and says so; the file then needs version 4. A
     /// check that failed stays a failure (what was judged failed), marked incomplete on the page.
+    /// A run that trained partitioned names its methods, and its file is version 5; one that
+    /// did not stays at the base version.
+    #[test]
+    fn a_subject_naming_a_partitioning_makes_the_file_version_5() {
+        let one = crate::testutil::simulated("h200-vm-1", &[]);
+        assert_eq!(one.format_version, BASE_FORMAT_VERSION);
+        let eight = crate::testutil::simulated("h100-sxm-8", &[]);
+        assert_eq!(eight.format_version, METHOD_FORMAT_VERSION);
+        let mut ev = one.clone();
+        ev.checks[0].facts.push(Fact::new(
+            "x",
+            Subject::method("tensor-parallel"),
+            FactValue::Count(1),
+        ));
+        ev.update_verdict();
+        assert_eq!(ev.format_version, METHOD_FORMAT_VERSION);
+        // Written and read back as such.
+        let back: Evidence = serde_json::from_str(&ev.to_json().unwrap()).unwrap();
+        assert_eq!(back.format_version, METHOD_FORMAT_VERSION);
+    }
+
     #[test]
     fn a_promised_check_left_unjudged_makes_the_run_incomplete_and_the_file_version_4() {
         let done = crate::testutil::simulated("h200-vm-1", &[]);

@@ -6,7 +6,7 @@ mod util;
 
 use nodecert::backend::sim::{load_node, Fault, SimBackend};
 use nodecert::backend::Backend;
-use nodecert::evidence::{Evidence, FactValue, Status, Subject, BASE_FORMAT_VERSION};
+use nodecert::evidence::{Evidence, FactValue, Status, Subject, METHOD_FORMAT_VERSION};
 use nodecert::suite::CollectiveOp;
 use std::path::{Path, PathBuf};
 use util::{copy_dir, read_json, Env};
@@ -125,7 +125,7 @@ fn format_2_subjects_and_facts_read_into_fields() {
 fn diff_matches_format_2_findings_with_new_ones_by_their_fields() {
     let old = Evidence::read(&fixture().join("cert/evidence.json")).unwrap();
     let new = rerun(&FAULTS);
-    assert_eq!(new.format_version, BASE_FORMAT_VERSION);
+    assert_eq!(new.format_version, METHOD_FORMAT_VERSION);
     let d = nodecert::diff::compare(&old, &new, 5.0);
     // Checks the format-2 nodecert did not have (the network check) appear whole: not a
     // mismatch of subjects.
@@ -164,7 +164,7 @@ fn a_new_run_writes_typed_subjects_and_values() {
     args.extend(["--out", "out"]);
     env.cmd().args(&args).assert().code(1);
     let v = read_json(&env.path("out/evidence.json"));
-    assert_eq!(v["format_version"], BASE_FORMAT_VERSION);
+    assert_eq!(v["format_version"], METHOD_FORMAT_VERSION);
     let topo = v["checks"]
         .as_array()
         .unwrap()
