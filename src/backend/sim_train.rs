@@ -30,9 +30,7 @@ impl SimBackend {
             .windows(2)
             .map(|w| (w[0] * w[1] + w[1]) as u64)
             .sum();
-        let flops_per_sample = 6.0 * params as f64;
-        let tflops = self.train_tflops(cfg)?;
-        let one_gpu_ms = cfg.batch as f64 * flops_per_sample / (tflops * 1e12) * 1e3;
+        let one_gpu_ms = self.one_gpu_compute_ms(cfg)?;
         let compute_ms = one_gpu_ms / self.slowest_compute();
         let grad_bytes = params * 4;
         let comm_ms = if n > 1 {
@@ -118,6 +116,17 @@ impl SimBackend {
         })
     }
 
+    /// One healthy GPU's compute time of a data-parallel step of `cfg`, ms: 6 flops per
+    /// parameter and sample at the training precision's rate.
+    fn one_gpu_compute_ms(&self, cfg: &TrainingCheck) -> Result<f64, HwError> {
+        let params: f64 = cfg
+            .layers
+            .windows(2)
+            .map(|w| (w[0] * w[1] + w[1]) as f64)
+            .sum();
+        Ok(cfg.batch as f64 * 6.0 * params / (self.train_tflops(cfg)? * 1e12) * 1e3)
+    }
+
     /// The share of its rate the slowest GPU keeps: GPUs training in lockstep wait on it.
     fn slowest_compute(&self) -> f64 {
         (0..self.n())
@@ -160,16 +169,9 @@ impl SimBackend {
         let base = Model::main(cfg, p.dp())?;
         let sharded = Sharded::new(base, p)?;
         let golden = golden_partitioned(cfg, p)?;
-        let tflops = self.train_tflops(cfg)?;
         // The data-parallel model's step, scaled to the GEMM work one rank does.
         let one = Partition::Data { dp: 1 };
-        let params: f64 = cfg
-            .layers
-            .windows(2)
-            .map(|w| (w[0] * w[1] + w[1]) as f64)
-            .sum();
-        let dp_ms = cfg.batch as f64 * 6.0 * params / (tflops * 1e12) * 1e3;
-        let compute_ms = dp_ms * fit::rank_flops(&cfg.layers, p, cfg.batch)
+        let compute_ms = self.one_gpu_compute_ms(cfg)? * fit::rank_flops(&cfg.layers, p, cfg.batch)
             / fit::rank_flops(&cfg.layers, one, cfg.batch)
             / self.slowest_compute();
         let v = sharded.comm_per_step();
