@@ -58,8 +58,9 @@ pub(crate) fn backend(
 }
 
 pub fn environment(args: &[String]) -> Environment {
-    let os = std::fs::read_to_string("/etc/os-release")
-        .ok()
+    use crate::platform::hypervisor::system_text;
+    use std::path::Path;
+    let os = system_text(Path::new("/etc/os-release"))
         .and_then(|t| {
             t.lines().find_map(|l| {
                 l.strip_prefix("PRETTY_NAME=")
@@ -67,10 +68,8 @@ pub fn environment(args: &[String]) -> Environment {
             })
         })
         .unwrap_or_else(|| std::env::consts::OS.to_string());
-    let kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
-        .ok()
-        .map(|s| s.trim().to_string());
-    let cpu_model = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|t| {
+    let kernel = crate::platform::hypervisor::read_trimmed(Path::new("/proc/sys/kernel/osrelease"));
+    let cpu_model = system_text(Path::new("/proc/cpuinfo")).and_then(|t| {
         t.lines().find_map(|l| {
             l.strip_prefix("model name")
                 .map(|v| v.trim_start_matches([' ', '\t', ':']).to_string())

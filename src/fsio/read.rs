@@ -28,12 +28,16 @@ pub enum Kind {
     Template,
     /// A fleet's fleet.json: 1 GiB (a few kilobytes a node, for up to 100,000 nodes).
     Fleet,
+    /// A file the kernel or the system gives (/proc, /sys, /etc): 4 MiB, enough for the
+    /// /proc/cpuinfo of a thousand CPUs.
+    System,
 }
 
 impl Kind {
     pub const fn limit(self) -> u64 {
         match self {
             Kind::Suite | Kind::Node | Kind::Template => MIB,
+            Kind::System => 4 * MIB,
             Kind::Evidence => 64 * MIB,
             Kind::Fleet => 1024 * MIB,
         }
@@ -46,6 +50,7 @@ impl Kind {
             Kind::Evidence => "evidence",
             Kind::Template => "a template",
             Kind::Fleet => "a fleet report",
+            Kind::System => "a system file",
         }
     }
 }

@@ -68,15 +68,31 @@ pub fn cpuid_vendor_name(sig: &str) -> String {
         .unwrap_or_else(|| sig.trim().to_string())
 }
 
-/// The `hypervisor` flag of /proc/cpuinfo: Some(true/false) where the CPU lists flags (x86),
-/// None where it does not (Arm lists "Features") or the file cannot be read.
-pub fn cpuinfo_flag(root: &Path) -> Option<bool> {
-    let text = std::fs::read_to_string(root.join("proc/cpuinfo")).ok()?;
+/// What /proc/cpuinfo says of the `hypervisor` flag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuinfoFlag {
+    Present,
+    Absent,
+    /// The CPU lists no flags line (Arm lists "Features").
+    NoFlagsLine,
+    /// The file is absent, not a regular file or too large.
+    NotReadable,
+}
+
+/// The `hypervisor` flag of /proc/cpuinfo.
+pub fn cpuinfo_flag(root: &Path) -> CpuinfoFlag {
+    let Some(text) = system_text(&root.join("proc/cpuinfo")) else {
+        return CpuinfoFlag::NotReadable;
+    };
     let flags = text.lines().find_map(|l| {
         let (k, v) = l.split_once(':')?;
         (k.trim() == "flags").then_some(v)
-    })?;
-    Some(flags.split_whitespace().any(|f| f == "hypervisor"))
+    });
+    match flags {
+        None => CpuinfoFlag::NoFlagsLine,
+        Some(f) if f.split_whitespace().any(|f| f == "hypervisor") => CpuinfoFlag::Present,
+        Some(_) => CpuinfoFlag::Absent,
+    }
 }
 
 /// The DMI strings nodecert consults, in this order.
@@ -99,7 +115,7 @@ pub fn sys_hypervisor_type(root: &Path) -> Option<String> {
 
 /// The Arm device tree's /hypervisor compatible strings, e.g. ["xen,xen-4.15", "xen,xen"].
 pub fn device_tree_hypervisor(root: &Path) -> Option<Vec<String>> {
-    let raw = std::fs::read(root.join("proc/device-tree/hypervisor/compatible")).ok()?;
+    let raw = system_bytes(&root.join("proc/device-tree/hypervisor/compatible"))?;
     let list: Vec<String> = raw
         .split(|b| *b == 0)
         .filter(|s| !s.is_empty())
@@ -146,8 +162,19 @@ pub fn device_tree_vendor(compatible: &[String]) -> String {
     }
 }
 
+/// The bytes of a file the kernel or the system gives: None when absent, not a regular file
+/// (a FIFO would wait for ever) or larger than [`Kind::System`](crate::fsio::read::Kind) allows.
+pub(crate) fn system_bytes(p: &Path) -> Option<Vec<u8>> {
+    crate::fsio::read::read(p, crate::fsio::read::Kind::System).ok()
+}
+
+/// As [`system_bytes`], as text.
+pub(crate) fn system_text(p: &Path) -> Option<String> {
+    crate::fsio::read::read_to_string(p, crate::fsio::read::Kind::System).ok()
+}
+
 pub(crate) fn read_trimmed(p: &Path) -> Option<String> {
-    let s = std::fs::read_to_string(p).ok()?;
+    let s = system_text(p)?;
     let s = s.trim_matches(|c: char| c == '\0' || c.is_whitespace());
     (!s.is_empty()).then(|| s.to_string())
 }

@@ -74,19 +74,20 @@ pub fn hypervisor_evidence(root: &Path, cpuid: &Cpuid) -> Evidence {
     let mut e = Evidence::default();
     cpuid_witness(&mut e, cpuid);
     match hypervisor::cpuinfo_flag(root) {
-        Some(true) => {
+        hypervisor::CpuinfoFlag::Present => {
             e.any_read = true;
             e.add("cpuinfo hypervisor flag", "present");
             e.found(None);
         }
-        Some(false) => {
+        hypervisor::CpuinfoFlag::Absent => {
             e.any_read = true;
             e.add("cpuinfo hypervisor flag", "absent");
         }
-        None => e.add(
+        hypervisor::CpuinfoFlag::NoFlagsLine => e.add(
             "cpuinfo hypervisor flag",
             "not available (no x86 flags line)",
         ),
+        hypervisor::CpuinfoFlag::NotReadable => e.add("cpuinfo hypervisor flag", "not readable"),
     }
     dmi_witnesses(&mut e, root);
     match hypervisor::sys_hypervisor_type(root) {

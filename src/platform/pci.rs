@@ -1,7 +1,7 @@
 //! PCI facts from sysfs: a device's NUMA node and CPU list, IOMMU groups, and the PCIe ACS
 //! state of the bridges above a GPU. Every reader takes the root of the file tree.
 
-use super::hypervisor::read_trimmed;
+use super::hypervisor::{read_trimmed, system_bytes};
 use std::path::{Path, PathBuf};
 
 /// PCIe extended capability id of Access Control Services.
@@ -131,12 +131,12 @@ pub fn acs_redirecting_bridges(root: &Path, gpus: &[String]) -> (Vec<String>, Ve
     let mut notes = Vec::new();
     for gpu in gpus {
         for (bdf, dir) in bridges_above(root, gpu) {
-            match std::fs::read(dir.join("config")).map(|b| parse_acs(&b)) {
-                Ok(a) if a.redirects() => on.push(bdf),
-                Ok(Acs::NotReadable) | Err(_) => notes.push(format!(
+            match system_bytes(&dir.join("config")).map(|b| parse_acs(&b)) {
+                Some(a) if a.redirects() => on.push(bdf),
+                Some(Acs::NotReadable) | None => notes.push(format!(
                     "bridge {bdf} acs: extended config space not readable (needs root)"
                 )),
-                Ok(_) => {}
+                Some(_) => {}
             }
         }
     }

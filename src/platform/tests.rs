@@ -362,3 +362,63 @@ fn the_socket_of_a_numa_node_is_its_first_cpus_package() {
     t.file("sys/devices/system/node/node5/cpulist", "200\n");
     assert_eq!(pci::numa_socket(t.root(), 5), None);
 }
+
+fn mkfifo(p: &Path) {
+    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+    let c = std::ffi::CString::new(p.to_str().expect("utf-8")).expect("c string");
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+}
+
+/// A FIFO where the kernel would give a file is refused at once (reading it would wait for a
+/// writer for ever), and a file past the system-file limit is not read: both are "not readable".
+#[test]
+fn a_fifo_or_an_endless_file_in_the_tree_is_not_read() {
+    let t = bare_metal_tree();
+    let started = std::time::Instant::now();
+    mkfifo(&t.root().join("proc/cpuinfo.fifo"));
+    std::fs::remove_file(t.root().join("proc/cpuinfo")).expect("rm");
+    std::fs::rename(
+        t.root().join("proc/cpuinfo.fifo"),
+        t.root().join("proc/cpuinfo"),
+    )
+    .expect("mv");
+    assert_eq!(
+        hypervisor::cpuinfo_flag(t.root()),
+        hypervisor::CpuinfoFlag::NotReadable
+    );
+    // GPU 0's switch port: its config space is now a FIFO.
+    let port = t
+        .root()
+        .join("sys/devices/pci0000:16/0000:16:01.0/0000:17:00.0/0000:18:08.0");
+    std::fs::remove_file(port.join("config")).expect("rm");
+    mkfifo(&port.join("config"));
+    // DMI: larger than any system file may be.
+    let limit = crate::fsio::read::Kind::System.limit() as usize;
+    t.file("sys/class/dmi/id/sys_vendor", vec![b'x'; limit + 1]);
+    let gpus = ["0000:19:00.0".to_string()];
+    let (v, notes) = virtualization(t.root(), &Cpuid::NoHypervisor, Some(NvmlVirt::Bare), &gpus);
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "nothing waited"
+    );
+    assert_eq!(
+        v.acs_enabled_bridges,
+        Vec::<String>::new(),
+        "the FIFO is not read"
+    );
+    assert!(
+        notes.contains(
+            &"bridge 0000:18:08.0 acs: extended config space not readable (needs root)".to_string()
+        ),
+        "{notes:?}"
+    );
+    assert_eq!(hypervisor::dmi(t.root(), "sys_vendor"), None);
+    assert_eq!(witness(&v, "cpuinfo hypervisor flag"), "not readable");
+    // Exactly at the limit is still read.
+    t.file("sys/class/dmi/id/sys_vendor", vec![b'x'; limit]);
+    assert_eq!(
+        hypervisor::dmi(t.root(), "sys_vendor").map(|s| s.len()),
+        Some(limit)
+    );
+}

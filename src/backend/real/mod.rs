@@ -765,10 +765,10 @@ fn load_while_sampling(
 }
 
 pub fn hostname() -> String {
-    std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-        .map(|s| s.trim().to_string())
-        .unwrap_or_else(|_| "unknown-host".into())
+    use crate::platform::hypervisor::read_trimmed;
+    read_trimmed(std::path::Path::new("/proc/sys/kernel/hostname"))
+        .or_else(|| read_trimmed(std::path::Path::new("/etc/hostname")))
+        .unwrap_or_else(|| "unknown-host".into())
 }
 
 #[cfg(test)]
