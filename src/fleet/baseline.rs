@@ -15,6 +15,9 @@ fn key_of(check: &str, figure: &str) -> Option<(String, String)> {
         ("p2p_bandwidth", "p2p_write") => "write",
         ("p2p_bandwidth", "p2p_bidir") => "bidir",
         ("p2p_latency", "latency") => "latency_us",
+        // Each GPU's GEMM rate per precision (the sustained rate is judged by its own drop, not
+        // by a floor, so it has no key).
+        ("compute", f @ ("fp32_tflops" | "tf32_tflops" | "bf16_tflops" | "fp8_tflops")) => f,
         // Only a collective nodecert knows: the name becomes a TOML table.
         (c, "busbw")
             if c.strip_prefix("collective.")
@@ -292,6 +295,32 @@ mod tests {
                 None,
                 [1.0, 1.0, 1.0, 1.0],
             ),
+            // Each node's slowest GPU: n4 failed, so its 100 is not part of the median.
+            d(
+                "compute",
+                "bf16_tflops",
+                None,
+                true,
+                Some(590.0),
+                [790.0, 800.0, 810.0, 100.0],
+            ),
+            d(
+                "compute",
+                "fp32_tflops",
+                None,
+                true,
+                Some(38.0),
+                [51.0, 51.0, 51.0, 10.0],
+            ),
+            // The sustained rate is judged by its drop, not a floor: no key.
+            d(
+                "compute",
+                "sustained_tflops",
+                None,
+                true,
+                None,
+                [700.0, 700.0, 700.0, 1.0],
+            ),
             d(
                 "training",
                 "step_time",
@@ -318,6 +347,10 @@ mod tests {
                 "format_version = 1",
                 "name = \"f\"",
                 "extends = \"h100-sxm-8\"",
+                "",
+                "[checks.compute]",
+                "bf16_tflops = { fail_below = 720, warn_below = 760, typical = 800 }",
+                "fp32_tflops = { fail_below = 45.9, warn_below = 48.45, typical = 51 }",
                 "",
                 "[checks.host_bandwidth]",
                 "h2d = { fail_below = 90, warn_below = 95, typical = 100 }",
@@ -403,6 +436,21 @@ mod tests {
             ar.min_busbw_gbps.get("8GiB").copied().unwrap() >= 460.0,
             "{text}"
         );
+        // Each GPU's GEMM floors: the sustained rate has none.
+        let c = s.checks.compute.as_ref().unwrap();
+        for (name, l, sku) in [
+            ("fp32", &c.fp32_tflops, 38.0),
+            ("tf32", &c.tf32_tflops, 0.0),
+            ("bf16", &c.bf16_tflops, 590.0),
+        ] {
+            let (typical, floor) = (l.typical.unwrap(), l.fail_below.unwrap());
+            assert!(floor >= sku, "{name}: never below the SKU floor\n{text}");
+            assert!(
+                (floor - (typical * 0.95).max(sku)).abs() < 0.01,
+                "{name}\n{text}"
+            );
+        }
+        assert!(!text.contains("sustained"), "{text}");
         assert!(text.contains(" of 6 passing nodes"));
         // Nothing to take from a fleet where no node passed.
         let mut bad = r.clone();
