@@ -107,10 +107,30 @@ fn four_nodes_find_the_one_whose_nic_trained_low_and_the_fleet_report_names_it()
         .collect();
     let codes: Vec<Option<i32>> = children
         .into_iter()
-        .map(|c| {
+        .enumerate()
+        .map(|(r, c)| {
             let o = c.wait_with_output().unwrap();
             if !matches!(o.status.code(), Some(0) | Some(1)) {
-                panic!("{}", String::from_utf8_lossy(&o.stderr));
+                // Say all there is: the exit code, both streams, and what the evidence says.
+                let ev =
+                    std::fs::read_to_string(env.path(&format!("job/n{}/evidence.json", r + 1)))
+                        .map(|t| {
+                            let v: serde_json::Value = serde_json::from_str(&t).unwrap_or_default();
+                            v["checks"]
+                                .as_array()
+                                .into_iter()
+                                .flatten()
+                                .filter(|c| c["status"] != "pass")
+                                .map(|c| format!("{}: {} {}\n", c["id"], c["status"], c["summary"]))
+                                .collect::<String>()
+                        })
+                        .unwrap_or_else(|e| format!("no evidence: {e}"));
+                panic!(
+                    "rank {r} exited {:?}\nstdout:\n{}\nstderr:\n{}\nchecks not passed:\n{ev}",
+                    o.status,
+                    String::from_utf8_lossy(&o.stdout),
+                    String::from_utf8_lossy(&o.stderr)
+                );
             }
             o.status.code()
         })
