@@ -367,12 +367,12 @@ pub mod sustained {
 fn record_sustained(m: &mut Measured, g: usize, run: crate::backend::SustainedRun) {
     use sustained::*;
     let who = Subject::gpu(g);
-    let total = run.samples.len() as u64;
     m.metrics
         .push(Metric::new(RATE, who.clone(), UNIT, run.tflops));
+    // Each reading's own count: a window's reading, or the one power limit.
     let mut reading = |name: &str, unit: &str, values: Vec<Option<f64>>| {
         let read: Vec<f64> = values.iter().flatten().copied().collect();
-        let unread = total - read.len() as u64;
+        let unread = (values.len() - read.len()) as u64;
         if unread > 0 {
             m.facts.push(Fact::new(
                 unread_fact(name),

@@ -490,6 +490,70 @@ fn a_backend_that_cannot_hold_the_load_says_so_and_unread_readings_are_not_healt
     assert!(f.iter().all(|x| x.status != Status::Fail));
 }
 
+/// Every reading given: no "readings not given" fact is written, not even one counting zero.
+#[test]
+fn a_run_whose_every_reading_was_given_records_no_unread_count() {
+    let sample = |t| crate::backend::LoadSample {
+        t_s: t,
+        sm_clock_mhz: Some(1980),
+        power_w: Some(690.0),
+        temperature_c: Some(60.0),
+        throttle: Some(vec![]),
+    };
+    let run = |samples: Vec<crate::backend::LoadSample>| crate::backend::SustainedRun {
+        tflops: vec![790.0; samples.len()],
+        samples,
+        power_limit_w: Some(700.0),
+        elements_checked: 64,
+        wrong_elements: 0,
+    };
+    let mut m = Measured::default();
+    record_sustained(&mut m, 0, run((0..10).map(|i| sample(i as f64)).collect()));
+    let unread: Vec<&str> = m
+        .facts
+        .iter()
+        .filter(|f| f.name.ends_with("_unread"))
+        .map(|f| f.name.as_str())
+        .collect();
+    assert!(unread.is_empty(), "{unread:?}");
+    // One sample without power or throttle reasons: counted, once each.
+    let mut gaps: Vec<_> = (0..10).map(|i| sample(i as f64)).collect();
+    gaps[4].power_w = None;
+    gaps[4].throttle = None;
+    let mut m = Measured::default();
+    record_sustained(&mut m, 0, run(gaps));
+    for name in [
+        sustained::unread_fact("throttle"),
+        sustained::unread_fact(sustained::POWER),
+    ] {
+        let f: Vec<_> = m.facts.iter().filter(|f| f.name == name).collect();
+        assert_eq!(f.len(), 1, "{name}");
+        assert_eq!(f[0].value, FactValue::Count(1), "{name}");
+    }
+    // The power limit is one reading, whatever the number of windows: not given, it is one
+    // unread; a run of no windows with the limit read is nothing unread (and no underflow).
+    let mut m = Measured::default();
+    let mut no_limit = run((0..10).map(|i| sample(i as f64)).collect());
+    no_limit.power_limit_w = None;
+    record_sustained(&mut m, 0, no_limit);
+    let f: Vec<_> = m
+        .facts
+        .iter()
+        .filter(|f| f.name.ends_with("_unread"))
+        .map(|f| (f.name.as_str(), f.value.clone()))
+        .collect();
+    assert_eq!(
+        f,
+        [(
+            sustained::unread_fact(sustained::POWER_LIMIT).as_str(),
+            FactValue::Count(1)
+        )]
+    );
+    let mut m = Measured::default();
+    record_sustained(&mut m, 0, run(vec![]));
+    assert!(!m.facts.iter().any(|f| f.name.ends_with("_unread")));
+}
+
 #[test]
 fn the_first_and_last_tenth_of_a_run() {
     assert_eq!(first_and_last_tenth(&[]), None);
@@ -520,6 +584,11 @@ fn a_sustained_load_counts_its_readings_against_the_evidence_limit() {
         c.samples(8),
         (8000 + 8 * 5, "checks.compute.iterations".into())
     );
+    // As many of each: the burst's key is named (the first the suite states).
+    let c = Compute(cfg(
+        "iterations = 41\nprecisions = [\"bf16\"]\n[sustained]\nseconds = 10.0\nsample_ms = 1000",
+    ));
+    assert_eq!(c.samples(1), (82, "checks.compute.iterations".into()));
 }
 
 #[test]
