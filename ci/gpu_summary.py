@@ -271,6 +271,15 @@ for label, ours_key, torch_keys in [
     ok &= ratio >= 0.97
     print(f"{label:22} {ours:10.1f} {theirs:10.1f} {ratio:7.3f}  >= 0.97 "
           f"{'met' if ratio >= 0.97 else 'MISSED'}")
+# How much the bf16 rate depends on the data (PyTorch alone): narrow integers, nodecert's range,
+# randn. Shown, not judged.
+if gemm.get("bf16_TFLOPs"):
+    def rate(k):
+        x = gemm.get(k)
+        return f"{x:.1f}" if isinstance(x, (int, float)) else "-"
+    r = gemm.get("operand_range", "?")
+    print(f"{'bf16 by data TFLOP/s':22} -2..2 {rate('bf16_narrow_TFLOPs')}, "
+          f"-{r}..{r} {rate('bf16_TFLOPs')}, randn {rate('bf16_randn_TFLOPs')}")
 theirs = torch.get("mlp_train_step_ms_fp32")
 if step is None or not theirs:
     print(f"{'MLP train step ms':22} {num(step, 2)} {num(theirs, 2)} {'-':>7}  <= 1.1 MISSING")

@@ -40,7 +40,8 @@ def evidence(h2d, d2h, copy, verdict="pass", bf16=790.0):
 
 # ci/torch_gemm.py's output, as measured on the GPU machine (made up beside the anchor's figures).
 TORCH_GEMM = {"fp32_TFLOPs": 50.23, "tf32_TFLOPs": 385.0, "bf16_TFLOPs": 791.6,
-              "bf16_fp32_out_TFLOPs": 780.0}
+              "bf16_fp32_out_TFLOPs": 780.0, "operand_range": 45,
+              "bf16_narrow_TFLOPs": 850.0, "bf16_randn_TFLOPs": 760.5}
 
 
 class SummaryReadsTorchOutput(unittest.TestCase):
@@ -114,6 +115,10 @@ class SummaryReadsTorchOutput(unittest.TestCase):
         self.assertIn("met", row)
         self.assertIn("met", self.ratio_row(out, "fp32 GEMM TFLOP/s"))
         self.assertIn("0.987", self.ratio_row(out, "TF32 GEMM TFLOP/s"))
+        # The data's share of the rate, shown beside the goals.
+        row = self.ratio_row(out, "bf16 by data")
+        for part in ("-2..2 850.0,", "-45..45 791.6,", "randn 760.5"):
+            self.assertIn(part, row)
 
     def test_a_slow_gemm_misses_its_goal_and_a_missing_one_is_said(self):
         self.write("torch.out", self.anchor)

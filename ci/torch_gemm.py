@@ -2,7 +2,11 @@
 """PyTorch's GEMM rates at the shapes and precisions of nodecert's [checks.compute], on GPU 0,
 timed as ../shared/bench/torch_anchor.py times (CUDA events around one GEMM, median of 10 after
 3 warm-ups): the reference the compute check is held to (>= 0.97 of it) in the same call on the
-GPU machine. Operands are small integers, as nodecert's. Prints one JSON object.
+GPU machine. Operands are integers in -r..r with r as nodecert's (src/backend/gemm_data.rs,
+`range`: the widest whose every sum is exact in fp32, 45 at 8192). bf16 is also timed on -2..2
+operands (the narrow data nodecert used before) and on torch.randn, to show how far the rate
+depends on the data (a GPU at its power cap runs faster on data that toggles less). Prints one
+JSON object.
 """
 import json
 import statistics
@@ -30,8 +34,13 @@ def timed(fn, reps=10, warm=3):
 n = int(sys.argv[1]) if len(sys.argv) > 1 else 8192
 flops = 2 * n ** 3
 out = {"torch": torch.__version__, "device": torch.cuda.get_device_name(0), "size": n}
-a = torch.randint(-2, 3, (n, n), device="cuda").float()
-b = torch.randint(-2, 3, (n, n), device="cuda").float()
+# As gemm_data::range for fp32, TF32 and bf16: the largest r with r*r*n < 2^24, at most 127.
+r = 2
+while (r + 1) * (r + 1) * n < (1 << 24) and r < 127:
+    r += 1
+out["operand_range"] = r
+a = torch.randint(-r, r + 1, (n, n), device="cuda").float()
+b = torch.randint(-r, r + 1, (n, n), device="cuda").float()
 torch.backends.cuda.matmul.allow_tf32 = False
 out["fp32_TFLOPs"] = flops / timed(lambda: a @ b) / 1e12
 torch.backends.cuda.matmul.allow_tf32 = True
@@ -39,6 +48,12 @@ out["tf32_TFLOPs"] = flops / timed(lambda: a @ b) / 1e12
 torch.backends.cuda.matmul.allow_tf32 = False
 ab, bb = a.bfloat16(), b.bfloat16()
 out["bf16_TFLOPs"] = flops / timed(lambda: ab @ bb) / 1e12
+# The data's share of the rate: the same bf16 GEMM on narrow integers and on randn.
+for name, make in [("narrow", lambda: torch.randint(-2, 3, (n, n), device="cuda").float()),
+                   ("randn", lambda: torch.randn((n, n), device="cuda"))]:
+    x, y = make().bfloat16(), make().bfloat16()
+    out[f"bf16_{name}_TFLOPs"] = flops / timed(lambda: x @ y) / 1e12
+    del x, y
 # nodecert's bf16 GEMM writes fp32 (exact products to check): the like-for-like figure.
 try:
     out["bf16_fp32_out_TFLOPs"] = flops / timed(

@@ -1,11 +1,17 @@
 //! The compute check's operands, and how its product is checked without computing it again.
 //!
 //! `A` and `B` are n×n, column-major as cuBLAS holds them (element (i, j) at `i + j·n`), each
-//! element a small integer in -2..=2 drawn from the seed ([`operand`]). Such integers are exact
-//! in fp32, TF32, bf16 and fp8 (e4m3), and so is every partial sum of `C = A·B` while it stays
-//! below 2^24 in magnitude (at most 4·n, so for every n up to [`crate::suite::MAX_GEMM_SIZE`]):
-//! whatever order cuBLAS sums in, a right product equals the exact integer product, and any
-//! other value is wrong.
+//! element an integer in -r..=r drawn from the seed ([`operand`]), r as large as exactness
+//! allows ([`range`]: 45 at n = 8192). Such integers are exact in the GEMM's input type, and so
+//! is every partial sum of `C = A·B` while it stays below 2^24 in magnitude (at most r²·n,
+//! which [`range`] keeps below it): whatever order cuBLAS sums in, a right product equals the
+//! exact integer product, and any other value is wrong.
+//!
+//! Why not -2..=2, which would be exact too: a GPU's rate depends on its data. Operands with
+//! empty mantissas and one zero in five make the multipliers toggle little, so the GPU draws
+//! less power and runs faster than on real work (or on `torch.randn`); a sustained load on them
+//! would not reach the power a workload does. With r = 45 a bf16 operand fills five of its
+//! seven mantissa bits and spans six exponents, and one element in 91 is zero.
 //!
 //! Computing `A·B` again on the CPU would take n³ steps (minutes at n = 8192). Instead
 //! ([`check_product`]) two random integer vectors `x` are drawn and `C·x` is compared with
@@ -15,30 +21,51 @@
 //! element of `C` is thus checked; the rows that disagree are then computed again in full
 //! (the first [`MAX_ROWS_RECOMPUTED`]), which counts their wrong elements exactly.
 
+use crate::suite::GemmPrecision;
 use crate::training::reference::mix64;
 
-// The largest product a suite may ask for stays exact in fp32 (|C| <= 4 n < 2^24), and the
-// check's sums fit i64 (2 · 2 · 2^20 · n · n).
-const _: () = assert!(4 * crate::suite::MAX_GEMM_SIZE < 1 << 24);
-const _: () =
-    assert!(4 * (1i128 << 20) * (crate::suite::MAX_GEMM_SIZE as i128).pow(2) < i64::MAX as i128);
+/// Every right element of `C`, and every partial sum, is below this in magnitude.
+const EXACT: u64 = 1 << 24;
+
+// The check's sums fit i64: |C·x| <= n · 2^24 · 2^20, and A·(B·x) as much.
+const _: () = assert!(
+    (EXACT as i128) * (1i128 << 20) * (crate::suite::MAX_GEMM_SIZE as i128) < i64::MAX as i128
+);
 
 /// How many disagreeing rows are computed again element by element to count their wrong
 /// elements; each further one counts as at least one wrong element.
 pub const MAX_ROWS_RECOMPUTED: usize = 16;
 
-/// Element (i, j) of operand `matrix` (0: A, 1: B): an integer in -2..=2.
-pub fn operand(seed: u64, matrix: u64, i: u64, j: u64) -> i8 {
-    let h = mix64(mix64(seed ^ matrix.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i << 32)) ^ j);
-    ((h % 5) as i8) - 2
+/// The operands' range r for side `n` in `p`: the largest with r²·n below 2^24 (so that every
+/// partial sum is exact in an fp32 accumulator) and every integer up to r exact in `p`'s input
+/// type (fp8 e4m3: 16; bf16: 256; TF32, fp32: more than an i8 holds), at least 2.
+pub fn range(n: usize, p: GemmPrecision) -> i8 {
+    let cap: u64 = match p {
+        GemmPrecision::Fp8 => 16,
+        _ => i8::MAX as u64,
+    };
+    let n = n.max(1) as u64;
+    // The largest r with r² · n < 2^24.
+    let mut r = ((EXACT - 1) / n).isqrt();
+    while r * r * n >= EXACT {
+        r -= 1;
+    }
+    r.clamp(2, cap) as i8
 }
 
-/// Operand `matrix` of side `n`, column-major.
-pub fn matrix(seed: u64, matrix: u64, n: usize) -> Vec<i8> {
+/// Element (i, j) of operand `matrix` (0: A, 1: B): an integer in -r..=r.
+pub fn operand(seed: u64, matrix: u64, i: u64, j: u64, r: i8) -> i8 {
+    let h = mix64(mix64(seed ^ matrix.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (i << 32)) ^ j);
+    let width = 2 * u64::from(r.unsigned_abs()) + 1;
+    ((h % width) as i16 - i16::from(r.abs())) as i8
+}
+
+/// Operand `matrix` of side `n`, column-major, its elements in -r..=r.
+pub fn matrix(seed: u64, matrix: u64, n: usize, r: i8) -> Vec<i8> {
     let mut out = Vec::with_capacity(n * n);
     for j in 0..n as u64 {
         for i in 0..n as u64 {
-            out.push(operand(seed, matrix, i, j));
+            out.push(operand(seed, matrix, i, j, r));
         }
     }
     out
@@ -83,7 +110,7 @@ fn mul_vec(n: usize, m: impl Fn(usize) -> i64, x: &[i64]) -> Vec<i64> {
 /// `c` as an exact integer, or None where it is not one (NaN, infinite, a fraction, or beyond
 /// what any right product holds).
 fn exact(c: f32) -> Option<i64> {
-    (c.is_finite() && c.fract() == 0.0 && c.abs() <= (1 << 24) as f32).then_some(c as i64)
+    (c.is_finite() && c.fract() == 0.0 && c.abs() < EXACT as f32).then_some(c as i64)
 }
 
 /// Check `c` (n×n, column-major, as the GPU returned it) against `A·B` of the given operands.
@@ -158,30 +185,71 @@ mod tests {
         c
     }
 
+    /// Operands of side `n` in the range the check uses, and their exact product.
     fn operands(n: usize) -> (Vec<i8>, Vec<i8>, Vec<f32>) {
-        let a = matrix(7, 0, n);
-        let b = matrix(7, 1, n);
+        operands_in(n, range(n, GemmPrecision::Bf16))
+    }
+
+    fn operands_in(n: usize, r: i8) -> (Vec<i8>, Vec<i8>, Vec<f32>) {
+        let a = matrix(7, 0, n, r);
+        let b = matrix(7, 1, n, r);
         let c = product(n, &a, &b);
         (a, b, c)
     }
 
     #[test]
-    fn operands_are_small_integers_of_every_value_and_differ_between_matrices() {
-        let a = matrix(1, 0, 64);
-        let b = matrix(1, 1, 64);
-        for v in -2..=2 {
-            let share = a.iter().filter(|x| **x == v).count() as f64 / a.len() as f64;
-            assert!((0.15..0.25).contains(&share), "{v}: {share}");
+    fn operands_take_every_value_of_their_range_evenly_and_differ_between_matrices() {
+        for r in [2i8, 45, 127] {
+            let a = matrix(1, 0, 256, r);
+            let b = matrix(1, 1, 256, r);
+            let even = 1.0 / (2.0 * f64::from(r) + 1.0);
+            for v in -r..=r {
+                let share = a.iter().filter(|x| **x == v).count() as f64 / a.len() as f64;
+                assert!(
+                    (share - even).abs() < even * 0.5,
+                    "r {r}, {v}: {share} (even: {even})"
+                );
+            }
+            assert!(a.iter().all(|x| (-r..=r).contains(x)), "r {r}");
+            assert_ne!(a, b);
+            assert_ne!(a, matrix(2, 0, 256, r));
+            // Column-major: element (i, j) at i + j n.
+            assert_eq!(a[3 + 5 * 256], operand(1, 0, 3, 5, r));
+            assert_ne!(
+                (0..64).map(|i| operand(1, 0, i, 0, r)).collect::<Vec<_>>(),
+                (0..64).map(|j| operand(1, 0, 0, j, r)).collect::<Vec<_>>()
+            );
         }
-        assert!(a.iter().all(|x| (-2..=2).contains(x)));
-        assert_ne!(a, b);
-        assert_ne!(a, matrix(2, 0, 64));
-        // Column-major: element (i, j) at i + j n.
-        assert_eq!(a[3 + 5 * 64], operand(1, 0, 3, 5));
-        assert_ne!(
-            (0..64).map(|i| operand(1, 0, i, 0)).collect::<Vec<_>>(),
-            (0..64).map(|j| operand(1, 0, 0, j)).collect::<Vec<_>>()
-        );
+    }
+
+    #[test]
+    fn the_range_is_the_widest_whose_every_sum_is_exact_in_fp32_and_every_value_in_the_input() {
+        use GemmPrecision::*;
+        assert_eq!(range(8192, Bf16), 45);
+        assert_eq!(range(8192, Fp32), 45);
+        assert_eq!(range(16384, Tf32), 31);
+        assert_eq!(range(4096, Bf16), 63);
+        // Small GEMMs: as wide as an i8 holds (every integer to 127 is exact in bf16), fp8's
+        // e4m3 holds every integer only up to 16.
+        assert_eq!(range(256, Bf16), 127);
+        assert_eq!(range(256, Fp8), 16);
+        assert_eq!(range(8192, Fp8), 16);
+        for n in (256..=crate::suite::MAX_GEMM_SIZE as usize).step_by(16) {
+            for p in [Fp32, Tf32, Bf16, Fp8] {
+                let r = range(n, p) as u64;
+                let n = n as u64;
+                assert!(r * r * n < EXACT, "{n} {p}: {r}");
+                // The widest: one more would leave exactness (where the type does not cap it).
+                if r < 16 || (p != Fp8 && r < 127) {
+                    assert!((r + 1) * (r + 1) * n >= EXACT, "{n} {p}: {r}");
+                }
+            }
+        }
+        // The largest right element at n = 8192, every operand at 45: exact in fp32.
+        let most = 45.0f64 * 45.0 * 8192.0;
+        assert_eq!(most as f32 as f64, most);
+        assert!(exact(most as f32).is_some());
+        assert_eq!(exact(EXACT as f32), None, "no right product reaches 2^24");
     }
 
     #[test]
@@ -247,7 +315,7 @@ mod tests {
         // no two rows or columns of one may repeat (for both A and B).
         let n = 64;
         for m in 0..2 {
-            let all: Vec<Vec<i8>> = (0..16).map(|seed| matrix(seed, m, n)).collect();
+            let all: Vec<Vec<i8>> = (0..16).map(|seed| matrix(seed, m, n, 2)).collect();
             for (s, x) in all.iter().enumerate() {
                 assert!(
                     all[..s].iter().all(|y| y != x),
@@ -277,7 +345,7 @@ mod tests {
         // often as two independent draws of five values (1 in 5), in A and in B.
         let n = 128;
         for m in 0..2 {
-            let x = matrix(5, m, n);
+            let x = matrix(5, m, n, 2);
             let same_in_row = (0..n)
                 .flat_map(|i| (1..n).map(move |j| (i, j)))
                 .filter(|&(i, j)| x[i + j * n] == x[i + (j - 1) * n])
@@ -358,7 +426,8 @@ mod tests {
         // Freivalds' sums read a NaN, an infinity or a fraction as 0, which agrees where the right
         // element is 0: such a value must still mark its own row (i), not another one.
         let n = 40;
-        let (a, b, good) = operands(n);
+        // Narrow operands, so that some right elements are 0.
+        let (a, b, good) = operands_in(n, 2);
         let at = (0..n * n)
             .find(|&t| good[t] == 0.0 && t % n != t / n)
             .expect("a zero off the diagonal");

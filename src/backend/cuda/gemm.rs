@@ -106,8 +106,9 @@ impl Prepared {
             detail: format!("side {n} is beyond cuBLAS's int"),
         })?;
         let seed = gemm_seed(g.index);
-        let a = gemm_data::matrix(seed, 0, side);
-        let b = gemm_data::matrix(seed, 1, side);
+        let r = gemm_data::range(side, p);
+        let a = gemm_data::matrix(seed, 0, side, r);
+        let b = gemm_data::matrix(seed, 1, side, r);
         let (a_bytes, b_bytes) = (operand_bytes(p, &a), operand_bytes(p, &b));
         let da = DevBuf::new(g, a_bytes.len())?;
         da.write(0, &a_bytes)?;
@@ -348,5 +349,12 @@ mod tests {
         // bf16 is the top half of the fp32 pattern: -2.0 = 0xc000.
         assert_eq!(&h[..2], &0xc000u16.to_le_bytes());
         assert_eq!(&h[8..], &0x4000u16.to_le_bytes());
+        // Every operand the widest range holds is exact in bf16 (its top half, nothing lost).
+        let all: Vec<i8> = (-127..=127).collect();
+        let h = operand_bytes(GemmPrecision::Bf16, &all);
+        for (v, b) in all.iter().zip(h.chunks_exact(2)) {
+            let bits = u32::from(u16::from_le_bytes([b[0], b[1]])) << 16;
+            assert_eq!(f32::from_bits(bits), f32::from(*v), "{v}");
+        }
     }
 }
