@@ -19,6 +19,7 @@ use crate::error::HwError;
 use crate::suite::GemmPrecision;
 use crate::training::plan::Math;
 use cudarc::cublas::{result as blas, sys as bsys};
+use cudarc::driver::CudaEvent;
 use std::ffi::c_void;
 
 /// The seed of the compute check's operands on GPU `gpu` (each GPU multiplies its own).
@@ -136,7 +137,7 @@ impl Prepared {
             ),
         };
         let blas = Blas::new(g, &g.streams[0], math)?;
-        Ok(Prepared {
+        let prep = Prepared {
             seed,
             side,
             a,
@@ -149,7 +150,15 @@ impl Prepared {
             elem,
             compute,
             call: format!("cublasGemmEx({p}, {n}x{n}x{n}) on {}", g.label()),
-        })
+        };
+        // One GEMM, untimed and outside any gate, waited for: cuBLAS loads its kernels on a
+        // handle's first call (lazily, as CUDA loads modules by default since 12.2) and sets up
+        // its workspace, either of which may synchronise the context. Inside a gated sample
+        // that would wait for the gate the same thread has to open (10 s, then every later
+        // figure of the run timed without the gate).
+        prep.enqueuer()()?;
+        g.sync_streams()?;
+        Ok(prep)
     }
 
     /// A closure that queues one GEMM on the GPU's first stream (for the copies' sampler).
@@ -251,13 +260,15 @@ impl Cuda {
 
     /// Every GPU at once under back-to-back GEMMs of side `n` in `p` until `seconds` have
     /// passed: per GPU, the rate of each window of about `window_ms` (CUDA events around the
-    /// GEMMs a window queues), and the last product's check.
+    /// GEMMs a window queues), and the last product's check. `started` turns true when the
+    /// load begins (operands uploaded, cuBLAS warm), for whoever reads the GPUs meanwhile.
     pub fn sustained_gemm(
         &self,
         p: GemmPrecision,
         n: u64,
         seconds: f64,
         window_ms: u32,
+        started: &std::sync::atomic::AtomicBool,
     ) -> Result<Vec<(Vec<f64>, gemm_data::ProductCheck)>, HwError> {
         let gpus = self.all()?;
         for g in &gpus {
@@ -268,41 +279,61 @@ impl Cuda {
             .map(|g| Prepared::new(g, p, n))
             .collect::<Result<_, _>>()?;
         let mut queue: Vec<_> = preps.iter().map(|x| x.enqueuer()).collect();
-        let events: Vec<(cudarc::driver::CudaEvent, cudarc::driver::CudaEvent)> = gpus
+        // Two pairs of events a GPU: the next window is queued before the last one is read,
+        // so that no GPU idles while the host reads the others.
+        let pair =
+            |g: &Gpu| -> Result<(CudaEvent, CudaEvent), HwError> { Ok((g.event()?, g.event()?)) };
+        let events: Vec<[(CudaEvent, CudaEvent); 2]> = gpus
             .iter()
-            .map(|g| Ok((g.event()?, g.event()?)))
+            .map(|g| Ok([pair(g)?, pair(g)?]))
             .collect::<Result<_, HwError>>()?;
         let _sync = super::driver::SyncOnDrop(gpus.clone());
-        // GEMMs a window: from one GEMM timed on each GPU (the first, also a warm-up).
+        // GEMMs a window: from CALIBRATION GEMMs timed on each GPU (cuBLAS is warm already).
         let mut per_window = Vec::new();
-        for ((g, q), (s, e)) in gpus.iter().zip(queue.iter_mut()).zip(&events) {
+        for ((g, q), [(s, e), _]) in gpus.iter().zip(queue.iter_mut()).zip(&events) {
             g.bind()?;
             record(s, &g.streams[0])?;
-            q()?;
+            for _ in 0..CALIBRATION {
+                q()?;
+            }
             record(e, &g.streams[0])?;
-            let t = elapsed_ms(s, e)?.max(1e-3);
+            let t = (elapsed_ms(s, e)? / f64::from(CALIBRATION)).max(1e-3);
             per_window.push(((f64::from(window_ms) / t) as u32).clamp(1, 10_000));
         }
-        let mut rates = vec![Vec::new(); gpus.len()];
-        let start = std::time::Instant::now();
-        while start.elapsed().as_secs_f64() < seconds {
-            for (((g, q), (s, e)), k) in gpus
+        let mut queue_window = |slot: usize| -> Result<(), HwError> {
+            for (((g, q), ev), k) in gpus
                 .iter()
                 .zip(queue.iter_mut())
                 .zip(&events)
                 .zip(&per_window)
             {
                 g.bind()?;
-                record(s, &g.streams[0])?;
+                record(&ev[slot].0, &g.streams[0])?;
                 for _ in 0..*k {
                     q()?;
                 }
-                record(e, &g.streams[0])?;
+                record(&ev[slot].1, &g.streams[0])?;
             }
-            for (i, (s, e)) in events.iter().enumerate() {
-                let secs = elapsed_ms(s, e)? / 1e3;
+            Ok(())
+        };
+        let mut rates = vec![Vec::new(); gpus.len()];
+        started.store(true, std::sync::atomic::Ordering::Relaxed);
+        let start = std::time::Instant::now();
+        let mut slot = 0;
+        queue_window(slot)?;
+        loop {
+            let more = start.elapsed().as_secs_f64() < seconds;
+            if more {
+                queue_window(1 - slot)?;
+            }
+            for (i, ev) in events.iter().enumerate() {
+                let secs = elapsed_ms(&ev[slot].0, &ev[slot].1)? / 1e3;
                 rates[i].extend(tflops(n, per_window[i], &[secs])?);
             }
+            if !more {
+                break;
+            }
+            slot = 1 - slot;
         }
         for g in &gpus {
             g.sync_streams()?;
@@ -314,6 +345,9 @@ impl Cuda {
         Ok(out)
     }
 }
+
+/// GEMMs timed on each GPU to size the sustained load's windows.
+const CALIBRATION: u32 = 3;
 
 #[cfg(test)]
 mod tests {

@@ -625,9 +625,17 @@ impl Backend for RealBackend {
             })
             .collect();
         let stop = AtomicBool::new(false);
+        // Turned true by the GEMMs once they start: uploading operands and warming cuBLAS
+        // first is not load, and samples of it would dilute what the GPU does under load.
+        let started = std::sync::Arc::new(AtomicBool::new(false));
         let period = std::time::Duration::from_millis(u64::from(sample_ms));
         std::thread::scope(|s| {
-            let sampler = s.spawn(|| {
+            let load_began = started.clone();
+            let stop = &stop;
+            let sampler = s.spawn(move || {
+                while !load_began.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
                 let start = std::time::Instant::now();
                 let mut out: Vec<Vec<crate::backend::LoadSample>> = vec![Vec::new(); devices.len()];
                 while !stop.load(Ordering::Relaxed) {
@@ -652,7 +660,7 @@ impl Backend for RealBackend {
                 }
                 out
             });
-            let runs = cuda.sustained_gemm(precision, n, seconds, sample_ms);
+            let runs = cuda.sustained_gemm(precision, n, seconds, sample_ms, started);
             stop.store(true, Ordering::Relaxed);
             let samples = sampler.join().map_err(|_| HwError::Call {
                 call: "reading the GPUs under load".into(),
