@@ -38,13 +38,15 @@ pub struct PartitionRow {
     pub note: String,
 }
 
-/// The table of a run that trained on two or more GPUs and compared partitionings; None
-/// otherwise.
+/// The table of a run that compared partitionings, or of a one-GPU run that had none to
+/// compare (its data-parallel row, and why there is nothing else); None where the suite did
+/// not ask for partitionings or no training ran.
 pub fn build(ev: &Evidence) -> Option<PartitionView> {
     let cfg = crate::report::view::training_config(ev)?;
     let gpus = ev.node.gpus.len();
     let compared = methods::compared(cfg, gpus);
-    if compared.is_empty() {
+    let alone = cfg.partitionings && gpus == 1;
+    if compared.is_empty() && !alone {
         return None;
     }
     let rec = ev.check("training")?;
@@ -131,6 +133,30 @@ pub fn build(ev: &Evidence) -> Option<PartitionView> {
             method: name,
         });
     }
+    if alone {
+        let none = || Cell {
+            text: "-".into(),
+            class: String::new(),
+        };
+        rows.push(PartitionRow {
+            method: "tensor-parallel, hybrid".into(),
+            layout: "-".into(),
+            step_ms: none(),
+            samples_per_s: none(),
+            scaling: none(),
+            comm_share: none(),
+            golden: none(),
+            ranks: none(),
+            bound: "-".into(),
+            note: "not available here: one GPU, nothing to partition (they need two or more)"
+                .into(),
+        });
+        // One bar of 100% says nothing: no chart.
+        return Some(PartitionView {
+            rows,
+            chart: String::new(),
+        });
+    }
     let chart = bar_chart(&BarChart {
         title: "Scaling kept, by partitioning".into(),
         axis_label: "of linear scaling from one GPU".into(),
@@ -184,6 +210,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_one_gpu_run_shows_its_own_row_and_why_there_is_nothing_else() {
+        let ev = crate::testutil::simulated("h200-vm-1", &[]);
+        let v = build(&ev).expect("a one-GPU training run says why it compared nothing");
+        assert_eq!(v.rows.len(), 2);
+        assert_eq!(v.rows[0].method, "data-parallel");
+        assert_eq!(v.rows[0].layout, "1 x 1");
+        assert_eq!(v.rows[0].golden.text, "match");
+        assert!(v.rows[0].note.is_empty());
+        assert!(v.rows[1].note.starts_with("not available here: one GPU"));
+        assert!(v.chart.is_empty());
+        // A suite that asked for no partitionings gets no table.
+        let mut ev = ev;
+        let t = ev.suite.resolved.checks.training.as_mut().unwrap();
+        t.partitionings = false;
+        assert!(build(&ev).is_none());
+    }
+
+    #[test]
     fn every_partitioning_has_a_row_and_a_broken_one_shows_as_broken() {
         let ev = crate::testutil::simulated("h100-sxm-8", &[]);
         let v = build(&ev).expect("an 8-GPU training run compares partitionings");
@@ -211,11 +255,5 @@ mod tests {
             assert_eq!(r.ranks.text, "disagree", "{r:?}");
             assert_eq!(r.ranks.class, "fail", "{r:?}");
         }
-    }
-
-    #[test]
-    fn one_gpu_has_no_partitionings_to_compare() {
-        let ev = crate::testutil::simulated("h200-vm-1", &[]);
-        assert!(build(&ev).is_none());
     }
 }
