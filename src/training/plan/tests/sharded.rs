@@ -681,3 +681,34 @@ fn tensor_parallel_all_reduces_count_whole_as_waited_for() {
     }
     assert!(sh::sharded_step_times(&mut Clock(t), &s, &[], 0..1).is_err());
 }
+
+/// Every partitioning's golden run trains the golden configuration's own global batch, split
+/// evenly over its data-parallel groups (else its losses are another run's, though the node's
+/// and the CPU's would still agree with each other); a batch that does not split is refused.
+#[test]
+fn each_partitioned_golden_run_keeps_the_golden_global_batch() {
+    let mut c: crate::suite::TrainingCheck = toml::from_str("").unwrap();
+    let g = Model::golden(&c).unwrap();
+    for p in [
+        Partition::Tensor { tp: 8 },
+        Partition::Hybrid { tp: 2, dp: 4 },
+        Partition::Hybrid { tp: 4, dp: 2 },
+    ] {
+        let s = Sharded::golden(&c, p).unwrap();
+        let b = s.base();
+        assert_eq!(b.local_batch * p.dp(), g.local_batch, "{p:?}");
+        assert_eq!(b.replicas, p.dp(), "{p:?}");
+        assert_eq!(b.global_batch(), g.global_batch(), "{p:?}");
+        assert_eq!(
+            (&b.layers, b.seed, b.math),
+            (&g.layers, g.seed, g.math),
+            "{p:?}"
+        );
+    }
+    c.golden_batch = 255;
+    let e = Sharded::golden(&c, Partition::Hybrid { tp: 2, dp: 4 }).unwrap_err();
+    assert!(
+        e.to_string().contains("does not split into 4 equal groups"),
+        "{e}"
+    );
+}
