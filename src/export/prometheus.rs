@@ -295,7 +295,65 @@ pub fn render(ev: &Evidence) -> String {
     families.push(algbw);
     families.push(busbw_off);
 
+    // Each GPU's GEMM rate per precision (the compute check's burst; the sustained load's rate
+    // is the same GEMMs held, so it is a family of its own).
+    let mut gemm = Family::new(
+        "nodecert_gemm_tflops",
+        "Dense GEMM throughput per GPU and precision (2 n^3 per GEMM), median, TFLOP/s.",
+    );
+    let mut held = Family::new(
+        "nodecert_gemm_sustained_tflops",
+        "Dense GEMM throughput per GPU under the sustained load, median, TFLOP/s.",
+    );
+    let compute = ev.check("compute");
+    for m in compute.into_iter().flat_map(|r| r.metrics.iter()) {
+        let Some(gpu) = m.subject.gpu else { continue };
+        if m.name == crate::checks::compute::sustained::RATE {
+            held.push(vec![("gpu", gpu.to_string())], m.median);
+        } else if let Some(precision) = m.name.strip_suffix("_tflops") {
+            gemm.push(
+                vec![
+                    ("gpu", gpu.to_string()),
+                    ("precision", precision.to_string()),
+                ],
+                m.median,
+            );
+        }
+    }
+    families.push(gemm);
+    families.push(held);
+
     let tr = ev.check("training");
+    // Each partitioning the training check compared, by method (the data-parallel run is the
+    // node's, below).
+    for (name, metric, help, scale) in [
+        (
+            "nodecert_training_method_step_time_seconds",
+            "step_time",
+            "Reference training step time per partitioning, median, seconds.",
+            1e-3,
+        ),
+        (
+            "nodecert_training_method_scaling_efficiency_ratio",
+            "scaling_efficiency",
+            "Throughput of a partitioning over N times the one-GPU data-parallel throughput.",
+            1.0,
+        ),
+        (
+            "nodecert_training_method_comm_fraction_ratio",
+            "comm_fraction",
+            "Share of a partitioning's step spent waiting on all-reduces, median.",
+            1.0,
+        ),
+    ] {
+        let mut f = Family::new(name, help);
+        for m in medians(tr, metric) {
+            if let Some(method) = &m.subject.method {
+                f.push(vec![("method", method.clone())], m.median * scale);
+            }
+        }
+        families.push(f);
+    }
     // The data-parallel run's figures (the node's), not a partitioning's.
     let dp = |name: &'static str| medians(tr, name).filter(|m| m.subject.method.is_none());
     let one = |name: &'static str| dp(name).next().map(|m| m.median);
@@ -388,5 +446,64 @@ mod tests {
             .parse()
             .expect("value");
         assert!(v < 300.0, "{slow}");
+    }
+
+    /// The value of the one line that starts with `prefix`.
+    fn value(t: &str, prefix: &str) -> f64 {
+        let lines: Vec<&str> = t.lines().filter(|l| l.starts_with(prefix)).collect();
+        assert_eq!(lines.len(), 1, "{prefix}\n{t}");
+        lines[0].rsplit(' ').next().unwrap().parse().unwrap()
+    }
+
+    #[test]
+    fn each_gpus_gemm_rate_and_each_partitioning_are_series() {
+        let ev = crate::testutil::simulated("h100-sxm-8", &["slow-compute:gpu=5"]);
+        let t = render(&ev);
+        let rate = |g: usize, p: &str| {
+            value(
+                &t,
+                &format!("nodecert_gemm_tflops{{gpu=\"{g}\",precision=\"{p}\""),
+            )
+        };
+        for p in ["fp32", "tf32", "bf16"] {
+            let (fast, slow) = (rate(0, p), rate(5, p));
+            assert!(fast > 0.0 && slow < 0.5 * fast, "{p}: {fast} {slow}");
+        }
+        // fp8 is measured on the simulated Hopper too.
+        assert!(rate(7, "fp8") > rate(7, "bf16"));
+        let t8 = t
+            .lines()
+            .filter(|l| l.starts_with("nodecert_gemm_tflops{"))
+            .count();
+        assert_eq!(t8, 8 * 4, "{t}");
+        // One line per partitioning and figure, labelled by method; the data-parallel run
+        // keeps its own families.
+        let tp = value(
+            &t,
+            "nodecert_training_method_scaling_efficiency_ratio{method=\"tensor-parallel\"",
+        );
+        assert!(tp > 0.0 && tp <= 1.0, "{tp}");
+        let comm = value(
+            &t,
+            "nodecert_training_method_comm_fraction_ratio{method=\"hybrid (tensor 2 x data 4)\"",
+        );
+        assert!(comm > 0.0 && comm < 1.0, "{comm}");
+        let step = value(
+            &t,
+            "nodecert_training_method_step_time_seconds{method=\"tensor-parallel\"",
+        );
+        assert!(step > 0.0 && step < 1.0, "seconds, not ms: {step}");
+        assert_eq!(
+            t.lines()
+                .filter(|l| l.starts_with("nodecert_training_method_step_time_seconds{"))
+                .count(),
+            3
+        );
+        assert_eq!(
+            t.lines()
+                .filter(|l| l.starts_with("nodecert_training_scaling_efficiency_ratio{"))
+                .count(),
+            1
+        );
     }
 }
