@@ -351,6 +351,8 @@ pub mod sustained {
     pub const DATA: &str = "sustained_wrong_elements";
     /// Why the backend could not hold the GPUs under load (on the node).
     pub const UNAVAILABLE: &str = "sustained_unavailable";
+    /// How many times NVML was read under load (each reading of a sample may still be missing).
+    pub const READINGS: &str = "sustained_readings";
 
     /// The fact counting the samples that showed throttle reason `r`.
     pub fn throttle_fact(r: &str) -> String {
@@ -399,6 +401,11 @@ fn record_sustained(m: &mut Measured, g: usize, run: crate::backend::SustainedRu
         run.samples.iter().map(|s| s.temperature_c).collect(),
     );
     reading(POWER_LIMIT, "W", vec![run.power_limit_w]);
+    m.facts.push(Fact::new(
+        READINGS,
+        who.clone(),
+        FactValue::Count(run.samples.len() as u64),
+    ));
     let unread = run.samples.iter().filter(|s| s.throttle.is_none()).count() as u64;
     if unread > 0 {
         m.facts.push(Fact::new(
@@ -542,8 +549,8 @@ fn evaluate_sustained(
             };
             out.push(finding(status, who.clone(), found, expected, reason).on(RATE));
         }
-        // Throttle reasons that fail, in any sample.
-        if count(&unread_fact("throttle"), &who) > 0 {
+        // Throttle reasons that fail, in any sample: not one sample read is not "none seen".
+        if count(READINGS, &who) == 0 || count(&unread_fact("throttle"), &who) > 0 {
             out.push(na(&who, "throttle reasons", RATE));
         } else {
             let mut clean = true;

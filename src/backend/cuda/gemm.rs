@@ -158,6 +158,8 @@ impl Prepared {
         // figure of the run timed without the gate).
         prep.enqueuer()()?;
         g.sync_streams()?;
+        // NaN again: the check must see the measured GEMMs' product, not the warm-up's.
+        prep.dc.memset(0xff)?;
         Ok(prep)
     }
 
@@ -260,15 +262,16 @@ impl Cuda {
 
     /// Every GPU at once under back-to-back GEMMs of side `n` in `p` until `seconds` have
     /// passed: per GPU, the rate of each window of about `window_ms` (CUDA events around the
-    /// GEMMs a window queues), and the last product's check. `started` turns true when the
-    /// load begins (operands uploaded, cuBLAS warm), for whoever reads the GPUs meanwhile.
+    /// GEMMs a window queues), and the last product's check. `load` tells whoever reads the
+    /// GPUs meanwhile when the load is on ([`LOADING`], operands uploaded and cuBLAS warm) and
+    /// when it is over ([`LOAD_DONE`], before the products are read back and checked).
     pub fn sustained_gemm(
         &self,
         p: GemmPrecision,
         n: u64,
         seconds: f64,
         window_ms: u32,
-        started: &std::sync::atomic::AtomicBool,
+        load: &std::sync::atomic::AtomicU8,
     ) -> Result<Vec<(Vec<f64>, gemm_data::ProductCheck)>, HwError> {
         let gpus = self.all()?;
         for g in &gpus {
@@ -317,7 +320,7 @@ impl Cuda {
             Ok(())
         };
         let mut rates = vec![Vec::new(); gpus.len()];
-        started.store(true, std::sync::atomic::Ordering::Relaxed);
+        load.store(LOADING, std::sync::atomic::Ordering::Relaxed);
         let start = std::time::Instant::now();
         let mut slot = 0;
         queue_window(slot)?;
@@ -335,6 +338,8 @@ impl Cuda {
             }
             slot = 1 - slot;
         }
+        // Every window has been read, so every GPU is done: what follows is not load.
+        load.store(LOAD_DONE, std::sync::atomic::Ordering::Relaxed);
         for g in &gpus {
             g.sync_streams()?;
         }
@@ -348,6 +353,12 @@ impl Cuda {
 
 /// GEMMs timed on each GPU to size the sustained load's windows.
 const CALIBRATION: u32 = 3;
+
+/// The sustained load's state, as [`Cuda::sustained_gemm`] tells it: operands and cuBLAS being
+/// prepared, GEMMs running, GEMMs over.
+pub const PREPARING: u8 = 0;
+pub const LOADING: u8 = 1;
+pub const LOAD_DONE: u8 = 2;
 
 #[cfg(test)]
 mod tests {

@@ -33,6 +33,7 @@ pub mod libs;
 mod copies;
 mod driver;
 mod gemm;
+pub use gemm::{LOADING, LOAD_DONE, PREPARING};
 pub mod nccl;
 mod train;
 pub mod verify;
@@ -721,7 +722,7 @@ impl CudaMeasurements {
         n: u64,
         seconds: f64,
         window_ms: u32,
-        started: std::sync::Arc<std::sync::atomic::AtomicBool>,
+        load: std::sync::Arc<std::sync::atomic::AtomicU8>,
     ) -> Result<Vec<(Vec<f64>, crate::backend::gemm_data::ProductCheck)>, HwError> {
         self.need_cublas()?;
         let gpus = self.opts.bus_ids.len().max(1) as f64;
@@ -732,7 +733,7 @@ impl CudaMeasurements {
         let what =
             format!("sustained {precision} GEMMs of {n}x{n}x{n} on every GPU for {seconds} s");
         self.run(what, limit, move |c| {
-            c.sustained_gemm(precision, n, seconds, window_ms, &started)
+            c.sustained_gemm(precision, n, seconds, window_ms, &load)
         })
     }
 

@@ -613,7 +613,7 @@ impl Backend for RealBackend {
         sample_ms: u32,
     ) -> Result<Vec<crate::backend::SustainedRun>, HwError> {
         use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
-        use std::sync::atomic::{AtomicBool, Ordering};
+        use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
         let devices = &self.devices;
         let cuda = &mut self.cuda;
         let limits: Vec<Option<f64>> = devices
@@ -625,20 +625,26 @@ impl Backend for RealBackend {
             })
             .collect();
         let stop = AtomicBool::new(false);
-        // Turned true by the GEMMs once they start: uploading operands and warming cuBLAS
-        // first is not load, and samples of it would dilute what the GPU does under load.
-        let started = std::sync::Arc::new(AtomicBool::new(false));
+        // Set by the GEMMs: the GPUs are read only while they are under load, not while the
+        // operands are uploaded and cuBLAS warmed, nor while the products are read back and
+        // checked (seconds a GPU), which would dilute what the GPU does under load.
+        let load = std::sync::Arc::new(AtomicU8::new(crate::backend::cuda::PREPARING));
         let period = std::time::Duration::from_millis(u64::from(sample_ms));
         std::thread::scope(|s| {
-            let load_began = started.clone();
+            let state = load.clone();
             let stop = &stop;
+            let over = move || {
+                stop.load(Ordering::Relaxed)
+                    || state.load(Ordering::Relaxed) == crate::backend::cuda::LOAD_DONE
+            };
+            let state = load.clone();
             let sampler = s.spawn(move || {
-                while !load_began.load(Ordering::Relaxed) && !stop.load(Ordering::Relaxed) {
+                while state.load(Ordering::Relaxed) == crate::backend::cuda::PREPARING && !over() {
                     std::thread::sleep(std::time::Duration::from_millis(5));
                 }
                 let start = std::time::Instant::now();
                 let mut out: Vec<Vec<crate::backend::LoadSample>> = vec![Vec::new(); devices.len()];
-                while !stop.load(Ordering::Relaxed) {
+                while !over() {
                     let t_s = start.elapsed().as_secs_f64();
                     for (d, o) in devices.iter().zip(out.iter_mut()) {
                         o.push(crate::backend::LoadSample {
@@ -654,14 +660,23 @@ impl Backend for RealBackend {
                     }
                     // Sleep in short steps, so that the end of the load ends the sampling.
                     let next = start + period.mul_f64((t_s / period.as_secs_f64()).floor() + 1.0);
-                    while !stop.load(Ordering::Relaxed) && std::time::Instant::now() < next {
+                    while !over() && std::time::Instant::now() < next {
                         std::thread::sleep(std::time::Duration::from_millis(10));
                     }
                 }
                 out
             });
-            let runs = cuda.sustained_gemm(precision, n, seconds, sample_ms, started);
-            stop.store(true, Ordering::Relaxed);
+            // Whatever happens to the GEMMs (an error, a panic), the sampler is told to stop,
+            // so that the scope's join cannot wait for ever.
+            struct StopOnDrop<'a>(&'a AtomicBool);
+            impl Drop for StopOnDrop<'_> {
+                fn drop(&mut self) {
+                    self.0.store(true, Ordering::Relaxed);
+                }
+            }
+            let guard = StopOnDrop(stop);
+            let runs = cuda.sustained_gemm(precision, n, seconds, sample_ms, load);
+            drop(guard);
             let samples = sampler.join().map_err(|_| HwError::Call {
                 call: "reading the GPUs under load".into(),
                 detail: "the NVML sampling thread panicked".into(),

@@ -552,6 +552,21 @@ fn a_run_whose_every_reading_was_given_records_no_unread_count() {
     let mut m = Measured::default();
     record_sustained(&mut m, 0, run(vec![]));
     assert!(!m.facts.iter().any(|f| f.name.ends_with("_unread")));
+    // No sample at all: no throttle reason was seen because none was read, which is not a pass.
+    let c = cfg(LOAD);
+    let f = evaluate_sustained(c.sustained.as_ref().unwrap(), None, 1, &m);
+    let throttle: Vec<_> = f
+        .iter()
+        .filter(|x| x.reason.contains("throttl"))
+        .map(|x| (x.status, x.reason.as_str()))
+        .collect();
+    assert_eq!(
+        throttle,
+        [(
+            Status::Skip,
+            "not available here: throttle reasons of GPU 0 under load"
+        )]
+    );
 }
 
 #[test]
