@@ -554,11 +554,8 @@ pub fn sharded_step_times<D: Device + ?Sized>(
     steps: std::ops::Range<usize>,
 ) -> Result<StepTimes, HwError> {
     let p = s.partition();
-    let tp_reduces = if p.tp() > 1 {
-        p.tp_all_reduces(s.depth()).len()
-    } else {
-        0
-    };
+    // None where tp = 1: every layer is then replicated.
+    let tp_reduces = p.tp_all_reduces(s.depth()).len();
     let mut t = StepTimes::default();
     for step in steps {
         let (mut all, mut data, mut waited) = (0f64, 0f64, 0f64);
