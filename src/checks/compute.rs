@@ -69,10 +69,12 @@ impl Check for Compute {
         let c = &self.0;
         let names: Vec<&str> = c.precisions.iter().map(|p| p.name()).collect();
         Ok([format!(
-            "{n} GPUs x {} GEMM {s}x{s}x{s}: {} warm-up + {} timed, product checked",
+            "{n} GPUs x {} GEMM {s}x{s}x{s}: {} warm-up + {} timed, product checked \
+             (operands: {})",
             names.join(", "),
             c.warmup,
             c.iterations,
+            operands(c),
             s = c.size
         )]
         .into_iter()
@@ -123,6 +125,12 @@ impl Check for Compute {
                 progress(g * c.precisions.len() + k + 1, total);
             }
         }
+        // What the GEMMs multiplied: the rate depends on the data (gemm_data).
+        m.facts.push(Fact::new(
+            OPERANDS,
+            Subject::node(),
+            FactValue::Text(operands(c)),
+        ));
         if let Some(l) = &c.sustained {
             match b.sustained_gemm(l.precision, c.size, l.seconds, l.sample_ms) {
                 Ok(runs) => {
@@ -363,6 +371,31 @@ pub mod sustained {
     pub fn unread_fact(reading: &str) -> String {
         format!("{reading}_unread")
     }
+}
+
+/// The fact saying what the GEMMs multiplied.
+pub const OPERANDS: &str = "gemm_operands";
+
+/// The operands of the check's GEMMs, by precision: "integers -45..45 for fp32, tf32, bf16".
+pub fn operands(c: &ComputeCheck) -> String {
+    let mut by_range: Vec<(i8, Vec<&str>)> = Vec::new();
+    let mut all = c.precisions.clone();
+    if let Some(l) = &c.sustained {
+        all.push(l.precision);
+    }
+    for p in all {
+        let r = crate::backend::gemm_data::range(c.size as usize, p);
+        match by_range.iter_mut().find(|(x, _)| *x == r) {
+            Some((_, names)) if !names.contains(&p.name()) => names.push(p.name()),
+            Some(_) => {}
+            None => by_range.push((r, vec![p.name()])),
+        }
+    }
+    let parts: Vec<String> = by_range
+        .iter()
+        .map(|(r, names)| format!("-{r}..{r} for {}", names.join(", ")))
+        .collect();
+    format!("integers {}", parts.join(" and "))
 }
 
 /// Record one GPU's sustained run.

@@ -327,6 +327,24 @@ fn a_failing_gemm_ends_the_check_as_an_error_not_a_skip() {
 }
 
 #[test]
+fn the_plan_and_the_evidence_say_what_the_gemms_multiplied() {
+    let c = cfg("precisions = [\"fp32\", \"bf16\", \"fp8\"]");
+    assert_eq!(
+        operands(&c),
+        "integers -45..45 for fp32, bf16 and -2..2 for fp8"
+    );
+    let c = cfg("size = 16384\nprecisions = [\"tf32\"]\n[sustained]\nprecision = \"bf16\"");
+    assert_eq!(operands(&c), "integers -31..31 for tf32, bf16");
+    let (m, _) = run("h100-sxm-8", &[], "precisions = [\"bf16\"]");
+    let f = m
+        .facts
+        .iter()
+        .find(|f| f.name == OPERANDS)
+        .expect("recorded");
+    assert_eq!(f.value, FactValue::Text("integers -45..45 for bf16".into()));
+}
+
+#[test]
 fn samples_count_every_gpu_and_precision() {
     let c = Compute(cfg("iterations = 7\nprecisions = [\"fp32\", \"bf16\"]"));
     assert_eq!(
