@@ -307,3 +307,20 @@ fn what_a_run_did_not_measure_is_named() {
     let missing = node_rates(&ev, crate::suite::Precision::Bf16).unwrap_err();
     assert_eq!(missing[0], "the compute check's bf16_tflops");
 }
+
+/// The all_reduce is needed only where there is more than one GPU: missing alone, it still
+/// makes the fit fail on eight GPUs, and is not asked for on one.
+#[test]
+fn a_missing_all_reduce_matters_only_where_gpus_talk() {
+    let mut ev = crate::testutil::simulated("h200-sxm-8", &[]);
+    ev.checks.retain(|c| c.id != "collective.all_reduce");
+    assert_eq!(
+        node_rates(&ev, crate::suite::Precision::Fp32).unwrap_err(),
+        ["the all_reduce collective"]
+    );
+    let mut one = crate::testutil::simulated("h200-vm-1", &[]);
+    one.checks.retain(|c| c.id != "collective.all_reduce");
+    let r = node_rates(&one, crate::suite::Precision::Fp32).expect("one GPU needs no all_reduce");
+    assert!(r.all_reduce_us.is_empty());
+    assert!(r.gemm_tflops > 0.0 && r.memory_gbps > 0.0);
+}
