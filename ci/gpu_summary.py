@@ -273,7 +273,7 @@ for label, ours_key, torch_keys in [
           f"{'met' if ratio >= 0.97 else 'MISSED'}")
 # How much the bf16 rate depends on the data (PyTorch alone): narrow integers, nodecert's range,
 # randn. Shown, not judged.
-if gemm.get("bf16_TFLOPs"):
+if gemm.get("bf16_narrow_TFLOPs") or gemm.get("bf16_randn_TFLOPs"):
     def rate(k):
         x = gemm.get(k)
         return f"{x:.1f}" if isinstance(x, (int, float)) else "-"

@@ -128,6 +128,8 @@ class SummaryReadsTorchOutput(unittest.TestCase):
         self.assertEqual(code, 1, out)
         self.write("torch-gemm.out", json.dumps({"fp32_TFLOPs": 50.0, "bf16_TFLOPs": 790.0}))
         code, out = self.summary()
+        # No figures by data (an older torch_gemm.py, or a dry run): no line for them.
+        self.assertNotIn("bf16 by data", out)
         self.assertIn("MISSING", self.ratio_row(out, "TF32 GEMM TFLOP/s"))
         self.assertEqual(code, 1, out)
 
