@@ -240,10 +240,12 @@ fn send_brief(w: &mut TcpStream, msg: &Msg) {
     let _ = w.shutdown(std::net::Shutdown::Both);
 }
 
-/// Bind the job's port on every interface (rank 0). An error says what to do when the port is
-/// taken.
+/// Bind the job's port on every interface, IPv6 and IPv4 (rank 0): the other ranks reach it by
+/// whatever address its name resolves to, and on an IPv6-only or dual-stack cluster (Kubernetes
+/// often) that is an IPv6 one. Where the node has no IPv6, IPv4 alone. An error says what to do
+/// when the port is taken.
 pub fn listen(world: &World) -> Result<TcpListener, FabricError> {
-    TcpListener::bind(("0.0.0.0", world.port)).map_err(|e| FabricError::Local {
+    let err = |e: std::io::Error| FabricError::Local {
         what: format!(
             "cannot listen on port {} for job {:?}",
             world.port, world.job
@@ -253,7 +255,26 @@ pub fn listen(world: &World) -> Result<TcpListener, FabricError> {
         } else {
             e.to_string()
         },
-    })
+    };
+    match listen_dual(world.port) {
+        Ok(l) => Ok(l),
+        Err(e) if e.kind() == ErrorKind::AddrInUse => Err(err(e)),
+        // No IPv6 here (disabled in the kernel, or no such address family): IPv4 alone.
+        Err(_) => TcpListener::bind(("0.0.0.0", world.port)).map_err(err),
+    }
+}
+
+/// A listener on [::]:port that takes IPv4 connections too (as IPv4-mapped addresses), whatever
+/// net.ipv6.bindv6only says; SO_REUSEADDR as std sets it, so a job's port can be taken again
+/// while the last job's connections linger in TIME_WAIT.
+fn listen_dual(port: u16) -> std::io::Result<TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    let s = Socket::new(Domain::IPV6, Type::STREAM, None)?;
+    s.set_only_v6(false)?;
+    s.set_reuse_address(true)?;
+    s.bind(&SocketAddr::new(std::net::Ipv6Addr::UNSPECIFIED.into(), port).into())?;
+    s.listen(128)?;
+    Ok(s.into())
 }
 
 /// What a hello claims, once it is known to be one of this protocol.
@@ -1151,6 +1172,29 @@ mod tests {
             gave_up: false,
         };
         assert!(frame(&big).unwrap_err().contains("at most"));
+    }
+
+    /// Rank 0 is reached over IPv4 and over IPv6 on one port (where this machine has IPv6; a
+    /// node without it still listens on IPv4); a port in use says what to do.
+    #[test]
+    fn rank_0_listens_on_ipv4_and_ipv6_at_once() {
+        let probe = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = probe.local_addr().unwrap().port();
+        drop(probe);
+        let l = listen(&world(0, 2, port)).unwrap();
+        let v4 = TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let (_, from) = l.accept().unwrap();
+        assert_eq!(from.port(), v4.local_addr().unwrap().port());
+        if std::net::UdpSocket::bind("[::1]:0").is_ok() {
+            let v6 = TcpStream::connect(("::1", port)).expect("reached over IPv6");
+            let (_, from) = l.accept().unwrap();
+            assert!(from.is_ipv6(), "{from}");
+            assert_eq!(from.port(), v6.local_addr().unwrap().port());
+        } else {
+            eprintln!("this machine has no IPv6 loopback: the IPv6 half is not tested here");
+        }
+        let e = listen(&world(0, 2, port)).unwrap_err().to_string();
+        assert!(e.contains("set NODECERT_FABRIC_PORT"), "{e}");
     }
 
     #[test]
