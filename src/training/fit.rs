@@ -22,7 +22,7 @@
 //! all-reduce as fast as all of them at the same size, and no per-pair slowness is seen beyond
 //! what the all-GPU all-reduce already shows.
 
-use super::partition::{Partition, Split};
+use super::partition::Partition;
 use super::plan::sharded::comm_per_step;
 use super::plan::Model;
 use crate::suite::TrainingCheck;
@@ -226,12 +226,9 @@ pub fn memory_bytes(layers: &[usize], p: Partition, bl: usize) -> f64 {
     for l in 0..depth {
         let s = p.shard(layers, l, 0);
         words += 5.0 * bl as f64 * s.dout as f64;
-        let bias = if s.split == Split::Row {
-            layers[l + 1]
-        } else {
-            s.dout
-        };
-        words += 3.0 * (s.weights() + bias) as f64;
+        // The rank's bias is as wide as its output: a column shard's, or the whole one a
+        // row-parallel or replicated layer keeps on every rank.
+        words += 3.0 * (s.weights() + s.dout) as f64;
     }
     4.0 * words
 }

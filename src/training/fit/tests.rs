@@ -324,3 +324,29 @@ fn a_missing_all_reduce_matters_only_where_gpus_talk() {
     assert!(r.all_reduce_us.is_empty());
     assert!(r.gemm_tflops > 0.0 && r.memory_gbps > 0.0);
 }
+
+/// The element-wise bytes of a step, counted by hand: per layer the rank's output, five passes
+/// of 4-byte words a sample, and its weights and bias, three passes.
+#[test]
+fn a_steps_memory_traffic_is_counted_layer_by_layer() {
+    // [4, 8, 2], whole on one GPU, 10 samples: (5·10·8 + 3·(32 + 8)) + (5·10·2 + 3·(16 + 2))
+    // words = 674.
+    assert_eq!(
+        memory_bytes(&[4, 8, 2], Partition::Data { dp: 1 }, 10),
+        4.0 * 674.0
+    );
+    // Data parallelism does not change a rank's share.
+    assert_eq!(
+        memory_bytes(&[4, 8, 2], Partition::Data { dp: 8 }, 10),
+        4.0 * 674.0
+    );
+    // [4, 8, 8, 2] over 2 tensor-parallel ranks: the column shard's output and bias halve (4),
+    // the row shard keeps the whole output and bias (8) with half the weights (4 x 8), the last
+    // layer is replicated: (200 + 3·(16 + 4)) + (400 + 3·(32 + 8)) + (100 + 3·(16 + 2)) = 934.
+    let tp = memory_bytes(&[4, 8, 8, 2], Partition::Tensor { tp: 2 }, 10);
+    assert_eq!(tp, 4.0 * 934.0);
+    assert_eq!(
+        memory_bytes(&[4, 8, 8, 2], Partition::Hybrid { tp: 2, dp: 4 }, 10),
+        tp
+    );
+}
