@@ -350,3 +350,46 @@ fn a_steps_memory_traffic_is_counted_layer_by_layer() {
         tp
     );
 }
+
+/// Every group of two or more GPUs all-reduces, so it spends time communicating; the tensor-
+/// parallel all-reduces sit between layers, so a method with them always waits on some.
+#[test]
+fn every_group_of_two_or_more_gpus_communicates() {
+    for sku in ["h200-sxm-8", "l40s-pcie-4"] {
+        let rows = simulated(sku, &[]);
+        for r in &rows {
+            let f = r.fit.as_ref().unwrap();
+            assert!(f.comm_ms > 0.0, "{sku} {}: {f:?}", r.method);
+            if r.method != "data-parallel" {
+                assert!(f.exposed_comm_ms > 0.0, "{sku} {}: {f:?}", r.method);
+            }
+        }
+    }
+}
+
+/// A rate of zero is a rate not measured: no method is predicted from it (no infinite step).
+#[test]
+fn a_zero_gemm_rate_or_memory_bandwidth_predicts_nothing() {
+    let c = cfg(&[1024, 4096, 4096, 10], 8192);
+    for rates in [
+        NodeRates {
+            gemm_tflops: 0.0,
+            ..nvswitch()
+        },
+        NodeRates {
+            memory_gbps: 0.0,
+            ..nvswitch()
+        },
+    ] {
+        let rows = analyse(&c, 8, &rates);
+        assert_eq!(rows.len(), methods(8).len());
+        for r in &rows {
+            assert!(r.fit.is_none(), "{r:?}");
+            assert_eq!(
+                r.not_applicable.as_deref(),
+                Some("no GEMM rate or memory bandwidth was measured")
+            );
+        }
+    }
+    assert!(analyse(&c, 8, &nvswitch()).iter().all(|r| r.fit.is_some()));
+}
