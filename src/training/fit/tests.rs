@@ -393,3 +393,37 @@ fn a_zero_gemm_rate_or_memory_bandwidth_predicts_nothing() {
     }
     assert!(analyse(&c, 8, &nvswitch()).iter().all(|r| r.fit.is_some()));
 }
+
+/// One rank's step, counted by hand: layers [64, 128, 128, 128, 128, 10] over 2 tensor-parallel
+/// ranks and 2 data-parallel groups, 16 samples, all-reduces costing 1 µs a KiB.
+#[test]
+fn a_steps_parts_add_up_as_counted_by_hand() {
+    let layers = [64, 128, 128, 128, 128, 10];
+    let rates = NodeRates {
+        gemm_tflops: 0.1,
+        memory_gbps: 1.0,
+        all_reduce_us: vec![(1 << 10, 1.0), (1 << 20, 1024.0)],
+    };
+    let (compute, _, comm, exposed) =
+        step_parts(&layers, Partition::Hybrid { tp: 2, dp: 2 }, 16, &rates).unwrap();
+    // GEMM flops: 2 · 16 samples · the rank's weights · passes (2 for the first layer, 3 after):
+    // 4096·2 + 8192·3 · 3 + 1280·3 shard elements.
+    let flops = 2.0 * 16.0 * (4096.0 * 2.0 + 8192.0 * 3.0 * 3.0 + 1280.0 * 3.0);
+    assert_eq!(compute, flops / 0.1e12 * 1e3);
+    // Tensor-parallel: three all-reduces (after the row layers 1 and 3, and of layer 2's input
+    // gradient) of 128 words a sample, 8 KiB each: 8 µs each.
+    let tensor = 3.0 * 8.0 / 1e3;
+    // Data-parallel: the rank's gradients as laid out in its flat buffer, each tensor padded to
+    // 64 words: 30346 words (4160 + 8320 + 8256 + 8320 + 1290) and 54 of padding after the last
+    // bias of 10.
+    let data = (30346.0 + 54.0) * 4.0 / 1024.0 / 1e3;
+    assert!(
+        (comm - (tensor + data)).abs() < 1e-12,
+        "{comm} {tensor} {data}"
+    );
+    // The tensor-parallel waits are whole; the data-parallel one beyond what 60% of the compute
+    // hides.
+    let want = tensor + (data - OVERLAP * compute);
+    assert!(data > OVERLAP * compute);
+    assert!((exposed - want).abs() < 1e-12, "{exposed} {want}");
+}
