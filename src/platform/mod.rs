@@ -87,7 +87,9 @@ pub fn hypervisor_evidence(root: &Path, cpuid: &Cpuid) -> Evidence {
             "cpuinfo hypervisor flag",
             "not available (no x86 flags line)",
         ),
-        hypervisor::CpuinfoFlag::NotReadable => e.add("cpuinfo hypervisor flag", "not readable"),
+        hypervisor::CpuinfoFlag::NotReadable => {
+            e.add("cpuinfo hypervisor flag", "not available (not readable)")
+        }
     }
     dmi_witnesses(&mut e, root);
     match hypervisor::sys_hypervisor_type(root) {

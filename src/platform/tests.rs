@@ -410,7 +410,10 @@ fn a_fifo_or_an_endless_file_in_the_tree_is_not_read() {
         "{notes:?}"
     );
     assert_eq!(hypervisor::dmi(t.root(), "sys_vendor"), None);
-    assert_eq!(witness(&v, "cpuinfo hypervisor flag"), "not readable");
+    assert_eq!(
+        witness(&v, "cpuinfo hypervisor flag"),
+        "not available (not readable)"
+    );
     // Exactly at the limit is still read.
     t.file("sys/class/dmi/id/sys_vendor", vec![b'x'; limit]);
     assert_eq!(
