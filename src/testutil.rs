@@ -196,3 +196,13 @@ impl Backend for Scripted {
             .expect("a scripted training_method"))(p)
     }
 }
+
+/// Make a FIFO at `p` (and the folders above it): what nodecert must refuse to read or write,
+/// since opening one for reading waits for a writer.
+pub fn mkfifo(p: &std::path::Path) {
+    use std::os::unix::ffi::OsStrExt;
+    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+    let c = std::ffi::CString::new(p.as_os_str().as_bytes()).expect("c string");
+    // SAFETY: a valid C string.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
+}

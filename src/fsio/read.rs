@@ -199,11 +199,7 @@ mod tests {
     use std::os::unix::fs::symlink;
     use std::time::{Duration, Instant};
 
-    fn mkfifo(p: &Path) {
-        let c = cstr(p.as_os_str()).unwrap();
-        // SAFETY: a valid C string.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
-    }
+    use crate::testutil::mkfifo;
 
     #[test]
     fn a_fifo_is_refused_at_once() {

@@ -512,11 +512,7 @@ mod tests {
         v
     }
 
-    fn mkfifo(p: &Path) {
-        let c = cstr(p.as_os_str()).unwrap();
-        // SAFETY: a valid C string.
-        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
-    }
+    use crate::testutil::mkfifo;
 
     #[test]
     fn replaces_a_regular_file_and_leaves_no_temp_file() {

@@ -363,12 +363,7 @@ fn the_socket_of_a_numa_node_is_its_first_cpus_package() {
     assert_eq!(pci::numa_socket(t.root(), 5), None);
 }
 
-fn mkfifo(p: &Path) {
-    std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
-    let c = std::ffi::CString::new(p.to_str().expect("utf-8")).expect("c string");
-    // SAFETY: a valid C string.
-    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
-}
+use crate::testutil::mkfifo;
 
 /// A FIFO where the kernel would give a file is refused at once (reading it would wait for a
 /// writer for ever), and a file past the system-file limit is not read: both are "not readable".
