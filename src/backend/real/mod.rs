@@ -631,14 +631,13 @@ impl Backend for RealBackend {
         let load = std::sync::Arc::new(AtomicU8::new(crate::backend::cuda::PREPARING));
         let period = std::time::Duration::from_millis(u64::from(sample_ms));
         std::thread::scope(|s| {
-            let state = load.clone();
             let stop = &stop;
-            let over = move || {
-                stop.load(Ordering::Relaxed)
-                    || state.load(Ordering::Relaxed) == crate::backend::cuda::LOAD_DONE
-            };
             let state = load.clone();
             let sampler = s.spawn(move || {
+                let over = || {
+                    stop.load(Ordering::Relaxed)
+                        || state.load(Ordering::Relaxed) == crate::backend::cuda::LOAD_DONE
+                };
                 while state.load(Ordering::Relaxed) == crate::backend::cuda::PREPARING && !over() {
                     std::thread::sleep(std::time::Duration::from_millis(5));
                 }
