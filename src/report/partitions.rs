@@ -67,10 +67,7 @@ pub fn build(ev: &Evidence) -> Option<PartitionView> {
             .and_then(|r| r.fit.as_ref());
         let figure = |metric: &str, unit: &str, pct: bool| -> Cell {
             let Some(m) = rec.metric(metric, &who) else {
-                return Cell {
-                    text: "-".into(),
-                    class: String::new(),
-                };
+                return Cell::empty();
             };
             let text = if pct {
                 format!("{}%", fmt_num(100.0 * m.median))
@@ -134,19 +131,15 @@ pub fn build(ev: &Evidence) -> Option<PartitionView> {
         });
     }
     if alone {
-        let none = || Cell {
-            text: "-".into(),
-            class: String::new(),
-        };
         rows.push(PartitionRow {
             method: "tensor-parallel, hybrid".into(),
             layout: "-".into(),
-            step_ms: none(),
-            samples_per_s: none(),
-            scaling: none(),
-            comm_share: none(),
-            golden: none(),
-            ranks: none(),
+            step_ms: Cell::empty(),
+            samples_per_s: Cell::empty(),
+            scaling: Cell::empty(),
+            comm_share: Cell::empty(),
+            golden: Cell::empty(),
+            ranks: Cell::empty(),
             bound: "-".into(),
             note: "not available here: one GPU, nothing to partition (they need two or more)"
                 .into(),
@@ -190,10 +183,7 @@ fn dp_verdict(rec: &CheckRecord, expected: impl Fn(&str) -> bool, good: &str, ba
 /// A judgement's cell: `good` when it passed, `bad` when it failed, else its status's word.
 fn verdict(status: Option<Status>, good: &str, bad: &str) -> Cell {
     match status {
-        None => Cell {
-            text: "-".into(),
-            class: String::new(),
-        },
+        None => Cell::empty(),
         Some(s) => Cell {
             text: match s {
                 Status::Pass => good.into(),

@@ -109,7 +109,8 @@ pub struct Cell {
 }
 
 impl Cell {
-    fn empty() -> Self {
+    /// "-", unstyled: no figure.
+    pub(crate) fn empty() -> Self {
         Cell {
             text: "-".into(),
             class: String::new(),
