@@ -15,9 +15,15 @@ fn key_of(check: &str, figure: &str) -> Option<(String, String)> {
         ("p2p_bandwidth", "p2p_write") => "write",
         ("p2p_bandwidth", "p2p_bidir") => "bidir",
         ("p2p_latency", "latency") => "latency_us",
-        // Each GPU's GEMM rate per precision (the sustained rate is judged by its own drop, not
-        // by a floor, so it has no key).
-        ("compute", f @ ("fp32_tflops" | "tf32_tflops" | "bf16_tflops" | "fp8_tflops")) => f,
+        // Each GPU's GEMM rate per precision, whose metric is its suite key (the sustained
+        // rate is judged by its own drop, not by a floor, so it has no key).
+        ("compute", f)
+            if crate::suite::GemmPrecision::ALL
+                .iter()
+                .any(|p| p.metric() == f) =>
+        {
+            f
+        }
         // Only a collective nodecert knows: the name becomes a TOML table.
         (c, "busbw")
             if c.strip_prefix("collective.")
