@@ -25,6 +25,7 @@ pub mod inventory;
 pub mod inventory_text;
 pub mod network;
 pub mod platform;
+pub mod process;
 pub mod report;
 pub mod runner;
 pub mod sign;

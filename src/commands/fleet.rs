@@ -520,11 +520,12 @@ pub fn cmd_slurm(mut job: fleet::slurm::Job, submit: bool, wait: bool) -> Result
     if wait {
         cmd.arg("--wait");
     }
-    let o = cmd
-        .arg(&path)
-        .output()
-        .map_err(|e| input(format!("cannot run sbatch: {e}")))?;
-    let id = String::from_utf8_lossy(&o.stdout)
+    // `--wait` waits for the job, as the user asked: no limit of ours. Without it sbatch only
+    // submits, and a controller that does not answer must not hold us.
+    let limit = (!wait).then_some(fleet::slurm::COMMAND_LIMIT);
+    let o = crate::process::run(cmd.arg(&path), limit).map_err(|e| input(e.to_string()))?;
+    let id = o
+        .stdout
         .lines()
         .next()
         .unwrap_or_default()
@@ -536,7 +537,7 @@ pub fn cmd_slurm(mut job: fleet::slurm::Job, submit: bool, wait: bool) -> Result
     if id.is_empty() {
         return Err(input(format!(
             "sbatch failed: {}",
-            crate::console::visible(String::from_utf8_lossy(&o.stderr).trim())
+            crate::console::visible(&o.why())
         )));
     }
     crate::outln!("submitted job {}", crate::console::visible(&id));
@@ -646,7 +647,10 @@ pub fn cmd_drain(fleet_path: &Path, scheduler: Scheduler, dry_run: bool) -> Resu
         if dry_run {
             continue;
         }
-        let st = std::process::Command::new(program).args(args).status();
+        let st = crate::process::status(
+            std::process::Command::new(program).args(args),
+            fleet::slurm::COMMAND_LIMIT,
+        );
         if !st.is_ok_and(|s| s.success()) {
             failed += 1;
             crate::errln!("error: {program} {} failed", shown.join(" "));

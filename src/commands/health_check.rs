@@ -172,7 +172,10 @@ fn slurm_act(v: Verdict, why: &[String]) {
         ],
         Act::Nothing => return,
     };
-    match std::process::Command::new("scontrol").args(&args).status() {
+    match crate::process::status(
+        std::process::Command::new("scontrol").args(&args),
+        crate::fleet::slurm::COMMAND_LIMIT,
+    ) {
         Ok(s) if s.success() => {
             crate::errln!("nodecert health-check: scontrol {}", args.join(" "))
         }

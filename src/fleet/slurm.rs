@@ -246,6 +246,11 @@ pub fn drain_plan(r: &FleetReport, current: &[(String, String)]) -> Vec<Vec<Stri
     out
 }
 
+/// How long one of Slurm's commands (sinfo, scontrol, sbatch without `--wait`) may take. Each
+/// retries an unreachable controller for its own MessageTimeout (10 s by default) a few times;
+/// past this the controller is not answering, and a health check must not hang on it.
+pub const COMMAND_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// Each node's present drain reason, from Slurm (`sinfo`), of `node` alone or of every node.
 /// Err says why sinfo did not answer.
 pub fn current_reasons(node: Option<&str>) -> Result<Vec<(String, String)>, String> {
@@ -254,14 +259,14 @@ pub fn current_reasons(node: Option<&str>) -> Result<Vec<(String, String)>, Stri
     if let Some(n) = node {
         cmd.args(["-n", n]);
     }
-    let o = cmd.output().map_err(|e| format!("cannot run sinfo: {e}"))?;
+    let o = crate::process::run(&mut cmd, Some(COMMAND_LIMIT)).map_err(|e| e.to_string())?;
     if !o.status.success() {
         return Err(format!(
             "sinfo failed: {}",
-            crate::console::visible(String::from_utf8_lossy(&o.stderr).trim())
+            crate::console::visible(&o.why())
         ));
     }
-    Ok(parse_reasons(&String::from_utf8_lossy(&o.stdout)))
+    Ok(parse_reasons(&o.stdout))
 }
 
 /// Parse `sinfo -h -N -o '%N|%E'`: node and reason ("none" is no reason).

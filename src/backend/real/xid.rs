@@ -191,20 +191,19 @@ fn push_record(out: &mut String, rec: &[u8]) {
     }
 }
 
+/// How long `dmesg` may take: it reads a ring buffer of a few MiB at most.
+const DMESG_LIMIT_S: u64 = 10;
+
 fn read_dmesg() -> Result<String, String> {
-    let o = std::process::Command::new("dmesg")
-        .stdin(std::process::Stdio::null())
-        .output()
-        .map_err(|e| e.to_string().to_lowercase())?;
+    let o = crate::process::run(
+        &mut std::process::Command::new("dmesg"),
+        Some(std::time::Duration::from_secs(DMESG_LIMIT_S)),
+    )
+    .map_err(|e| e.to_string().to_lowercase())?;
     if !o.status.success() {
-        let err = String::from_utf8_lossy(&o.stderr).trim().to_lowercase();
-        return Err(if err.is_empty() {
-            format!("exited with {}", o.status)
-        } else {
-            err
-        });
+        return Err(o.why().to_lowercase());
     }
-    Ok(String::from_utf8_lossy(&o.stdout).into_owned())
+    Ok(o.stdout)
 }
 
 #[cfg(test)]
