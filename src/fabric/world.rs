@@ -33,8 +33,9 @@ impl World {
     /// - explicit: `NODECERT_RANK`, `NODECERT_WORLD_SIZE`, `NODECERT_HOSTS` (a comma list or a
     ///   Slurm host list), `NODECERT_JOB`;
     /// - Slurm (one task per node): `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_STEP_NODELIST` (set
-    ///   by srun: the step's nodes) else `SLURM_JOB_NODELIST`, `SLURM_JOB_ID` (and
-    ///   `SLURMD_NODENAME`, when set, must be this rank's host);
+    ///   by srun: the step's nodes) else `SLURM_JOB_NODELIST`, `SLURM_JOB_ID` with
+    ///   `SLURM_STEP_ID` when set (the job is then "job.step") (and `SLURMD_NODENAME`, when set,
+    ///   must be this rank's host);
     /// - a Kubernetes Indexed Job: `JOB_COMPLETION_INDEX`, `NODECERT_WORLD_SIZE` (else
     ///   `NODECERT_JOB_COMPLETIONS`), `NODECERT_JOB_NAME` (else `NODECERT_JOB`) and
     ///   `NODECERT_SERVICE` (else the job name: `nodecert fleet k8s` names its headless
@@ -73,7 +74,15 @@ impl World {
                     ));
                 }
             }
-            (rank, size, hosts, need("SLURM_JOB_ID", why)?)
+            // One job may run several steps at once: each is a world of its own, with its own
+            // port, and a rank of one step is refused by another's rendezvous ("4242.1", as
+            // Slurm names steps).
+            let job = need("SLURM_JOB_ID", why)?;
+            let job = match get("SLURM_STEP_ID") {
+                Some(step) => format!("{}.{}", job.trim(), step.trim()),
+                None => job,
+            };
+            (rank, size, hosts, job)
         } else if let Some(r) = get("JOB_COMPLETION_INDEX") {
             let (size_var, size_text) =
                 match (get("NODECERT_WORLD_SIZE"), get("NODECERT_JOB_COMPLETIONS")) {
@@ -296,6 +305,28 @@ mod tests {
         assert_eq!(w.job, "4242");
         assert_eq!(w.port, job_port("4242"));
         assert_eq!(w.check(), Ok(()));
+    }
+
+    #[test]
+    fn two_steps_of_one_slurm_job_are_two_worlds() {
+        let step = |id: &str| {
+            world(&[
+                ("SLURM_PROCID", "0"),
+                ("SLURM_NTASKS", "2"),
+                ("SLURM_STEP_NODELIST", "n[1-2]"),
+                ("SLURM_JOB_ID", "4242"),
+                ("SLURM_STEP_ID", id),
+            ])
+            .unwrap()
+            .unwrap()
+        };
+        let (a, b) = (step("0"), step("1"));
+        assert_eq!(a.job, "4242.0");
+        assert_eq!(b.job, "4242.1");
+        // Their own ports (these two do not collide), and each rendezvous refuses the other's
+        // ranks by the job.
+        assert_eq!(a.port, job_port("4242.0"));
+        assert_ne!(a.port, b.port);
     }
 
     #[test]
