@@ -10,12 +10,20 @@ use crate::training::partition::Partition;
 
 /// A simulated run of `node` with `faults`, as `nodecert run --simulate` makes it.
 pub fn simulated(node: &str, faults: &[&str]) -> Evidence {
+    simulated_under(node, faults, &[])
+}
+
+/// A simulated run of `node` with `faults`, its NCCL answering `nccl_env` as the settings in
+/// effect.
+pub fn simulated_under(node: &str, faults: &[&str], nccl_env: &[(&str, &str)]) -> Evidence {
     let loaded = load::load(node).expect("embedded suite");
     let faults = faults
         .iter()
         .map(|f| Fault::parse(f).expect("fault"))
         .collect();
-    let mut b = SimBackend::new(sim::load_node(node).expect("node"), faults, 1).expect("sim");
+    let mut b = SimBackend::new(sim::load_node(node).expect("node"), faults, 1)
+        .expect("sim")
+        .with_nccl_env(nccl_env);
     let inv = b.inventory().expect("inventory");
     let rec = b.record();
     let ev = crate::runner::new_evidence(&loaded, &b, inv, Some(rec), Environment::default());

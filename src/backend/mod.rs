@@ -231,6 +231,11 @@ pub struct LibraryInfo {
 /// The hardware boundary. Bandwidths are GB/s (10^9 bytes/s), latencies microseconds.
 pub trait Backend {
     fn info(&self) -> BackendInfo;
+    /// The NCCL_* settings in effect for this process's NCCL (name, value), sorted: the
+    /// collectives measured here are those settings' ([`crate::checks::nccl_env`]).
+    fn nccl_settings(&self) -> Vec<(String, String)> {
+        Vec::new()
+    }
     /// Read what the node is.
     fn inventory(&mut self) -> Result<Inventory, HwError>;
     /// Host<->device copies of `bytes` from pinned memory on one GPU; GB/s per repetition.

@@ -1144,6 +1144,8 @@ pub struct SimBackend {
     /// The name given to this node of a simulated fleet (`--node-name`): its host name, and
     /// what its GPUs' serials and UUIDs derive from, so that no two nodes share a GPU.
     named: Option<String>,
+    /// The NCCL settings this node answers as in effect ([`SimBackend::with_nccl_env`]).
+    nccl_env: Vec<(String, String)>,
 }
 
 /// Another VBIOS version than `v`, for the vbios-mismatch fault: its last field changed
@@ -1181,6 +1183,7 @@ impl SimBackend {
             taken: Default::default(),
             nth: 0,
             named: None,
+            nccl_env: Vec::new(),
         })
     }
 
@@ -1189,6 +1192,16 @@ impl SimBackend {
     pub fn named(mut self, name: &str) -> Self {
         self.node.hostname = name.to_string();
         self.named = Some(name.to_string());
+        self
+    }
+
+    /// Answer `env` as the NCCL settings in effect (tests of what a setting does to a verdict;
+    /// the simulated figures do not change with it).
+    pub fn with_nccl_env(mut self, env: &[(&str, &str)]) -> Self {
+        self.nccl_env = env
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         self
     }
 
@@ -1584,6 +1597,10 @@ impl SimBackend {
 }
 
 impl Backend for SimBackend {
+    fn nccl_settings(&self) -> Vec<(String, String)> {
+        self.nccl_env.clone()
+    }
+
     fn fabric(&mut self, gpus: &[Gpu]) -> Result<Option<crate::network::Fabric>, HwError> {
         Ok(self.sim_fabric(gpus, true))
     }
@@ -1694,7 +1711,7 @@ impl Backend for SimBackend {
             ),
             libraries: vec![],
             nccl_version: None,
-            nccl_env: vec![],
+            nccl_env: self.nccl_env.clone(),
         }
     }
 

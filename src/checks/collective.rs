@@ -187,6 +187,7 @@ impl Check for Collective {
         let second = self.second_pass(ctx);
         let steps = sizes.len() + usize::from(second);
         let mut m = Measured::default();
+        super::nccl_env::record(&mut m, &b.nccl_settings());
         for (i, &s) in sizes.iter().enumerate() {
             let r = b.collective(self.op, s, c.warmup, c.iterations)?;
             self.record(&mut m, s, &r, "")?;
@@ -357,6 +358,8 @@ impl Check for Collective {
             }
             (None, _) | (Some(_), A::Available) => {}
         }
+        // From here on, the findings judge figures NCCL produced (its data was judged above).
+        let figures_from = out.len();
         let floors = CollectiveCheck::floors(floor_map);
         let warns = CollectiveCheck::floors(warn_map);
         let what = if judged == "busbw" {
@@ -429,6 +432,8 @@ impl Check for Collective {
                 )),
             }
         }
+        super::nccl_env::steer(m, &mut out[figures_from..]);
+        out.extend(super::nccl_env::note(m, &op.to_string()));
         out
     }
 }
@@ -938,6 +943,94 @@ mod data_tests {
                 .any(|x| x.status == Status::Fail && x.reason.contains("with NVLS forced off")),
             "{f:#?}"
         );
+    }
+
+    /// A figure measured while the environment steers NCCL (`NCCL_P2P_DISABLE=1`) that falls
+    /// short is not the node's failure: an error naming the setting. What held still holds, and
+    /// wrong data still fails.
+    #[test]
+    fn a_shortfall_under_an_nccl_setting_is_not_judged_but_wrong_data_fails() {
+        let cfg = r#"min_busbw_gbps = { "1MiB" = 100.0 }
+                     min_fraction_of_p2p = 1.0"#;
+        let mut m = swept(8, &[(1 << 20, 99.0), (1 << 30, 150.0)], None);
+        let mut set = Measured::default();
+        crate::checks::nccl_env::record(&mut set, &[("NCCL_P2P_DISABLE".into(), "1".into())]);
+        // Without the setting: 1 MiB below its floor, 1 GiB above it but below the slowest
+        // peer read.
+        let plain: Vec<Status> = floors_judged(cfg, &m).iter().map(|x| x.2).collect();
+        assert_eq!(plain, [Status::Fail, Status::Pass, Status::Fail]);
+        m.facts.extend(set.facts);
+        let f = evaluated(cfg, &m);
+        let judged: Vec<&Finding> = f.iter().filter(|x| !x.info).collect();
+        assert_eq!(
+            judged.iter().map(|x| x.status).collect::<Vec<_>>(),
+            [Status::Pass, Status::Error, Status::Pass, Status::Error],
+            "{judged:#?}"
+        );
+        for x in [judged[1], judged[3]] {
+            assert!(
+                x.reason
+                    .contains("not judged: NCCL_P2P_DISABLE=1 in the environment"),
+                "{}",
+                x.reason
+            );
+        }
+        assert!(!judged[2].reason.contains("not judged"));
+        let note: Vec<&Finding> = f
+            .iter()
+            .filter(|x| x.metric.as_deref() == Some("nccl_env"))
+            .collect();
+        assert_eq!(note.len(), 1);
+        assert!(note[0].info);
+        // Wrong data is the node's, whatever steered NCCL.
+        m.facts[1].value = FactValue::Elements {
+            wrong: 1,
+            checked: 64,
+        };
+        let f = evaluated(cfg, &m);
+        assert_eq!(f[0].status, Status::Fail, "{:#?}", f[0]);
+        assert!(!f[0].reason.contains("not judged"));
+    }
+
+    /// End to end on the simulated H100 with a slow pair: its all_reduce fails; in the same run
+    /// with `NCCL_ALGO=Ring` in NCCL's environment the collective cannot say whose the
+    /// shortfall is and is an error naming the setting (the run ends untestable, exit 3), while
+    /// the peer copies, which NCCL does not steer, still fail on the pair.
+    #[test]
+    fn a_run_under_an_nccl_setting_does_not_fail_the_collective_for_it() {
+        use crate::evidence::Verdict;
+        let fault = ["slow-gpu-pair:gpu=1,peer=4"];
+        let plain = crate::testutil::simulated("h100-sxm-8", &fault);
+        let ar = plain.check("collective.all_reduce").unwrap();
+        assert_eq!(ar.status, Status::Fail);
+        assert_eq!(plain.verdict, Verdict::Fail);
+        let set = [("NCCL_ALGO", "Ring"), ("NCCL_DEBUG", "INFO")];
+        let under = crate::testutil::simulated_under("h100-sxm-8", &fault, &set);
+        let ar = under.check("collective.all_reduce").unwrap();
+        assert_eq!(ar.status, Status::Error, "{:#?}", ar.findings);
+        assert!(ar
+            .facts
+            .iter()
+            .any(|f| f.name == "nccl_env" && f.value == FactValue::Text("NCCL_ALGO=Ring".into())));
+        assert!(!ar
+            .facts
+            .iter()
+            .any(|f| matches!(&f.value, FactValue::Text(t) if t.starts_with("NCCL_DEBUG"))));
+        assert!(ar.findings.iter().any(|f| f.status == Status::Error
+            && f.reason
+                .contains("not judged: NCCL_ALGO=Ring in the environment")));
+        // The peer copies still name the pair; the run as a whole could not be tested as asked.
+        assert_eq!(under.check("p2p_bandwidth").unwrap().status, Status::Fail);
+        assert_eq!(under.verdict, Verdict::Error);
+        assert_eq!(
+            under.verdict.exit_code(),
+            crate::error::exit::NODE_UNTESTABLE
+        );
+        // Without the fault the same setting passes: what holds under it holds.
+        let healthy = crate::testutil::simulated_under("h100-sxm-8", &[], &set);
+        let ar = healthy.check("collective.all_reduce").unwrap();
+        assert_eq!(ar.status, Status::Pass);
+        assert_eq!(healthy.verdict, Verdict::Pass);
     }
 
     #[test]

@@ -179,7 +179,10 @@ pub fn measure_in(
         Ok(()) => Ok(vec![]),
     };
     match measure_job(cfg, world, names, key, ctx, id, backend, progress) {
-        Ok(m) => Ok(m),
+        Ok(mut m) => {
+            super::nccl_env::record(&mut m, &backend.nccl_settings());
+            Ok(m)
+        }
         // Another node's absence or stop, rank 0 giving up on the job because others never
         // came, or someone on rank 0's port who could not prove the job's key: this node could
         // not be measured, and is not at fault (the missing node is, in its own evidence or by
@@ -715,6 +718,7 @@ pub fn evaluate(cfg: &FabricCheck, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
     // The data checks: wrong data in one of this node's pairs is named (the verdicts above say
     // which node or link it is: its figure counted as none); wrong data in this node's GPUs
     // after the job's collectives fails it. What was checked and right is said once.
+    let data_from = out.len();
     let (mut checked, mut sizes) = (0u64, 0usize);
     for f in &m.facts {
         let (FactValue::Elements { wrong, checked: n }, name) = (&f.value, f.name.as_str()) else {
@@ -772,6 +776,7 @@ pub fn evaluate(cfg: &FabricCheck, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
             format!("data checked after {sizes} collectives across nodes: {checked} elements, all right"),
         ));
     }
+    let data = data_from..out.len();
     // A fabric-wide verdict answers for the job's figures: no single node does.
     let fabric_wide = m.facts.iter().any(|f| f.name == FABRIC_FAULT);
     let pace_of = |op: CollectiveOp| {
@@ -833,6 +838,14 @@ pub fn evaluate(cfg: &FabricCheck, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
         }
         out.push(x);
     }
+    // Every finding but the data's judges a figure this node's NCCL produced.
+    let figures = out
+        .iter_mut()
+        .enumerate()
+        .filter(|(i, _)| !data.contains(i))
+        .map(|(_, f)| f);
+    super::nccl_env::steer(m, figures);
+    out.extend(super::nccl_env::note(m, "the fabric"));
     out
 }
 
@@ -1352,11 +1365,6 @@ mod tests {
         };
         c.busbw_gbps = floor;
         c.all_gather_busbw_gbps = floor;
-        let pace = |node: &str, op: CollectiveOp| {
-            let mut s = Subject::node_named(node);
-            s.op = Some(op);
-            Fact::new(PACE, s, FactValue::Count(0))
-        };
         let mut m = Measured::default();
         m.facts.push(Fact::new(
             "rank",
@@ -1456,5 +1464,72 @@ mod tests {
         assert_eq!(warns(&f), ["the fabric as a whole: no pair reaches 300"]);
         // Without its rank the node knows nothing to judge.
         assert!(evaluate(&c, &ctx, &Measured::default()).is_empty());
+    }
+
+    /// This node's NCCL ran under `NCCL_IB_DISABLE=1` (sockets, not its NICs): being the slow
+    /// node of the job, or the job's figure at its pace, is that setting's doing as much as the
+    /// node's, so each is an error naming it; wrong data in its GPUs still fails it.
+    #[test]
+    fn a_slow_node_under_an_nccl_setting_is_not_judged_but_its_wrong_data_fails() {
+        let loaded = crate::suite::load::load("h100-sxm-8").unwrap();
+        let inv = crate::testutil::simulated("h100-sxm-8", &[]).node;
+        let ctx = crate::testutil::ctx(&loaded.suite, &inv);
+        let c = cfg(10.0);
+        let mut m = Measured::default();
+        m.facts.push(Fact::new(
+            "rank",
+            Subject::node_named("n1"),
+            FactValue::Count(0),
+        ));
+        m.facts.push(Fact::new(
+            NODE_FAULT,
+            Subject::node_named("n1"),
+            FactValue::Text("n1 - n2 20 GB/s, n1 - n3 21 GB/s".into()),
+        ));
+        m.facts.push(pace("n1", CollectiveOp::AllReduce));
+        m.metrics
+            .push(metric(JOB_METRIC, Subject::node_named("n1"), 20.0));
+        let statuses = |m: &Measured| -> Vec<Status> {
+            evaluate(&c, &ctx, m)
+                .iter()
+                .filter(|x| !x.info)
+                .map(|x| x.status)
+                .collect()
+        };
+        assert_eq!(statuses(&m), [Status::Fail, Status::Fail]);
+        crate::checks::nccl_env::record(&mut m, &[("NCCL_IB_DISABLE".into(), "1".into())]);
+        let f = evaluate(&c, &ctx, &m);
+        assert_eq!(statuses(&m), [Status::Error, Status::Error], "{f:#?}");
+        assert!(f
+            .iter()
+            .filter(|x| x.status == Status::Error)
+            .all(|x| x.reason.contains("not judged: NCCL_IB_DISABLE=1")));
+        assert!(f.iter().any(|x| x.info
+            && x.reason
+                .starts_with("the fabric measured with NCCL_IB_DISABLE=1")));
+        // Wrong data after the job's collective is this node's whatever steered NCCL.
+        let mut s = Subject::node_named("n1");
+        s.op = Some(CollectiveOp::AllReduce);
+        s.bytes = Some(1 << 30);
+        m.facts.push(Fact::new(
+            JOB_DATA,
+            s,
+            FactValue::Elements {
+                wrong: 2,
+                checked: 64,
+            },
+        ));
+        assert_eq!(
+            statuses(&m),
+            [Status::Error, Status::Fail, Status::Error],
+            "{:#?}",
+            evaluate(&c, &ctx, &m)
+        );
+    }
+
+    fn pace(node: &str, op: CollectiveOp) -> Fact {
+        let mut s = Subject::node_named(node);
+        s.op = Some(op);
+        Fact::new(PACE, s, FactValue::Count(0))
     }
 }

@@ -11,6 +11,7 @@ pub mod fabric;
 pub mod health;
 pub mod host_bandwidth;
 pub mod judge;
+pub mod nccl_env;
 pub mod network;
 pub mod p2p_bandwidth;
 pub mod p2p_latency;

@@ -71,6 +71,7 @@ impl Check for Training {
         super::positive_times("the training step", "ms", &r.step_ms)?;
         progress(1, 1);
         let mut m = Measured::default();
+        super::nccl_env::record(&mut m, &b.nccl_settings());
         let node = Subject::node;
         m.metrics
             .push(Metric::new("loss", node(), "", r.losses.clone()));
@@ -194,6 +195,9 @@ impl Check for Training {
             .filter(|f| f.name == "params_sha256")
             .collect();
         out.push(replica_finding(&hashes, ctx.inventory.gpus.len()));
+        // From here on the data-parallel run's speed, which its gradient exchange through NCCL
+        // is part of.
+        let figures_from = out.len();
         if let Some(x) = get("samples_per_s") {
             if let Some(f) = judge(
                 &Subject::node(),
@@ -241,7 +245,9 @@ impl Check for Training {
                 .informational(),
             );
         }
+        super::nccl_env::steer(m, &mut out[figures_from..]);
         out.extend(methods::evaluate(c, ctx.inventory.gpus.len(), m, &cpu_g));
+        out.extend(super::nccl_env::note(m, "the training runs"));
         out
     }
 }
@@ -535,6 +541,45 @@ mod tests {
                 .any(|x| x.status == Status::Error && x.reason.contains("loss")),
             "{f:#?}"
         );
+    }
+
+    /// The data-parallel run's speed under an NCCL setting: its missed scaling floor is not
+    /// judged (an error naming the setting), while its wrong losses would still fail.
+    #[test]
+    fn a_missed_speed_floor_under_an_nccl_setting_is_not_judged() {
+        let ev = crate::testutil::simulated("h100-sxm-8", &[]);
+        let rec = ev.check("training").unwrap();
+        let mut cfg = ev.suite.resolved.checks.training.clone().unwrap();
+        cfg.min_scaling_efficiency = Some(1.0);
+        let check = Training(cfg);
+        let ctx = crate::testutil::ctx(&ev.suite.resolved, &ev.node);
+        let mut m = Measured {
+            metrics: rec.metrics.clone(),
+            facts: rec.facts.clone(),
+        };
+        let scaling = |f: &[Finding]| {
+            f.iter()
+                .find(|x| {
+                    x.subject == Subject::node() && x.reason.starts_with("scaling efficiency")
+                })
+                .map(|x| x.status)
+        };
+        assert_eq!(scaling(&check.evaluate(&ctx, &m)), Some(Status::Fail));
+        crate::checks::nccl_env::record(&mut m, &[("NCCL_MAX_NCHANNELS".into(), "1".into())]);
+        let f = check.evaluate(&ctx, &m);
+        assert_eq!(scaling(&f), Some(Status::Error), "{f:#?}");
+        assert!(f.iter().any(|x| x.info
+            && x.reason
+                .starts_with("the training runs measured with NCCL_MAX_NCHANNELS=1")));
+        // The golden comparison is the node's answer, not NCCL's pace.
+        let golden = f.iter().find(|x| x.subject == Subject::node()).unwrap();
+        assert_eq!(golden.status, Status::Pass);
+        m.metrics
+            .iter_mut()
+            .filter(|x| x.name == "golden_node_loss")
+            .for_each(|x| x.samples[0] += 1.0);
+        let f = check.evaluate(&ctx, &m);
+        assert_eq!(f[0].status, Status::Fail, "{:#?}", f[0]);
     }
 
     #[test]

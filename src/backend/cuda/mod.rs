@@ -54,6 +54,7 @@ use crate::units::format_bytes;
 use driver::Gpu;
 use libs::Lib;
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use worker::{StartError, Worker};
 
@@ -192,11 +193,110 @@ pub fn map_ordinals(wanted: &[String], cuda: &[String]) -> Vec<Option<usize>> {
         .collect()
 }
 
-/// The NCCL_* variables of an environment, sorted.
-pub fn nccl_env_from(vars: impl Iterator<Item = (String, String)>) -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> = vars.filter(|(k, _)| k.starts_with("NCCL_")).collect();
+/// The NCCL_* variables of an environment, sorted. Read as bytes (`std::env::vars_os`): a
+/// variable that is not UTF-8 makes `std::env::vars` panic; here it is decoded lossily.
+pub fn nccl_env_from(
+    vars: impl Iterator<Item = (std::ffi::OsString, std::ffi::OsString)>,
+) -> Vec<(String, String)> {
+    let mut v: Vec<(String, String)> = vars
+        .map(|(k, v)| {
+            (
+                k.to_string_lossy().into_owned(),
+                v.to_string_lossy().into_owned(),
+            )
+        })
+        .filter(|(k, _)| k.starts_with("NCCL_"))
+        .collect();
     v.sort();
     v
+}
+
+/// NCCL's own configuration files, in the order NCCL reads them (`initEnv`, src/misc/param.cc):
+/// the file `NCCL_CONF_FILE` names when it is set, else the user's `~/.nccl.conf` (the home of
+/// the passwd entry, as NCCL looks it up), then `/etc/nccl.conf`.
+pub fn nccl_conf_files(conf_file: Option<&std::ffi::OsStr>, home: Option<&Path>) -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    match conf_file.filter(|f| !f.is_empty()) {
+        Some(f) => v.push(PathBuf::from(f)),
+        None => v.extend(home.map(|h| h.join(".nccl.conf"))),
+    }
+    v.push(PathBuf::from("/etc/nccl.conf"));
+    v
+}
+
+/// The NCCL settings of a configuration file, as NCCL reads them: each line's name up to its
+/// first '=' and the rest as the value, nothing trimmed (a name with a space in it is not the
+/// variable NCCL looks up); a line without '=' sets nothing.
+pub fn parse_nccl_conf(text: &str) -> Vec<(String, String)> {
+    text.lines()
+        .filter_map(|l| l.split_once('='))
+        .filter(|(k, _)| k.starts_with("NCCL_") && !k.contains(char::is_whitespace))
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// The NCCL settings in effect: the environment's, then those of each configuration file (as
+/// [`nccl_conf_files`] lists them, with its text when it could be read) for a name the
+/// environment does not set, the value followed by the file it comes from. NCCL sets a file's
+/// variable only where the environment has none; which of two files wins has changed between
+/// NCCL versions, so both are kept. Sorted by name.
+pub fn nccl_settings_from(
+    env: Vec<(String, String)>,
+    files: &[(PathBuf, Option<String>)],
+) -> Vec<(String, String)> {
+    let mut out = env;
+    let set: std::collections::BTreeSet<String> = out.iter().map(|(k, _)| k.clone()).collect();
+    for (path, text) in files {
+        for (k, v) in text.as_deref().map(parse_nccl_conf).unwrap_or_default() {
+            if !set.contains(&k) {
+                out.push((k, format!("{v} (from {})", path.display())));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The home folder of this process's user from the passwd database, as NCCL finds its
+/// `~/.nccl.conf` (not `$HOME`).
+pub fn passwd_home() -> Option<PathBuf> {
+    let mut buf = vec![0u8; 16 << 10];
+    // SAFETY: getpwuid_r writes the entry into `pw` and its strings into `buf` (of the length
+    // given); `found` is null or points at `pw`. Nothing is kept past this function but an
+    // owned copy of the home folder.
+    unsafe {
+        let mut pw: libc::passwd = std::mem::zeroed();
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        let rc = libc::getpwuid_r(
+            libc::getuid(),
+            &mut pw,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut found,
+        );
+        if rc != 0 || found.is_null() || pw.pw_dir.is_null() {
+            return None;
+        }
+        let dir = std::ffi::CStr::from_ptr(pw.pw_dir);
+        use std::os::unix::ffi::OsStrExt;
+        Some(PathBuf::from(std::ffi::OsStr::from_bytes(dir.to_bytes())))
+    }
+}
+
+/// The NCCL settings in effect for this process: its environment's and NCCL's configuration
+/// files' ([`nccl_settings_from`]), each file read within the bound of a system file.
+pub fn nccl_settings() -> Vec<(String, String)> {
+    let env = nccl_env_from(std::env::vars_os());
+    let conf = std::env::var_os("NCCL_CONF_FILE");
+    let files: Vec<(PathBuf, Option<String>)> =
+        nccl_conf_files(conf.as_deref(), passwd_home().as_deref())
+            .into_iter()
+            .map(|p| {
+                let text = crate::platform::hypervisor::system_text(&p);
+                (p, text)
+            })
+            .collect();
+    nccl_settings_from(env, &files)
 }
 
 /// Add what the CUDA side knows to the backend description: library files and versions, the
@@ -212,7 +312,7 @@ pub fn extend_info(info: &mut BackendInfo) {
             .ok()
             .and_then(Result::ok);
     }
-    info.nccl_env = nccl_env_from(std::env::vars());
+    info.nccl_env = nccl_env_from(std::env::vars_os());
 }
 
 /// cuInit's CUDA_ERROR_NO_DEVICE on a node whose driver lists `listed` GPUs: the measurement
@@ -993,16 +1093,68 @@ mod tests {
     }
 
     #[test]
+    fn nccl_reads_its_configuration_files_where_the_environment_is_silent() {
+        let home = Path::new("/home/u");
+        assert_eq!(
+            nccl_conf_files(None, Some(home)),
+            [PathBuf::from("/home/u/.nccl.conf"), "/etc/nccl.conf".into()]
+        );
+        // NCCL_CONF_FILE replaces the user's file, not the system's; empty counts as unset.
+        assert_eq!(
+            nccl_conf_files(Some("/opt/x.conf".as_ref()), Some(home)),
+            [PathBuf::from("/opt/x.conf"), "/etc/nccl.conf".into()]
+        );
+        assert_eq!(
+            nccl_conf_files(Some("".as_ref()), None),
+            [PathBuf::from("/etc/nccl.conf")]
+        );
+        assert_eq!(
+            parse_nccl_conf("# NCCL_ALGO=Tree\nNCCL_P2P_LEVEL=NVL\nNCCL_PROTO = LL\nOTHER=1\nNCCL_X\nNCCL_IB_HCA==mlx5_0\n"),
+            [
+                ("NCCL_P2P_LEVEL".to_string(), "NVL".to_string()),
+                ("NCCL_IB_HCA".to_string(), "=mlx5_0".to_string()),
+            ]
+        );
+        let env = vec![("NCCL_ALGO".to_string(), "Ring".to_string())];
+        let files = [
+            (
+                PathBuf::from("/root/.nccl.conf"),
+                Some("NCCL_ALGO=Tree\nNCCL_P2P_DISABLE=1\n".to_string()),
+            ),
+            (PathBuf::from("/etc/nccl.conf"), None),
+        ];
+        assert_eq!(
+            nccl_settings_from(env, &files),
+            [
+                ("NCCL_ALGO".to_string(), "Ring".to_string()),
+                (
+                    "NCCL_P2P_DISABLE".to_string(),
+                    "1 (from /root/.nccl.conf)".to_string()
+                ),
+            ]
+        );
+        // Where this process's user has a passwd entry, its home is a path (whatever $HOME says).
+        if let Some(h) = passwd_home() {
+            assert!(h.is_absolute(), "{h:?}");
+        }
+    }
+
+    #[test]
     fn nccl_environment_is_recorded_sorted() {
+        use std::ffi::OsString;
+        use std::os::unix::ffi::OsStringExt;
         let vars = vec![
-            ("PATH".to_string(), "/bin".to_string()),
-            ("NCCL_P2P_LEVEL".to_string(), "NVL".to_string()),
-            ("NCCL_DEBUG".to_string(), "WARN".to_string()),
-            ("XNCCL_NOT".to_string(), "1".to_string()),
+            ("PATH".into(), "/bin".into()),
+            ("NCCL_P2P_LEVEL".into(), "NVL".into()),
+            ("NCCL_DEBUG".into(), "WARN".into()),
+            ("XNCCL_NOT".into(), "1".into()),
+            // Not UTF-8: std::env::vars would panic on it.
+            ("NCCL_ALGO".into(), OsString::from_vec(b"Ring\xff".to_vec())),
         ];
         assert_eq!(
             nccl_env_from(vars.into_iter()),
             vec![
+                ("NCCL_ALGO".to_string(), "Ring\u{fffd}".to_string()),
                 ("NCCL_DEBUG".to_string(), "WARN".to_string()),
                 ("NCCL_P2P_LEVEL".to_string(), "NVL".to_string()),
             ]

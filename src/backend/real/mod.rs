@@ -490,6 +490,10 @@ impl RealBackend {
 }
 
 impl Backend for RealBackend {
+    fn nccl_settings(&self) -> Vec<(String, String)> {
+        crate::backend::cuda::nccl_settings()
+    }
+
     fn info(&self) -> BackendInfo {
         let mut info = BackendInfo {
             simulated: false,

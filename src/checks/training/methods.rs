@@ -241,14 +241,17 @@ pub fn evaluate(c: &TrainingCheck, gpus: usize, m: &Measured, cpu_golden: &[f32]
             }
             .on(RANKS),
         );
-        out.extend(speed(
+        let mut figures = speed(
             &name,
             &who,
             gpus,
             &floors,
             metric("scaling_efficiency"),
             metric("comm_fraction"),
-        ));
+        );
+        // Its speed is partly its all-reduces', which NCCL's settings steer.
+        crate::checks::nccl_env::steer(m, &mut figures);
+        out.extend(figures);
     }
     out
 }

@@ -433,3 +433,49 @@ fn no_scaling_is_recorded_against_a_one_gpu_figure_that_is_not_a_rate() {
     // 1000 samples in 10 ms on 2 GPUs against 1e5 samples/s on one.
     assert_eq!(scaling(Some(1e5)), Some(0.5));
 }
+
+/// A partitioning's speed is partly its all-reduces': under an NCCL setting
+/// (`NCCL_PROTO=Simple`) a missed floor is not judged (an error naming it), while ranks that
+/// disagree still fail whatever steered NCCL.
+#[test]
+fn a_missed_floor_under_an_nccl_setting_is_not_judged_but_disagreement_fails() {
+    let c = cfg("[tensor_parallel]\nmin_scaling_efficiency = 0.51");
+    let run_with = |disagree: bool, settings: &[(String, String)]| {
+        let mut m = Measured::default();
+        for p in compared(&c, 2) {
+            let who = Subject::method(&fit::method_name(p));
+            let mut r = run(p, 4, &GOLDEN);
+            if disagree {
+                r.inconsistency = Some("rank 1's loss sum differs from rank 0's".into());
+            }
+            record(&mut m, &who, p, &r, Some(1e5)).expect("recorded");
+        }
+        crate::checks::nccl_env::record(&mut m, settings);
+        evaluate(&c, 2, &m, &GOLDEN)
+    };
+    let status = |f: &[Finding], metric: Option<&str>| {
+        f.iter()
+            .find(|x| !x.info && x.metric.as_deref() == metric)
+            .map(|x| x.status)
+    };
+    let set = [("NCCL_PROTO".to_string(), "Simple".to_string())];
+    let plain = run_with(false, &[]);
+    assert_eq!(
+        status(&plain, Some("scaling_efficiency")),
+        Some(Status::Fail)
+    );
+    let under = run_with(false, &set);
+    assert_eq!(
+        status(&under, Some("scaling_efficiency")),
+        Some(Status::Error)
+    );
+    let miss = under.iter().find(|x| x.status == Status::Error).unwrap();
+    assert!(
+        miss.reason
+            .contains("not judged: NCCL_PROTO=Simple in the environment"),
+        "{}",
+        miss.reason
+    );
+    let wrong = run_with(true, &set);
+    assert_eq!(status(&wrong, Some(RANKS)), Some(Status::Fail));
+}

@@ -1,0 +1,222 @@
+//! NCCL settings in the environment that change what NCCL measures.
+//!
+//! NCCL takes its tuning from `NCCL_*` variables: `NCCL_P2P_DISABLE=1` sends every byte through
+//! host memory, `NCCL_NVLS_ENABLE=0` turns NVLink SHARP off, `NCCL_ALGO`, `NCCL_PROTO` and
+//! `NCCL_MAX_NCHANNELS` narrow its choices, `NCCL_IB_DISABLE=1` moves the fabric onto sockets. A
+//! shell, a module file or a container image can leave one set, and the figure measured under it
+//! is that setting's, not the node's: judged as it is, a healthy node would fail as a slow one.
+//!
+//! So a check that measures through NCCL records each such setting as a fact ([`record`]), and
+//! its evaluation ([`steer`], [`note`]) says so on the certificate. A figure that still meets its floor
+//! under the setting holds (NCCL left to itself would not choose slower paths); one that falls
+//! short is not judged: an error ("the node could not be tested as asked") that names the
+//! setting, never a failure of the hardware. Wrong data stays a failure whatever the settings.
+
+use super::Measured;
+use crate::evidence::{Fact, FactValue, Finding, Status, Subject};
+
+/// The fact that holds one setting, as "NAME=value".
+pub const FACT: &str = "nccl_env";
+
+/// The most of one setting's text kept in the evidence.
+const MAX_TEXT: usize = 200;
+
+/// Variables that say where NCCL logs, which interface its bootstrap uses, or which NCCL a
+/// container was built with: none of them changes a figure.
+const NEUTRAL: &[&str] = &[
+    "NCCL_DEBUG",
+    "NCCL_DEBUG_FILE",
+    "NCCL_DEBUG_SUBSYS",
+    "NCCL_DEBUG_TIMESTAMP_FORMAT",
+    "NCCL_DEBUG_TIMESTAMP_LEVELS",
+    "NCCL_WARN_ENABLE_DEBUG_INFO",
+    "NCCL_SET_THREAD_NAME",
+    "NCCL_TOPO_DUMP_FILE",
+    "NCCL_TOPO_DUMP_FILE_RANK",
+    "NCCL_GRAPH_DUMP_FILE",
+    "NCCL_GRAPH_DUMP_FILE_RANK",
+    "NCCL_SOCKET_IFNAME",
+    "NCCL_SOCKET_FAMILY",
+    "NCCL_HOSTID",
+    "NCCL_COMM_ID",
+    "NCCL_RAS_ENABLE",
+    "NCCL_RAS_ADDR",
+    "NCCL_ASYNC_ERROR_HANDLING",
+    "NCCL_BLOCKING_WAIT",
+    // Set by NVIDIA's container images and by builds: which NCCL, where.
+    "NCCL_VERSION",
+    "NCCL_HOME",
+    "NCCL_ROOT",
+    "NCCL_LIB_DIR",
+    "NCCL_INCLUDE_DIR",
+];
+
+/// Whether `name` is an NCCL variable that may change a figure: every `NCCL_*` variable except
+/// the few that only say where NCCL logs or what it was built with. An unknown one counts: a
+/// setting nodecert does not know may still steer NCCL.
+pub fn steers(name: &str) -> bool {
+    name.starts_with("NCCL_") && !NEUTRAL.contains(&name)
+}
+
+/// Record the settings of `env` (the NCCL_* environment, from [`crate::backend::BackendInfo`])
+/// that may change a figure, one fact each.
+pub fn record(m: &mut Measured, env: &[(String, String)]) {
+    for (k, v) in env.iter().filter(|(k, _)| steers(k)) {
+        let mut text = format!("{k}={v}");
+        if text.len() > MAX_TEXT {
+            let mut end = MAX_TEXT;
+            while !text.is_char_boundary(end) {
+                end -= 1;
+            }
+            text.truncate(end);
+            text.push_str("...");
+        }
+        m.facts
+            .push(Fact::new(FACT, Subject::node(), FactValue::Text(text)));
+    }
+}
+
+/// The settings recorded in `m`, as "NAME=value".
+pub fn settings(m: &Measured) -> Vec<&str> {
+    m.facts
+        .iter()
+        .filter(|f| f.name == FACT)
+        .filter_map(|f| match &f.value {
+            FactValue::Text(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Where `m` was measured under NCCL settings, each of `figures` (findings that judge a figure
+/// NCCL produced, never its data) that failed becomes an error naming the settings. Nothing
+/// changes where no setting was recorded.
+pub fn steer<'a>(m: &Measured, figures: impl IntoIterator<Item = &'a mut Finding>) {
+    let set = settings(m);
+    if set.is_empty() {
+        return;
+    }
+    let list = set.join(", ");
+    for f in figures.into_iter().filter(|f| f.status == Status::Fail) {
+        f.status = Status::Error;
+        f.reason = format!(
+            "{}; not judged: {list} in the environment steers NCCL, so this figure may be that \
+             setting's and not the node's (unset it to measure the node)",
+            f.reason
+        );
+    }
+}
+
+/// One line of information, where `m` was measured under NCCL settings: which, and what they
+/// mean for the verdicts on `what` ("all_reduce", "the fabric").
+pub fn note(m: &Measured, what: &str) -> Option<Finding> {
+    let set = settings(m);
+    if set.is_empty() {
+        return None;
+    }
+    let list = set.join(", ");
+    Some(
+        super::judge::finding(
+            Status::Pass,
+            Subject::node(),
+            list.clone(),
+            "NCCL left to its own choices",
+            format!(
+                "{what} measured with {list} set in the environment: a figure that meets its \
+                 floor holds, one that does not is not judged"
+            ),
+        )
+        .on(FACT)
+        .informational(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::checks::judge::finding;
+
+    fn env(list: &[(&str, &str)]) -> Vec<(String, String)> {
+        list.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn settings_that_steer_nccl_are_recorded_and_neutral_ones_are_not() {
+        let mut m = Measured::default();
+        record(
+            &mut m,
+            &env(&[
+                ("NCCL_DEBUG", "INFO"),
+                ("NCCL_P2P_DISABLE", "1"),
+                ("NCCL_SOCKET_IFNAME", "eth0"),
+                ("NCCL_VERSION", "2.27.3"),
+                ("NCCL_SOME_FUTURE_KNOB", "7"),
+            ]),
+        );
+        assert_eq!(
+            settings(&m),
+            ["NCCL_P2P_DISABLE=1", "NCCL_SOME_FUTURE_KNOB=7"]
+        );
+        assert!(steers("NCCL_NVLS_ENABLE"));
+        assert!(steers("NCCL_ALGO"));
+        assert!(!steers("NCCL_DEBUG_SUBSYS"));
+        assert!(!steers("CUDA_VISIBLE_DEVICES"), "only NCCL's own");
+    }
+
+    #[test]
+    fn a_long_setting_is_cut_on_a_character_boundary() {
+        let mut m = Measured::default();
+        record(&mut m, &env(&[("NCCL_ALGO", &"é".repeat(300))]));
+        let s = settings(&m)[0];
+        assert!(s.len() <= MAX_TEXT + 3, "{}", s.len());
+        assert!(s.starts_with("NCCL_ALGO=é") && s.ends_with("..."));
+    }
+
+    fn fig(status: Status) -> Finding {
+        finding(
+            status,
+            Subject::node(),
+            "100 GB/s",
+            ">= 400 GB/s",
+            "busbw below its floor",
+        )
+    }
+
+    #[test]
+    fn a_figure_that_falls_short_under_a_setting_is_an_error_that_names_it() {
+        let mut m = Measured::default();
+        record(&mut m, &env(&[("NCCL_NVLS_ENABLE", "0")]));
+        let mut figures = vec![fig(Status::Fail), fig(Status::Pass), fig(Status::Warn)];
+        steer(&m, &mut figures);
+        let note = note(&m, "all_reduce").expect("a line of information");
+        assert_eq!(figures[0].status, Status::Error);
+        assert!(
+            figures[0]
+                .reason
+                .starts_with("busbw below its floor; not judged: NCCL_NVLS_ENABLE=0"),
+            "{}",
+            figures[0].reason
+        );
+        // What held under the setting still holds; a warning stays one.
+        assert_eq!(figures[1].status, Status::Pass);
+        assert_eq!(figures[1].reason, "busbw below its floor");
+        assert_eq!(figures[2].status, Status::Warn);
+        assert!(note.info && !note.is_judgement());
+        assert!(note
+            .reason
+            .contains("all_reduce measured with NCCL_NVLS_ENABLE=0"));
+    }
+
+    #[test]
+    fn without_a_setting_nothing_changes() {
+        let mut m = Measured::default();
+        record(&mut m, &env(&[("NCCL_DEBUG", "WARN")]));
+        let mut figures = vec![fig(Status::Fail)];
+        steer(&m, &mut figures);
+        assert!(note(&m, "all_reduce").is_none());
+        assert_eq!(figures[0].status, Status::Fail);
+        assert_eq!(figures[0].reason, "busbw below its floor");
+    }
+}
