@@ -92,9 +92,73 @@ impl MetricChange {
     }
 }
 
-/// Every directional metric found in both lists of checks, in the new run's order. Subjects
-/// are matched through `gpus`: an old run's GPU is compared with the same GPU in the new run,
-/// whatever its CUDA index there.
+/// The facts that say under which conditions a check's figures were measured: what its GEMMs
+/// multiplied (a GPU's rate depends on its data), and the NCCL settings in effect. Two runs of a
+/// check whose conditions differ measured two different things: its figures are not compared.
+pub const CONDITIONS: &[&str] = &[
+    crate::checks::compute::OPERANDS,
+    crate::checks::nccl_env::FACT,
+];
+
+/// The conditions a check's figures were measured under ([`CONDITIONS`]), sorted, for people.
+pub fn conditions(c: &CheckRecord) -> Vec<String> {
+    let mut v: Vec<String> = c
+        .facts
+        .iter()
+        .filter(|f| CONDITIONS.contains(&f.name.as_str()))
+        .map(|f| format!("{}: {}", f.name, f.value.describe()))
+        .collect();
+    v.sort();
+    v
+}
+
+/// A check found in both runs whose figures were measured under other conditions: none of its
+/// metrics is compared.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NotCompared {
+    pub check: String,
+    /// The old and the new run's conditions, for people; "none recorded" where a run has none
+    /// (an older nodecert did not record them).
+    pub old: String,
+    pub new: String,
+}
+
+impl NotCompared {
+    /// "compute: measured under other conditions (none recorded -> gemm_operands: ...)".
+    pub fn describe(&self) -> String {
+        format!(
+            "{}: measured under other conditions ({} -> {}); its figures are not compared",
+            self.check, self.old, self.new
+        )
+    }
+}
+
+/// The checks of both lists whose conditions differ, in the new run's order.
+pub fn condition_changes(old: &[CheckRecord], new: &[CheckRecord]) -> Vec<NotCompared> {
+    let text = |v: Vec<String>| {
+        if v.is_empty() {
+            "none recorded".to_string()
+        } else {
+            v.join("; ")
+        }
+    };
+    new.iter()
+        .filter_map(|nc| {
+            let oc = old.iter().find(|c| c.id == nc.id)?;
+            let (o, n) = (conditions(oc), conditions(nc));
+            (o != n).then(|| NotCompared {
+                check: nc.id.clone(),
+                old: text(o),
+                new: text(n),
+            })
+        })
+        .collect()
+}
+
+/// Every directional metric found in both lists of checks, in the new run's order, except
+/// those of a check measured under other conditions in the two ([`condition_changes`]).
+/// Subjects are matched through `gpus`: an old run's GPU is compared with the same GPU in the
+/// new run, whatever its CUDA index there.
 pub fn metric_changes(
     old: &[CheckRecord],
     new: &[CheckRecord],
@@ -105,6 +169,9 @@ pub fn metric_changes(
         let Some(oc) = old.iter().find(|c| c.id == nc.id) else {
             continue;
         };
+        if conditions(oc) != conditions(nc) {
+            continue;
+        }
         // The old run's metrics with their subjects in the new numbering.
         let renamed: Vec<(&Metric, Subject)> = oc
             .metrics
@@ -375,6 +442,9 @@ pub struct Diff {
     pub improvements: Vec<MetricChange>,
     /// Metrics compared (found in both runs, with a direction).
     pub metrics_compared: usize,
+    /// Checks whose figures were measured under other conditions in the two runs (another
+    /// operand range, other NCCL settings): their metrics are not compared.
+    pub not_compared: Vec<NotCompared>,
     pub verdicts: Vec<VerdictChange>,
     /// Something regressed: a metric, a verdict, or the hardware (fewer GPUs or links).
     pub regressed: bool,
@@ -422,6 +492,7 @@ pub fn compare(old: &Evidence, new: &Evidence, tolerance_pct: f64) -> Diff {
         regressions,
         improvements,
         metrics_compared,
+        not_compared: condition_changes(&old.checks, &new.checks),
         verdicts,
         regressed,
     }
@@ -786,6 +857,75 @@ mod tests {
         assert!(c[0]
             .describe()
             .contains("x bw GPU 1: 100 -> 90.0 GB/s (10.0% worse)"));
+    }
+
+    /// A check measured under other conditions (another operand range, an NCCL setting) is
+    /// listed as not compared and none of its figures counts, better or worse; the other
+    /// checks are compared as ever.
+    #[test]
+    fn a_check_measured_under_other_conditions_is_not_compared() {
+        use crate::evidence::{Fact, FactValue};
+        let text = |t: &str| FactValue::Text(t.into());
+        let gemm = |r: &str| {
+            Fact::new(
+                crate::checks::compute::OPERANDS,
+                Subject::node(),
+                text(&format!("integers -{r}..{r} for bf16")),
+            )
+        };
+        let with = |id: &str, bw: f64, facts: Vec<Fact>| {
+            let mut c = check(
+                id,
+                vec![Metric::new("bw", Subject::gpu(0), "GB/s", vec![bw])],
+                vec![],
+            );
+            c.facts = facts;
+            c
+        };
+        let old = vec![
+            with("compute", 100.0, vec![gemm("2")]),
+            with("collective.all_reduce", 100.0, vec![]),
+            with("p2p", 100.0, vec![]),
+        ];
+        let setting = Fact::new(
+            crate::checks::nccl_env::FACT,
+            Subject::node(),
+            text("NCCL_ALGO=Ring"),
+        );
+        let new = vec![
+            with("compute", 50.0, vec![gemm("45")]),
+            with("collective.all_reduce", 50.0, vec![setting]),
+            with("p2p", 50.0, vec![]),
+        ];
+        let changes = metric_changes(&old, &new, &GpuMap::default());
+        assert_eq!(
+            changes.iter().map(|c| c.check.as_str()).collect::<Vec<_>>(),
+            ["p2p"]
+        );
+        let not = condition_changes(&old, &new);
+        assert_eq!(
+            not,
+            [
+                NotCompared {
+                    check: "compute".into(),
+                    old: "gemm_operands: integers -2..2 for bf16".into(),
+                    new: "gemm_operands: integers -45..45 for bf16".into(),
+                },
+                NotCompared {
+                    check: "collective.all_reduce".into(),
+                    old: "none recorded".into(),
+                    new: "nccl_env: NCCL_ALGO=Ring".into(),
+                },
+            ]
+        );
+        assert_eq!(
+            not[1].describe(),
+            "collective.all_reduce: measured under other conditions (none recorded -> \
+             nccl_env: NCCL_ALGO=Ring); its figures are not compared"
+        );
+        // The same conditions on both sides: compared.
+        assert!(condition_changes(&new, &new).is_empty());
+        assert_eq!(metric_changes(&new, &new, &GpuMap::default()).len(), 3);
     }
 
     #[test]

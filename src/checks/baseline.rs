@@ -9,7 +9,7 @@
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
 use crate::checks::judge::{finding, fmt_num};
-use crate::diff::{metric_changes, GpuMap};
+use crate::diff::{condition_changes, metric_changes, GpuMap};
 use crate::error::HwError;
 use crate::evidence::{Evidence, Finding, Status, Subject};
 use crate::inventory::Inventory;
@@ -77,6 +77,21 @@ impl Check for BaselineCheck {
             &gpus,
             changes.len(),
         );
+        // A check measured under other conditions than the baseline's measured something else:
+        // said, never compared as if it were the same figure.
+        for n in condition_changes(&self.evidence.checks, ctx.earlier) {
+            out.push(finding(
+                Status::Warn,
+                Subject::node(),
+                "not compared",
+                "the baseline's conditions",
+                format!(
+                    "{}: measured under other conditions than the baseline ({} in the baseline, \
+                     {} here); its figures are not compared",
+                    n.check, n.old, n.new
+                ),
+            ));
+        }
         if changes.is_empty() {
             out.push(finding(
                 Status::Skip,
@@ -286,6 +301,38 @@ mod tests {
         assert_eq!(worse.last().unwrap().found, "0 of 1 metrics");
         // Better is never a regression.
         assert!(judged(90.0).iter().all(|f| f.status == Status::Pass));
+    }
+
+    /// A baseline whose compute check multiplied other operands: its figures are not held
+    /// against this run's (a warning says so), and the rest still is.
+    #[test]
+    fn a_check_measured_under_other_conditions_than_the_baseline_is_warned_not_judged() {
+        let ev = simulated("h200-vm-1", &[]);
+        let mut base = ev.clone();
+        let compute = base.checks.iter_mut().find(|c| c.id == "compute").unwrap();
+        compute
+            .facts
+            .retain(|f| f.name != crate::checks::compute::OPERANDS);
+        // Far better in the baseline: it would fail this run if it were compared.
+        for m in &mut compute.metrics {
+            m.median *= 10.0;
+        }
+        let f = judge(&base, &ev, false);
+        assert!(!f.iter().any(|x| x.status == Status::Fail), "{f:#?}");
+        let w = warnings(&f);
+        assert_eq!(w.len(), 1, "{f:#?}");
+        assert!(
+            w[0].starts_with("compute: measured under other conditions than the baseline (none recorded in the baseline, gemm_operands: integers"),
+            "{}",
+            w[0]
+        );
+        // Compared as before, the same change fails.
+        let mut same = base.clone();
+        let c = same.checks.iter_mut().find(|c| c.id == "compute").unwrap();
+        c.facts = ev.check("compute").unwrap().facts.clone();
+        assert!(judge(&same, &ev, false)
+            .iter()
+            .any(|x| x.status == Status::Fail));
     }
 
     #[test]

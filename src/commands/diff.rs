@@ -104,6 +104,16 @@ pub fn diff_summary(d: &crate::diff::Diff) -> String {
             .map(|c| visible(&c.describe()))
             .collect(),
     );
+    if !d.not_compared.is_empty() {
+        section(
+            &mut s,
+            "not compared".into(),
+            d.not_compared
+                .iter()
+                .map(|c| visible(&c.describe()))
+                .collect(),
+        );
+    }
     section(
         &mut s,
         "verdicts changed".into(),
