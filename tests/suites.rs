@@ -127,6 +127,8 @@ const BROKEN: &[(&str, &str, &str)] = &[
     ("format_version = 1\nname = \"x\"\n[checks.collective.all_reduce]\nmin_busbw_gbps = { \"8 parsecs\" = 3 }\n", "4:20", "must be a message size"),
     ("format_version = 1\nname = \"x\"\n[checks.p2p_bandwidth]\noutlier_pct = 150\n", "4:1", "outlier_pct must be between 0 and 100"),
     ("format_version = 1\nname = \"x\"\n[checks.p2p_latency]\nremeasure = 9\n", "4:1", "remeasure must be 0 to 5 more attempts, got 9"),
+    ("format_version = 1\nname = \"x\"\n[checks.compute]\nplateau_pct = 0\n", "4:1", "checks.compute.plateau_pct: plateau_pct must be between 0 and 100, got 0"),
+    ("format_version = 1\nname = \"x\"\n[checks.compute]\nsize = 16384\nplateau_pct = 5\n", "5:1", "the plateau is shown against twice the size, at most 16384: size 16384 is too large for it"),
     ("format_version = 1\nname = \"x\"\n[checks.host_bandwidth]\nremeasure = -1\n", "4:1", "checks.host_bandwidth.remeasure: invalid value: integer `-1`, expected u32"),
     ("format_version = 1\nname = \"x\"\n[checks.host_bandwidth]\nwarmup = 4294967295\n", "4:1", "warmup must be at most 100000"),
     ("format_version = 1\nname = \"x\"\n[checks.collective.all_gather]\niterations = 200000\n", "4:1", "iterations must be at most 100000"),

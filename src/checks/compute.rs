@@ -35,6 +35,11 @@ pub fn data_fact(p: GemmPrecision) -> String {
     format!("{}_wrong_elements", p.name())
 }
 
+/// A precision's figure at twice the size, where the suite asks for the plateau to be shown.
+pub fn double_size_metric(p: GemmPrecision) -> String {
+    format!("{}_double_size", p.metric())
+}
+
 /// The fact saying why a precision was not measured on one GPU.
 pub fn unavailable_fact(p: GemmPrecision) -> String {
     format!("{}_unavailable", p.name())
@@ -78,6 +83,14 @@ impl Check for Compute {
             s = c.size
         )]
         .into_iter()
+        .chain(c.plateau_pct.map(|pct| {
+            format!(
+                "each GEMM at {d}x{d}x{d} too, its product checked: at most {pct}% faster than \
+                 at {s} (the plateau)",
+                d = c.size * 2,
+                s = c.size
+            )
+        }))
         .chain(c.sustained.as_ref().map(|l| {
             format!(
                 "then every GPU at once under {} GEMMs for {} s, read every {} ms",
@@ -105,13 +118,28 @@ impl Check for Compute {
                             Metric::new(p.metric(), Subject::gpu(g), UNIT, s.tflops)
                                 .timed(s.timing),
                         );
+                        let (mut wrong, mut checked) = (s.wrong_elements, s.elements_checked);
+                        if c.plateau_pct.is_some() {
+                            // The same GEMM at twice the size: where it is faster still, the
+                            // figure above is not the GPU's plateau. Its product is checked as
+                            // well, counted in the same data check.
+                            let h = b.gemm(g, p, c.size * 2, c.warmup, c.iterations)?;
+                            m.metrics.push(
+                                Metric::new(
+                                    &double_size_metric(p),
+                                    Subject::gpu(g),
+                                    UNIT,
+                                    h.tflops,
+                                )
+                                .timed(h.timing),
+                            );
+                            wrong = wrong.saturating_add(h.wrong_elements);
+                            checked = checked.saturating_add(h.elements_checked);
+                        }
                         m.facts.push(Fact::new(
                             data_fact(p),
                             Subject::gpu(g),
-                            FactValue::Elements {
-                                wrong: s.wrong_elements,
-                                checked: s.elements_checked,
-                            },
+                            FactValue::Elements { wrong, checked },
                         ));
                     }
                     // The GPU or the backend has no such GEMM: said, never a silent gap.
@@ -150,7 +178,9 @@ impl Check for Compute {
     }
 
     fn samples(&self, gpus: usize) -> (u64, String) {
-        let burst = gpus as u64 * self.0.precisions.len() as u64 * u64::from(self.0.iterations);
+        let sizes = if self.0.plateau_pct.is_some() { 2 } else { 1 };
+        let burst =
+            gpus as u64 * self.0.precisions.len() as u64 * u64::from(self.0.iterations) * sizes;
         // Four readings a window (rate, clock, power, temperature) and the power limit, on
         // every GPU.
         let load = self.0.sustained.as_ref().map_or(0, |l| {
@@ -180,8 +210,11 @@ impl Check for Compute {
             sustained::POWER_LIMIT,
         ];
         for x in &m.metrics {
-            let known = c.precisions.iter().any(|p| p.metric() == x.name)
-                || (c.sustained.is_some() && sustained_figures.contains(&x.name.as_str()));
+            let known = c.precisions.iter().any(|p| {
+                p.metric() == x.name
+                    || (c.plateau_pct.is_some() && double_size_metric(*p) == x.name)
+            }) || (c.sustained.is_some()
+                && sustained_figures.contains(&x.name.as_str()));
             if !known {
                 out.push(
                     finding(
@@ -259,7 +292,12 @@ impl Check for Compute {
                 match data_check(&who, what, p.metric(), fact.map(|f| &f.value)) {
                     Ok(t) => {
                         checked += t;
-                        gemms += 1;
+                        // The data check covers the GEMM at twice the size too, where it ran.
+                        let double = m
+                            .metrics
+                            .iter()
+                            .any(|x| x.name == double_size_metric(p) && x.subject == who);
+                        gemms += if double { 2 } else { 1 };
                     }
                     Err(f) => {
                         data_good = false;
@@ -284,6 +322,9 @@ impl Check for Compute {
             if let Some(f) = typical(&values, limit, true, what, UNIT) {
                 out.push(f.on(p.metric()));
             }
+            if let Some(pct) = c.plateau_pct {
+                out.extend(plateau(p, c.size, pct, &items, m));
+            }
         }
         if let Some(l) = &c.sustained {
             out.extend(evaluate_sustained(l, c.outlier_pct, gpus, m));
@@ -301,6 +342,80 @@ impl Check for Compute {
         }
         out
     }
+}
+
+/// Whether `size` is the plateau of precision `p`: the median GPU's rate at twice the size
+/// against its rate at `size` (`items`: each GPU's rate at `size`). At most `pct` percent faster
+/// there, a pass (slower too: a longer GEMM that heats or meets its power limit says nothing
+/// against `size`); faster than that, a warning: the rate still rises with the size, and the
+/// figures are below the GPU's best. GPUs without a figure at twice the size are left out; none
+/// at all is an error: the plateau the suite asked for was not shown.
+fn plateau(
+    p: GemmPrecision,
+    size: u64,
+    pct: f64,
+    items: &[(Subject, f64)],
+    m: &Measured,
+) -> Option<Finding> {
+    if items.is_empty() {
+        return None;
+    }
+    let what = human(p);
+    let double = size * 2;
+    let metric = double_size_metric(p);
+    let ratios: Vec<f64> = items
+        .iter()
+        .filter_map(|(who, at_size)| {
+            let d = m
+                .metrics
+                .iter()
+                .find(|x| x.name == metric && x.subject == *who)?
+                .median;
+            (*at_size > 0.0 && at_size.is_finite() && d.is_finite())
+                .then(|| (d - at_size) / at_size * 100.0)
+        })
+        .collect();
+    let expected = format!("{double} at most {pct}% faster than {size}");
+    if ratios.is_empty() {
+        return Some(
+            finding(
+                Status::Error,
+                Subject::node(),
+                format!("no figure at {double}"),
+                expected,
+                format!(
+                    "{what}: not measured at {double}, so {size} was not shown to be its plateau"
+                ),
+            )
+            .on(&metric),
+        );
+    }
+    // Percent faster at twice the size, per GPU.
+    let change = crate::evidence::median(&ratios);
+    let rising = change > pct;
+    let how = format!(
+        "{double} runs {:.1}% {} than {size} on the median GPU",
+        change.abs(),
+        if change >= 0.0 { "faster" } else { "slower" }
+    );
+    let reason = if rising {
+        format!(
+            "{what}: the rate still rises with the size ({how}): the figures at {size} are below \
+             this GPU's best (raise checks.compute.size)"
+        )
+    } else {
+        format!("{what}: {size} is its plateau here ({how})")
+    };
+    Some(
+        finding(
+            if rising { Status::Warn } else { Status::Pass },
+            Subject::node(),
+            format!("{change:+.1}%"),
+            expected,
+            reason,
+        )
+        .on(&metric),
+    )
 }
 
 /// A product's data check on `who`: the elements checked, or the finding that says why the

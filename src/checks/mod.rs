@@ -449,7 +449,7 @@ mod tests {
             ("collective.reduce_scatter", "collective", "NCCL reduce_scatter", "31 sizes", "checks.collective.reduce_scatter.iterations", 0),
             ("collective.broadcast", "collective", "NCCL broadcast", "31 sizes", "checks.collective.broadcast.iterations", 0),
             ("collective.all_to_all", "collective", "NCCL all_to_all", "30 sizes", "checks.collective.all_to_all.iterations", 0),
-            ("compute", "compute", "GPU compute (GEMM throughput)", "8 GPUs x fp32, tf32, bf16, fp8 GEMM 8192x8192x8192", "checks.compute.sustained.sample_ms", 0),
+            ("compute", "compute", "GPU compute (GEMM throughput)", "8 GPUs x fp32, tf32, bf16, fp8 GEMM 8192x8192x8192", "checks.compute.iterations", 0),
             ("training", "training", "Reference training run", "(75.6M parameters, 302 MB of fp32 gradients a step), batch 4096 per GPU on 8 GPUs, 100 steps", "checks.training.steps", 0),
             ("network", "network", "Network adapters (RDMA NICs, GPUDirect RDMA, error counters)", "8 RDMA NICs of the fabric", "", 0),
         ];

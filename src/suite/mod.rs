@@ -971,6 +971,13 @@ pub struct ComputeCheck {
     /// Each GPU must be within this many percent of the node's median, per precision.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outlier_pct: Option<f64>,
+    /// Show that `size` reaches the plateau: every GEMM is measured at twice the size too, and
+    /// the median GPU's rate there may be at most this many percent above its rate at `size`
+    /// (else a warning: the rate still rises with the size, and the figures are below the GPU's
+    /// best). Half the size would not do: below the plateau the rate rises steeply, so a size
+    /// at its start would be faster than its half by more than any margin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plateau_pct: Option<f64>,
     /// After a figure misses its floor, measure again up to this many more times (0 to 5).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub remeasure: u32,
@@ -1064,6 +1071,8 @@ fn default_gemm_iterations() -> u32 {
 /// the product read back 1 GiB of host memory, and its exact products stay below 2^24 (see
 /// `checks::compute`).
 pub const MAX_GEMM_SIZE: u64 = 16384;
+/// The smallest GEMM size.
+pub const MIN_GEMM_SIZE: u64 = 256;
 
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
@@ -1517,11 +1526,11 @@ impl Suite {
                     MAX_TFLOPS,
                 );
             }
-            if !(256..=MAX_GEMM_SIZE).contains(&x.size) || x.size % 16 != 0 {
+            if !(MIN_GEMM_SIZE..=MAX_GEMM_SIZE).contains(&x.size) || x.size % 16 != 0 {
                 p.bad(
                     "checks.compute.size",
                     format!(
-                        "size must be a multiple of 16 from 256 to {MAX_GEMM_SIZE}, got {}",
+                        "size must be a multiple of 16 from {MIN_GEMM_SIZE} to {MAX_GEMM_SIZE}, got {}",
                         x.size
                     ),
                 );
@@ -1602,6 +1611,17 @@ impl Suite {
                 }
             }
             p.pct("checks.compute.outlier_pct", x.outlier_pct);
+            p.pct("checks.compute.plateau_pct", x.plateau_pct);
+            if x.plateau_pct.is_some() && x.size * 2 > MAX_GEMM_SIZE {
+                p.bad(
+                    "checks.compute.plateau_pct",
+                    format!(
+                        "the plateau is shown against twice the size, at most {MAX_GEMM_SIZE}: \
+                         size {} is too large for it",
+                        x.size
+                    ),
+                );
+            }
             p.remeasure("checks.compute.remeasure", x.remeasure);
         }
         for (op, cc) in &c.collective {
@@ -2172,10 +2192,8 @@ impl Problems {
     fn pct(&mut self, path: &str, v: Option<f64>) {
         if let Some(v) = v {
             if !(v > 0.0 && v < 100.0) {
-                self.bad(
-                    path,
-                    format!("outlier_pct must be between 0 and 100, got {v}"),
-                );
+                let key = path.rsplit('.').next().unwrap_or(path);
+                self.bad(path, format!("{key} must be between 0 and 100, got {v}"));
             }
         }
     }

@@ -855,3 +855,111 @@ fn temperature_is_judged_only_where_every_reading_was_given() {
         .iter()
         .any(|x| x.status == Status::Pass && x.reason == "GPU 0: at most 60.0 °C under load"));
 }
+
+/// The plateau, measured on the simulated H200: at 8192 the rate at twice the size is within
+/// 5% (a pass), at 1024 it is not (a warning that the figures are below the GPU's best); both
+/// sizes' products are checked, and the samples count both.
+#[test]
+fn a_size_below_the_plateau_is_warned_about_and_the_plateau_passes() {
+    let (m, f) = run(
+        "h200-sxm-8",
+        &[],
+        "size = 8192\nprecisions = [\"bf16\"]\nplateau_pct = 5.0",
+    );
+    let at = |m: &Measured, name: &str, g: usize| {
+        m.metrics
+            .iter()
+            .find(|x| x.name == name && x.subject == Subject::gpu(g))
+            .map(|x| x.median)
+            .unwrap()
+    };
+    let double = double_size_metric(GemmPrecision::Bf16);
+    assert!(at(&m, &double, 0) >= at(&m, "bf16_tflops", 0));
+    let p: Vec<&Finding> = f
+        .iter()
+        .filter(|x| x.metric.as_deref() == Some(double.as_str()))
+        .collect();
+    assert_eq!(p.len(), 1, "{f:#?}");
+    assert_eq!(p[0].status, Status::Pass);
+    assert!(
+        p[0].reason
+            .starts_with("bf16 GEMM: 8192 is its plateau here (16384 runs 0."),
+        "{}",
+        p[0].reason
+    );
+    assert!(p[0].is_judgement());
+    let data = f
+        .iter()
+        .find(|x| x.reason.starts_with("every product exact"))
+        .unwrap();
+    let per_gpu = 8192 * 8192 + 16384 * 16384u64;
+    assert!(
+        data.reason
+            .contains(&format!("{} elements checked", 8 * per_gpu)),
+        "{}",
+        data.reason
+    );
+    let (_, f) = run(
+        "h200-sxm-8",
+        &[],
+        "size = 1024\nprecisions = [\"bf16\"]\nplateau_pct = 5.0",
+    );
+    let w: Vec<&Finding> = not_passing(&f);
+    assert_eq!(w.len(), 1, "{w:#?}");
+    assert_eq!(w[0].status, Status::Warn);
+    assert!(
+        w[0].reason
+            .starts_with("bf16 GEMM: the rate still rises with the size (2048 runs"),
+        "{}",
+        w[0].reason
+    );
+    let c = Compute(cfg(
+        "iterations = 7\nprecisions = [\"bf16\"]\nplateau_pct = 5.0",
+    ));
+    assert_eq!(c.samples(8).0, 8 * 7 * 2);
+}
+
+/// The rule on the median GPU: at most `pct` faster at twice the size passes (slower too),
+/// more warns; one GPU's odd figure does not decide; no figure at twice the size is an error.
+#[test]
+fn the_plateau_is_judged_on_the_median_gpu_at_its_edge() {
+    let p = GemmPrecision::Bf16;
+    let judged = |pairs: &[(f64, f64)]| {
+        let mut m = Measured::default();
+        let mut items = Vec::new();
+        for (g, &(at, double)) in pairs.iter().enumerate() {
+            items.push((Subject::gpu(g), at));
+            if double > 0.0 {
+                m.metrics.push(Metric::new(
+                    &double_size_metric(p),
+                    Subject::gpu(g),
+                    UNIT,
+                    vec![double],
+                ));
+            }
+        }
+        plateau(p, 4096, 5.0, &items, &m).unwrap()
+    };
+    assert_eq!(judged(&[(100.0, 105.0)]).status, Status::Pass);
+    assert_eq!(judged(&[(100.0, 105.0)]).found, "+5.0%");
+    assert_eq!(judged(&[(100.0, 105.1)]).status, Status::Warn);
+    assert_eq!(judged(&[(100.0, 80.0)]).status, Status::Pass);
+    assert!(judged(&[(100.0, 80.0)])
+        .reason
+        .contains("8192 runs 20.0% slower than 4096"));
+    // The median of three GPUs: one rising GPU does not warn, two do.
+    assert_eq!(
+        judged(&[(100.0, 101.0), (100.0, 150.0), (100.0, 102.0)]).status,
+        Status::Pass
+    );
+    assert_eq!(
+        judged(&[(100.0, 110.0), (100.0, 150.0), (100.0, 102.0)]).status,
+        Status::Warn
+    );
+    // A GPU without the figure is left out; none at all is an error.
+    assert_eq!(judged(&[(100.0, 0.0), (100.0, 120.0)]).status, Status::Warn);
+    let none = judged(&[(100.0, 0.0)]);
+    assert_eq!(none.status, Status::Error);
+    assert_eq!(none.found, "no figure at 8192");
+    assert!(plateau(p, 4096, 5.0, &[], &Measured::default()).is_none());
+}
