@@ -167,11 +167,17 @@ mod tests {
 
     #[test]
     fn a_long_setting_is_cut_on_a_character_boundary() {
+        // "NCCL_ALGOS=" is 11 bytes and "é" 2: byte 200 falls inside a character.
         let mut m = Measured::default();
-        record(&mut m, &env(&[("NCCL_ALGO", &"é".repeat(300))]));
+        record(&mut m, &env(&[("NCCL_ALGOS", &"é".repeat(300))]));
         let s = settings(&m)[0];
-        assert!(s.len() <= MAX_TEXT + 3, "{}", s.len());
-        assert!(s.starts_with("NCCL_ALGO=é") && s.ends_with("..."));
+        assert_eq!(s.len(), MAX_TEXT - 1 + 3, "cut before the character: {s}");
+        assert!(s.starts_with("NCCL_ALGOS=é") && s.ends_with("é..."));
+        // At the limit exactly, kept whole.
+        let mut m = Measured::default();
+        let whole = "x".repeat(MAX_TEXT - "NCCL_ALGO=".len());
+        record(&mut m, &env(&[("NCCL_ALGO", &whole)]));
+        assert_eq!(settings(&m)[0], format!("NCCL_ALGO={whole}"));
     }
 
     fn fig(status: Status) -> Finding {
