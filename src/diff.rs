@@ -928,6 +928,37 @@ mod tests {
         assert_eq!(metric_changes(&new, &new, &GpuMap::default()).len(), 3);
     }
 
+    /// A pair figure the old run recorded one way only (p2p_bidir, lower index first) matches
+    /// the new run's reversed pair; where the old run recorded both ways, each way is its own
+    /// figure and the reverse is not borrowed.
+    #[test]
+    fn a_pair_recorded_one_way_matches_its_reverse_only_then() {
+        let bidir = |a, b, v| Metric::new("p2p_bidir", Subject::pair(a, b), "GB/s", vec![v]);
+        let one_way = vec![check("p2p", vec![bidir(0, 1, 100.0)], vec![])];
+        let new = vec![check("p2p", vec![bidir(1, 0, 50.0)], vec![])];
+        let c = metric_changes(&one_way, &new, &GpuMap::default());
+        assert_eq!(c.len(), 1, "{c:?}");
+        assert_eq!((c[0].old, c[0].new), (100.0, 50.0));
+        let both_ways = vec![check(
+            "p2p",
+            vec![bidir(0, 1, 100.0), bidir(0, 2, 7.0)],
+            vec![],
+        )];
+        let new = vec![check(
+            "p2p",
+            vec![bidir(1, 0, 50.0), bidir(2, 0, 7.0)],
+            vec![],
+        )];
+        let mut old = both_ways.clone();
+        old[0].metrics.push(bidir(1, 0, 60.0));
+        let c = metric_changes(&old, &new, &GpuMap::default());
+        // (1, 0) is the old run's own (1, 0), not its (0, 1); (2, 0) borrows (0, 2).
+        assert_eq!(
+            c.iter().map(|x| (x.old, x.new)).collect::<Vec<_>>(),
+            [(60.0, 50.0), (7.0, 7.0)]
+        );
+    }
+
     #[test]
     fn verdicts_per_check_and_per_finding() {
         let old = vec![check(
