@@ -182,7 +182,7 @@ pub fn metric_changes(
             let Some(better) = direction(&nm.name, &nm.unit) else {
                 continue;
             };
-            let Some(om) = old_metric(oc, &renamed, &nm.name, &nm.subject) else {
+            let Some(om) = old_metric(&renamed, &nm.name, &nm.subject) else {
                 continue;
             };
             let (o, n) = (om.median, nm.median);
@@ -218,7 +218,6 @@ pub fn metric_changes(
 /// way only (p2p_bidir, lower index first) is unordered: after renumbering it matches the
 /// reversed pair too.
 fn old_metric<'a>(
-    oc: &CheckRecord,
     renamed: &[(&'a Metric, Subject)],
     name: &str,
     subject: &Subject,
@@ -235,18 +234,13 @@ fn old_metric<'a>(
     let (Some(a), Some(b)) = (subject.gpu, subject.peer) else {
         return None;
     };
-    let m = find(&Subject {
+    // The reversed pair. Had the old run recorded this way too, its figure (on the same two
+    // GPUs, so renamed as well) would have been found above: this is a one-way record.
+    find(&Subject {
         gpu: Some(b),
         peer: Some(a),
         ..subject.clone()
-    })?;
-    let (oa, ob) = (m.subject.gpu?, m.subject.peer?);
-    let reverse = Subject {
-        gpu: Some(ob),
-        peer: Some(oa),
-        ..m.subject.clone()
-    };
-    oc.metric(name, &reverse).is_none().then_some(m)
+    })
 }
 
 /// How the old run's CUDA indices map onto the new run's: GPUs matched by identity
