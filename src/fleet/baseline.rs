@@ -95,6 +95,33 @@ pub fn suite(
     let mut tables: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut sizes: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let suite_name = suites.iter().next().copied().unwrap_or_default();
+    // Passing nodes that measured a check under other conditions (other operands, other NCCL
+    // settings) measured other things: no one median stands for them.
+    let mut conditions: BTreeMap<&str, std::collections::BTreeSet<&str>> = BTreeMap::new();
+    for d in r.distributions.iter().filter(|d| d.suite == suite_name) {
+        if key_of(&d.check, &d.figure).is_some()
+            && d.points
+                .iter()
+                .any(|(node, _)| passing.contains(&node.as_str()))
+        {
+            conditions
+                .entry(d.check.as_str())
+                .or_default()
+                .insert(d.conditions.as_str());
+        }
+    }
+    if let Some((check, set)) = conditions.iter().find(|(_, set)| set.len() > 1) {
+        let list: Vec<&str> = set
+            .iter()
+            .map(|c| if c.is_empty() { "none recorded" } else { c })
+            .collect();
+        return Err(format!(
+            "the passing nodes measured {check} under {} sets of conditions ({}): take a \
+             baseline of nodes measured alike",
+            set.len(),
+            list.join(" | ")
+        ));
+    }
     for d in r.distributions.iter().filter(|d| d.suite == suite_name) {
         let Some((table, key)) = key_of(&d.check, &d.figure) else {
             continue;
@@ -227,6 +254,7 @@ mod tests {
                 unit: "u".into(),
                 higher_is_better: higher,
                 limit,
+                conditions: String::new(),
                 median: f64::NAN,
                 points: ["n1", "n2", "n3", "n4"]
                     .iter()
@@ -465,5 +493,58 @@ mod tests {
         }
         assert!(suite(&bad, "h100-sxm-8", "x", 5.0).is_err());
         assert!(suite(&r, "h100-sxm-8", "x", 0.0).is_err());
+    }
+
+    /// Nodes whose compute check multiplied other operands (an older nodecert recorded none)
+    /// are not one distribution: the fleet compares them apart, names the conditions on their
+    /// figures, finds no outlier across them, and refuses to take one baseline of both.
+    #[test]
+    fn nodes_measured_under_other_conditions_are_compared_apart_and_no_baseline_mixes_them() {
+        let mut keys = super::super::gather::Keys::default();
+        let nodes: Vec<super::super::gather::NodeSummary> = (1..=6)
+            .map(|i| {
+                let mut ev =
+                    crate::testutil::simulated_named("h100-sxm-8", &format!("n{i}"), i, &[]);
+                if i > 3 {
+                    let c = ev.checks.iter_mut().find(|c| c.id == "compute").unwrap();
+                    c.facts
+                        .retain(|f| f.name != crate::checks::compute::OPERANDS);
+                    // Slower by far: across the two groups, every one an outlier.
+                    for m in &mut c.metrics {
+                        m.median *= 0.8;
+                    }
+                }
+                super::super::gather::summarize(
+                    super::super::gather::blank(&format!("n{i}")),
+                    &ev,
+                    &mut keys,
+                )
+            })
+            .collect();
+        let r = super::super::judge::judge(nodes, &[], 10.0);
+        let bf16: Vec<&super::super::Distribution> = r
+            .distributions
+            .iter()
+            .filter(|d| d.check == "compute" && d.figure == "bf16_tflops")
+            .collect();
+        assert_eq!(bf16.len(), 2, "{bf16:#?}");
+        assert!(bf16.iter().all(|d| d.points.len() == 3));
+        assert!(bf16.iter().any(|d| d
+            .label()
+            .starts_with("bf16_tflops, gemm_operands: integers -45..45")));
+        assert!(bf16.iter().any(|d| d.label() == "bf16_tflops"));
+        assert!(
+            !r.outliers.iter().any(|o| o.check == "compute"),
+            "{:#?}",
+            r.outliers
+        );
+        let e = suite(&r, "h100-sxm-8", "fleet-a", 5.0).unwrap_err();
+        assert!(
+            e.starts_with(
+                "the passing nodes measured compute under 2 sets of conditions (none recorded | \
+                 gemm_operands: integers -45..45"
+            ),
+            "{e}"
+        );
     }
 }

@@ -22,7 +22,7 @@ pub fn strip(d: &Distribution, marked: &BTreeSet<String>) -> String {
         .chain(d.limit)
         .filter(|v| v.is_finite())
         .collect();
-    let title = format!("{} {} ({})", d.check, d.metric, d.unit);
+    let title = format!("{} {} ({})", d.check, d.label(), d.unit);
     let mut s = format!(
         "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 {W} {H}\" width=\"{W}\" height=\"{H}\" role=\"img\" aria-label=\"{}\"><title>{}</title>",
         escape(&title),
@@ -100,6 +100,7 @@ mod tests {
             unit: "GB/s".into(),
             higher_is_better: true,
             limit,
+            conditions: String::new(),
             median: 390.0,
             points: points.iter().map(|(n, v)| (n.to_string(), *v)).collect(),
         }

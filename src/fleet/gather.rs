@@ -29,13 +29,14 @@ impl Keys {
     /// The shared key of a figure.
     pub fn intern(&mut self, k: FigureKey) -> Arc<FigureKey> {
         let name = format!(
-            "{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}\u{0}{:?}",
+            "{}\u{0}{}\u{0}{}\u{0}{}\u{0}{}\u{0}{:?}\u{0}{}",
             k.check,
             k.metric,
             serde_json::to_string(&k.subject).unwrap_or_default(),
             k.unit,
             k.higher_is_better,
-            k.limit.map(f64::to_bits)
+            k.limit.map(f64::to_bits),
+            k.conditions
         );
         let next = self.0.len() as u32;
         self.0
@@ -391,6 +392,7 @@ pub fn summarize(mut result: NodeResult, ev: &Evidence, keys: &mut Keys) -> Node
     let mut found: Vec<(FigureKey, f64, Status)> = Vec::new();
     let mut index: std::collections::HashMap<(String, String, String), usize> = Default::default();
     for c in &ev.checks {
+        let conditions = crate::diff::conditions(c).join("; ");
         for f in c.findings.iter().filter(|f| f.is_judgement()) {
             let Some(name) = &f.metric else { continue };
             let Some(m) = c
@@ -432,6 +434,7 @@ pub fn summarize(mut result: NodeResult, ev: &Evidence, keys: &mut Keys) -> Node
                             unit: m.unit.clone(),
                             higher_is_better: higher,
                             limit,
+                            conditions: conditions.clone(),
                         },
                         m.median,
                         f.status,

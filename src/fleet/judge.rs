@@ -310,7 +310,7 @@ pub fn class_of(s: &Subject) -> Subject {
 /// Each figure across the nodes: the node's worst value of it over its subjects (its slowest
 /// pair, its slowest GPU), one point per node.
 fn distributions(nodes: &[NodeSummary]) -> Vec<Distribution> {
-    type Key = (String, String, String, String);
+    type Key = (String, String, String, String, String);
     struct Acc {
         d: Distribution,
         limits: BTreeSet<String>,
@@ -334,6 +334,7 @@ fn distributions(nodes: &[NodeSummary]) -> Vec<Distribution> {
                 f.check.clone(),
                 metric.clone(),
                 f.unit.clone(),
+                f.conditions.clone(),
             );
             let a = acc.entry(key).or_insert_with(|| Acc {
                 d: Distribution {
@@ -345,6 +346,7 @@ fn distributions(nodes: &[NodeSummary]) -> Vec<Distribution> {
                     unit: f.unit.clone(),
                     higher_is_better: f.higher_is_better,
                     limit: None,
+                    conditions: f.conditions.clone(),
                     median: f64::NAN,
                     points: Vec::new(),
                 },
@@ -419,6 +421,7 @@ mod tests {
                 unit: if higher { "GB/s" } else { "us" }.into(),
                 higher_is_better: higher,
                 limit,
+                conditions: String::new(),
             })
         })
     }
@@ -761,6 +764,7 @@ mod tests {
                     unit: "GB/s".into(),
                     higher_is_better: true,
                     limit: None,
+                    conditions: String::new(),
                 })
             }),
             value: v,

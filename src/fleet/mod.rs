@@ -297,6 +297,10 @@ pub struct FigureKey {
     pub higher_is_better: bool,
     /// The suite's floor (or ceiling, for a latency) of this figure, when it has one.
     pub limit: Option<f64>,
+    /// The conditions its check measured under ([`crate::diff::conditions`]: what the GEMMs
+    /// multiplied, the NCCL settings), "" when none was recorded: nodes measured under other
+    /// conditions measured other things, and are not compared with each other.
+    pub conditions: String,
 }
 
 /// One figure of a node that its own suite judged against a limit: what the fleet compares.
@@ -379,9 +383,25 @@ pub struct Distribution {
     /// The suite's floor (or ceiling), when every node shares it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<f64>,
+    /// The conditions its nodes measured under (see [`FigureKey::conditions`]); nodes of one
+    /// suite measured under other conditions make a distribution of their own.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub conditions: String,
     pub median: f64,
     /// (node, the node's worst value of this figure over its subjects), by node name.
     pub points: Vec<(String, f64)>,
+}
+
+impl Distribution {
+    /// "busbw 8 GiB", with the conditions its nodes measured under where any were recorded:
+    /// "busbw 8 GiB, nccl_env: NCCL_ALGO=Ring".
+    pub fn label(&self) -> String {
+        if self.conditions.is_empty() {
+            self.metric.clone()
+        } else {
+            format!("{}, {}", self.metric, self.conditions)
+        }
+    }
 }
 
 /// What to do about a node.

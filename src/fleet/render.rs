@@ -115,9 +115,9 @@ fn view(r: &FleetReport) -> View {
             }
             Chart {
                 title: if several_suites {
-                    format!("{}: {} {} ({})", d.suite, d.check, d.metric, d.unit)
+                    format!("{}: {} {} ({})", d.suite, d.check, d.label(), d.unit)
                 } else {
-                    format!("{} {} ({})", d.check, d.metric, d.unit)
+                    format!("{} {} ({})", d.check, d.label(), d.unit)
                 },
                 svg: chart::strip(d, &marked),
                 limit: d
