@@ -103,6 +103,7 @@ pub fn run(
                     let mut prog = |d: usize, t: usize| observer.progress(d, t);
                     let outcome = match check.measure(&ctx, backend, &mut prog) {
                         Err(e) => Outcome {
+                            missed: false,
                             status: Status::Error,
                             summary: format!("could not measure: {e}"),
                             measured: checks::Measured::default(),
@@ -114,7 +115,19 @@ pub fn run(
                             let mut findings = m.take_non_finite();
                             findings.extend(check.evaluate(&ctx, &m));
                             let (status, summary, coverage) = summarize_with_coverage(&findings);
+                            let missed = status == Status::Fail
+                                || (status == Status::Error
+                                    && !checks::nccl_env::settings(&m).is_empty()
+                                    && {
+                                        // The same figures judged without the settings: a
+                                        // failure there is a miss, measured again as any.
+                                        let mut plain = m.clone();
+                                        plain.facts.retain(|f| f.name != checks::nccl_env::FACT);
+                                        let again = check.evaluate(&ctx, &plain);
+                                        summarize_with_coverage(&again).0 == Status::Fail
+                                    });
                             Outcome {
+                                missed,
                                 status,
                                 summary,
                                 measured: m,
@@ -200,6 +213,10 @@ pub fn run(
 /// One attempt of a check, measured and judged.
 struct Outcome {
     status: Status,
+    /// A figure missed its floor: the check failed, or its failure is not judged only because
+    /// NCCL settings steered the figure ([`checks::nccl_env`]); either way, a miss to measure
+    /// again.
+    missed: bool,
     summary: String,
     measured: checks::Measured,
     findings: Vec<Finding>,
@@ -217,12 +234,12 @@ enum Next {
     Stop(&'static str),
 }
 
-/// The re-measure policy: only a miss (a failure of a figure against its floor) is measured
-/// again, while attempts remain. A pass and a warning stand; an error (the node could not be
-/// measured, and a check with an error finding has the status of its error) is never retried
-/// into a pass; wrong data once is a failure.
+/// The re-measure policy: only a miss (a failure of a figure against its floor, judged or left
+/// unjudged under NCCL settings) is measured again, while attempts remain. A pass and a warning
+/// stand; an error (the node could not be measured, and a check with an error finding has the
+/// status of its error) is never retried into a pass; wrong data once is a failure.
 fn next_attempt(o: &Outcome, attempt: u32, allowed: u32) -> Next {
-    if o.status != Status::Fail || attempt >= allowed {
+    if !o.missed || attempt >= allowed {
         return Next::Done;
     }
     if o.measured.wrong_data() {
@@ -579,8 +596,34 @@ mod tests {
         assert_eq!(ev.verdict, Verdict::Error);
     }
 
+    /// A transient miss under NCCL settings is still a miss: measured again, and the check
+    /// passes on the next attempt instead of ending as an error on the first.
+    #[test]
+    fn a_miss_left_unjudged_under_nccl_settings_is_measured_again() {
+        let fault = ["slow-collective:op=all_reduce,factor=0.7,attempts=1"];
+        let set = [("NCCL_ALGO", "Ring")];
+        let ev = crate::testutil::simulated_under("h100-sxm-8", &fault, &set);
+        let ar = ev.check("collective.all_reduce").unwrap();
+        assert_eq!(ar.status, Status::Pass, "{}", ar.summary);
+        let r = ar.remeasure.as_ref().unwrap();
+        assert_eq!((r.decided_by, r.earlier.len()), (2, 1));
+        assert_eq!(r.earlier[0].status, Status::Error);
+        assert!(
+            ar.summary.starts_with("passed on attempt 2 of 3"),
+            "{}",
+            ar.summary
+        );
+        // A lasting one ends as the error that names the setting, after every attempt.
+        let fault = ["slow-collective:op=all_reduce,factor=0.7"];
+        let ev = crate::testutil::simulated_under("h100-sxm-8", &fault, &set);
+        let ar = ev.check("collective.all_reduce").unwrap();
+        assert_eq!(ar.status, Status::Error);
+        assert_eq!(ar.remeasure.as_ref().unwrap().decided_by, 3);
+    }
+
     fn outcome(status: Status, findings: Vec<Finding>, facts: Vec<Fact>) -> Outcome {
         Outcome {
+            missed: status == Status::Fail,
             status,
             summary: String::new(),
             measured: checks::Measured {
