@@ -187,7 +187,7 @@ impl Check for Collective {
         let second = self.second_pass(ctx);
         let steps = sizes.len() + usize::from(second);
         let mut m = Measured::default();
-        super::nccl_env::record(&mut m, &b.nccl_settings());
+        super::nccl_env::record(&mut m, &b.nccl_settings(), super::nccl_env::Scope::Node);
         for (i, &s) in sizes.iter().enumerate() {
             let r = b.collective(self.op, s, c.warmup, c.iterations)?;
             self.record(&mut m, s, &r, "")?;
@@ -954,7 +954,11 @@ mod data_tests {
                      min_fraction_of_p2p = 1.0"#;
         let mut m = swept(8, &[(1 << 20, 99.0), (1 << 30, 150.0)], None);
         let mut set = Measured::default();
-        crate::checks::nccl_env::record(&mut set, &[("NCCL_P2P_DISABLE".into(), "1".into())]);
+        crate::checks::nccl_env::record(
+            &mut set,
+            &[("NCCL_P2P_DISABLE".into(), "1".into())],
+            crate::checks::nccl_env::Scope::Node,
+        );
         // Without the setting: 1 MiB below its floor, 1 GiB above it but below the slowest
         // peer read.
         let plain: Vec<Status> = floors_judged(cfg, &m).iter().map(|x| x.2).collect();

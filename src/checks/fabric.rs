@@ -180,7 +180,11 @@ pub fn measure_in(
     };
     match measure_job(cfg, world, names, key, ctx, id, backend, progress) {
         Ok(mut m) => {
-            super::nccl_env::record(&mut m, &backend.nccl_settings());
+            super::nccl_env::record(
+                &mut m,
+                &backend.nccl_settings(),
+                super::nccl_env::Scope::Fabric,
+            );
             Ok(m)
         }
         // Another node's absence or stop, rank 0 giving up on the job because others never
@@ -1497,7 +1501,11 @@ mod tests {
                 .collect()
         };
         assert_eq!(statuses(&m), [Status::Fail, Status::Fail]);
-        crate::checks::nccl_env::record(&mut m, &[("NCCL_IB_DISABLE".into(), "1".into())]);
+        crate::checks::nccl_env::record(
+            &mut m,
+            &[("NCCL_IB_DISABLE".into(), "1".into())],
+            crate::checks::nccl_env::Scope::Fabric,
+        );
         let f = evaluate(&c, &ctx, &m);
         assert_eq!(statuses(&m), [Status::Error, Status::Error], "{f:#?}");
         assert!(f

@@ -21,8 +21,32 @@ pub const FACT: &str = "nccl_env";
 /// The most of one setting's text kept in the evidence.
 const MAX_TEXT: usize = 200;
 
-/// Variables that say where NCCL logs, which interface its bootstrap uses, or which NCCL a
-/// container was built with: none of them changes a figure.
+/// Where the figures were measured: within one node, NCCL moves data over NVLink, PCIe and
+/// shared memory, and its network settings do not change them; across nodes, they do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Collectives and training within this node.
+    Node,
+    /// Collectives across nodes (the fabric check).
+    Fabric,
+}
+
+/// Prefixes of the settings of NCCL's network transports (InfiniBand/RoCE, sockets, plugins,
+/// CollNet): they steer the fabric, not the paths within a node.
+const NETWORK: &[&str] = &[
+    "NCCL_IB_",
+    "NCCL_NET",
+    "NCCL_CROSS_NIC",
+    "NCCL_SOCKET_",
+    "NCCL_NSOCKS_PERTHREAD",
+    "NCCL_COLLNET",
+    "NCCL_UCX_",
+    "NCCL_GDR",
+];
+
+/// Variables that say where NCCL logs, where its configuration file is (its settings are read
+/// and recorded themselves), or which NCCL a container was built with: none of them changes a
+/// figure.
 const NEUTRAL: &[&str] = &[
     "NCCL_DEBUG",
     "NCCL_DEBUG_FILE",
@@ -35,9 +59,7 @@ const NEUTRAL: &[&str] = &[
     "NCCL_TOPO_DUMP_FILE_RANK",
     "NCCL_GRAPH_DUMP_FILE",
     "NCCL_GRAPH_DUMP_FILE_RANK",
-    "NCCL_SOCKET_IFNAME",
-    "NCCL_SOCKET_FAMILY",
-    "NCCL_HOSTID",
+    "NCCL_CONF_FILE",
     "NCCL_COMM_ID",
     "NCCL_RAS_ENABLE",
     "NCCL_RAS_ADDR",
@@ -51,17 +73,22 @@ const NEUTRAL: &[&str] = &[
     "NCCL_INCLUDE_DIR",
 ];
 
-/// Whether `name` is an NCCL variable that may change a figure: every `NCCL_*` variable except
-/// the few that only say where NCCL logs or what it was built with. An unknown one counts: a
-/// setting nodecert does not know may still steer NCCL.
-pub fn steers(name: &str) -> bool {
-    name.starts_with("NCCL_") && !NEUTRAL.contains(&name)
+/// Whether `name` set to `value` is an NCCL setting that may change a figure measured in
+/// `scope`: every `NCCL_*` variable except the few that only say where NCCL logs or what it was
+/// built with, and, within a node, those of its network transports. An unknown one counts: a
+/// setting nodecert does not know may still steer NCCL. An empty value is none: NCCL reads it
+/// as unset.
+pub fn steers(name: &str, value: &str, scope: Scope) -> bool {
+    name.starts_with("NCCL_")
+        && !value.is_empty()
+        && !NEUTRAL.contains(&name)
+        && (scope == Scope::Fabric || !NETWORK.iter().any(|p| name.starts_with(p)))
 }
 
-/// Record the settings of `env` (the NCCL_* environment, from [`crate::backend::BackendInfo`])
-/// that may change a figure, one fact each.
-pub fn record(m: &mut Measured, env: &[(String, String)]) {
-    for (k, v) in env.iter().filter(|(k, _)| steers(k)) {
+/// Record the settings of `env` (the NCCL settings in effect, [`crate::backend::Backend::
+/// nccl_settings`]) that may change a figure measured in `scope`, one fact each.
+pub fn record(m: &mut Measured, env: &[(String, String)], scope: Scope) {
+    for (k, v) in env.iter().filter(|(k, v)| steers(k, v, scope)) {
         let mut text = format!("{k}={v}");
         if text.len() > MAX_TEXT {
             let mut end = MAX_TEXT;
@@ -145,38 +172,69 @@ mod tests {
     #[test]
     fn settings_that_steer_nccl_are_recorded_and_neutral_ones_are_not() {
         let mut m = Measured::default();
-        record(
-            &mut m,
-            &env(&[
-                ("NCCL_DEBUG", "INFO"),
-                ("NCCL_P2P_DISABLE", "1"),
-                ("NCCL_SOCKET_IFNAME", "eth0"),
-                ("NCCL_VERSION", "2.27.3"),
-                ("NCCL_SOME_FUTURE_KNOB", "7"),
-            ]),
-        );
+        let set = env(&[
+            ("NCCL_DEBUG", "INFO"),
+            ("NCCL_P2P_DISABLE", "1"),
+            ("NCCL_SOCKET_IFNAME", "eth0"),
+            ("NCCL_IB_HCA", "mlx5_0"),
+            ("NCCL_VERSION", "2.27.3"),
+            ("NCCL_SOME_FUTURE_KNOB", "7"),
+            ("NCCL_ALGO", ""),
+        ]);
+        record(&mut m, &set, Scope::Node);
         assert_eq!(
             settings(&m),
             ["NCCL_P2P_DISABLE=1", "NCCL_SOME_FUTURE_KNOB=7"]
         );
-        assert!(steers("NCCL_NVLS_ENABLE"));
-        assert!(steers("NCCL_ALGO"));
-        assert!(!steers("NCCL_DEBUG_SUBSYS"));
-        assert!(!steers("CUDA_VISIBLE_DEVICES"), "only NCCL's own");
+        // Across nodes the network's settings steer the figures too.
+        let mut m = Measured::default();
+        record(&mut m, &set, Scope::Fabric);
+        assert_eq!(
+            settings(&m),
+            [
+                "NCCL_P2P_DISABLE=1",
+                "NCCL_SOCKET_IFNAME=eth0",
+                "NCCL_IB_HCA=mlx5_0",
+                "NCCL_SOME_FUTURE_KNOB=7"
+            ]
+        );
+        for scope in [Scope::Node, Scope::Fabric] {
+            assert!(steers("NCCL_NVLS_ENABLE", "0", scope));
+            assert!(
+                steers("NCCL_HOSTID", "a", scope),
+                "which ranks share a host"
+            );
+            assert!(!steers("NCCL_ALGO", "", scope), "empty is unset to NCCL");
+            assert!(!steers("NCCL_DEBUG_SUBSYS", "ALL", scope));
+            assert!(
+                !steers("NCCL_CONF_FILE", "/x", scope),
+                "its settings count themselves"
+            );
+            assert!(
+                !steers("CUDA_VISIBLE_DEVICES", "0", scope),
+                "only NCCL's own"
+            );
+        }
+        assert!(!steers("NCCL_NET_GDR_LEVEL", "PHB", Scope::Node));
+        assert!(steers("NCCL_NET_GDR_LEVEL", "PHB", Scope::Fabric));
     }
 
     #[test]
     fn a_long_setting_is_cut_on_a_character_boundary() {
         // "NCCL_ALGOS=" is 11 bytes and "é" 2: byte 200 falls inside a character.
         let mut m = Measured::default();
-        record(&mut m, &env(&[("NCCL_ALGOS", &"é".repeat(300))]));
+        record(
+            &mut m,
+            &env(&[("NCCL_ALGOS", &"é".repeat(300))]),
+            Scope::Node,
+        );
         let s = settings(&m)[0];
         assert_eq!(s.len(), MAX_TEXT - 1 + 3, "cut before the character: {s}");
         assert!(s.starts_with("NCCL_ALGOS=é") && s.ends_with("é..."));
         // At the limit exactly, kept whole.
         let mut m = Measured::default();
         let whole = "x".repeat(MAX_TEXT - "NCCL_ALGO=".len());
-        record(&mut m, &env(&[("NCCL_ALGO", &whole)]));
+        record(&mut m, &env(&[("NCCL_ALGO", &whole)]), Scope::Node);
         assert_eq!(settings(&m)[0], format!("NCCL_ALGO={whole}"));
     }
 
@@ -193,7 +251,7 @@ mod tests {
     #[test]
     fn a_figure_that_falls_short_under_a_setting_is_an_error_that_names_it() {
         let mut m = Measured::default();
-        record(&mut m, &env(&[("NCCL_NVLS_ENABLE", "0")]));
+        record(&mut m, &env(&[("NCCL_NVLS_ENABLE", "0")]), Scope::Node);
         let mut figures = vec![fig(Status::Fail), fig(Status::Pass), fig(Status::Warn)];
         steer(&m, &mut figures);
         let note = note(&m, "all_reduce").expect("a line of information");
@@ -218,7 +276,7 @@ mod tests {
     #[test]
     fn without_a_setting_nothing_changes() {
         let mut m = Measured::default();
-        record(&mut m, &env(&[("NCCL_DEBUG", "WARN")]));
+        record(&mut m, &env(&[("NCCL_DEBUG", "WARN")]), Scope::Node);
         let mut figures = vec![fig(Status::Fail)];
         steer(&m, &mut figures);
         assert!(note(&m, "all_reduce").is_none());

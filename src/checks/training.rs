@@ -71,7 +71,7 @@ impl Check for Training {
         super::positive_times("the training step", "ms", &r.step_ms)?;
         progress(1, 1);
         let mut m = Measured::default();
-        super::nccl_env::record(&mut m, &b.nccl_settings());
+        super::nccl_env::record(&mut m, &b.nccl_settings(), super::nccl_env::Scope::Node);
         let node = Subject::node;
         m.metrics
             .push(Metric::new("loss", node(), "", r.losses.clone()));
@@ -565,7 +565,11 @@ mod tests {
                 .map(|x| x.status)
         };
         assert_eq!(scaling(&check.evaluate(&ctx, &m)), Some(Status::Fail));
-        crate::checks::nccl_env::record(&mut m, &[("NCCL_MAX_NCHANNELS".into(), "1".into())]);
+        crate::checks::nccl_env::record(
+            &mut m,
+            &[("NCCL_MAX_NCHANNELS".into(), "1".into())],
+            crate::checks::nccl_env::Scope::Node,
+        );
         let f = check.evaluate(&ctx, &m);
         assert_eq!(scaling(&f), Some(Status::Error), "{f:#?}");
         assert!(f.iter().any(|x| x.info

@@ -224,33 +224,47 @@ pub fn nccl_conf_files(conf_file: Option<&std::ffi::OsStr>, home: Option<&Path>)
     v
 }
 
-/// The NCCL settings of a configuration file, as NCCL reads them: each line's name up to its
-/// first '=' and the rest as the value, nothing trimmed (a name with a space in it is not the
-/// variable NCCL looks up); a line without '=' sets nothing.
+/// The NCCL settings of a configuration file, as NCCL reads them (`getline`, the newline cut):
+/// each line's name up to its first '=' and the rest as the value, nothing trimmed, not even a
+/// '\r' (a name with a space in it is not the variable NCCL looks up); a line without '=' sets
+/// nothing.
 pub fn parse_nccl_conf(text: &str) -> Vec<(String, String)> {
-    text.lines()
+    text.split('\n')
         .filter_map(|l| l.split_once('='))
         .filter(|(k, _)| k.starts_with("NCCL_") && !k.contains(char::is_whitespace))
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect()
 }
 
+/// The name under which a configuration file NCCL would read, but nodecert could not, is
+/// recorded: its settings are unknown, and unknown is not "none".
+pub const UNREAD_CONF: &str = "NCCL_*";
+
 /// The NCCL settings in effect: the environment's, then those of each configuration file (as
-/// [`nccl_conf_files`] lists them, with its text when it could be read) for a name the
-/// environment does not set, the value followed by the file it comes from. NCCL sets a file's
-/// variable only where the environment has none; which of two files wins has changed between
-/// NCCL versions, so both are kept. Sorted by name.
+/// [`nccl_conf_files`] lists them: its text, `Ok(None)` when there is none, `Err` why it could
+/// not be read) for a name the environment does not set, the value followed by the file it
+/// comes from. NCCL sets a file's variable only where the environment has none; which of two
+/// files wins has changed between NCCL versions, so both are kept. A file that exists but could
+/// not be read is [`UNREAD_CONF`]. Sorted by name.
 pub fn nccl_settings_from(
     env: Vec<(String, String)>,
-    files: &[(PathBuf, Option<String>)],
+    files: &[(PathBuf, Result<Option<String>, String>)],
 ) -> Vec<(String, String)> {
     let mut out = env;
     let set: std::collections::BTreeSet<String> = out.iter().map(|(k, _)| k.clone()).collect();
     for (path, text) in files {
-        for (k, v) in text.as_deref().map(parse_nccl_conf).unwrap_or_default() {
-            if !set.contains(&k) {
-                out.push((k, format!("{v} (from {})", path.display())));
+        match text {
+            Ok(text) => {
+                for (k, v) in text.as_deref().map(parse_nccl_conf).unwrap_or_default() {
+                    if !set.contains(&k) {
+                        out.push((k, format!("{v} (from {})", path.display())));
+                    }
+                }
             }
+            Err(why) => out.push((
+                UNREAD_CONF.to_string(),
+                format!("unknown: {} could not be read ({why})", path.display()),
+            )),
         }
     }
     out.sort();
@@ -284,15 +298,20 @@ pub fn passwd_home() -> Option<PathBuf> {
 }
 
 /// The NCCL settings in effect for this process: its environment's and NCCL's configuration
-/// files' ([`nccl_settings_from`]), each file read within the bound of a system file.
+/// files' ([`nccl_settings_from`]), each file read within the bound of a system file and
+/// decoded as NCCL takes it (bytes; what is not UTF-8 shown replaced).
 pub fn nccl_settings() -> Vec<(String, String)> {
     let env = nccl_env_from(std::env::vars_os());
     let conf = std::env::var_os("NCCL_CONF_FILE");
-    let files: Vec<(PathBuf, Option<String>)> =
+    let files: Vec<(PathBuf, Result<Option<String>, String>)> =
         nccl_conf_files(conf.as_deref(), passwd_home().as_deref())
             .into_iter()
             .map(|p| {
-                let text = crate::platform::hypervisor::system_text(&p);
+                let text = match crate::fsio::read::read(&p, crate::fsio::read::Kind::System) {
+                    Ok(b) => Ok(Some(String::from_utf8_lossy(&b).into_owned())),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                    Err(e) => Err(e.to_string()),
+                };
                 (p, text)
             })
             .collect();
@@ -1119,23 +1138,41 @@ mod tests {
         let files = [
             (
                 PathBuf::from("/root/.nccl.conf"),
-                Some("NCCL_ALGO=Tree\nNCCL_P2P_DISABLE=1\n".to_string()),
+                Ok(Some("NCCL_ALGO=Tree\nNCCL_P2P_DISABLE=1\r\n".to_string())),
             ),
-            (PathBuf::from("/etc/nccl.conf"), None),
+            (PathBuf::from("/etc/nccl.conf"), Ok(None)),
+            (
+                PathBuf::from("/opt/n.conf"),
+                Err("Permission denied".to_string()),
+            ),
         ];
         assert_eq!(
             nccl_settings_from(env, &files),
             [
+                (
+                    "NCCL_*".to_string(),
+                    "unknown: /opt/n.conf could not be read (Permission denied)".to_string()
+                ),
                 ("NCCL_ALGO".to_string(), "Ring".to_string()),
                 (
                     "NCCL_P2P_DISABLE".to_string(),
-                    "1 (from /root/.nccl.conf)".to_string()
+                    // NCCL keeps the '\r' of a file written on Windows.
+                    "1\r (from /root/.nccl.conf)".to_string()
                 ),
             ]
         );
-        // Where this process's user has a passwd entry, its home is a path (whatever $HOME says).
-        if let Some(h) = passwd_home() {
-            assert!(h.is_absolute(), "{h:?}");
+        // The home of this process's user in the passwd database (whatever $HOME says), as
+        // /etc/passwd lists it where it does.
+        let uid = unsafe { libc::getuid() };
+        let listed = std::fs::read_to_string("/etc/passwd")
+            .unwrap_or_default()
+            .lines()
+            .find_map(|l| {
+                let f: Vec<&str> = l.split(':').collect();
+                (f.len() > 5 && f[2] == uid.to_string()).then(|| PathBuf::from(f[5]))
+            });
+        if let Some(home) = listed {
+            assert_eq!(passwd_home(), Some(home));
         }
     }
 

@@ -43,6 +43,10 @@ pub struct RealBackend {
     nvml_xids: Vec<xid::XidReport>,
     /// Measurements through CUDA and NCCL (started on first use).
     cuda: CudaMeasurements,
+    /// The NCCL settings in effect, read when the backend opened: once NCCL has started it has
+    /// copied its configuration files' settings into the environment, where they would read
+    /// as the user's own.
+    nccl_settings: Vec<(String, String)>,
 }
 
 /// Open the real node: load NVML, order its GPUs as CUDA numbers them, and listen for XIDs.
@@ -91,6 +95,7 @@ pub fn open() -> Result<Box<dyn Backend>, HwError> {
         event_notes,
         nvml_xids: Vec::new(),
         cuda,
+        nccl_settings: crate::backend::cuda::nccl_settings(),
     }))
 }
 
@@ -491,7 +496,7 @@ impl RealBackend {
 
 impl Backend for RealBackend {
     fn nccl_settings(&self) -> Vec<(String, String)> {
-        crate::backend::cuda::nccl_settings()
+        self.nccl_settings.clone()
     }
 
     fn info(&self) -> BackendInfo {

@@ -450,7 +450,7 @@ fn a_missed_floor_under_an_nccl_setting_is_not_judged_but_disagreement_fails() {
             }
             record(&mut m, &who, p, &r, Some(1e5)).expect("recorded");
         }
-        crate::checks::nccl_env::record(&mut m, settings);
+        crate::checks::nccl_env::record(&mut m, settings, crate::checks::nccl_env::Scope::Node);
         evaluate(&c, 2, &m, &GOLDEN)
     };
     let status = |f: &[Finding], metric: Option<&str>| {
