@@ -83,7 +83,7 @@ impl Check for Compute {
             s = c.size
         )]
         .into_iter()
-        .chain(c.plateau_pct.map(|pct| {
+        .chain(c.plateau().map(|pct| {
             format!(
                 "each GEMM at {d}x{d}x{d} too, its product checked: at most {pct}% faster than \
                  at {s} (the plateau)",
@@ -119,7 +119,7 @@ impl Check for Compute {
                                 .timed(s.timing),
                         );
                         let (mut wrong, mut checked) = (s.wrong_elements, s.elements_checked);
-                        if c.plateau_pct.is_some() {
+                        if c.plateau().is_some() {
                             // The same GEMM at twice the size: where it is faster still, the
                             // figure above is not the GPU's plateau. Its product is checked as
                             // well, counted in the same data check.
@@ -178,7 +178,7 @@ impl Check for Compute {
     }
 
     fn samples(&self, gpus: usize) -> (u64, String) {
-        let sizes = if self.0.plateau_pct.is_some() { 2 } else { 1 };
+        let sizes = if self.0.plateau().is_some() { 2 } else { 1 };
         let burst =
             gpus as u64 * self.0.precisions.len() as u64 * u64::from(self.0.iterations) * sizes;
         // Four readings a window (rate, clock, power, temperature) and the power limit, on
@@ -211,8 +211,7 @@ impl Check for Compute {
         ];
         for x in &m.metrics {
             let known = c.precisions.iter().any(|p| {
-                p.metric() == x.name
-                    || (c.plateau_pct.is_some() && double_size_metric(*p) == x.name)
+                p.metric() == x.name || (c.plateau().is_some() && double_size_metric(*p) == x.name)
             }) || (c.sustained.is_some()
                 && sustained_figures.contains(&x.name.as_str()));
             if !known {
@@ -322,9 +321,25 @@ impl Check for Compute {
             if let Some(f) = typical(&values, limit, true, what, UNIT) {
                 out.push(f.on(p.metric()));
             }
-            if let Some(pct) = c.plateau_pct {
+            if let Some(pct) = c.plateau() {
                 out.extend(plateau(p, c.size, pct, &items, m));
             }
+        }
+        if c.plateau_pct.is_some_and(|p| p > 0.0) && c.plateau().is_none() {
+            out.push(
+                finding(
+                    Status::Skip,
+                    Subject::node(),
+                    "not shown",
+                    "a larger size to compare",
+                    format!(
+                        "the plateau is not shown: size {} is the largest this check takes, so \
+                         there is no larger GEMM to compare it with",
+                        c.size
+                    ),
+                )
+                .informational(),
+            );
         }
         if let Some(l) = &c.sustained {
             out.extend(evaluate_sustained(l, c.outlier_pct, gpus, m));

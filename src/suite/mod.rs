@@ -975,7 +975,9 @@ pub struct ComputeCheck {
     /// the median GPU's rate there may be at most this many percent above its rate at `size`
     /// (else a warning: the rate still rises with the size, and the figures are below the GPU's
     /// best). Half the size would not do: below the plateau the rate rises steeply, so a size
-    /// at its start would be faster than its half by more than any margin.
+    /// at its start would be faster than its half by more than any margin. 0 is off; at a
+    /// `size` whose double is over [`MAX_GEMM_SIZE`] the plateau is not shown, and a note says
+    /// so.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plateau_pct: Option<f64>,
     /// After a figure misses its floor, measure again up to this many more times (0 to 5).
@@ -985,6 +987,15 @@ pub struct ComputeCheck {
     /// power, temperature and throttle reasons sampled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sustained: Option<SustainedLoad>,
+}
+
+impl ComputeCheck {
+    /// The plateau margin where the plateau is measured: set above 0, at a size whose double
+    /// this check takes.
+    pub fn plateau(&self) -> Option<f64> {
+        self.plateau_pct
+            .filter(|p| *p > 0.0 && self.size.saturating_mul(2) <= MAX_GEMM_SIZE)
+    }
 }
 
 /// Every GPU at once under back-to-back GEMMs (`precision`, the check's `size`) for `seconds`,
@@ -1611,15 +1622,11 @@ impl Suite {
                 }
             }
             p.pct("checks.compute.outlier_pct", x.outlier_pct);
-            p.pct("checks.compute.plateau_pct", x.plateau_pct);
-            if x.plateau_pct.is_some() && x.size * 2 > MAX_GEMM_SIZE {
+            // 0 turns the plateau off (a suite extending one that sets it cannot unset it).
+            if let Some(v) = x.plateau_pct.filter(|v| !(*v >= 0.0 && *v < 100.0)) {
                 p.bad(
                     "checks.compute.plateau_pct",
-                    format!(
-                        "the plateau is shown against twice the size, at most {MAX_GEMM_SIZE}: \
-                         size {} is too large for it",
-                        x.size
-                    ),
+                    format!("plateau_pct must be from 0 (off) to below 100, got {v}"),
                 );
             }
             p.remeasure("checks.compute.remeasure", x.remeasure);

@@ -963,3 +963,40 @@ fn the_plateau_is_judged_on_the_median_gpu_at_its_edge() {
     assert_eq!(none.found, "no figure at 8192");
     assert!(plateau(p, 4096, 5.0, &[], &Measured::default()).is_none());
 }
+
+/// A suite that extends one with the plateau and raises the size to the largest loads, and the
+/// plateau is then a note, not a measurement; 0 turns it off.
+#[test]
+fn the_plateau_steps_aside_at_the_largest_size_and_at_zero() {
+    let loaded = crate::suite::load::load_source(crate::config::Source {
+        name: "big.toml".into(),
+        text: "format_version = 1\nname = \"big\"\nextends = \"h100-sxm-8\"\n\
+               [checks.compute]\nsize = 16384\n"
+            .into(),
+    })
+    .expect("a suite that extends one with the plateau still loads at 16384");
+    let c = loaded.suite.checks.compute.clone().unwrap();
+    assert_eq!(
+        (c.size, c.plateau_pct, c.plateau()),
+        (16384, Some(5.0), None)
+    );
+    let (m, f) = run(
+        "h100-sxm-8",
+        &[],
+        "size = 16384\nprecisions = [\"bf16\"]\nplateau_pct = 5.0",
+    );
+    assert!(!m.metrics.iter().any(|x| x.name.ends_with("_double_size")));
+    let note: Vec<&Finding> = f.iter().filter(|x| x.found == "not shown").collect();
+    assert_eq!(note.len(), 1, "{f:#?}");
+    assert!(note[0].info && !note[0].is_judgement());
+    assert!(note[0]
+        .reason
+        .starts_with("the plateau is not shown: size 16384 is the largest"));
+    let (m, f) = run(
+        "h100-sxm-8",
+        &[],
+        "size = 4096\nprecisions = [\"bf16\"]\nplateau_pct = 0",
+    );
+    assert!(!m.metrics.iter().any(|x| x.name.ends_with("_double_size")));
+    assert!(!f.iter().any(|x| x.reason.contains("plateau")), "{f:#?}");
+}
