@@ -3,19 +3,23 @@
 //!
 //! `Command::output` reads everything a child writes and waits for ever: a `sinfo` whose
 //! controller does not answer, or a `dmesg` that floods, would hold a root process without end.
-//! Here stdout is read to [`STDOUT_LIMIT`] bytes and stderr to [`STDERR_LIMIT`]; past that the
-//! pipe closes and the child's next write fails. A child that outlives its limit is killed, with
-//! its process group, so a grandchild holding the pipe cannot keep us waiting either.
+//! Here stdout is read to [`STDOUT_LIMIT`] bytes (past that the pipe closes, the child's next
+//! write fails, and the output says it was cut); stderr is kept to [`STDERR_LIMIT`] bytes and
+//! the rest drained, so a chatty child is not killed by it. A child that outlives its limit is
+//! killed with its process group, so a grandchild holding the pipe cannot keep us waiting, and
+//! it is reaped on a thread of its own (a process stuck in the kernel may never be). Each child
+//! dies with the thread that started it (`PR_SET_PDEATHSIG`): a nodecert killed by its caller
+//! (slurmd ends a health check that overruns) leaves no helper behind.
 
 use std::io::Read;
 use std::os::unix::process::CommandExt;
-use std::process::{Command, ExitStatus, Stdio};
-use std::sync::mpsc;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{mpsc, Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The most of a helper's stdout that is read (ldconfig -p lists a few thousand lines).
 pub const STDOUT_LIMIT: u64 = 4 << 20;
-/// The most of a helper's stderr that is read: enough for any error message.
+/// The most of a helper's stderr that is kept: enough for any error message.
 pub const STDERR_LIMIT: u64 = 64 << 10;
 
 /// How long the output may still take to close once the child has exited (a grandchild that
@@ -28,6 +32,8 @@ pub struct Output {
     pub status: ExitStatus,
     /// Its stdout, at most [`STDOUT_LIMIT`] bytes, lossily decoded.
     pub stdout: String,
+    /// Whether stdout went on past [`STDOUT_LIMIT`]: what is here is its beginning only.
+    pub truncated: bool,
     /// Its stderr, at most [`STDERR_LIMIT`] bytes, lossily decoded.
     pub stderr: String,
 }
@@ -60,126 +66,220 @@ fn program(cmd: &Command) -> String {
 
 /// What a reader thread has read so far, and word when it has read all it will.
 struct Pipe {
-    text: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    text: Arc<Mutex<Vec<u8>>>,
+    /// The pipe went on past the limit.
+    over: Arc<Mutex<bool>>,
     done: mpsc::Receiver<()>,
 }
 
 impl Pipe {
-    /// Read at most `limit` bytes of `r` on a thread.
-    fn read(mut r: impl Read + Send + 'static, limit: u64) -> Pipe {
-        let text = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    /// Read `r` on a thread, keeping at most `limit` bytes. Past the limit, `drain` reads on and
+    /// drops the rest (the child may write as much as it likes); else the pipe is closed.
+    fn read(mut r: impl Read + Send + 'static, limit: u64, drain: bool) -> std::io::Result<Pipe> {
+        let text = Arc::new(Mutex::new(Vec::new()));
+        let over = Arc::new(Mutex::new(false));
         let (tx, done) = mpsc::channel();
-        let into = text.clone();
-        std::thread::spawn(move || {
-            let mut left = limit;
-            let mut chunk = [0u8; 64 << 10];
-            while left > 0 {
-                let want = chunk.len().min(usize::try_from(left).unwrap_or(usize::MAX));
-                match r.read(&mut chunk[..want]) {
-                    Ok(0) => break,
-                    Ok(n) => {
+        let (into, over_flag) = (text.clone(), over.clone());
+        std::thread::Builder::new()
+            .name("helper-output".into())
+            .spawn(move || {
+                let mut kept = 0u64;
+                let mut chunk = vec![0u8; 64 << 10];
+                loop {
+                    let n = match r.read(&mut chunk) {
+                        Ok(0) => break,
+                        Ok(n) => n,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                        Err(_) => break,
+                    };
+                    let room = usize::try_from(limit - kept).unwrap_or(usize::MAX).min(n);
+                    if room > 0 {
                         if let Ok(mut t) = into.lock() {
-                            t.extend_from_slice(&chunk[..n]);
+                            t.extend_from_slice(&chunk[..room]);
                         }
-                        left -= n as u64;
+                        kept += room as u64;
                     }
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                    Err(_) => break,
+                    if room < n {
+                        if let Ok(mut o) = over_flag.lock() {
+                            *o = true;
+                        }
+                        if !drain {
+                            // Dropping `r` closes our end: a child still writing gets EPIPE.
+                            break;
+                        }
+                    }
                 }
-            }
-            // Dropping `r` here closes our end: a child still writing gets EPIPE.
-            let _ = tx.send(());
-        });
-        Pipe { text, done }
+                let _ = tx.send(());
+            })?;
+        Ok(Pipe { text, over, done })
     }
 
-    /// What was read, once the pipe closed or `by` passed (whichever is first); whether it closed.
-    fn take(self, by: Instant) -> (String, bool) {
+    /// What was kept, once the pipe closed or `by` passed (whichever is first): (text, whether
+    /// it went past its limit, whether it closed).
+    fn take(self, by: Instant) -> (String, bool, bool) {
         let closed = self
             .done
             .recv_timeout(by.saturating_duration_since(Instant::now()))
             .is_ok();
         let bytes = self.text.lock().map(|t| t.clone()).unwrap_or_default();
-        (String::from_utf8_lossy(&bytes).into_owned(), closed)
+        let over = self.over.lock().map(|o| *o).unwrap_or(false);
+        (String::from_utf8_lossy(&bytes).into_owned(), over, closed)
+    }
+}
+
+/// Make the child die with the thread that starts it, and, when `group`, lead a process group
+/// of its own (to be stopped whole).
+fn prepare(cmd: &mut Command, group: bool) {
+    if group {
+        cmd.process_group(0);
+    }
+    // SAFETY: between fork and exec only async-signal-safe calls are made (getpid-family and
+    // prctl), and nothing is allocated.
+    let parent = unsafe { libc::getpid() };
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have gone before the line above: then no signal would come.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::other("nodecert exited while starting it"));
+            }
+            Ok(())
+        });
     }
 }
 
 /// Run `cmd` with stdin closed, reading its stdout and stderr within their bounds; stopped (with
 /// its process group) when `limit` passes. `None` waits as long as the command runs: only for a
-/// command the user asked to wait on (`sbatch --wait`).
+/// command the user asked to wait on (`sbatch --wait`); it then stays in our process group, so a
+/// Ctrl-C at the terminal reaches it as it reaches us.
 pub fn run(cmd: &mut Command, limit: Option<Duration>) -> Result<Output, Error> {
     let program = program(cmd);
+    let spawn_error = |source| Error::Spawn {
+        program: program.clone(),
+        source,
+    };
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    if limit.is_some() {
-        // Its own group, to be stopped whole. Without a limit it stays in ours, so a Ctrl-C at
-        // the terminal reaches it as it reaches us.
-        cmd.process_group(0);
+    prepare(cmd, limit.is_some());
+    let mut child = cmd.spawn().map_err(spawn_error)?;
+    let pipes = (|| {
+        let out = child
+            .stdout
+            .take()
+            .map(|o| Pipe::read(o, STDOUT_LIMIT, false))
+            .transpose()?;
+        let err = child
+            .stderr
+            .take()
+            .map(|e| Pipe::read(e, STDERR_LIMIT, true))
+            .transpose()?;
+        Ok((out, err))
+    })();
+    let (out, err) = match pipes {
+        Ok(p) => p,
+        Err(e) => {
+            stop(child, limit.is_some());
+            return Err(spawn_error(e));
+        }
+    };
+    if !exited(&child, limit) {
+        stop(child, limit.is_some());
+        return Err(Error::TimedOut {
+            program,
+            limit: limit.unwrap_or_default(),
+        });
     }
-    let mut child = cmd.spawn().map_err(|source| Error::Spawn {
-        program: program.clone(),
-        source,
-    })?;
-    let out = child.stdout.take().map(|o| Pipe::read(o, STDOUT_LIMIT));
-    let err = child.stderr.take().map(|e| Pipe::read(e, STDERR_LIMIT));
-    let status = wait(&mut child, limit).ok_or_else(|| Error::TimedOut {
-        program: program.clone(),
-        limit: limit.unwrap_or_default(),
-    })?;
+    // Exited, not yet reaped: its pid, and so its group id, cannot be taken by another process
+    // until the wait below, so the group killed here can only be its own.
     let by = Instant::now() + DRAIN;
-    let take = |p: Option<Pipe>| p.map(|p| p.take(by)).unwrap_or((String::new(), true));
-    let (stdout, out_closed) = take(out);
-    let (stderr, err_closed) = take(err);
+    let take = |p: Option<Pipe>| p.map_or((String::new(), false, true), |p| p.take(by));
+    let (stdout, truncated, out_closed) = take(out);
+    let (stderr, _, err_closed) = take(err);
     if limit.is_some() && !(out_closed && err_closed) {
         // Something the child started still holds its output: it is stopped with the group.
         kill_group(&child);
     }
+    let status = child.wait().map_err(spawn_error)?;
     Ok(Output {
         status,
         stdout,
+        truncated,
         stderr,
     })
 }
 
-/// Run `cmd` with stdin closed and its output where ours goes (the user reads it); stopped (with
-/// its process group) when `limit` passes.
+/// Run `cmd` with stdin closed and its output where ours goes (the user reads it); stopped when
+/// `limit` passes. It stays in our process group (a Ctrl-C reaches it).
 pub fn status(cmd: &mut Command, limit: Duration) -> Result<ExitStatus, Error> {
     let program = program(cmd);
-    let mut child = cmd
-        .stdin(Stdio::null())
-        .process_group(0)
-        .spawn()
-        .map_err(|source| Error::Spawn {
-            program: program.clone(),
-            source,
-        })?;
-    wait(&mut child, Some(limit)).ok_or(Error::TimedOut { program, limit })
+    cmd.stdin(Stdio::null());
+    prepare(cmd, false);
+    let mut child = cmd.spawn().map_err(|source| Error::Spawn {
+        program: program.clone(),
+        source,
+    })?;
+    if !exited(&child, Some(limit)) {
+        stop(child, false);
+        return Err(Error::TimedOut { program, limit });
+    }
+    child
+        .wait()
+        .map_err(|source| Error::Spawn { program, source })
 }
 
-/// The child's exit status, or None once `limit` passed and it was killed with its group.
-fn wait(child: &mut std::process::Child, limit: Option<Duration>) -> Option<ExitStatus> {
+/// Whether the child exited within `limit` (for ever with `None`), seen without reaping it
+/// (`waitid` with `WNOWAIT`): its pid stays its own until [`Child::wait`].
+fn exited(child: &Child, limit: Option<Duration>) -> bool {
+    let pid: libc::id_t = child.id();
     let t0 = Instant::now();
     let mut pause = Duration::from_millis(1);
     loop {
-        match child.try_wait() {
-            Ok(Some(st)) => return Some(st),
-            Ok(None) if limit.is_none_or(|l| t0.elapsed() < l) => {
-                std::thread::sleep(pause);
-                pause = (pause * 2).min(Duration::from_millis(50));
-            }
-            _ => {
-                kill_group(child);
-                let _ = child.kill();
-                let _ = child.wait();
-                return None;
-            }
+        // SAFETY: waitid fills `info`, a plain C struct zeroed here, and reaps nothing
+        // (WNOWAIT).
+        let mut info: libc::siginfo_t = unsafe { std::mem::zeroed() };
+        let rc = unsafe {
+            libc::waitid(
+                libc::P_PID,
+                pid,
+                &mut info,
+                libc::WEXITED | libc::WNOHANG | libc::WNOWAIT,
+            )
+        };
+        if rc == 0 && unsafe { info.si_pid() } != 0 {
+            return true;
         }
+        if rc != 0 && std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted {
+            // Not our child to wait on (never here): treat it as gone.
+            return true;
+        }
+        if limit.is_some_and(|l| t0.elapsed() >= l) {
+            return false;
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(50));
     }
 }
 
+/// Kill the child (with its group, when it leads one) and reap it on a thread of its own: a
+/// process stuck in the kernel (a hard NFS mount) may never be reaped, and must not hold us.
+fn stop(mut child: Child, group: bool) {
+    if group {
+        kill_group(&child);
+    }
+    let _ = child.kill();
+    let _ = std::thread::Builder::new()
+        .name("helper-reaper".into())
+        .spawn(move || {
+            let _ = child.wait();
+        });
+}
+
 /// SIGKILL the child's process group: its own (process_group(0)), so its pid is the group id.
-fn kill_group(child: &std::process::Child) {
+/// Called only while the child is not reaped, so that id is still its group's.
+fn kill_group(child: &Child) {
     if let Ok(pid) = i32::try_from(child.id()) {
         if pid > 0 {
             // SAFETY: kill(2) with a negative pid signals that process group; no memory is
@@ -199,10 +299,48 @@ mod tests {
         c
     }
 
+    /// Whether process `pid` is gone (or a zombie nobody reaps yet: it runs no more).
+    fn gone(pid: i32) -> bool {
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_secs(5) {
+            // SAFETY: signal 0 only checks that the process exists.
+            let alive = unsafe { libc::kill(pid, 0) } == 0;
+            let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+                .map(|s| {
+                    s.rsplit(')')
+                        .next()
+                        .unwrap_or("")
+                        .trim_start()
+                        .starts_with('Z')
+                })
+                .unwrap_or(true);
+            if !alive || zombie {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    fn pid_in(path: &std::path::Path) -> i32 {
+        let t0 = Instant::now();
+        loop {
+            if let Some(p) = std::fs::read_to_string(path)
+                .ok()
+                .and_then(|s| s.trim().parse().ok())
+            {
+                return p;
+            }
+            assert!(t0.elapsed() < Duration::from_secs(5), "no pid written");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
     #[test]
     fn output_and_status_come_back() {
         let o = run(&mut sh("echo one; echo two; echo bad >&2; exit 3"), None).unwrap();
         assert_eq!(o.stdout, "one\ntwo\n");
+        assert!(!o.truncated);
         assert_eq!(o.stderr, "bad\n");
         assert_eq!(o.status.code(), Some(3));
         assert_eq!(o.why(), "bad");
@@ -211,43 +349,73 @@ mod tests {
     }
 
     #[test]
-    fn endless_output_is_cut_at_the_bound_not_the_clock() {
+    fn endless_output_is_cut_at_the_bound_not_the_clock_and_says_so() {
         let t0 = Instant::now();
         let o = run(Command::new("yes").arg("x"), Some(Duration::from_secs(60))).unwrap();
         assert!(t0.elapsed() < Duration::from_secs(30), "ended by the bound");
         assert_eq!(o.stdout.len() as u64, STDOUT_LIMIT);
+        assert!(o.truncated);
         assert!(!o.status.success(), "its next write failed");
-        // The same on stderr, at its own bound.
-        let o = run(&mut sh("yes x >&2"), Some(Duration::from_secs(60))).unwrap();
+        // Output one byte over the bound, all written before the child exits: still said.
+        let over = STDOUT_LIMIT + 1;
+        let o = run(
+            &mut sh(&format!("head -c {over} /dev/zero")),
+            Some(Duration::from_secs(60)),
+        )
+        .unwrap();
+        assert!(o.truncated && o.stdout.len() as u64 == STDOUT_LIMIT);
+        // Exactly the bound is whole.
+        let o = run(
+            &mut sh(&format!("head -c {STDOUT_LIMIT} /dev/zero")),
+            Some(Duration::from_secs(60)),
+        )
+        .unwrap();
+        assert!(!o.truncated && o.status.success());
+    }
+
+    #[test]
+    fn a_chatty_stderr_is_kept_to_its_bound_and_drained_not_closed() {
+        // 1 MiB of stderr, then a line of stdout: the child is not killed by its stderr.
+        let o = run(
+            &mut sh("head -c 1048576 /dev/zero >&2; echo done"),
+            Some(Duration::from_secs(60)),
+        )
+        .unwrap();
         assert_eq!(o.stderr.len() as u64, STDERR_LIMIT);
+        assert_eq!(o.stdout, "done\n");
+        assert!(o.status.success());
     }
 
     #[test]
     fn a_command_past_its_limit_is_stopped_with_its_children() {
+        let t = tempfile::tempdir().unwrap();
         let t0 = Instant::now();
         let e = run(&mut sh("sleep 30"), Some(Duration::from_millis(200))).unwrap_err();
         assert!(matches!(e, Error::TimedOut { .. }), "{e}");
         assert!(e.to_string().contains("did not finish within 0.2 s"), "{e}");
-        // A grandchild holding the pipe is in the group and is stopped too.
-        let e = run(&mut sh("sleep 30 & wait"), Some(Duration::from_millis(200))).unwrap_err();
+        // A grandchild in the group is stopped too.
+        let f = t.path().join("grandchild");
+        let script = format!("sleep 30 & echo $! > {}; wait", f.display());
+        let e = run(&mut sh(&script), Some(Duration::from_millis(300))).unwrap_err();
         assert!(matches!(e, Error::TimedOut { .. }), "{e}");
+        assert!(gone(pid_in(&f)), "the grandchild was stopped");
         let e = status(&mut sh("sleep 30"), Duration::from_millis(200)).unwrap_err();
         assert!(matches!(e, Error::TimedOut { .. }), "{e}");
         assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
     }
 
     #[test]
-    fn a_grandchild_left_holding_the_pipe_does_not_hold_us() {
+    fn a_grandchild_left_holding_the_pipe_does_not_hold_us_and_is_stopped() {
         // The child exits at once; the background sleep keeps stdout open for 30 s.
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("grandchild");
+        let script = format!("echo hi; sleep 30 & echo $! > {}", f.display());
         let t0 = Instant::now();
-        let o = run(
-            &mut sh("echo hi; sleep 30 &"),
-            Some(Duration::from_secs(20)),
-        )
-        .unwrap();
+        let o = run(&mut sh(&script), Some(Duration::from_secs(20))).unwrap();
         assert!(o.status.success());
         assert_eq!(o.stdout, "hi\n", "what it wrote before is kept");
         assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+        assert!(gone(pid_in(&f)), "the grandchild was stopped");
     }
 
     #[test]

@@ -174,7 +174,7 @@ fn slurm_act(v: Verdict, why: &[String]) {
     };
     match crate::process::status(
         std::process::Command::new("scontrol").args(&args),
-        crate::fleet::slurm::COMMAND_LIMIT,
+        crate::fleet::slurm::QUERY_LIMIT,
     ) {
         Ok(s) if s.success() => {
             crate::errln!("nodecert health-check: scontrol {}", args.join(" "))

@@ -246,9 +246,14 @@ pub fn drain_plan(r: &FleetReport, current: &[(String, String)]) -> Vec<Vec<Stri
     out
 }
 
-/// How long one of Slurm's commands (sinfo, scontrol, sbatch without `--wait`) may take. Each
-/// retries an unreachable controller for its own MessageTimeout (10 s by default) a few times;
-/// past this the controller is not answering, and a health check must not hang on it.
+/// How long a query or update of Slurm's (sinfo, scontrol) may take. A controller that answers
+/// does so in well under a second, and one that does not is retried for MessageTimeout (10 s by
+/// default). A health check must not hang on it: slurmd gives its HealthCheckProgram 60 s in
+/// all, measurements included.
+pub const QUERY_LIMIT: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// How long a submission (sbatch without `--wait`) or a drain (scontrol, kubectl, one node at a
+/// time) may take: an operator's command, run outside any health check.
 pub const COMMAND_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Each node's present drain reason, from Slurm (`sinfo`), of `node` alone or of every node.
@@ -259,11 +264,17 @@ pub fn current_reasons(node: Option<&str>) -> Result<Vec<(String, String)>, Stri
     if let Some(n) = node {
         cmd.args(["-n", n]);
     }
-    let o = crate::process::run(&mut cmd, Some(COMMAND_LIMIT)).map_err(|e| e.to_string())?;
+    let o = crate::process::run(&mut cmd, Some(QUERY_LIMIT)).map_err(|e| e.to_string())?;
     if !o.status.success() {
         return Err(format!(
             "sinfo failed: {}",
             crate::console::visible(&o.why())
+        ));
+    }
+    if o.truncated {
+        return Err(format!(
+            "sinfo listed over {} MiB of nodes and reasons: not read",
+            crate::process::STDOUT_LIMIT >> 20
         ));
     }
     Ok(parse_reasons(&o.stdout))

@@ -398,7 +398,7 @@ pub fn wheel_lib_dirs(site_dirs: &[PathBuf]) -> Vec<PathBuf> {
 fn run_with_timeout(cmd: &mut Command, limit: Duration) -> Option<String> {
     crate::process::run(cmd, Some(limit))
         .ok()
-        .filter(|o| o.status.success())
+        .filter(|o| o.status.success() && !o.truncated)
         .map(|o| o.stdout)
 }
 

@@ -203,6 +203,13 @@ fn read_dmesg() -> Result<String, String> {
     if !o.status.success() {
         return Err(o.why().to_lowercase());
     }
+    if o.truncated {
+        // The part kept would be the oldest: the latest XIDs, the ones that matter, lost.
+        return Err(format!(
+            "its output is over {} MiB",
+            crate::process::STDOUT_LIMIT >> 20
+        ));
+    }
     Ok(o.stdout)
 }
 
