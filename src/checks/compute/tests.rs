@@ -956,8 +956,23 @@ fn the_plateau_is_judged_on_the_median_gpu_at_its_edge() {
         judged(&[(100.0, 110.0), (100.0, 150.0), (100.0, 102.0)]).status,
         Status::Warn
     );
-    // A GPU without the figure is left out; none at all is an error.
+    // A GPU without the figure, or with one that is no rate, is left out; none at all is an
+    // error.
     assert_eq!(judged(&[(100.0, 0.0), (100.0, 120.0)]).status, Status::Warn);
+    for odd in [
+        (0.0, 1.0),
+        (f64::NAN, 101.0),
+        (f64::INFINITY, 101.0),
+        (100.0, f64::NAN),
+    ] {
+        let j = judged(&[odd, (100.0, 120.0)]);
+        assert_eq!(
+            (j.status, j.found.as_str()),
+            (Status::Warn, "+20.0%"),
+            "{odd:?}"
+        );
+    }
+    assert_eq!(double_size_metric(p), "bf16_tflops_double_size");
     let none = judged(&[(100.0, 0.0)]);
     assert_eq!(none.status, Status::Error);
     assert_eq!(none.found, "no figure at 8192");
