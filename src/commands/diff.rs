@@ -130,9 +130,20 @@ pub fn diff_summary(d: &crate::diff::Diff) -> String {
         ));
     }
     s.push_str(if d.regressed {
-        "result: REGRESSED\n"
+        "result: REGRESSED"
     } else {
-        "result: NO REGRESSION\n"
+        "result: NO REGRESSION"
     });
+    // What was not compared is not known not to have regressed.
+    if !d.not_compared.is_empty() {
+        s.push_str(&format!(
+            " ({} not compared: measured under other conditions)",
+            match d.not_compared.len() {
+                1 => "1 check".to_string(),
+                n => format!("{n} checks"),
+            }
+        ));
+    }
+    s.push('\n');
     s
 }
