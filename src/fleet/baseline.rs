@@ -221,6 +221,21 @@ pub fn suite(
 mod tests {
     use super::*;
 
+    /// Six simulated H100 nodes n1..n6, each evidence edited by `edit(i, ..)`, judged as a
+    /// fleet.
+    fn simulated_fleet(edit: impl Fn(u64, &mut crate::evidence::Evidence)) -> FleetReport {
+        let mut keys = super::super::gather::Keys::default();
+        let nodes: Vec<super::super::gather::NodeSummary> = (1..=6u64)
+            .map(|i| {
+                let name = format!("n{i}");
+                let mut ev = crate::testutil::simulated_named("h100-sxm-8", &name, i, &[]);
+                edit(i, &mut ev);
+                super::super::gather::summarize(super::super::gather::blank(&name), &ev, &mut keys)
+            })
+            .collect();
+        super::super::judge::judge(nodes, &[], 10.0)
+    }
+
     /// A fleet of three passing nodes and one failing one, with figures of every kind.
     fn fleet() -> FleetReport {
         use crate::evidence::Subject;
@@ -434,19 +449,7 @@ mod tests {
 
     #[test]
     fn the_baseline_of_a_simulated_fleet_is_a_valid_suite_that_tightens_floors_only() {
-        // Six simulated nodes, judged as a fleet.
-        let mut keys = super::super::gather::Keys::default();
-        let nodes: Vec<super::super::gather::NodeSummary> = (1..=6)
-            .map(|i| {
-                let ev = crate::testutil::simulated_named("h100-sxm-8", &format!("n{i}"), i, &[]);
-                super::super::gather::summarize(
-                    super::super::gather::blank(&format!("n{i}")),
-                    &ev,
-                    &mut keys,
-                )
-            })
-            .collect();
-        let r = super::super::judge::judge(nodes, &[], 10.0);
+        let r = simulated_fleet(|_, _| {});
         assert_eq!(r.verdict, NodeVerdict::Pass);
         let text = suite(&r, "h100-sxm-8", "fleet-a", 5.0).unwrap();
         let loaded = crate::suite::load::load_source(crate::config::Source {
@@ -500,28 +503,17 @@ mod tests {
     /// figures, finds no outlier across them, and refuses to take one baseline of both.
     #[test]
     fn nodes_measured_under_other_conditions_are_compared_apart_and_no_baseline_mixes_them() {
-        let mut keys = super::super::gather::Keys::default();
-        let nodes: Vec<super::super::gather::NodeSummary> = (1..=6)
-            .map(|i| {
-                let mut ev =
-                    crate::testutil::simulated_named("h100-sxm-8", &format!("n{i}"), i, &[]);
-                if i > 3 {
-                    let c = ev.checks.iter_mut().find(|c| c.id == "compute").unwrap();
-                    c.facts
-                        .retain(|f| f.name != crate::checks::compute::OPERANDS);
-                    // Slower by far: across the two groups, every one an outlier.
-                    for m in &mut c.metrics {
-                        m.median *= 0.8;
-                    }
+        let r = simulated_fleet(|i, ev| {
+            if i > 3 {
+                let c = ev.checks.iter_mut().find(|c| c.id == "compute").unwrap();
+                c.facts
+                    .retain(|f| f.name != crate::checks::compute::OPERANDS);
+                // Slower by far: across the two groups, every one an outlier.
+                for m in &mut c.metrics {
+                    m.median *= 0.8;
                 }
-                super::super::gather::summarize(
-                    super::super::gather::blank(&format!("n{i}")),
-                    &ev,
-                    &mut keys,
-                )
-            })
-            .collect();
-        let r = super::super::judge::judge(nodes, &[], 10.0);
+            }
+        });
         let bf16: Vec<&super::super::Distribution> = r
             .distributions
             .iter()
