@@ -419,6 +419,18 @@ mod tests {
     }
 
     #[test]
+    fn what_a_grandchild_writes_within_the_drain_is_kept() {
+        // The child exits at once; what it started writes half a second later and then closes
+        // the pipe: within the drain, so it is read, and nothing needs stopping.
+        let o = run(
+            &mut sh("echo hi; (sleep 0.5; echo late) &"),
+            Some(Duration::from_secs(20)),
+        )
+        .unwrap();
+        assert_eq!(o.stdout, "hi\nlate\n");
+    }
+
+    #[test]
     fn a_missing_program_says_which() {
         let e = run(
             &mut Command::new("/nonexistent/nodecert-helper"),
