@@ -58,6 +58,11 @@ pub enum Error {
     },
     #[error("{program} did not finish within {} s and was stopped", .limit.as_secs_f64())]
     TimedOut { program: String, limit: Duration },
+    #[error("cannot learn how {program} exited: {source}")]
+    Wait {
+        program: String,
+        source: std::io::Error,
+    },
 }
 
 fn program(cmd: &Command) -> String {
@@ -202,7 +207,7 @@ pub fn run(cmd: &mut Command, limit: Option<Duration>) -> Result<Output, Error> 
         // Something the child started still holds its output: it is stopped with the group.
         kill_group(&child);
     }
-    let status = child.wait().map_err(spawn_error)?;
+    let status = child.wait().map_err(|source| Error::Wait { program, source })?;
     Ok(Output {
         status,
         stdout,
@@ -227,7 +232,7 @@ pub fn status(cmd: &mut Command, limit: Duration) -> Result<ExitStatus, Error> {
     }
     child
         .wait()
-        .map_err(|source| Error::Spawn { program, source })
+        .map_err(|source| Error::Wait { program, source })
 }
 
 /// Whether the child exited within `limit` (for ever with `None`), seen without reaping it
@@ -414,6 +419,19 @@ mod tests {
         let o = run(&mut sh(&script), Some(Duration::from_secs(20))).unwrap();
         assert!(o.status.success());
         assert_eq!(o.stdout, "hi\n", "what it wrote before is kept");
+        assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
+        assert!(gone(pid_in(&f)), "the grandchild was stopped");
+    }
+
+    #[test]
+    fn a_grandchild_holding_only_stderr_is_stopped_too() {
+        // stdout closes when the child exits; the background sleep keeps stderr open.
+        let t = tempfile::tempdir().unwrap();
+        let f = t.path().join("grandchild");
+        let script = format!("echo hi; sleep 30 >/dev/null & echo $! > {}", f.display());
+        let t0 = Instant::now();
+        let o = run(&mut sh(&script), Some(Duration::from_secs(20))).unwrap();
+        assert_eq!(o.stdout, "hi\n");
         assert!(t0.elapsed() < Duration::from_secs(10), "{:?}", t0.elapsed());
         assert!(gone(pid_in(&f)), "the grandchild was stopped");
     }
