@@ -216,7 +216,8 @@ pub struct BackendInfo {
     pub name: String,
     /// Libraries used, with their paths and versions where known.
     pub libraries: Vec<LibraryInfo>,
-    /// NCCL version, and the NCCL_* environment variables in effect.
+    /// NCCL version, and the NCCL settings in effect ([`Backend::nccl_settings`]): the NCCL_*
+    /// environment, then NCCL's configuration files' values, each followed by its file.
     pub nccl_version: Option<String>,
     pub nccl_env: Vec<(String, String)>,
 }

@@ -511,7 +511,7 @@ impl Backend for RealBackend {
             nccl_version: None,
             nccl_env: vec![],
         };
-        crate::backend::cuda::extend_info(&mut info);
+        crate::backend::cuda::extend_info(&mut info, &self.nccl_settings);
         info
     }
 
