@@ -1195,13 +1195,14 @@ impl SimBackend {
         self
     }
 
-    /// Answer `env` as the NCCL settings in effect (tests of what a setting does to a verdict;
-    /// the simulated figures do not change with it).
+    /// Answer `env` as the NCCL settings in effect, sorted as the real backend answers them
+    /// (tests of what a setting does to a verdict; the simulated figures do not change with it).
     pub fn with_nccl_env(mut self, env: &[(&str, &str)]) -> Self {
         self.nccl_env = env
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
+        self.nccl_env.sort();
         self
     }
 

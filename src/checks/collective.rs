@@ -974,7 +974,7 @@ mod data_tests {
         for x in [judged[1], judged[3]] {
             assert!(
                 x.reason
-                    .contains("not judged: NCCL_P2P_DISABLE=1 in the environment"),
+                    .contains("not judged: NCCL ran under NCCL_P2P_DISABLE=1"),
                 "{}",
                 x.reason
             );
@@ -1022,7 +1022,7 @@ mod data_tests {
             .any(|f| matches!(&f.value, FactValue::Text(t) if t.starts_with("NCCL_DEBUG"))));
         assert!(ar.findings.iter().any(|f| f.status == Status::Error
             && f.reason
-                .contains("not judged: NCCL_ALGO=Ring in the environment")));
+                .contains("not judged: NCCL ran under NCCL_ALGO=Ring")));
         // The peer copies still name the pair; the run as a whole could not be tested as asked.
         assert_eq!(under.check("p2p_bandwidth").unwrap().status, Status::Fail);
         assert_eq!(under.verdict, Verdict::Error);

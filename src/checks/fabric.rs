@@ -178,15 +178,9 @@ pub fn measure_in(
         Ok(()) if world.rank == 0 => backend.fabric_id(),
         Ok(()) => Ok(vec![]),
     };
-    match measure_job(cfg, world, names, key, ctx, id, backend, progress) {
-        Ok(mut m) => {
-            super::nccl_env::record(
-                &mut m,
-                &backend.nccl_settings(),
-                super::nccl_env::Scope::Fabric,
-            );
-            Ok(m)
-        }
+    let settings = backend.nccl_settings();
+    match measure_job(cfg, world, names, key, ctx, id, &settings, backend, progress) {
+        Ok(m) => Ok(m),
         // Another node's absence or stop, rank 0 giving up on the job because others never
         // came, or someone on rank 0's port who could not prove the job's key: this node could
         // not be measured, and is not at fault (the missing node is, in its own evidence or by
@@ -348,6 +342,7 @@ fn measure_job(
     key: &fabric::JobKey,
     ctx: &Ctx,
     id: Result<Vec<u8>, HwError>,
+    settings: &[(String, String)],
     backend: &mut dyn Backend,
     progress: Progress,
 ) -> Result<Measured, fabric::FabricError> {
@@ -378,8 +373,18 @@ fn measure_job(
         session.abort(&why);
         return Err(fabric::FabricError::Invalid(why));
     }
-    let all: Option<Vec<usize>> = session.gather(mine, deadline)?;
-    let counts: Vec<usize> = session.broadcast(all, deadline)?;
+    let all: Option<Vec<NodeSays>> = session.gather(
+        NodeSays {
+            gpus: mine,
+            nccl_env: super::nccl_env::steering(settings, super::nccl_env::Scope::Fabric)
+                .into_iter()
+                .take(MAX_SETTINGS)
+                .collect(),
+        },
+        deadline,
+    )?;
+    let job: JobSays = session.broadcast(all.map(|all| job_says(&all)), deadline)?;
+    let counts = job.gpus;
     if counts.len() != world.size || counts.contains(&0) {
         return Err(fabric::FabricError::Invalid(format!(
             "GPU counts {counts:?} for {} nodes",
@@ -387,6 +392,15 @@ fn measure_job(
         )));
     }
     let me = world.rank;
+    let name = |r: usize| names.get(r).cloned().unwrap_or_else(|| format!("rank {r}"));
+    // The settings other nodes ran with and this one did not: the figures across nodes are
+    // theirs too.
+    let others: Vec<(String, Vec<String>)> = job
+        .nccl_env
+        .iter()
+        .filter(|(_, ranks)| !ranks.contains(&me))
+        .map(|(setting, ranks)| (setting.clone(), ranks.iter().map(|&r| name(r)).collect()))
+        .collect();
     let sizes = sweep(cfg);
     let mut link = Link {
         backend,
@@ -450,8 +464,9 @@ fn measure_job(
     let summary: JobResult = session.broadcast(summary, deadline)?;
     progress(4, 4);
 
-    let name = |r: usize| names.get(r).cloned().unwrap_or_else(|| format!("rank {r}"));
     let mut m = Measured::default();
+    super::nccl_env::record(&mut m, settings, super::nccl_env::Scope::Fabric);
+    super::nccl_env::record_others(&mut m, &others);
     // This node's pairs (the second pass's figure where it measured one again).
     let mut pairs: Vec<&PairResult> = pairwise
         .second
@@ -524,6 +539,43 @@ fn measure_job(
         m.facts.push(verdict_fact(v, &name));
     }
     Ok(m)
+}
+
+/// The most NCCL settings of one node told to the job, and the most distinct settings the job
+/// tells every node: what a node or a job could set is unbounded, a message is not.
+const MAX_SETTINGS: usize = 32;
+
+/// What each node tells rank 0 before the pairs: its GPUs, and the NCCL settings it runs with
+/// that steer figures across nodes ([`super::nccl_env::steering`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct NodeSays {
+    gpus: usize,
+    nccl_env: Vec<String>,
+}
+
+/// What rank 0 tells every node: the GPUs of each, and each NCCL setting some node runs with,
+/// with the ranks that do.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct JobSays {
+    gpus: Vec<usize>,
+    nccl_env: Vec<(String, Vec<usize>)>,
+}
+
+fn job_says(all: &[NodeSays]) -> JobSays {
+    let mut settings: std::collections::BTreeMap<String, Vec<usize>> = Default::default();
+    for (rank, node) in all.iter().enumerate() {
+        for s in node.nccl_env.iter().take(MAX_SETTINGS) {
+            let s = super::nccl_env::cut(s.clone());
+            let ranks = settings.entry(s).or_default();
+            if ranks.last() != Some(&rank) {
+                ranks.push(rank);
+            }
+        }
+    }
+    JobSays {
+        gpus: all.iter().map(|n| n.gpus).collect(),
+        nccl_env: settings.into_iter().take(MAX_SETTINGS).collect(),
+    }
 }
 
 /// The job's figure per op and size (the slowest node's) and its pace node, from every node's.
@@ -977,6 +1029,17 @@ mod tests {
         faults: &[&[&str]],
         c: FabricCheck,
     ) -> Vec<(usize, Outcome)> {
+        job_under(size, ranks, faults, &[], c)
+    }
+
+    /// [`job_with`], node i's NCCL running with the settings `nccl[i]`.
+    fn job_under(
+        size: usize,
+        ranks: &[usize],
+        faults: &[&[&str]],
+        nccl: &[&'static [(&'static str, &'static str)]],
+        c: FabricCheck,
+    ) -> Vec<(usize, Outcome)> {
         let port = free_port();
         let threads: Vec<_> = ranks
             .iter()
@@ -996,10 +1059,12 @@ mod tests {
                     .map(|s| Fault::parse(s).unwrap())
                     .collect();
                 let c = c.clone();
+                let env = nccl.get(rank).copied().unwrap_or(&[]);
                 std::thread::spawn(move || {
                     let mut b =
                         SimBackend::new(sim::load_node("h100-sxm-8").unwrap(), f, rank as u64 + 1)
-                            .unwrap();
+                            .unwrap()
+                            .with_nccl_env(env);
                     let inv = b.inventory().unwrap();
                     let loaded = crate::suite::load::load("h100-sxm-8").unwrap();
                     let ctx = crate::testutil::ctx(&loaded.suite, &inv);
@@ -1511,7 +1576,7 @@ mod tests {
         assert!(f
             .iter()
             .filter(|x| x.status == Status::Error)
-            .all(|x| x.reason.contains("not judged: NCCL_IB_DISABLE=1")));
+            .all(|x| x.reason.contains("not judged: NCCL ran under NCCL_IB_DISABLE=1")));
         assert!(f.iter().any(|x| x.info
             && x.reason
                 .starts_with("the fabric measured with NCCL_IB_DISABLE=1")));
@@ -1532,6 +1597,88 @@ mod tests {
             [Status::Error, Status::Fail, Status::Error],
             "{:#?}",
             evaluate(&c, &ctx, &m)
+        );
+    }
+
+    #[test]
+    fn a_setting_one_node_runs_with_is_told_to_every_node_of_the_job() {
+        // n3's NIC is slow and its NCCL runs on sockets: the job's figures are its NCCL's too.
+        let out = job_under(
+            3,
+            &[0, 1, 2],
+            &[&[], &[], &["nic-downtrained:nic=0"]],
+            &[
+                &[("NCCL_DEBUG", "INFO")],
+                &[("NCCL_ALGO", "Ring")],
+                &[("NCCL_IB_DISABLE", "1"), ("NCCL_ALGO", "Ring")],
+            ],
+            cfg(30.0),
+        );
+        let mut seen = vec![];
+        for (rank, r) in out {
+            let (m, f) = r.unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+            let set = crate::checks::nccl_env::settings(&m);
+            let errors: Vec<&Finding> = f.iter().filter(|x| x.status == Status::Error).collect();
+            assert!(failed(&f).is_empty(), "rank {rank}: {f:#?}");
+            match rank {
+                0 => assert_eq!(set, ["NCCL_ALGO=Ring on n2, n3", "NCCL_IB_DISABLE=1 on n3"]),
+                1 => assert_eq!(set, ["NCCL_ALGO=Ring", "NCCL_IB_DISABLE=1 on n3"]),
+                _ => {
+                    assert_eq!(set, ["NCCL_ALGO=Ring", "NCCL_IB_DISABLE=1"]);
+                    // Its node fault and the job's figure it sets: not judged, not failed.
+                    assert_eq!(errors.len(), 2, "{f:#?}");
+                    assert!(errors.iter().all(|x| x
+                        .reason
+                        .contains("not judged: NCCL ran under NCCL_ALGO=Ring, NCCL_IB_DISABLE=1")));
+                }
+            }
+            assert!(
+                f.iter().any(|x| x.info
+                    && x.metric.as_deref() == Some(crate::checks::nccl_env::FACT)
+                    && x.reason.starts_with(&format!(
+                        "the fabric measured with {}:",
+                        set.join(", ")
+                    ))),
+                "rank {rank}: {f:#?}"
+            );
+            seen.push(rank);
+        }
+        seen.sort();
+        assert_eq!(seen, [0, 1, 2]);
+    }
+
+    #[test]
+    fn what_the_job_is_told_of_its_settings_is_bounded_and_by_rank() {
+        let node = |n: usize, extra: &[&str]| NodeSays {
+            gpus: 8,
+            nccl_env: (0..n)
+                .map(|i| format!("NCCL_K{i:03}=1"))
+                .chain(extra.iter().map(|s| s.to_string()))
+                .collect(),
+        };
+        let long = format!("NCCL_ALGO={}", "x".repeat(500));
+        let says = job_says(&[node(0, &["NCCL_ALGO=Ring"]), node(0, &[]), node(0, &["NCCL_ALGO=Ring", &long, "NCCL_ALGO=Ring"])]);
+        assert_eq!(says.gpus, [8, 8, 8]);
+        assert_eq!(says.nccl_env.len(), 2);
+        assert_eq!(says.nccl_env[0], ("NCCL_ALGO=Ring".to_string(), vec![0, 2]));
+        assert!(says.nccl_env[1].0.len() <= 203 && says.nccl_env[1].0.ends_with("..."));
+        // A node that sends more than the bound is heard to the bound; so is the job.
+        let says = job_says(&[node(100, &[]), node(40, &["NCCL_ZZ=1"])]);
+        assert_eq!(says.nccl_env.len(), MAX_SETTINGS);
+        assert!(says.nccl_env.iter().all(|(_, r)| r == &vec![0, 1]));
+    }
+
+    #[test]
+    fn other_nodes_settings_name_at_most_four_nodes() {
+        let mut m = Measured::default();
+        let nodes: Vec<String> = (1..=7).map(|i| format!("n{i}")).collect();
+        crate::checks::nccl_env::record_others(
+            &mut m,
+            &[("NCCL_IB_DISABLE=1".into(), nodes), ("NCCL_X=1".into(), vec![])],
+        );
+        assert_eq!(
+            crate::checks::nccl_env::settings(&m),
+            ["NCCL_IB_DISABLE=1 on n1, n2, n3, n4 and 3 more"]
         );
     }
 

@@ -85,19 +85,55 @@ pub fn steers(name: &str, value: &str, scope: Scope) -> bool {
         && (scope == Scope::Fabric || !NETWORK.iter().any(|p| name.starts_with(p)))
 }
 
-/// Record the settings of `env` (the NCCL settings in effect, [`crate::backend::Backend::
-/// nccl_settings`]) that may change a figure measured in `scope`, one fact each.
-pub fn record(m: &mut Measured, env: &[(String, String)], scope: Scope) {
-    for (k, v) in env.iter().filter(|(k, v)| steers(k, v, scope)) {
-        let mut text = format!("{k}={v}");
-        if text.len() > MAX_TEXT {
-            let mut end = MAX_TEXT;
-            while !text.is_char_boundary(end) {
-                end -= 1;
-            }
-            text.truncate(end);
-            text.push_str("...");
+/// The settings of `env` (the NCCL settings in effect, [`crate::backend::Backend::
+/// nccl_settings`]) that may change a figure measured in `scope`, as "NAME=value", each cut to
+/// [`MAX_TEXT`] bytes.
+pub fn steering(env: &[(String, String)], scope: Scope) -> Vec<String> {
+    env.iter()
+        .filter(|(k, v)| steers(k, v, scope))
+        .map(|(k, v)| cut(format!("{k}={v}")))
+        .collect()
+}
+
+/// `text` cut to [`MAX_TEXT`] bytes on a character boundary, "..." saying so.
+pub fn cut(mut text: String) -> String {
+    if text.len() > MAX_TEXT {
+        let mut end = MAX_TEXT;
+        while !text.is_char_boundary(end) {
+            end -= 1;
         }
+        text.truncate(end);
+        text.push_str("...");
+    }
+    text
+}
+
+/// Record the settings of `env` that may change a figure measured in `scope`, one fact each.
+pub fn record(m: &mut Measured, env: &[(String, String)], scope: Scope) {
+    for text in steering(env, scope) {
+        m.facts
+            .push(Fact::new(FACT, Subject::node(), FactValue::Text(text)));
+    }
+}
+
+/// The most nodes named for one setting that other nodes of a job ran with.
+const MAX_NODES_NAMED: usize = 4;
+
+/// Record the settings that other nodes of a job ran with and this one did not, as "NAME=value
+/// on n3, n4": figures measured across nodes are every node's NCCL's, so they steer this node's
+/// figures as its own would. `others` holds each setting with the nodes that had it.
+pub fn record_others(m: &mut Measured, others: &[(String, Vec<String>)]) {
+    for (setting, nodes) in others.iter().filter(|(_, n)| !n.is_empty()) {
+        let mut on = nodes
+            .iter()
+            .take(MAX_NODES_NAMED)
+            .cloned()
+            .collect::<Vec<_>>()
+            .join(", ");
+        if nodes.len() > MAX_NODES_NAMED {
+            on.push_str(&format!(" and {} more", nodes.len() - MAX_NODES_NAMED));
+        }
+        let text = format!("{} on {on}", cut(setting.clone()));
         m.facts
             .push(Fact::new(FACT, Subject::node(), FactValue::Text(text)));
     }
@@ -127,8 +163,8 @@ pub fn steer<'a>(m: &Measured, figures: impl IntoIterator<Item = &'a mut Finding
     for f in figures.into_iter().filter(|f| f.status == Status::Fail) {
         f.status = Status::Error;
         f.reason = format!(
-            "{}; not judged: {list} in the environment steers NCCL, so this figure may be that \
-             setting's and not the node's (unset it to measure the node)",
+            "{}; not judged: NCCL ran under {list}, so this figure may be the settings' and \
+             not the node's (unset them to measure the node)",
             f.reason
         );
     }
@@ -149,8 +185,8 @@ pub fn note(m: &Measured, what: &str) -> Option<Finding> {
             list.clone(),
             "NCCL left to its own choices",
             format!(
-                "{what} measured with {list} set in the environment: a figure that meets its \
-                 floor holds, one that does not is not judged"
+                "{what} measured with {list}: a figure that meets its floor holds, one that \
+                 does not is not judged"
             ),
         )
         .on(FACT)
@@ -259,7 +295,7 @@ mod tests {
         assert!(
             figures[0]
                 .reason
-                .starts_with("busbw below its floor; not judged: NCCL_NVLS_ENABLE=0"),
+                .starts_with("busbw below its floor; not judged: NCCL ran under NCCL_NVLS_ENABLE=0"),
             "{}",
             figures[0].reason
         );

@@ -24,7 +24,7 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// The protocol's name and version, in every hello.
-pub const MAGIC: &str = "nodecert-fabric-2";
+pub const MAGIC: &str = "nodecert-fabric-3";
 /// The largest frame, in bytes (the length prefix excluded).
 pub const MAX_FRAME: usize = 1 << 20;
 /// The largest unique id, in bytes (NCCL's is 128).

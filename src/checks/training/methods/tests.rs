@@ -472,7 +472,7 @@ fn a_missed_floor_under_an_nccl_setting_is_not_judged_but_disagreement_fails() {
     let miss = under.iter().find(|x| x.status == Status::Error).unwrap();
     assert!(
         miss.reason
-            .contains("not judged: NCCL_PROTO=Simple in the environment"),
+            .contains("not judged: NCCL ran under NCCL_PROTO=Simple"),
         "{}",
         miss.reason
     );
