@@ -207,7 +207,9 @@ pub fn run(cmd: &mut Command, limit: Option<Duration>) -> Result<Output, Error> 
         // Something the child started still holds its output: it is stopped with the group.
         kill_group(&child);
     }
-    let status = child.wait().map_err(|source| Error::Wait { program, source })?;
+    let status = child
+        .wait()
+        .map_err(|source| Error::Wait { program, source })?;
     Ok(Output {
         status,
         stdout,
