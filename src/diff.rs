@@ -98,15 +98,24 @@ impl MetricChange {
 pub const CONDITIONS: &[&str] = &[
     crate::checks::compute::OPERANDS,
     crate::checks::nccl_env::FACT,
+    crate::checks::nccl_env::ACCEPTED,
 ];
 
 /// The conditions a check's figures were measured under ([`CONDITIONS`]), sorted, for people.
+/// A setting the suite accepts is a setting all the same: whether a suite accepted it changes
+/// how a figure is judged, not what was measured.
 pub fn conditions(c: &CheckRecord) -> Vec<String> {
     let mut v: Vec<String> = c
         .facts
         .iter()
         .filter(|f| CONDITIONS.contains(&f.name.as_str()))
-        .map(|f| format!("{}: {}", f.name, f.value.describe()))
+        .map(|f| {
+            let name = match f.name.as_str() {
+                crate::checks::nccl_env::ACCEPTED => crate::checks::nccl_env::FACT,
+                n => n,
+            };
+            format!("{name}: {}", f.value.describe())
+        })
         .collect();
     v.sort();
     v

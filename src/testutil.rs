@@ -16,7 +16,22 @@ pub fn simulated(node: &str, faults: &[&str]) -> Evidence {
 /// A simulated run of `node` with `faults`, its NCCL answering `nccl_env` as the settings in
 /// effect.
 pub fn simulated_under(node: &str, faults: &[&str], nccl_env: &[(&str, &str)]) -> Evidence {
-    let loaded = load::load(node).expect("embedded suite");
+    simulated_with(
+        &load::load(node).expect("embedded suite"),
+        node,
+        faults,
+        nccl_env,
+    )
+}
+
+/// A run of `loaded` on a simulated `node` with `faults`, its NCCL answering `nccl_env` as the
+/// settings in effect.
+pub fn simulated_with(
+    loaded: &load::LoadedSuite,
+    node: &str,
+    faults: &[&str],
+    nccl_env: &[(&str, &str)],
+) -> Evidence {
     let faults = faults
         .iter()
         .map(|f| Fault::parse(f).expect("fault"))
@@ -26,8 +41,8 @@ pub fn simulated_under(node: &str, faults: &[&str], nccl_env: &[(&str, &str)]) -
         .with_nccl_env(nccl_env);
     let inv = b.inventory().expect("inventory");
     let rec = b.record();
-    let ev = crate::runner::new_evidence(&loaded, &b, inv, Some(rec), Environment::default());
-    crate::runner::run(&loaded, &mut b, ev, None, &mut crate::runner::Silent).expect("run")
+    let ev = crate::runner::new_evidence(loaded, &b, inv, Some(rec), Environment::default());
+    crate::runner::run(loaded, &mut b, ev, None, &mut crate::runner::Silent).expect("run")
 }
 
 /// A simulated run of `node` named `name` (one node of a simulated fleet) with `seed`.

@@ -229,12 +229,40 @@ pub struct LibraryInfo {
     pub version: Option<String>,
 }
 
+/// One NCCL setting in effect: its name, its value, and the configuration file it comes from
+/// (`None`: the environment, or nodecert's own record of a file it could not read).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct NcclSetting {
+    pub name: String,
+    pub value: String,
+    pub from: Option<std::path::PathBuf>,
+}
+
+impl NcclSetting {
+    /// A setting of the environment.
+    pub fn env(name: &str, value: &str) -> Self {
+        NcclSetting {
+            name: name.into(),
+            value: value.into(),
+            from: None,
+        }
+    }
+
+    /// Its value as the evidence shows it: followed by its file where it comes from one.
+    pub fn shown(&self) -> String {
+        match &self.from {
+            Some(f) => format!("{} (from {})", self.value, f.display()),
+            None => self.value.clone(),
+        }
+    }
+}
+
 /// The hardware boundary. Bandwidths are GB/s (10^9 bytes/s), latencies microseconds.
 pub trait Backend {
     fn info(&self) -> BackendInfo;
     /// The NCCL_* settings in effect for this process's NCCL (name, value), sorted: the
     /// collectives measured here are those settings' ([`crate::checks::nccl_env`]).
-    fn nccl_settings(&self) -> Vec<(String, String)> {
+    fn nccl_settings(&self) -> Vec<NcclSetting> {
         Vec::new()
     }
     /// Read what the node is.

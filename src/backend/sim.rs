@@ -1145,7 +1145,7 @@ pub struct SimBackend {
     /// what its GPUs' serials and UUIDs derive from, so that no two nodes share a GPU.
     named: Option<String>,
     /// The NCCL settings this node answers as in effect ([`SimBackend::with_nccl_env`]).
-    nccl_env: Vec<(String, String)>,
+    nccl_env: Vec<crate::backend::NcclSetting>,
 }
 
 /// Another VBIOS version than `v`, for the vbios-mismatch fault: its last field changed
@@ -1200,7 +1200,7 @@ impl SimBackend {
     pub fn with_nccl_env(mut self, env: &[(&str, &str)]) -> Self {
         self.nccl_env = env
             .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .map(|(k, v)| crate::backend::NcclSetting::env(k, v))
             .collect();
         self.nccl_env.sort();
         self
@@ -1598,7 +1598,7 @@ impl SimBackend {
 }
 
 impl Backend for SimBackend {
-    fn nccl_settings(&self) -> Vec<(String, String)> {
+    fn nccl_settings(&self) -> Vec<crate::backend::NcclSetting> {
         self.nccl_env.clone()
     }
 
@@ -1712,7 +1712,11 @@ impl Backend for SimBackend {
             ),
             libraries: vec![],
             nccl_version: None,
-            nccl_env: self.nccl_env.clone(),
+            nccl_env: self
+                .nccl_env
+                .iter()
+                .map(|s| (s.name.clone(), s.shown()))
+                .collect(),
         }
     }
 

@@ -187,7 +187,12 @@ impl Check for Collective {
         let second = self.second_pass(ctx);
         let steps = sizes.len() + usize::from(second);
         let mut m = Measured::default();
-        super::nccl_env::record(&mut m, &b.nccl_settings(), super::nccl_env::Scope::Node);
+        super::nccl_env::record(
+            &mut m,
+            &b.nccl_settings(),
+            super::nccl_env::Scope::Node,
+            &ctx.suite.nccl.accept,
+        );
         for (i, &s) in sizes.iter().enumerate() {
             let r = b.collective(self.op, s, c.warmup, c.iterations)?;
             self.record(&mut m, s, &r, "")?;
@@ -956,8 +961,9 @@ mod data_tests {
         let mut set = Measured::default();
         crate::checks::nccl_env::record(
             &mut set,
-            &[("NCCL_P2P_DISABLE".into(), "1".into())],
+            &[crate::backend::NcclSetting::env("NCCL_P2P_DISABLE", "1")],
             crate::checks::nccl_env::Scope::Node,
+            &Default::default(),
         );
         // Without the setting: 1 MiB below its floor, 1 GiB above it but below the slowest
         // peer read.
@@ -1035,6 +1041,51 @@ mod data_tests {
         let ar = healthy.check("collective.all_reduce").unwrap();
         assert_eq!(ar.status, Status::Pass);
         assert_eq!(healthy.verdict, Verdict::Pass);
+    }
+
+    /// A setting the suite accepts (`[nccl] accept`) is part of the node as certified: the
+    /// collective measured under it is judged, and fails where the node falls short; another
+    /// value of the same setting is still not the node's.
+    #[test]
+    fn a_setting_the_suite_accepts_is_judged_as_the_nodes() {
+        use crate::evidence::Verdict;
+        let suite = |value: &str| {
+            crate::suite::load::load_source(crate::config::Source {
+                name: "site.toml".into(),
+                text: format!(
+                    "format_version = 1\nname = \"site\"\nextends = \"h100-sxm-8\"\n\
+                     [nccl]\naccept = {{ NCCL_TOPO_FILE = \"{value}\" }}\n"
+                ),
+            })
+            .expect("a suite that accepts a setting")
+        };
+        let fault = ["slow-gpu-pair:gpu=1,peer=4"];
+        let set = [("NCCL_TOPO_FILE", "/opt/topo.xml")];
+        let ev =
+            crate::testutil::simulated_with(&suite("/opt/topo.xml"), "h100-sxm-8", &fault, &set);
+        let ar = ev.check("collective.all_reduce").unwrap();
+        assert_eq!(ar.status, Status::Fail, "{:#?}", ar.findings);
+        assert_eq!(ev.verdict, Verdict::Fail);
+        assert!(ar
+            .facts
+            .iter()
+            .any(|f| f.name == crate::checks::nccl_env::ACCEPTED
+                && f.value == FactValue::Text("NCCL_TOPO_FILE=/opt/topo.xml".into())));
+        assert!(!ar
+            .facts
+            .iter()
+            .any(|f| f.name == crate::checks::nccl_env::FACT));
+        assert!(ar.findings.iter().any(|f| f.info
+            && f.reason
+                .contains("with NCCL_TOPO_FILE=/opt/topo.xml, which the suite accepts")));
+        // Healthy under it: a pass, not a partial one.
+        let ev = crate::testutil::simulated_with(&suite("/opt/topo.xml"), "h100-sxm-8", &[], &set);
+        assert_eq!(ev.verdict, Verdict::Pass);
+        // The suite accepts another file: this one steers NCCL, and the shortfall is not judged.
+        let ev =
+            crate::testutil::simulated_with(&suite("/opt/other.xml"), "h100-sxm-8", &fault, &set);
+        let ar = ev.check("collective.all_reduce").unwrap();
+        assert_eq!(ar.status, Status::Error, "{:#?}", ar.findings);
     }
 
     #[test]

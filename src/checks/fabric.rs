@@ -179,7 +179,9 @@ pub fn measure_in(
         Ok(()) => Ok(vec![]),
     };
     let settings = backend.nccl_settings();
-    match measure_job(cfg, world, names, key, ctx, id, &settings, backend, progress) {
+    match measure_job(
+        cfg, world, names, key, ctx, id, &settings, backend, progress,
+    ) {
         Ok(m) => Ok(m),
         // Another node's absence or stop, rank 0 giving up on the job because others never
         // came, or someone on rank 0's port who could not prove the job's key: this node could
@@ -195,6 +197,8 @@ pub fn measure_in(
         Err(e) => Err(e.into()),
     }
 }
+
+const FABRIC: super::nccl_env::Scope = super::nccl_env::Scope::Fabric;
 
 fn not_measured(why: String) -> Measured {
     let mut m = Measured::default();
@@ -342,7 +346,7 @@ fn measure_job(
     key: &fabric::JobKey,
     ctx: &Ctx,
     id: Result<Vec<u8>, HwError>,
-    settings: &[(String, String)],
+    settings: &[crate::backend::NcclSetting],
     backend: &mut dyn Backend,
     progress: Progress,
 ) -> Result<Measured, fabric::FabricError> {
@@ -376,7 +380,7 @@ fn measure_job(
     let all: Option<Vec<NodeSays>> = session.gather(
         NodeSays {
             gpus: mine,
-            nccl_env: super::nccl_env::steering(settings, super::nccl_env::Scope::Fabric)
+            nccl_env: super::nccl_env::steering(settings, FABRIC, &ctx.suite.nccl.accept)
                 .into_iter()
                 .take(MAX_SETTINGS)
                 .collect(),
@@ -465,7 +469,7 @@ fn measure_job(
     progress(4, 4);
 
     let mut m = Measured::default();
-    super::nccl_env::record(&mut m, settings, super::nccl_env::Scope::Fabric);
+    super::nccl_env::record(&mut m, settings, FABRIC, &ctx.suite.nccl.accept);
     super::nccl_env::record_others(&mut m, &others);
     // This node's pairs (the second pass's figure where it measured one again).
     let mut pairs: Vec<&PairResult> = pairwise
@@ -1568,15 +1572,15 @@ mod tests {
         assert_eq!(statuses(&m), [Status::Fail, Status::Fail]);
         crate::checks::nccl_env::record(
             &mut m,
-            &[("NCCL_IB_DISABLE".into(), "1".into())],
+            &[crate::backend::NcclSetting::env("NCCL_IB_DISABLE", "1")],
             crate::checks::nccl_env::Scope::Fabric,
+            &Default::default(),
         );
         let f = evaluate(&c, &ctx, &m);
         assert_eq!(statuses(&m), [Status::Error, Status::Error], "{f:#?}");
-        assert!(f
-            .iter()
-            .filter(|x| x.status == Status::Error)
-            .all(|x| x.reason.contains("not judged: NCCL ran under NCCL_IB_DISABLE=1")));
+        assert!(f.iter().filter(|x| x.status == Status::Error).all(|x| x
+            .reason
+            .contains("not judged: NCCL ran under NCCL_IB_DISABLE=1")));
         assert!(f.iter().any(|x| x.info
             && x.reason
                 .starts_with("the fabric measured with NCCL_IB_DISABLE=1")));
@@ -1635,10 +1639,8 @@ mod tests {
             assert!(
                 f.iter().any(|x| x.info
                     && x.metric.as_deref() == Some(crate::checks::nccl_env::FACT)
-                    && x.reason.starts_with(&format!(
-                        "the fabric measured with {}:",
-                        set.join(", ")
-                    ))),
+                    && x.reason
+                        .starts_with(&format!("the fabric measured with {}:", set.join(", ")))),
                 "rank {rank}: {f:#?}"
             );
             seen.push(rank);
@@ -1657,7 +1659,11 @@ mod tests {
                 .collect(),
         };
         let long = format!("NCCL_ALGO={}", "x".repeat(500));
-        let says = job_says(&[node(0, &["NCCL_ALGO=Ring"]), node(0, &[]), node(0, &["NCCL_ALGO=Ring", &long, "NCCL_ALGO=Ring"])]);
+        let says = job_says(&[
+            node(0, &["NCCL_ALGO=Ring"]),
+            node(0, &[]),
+            node(0, &["NCCL_ALGO=Ring", &long, "NCCL_ALGO=Ring"]),
+        ]);
         assert_eq!(says.gpus, [8, 8, 8]);
         assert_eq!(says.nccl_env.len(), 2);
         assert_eq!(says.nccl_env[0], ("NCCL_ALGO=Ring".to_string(), vec![0, 2]));
@@ -1674,7 +1680,10 @@ mod tests {
         let nodes: Vec<String> = (1..=7).map(|i| format!("n{i}")).collect();
         crate::checks::nccl_env::record_others(
             &mut m,
-            &[("NCCL_IB_DISABLE=1".into(), nodes), ("NCCL_X=1".into(), vec![])],
+            &[
+                ("NCCL_IB_DISABLE=1".into(), nodes),
+                ("NCCL_X=1".into(), vec![]),
+            ],
         );
         assert_eq!(
             crate::checks::nccl_env::settings(&m),

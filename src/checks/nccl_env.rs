@@ -13,10 +13,16 @@
 //! setting, never a failure of the hardware. Wrong data stays a failure whatever the settings.
 
 use super::Measured;
+use crate::backend::NcclSetting;
 use crate::evidence::{Fact, FactValue, Finding, Status, Subject};
+use std::collections::BTreeMap;
 
 /// The fact that holds one setting, as "NAME=value".
 pub const FACT: &str = "nccl_env";
+
+/// The fact that holds one setting the suite accepts (`[nccl] accept`, [`crate::suite::
+/// NcclExpect`]): part of the node as certified, so a figure measured under it is judged.
+pub const ACCEPTED: &str = "nccl_env_accepted";
 
 /// The most of one setting's text kept in the evidence.
 const MAX_TEXT: usize = 200;
@@ -85,13 +91,27 @@ pub fn steers(name: &str, value: &str, scope: Scope) -> bool {
         && (scope == Scope::Fabric || !NETWORK.iter().any(|p| name.starts_with(p)))
 }
 
+/// Whether the suite's `accept` (name = exact value) accepts setting `s`.
+fn accepted(s: &NcclSetting, accept: &BTreeMap<String, String>) -> bool {
+    accept.get(&s.name) == Some(&s.value)
+}
+
+/// "NAME=value", followed by the file it comes from, cut to [`MAX_TEXT`] bytes.
+fn text(s: &NcclSetting) -> String {
+    cut(format!("{}={}", s.name, s.shown()))
+}
+
 /// The settings of `env` (the NCCL settings in effect, [`crate::backend::Backend::
-/// nccl_settings`]) that may change a figure measured in `scope`, as "NAME=value", each cut to
-/// [`MAX_TEXT`] bytes.
-pub fn steering(env: &[(String, String)], scope: Scope) -> Vec<String> {
+/// nccl_settings`]) that may change a figure measured in `scope` and that the suite does not
+/// `accept`, as "NAME=value", each cut to [`MAX_TEXT`] bytes.
+pub fn steering(
+    env: &[NcclSetting],
+    scope: Scope,
+    accept: &BTreeMap<String, String>,
+) -> Vec<String> {
     env.iter()
-        .filter(|(k, v)| steers(k, v, scope))
-        .map(|(k, v)| cut(format!("{k}={v}")))
+        .filter(|s| steers(&s.name, &s.value, scope) && !accepted(s, accept))
+        .map(text)
         .collect()
 }
 
@@ -108,11 +128,27 @@ pub fn cut(mut text: String) -> String {
     text
 }
 
-/// Record the settings of `env` that may change a figure measured in `scope`, one fact each.
-pub fn record(m: &mut Measured, env: &[(String, String)], scope: Scope) {
-    for text in steering(env, scope) {
+/// Record the settings of `env` that may change a figure measured in `scope`, one fact each:
+/// [`FACT`], or [`ACCEPTED`] for those the suite's `accept` names with their value.
+pub fn record(
+    m: &mut Measured,
+    env: &[NcclSetting],
+    scope: Scope,
+    accept: &BTreeMap<String, String>,
+) {
+    for text in steering(env, scope, accept) {
         m.facts
             .push(Fact::new(FACT, Subject::node(), FactValue::Text(text)));
+    }
+    for s in env
+        .iter()
+        .filter(|s| steers(&s.name, &s.value, scope) && accepted(s, accept))
+    {
+        m.facts.push(Fact::new(
+            ACCEPTED,
+            Subject::node(),
+            FactValue::Text(text(s)),
+        ));
     }
 }
 
@@ -139,11 +175,20 @@ pub fn record_others(m: &mut Measured, others: &[(String, Vec<String>)]) {
     }
 }
 
-/// The settings recorded in `m`, as "NAME=value".
+/// The settings recorded in `m` that steer its figures, as "NAME=value".
 pub fn settings(m: &Measured) -> Vec<&str> {
+    texts(m, FACT)
+}
+
+/// The settings recorded in `m` that the suite accepts.
+pub fn accepted_settings(m: &Measured) -> Vec<&str> {
+    texts(m, ACCEPTED)
+}
+
+fn texts<'a>(m: &'a Measured, name: &str) -> Vec<&'a str> {
     m.facts
         .iter()
-        .filter(|f| f.name == FACT)
+        .filter(|f| f.name == name)
         .filter_map(|f| match &f.value {
             FactValue::Text(t) => Some(t.as_str()),
             _ => None,
@@ -173,21 +218,34 @@ pub fn steer<'a>(m: &Measured, figures: impl IntoIterator<Item = &'a mut Finding
 /// One line of information, where `m` was measured under NCCL settings: which, and what they
 /// mean for the verdicts on `what` ("all_reduce", "the fabric").
 pub fn note(m: &Measured, what: &str) -> Option<Finding> {
-    let set = settings(m);
-    if set.is_empty() {
-        return None;
-    }
-    let list = set.join(", ");
+    let (set, ok) = (settings(m).join(", "), accepted_settings(m).join(", "));
+    let reason = match (set.is_empty(), ok.is_empty()) {
+        (true, true) => return None,
+        (false, true) => format!(
+            "{what} measured with {set}: a figure that meets its floor holds, one that does not \
+             is not judged"
+        ),
+        (true, false) => format!(
+            "{what} measured with {ok}, which the suite accepts as part of the node: its \
+             figures are judged"
+        ),
+        (false, false) => format!(
+            "{what} measured with {set}: a figure that meets its floor holds, one that does not \
+             is not judged; and with {ok}, which the suite accepts"
+        ),
+    };
+    let found = [set, ok]
+        .into_iter()
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(", ");
     Some(
         super::judge::finding(
             Status::Pass,
             Subject::node(),
-            list.clone(),
+            found,
             "NCCL left to its own choices",
-            format!(
-                "{what} measured with {list}: a figure that meets its floor holds, one that \
-                 does not is not judged"
-            ),
+            reason,
         )
         .on(FACT)
         .informational(),
@@ -199,10 +257,12 @@ mod tests {
     use super::*;
     use crate::checks::judge::finding;
 
-    fn env(list: &[(&str, &str)]) -> Vec<(String, String)> {
-        list.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+    fn env(list: &[(&str, &str)]) -> Vec<NcclSetting> {
+        list.iter().map(|(k, v)| NcclSetting::env(k, v)).collect()
+    }
+
+    fn none() -> BTreeMap<String, String> {
+        BTreeMap::new()
     }
 
     #[test]
@@ -217,14 +277,14 @@ mod tests {
             ("NCCL_SOME_FUTURE_KNOB", "7"),
             ("NCCL_ALGO", ""),
         ]);
-        record(&mut m, &set, Scope::Node);
+        record(&mut m, &set, Scope::Node, &none());
         assert_eq!(
             settings(&m),
             ["NCCL_P2P_DISABLE=1", "NCCL_SOME_FUTURE_KNOB=7"]
         );
         // Across nodes the network's settings steer the figures too.
         let mut m = Measured::default();
-        record(&mut m, &set, Scope::Fabric);
+        record(&mut m, &set, Scope::Fabric, &none());
         assert_eq!(
             settings(&m),
             [
@@ -263,6 +323,7 @@ mod tests {
             &mut m,
             &env(&[("NCCL_ALGOS", &"é".repeat(300))]),
             Scope::Node,
+            &none(),
         );
         let s = settings(&m)[0];
         assert_eq!(s.len(), MAX_TEXT - 1 + 3, "cut before the character: {s}");
@@ -270,7 +331,7 @@ mod tests {
         // At the limit exactly, kept whole.
         let mut m = Measured::default();
         let whole = "x".repeat(MAX_TEXT - "NCCL_ALGO=".len());
-        record(&mut m, &env(&[("NCCL_ALGO", &whole)]), Scope::Node);
+        record(&mut m, &env(&[("NCCL_ALGO", &whole)]), Scope::Node, &none());
         assert_eq!(settings(&m)[0], format!("NCCL_ALGO={whole}"));
     }
 
@@ -287,15 +348,20 @@ mod tests {
     #[test]
     fn a_figure_that_falls_short_under_a_setting_is_an_error_that_names_it() {
         let mut m = Measured::default();
-        record(&mut m, &env(&[("NCCL_NVLS_ENABLE", "0")]), Scope::Node);
+        record(
+            &mut m,
+            &env(&[("NCCL_NVLS_ENABLE", "0")]),
+            Scope::Node,
+            &none(),
+        );
         let mut figures = vec![fig(Status::Fail), fig(Status::Pass), fig(Status::Warn)];
         steer(&m, &mut figures);
         let note = note(&m, "all_reduce").expect("a line of information");
         assert_eq!(figures[0].status, Status::Error);
         assert!(
-            figures[0]
-                .reason
-                .starts_with("busbw below its floor; not judged: NCCL ran under NCCL_NVLS_ENABLE=0"),
+            figures[0].reason.starts_with(
+                "busbw below its floor; not judged: NCCL ran under NCCL_NVLS_ENABLE=0"
+            ),
             "{}",
             figures[0].reason
         );
@@ -312,11 +378,75 @@ mod tests {
     #[test]
     fn without_a_setting_nothing_changes() {
         let mut m = Measured::default();
-        record(&mut m, &env(&[("NCCL_DEBUG", "WARN")]), Scope::Node);
+        record(
+            &mut m,
+            &env(&[("NCCL_DEBUG", "WARN")]),
+            Scope::Node,
+            &none(),
+        );
         let mut figures = vec![fig(Status::Fail)];
         steer(&m, &mut figures);
         assert!(note(&m, "all_reduce").is_none());
         assert_eq!(figures[0].status, Status::Fail);
         assert_eq!(figures[0].reason, "busbw below its floor");
+    }
+
+    #[test]
+    fn a_setting_the_suite_accepts_is_recorded_as_such_and_steers_nothing() {
+        let accept: BTreeMap<String, String> = [
+            ("NCCL_TOPO_FILE".to_string(), "/opt/topo.xml".to_string()),
+            ("NCCL_ALGO".to_string(), "Tree".to_string()),
+        ]
+        .into();
+        let mut from_file = NcclSetting::env("NCCL_TOPO_FILE", "/opt/topo.xml");
+        from_file.from = Some("/etc/nccl.conf".into());
+        let mut m = Measured::default();
+        record(
+            &mut m,
+            &[from_file, NcclSetting::env("NCCL_ALGO", "Ring")],
+            Scope::Node,
+            &accept,
+        );
+        // The value is matched, not its file; another value of an accepted name steers.
+        assert_eq!(settings(&m), ["NCCL_ALGO=Ring"]);
+        assert_eq!(
+            accepted_settings(&m),
+            ["NCCL_TOPO_FILE=/opt/topo.xml (from /etc/nccl.conf)"]
+        );
+        assert_eq!(
+            steering(
+                &[NcclSetting::env("NCCL_ALGO", "Tree")],
+                Scope::Node,
+                &accept
+            ),
+            Vec::<String>::new()
+        );
+        let n = note(&m, "all_reduce").unwrap();
+        assert!(
+            n.reason.ends_with(
+                "and with NCCL_TOPO_FILE=/opt/topo.xml (from /etc/nccl.conf), which the suite \
+                 accepts"
+            ),
+            "{}",
+            n.reason
+        );
+        // Only accepted settings: nothing is steered, and the note says they were judged.
+        let mut m = Measured::default();
+        record(
+            &mut m,
+            &[NcclSetting::env("NCCL_ALGO", "Tree")],
+            Scope::Node,
+            &accept,
+        );
+        let mut figures = vec![fig(Status::Fail)];
+        steer(&m, &mut figures);
+        assert_eq!(figures[0].status, Status::Fail);
+        let n = note(&m, "all_reduce").unwrap();
+        assert_eq!(
+            n.reason,
+            "all_reduce measured with NCCL_ALGO=Tree, which the suite accepts as part of the \
+             node: its figures are judged"
+        );
+        assert_eq!(n.found, "NCCL_ALGO=Tree");
     }
 }

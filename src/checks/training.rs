@@ -71,7 +71,12 @@ impl Check for Training {
         super::positive_times("the training step", "ms", &r.step_ms)?;
         progress(1, 1);
         let mut m = Measured::default();
-        super::nccl_env::record(&mut m, &b.nccl_settings(), super::nccl_env::Scope::Node);
+        super::nccl_env::record(
+            &mut m,
+            &b.nccl_settings(),
+            super::nccl_env::Scope::Node,
+            &ctx.suite.nccl.accept,
+        );
         let node = Subject::node;
         m.metrics
             .push(Metric::new("loss", node(), "", r.losses.clone()));
@@ -567,8 +572,9 @@ mod tests {
         assert_eq!(scaling(&check.evaluate(&ctx, &m)), Some(Status::Fail));
         crate::checks::nccl_env::record(
             &mut m,
-            &[("NCCL_MAX_NCHANNELS".into(), "1".into())],
+            &[crate::backend::NcclSetting::env("NCCL_MAX_NCHANNELS", "1")],
             crate::checks::nccl_env::Scope::Node,
+            &Default::default(),
         );
         let f = check.evaluate(&ctx, &m);
         assert_eq!(scaling(&f), Some(Status::Error), "{f:#?}");

@@ -34,9 +34,30 @@ pub struct Suite {
     pub network: NetworkExpect,
     #[serde(default)]
     pub checks: Checks,
+    /// NCCL settings the node is certified with.
+    #[serde(default, skip_serializing_if = "NcclExpect::is_empty")]
+    pub nccl: NcclExpect,
     /// An earlier run to compare with: metrics worse than it by more than the allowed margin fail.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<Baseline>,
+}
+
+/// `[nccl]`: the NCCL settings this node is certified with.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NcclExpect {
+    /// Settings (name = exact value) that are part of the node as certified, such as the
+    /// `NCCL_TOPO_FILE` a VM image sets: a figure measured under them is judged as the node's.
+    /// Any other setting in effect leaves a shortfall unjudged ([`crate::checks::nccl_env`]).
+    /// This neither sets them nor requires them.
+    #[serde(default)]
+    pub accept: std::collections::BTreeMap<String, String>,
+}
+
+impl NcclExpect {
+    pub fn is_empty(&self) -> bool {
+        self.accept.is_empty()
+    }
 }
 
 /// `[baseline]`: re-validation against an earlier certificate.
@@ -1311,6 +1332,19 @@ impl Suite {
                     "node.driver_min",
                     format!("'{v}' is not a version (expected e.g. \"535.104\")"),
                 );
+            }
+        }
+        for (name, value) in &self.nccl.accept {
+            // The name is a key of its own (it may hold a '.').
+            let mut path = key_path("nccl.accept");
+            path.push(Seg::Key(name.clone()));
+            let fabric = crate::checks::nccl_env::Scope::Fabric;
+            if !name.starts_with("NCCL_") || name.len() <= "NCCL_".len() {
+                let msg = format!("'{name}' is not an NCCL setting (NCCL_...)");
+                p.0.push((path, msg, None));
+            } else if !crate::checks::nccl_env::steers(name, value, fabric) {
+                let msg = format!("{name} = {value:?} changes no figure: nothing to accept");
+                p.0.push((path, msg, None));
             }
         }
         if let Some(g) = self.topology.pcie_gen {

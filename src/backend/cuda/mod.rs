@@ -42,7 +42,8 @@ pub(crate) use worker::abandon;
 pub use worker::thread_abandoned;
 
 use crate::backend::{
-    BackendInfo, CollectiveSample, HostDir, MethodRun, P2pMode, P2pSample, Samples, TrainingRun,
+    BackendInfo, CollectiveSample, HostDir, MethodRun, NcclSetting, P2pMode, P2pSample, Samples,
+    TrainingRun,
 };
 use crate::error::HwError;
 use crate::inventory::normalize_bus_id;
@@ -249,21 +250,32 @@ pub const UNREAD_CONF: &str = "NCCL_*";
 pub fn nccl_settings_from(
     env: Vec<(String, String)>,
     files: &[(PathBuf, Result<Option<String>, String>)],
-) -> Vec<(String, String)> {
-    let mut out = env;
-    let set: std::collections::BTreeSet<String> = out.iter().map(|(k, _)| k.clone()).collect();
+) -> Vec<NcclSetting> {
+    let set: std::collections::BTreeSet<String> = env.iter().map(|(k, _)| k.clone()).collect();
+    let mut out: Vec<NcclSetting> = env
+        .into_iter()
+        .map(|(name, value)| NcclSetting {
+            name,
+            value,
+            from: None,
+        })
+        .collect();
     for (path, text) in files {
         match text {
             Ok(text) => {
-                for (k, v) in text.as_deref().map(parse_nccl_conf).unwrap_or_default() {
-                    if !set.contains(&k) {
-                        out.push((k, format!("{v} (from {})", path.display())));
+                for (name, value) in text.as_deref().map(parse_nccl_conf).unwrap_or_default() {
+                    if !set.contains(&name) {
+                        out.push(NcclSetting {
+                            name,
+                            value,
+                            from: Some(path.clone()),
+                        });
                     }
                 }
             }
-            Err(why) => out.push((
-                UNREAD_CONF.to_string(),
-                format!("unknown: {} could not be read ({why})", path.display()),
+            Err(why) => out.push(NcclSetting::env(
+                UNREAD_CONF,
+                &format!("unknown: {} could not be read ({why})", path.display()),
             )),
         }
     }
@@ -300,7 +312,7 @@ pub fn passwd_home() -> Option<PathBuf> {
 /// The NCCL settings in effect for this process: its environment's and NCCL's configuration
 /// files' ([`nccl_settings_from`]), each file read within the bound of a system file and
 /// decoded as NCCL takes it (bytes; what is not UTF-8 shown replaced).
-pub fn nccl_settings() -> Vec<(String, String)> {
+pub fn nccl_settings() -> Vec<NcclSetting> {
     let env = nccl_env_from(std::env::vars_os());
     let conf = std::env::var_os("NCCL_CONF_FILE");
     let files: Vec<(PathBuf, Result<Option<String>, String>)> =
@@ -323,7 +335,7 @@ pub fn nccl_settings() -> Vec<(String, String)> {
 /// backend opened (one reading for the evidence and the checks: once NCCL has started, its
 /// configuration files' values sit in the environment and would read as the user's own). Loads
 /// libraries (never creates a context).
-pub fn extend_info(info: &mut BackendInfo, settings: &[(String, String)]) {
+pub fn extend_info(info: &mut BackendInfo, settings: &[NcclSetting]) {
     if info.name == "nvml" {
         info.name = "nvml+cuda".into();
     }
@@ -334,7 +346,10 @@ pub fn extend_info(info: &mut BackendInfo, settings: &[(String, String)]) {
             .ok()
             .and_then(Result::ok);
     }
-    info.nccl_env = settings.to_vec();
+    info.nccl_env = settings
+        .iter()
+        .map(|s| (s.name.clone(), s.shown()))
+        .collect();
 }
 
 /// cuInit's CUDA_ERROR_NO_DEVICE on a node whose driver lists `listed` GPUs: the measurement
@@ -1152,16 +1167,17 @@ mod tests {
         assert_eq!(
             nccl_settings_from(env, &files),
             [
-                (
-                    "NCCL_*".to_string(),
-                    "unknown: /opt/n.conf could not be read (Permission denied)".to_string()
+                NcclSetting::env(
+                    "NCCL_*",
+                    "unknown: /opt/n.conf could not be read (Permission denied)"
                 ),
-                ("NCCL_ALGO".to_string(), "Ring".to_string()),
-                (
-                    "NCCL_P2P_DISABLE".to_string(),
+                NcclSetting::env("NCCL_ALGO", "Ring"),
+                NcclSetting {
+                    name: "NCCL_P2P_DISABLE".into(),
                     // NCCL keeps the '\r' of a file written on Windows.
-                    "1\r (from /root/.nccl.conf)".to_string()
-                ),
+                    value: "1\r".into(),
+                    from: Some(PathBuf::from("/root/.nccl.conf")),
+                },
             ]
         );
         // The home of this process's user in the passwd database (whatever $HOME says), as
@@ -1330,10 +1346,27 @@ mod tests {
             nccl_version: None,
             nccl_env: vec![],
         };
-        let settings = vec![("NCCL_ALGO".to_string(), "Ring (from /etc/nccl.conf)".to_string())];
+        let settings = vec![
+            NcclSetting::env("NCCL_ALGO", "Ring"),
+            NcclSetting {
+                name: "NCCL_PROTO".into(),
+                value: "Simple".into(),
+                from: Some(PathBuf::from("/etc/nccl.conf")),
+            },
+        ];
         extend_info(&mut info, &settings);
         assert_eq!(info.name, "nvml+cuda");
-        assert_eq!(info.nccl_env, settings, "the settings the checks judge under");
+        assert_eq!(
+            info.nccl_env,
+            [
+                ("NCCL_ALGO".to_string(), "Ring".to_string()),
+                (
+                    "NCCL_PROTO".to_string(),
+                    "Simple (from /etc/nccl.conf)".to_string()
+                )
+            ],
+            "the settings the checks judge under"
+        );
         let names: Vec<&str> = info.libraries.iter().map(|l| l.name.as_str()).collect();
         assert_eq!(
             names,

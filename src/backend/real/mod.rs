@@ -46,7 +46,7 @@ pub struct RealBackend {
     /// The NCCL settings in effect, read when the backend opened: once NCCL has started it has
     /// copied its configuration files' settings into the environment, where they would read
     /// as the user's own.
-    nccl_settings: Vec<(String, String)>,
+    nccl_settings: Vec<crate::backend::NcclSetting>,
 }
 
 /// Open the real node: load NVML, order its GPUs as CUDA numbers them, and listen for XIDs.
@@ -495,7 +495,7 @@ impl RealBackend {
 }
 
 impl Backend for RealBackend {
-    fn nccl_settings(&self) -> Vec<(String, String)> {
+    fn nccl_settings(&self) -> Vec<crate::backend::NcclSetting> {
         self.nccl_settings.clone()
     }
 

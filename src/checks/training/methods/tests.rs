@@ -440,7 +440,7 @@ fn no_scaling_is_recorded_against_a_one_gpu_figure_that_is_not_a_rate() {
 #[test]
 fn a_missed_floor_under_an_nccl_setting_is_not_judged_but_disagreement_fails() {
     let c = cfg("[tensor_parallel]\nmin_scaling_efficiency = 0.51");
-    let run_with = |disagree: bool, settings: &[(String, String)]| {
+    let run_with = |disagree: bool, settings: &[crate::backend::NcclSetting]| {
         let mut m = Measured::default();
         for p in compared(&c, 2) {
             let who = Subject::method(&fit::method_name(p));
@@ -450,7 +450,12 @@ fn a_missed_floor_under_an_nccl_setting_is_not_judged_but_disagreement_fails() {
             }
             record(&mut m, &who, p, &r, Some(1e5)).expect("recorded");
         }
-        crate::checks::nccl_env::record(&mut m, settings, crate::checks::nccl_env::Scope::Node);
+        crate::checks::nccl_env::record(
+            &mut m,
+            settings,
+            crate::checks::nccl_env::Scope::Node,
+            &Default::default(),
+        );
         evaluate(&c, 2, &m, &GOLDEN)
     };
     let status = |f: &[Finding], metric: Option<&str>| {
@@ -458,7 +463,7 @@ fn a_missed_floor_under_an_nccl_setting_is_not_judged_but_disagreement_fails() {
             .find(|x| !x.info && x.metric.as_deref() == metric)
             .map(|x| x.status)
     };
-    let set = [("NCCL_PROTO".to_string(), "Simple".to_string())];
+    let set = [crate::backend::NcclSetting::env("NCCL_PROTO", "Simple")];
     let plain = run_with(false, &[]);
     assert_eq!(
         status(&plain, Some("scaling_efficiency")),
