@@ -203,7 +203,8 @@ fn a_rank_without_the_jobs_key_is_refused_and_cannot_take_a_ranks_place() {
     send_frame(
         &mut stranger,
         &format!(
-            r#"{{"kind":"hello","magic":"nodecert-fabric-2","job":"job-7","rank":1,"size":3,"nonce":"{nonce}"}}"#
+            r#"{{"kind":"hello","magic":"{}","job":"job-7","rank":1,"size":3,"nonce":"{nonce}"}}"#,
+            nodecert::fabric::rendezvous::MAGIC
         ),
     );
     let challenge = read_frame(&mut stranger);

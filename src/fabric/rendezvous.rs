@@ -3,7 +3,7 @@
 //! Rank 0 listens on the job's port ([`listen`]) and [`serve`]s; every other rank [`join`]s,
 //! retrying until rank 0 is up. On the wire: frames of a 4-byte big-endian length (at most
 //! [`MAX_FRAME`]) and a JSON message. A joining rank's first frame is a hello
-//! `{"kind":"hello","magic":"nodecert-fabric-2","job":..,"rank":..,"size":..,"nonce":..}`;
+//! `{"kind":"hello","magic":"nodecert-fabric-3","job":..,"rank":..,"size":..,"nonce":..}`;
 //! rank 0 refuses (and closes) a hello from another job, a rank out of range or another world
 //! size. Then both prove they hold the job's key ([`super::key`]): rank 0 answers with a
 //! challenge (its own nonce and its proof over the rank's), the rank with its proof over rank
