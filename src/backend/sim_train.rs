@@ -25,11 +25,7 @@ impl SimBackend {
         // A transient fault shows on the measurements of its own figure only.
         self.nth = u32::MAX;
         let n = self.n();
-        let params: u64 = cfg
-            .layers
-            .windows(2)
-            .map(|w| (w[0] * w[1] + w[1]) as u64)
-            .sum();
+        let params = crate::training::plan::mlp_params(&cfg.layers);
         let one_gpu_ms = self.one_gpu_compute_ms(cfg)?;
         let compute_ms = one_gpu_ms / self.slowest_compute();
         let grad_bytes = params * 4;

@@ -35,7 +35,7 @@ impl Check for Training {
             return Err("no GPUs".into());
         }
         let c = &self.0;
-        let params: usize = c.layers.windows(2).map(|w| w[0] * w[1] + w[1]).sum();
+        let params = crate::training::plan::mlp_params(&c.layers);
         Ok([format!(
             "MLP {:?} ({:.1}M parameters, {:.0} MB of fp32 gradients a step), batch {} per GPU on {n} GPU{}, {} steps, {:?}; golden check: {} steps of {:?} against the CPU",
             c.layers,

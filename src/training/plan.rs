@@ -804,7 +804,7 @@ impl Model {
 
     /// Parameters (weights and biases).
     pub fn params(&self) -> usize {
-        self.layers.windows(2).map(|w| w[0] * w[1] + w[1]).sum()
+        mlp_params(&self.layers) as usize
     }
 
     /// Words of the flat parameter (and gradient) buffer: the tensors, each aligned to
@@ -921,6 +921,15 @@ fn flat_tensors(dims: &[(usize, usize)]) -> Vec<Tensor> {
         }
     }
     v
+}
+
+/// The parameters (weights and biases) of an MLP of `layers` widths. Suites hold at most 2^32
+/// (checked at load), so the count fits a u64 with room to spare.
+pub fn mlp_params(layers: &[usize]) -> u64 {
+    layers
+        .windows(2)
+        .map(|w| w[0] as u64 * w[1] as u64 + w[1] as u64)
+        .sum()
 }
 
 /// Whether a GPU of compute capability `cc` (major, minor) can run `m`: the bf16 run needs bf16
@@ -1478,11 +1487,7 @@ pub fn training_run(
 ) -> TrainingRun {
     let widen = |v: &[f32]| v.iter().map(|&x| f64::from(x)).collect::<Vec<f64>>();
     let base = crate::evidence::median(&single.unwrap_or(main).times.step_ms);
-    let params: u64 = c
-        .layers
-        .windows(2)
-        .map(|w| (w[0] * w[1] + w[1]) as u64)
-        .sum();
+    let params = mlp_params(&c.layers);
     TrainingRun {
         losses: widen(&main.losses),
         golden_node_losses: widen(&golden.losses),
