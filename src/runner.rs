@@ -266,7 +266,8 @@ fn attempts_summary(status: Status, r: &Remeasure, summary: &str) -> String {
         (Status::Pass, _) if misses == 0 => return summary.to_string(),
         (Status::Pass, _) => format!("passed on attempt {n} of {of}{after}"),
         (Status::Warn, _) => format!("warned on attempt {n} of {of}{after}"),
-        (Status::Error, _) => format!("could not measure on attempt {n} of {of}{after}"),
+        // A measurement that failed, or a figure NCCL settings steered: the summary says which.
+        (Status::Error, _) => format!("ended in error on attempt {n} of {of}{after}"),
         (Status::Skip, _) => format!("skipped on attempt {n} of {of}{after}"),
     };
     if misses == 0 && status != Status::Fail {
@@ -715,7 +716,7 @@ mod tests {
         );
         assert_eq!(
             s(Status::Error, r(2, 1, None)),
-            "could not measure on attempt 2 of 3, after 1 miss: why"
+            "ended in error on attempt 2 of 3, after 1 miss: why"
         );
         assert_eq!(
             s(Status::Fail, r(2, 1, Some("wrong data"))),
