@@ -816,6 +816,35 @@ mod tests {
         }
     }
 
+    /// Whether a suite accepted a setting changes how a figure is judged, not what was
+    /// measured: the two runs are compared.
+    #[test]
+    fn a_setting_accepted_or_not_is_the_same_condition() {
+        use crate::evidence::{Fact, FactValue, Subject};
+        let with = |name: &str| {
+            let mut c = crate::testutil::simulated("h200-vm-1", &[])
+                .check("collective.all_reduce")
+                .unwrap()
+                .clone();
+            c.facts.push(Fact::new(
+                name,
+                Subject::node(),
+                FactValue::Text("NCCL_TOPO_FILE=/t.xml".into()),
+            ));
+            c
+        };
+        let (a, b) = (
+            with(crate::checks::nccl_env::FACT),
+            with(crate::checks::nccl_env::ACCEPTED),
+        );
+        assert_eq!(conditions(&a), conditions(&b));
+        assert!(condition_changes(std::slice::from_ref(&a), &[b]).is_empty());
+        // Another node's settings are no condition of this node's figures.
+        let peers = with(crate::checks::nccl_env::PEERS);
+        assert!(conditions(&peers).is_empty());
+        assert_eq!(condition_changes(&[a], &[peers]).len(), 1);
+    }
+
     #[test]
     fn directions() {
         assert_eq!(direction("p2p_read", "GB/s"), Some(Better::Higher));

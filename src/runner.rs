@@ -117,12 +117,11 @@ pub fn run(
                             let (status, summary, coverage) = summarize_with_coverage(&findings);
                             let missed = status == Status::Fail
                                 || (status == Status::Error
-                                    && !checks::nccl_env::settings(&m).is_empty()
+                                    && checks::nccl_env::any_steers(&m)
                                     && {
                                         // The same figures judged without the settings: a
                                         // failure there is a miss, measured again as any.
-                                        let mut plain = m.clone();
-                                        plain.facts.retain(|f| f.name != checks::nccl_env::FACT);
+                                        let plain = checks::nccl_env::without_settings(&m);
                                         let again = check.evaluate(&ctx, &plain);
                                         summarize_with_coverage(&again).0 == Status::Fail
                                     });

@@ -128,7 +128,10 @@ const BROKEN: &[(&str, &str, &str)] = &[
     ("format_version = 1\nname = \"x\"\n[checks.p2p_bandwidth]\noutlier_pct = 150\n", "4:1", "outlier_pct must be between 0 and 100"),
     ("format_version = 1\nname = \"x\"\n[checks.p2p_latency]\nremeasure = 9\n", "4:1", "remeasure must be 0 to 5 more attempts, got 9"),
     ("format_version = 1\nname = \"x\"\n[nccl]\naccept = { NCCL_DEBUG = \"INFO\" }\n", "4:12", "nccl.accept.NCCL_DEBUG: NCCL_DEBUG = \"INFO\" changes no figure: nothing to accept"),
-    ("format_version = 1\nname = \"x\"\n[nccl]\naccept = { NCCL_ALGO = \"Ring\", \"CUDA.X\" = \"1\" }\n", "4:32", "'CUDA.X' is not an NCCL setting (NCCL_...)"),
+    ("format_version = 1\nname = \"x\"\n[nccl]\naccept = { NCCL_ALGO = \"Ring\", \"CUDA.X\" = \"1\" }\n", "4:32", "'CUDA.X' is not an NCCL setting (NCCL_ and capitals, digits, _)"),
+    // The entry for a configuration file nodecert could not read is unknown, never accepted.
+    ("format_version = 1\nname = \"x\"\n[nccl]\naccept = { \"NCCL_*\" = \"unknown: /etc/nccl.conf could not be read (Permission denied)\" }\n", "4:12", "'NCCL_*' is not an NCCL setting"),
+    ("format_version = 1\nname = \"x\"\n[nccl]\naccept = { \"NCCL_ALGO=Ring\" = \"1\" }\n", "4:12", "'NCCL_ALGO=Ring' is not an NCCL setting"),
     ("format_version = 1\nname = \"x\"\n[nccl]\naccept = { NCCL_ALGO = \"\" }\n", "4:12", "NCCL_ALGO = \"\" changes no figure"),
     ("format_version = 1\nname = \"x\"\n[nccl]\nexpect = { NCCL_ALGO = \"Ring\" }\n", "4:1", "nccl.expect: unknown field `expect`"),
     ("format_version = 1\nname = \"x\"\n[checks.compute]\nplateau_pct = -1\n", "4:1", "checks.compute.plateau_pct: plateau_pct must be from 0 (off) to below 100, got -1"),

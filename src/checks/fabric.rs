@@ -380,10 +380,7 @@ fn measure_job(
     let all: Option<Vec<NodeSays>> = session.gather(
         NodeSays {
             gpus: mine,
-            nccl_env: super::nccl_env::steering(settings, FABRIC, &ctx.suite.nccl.accept)
-                .into_iter()
-                .take(MAX_SETTINGS)
-                .collect(),
+            nccl_env: told(super::nccl_env::relevant(settings, FABRIC).map(Said::from)),
         },
         deadline,
     )?;
@@ -397,13 +394,17 @@ fn measure_job(
     }
     let me = world.rank;
     let name = |r: usize| names.get(r).cloned().unwrap_or_else(|| format!("rank {r}"));
-    // The settings other nodes ran with and this one did not: the figures across nodes are
-    // theirs too.
-    let others: Vec<(String, Vec<String>)> = job
+    // The settings other nodes ran with and this one did not: the job's collectives are theirs
+    // too. Bounded here as well: rank 0 holds the key, but may be faulty.
+    let others: Vec<(crate::backend::NcclSetting, Vec<String>)> = job
         .nccl_env
         .iter()
+        .take(MAX_SETTINGS)
         .filter(|(_, ranks)| !ranks.contains(&me))
-        .map(|(setting, ranks)| (setting.clone(), ranks.iter().map(|&r| name(r)).collect()))
+        .map(|(said, ranks)| {
+            let nodes = ranks.iter().filter(|&&r| r < world.size).map(|&r| name(r));
+            (said.setting(), nodes.collect::<Vec<_>>())
+        })
         .collect();
     let sizes = sweep(cfg);
     let mut link = Link {
@@ -470,7 +471,7 @@ fn measure_job(
 
     let mut m = Measured::default();
     super::nccl_env::record(&mut m, settings, FABRIC, &ctx.suite.nccl.accept);
-    super::nccl_env::record_others(&mut m, &others);
+    super::nccl_env::record_others(&mut m, &others, &ctx.suite.nccl.accept);
     // This node's pairs (the second pass's figure where it measured one again).
     let mut pairs: Vec<&PairResult> = pairwise
         .second
@@ -549,12 +550,63 @@ fn measure_job(
 /// tells every node: what a node or a job could set is unbounded, a message is not.
 const MAX_SETTINGS: usize = 32;
 
+/// An NCCL setting as one node tells it to the others.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+struct Said {
+    name: String,
+    value: String,
+    from: Option<String>,
+}
+
+impl From<&crate::backend::NcclSetting> for Said {
+    fn from(s: &crate::backend::NcclSetting) -> Self {
+        let s = super::nccl_env::bounded(s);
+        Said {
+            name: s.name,
+            value: s.value,
+            from: s.from.map(|f| f.to_string_lossy().into_owned()),
+        }
+    }
+}
+
+impl Said {
+    /// The setting, bounded (another node said it).
+    fn setting(&self) -> crate::backend::NcclSetting {
+        super::nccl_env::bounded(&crate::backend::NcclSetting {
+            name: self.name.clone(),
+            value: self.value.clone(),
+            from: self.from.as_ref().map(Into::into),
+        })
+    }
+
+    /// Where a list was cut: `more` settings are not told, and still steer.
+    fn more(more: usize) -> Self {
+        Said {
+            name: super::nccl_env::UNTOLD.into(),
+            value: format!("{more} more settings, not told (at most {MAX_SETTINGS})"),
+            from: None,
+        }
+    }
+}
+
+/// `list` to [`MAX_SETTINGS`]: where it is longer, the last place says how many more.
+fn told(list: impl Iterator<Item = Said>) -> Vec<Said> {
+    let mut v: Vec<Said> = list.collect();
+    if v.len() > MAX_SETTINGS {
+        let more = v.len() - (MAX_SETTINGS - 1);
+        v.truncate(MAX_SETTINGS - 1);
+        v.push(Said::more(more));
+    }
+    v
+}
+
 /// What each node tells rank 0 before the pairs: its GPUs, and the NCCL settings it runs with
-/// that steer figures across nodes ([`super::nccl_env::steering`]).
+/// that may steer figures across nodes ([`super::nccl_env::relevant`]), whether its suite
+/// accepts them or not (each node judges by its own suite).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct NodeSays {
     gpus: usize,
-    nccl_env: Vec<String>,
+    nccl_env: Vec<Said>,
 }
 
 /// What rank 0 tells every node: the GPUs of each, and each NCCL setting some node runs with,
@@ -562,23 +614,32 @@ struct NodeSays {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct JobSays {
     gpus: Vec<usize>,
-    nccl_env: Vec<(String, Vec<usize>)>,
+    nccl_env: Vec<(Said, Vec<usize>)>,
 }
 
 fn job_says(all: &[NodeSays]) -> JobSays {
-    let mut settings: std::collections::BTreeMap<String, Vec<usize>> = Default::default();
+    let mut settings: std::collections::BTreeMap<Said, Vec<usize>> = Default::default();
     for (rank, node) in all.iter().enumerate() {
         for s in node.nccl_env.iter().take(MAX_SETTINGS) {
-            let s = super::nccl_env::cut(s.clone());
-            let ranks = settings.entry(s).or_default();
+            let ranks = settings.entry(Said::from(&s.setting())).or_default();
             if ranks.last() != Some(&rank) {
                 ranks.push(rank);
             }
         }
     }
+    let mut list: Vec<(Said, Vec<usize>)> = settings.into_iter().collect();
+    if list.len() > MAX_SETTINGS {
+        // The settings past the bound still steer the job's figures on every node but those
+        // that ran with none of them.
+        let rest = list.split_off(MAX_SETTINGS - 1);
+        let mut ranks: Vec<usize> = rest.iter().flat_map(|(_, r)| r.iter().copied()).collect();
+        ranks.sort_unstable();
+        ranks.dedup();
+        list.push((Said::more(rest.len()), ranks));
+    }
     JobSays {
         gpus: all.iter().map(|n| n.gpus).collect(),
-        nccl_env: settings.into_iter().take(MAX_SETTINGS).collect(),
+        nccl_env: list,
     }
 }
 
@@ -898,13 +959,22 @@ pub fn evaluate(cfg: &FabricCheck, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
         }
         out.push(x);
     }
-    // Every finding but the data's judges a figure this node's NCCL produced.
-    let figures = out
+    // Every finding but the data's judges a figure this node's NCCL produced; those of the
+    // job's collectives, every node's NCCL.
+    let job_figure = |f: &Finding| {
+        matches!(
+            f.metric.as_deref(),
+            Some(JOB_METRIC | JOB_ALL_GATHER_METRIC)
+        )
+    };
+    let (job, own): (Vec<&mut Finding>, Vec<&mut Finding>) = out
         .iter_mut()
         .enumerate()
         .filter(|(i, _)| !data.contains(i))
-        .map(|(_, f)| f);
-    super::nccl_env::steer(m, figures);
+        .map(|(_, f)| f)
+        .partition(|f| job_figure(f));
+    super::nccl_env::steer_job(m, job);
+    super::nccl_env::steer(m, own);
     out.extend(super::nccl_env::note(m, "the fabric"));
     out
 }
@@ -1621,14 +1691,26 @@ mod tests {
         let mut seen = vec![];
         for (rank, r) in out {
             let (m, f) = r.unwrap_or_else(|e| panic!("rank {rank}: {e}"));
-            let set = crate::checks::nccl_env::settings(&m);
+            let own = crate::checks::nccl_env::settings(&m);
+            let peers = crate::checks::nccl_env::peer_settings(&m);
+            let set = [own.clone(), peers.clone()].concat();
             let errors: Vec<&Finding> = f.iter().filter(|x| x.status == Status::Error).collect();
             assert!(failed(&f).is_empty(), "rank {rank}: {f:#?}");
             match rank {
-                0 => assert_eq!(set, ["NCCL_ALGO=Ring on n2, n3", "NCCL_IB_DISABLE=1 on n3"]),
-                1 => assert_eq!(set, ["NCCL_ALGO=Ring", "NCCL_IB_DISABLE=1 on n3"]),
+                0 => {
+                    assert!(own.is_empty());
+                    assert_eq!(
+                        peers,
+                        ["NCCL_ALGO=Ring on n2, n3", "NCCL_IB_DISABLE=1 on n3"]
+                    );
+                }
+                1 => {
+                    assert_eq!(own, ["NCCL_ALGO=Ring"]);
+                    assert_eq!(peers, ["NCCL_IB_DISABLE=1 on n3"]);
+                }
                 _ => {
-                    assert_eq!(set, ["NCCL_ALGO=Ring", "NCCL_IB_DISABLE=1"]);
+                    assert_eq!(own, ["NCCL_ALGO=Ring", "NCCL_IB_DISABLE=1"]);
+                    assert!(peers.is_empty(), "{peers:?}");
                     // Its node fault and the job's figure it sets: not judged, not failed.
                     assert_eq!(errors.len(), 2, "{f:#?}");
                     assert!(errors.iter().all(|x| x
@@ -1651,44 +1733,145 @@ mod tests {
 
     #[test]
     fn what_the_job_is_told_of_its_settings_is_bounded_and_by_rank() {
-        let node = |n: usize, extra: &[&str]| NodeSays {
+        let said =
+            |name: &str, value: &str| Said::from(&crate::backend::NcclSetting::env(name, value));
+        let node = |n: usize, extra: &[Said]| NodeSays {
             gpus: 8,
-            nccl_env: (0..n)
-                .map(|i| format!("NCCL_K{i:03}=1"))
-                .chain(extra.iter().map(|s| s.to_string()))
-                .collect(),
+            nccl_env: told(
+                (0..n)
+                    .map(|i| said(&format!("NCCL_K{i:03}"), "1"))
+                    .chain(extra.iter().cloned()),
+            ),
         };
-        let long = format!("NCCL_ALGO={}", "x".repeat(500));
+        let ring = said("NCCL_ALGO", "Ring");
+        let long = "é".repeat(300);
         let says = job_says(&[
-            node(0, &["NCCL_ALGO=Ring"]),
+            node(0, std::slice::from_ref(&ring)),
             node(0, &[]),
-            node(0, &["NCCL_ALGO=Ring", &long, "NCCL_ALGO=Ring"]),
+            node(0, &[ring.clone(), said("NCCL_PROTO", &long), ring.clone()]),
         ]);
         assert_eq!(says.gpus, [8, 8, 8]);
         assert_eq!(says.nccl_env.len(), 2);
-        assert_eq!(says.nccl_env[0], ("NCCL_ALGO=Ring".to_string(), vec![0, 2]));
-        assert!(says.nccl_env[1].0.len() <= 203 && says.nccl_env[1].0.ends_with("..."));
-        // A node that sends more than the bound is heard to the bound; so is the job.
-        let says = job_says(&[node(100, &[]), node(40, &["NCCL_ZZ=1"])]);
+        assert_eq!(says.nccl_env[0], (ring, vec![0, 2]));
+        // Cut once by the node that said it, and not again by rank 0.
+        let proto = &says.nccl_env[1].0;
+        assert_eq!(proto.value, crate::checks::nccl_env::cut(long.clone()));
+        assert_eq!(proto.setting().value, proto.value);
+        // A node that has more than the bound says how many more; they still steer.
+        let n = node(40, &[]);
+        assert_eq!(n.nccl_env.len(), MAX_SETTINGS);
+        assert_eq!(
+            n.nccl_env[MAX_SETTINGS - 1].name,
+            crate::checks::nccl_env::UNTOLD
+        );
+        assert!(n.nccl_env[MAX_SETTINGS - 1]
+            .value
+            .starts_with("9 more settings, not told"));
+        assert!(crate::checks::nccl_env::steers(
+            &n.nccl_env[MAX_SETTINGS - 1].name,
+            &n.nccl_env[MAX_SETTINGS - 1].value,
+            FABRIC
+        ));
+        // A job whose nodes have more distinct settings than the bound tells the rest as one,
+        // with every node that had any of them.
+        let a = node(20, &[]);
+        let mut b = node(0, &[]);
+        b.nccl_env = (0..20)
+            .map(|i| said(&format!("NCCL_Z{i:03}"), "1"))
+            .collect();
+        let c = node(0, &[]);
+        let says = job_says(&[a, b, c]);
         assert_eq!(says.nccl_env.len(), MAX_SETTINGS);
-        assert!(says.nccl_env.iter().all(|(_, r)| r == &vec![0, 1]));
+        let (last, ranks) = &says.nccl_env[MAX_SETTINGS - 1];
+        assert_eq!(last.name, crate::checks::nccl_env::UNTOLD);
+        assert!(last.value.starts_with("9 more settings"), "{last:?}");
+        assert_eq!(ranks, &vec![1]);
+        // What a node sent past the bound is not heard.
+        let mut big = node(0, &[]);
+        big.nccl_env = (0..100)
+            .map(|i| said(&format!("NCCL_Y{i:03}"), "1"))
+            .collect();
+        let says = job_says(&[big]);
+        assert!(says.nccl_env.iter().all(|(s, _)| s.name != "NCCL_Y050"));
     }
 
     #[test]
-    fn other_nodes_settings_name_at_most_four_nodes() {
+    fn other_nodes_settings_name_at_most_four_nodes_and_keep_their_own_names() {
         let mut m = Measured::default();
         let nodes: Vec<String> = (1..=7).map(|i| format!("n{i}")).collect();
+        let env = crate::backend::NcclSetting::env;
+        let accept = [("NCCL_TOPO_FILE".to_string(), "/t.xml".to_string())].into();
         crate::checks::nccl_env::record_others(
             &mut m,
             &[
-                ("NCCL_IB_DISABLE=1".into(), nodes),
-                ("NCCL_X=1".into(), vec![]),
+                (env("NCCL_IB_DISABLE", "1"), nodes),
+                (env("NCCL_X", "1"), vec![]),
+                (env("NCCL_TOPO_FILE", "/t.xml"), vec!["n2".into()]),
             ],
+            &accept,
         );
         assert_eq!(
-            crate::checks::nccl_env::settings(&m),
+            crate::checks::nccl_env::peer_settings(&m),
             ["NCCL_IB_DISABLE=1 on n1, n2, n3, n4 and 3 more"]
         );
+        assert!(crate::checks::nccl_env::settings(&m).is_empty());
+        assert!(m
+            .facts
+            .iter()
+            .any(|f| f.name == crate::checks::nccl_env::PEERS_ACCEPTED
+                && f.value == FactValue::Text("NCCL_TOPO_FILE=/t.xml on n2".into())));
+    }
+
+    /// Another node's setting steers the job's figures, which its NCCL ran too, and not this
+    /// node's own verdict, which pairs without that node decided.
+    #[test]
+    fn another_nodes_setting_steers_the_jobs_figure_and_not_this_nodes_fault() {
+        let loaded = crate::suite::load::load("h100-sxm-8").unwrap();
+        let inv = crate::testutil::simulated("h100-sxm-8", &[]).node;
+        let ctx = crate::testutil::ctx(&loaded.suite, &inv);
+        let c = cfg(10.0);
+        let mut m = Measured::default();
+        m.facts.push(Fact::new(
+            "rank",
+            Subject::node_named("n1"),
+            FactValue::Count(0),
+        ));
+        m.facts.push(Fact::new(
+            NODE_FAULT,
+            Subject::node_named("n1"),
+            FactValue::Text("n1 - n2 20 GB/s, n1 - n3 21 GB/s".into()),
+        ));
+        m.facts.push(pace("n1", CollectiveOp::AllReduce));
+        m.metrics
+            .push(metric(JOB_METRIC, Subject::node_named("n1"), 20.0));
+        crate::checks::nccl_env::record_others(
+            &mut m,
+            &[(
+                crate::backend::NcclSetting::env("NCCL_IB_DISABLE", "1"),
+                vec!["n4".into()],
+            )],
+            &Default::default(),
+        );
+        let f = evaluate(&c, &ctx, &m);
+        let judged: Vec<(Status, Option<&str>)> = f
+            .iter()
+            .filter(|x| !x.info)
+            .map(|x| (x.status, x.metric.as_deref()))
+            .collect();
+        assert_eq!(
+            judged,
+            [(Status::Fail, None), (Status::Error, Some(JOB_METRIC))],
+            "{f:#?}"
+        );
+        assert!(f[1]
+            .reason
+            .contains("not judged: NCCL ran under NCCL_IB_DISABLE=1 on n4"));
+        // Without the other node's setting, both fail: the runner re-judges so to decide a miss.
+        let plain = crate::checks::nccl_env::without_settings(&m);
+        assert!(evaluate(&c, &ctx, &plain)
+            .iter()
+            .filter(|x| !x.info)
+            .all(|x| x.status == Status::Fail));
     }
 
     fn pace(node: &str, op: CollectiveOp) -> Fact {

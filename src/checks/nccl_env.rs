@@ -24,6 +24,19 @@ pub const FACT: &str = "nccl_env";
 /// NcclExpect`]): part of the node as certified, so a figure measured under it is judged.
 pub const ACCEPTED: &str = "nccl_env_accepted";
 
+/// The fact that holds a setting other nodes of a job ran with and this one did not, as
+/// "NAME=value on n3" (the fabric check): it steers the figures of the job's collectives, which
+/// every node's NCCL ran, and not those this node measured without those nodes. It names other
+/// nodes, so it is no condition of this node's figures ([`crate::diff::CONDITIONS`]).
+pub const PEERS: &str = "nccl_env_peers";
+
+/// The name under which a job says that some settings of its nodes were not told (more than it
+/// tells): they are unknown, and unknown steers.
+pub const UNTOLD: &str = "NCCL_*";
+
+/// [`PEERS`] for a setting this node's suite accepts.
+pub const PEERS_ACCEPTED: &str = "nccl_env_peers_accepted";
+
 /// The most of one setting's text kept in the evidence.
 const MAX_TEXT: usize = 200;
 
@@ -93,7 +106,8 @@ pub fn steers(name: &str, value: &str, scope: Scope) -> bool {
 
 /// Whether the suite's `accept` (name = exact value) accepts setting `s`.
 fn accepted(s: &NcclSetting, accept: &BTreeMap<String, String>) -> bool {
-    accept.get(&s.name) == Some(&s.value)
+    // Unknown settings (a file nodecert could not read, settings a job did not tell) never are.
+    s.name != UNTOLD && accept.get(&s.name) == Some(&s.value)
 }
 
 /// "NAME=value", followed by the file it comes from, cut to [`MAX_TEXT`] bytes.
@@ -102,22 +116,17 @@ fn text(s: &NcclSetting) -> String {
 }
 
 /// The settings of `env` (the NCCL settings in effect, [`crate::backend::Backend::
-/// nccl_settings`]) that may change a figure measured in `scope` and that the suite does not
-/// `accept`, as "NAME=value", each cut to [`MAX_TEXT`] bytes.
-pub fn steering(
-    env: &[NcclSetting],
-    scope: Scope,
-    accept: &BTreeMap<String, String>,
-) -> Vec<String> {
-    env.iter()
-        .filter(|s| steers(&s.name, &s.value, scope) && !accepted(s, accept))
-        .map(text)
-        .collect()
+/// nccl_settings`]) that may change a figure measured in `scope`, whether the suite accepts
+/// them or not.
+pub fn relevant(env: &[NcclSetting], scope: Scope) -> impl Iterator<Item = &NcclSetting> {
+    env.iter().filter(move |s| steers(&s.name, &s.value, scope))
 }
 
-/// `text` cut to [`MAX_TEXT`] bytes on a character boundary, "..." saying so.
+/// `text` cut to [`MAX_TEXT`] bytes on a character boundary, "..." saying so. A text already
+/// cut is left as it is: what one node cut reads the same on every other.
 pub fn cut(mut text: String) -> String {
-    if text.len() > MAX_TEXT {
+    let was_cut = text.len() <= MAX_TEXT + 3 && text.ends_with("...");
+    if text.len() > MAX_TEXT && !was_cut {
         let mut end = MAX_TEXT;
         while !text.is_char_boundary(end) {
             end -= 1;
@@ -128,6 +137,19 @@ pub fn cut(mut text: String) -> String {
     text
 }
 
+/// `s` with its name, value and file each cut to [`MAX_TEXT`] bytes (a setting another node
+/// told: what it could send is unbounded).
+pub fn bounded(s: &NcclSetting) -> NcclSetting {
+    NcclSetting {
+        name: cut(s.name.clone()),
+        value: cut(s.value.clone()),
+        from: s
+            .from
+            .as_ref()
+            .map(|f| cut(f.to_string_lossy().into_owned()).into()),
+    }
+}
+
 /// Record the settings of `env` that may change a figure measured in `scope`, one fact each:
 /// [`FACT`], or [`ACCEPTED`] for those the suite's `accept` names with their value.
 pub fn record(
@@ -136,19 +158,10 @@ pub fn record(
     scope: Scope,
     accept: &BTreeMap<String, String>,
 ) {
-    for text in steering(env, scope, accept) {
+    for s in relevant(env, scope) {
+        let name = if accepted(s, accept) { ACCEPTED } else { FACT };
         m.facts
-            .push(Fact::new(FACT, Subject::node(), FactValue::Text(text)));
-    }
-    for s in env
-        .iter()
-        .filter(|s| steers(&s.name, &s.value, scope) && accepted(s, accept))
-    {
-        m.facts.push(Fact::new(
-            ACCEPTED,
-            Subject::node(),
-            FactValue::Text(text(s)),
-        ));
+            .push(Fact::new(name, Subject::node(), FactValue::Text(text(s))));
     }
 }
 
@@ -156,9 +169,13 @@ pub fn record(
 const MAX_NODES_NAMED: usize = 4;
 
 /// Record the settings that other nodes of a job ran with and this one did not, as "NAME=value
-/// on n3, n4": figures measured across nodes are every node's NCCL's, so they steer this node's
-/// figures as its own would. `others` holds each setting with the nodes that had it.
-pub fn record_others(m: &mut Measured, others: &[(String, Vec<String>)]) {
+/// on n3, n4" ([`PEERS`], or [`PEERS_ACCEPTED`] where this node's suite accepts it). `others`
+/// holds each setting with the nodes that had it.
+pub fn record_others(
+    m: &mut Measured,
+    others: &[(NcclSetting, Vec<String>)],
+    accept: &BTreeMap<String, String>,
+) {
     for (setting, nodes) in others.iter().filter(|(_, n)| !n.is_empty()) {
         let mut on = nodes
             .iter()
@@ -169,9 +186,14 @@ pub fn record_others(m: &mut Measured, others: &[(String, Vec<String>)]) {
         if nodes.len() > MAX_NODES_NAMED {
             on.push_str(&format!(" and {} more", nodes.len() - MAX_NODES_NAMED));
         }
-        let text = format!("{} on {on}", cut(setting.clone()));
+        let name = if accepted(setting, accept) {
+            PEERS_ACCEPTED
+        } else {
+            PEERS
+        };
+        let text = format!("{} on {on}", text(&bounded(setting)));
         m.facts
-            .push(Fact::new(FACT, Subject::node(), FactValue::Text(text)));
+            .push(Fact::new(name, Subject::node(), FactValue::Text(text)));
     }
 }
 
@@ -185,6 +207,23 @@ pub fn accepted_settings(m: &Measured) -> Vec<&str> {
     texts(m, ACCEPTED)
 }
 
+/// The settings other nodes of the job ran with that steer the job's figures.
+pub fn peer_settings(m: &Measured) -> Vec<&str> {
+    texts(m, PEERS)
+}
+
+/// Whether any setting recorded in `m`, this node's or another's, leaves a shortfall unjudged.
+pub fn any_steers(m: &Measured) -> bool {
+    m.facts.iter().any(|f| f.name == FACT || f.name == PEERS)
+}
+
+/// `m` without the settings that steer its figures: how they would be judged without them.
+pub fn without_settings(m: &Measured) -> Measured {
+    let mut plain = m.clone();
+    plain.facts.retain(|f| f.name != FACT && f.name != PEERS);
+    plain
+}
+
 fn texts<'a>(m: &'a Measured, name: &str) -> Vec<&'a str> {
     m.facts
         .iter()
@@ -196,11 +235,20 @@ fn texts<'a>(m: &'a Measured, name: &str) -> Vec<&'a str> {
         .collect()
 }
 
-/// Where `m` was measured under NCCL settings, each of `figures` (findings that judge a figure
-/// NCCL produced, never its data) that failed becomes an error naming the settings. Nothing
-/// changes where no setting was recorded.
+/// Where `m` was measured under NCCL settings of this node, each of `figures` (findings that
+/// judge a figure NCCL produced, never its data) that failed becomes an error naming the
+/// settings. Nothing changes where no setting was recorded.
 pub fn steer<'a>(m: &Measured, figures: impl IntoIterator<Item = &'a mut Finding>) {
-    let set = settings(m);
+    steer_with(&settings(m), figures);
+}
+
+/// [`steer`] for the figures of a job's collectives across nodes: steered by this node's
+/// settings and by those other nodes ran with ([`PEERS`]).
+pub fn steer_job<'a>(m: &Measured, figures: impl IntoIterator<Item = &'a mut Finding>) {
+    steer_with(&[settings(m), peer_settings(m)].concat(), figures);
+}
+
+fn steer_with<'a>(set: &[&str], figures: impl IntoIterator<Item = &'a mut Finding>) {
     if set.is_empty() {
         return;
     }
@@ -209,7 +257,8 @@ pub fn steer<'a>(m: &Measured, figures: impl IntoIterator<Item = &'a mut Finding
         f.status = Status::Error;
         f.reason = format!(
             "{}; not judged: NCCL ran under {list}, so this figure may be the settings' and \
-             not the node's (unset them to measure the node)",
+             not the node's (unset them, or accept them in the suite's [nccl] section, to judge \
+             it)",
             f.reason
         );
     }
@@ -218,7 +267,10 @@ pub fn steer<'a>(m: &Measured, figures: impl IntoIterator<Item = &'a mut Finding
 /// One line of information, where `m` was measured under NCCL settings: which, and what they
 /// mean for the verdicts on `what` ("all_reduce", "the fabric").
 pub fn note(m: &Measured, what: &str) -> Option<Finding> {
-    let (set, ok) = (settings(m).join(", "), accepted_settings(m).join(", "));
+    let set = [settings(m), peer_settings(m)].concat().join(", ");
+    let ok = [accepted_settings(m), texts(m, PEERS_ACCEPTED)]
+        .concat()
+        .join(", ");
     let reason = match (set.is_empty(), ok.is_empty()) {
         (true, true) => return None,
         (false, true) => format!(
@@ -413,14 +465,16 @@ mod tests {
             accepted_settings(&m),
             ["NCCL_TOPO_FILE=/opt/topo.xml (from /etc/nccl.conf)"]
         );
-        assert_eq!(
-            steering(
-                &[NcclSetting::env("NCCL_ALGO", "Tree")],
-                Scope::Node,
-                &accept
-            ),
-            Vec::<String>::new()
+        // The unknown is never accepted, whatever a suite says.
+        let unknown: BTreeMap<String, String> = [(UNTOLD.to_string(), "x".to_string())].into();
+        let mut m2 = Measured::default();
+        record(
+            &mut m2,
+            &[NcclSetting::env(UNTOLD, "x")],
+            Scope::Node,
+            &unknown,
         );
+        assert_eq!(settings(&m2), ["NCCL_*=x"]);
         let n = note(&m, "all_reduce").unwrap();
         assert!(
             n.reason.ends_with(

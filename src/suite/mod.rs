@@ -1339,8 +1339,11 @@ impl Suite {
             let mut path = key_path("nccl.accept");
             path.push(Seg::Key(name.clone()));
             let fabric = crate::checks::nccl_env::Scope::Fabric;
-            if !name.starts_with("NCCL_") || name.len() <= "NCCL_".len() {
-                let msg = format!("'{name}' is not an NCCL setting (NCCL_...)");
+            let rest = name.strip_prefix("NCCL_").unwrap_or("");
+            let word = |c: char| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_';
+            if rest.is_empty() || !rest.chars().all(word) {
+                let msg =
+                    format!("'{name}' is not an NCCL setting (NCCL_ and capitals, digits, _)");
                 p.0.push((path, msg, None));
             } else if !crate::checks::nccl_env::steers(name, value, fabric) {
                 let msg = format!("{name} = {value:?} changes no figure: nothing to accept");
