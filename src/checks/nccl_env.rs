@@ -1,4 +1,4 @@
-//! NCCL settings in the environment that change what NCCL measures.
+//! NCCL settings (the environment's, NCCL's configuration files') that change what NCCL measures.
 //!
 //! NCCL takes its tuning from `NCCL_*` variables: `NCCL_P2P_DISABLE=1` sends every byte through
 //! host memory, `NCCL_NVLS_ENABLE=0` turns NVLink SHARP off, `NCCL_ALGO`, `NCCL_PROTO` and
@@ -11,6 +11,11 @@
 //! under the setting holds (NCCL left to itself would not choose slower paths); one that falls
 //! short is not judged: an error ("the node could not be tested as asked") that names the
 //! setting, never a failure of the hardware. Wrong data stays a failure whatever the settings.
+//!
+//! A setting that is part of the node as delivered (a VM image's `NCCL_TOPO_FILE`) the suite
+//! accepts by name and exact value (`[nccl] accept`): it is recorded as [`ACCEPTED`], and figures
+//! measured under it are judged. Across nodes, the settings other nodes ran with are recorded as
+//! [`PEERS`] and steer the job's collectives only ([`steer_job`]).
 
 use super::Measured;
 use crate::backend::NcclSetting;
