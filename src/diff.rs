@@ -99,11 +99,15 @@ pub const CONDITIONS: &[&str] = &[
     crate::checks::compute::OPERANDS,
     crate::checks::nccl_env::FACT,
     crate::checks::nccl_env::ACCEPTED,
+    crate::checks::nccl_env::PEERS,
+    crate::checks::nccl_env::PEERS_ACCEPTED,
 ];
 
 /// The conditions a check's figures were measured under ([`CONDITIONS`]), sorted, for people.
 /// A setting the suite accepts is a setting all the same: whether a suite accepted it changes
-/// how a figure is judged, not what was measured.
+/// how a figure is judged, not what was measured. Other nodes' settings (the fabric's) are
+/// their values without the nodes' names: a rerun on other nodes under the same settings
+/// measured the same thing.
 pub fn conditions(c: &CheckRecord) -> Vec<String> {
     let mut v: Vec<String> = c
         .facts
@@ -112,6 +116,7 @@ pub fn conditions(c: &CheckRecord) -> Vec<String> {
         .map(|f| {
             let name = match f.name.as_str() {
                 crate::checks::nccl_env::ACCEPTED => crate::checks::nccl_env::FACT,
+                crate::checks::nccl_env::PEERS_ACCEPTED => crate::checks::nccl_env::PEERS,
                 n => n,
             };
             format!("{name}: {}", f.value.describe())
@@ -839,10 +844,19 @@ mod tests {
         );
         assert_eq!(conditions(&a), conditions(&b));
         assert!(condition_changes(std::slice::from_ref(&a), &[b]).is_empty());
-        // Another node's settings are no condition of this node's figures.
-        let peers = with(crate::checks::nccl_env::PEERS);
-        assert!(conditions(&peers).is_empty());
-        assert_eq!(condition_changes(&[a], &[peers]).len(), 1);
+        // Other nodes' settings are conditions too, without the nodes' names.
+        let peers = |name: &str, on: &str| {
+            let mut c = with(name);
+            c.facts.last_mut().unwrap().subject = Subject::node_named(on);
+            c
+        };
+        let (p, q) = (
+            peers(crate::checks::nccl_env::PEERS, "n3"),
+            peers(crate::checks::nccl_env::PEERS_ACCEPTED, "n7, n8"),
+        );
+        assert_eq!(conditions(&p), ["nccl_env_peers: NCCL_TOPO_FILE=/t.xml"]);
+        assert!(condition_changes(std::slice::from_ref(&p), &[q]).is_empty());
+        assert_eq!(condition_changes(&[a], &[p]).len(), 1);
     }
 
     #[test]

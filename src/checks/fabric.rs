@@ -385,7 +385,7 @@ fn measure_job(
         deadline,
     )?;
     let job: JobSays = session.broadcast(all.map(|all| job_says(&all)), deadline)?;
-    let counts = job.gpus;
+    let counts = job.gpus.clone();
     if counts.len() != world.size || counts.contains(&0) {
         return Err(fabric::FabricError::Invalid(format!(
             "GPU counts {counts:?} for {} nodes",
@@ -395,17 +395,24 @@ fn measure_job(
     let me = world.rank;
     let name = |r: usize| names.get(r).cloned().unwrap_or_else(|| format!("rank {r}"));
     // The settings other nodes ran with and this one did not: the job's collectives are theirs
-    // too. Bounded here as well: rank 0 holds the key, but may be faulty.
-    let others: Vec<(crate::backend::NcclSetting, Vec<String>)> = job
+    // too. Rank 0 holds the key, but may be faulty: what it tells is checked.
+    job.check(world.size)
+        .map_err(fabric::FabricError::Invalid)?;
+    let others: Vec<(crate::backend::NcclSetting, Vec<usize>)> = job
         .nccl_env
         .iter()
-        .take(MAX_SETTINGS)
-        .filter(|(_, ranks)| !ranks.contains(&me))
-        .map(|(said, ranks)| {
-            let nodes = ranks.iter().filter(|&&r| r < world.size).map(|&r| name(r));
-            (said.setting(), nodes.collect::<Vec<_>>())
+        .map(|(said, ranks)| (said.setting(), ranks))
+        // Settings this node ran with are its own; those not told may be others' too.
+        .filter(|(s, ranks)| {
+            !ranks.contains(&me) || (s.name == super::nccl_env::UNTOLD && ranks.len() > 1)
         })
+        .map(|(s, ranks)| (s, ranks.iter().copied().filter(|&r| r != me).collect()))
         .collect();
+    let named = |list: &[(crate::backend::NcclSetting, Vec<usize>)]| {
+        list.iter()
+            .map(|(s, ranks)| (s.clone(), ranks.iter().map(|&r| name(r)).collect()))
+            .collect::<Vec<(crate::backend::NcclSetting, Vec<String>)>>()
+    };
     let sizes = sweep(cfg);
     let mut link = Link {
         backend,
@@ -471,7 +478,7 @@ fn measure_job(
 
     let mut m = Measured::default();
     super::nccl_env::record(&mut m, settings, FABRIC, &ctx.suite.nccl.accept);
-    super::nccl_env::record_others(&mut m, &others, &ctx.suite.nccl.accept);
+    super::nccl_env::record_others(&mut m, &named(&others), &ctx.suite.nccl.accept);
     // This node's pairs (the second pass's figure where it measured one again).
     let mut pairs: Vec<&PairResult> = pairwise
         .second
@@ -542,6 +549,27 @@ fn measure_job(
     ));
     for v in &pairwise.verdicts {
         m.facts.push(verdict_fact(v, &name));
+        // The pairs that make this node's node fault ran its partners' NCCL too.
+        if let Localised::Node { node, evidence } = v {
+            if *node == me {
+                let partners: std::collections::BTreeSet<usize> = evidence
+                    .iter()
+                    .map(|p| if p.a == me { p.b } else { p.a })
+                    .collect();
+                let theirs: Vec<(crate::backend::NcclSetting, Vec<usize>)> = others
+                    .iter()
+                    .map(|(s, ranks)| {
+                        let with: Vec<usize> = ranks
+                            .iter()
+                            .copied()
+                            .filter(|r| partners.contains(r))
+                            .collect();
+                        (s.clone(), with)
+                    })
+                    .collect();
+                super::nccl_env::record_partners(&mut m, &named(&theirs), &ctx.suite.nccl.accept);
+            }
+        }
     }
     Ok(m)
 }
@@ -617,11 +645,36 @@ struct JobSays {
     nccl_env: Vec<(Said, Vec<usize>)>,
 }
 
+impl JobSays {
+    /// Whether what rank 0 told holds together for a job of `size` nodes: rank 0 holds the
+    /// key, but may be faulty, and nothing it says may vanish or be taken as it comes.
+    fn check(&self, size: usize) -> Result<(), String> {
+        if self.nccl_env.len() > MAX_SETTINGS {
+            return Err(format!(
+                "rank 0 told {} NCCL settings, at most {MAX_SETTINGS}",
+                self.nccl_env.len()
+            ));
+        }
+        match self
+            .nccl_env
+            .iter()
+            .find(|(_, ranks)| ranks.is_empty() || ranks.iter().any(|&r| r >= size))
+        {
+            Some((s, ranks)) => Err(format!(
+                "rank 0 told the NCCL setting {} with ranks {ranks:?} of a job of {size}",
+                s.name
+            )),
+            None => Ok(()),
+        }
+    }
+}
+
 fn job_says(all: &[NodeSays]) -> JobSays {
     let mut settings: std::collections::BTreeMap<Said, Vec<usize>> = Default::default();
     for (rank, node) in all.iter().enumerate() {
-        for s in node.nccl_env.iter().take(MAX_SETTINGS) {
-            let ranks = settings.entry(Said::from(&s.setting())).or_default();
+        // A node that says more than it may is heard to the bound, the rest as not told.
+        for s in told(node.nccl_env.iter().map(|s| Said::from(&s.setting()))) {
+            let ranks = settings.entry(s).or_default();
             if ranks.last() != Some(&rank) {
                 ranks.push(rank);
             }
@@ -629,8 +682,9 @@ fn job_says(all: &[NodeSays]) -> JobSays {
     }
     let mut list: Vec<(Said, Vec<usize>)> = settings.into_iter().collect();
     if list.len() > MAX_SETTINGS {
-        // The settings past the bound still steer the job's figures on every node but those
-        // that ran with none of them.
+        // The settings past the bound are told as one, with every node that ran with any of
+        // them: it steers the job's figures on every node, and on each of those nodes too
+        // where another node had one.
         let rest = list.split_off(MAX_SETTINGS - 1);
         let mut ranks: Vec<usize> = rest.iter().flat_map(|(_, r)| r.iter().copied()).collect();
         ranks.sort_unstable();
@@ -784,8 +838,12 @@ pub fn evaluate(cfg: &FabricCheck, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
     let about_me = |s: &Subject| {
         s.node.as_deref() == Some(me.as_str()) || s.peer_node.as_deref() == Some(me.as_str())
     };
+    let mut node_fault = Vec::new();
     for f in &m.facts {
         let who = f.subject.describe();
+        if f.name == NODE_FAULT && about_me(&f.subject) {
+            node_fault.push(out.len());
+        }
         let x = match f.name.as_str() {
             NODE_FAULT if about_me(&f.subject) => finding(
                 Status::Fail,
@@ -967,12 +1025,20 @@ pub fn evaluate(cfg: &FabricCheck, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
             Some(JOB_METRIC | JOB_ALL_GATHER_METRIC)
         )
     };
-    let (job, own): (Vec<&mut Finding>, Vec<&mut Finding>) = out
-        .iter_mut()
-        .enumerate()
-        .filter(|(i, _)| !data.contains(i))
-        .map(|(_, f)| f)
-        .partition(|f| job_figure(f));
+    let (mut fault, mut job, mut own) = (Vec::new(), Vec::new(), Vec::new());
+    for (i, f) in out.iter_mut().enumerate() {
+        if data.contains(&i) {
+            continue;
+        }
+        if node_fault.contains(&i) {
+            fault.push(f);
+        } else if job_figure(f) {
+            job.push(f);
+        } else {
+            own.push(f);
+        }
+    }
+    super::nccl_env::steer_fault(m, fault);
     super::nccl_env::steer_job(m, job);
     super::nccl_env::steer(m, own);
     out.extend(super::nccl_env::note(m, "the fabric"));
@@ -1693,7 +1759,6 @@ mod tests {
             let (m, f) = r.unwrap_or_else(|e| panic!("rank {rank}: {e}"));
             let own = crate::checks::nccl_env::settings(&m);
             let peers = crate::checks::nccl_env::peer_settings(&m);
-            let set = [own.clone(), peers.clone()].concat();
             let errors: Vec<&Finding> = f.iter().filter(|x| x.status == Status::Error).collect();
             assert!(failed(&f).is_empty(), "rank {rank}: {f:#?}");
             match rank {
@@ -1718,12 +1783,25 @@ mod tests {
                         .contains("not judged: NCCL ran under NCCL_ALGO=Ring, NCCL_IB_DISABLE=1")));
                 }
             }
-            assert!(
-                f.iter().any(|x| x.info
-                    && x.metric.as_deref() == Some(crate::checks::nccl_env::FACT)
-                    && x.reason
-                        .starts_with(&format!("the fabric measured with {}:", set.join(", ")))),
-                "rank {rank}: {f:#?}"
+            let note = f
+                .iter()
+                .find(|x| x.info && x.metric.as_deref() == Some(crate::checks::nccl_env::FACT))
+                .unwrap_or_else(|| panic!("rank {rank}: {f:#?}"));
+            assert_eq!(
+                note.reason.starts_with("the fabric measured with "),
+                !own.is_empty(),
+                "{}",
+                note.reason
+            );
+            assert_eq!(
+                note.reason.contains(&format!(
+                    "the job's collectives ran with {} too: a shortfall of the job's figures is \
+                     not judged",
+                    peers.join(", ")
+                )),
+                !peers.is_empty(),
+                "{}",
+                note.reason
             );
             seen.push(rank);
         }
@@ -1744,7 +1822,8 @@ mod tests {
             ),
         };
         let ring = said("NCCL_ALGO", "Ring");
-        let long = "é".repeat(300);
+        // 3 bytes each: the cut backs off from byte 200 to 198, so a second cut would differ.
+        let long = "€".repeat(300);
         let says = job_says(&[
             node(0, std::slice::from_ref(&ring)),
             node(0, &[]),
@@ -1786,13 +1865,39 @@ mod tests {
         assert_eq!(last.name, crate::checks::nccl_env::UNTOLD);
         assert!(last.value.starts_with("9 more settings"), "{last:?}");
         assert_eq!(ranks, &vec![1]);
-        // What a node sent past the bound is not heard.
+        // What a node sent past the bound is heard as not told.
         let mut big = node(0, &[]);
         big.nccl_env = (0..100)
             .map(|i| said(&format!("NCCL_Y{i:03}"), "1"))
             .collect();
         let says = job_says(&[big]);
         assert!(says.nccl_env.iter().all(|(s, _)| s.name != "NCCL_Y050"));
+        // ("NCCL_*" sorts first: the job's own bound never drops it.)
+        let (first, ranks) = &says.nccl_env[0];
+        assert_eq!(first.name, crate::checks::nccl_env::UNTOLD);
+        assert!(first.value.starts_with("69 more settings"), "{first:?}");
+        assert_eq!(ranks, &vec![0]);
+    }
+
+    #[test]
+    fn what_rank_0_tells_is_checked_before_it_is_believed() {
+        let said = Said::from(&crate::backend::NcclSetting::env("NCCL_ALGO", "Ring"));
+        let job = |entries: Vec<(Said, Vec<usize>)>| JobSays {
+            gpus: vec![8; 3],
+            nccl_env: entries,
+        };
+        assert!(job(vec![(said.clone(), vec![0, 2])]).check(3).is_ok());
+        assert!(job(vec![]).check(3).is_ok());
+        let e = job(vec![(said.clone(), vec![3])]).check(3).unwrap_err();
+        assert!(e.contains("NCCL_ALGO with ranks [3] of a job of 3"), "{e}");
+        assert!(job(vec![(said.clone(), vec![])]).check(3).is_err());
+        assert!(job(vec![(said.clone(), vec![0]); MAX_SETTINGS])
+            .check(3)
+            .is_ok());
+        let e = job(vec![(said, vec![0]); MAX_SETTINGS + 1])
+            .check(3)
+            .unwrap_err();
+        assert!(e.contains("33 NCCL settings, at most 32"), "{e}");
     }
 
     #[test]
@@ -1815,11 +1920,13 @@ mod tests {
             ["NCCL_IB_DISABLE=1 on n1, n2, n3, n4 and 3 more"]
         );
         assert!(crate::checks::nccl_env::settings(&m).is_empty());
+        // The setting is the fact's value, the nodes its subject: no condition names a node.
         assert!(m
             .facts
             .iter()
             .any(|f| f.name == crate::checks::nccl_env::PEERS_ACCEPTED
-                && f.value == FactValue::Text("NCCL_TOPO_FILE=/t.xml on n2".into())));
+                && f.value == FactValue::Text("NCCL_TOPO_FILE=/t.xml".into())
+                && f.subject == Subject::node_named("n2")));
     }
 
     /// Another node's setting steers the job's figures, which its NCCL ran too, and not this
@@ -1866,12 +1973,64 @@ mod tests {
         assert!(f[1]
             .reason
             .contains("not judged: NCCL ran under NCCL_IB_DISABLE=1 on n4"));
-        // Without the other node's setting, both fail: the runner re-judges so to decide a miss.
-        let plain = crate::checks::nccl_env::without_settings(&m);
+        // A setting of the partners whose pairs make the node fault steers the verdict too.
+        let mut with_partner = m.clone();
+        crate::checks::nccl_env::record_partners(
+            &mut with_partner,
+            &[(
+                crate::backend::NcclSetting::env("NCCL_IB_SL", "3"),
+                vec!["n2".into(), "n3".into()],
+            )],
+            &Default::default(),
+        );
+        let f = evaluate(&c, &ctx, &with_partner);
+        let fault = f.iter().find(|x| !x.info).unwrap();
+        assert_eq!(fault.status, Status::Error, "{f:#?}");
+        assert!(fault
+            .reason
+            .contains("not judged: NCCL ran under NCCL_IB_SL=3 on n2, n3"));
+        // Without the other nodes' settings, both fail: the runner re-judges so to decide a miss.
+        let plain = crate::checks::nccl_env::without_settings(&with_partner);
         assert!(evaluate(&c, &ctx, &plain)
             .iter()
             .filter(|x| !x.info)
             .all(|x| x.status == Status::Fail));
+    }
+
+    /// End to end: n3's NIC is slow and n1 and n2 run `NCCL_ALGO=Ring`, n3 and n4 not. The
+    /// pairs that make n3's node fault ran n1's and n2's NCCL, so n3's verdict is not judged;
+    /// n4, whose own verdicts no pair of theirs decides, is judged as before.
+    #[test]
+    fn a_node_fault_found_with_partners_under_a_setting_is_not_judged() {
+        let out = job_under(
+            4,
+            &[0, 1, 2, 3],
+            &[&[], &[], &["nic-downtrained:nic=0"], &[]],
+            &[&[("NCCL_ALGO", "Ring")], &[("NCCL_ALGO", "Ring")], &[], &[]],
+            cfg(30.0),
+        );
+        for (rank, r) in out {
+            let (m, f) = r.unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+            assert!(failed(&f).is_empty(), "rank {rank}: {f:#?}");
+            if rank == 2 {
+                assert_eq!(
+                    crate::checks::nccl_env::partner_settings(&m),
+                    ["NCCL_ALGO=Ring on n1, n2"]
+                );
+                let errors: Vec<&str> = f
+                    .iter()
+                    .filter(|x| x.status == Status::Error)
+                    .map(|x| x.reason.as_str())
+                    .collect();
+                assert_eq!(errors.len(), 2, "{errors:#?}");
+                assert!(errors[0].starts_with("node n3 is below the fabric floor"));
+                assert!(errors
+                    .iter()
+                    .all(|e| e.contains("not judged: NCCL ran under NCCL_ALGO=Ring on n1, n2")));
+            } else {
+                assert!(crate::checks::nccl_env::partner_settings(&m).is_empty());
+            }
+        }
     }
 
     fn pace(node: &str, op: CollectiveOp) -> Fact {

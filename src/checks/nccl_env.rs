@@ -29,15 +29,21 @@ pub const FACT: &str = "nccl_env";
 /// NcclExpect`]): part of the node as certified, so a figure measured under it is judged.
 pub const ACCEPTED: &str = "nccl_env_accepted";
 
-/// The fact that holds a setting other nodes of a job ran with and this one did not, as
-/// "NAME=value on n3" (the fabric check): it steers the figures of the job's collectives, which
+/// The fact that holds a setting other nodes of a job ran with and this one did not, the nodes
+/// as its subject ("NAME=value on n3", the fabric check): it steers the figures of the job's collectives, which
 /// every node's NCCL ran, and not those this node measured without those nodes. It names other
 /// nodes, so it is no condition of this node's figures ([`crate::diff::CONDITIONS`]).
 pub const PEERS: &str = "nccl_env_peers";
 
 /// The name under which a job says that some settings of its nodes were not told (more than it
-/// tells): they are unknown, and unknown steers.
-pub const UNTOLD: &str = "NCCL_*";
+/// tells): they are unknown, and unknown steers. The same name as a configuration file nodecert
+/// could not read: both are unknown settings, and no suite can accept one.
+pub const UNTOLD: &str = crate::backend::cuda::UNREAD_CONF;
+
+/// The fact that holds a setting that the reference partners of this node's node-fault verdict
+/// ran with and this node did not (the fabric check), the partners as its subject: their pairs
+/// with this node ran their NCCL too, so the verdict may be the settings' and not the node's.
+pub const PARTNERS: &str = "nccl_env_partners";
 
 /// [`PEERS`] for a setting this node's suite accepts.
 pub const PEERS_ACCEPTED: &str = "nccl_env_peers_accepted";
@@ -173,32 +179,62 @@ pub fn record(
 /// The most nodes named for one setting that other nodes of a job ran with.
 const MAX_NODES_NAMED: usize = 4;
 
-/// Record the settings that other nodes of a job ran with and this one did not, as "NAME=value
-/// on n3, n4" ([`PEERS`], or [`PEERS_ACCEPTED`] where this node's suite accepts it). `others`
-/// holds each setting with the nodes that had it.
+/// "n1, n2, n3, n4 and 3 more".
+fn on_list(nodes: &[String]) -> String {
+    let mut on = nodes
+        .iter()
+        .take(MAX_NODES_NAMED)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if nodes.len() > MAX_NODES_NAMED {
+        on.push_str(&format!(" and {} more", nodes.len() - MAX_NODES_NAMED));
+    }
+    on
+}
+
+/// Record the settings that other nodes of a job ran with and this one did not ([`PEERS`], or
+/// [`PEERS_ACCEPTED`] where this node's suite accepts it), each with the nodes that had it as
+/// its subject. `others` holds each setting with those nodes.
 pub fn record_others(
     m: &mut Measured,
     others: &[(NcclSetting, Vec<String>)],
     accept: &BTreeMap<String, String>,
 ) {
+    record_named(m, others, accept, PEERS, Some(PEERS_ACCEPTED));
+}
+
+/// Record the settings that the reference partners of this node's node-fault verdict ran with
+/// and this node did not ([`PARTNERS`]), those the suite accepts left out.
+pub fn record_partners(
+    m: &mut Measured,
+    others: &[(NcclSetting, Vec<String>)],
+    accept: &BTreeMap<String, String>,
+) {
+    record_named(m, others, accept, PARTNERS, None);
+}
+
+fn record_named(
+    m: &mut Measured,
+    others: &[(NcclSetting, Vec<String>)],
+    accept: &BTreeMap<String, String>,
+    fact: &str,
+    accepted_fact: Option<&str>,
+) {
     for (setting, nodes) in others.iter().filter(|(_, n)| !n.is_empty()) {
-        let mut on = nodes
-            .iter()
-            .take(MAX_NODES_NAMED)
-            .cloned()
-            .collect::<Vec<_>>()
-            .join(", ");
-        if nodes.len() > MAX_NODES_NAMED {
-            on.push_str(&format!(" and {} more", nodes.len() - MAX_NODES_NAMED));
-        }
-        let name = if accepted(setting, accept) {
-            PEERS_ACCEPTED
+        let setting = bounded(setting);
+        let Some(name) = (if accepted(&setting, accept) {
+            accepted_fact
         } else {
-            PEERS
+            Some(fact)
+        }) else {
+            continue;
         };
-        let text = format!("{} on {on}", text(&bounded(setting)));
-        m.facts
-            .push(Fact::new(name, Subject::node(), FactValue::Text(text)));
+        m.facts.push(Fact::new(
+            name,
+            Subject::node_named(&on_list(nodes)),
+            FactValue::Text(text(&setting)),
+        ));
     }
 }
 
@@ -212,20 +248,44 @@ pub fn accepted_settings(m: &Measured) -> Vec<&str> {
     texts(m, ACCEPTED)
 }
 
-/// The settings other nodes of the job ran with that steer the job's figures.
-pub fn peer_settings(m: &Measured) -> Vec<&str> {
-    texts(m, PEERS)
+/// The settings other nodes of the job ran with that steer the job's figures, as "NAME=value
+/// on n3".
+pub fn peer_settings(m: &Measured) -> Vec<String> {
+    on_nodes(m, PEERS)
 }
+
+/// The settings the reference partners of this node's node-fault verdict ran with, as
+/// "NAME=value on n3".
+pub fn partner_settings(m: &Measured) -> Vec<String> {
+    on_nodes(m, PARTNERS)
+}
+
+fn on_nodes(m: &Measured, name: &str) -> Vec<String> {
+    m.facts
+        .iter()
+        .filter(|f| f.name == name)
+        .filter_map(|f| match &f.value {
+            FactValue::Text(t) => Some(format!(
+                "{t} on {}",
+                f.subject.node.as_deref().unwrap_or("other nodes")
+            )),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The facts that leave a shortfall unjudged: this node's settings and other nodes'.
+const STEERING: &[&str] = &[FACT, PEERS, PARTNERS];
 
 /// Whether any setting recorded in `m`, this node's or another's, leaves a shortfall unjudged.
 pub fn any_steers(m: &Measured) -> bool {
-    m.facts.iter().any(|f| f.name == FACT || f.name == PEERS)
+    m.facts.iter().any(|f| STEERING.contains(&f.name.as_str()))
 }
 
 /// `m` without the settings that steer its figures: how they would be judged without them.
 pub fn without_settings(m: &Measured) -> Measured {
     let mut plain = m.clone();
-    plain.facts.retain(|f| f.name != FACT && f.name != PEERS);
+    plain.facts.retain(|f| !STEERING.contains(&f.name.as_str()));
     plain
 }
 
@@ -244,16 +304,26 @@ fn texts<'a>(m: &'a Measured, name: &str) -> Vec<&'a str> {
 /// judge a figure NCCL produced, never its data) that failed becomes an error naming the
 /// settings. Nothing changes where no setting was recorded.
 pub fn steer<'a>(m: &Measured, figures: impl IntoIterator<Item = &'a mut Finding>) {
-    steer_with(&settings(m), figures);
+    steer_with(&own(m), figures);
 }
 
 /// [`steer`] for the figures of a job's collectives across nodes: steered by this node's
 /// settings and by those other nodes ran with ([`PEERS`]).
 pub fn steer_job<'a>(m: &Measured, figures: impl IntoIterator<Item = &'a mut Finding>) {
-    steer_with(&[settings(m), peer_settings(m)].concat(), figures);
+    steer_with(&[own(m), peer_settings(m)].concat(), figures);
 }
 
-fn steer_with<'a>(set: &[&str], figures: impl IntoIterator<Item = &'a mut Finding>) {
+/// [`steer`] for this node's node-fault verdict: steered by this node's settings and by those
+/// its reference partners ran with ([`PARTNERS`]).
+pub fn steer_fault<'a>(m: &Measured, figures: impl IntoIterator<Item = &'a mut Finding>) {
+    steer_with(&[own(m), partner_settings(m)].concat(), figures);
+}
+
+fn own(m: &Measured) -> Vec<String> {
+    settings(m).into_iter().map(str::to_string).collect()
+}
+
+fn steer_with<'a>(set: &[String], figures: impl IntoIterator<Item = &'a mut Finding>) {
     if set.is_empty() {
         return;
     }
@@ -272,26 +342,50 @@ fn steer_with<'a>(set: &[&str], figures: impl IntoIterator<Item = &'a mut Findin
 /// One line of information, where `m` was measured under NCCL settings: which, and what they
 /// mean for the verdicts on `what` ("all_reduce", "the fabric").
 pub fn note(m: &Measured, what: &str) -> Option<Finding> {
-    let set = [settings(m), peer_settings(m)].concat().join(", ");
-    let ok = [accepted_settings(m), texts(m, PEERS_ACCEPTED)]
-        .concat()
-        .join(", ");
-    let reason = match (set.is_empty(), ok.is_empty()) {
-        (true, true) => return None,
-        (false, true) => format!(
-            "{what} measured with {set}: a figure that meets its floor holds, one that does not \
+    let (own, peers) = (settings(m).join(", "), peer_settings(m).join(", "));
+    let partners = partner_settings(m).join(", ");
+    let ok = [
+        accepted_settings(m)
+            .into_iter()
+            .map(str::to_string)
+            .collect(),
+        on_nodes(m, PEERS_ACCEPTED),
+    ]
+    .concat()
+    .join(", ");
+    let mut said = Vec::new();
+    if !own.is_empty() {
+        said.push(format!(
+            "{what} measured with {own}: a figure that meets its floor holds, one that does not \
              is not judged"
-        ),
-        (true, false) => format!(
-            "{what} measured with {ok}, which the suite accepts as part of the node: its \
-             figures are judged"
-        ),
-        (false, false) => format!(
-            "{what} measured with {set}: a figure that meets its floor holds, one that does not \
-             is not judged; and with {ok}, which the suite accepts"
-        ),
-    };
-    let found = [set, ok]
+        ));
+    }
+    if !peers.is_empty() {
+        said.push(format!(
+            "the job's collectives ran with {peers} too: a shortfall of the job's figures is not \
+             judged"
+        ));
+    }
+    if !partners.is_empty() {
+        said.push(format!(
+            "the pairs of this node's node-fault verdict ran with {partners}: the verdict is not \
+             judged"
+        ));
+    }
+    if !ok.is_empty() {
+        said.push(format!(
+            "{} {ok}, which the suite accepts as part of the node: figures under them are judged",
+            if said.is_empty() {
+                format!("{what} measured with")
+            } else {
+                "with".to_string()
+            }
+        ));
+    }
+    if said.is_empty() {
+        return None;
+    }
+    let found = [own, peers, ok]
         .into_iter()
         .filter(|s| !s.is_empty())
         .collect::<Vec<_>>()
@@ -302,7 +396,7 @@ pub fn note(m: &Measured, what: &str) -> Option<Finding> {
             Subject::node(),
             found,
             "NCCL left to its own choices",
-            reason,
+            said.join("; "),
         )
         .on(FACT)
         .informational(),
@@ -370,6 +464,29 @@ mod tests {
         }
         assert!(!steers("NCCL_NET_GDR_LEVEL", "PHB", Scope::Node));
         assert!(steers("NCCL_NET_GDR_LEVEL", "PHB", Scope::Fabric));
+    }
+
+    #[test]
+    fn a_cut_text_is_not_cut_again_and_a_long_one_always_is() {
+        for ch in ["x", "é", "€", "𝄞"] {
+            let long = ch.repeat(300);
+            let once = cut(long.clone());
+            assert!(
+                once.len() <= MAX_TEXT + 3 && once.ends_with("..."),
+                "{once}"
+            );
+            assert_eq!(cut(once.clone()), once, "{ch}");
+        }
+        // Up to three bytes over the bound and ending in "...": already within it, kept.
+        for n in 1..=3 {
+            let t = format!("{}...", "x".repeat(MAX_TEXT + n - 3));
+            assert_eq!(cut(t.clone()), t);
+        }
+        // Four over, or not ending in "...": cut.
+        let t = format!("{}...", "x".repeat(MAX_TEXT + 1));
+        assert_eq!(cut(t).len(), MAX_TEXT + 3);
+        let t = "x".repeat(MAX_TEXT + 1);
+        assert_eq!(cut(t), format!("{}...", "x".repeat(MAX_TEXT)));
     }
 
     #[test]
@@ -481,13 +598,12 @@ mod tests {
         );
         assert_eq!(settings(&m2), ["NCCL_*=x"]);
         let n = note(&m, "all_reduce").unwrap();
-        assert!(
-            n.reason.ends_with(
-                "and with NCCL_TOPO_FILE=/opt/topo.xml (from /etc/nccl.conf), which the suite \
-                 accepts"
-            ),
-            "{}",
-            n.reason
+        assert_eq!(
+            n.reason,
+            "all_reduce measured with NCCL_ALGO=Ring: a figure that meets its floor holds, one \
+             that does not is not judged; with NCCL_TOPO_FILE=/opt/topo.xml (from \
+             /etc/nccl.conf), which the suite accepts as part of the node: figures under them \
+             are judged"
         );
         // Only accepted settings: nothing is steered, and the note says they were judged.
         let mut m = Measured::default();
@@ -504,7 +620,7 @@ mod tests {
         assert_eq!(
             n.reason,
             "all_reduce measured with NCCL_ALGO=Tree, which the suite accepts as part of the \
-             node: its figures are judged"
+             node: figures under them are judged"
         );
         assert_eq!(n.found, "NCCL_ALGO=Tree");
     }
