@@ -396,8 +396,10 @@ fn measure_job(
     let name = |r: usize| names.get(r).cloned().unwrap_or_else(|| format!("rank {r}"));
     // The settings other nodes ran with and this one did not: the job's collectives are theirs
     // too. Rank 0 holds the key, but may be faulty: what it tells is checked.
-    job.check(world.size)
-        .map_err(fabric::FabricError::Invalid)?;
+    if let Err(why) = job.check(world.size) {
+        session.abort(&why);
+        return Err(fabric::FabricError::Invalid(why));
+    }
     let others: Vec<(crate::backend::NcclSetting, Vec<usize>)> = job
         .nccl_env
         .iter()
