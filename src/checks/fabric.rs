@@ -1838,6 +1838,9 @@ mod tests {
         let proto = &says.nccl_env[1].0;
         assert_eq!(proto.value, crate::checks::nccl_env::cut(long.clone()));
         assert_eq!(proto.setting().value, proto.value);
+        // A node with as many as the bound tells them all.
+        let n = node(MAX_SETTINGS, &[]);
+        assert!(n.nccl_env.iter().all(|s| s.name.starts_with("NCCL_K")));
         // A node that has more than the bound says how many more; they still steer.
         let n = node(40, &[]);
         assert_eq!(n.nccl_env.len(), MAX_SETTINGS);
@@ -1853,6 +1856,17 @@ mod tests {
             &n.nccl_env[MAX_SETTINGS - 1].value,
             FABRIC
         ));
+        // A job with as many distinct settings as the bound tells them all.
+        let mut b = node(0, &[]);
+        b.nccl_env = (0..16)
+            .map(|i| said(&format!("NCCL_Z{i:03}"), "1"))
+            .collect();
+        let says = job_says(&[node(16, &[]), b]);
+        assert_eq!(says.nccl_env.len(), MAX_SETTINGS);
+        assert!(says
+            .nccl_env
+            .iter()
+            .all(|(s, _)| s.name != crate::checks::nccl_env::UNTOLD));
         // A job whose nodes have more distinct settings than the bound tells the rest as one,
         // with every node that had any of them.
         let a = node(20, &[]);

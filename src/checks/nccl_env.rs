@@ -467,6 +467,14 @@ mod tests {
     }
 
     #[test]
+    fn up_to_four_nodes_are_named_and_the_rest_counted() {
+        let nodes = |n: usize| (1..=n).map(|i| format!("n{i}")).collect::<Vec<_>>();
+        assert_eq!(on_list(&nodes(1)), "n1");
+        assert_eq!(on_list(&nodes(4)), "n1, n2, n3, n4");
+        assert_eq!(on_list(&nodes(5)), "n1, n2, n3, n4 and 1 more");
+    }
+
+    #[test]
     fn a_cut_text_is_not_cut_again_and_a_long_one_always_is() {
         for ch in ["x", "é", "€", "𝄞"] {
             let long = ch.repeat(300);
