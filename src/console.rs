@@ -8,6 +8,8 @@ use std::io::IsTerminal;
 
 pub struct Console {
     quiet: bool,
+    /// The node is simulated: every line says so.
+    simulated: bool,
     color: bool,
     bar: Option<ProgressBar>,
     tty: bool,
@@ -16,11 +18,12 @@ pub struct Console {
 }
 
 impl Console {
-    pub fn new(quiet: bool) -> Self {
+    pub fn new(quiet: bool, simulated: bool) -> Self {
         let tty = std::io::stderr().is_terminal();
         let color = std::io::stdout().is_terminal() && !no_color();
         Console {
             quiet,
+            simulated,
             color,
             bar: None,
             tty,
@@ -31,6 +34,19 @@ impl Console {
 
     pub fn color(&self) -> bool {
         self.color
+    }
+
+    fn tag(&self) -> &'static str {
+        simulated_tag(self.simulated)
+    }
+}
+
+/// What ends each console line about a simulated node.
+pub fn simulated_tag(simulated: bool) -> &'static str {
+    if simulated {
+        " [SIMULATED]"
+    } else {
+        ""
     }
 }
 
@@ -83,10 +99,11 @@ impl Observer for Console {
             return;
         }
         let line = format!(
-            "[{}/{}] missed: {}; measuring again, attempt {attempt} of {allowed}",
+            "[{}/{}] missed: {}; measuring again, attempt {attempt} of {allowed}{}",
             self.index + 1,
             self.total,
-            visible(missed)
+            visible(missed),
+            self.tag()
         );
         match &self.bar {
             Some(b) => b.println(line),
@@ -109,12 +126,13 @@ impl Observer for Console {
             return;
         }
         crate::errln!(
-            "[{}/{}] {:<32} {:>5}  {:.1}s",
+            "[{}/{}] {:<32} {:>5}  {:.1}s{}",
             self.index + 1,
             self.total,
             visible(&r.title),
             paint(r.status, self.tty && self.color),
-            r.duration_s
+            r.duration_s,
+            self.tag()
         );
     }
 }
@@ -178,7 +196,8 @@ pub fn summary(ev: &Evidence, color: bool) -> String {
         s.push_str(&format!("\n{t}"));
     }
     s.push_str(&format!(
-        "\n{}: {} on {} ({}), suite {}\n",
+        "\n{}{}: {} on {} ({}), suite {}\n",
+        if ev.simulated { "[SIMULATED] " } else { "" },
         label,
         if verdict == crate::evidence::Verdict::Pass {
             "node passed"
@@ -195,6 +214,31 @@ pub fn summary(ev: &Evidence, color: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_verdict_of_a_simulated_node_says_so_and_a_real_ones_does_not() {
+        let mut ev = crate::testutil::simulated("h200-vm-1", &[]);
+        let verdict = |ev: &Evidence| {
+            summary(ev, false)
+                .lines()
+                .last()
+                .unwrap_or_default()
+                .to_string()
+        };
+        assert!(
+            verdict(&ev).starts_with("[SIMULATED] PASS: node passed on "),
+            "{}",
+            verdict(&ev)
+        );
+        ev.simulated = false;
+        assert!(
+            verdict(&ev).starts_with("PASS: node passed on "),
+            "{}",
+            verdict(&ev)
+        );
+        assert_eq!(simulated_tag(true), " [SIMULATED]");
+        assert_eq!(simulated_tag(false), "");
+    }
 
     #[test]
     fn control_characters_are_shown_not_obeyed() {

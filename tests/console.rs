@@ -51,11 +51,18 @@ fn no_colour_and_no_bar_off_a_terminal() {
         assert!(!s.contains('\x1b'), "escape codes off a terminal: {s:?}");
         assert!(!s.contains('\r'), "a progress bar off a terminal: {s:?}");
     }
-    // One plain progress line per check, then the summary on stdout.
+    // One plain progress line per check, then the summary on stdout; each says the node is
+    // simulated, and so does the verdict.
     assert!(
         se.lines()
             .any(|l| l.starts_with("[1/") && l.contains("PASS")),
         "{se}"
     );
-    assert!(so.contains("PASS: node passed"), "{so}");
+    assert!(
+        se.lines()
+            .filter(|l| l.starts_with('['))
+            .all(|l| l.ends_with(" [SIMULATED]")),
+        "{se}"
+    );
+    assert!(so.contains("\n[SIMULATED] PASS: node passed"), "{so}");
 }

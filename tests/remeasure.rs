@@ -247,7 +247,7 @@ fn the_console_says_when_a_check_measures_again() {
         .unwrap_or_else(|| panic!("{err}"));
     assert!(
         line.starts_with("[5/14] missed: GPU 0 -> GPU 1: peer read")
-            && line.ends_with("; measuring again, attempt 2 of 2"),
+            && line.ends_with("; measuring again, attempt 2 of 2 [SIMULATED]"),
         "{line}"
     );
     let stdout = String::from_utf8_lossy(&out.stdout);

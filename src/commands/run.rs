@@ -112,7 +112,7 @@ pub fn cmd_run(
     // Held until the run ends: no other nodecert writes here meanwhile.
     let dir = open_report_dir(out)?;
     let evidence_path = out.join(crate::evidence::EVIDENCE_FILE);
-    let mut console = crate::console::Console::new(quiet);
+    let mut console = crate::console::Console::new(quiet, simrec.is_some());
     let color = console.color();
     if !quiet {
         crate::errln!(
@@ -121,7 +121,7 @@ pub fn cmd_run(
             crate::console::visible(&loaded.suite.name),
             crate::console::visible(&inv.hostname),
             crate::console::visible(&inv.summary()),
-            if simrec.is_some() { " [SIMULATED]" } else { "" }
+            crate::console::simulated_tag(simrec.is_some())
         );
     }
     let ev = crate::runner::new_evidence(&loaded, b.as_ref(), inv, simrec, environment(args));
