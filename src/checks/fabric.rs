@@ -1686,20 +1686,7 @@ mod tests {
         let inv = crate::testutil::simulated("h100-sxm-8", &[]).node;
         let ctx = crate::testutil::ctx(&loaded.suite, &inv);
         let c = cfg(10.0);
-        let mut m = Measured::default();
-        m.facts.push(Fact::new(
-            "rank",
-            Subject::node_named("n1"),
-            FactValue::Count(0),
-        ));
-        m.facts.push(Fact::new(
-            NODE_FAULT,
-            Subject::node_named("n1"),
-            FactValue::Text("n1 - n2 20 GB/s, n1 - n3 21 GB/s".into()),
-        ));
-        m.facts.push(pace("n1", CollectiveOp::AllReduce));
-        m.metrics
-            .push(metric(JOB_METRIC, Subject::node_named("n1"), 20.0));
+        let mut m = slow_n1();
         let statuses = |m: &Measured| -> Vec<Status> {
             evaluate(&c, &ctx, m)
                 .iter()
@@ -1953,20 +1940,7 @@ mod tests {
         let inv = crate::testutil::simulated("h100-sxm-8", &[]).node;
         let ctx = crate::testutil::ctx(&loaded.suite, &inv);
         let c = cfg(10.0);
-        let mut m = Measured::default();
-        m.facts.push(Fact::new(
-            "rank",
-            Subject::node_named("n1"),
-            FactValue::Count(0),
-        ));
-        m.facts.push(Fact::new(
-            NODE_FAULT,
-            Subject::node_named("n1"),
-            FactValue::Text("n1 - n2 20 GB/s, n1 - n3 21 GB/s".into()),
-        ));
-        m.facts.push(pace("n1", CollectiveOp::AllReduce));
-        m.metrics
-            .push(metric(JOB_METRIC, Subject::node_named("n1"), 20.0));
+        let mut m = slow_n1();
         crate::checks::nccl_env::record_others(
             &mut m,
             &[(
@@ -2047,6 +2021,26 @@ mod tests {
                 assert!(crate::checks::nccl_env::partner_settings(&m).is_empty());
             }
         }
+    }
+
+    /// What rank 0, node n1, measured as the slow node of its job: a node fault, and the job's
+    /// all_reduce at its pace.
+    fn slow_n1() -> Measured {
+        let mut m = Measured::default();
+        m.facts.push(Fact::new(
+            "rank",
+            Subject::node_named("n1"),
+            FactValue::Count(0),
+        ));
+        m.facts.push(Fact::new(
+            NODE_FAULT,
+            Subject::node_named("n1"),
+            FactValue::Text("n1 - n2 20 GB/s, n1 - n3 21 GB/s".into()),
+        ));
+        m.facts.push(pace("n1", CollectiveOp::AllReduce));
+        m.metrics
+            .push(metric(JOB_METRIC, Subject::node_named("n1"), 20.0));
+        m
     }
 
     fn pace(node: &str, op: CollectiveOp) -> Fact {
