@@ -30,9 +30,10 @@ pub const FACT: &str = "nccl_env";
 pub const ACCEPTED: &str = "nccl_env_accepted";
 
 /// The fact that holds a setting other nodes of a job ran with and this one did not, the nodes
-/// as its subject ("NAME=value on n3", the fabric check): it steers the figures of the job's collectives, which
-/// every node's NCCL ran, and not those this node measured without those nodes. It names other
-/// nodes, so it is no condition of this node's figures ([`crate::diff::CONDITIONS`]).
+/// as its subject ("NAME=value on n3", the fabric check): it steers the figures of the job's
+/// collectives, which every node's NCCL ran, and not those this node measured without those
+/// nodes. Its value names no node, so it is a condition of this node's figures by value alone
+/// ([`crate::diff::CONDITIONS`]).
 pub const PEERS: &str = "nccl_env_peers";
 
 /// The name under which a job says that some settings of its nodes were not told (more than it
