@@ -255,6 +255,15 @@ impl NcclSetting {
             None => self.value.clone(),
         }
     }
+
+    /// `settings` as the evidence records them ([`BackendInfo::nccl_env`]): name and shown
+    /// value.
+    pub fn in_evidence(settings: &[NcclSetting]) -> Vec<(String, String)> {
+        settings
+            .iter()
+            .map(|s| (s.name.clone(), s.shown()))
+            .collect()
+    }
 }
 
 /// The hardware boundary. Bandwidths are GB/s (10^9 bytes/s), latencies microseconds.

@@ -1712,11 +1712,7 @@ impl Backend for SimBackend {
             ),
             libraries: vec![],
             nccl_version: None,
-            nccl_env: self
-                .nccl_env
-                .iter()
-                .map(|s| (s.name.clone(), s.shown()))
-                .collect(),
+            nccl_env: crate::backend::NcclSetting::in_evidence(&self.nccl_env),
         }
     }
 

@@ -346,10 +346,7 @@ pub fn extend_info(info: &mut BackendInfo, settings: &[NcclSetting]) {
             .ok()
             .and_then(Result::ok);
     }
-    info.nccl_env = settings
-        .iter()
-        .map(|s| (s.name.clone(), s.shown()))
-        .collect();
+    info.nccl_env = NcclSetting::in_evidence(settings);
 }
 
 /// cuInit's CUDA_ERROR_NO_DEVICE on a node whose driver lists `listed` GPUs: the measurement
