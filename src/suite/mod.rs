@@ -1344,10 +1344,10 @@ impl Suite {
             if rest.is_empty() || !rest.chars().all(word) {
                 let msg =
                     format!("'{name}' is not an NCCL setting (NCCL_ and capitals, digits, _)");
-                p.0.push((path, msg, None));
+                p.bad_at(path, msg);
             } else if !crate::checks::nccl_env::steers(name, value, fabric) {
                 let msg = format!("{name} = {value:?} changes no figure: nothing to accept");
-                p.0.push((path, msg, None));
+                p.bad_at(path, msg);
             }
         }
         if let Some(g) = self.topology.pcie_gen {
@@ -2088,7 +2088,12 @@ struct Problems(Vec<Problem>);
 
 impl Problems {
     fn bad(&mut self, path: &str, msg: String) {
-        self.0.push((key_path(path), msg, None));
+        self.bad_at(key_path(path), msg);
+    }
+
+    /// [`Problems::bad`] at a path built by hand (a key of its own may hold a '.').
+    fn bad_at(&mut self, path: KeyPath, msg: String) {
+        self.0.push((path, msg, None));
     }
 
     /// A problem between the keys `path` and `other`: either may be the one to change.
