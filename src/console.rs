@@ -208,7 +208,17 @@ pub fn summary(ev: &Evidence, color: bool) -> String {
         visible(&ev.node.summary()),
         visible(&ev.suite.name)
     ));
-    s
+    if !ev.simulated {
+        return s;
+    }
+    // Every line of a simulated node's table says so: a row copied out of it alone must not
+    // read as a measured pass.
+    s.lines()
+        .map(|l| match l.is_empty() || l.contains("SIMULATED") {
+            true => format!("{l}\n"),
+            false => format!("{l}{}\n", simulated_tag(true)),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -230,12 +240,22 @@ mod tests {
             "{}",
             verdict(&ev)
         );
+        for l in summary(&ev, false).lines().filter(|l| !l.is_empty()) {
+            assert!(l.contains("SIMULATED"), "{l}");
+        }
+        let table = summary(&ev, false);
+        let row = table.lines().find(|l| l.starts_with("Topology"));
+        assert!(
+            row.is_some_and(|r| r.contains("PASS") && r.ends_with("limits [SIMULATED]")),
+            "{table}"
+        );
         ev.simulated = false;
         assert!(
             verdict(&ev).starts_with("PASS: node passed on "),
             "{}",
             verdict(&ev)
         );
+        assert!(!summary(&ev, false).contains("SIMULATED"));
         assert_eq!(simulated_tag(true), " [SIMULATED]");
         assert_eq!(simulated_tag(false), "");
     }

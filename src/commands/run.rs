@@ -189,9 +189,10 @@ pub fn cmd_run(
         );
     } else {
         crate::out!("{}", crate::console::summary(&ev, color));
-        crate::outln!("evidence and reports in {}", out.display());
+        let tag = crate::console::simulated_tag(ev.simulated);
+        crate::outln!("evidence and reports in {}{tag}", out.display());
         for p in exported {
-            crate::outln!("wrote {}", p.display());
+            crate::outln!("wrote {}{tag}", p.display());
         }
     }
     if let (Some(s), Some(info)) = (signer, signed) {

@@ -88,7 +88,7 @@ impl Signer {
             .map(|n| n.to_string_lossy().to_string())
             .unwrap_or_default();
         let mut s = format!(
-            "{} {d} as {} ({}): {}\n",
+            "{} {d} as {} ({}): {}{}\n",
             if info.countersignature {
                 "countersigned"
             } else {
@@ -96,7 +96,8 @@ impl Signer {
             },
             self.identity,
             self.fingerprint,
-            info.signature.display()
+            info.signature.display(),
+            crate::console::simulated_tag(simulated)
         );
         if simulated {
             s.push_str("SIMULATED RESULTS: the signature seals simulated figures; not a certification of real hardware\n");
