@@ -210,6 +210,11 @@ pub enum Command {
         /// Whose conventions the exit code follows.
         #[arg(long, value_enum, default_value = "nodecert")]
         mode: crate::commands::health_check::Mode,
+        /// With --mode slurm-healthcheck: drain or resume this Slurm node on simulated results,
+        /// for a test cluster whose nodes are simulated. Without it a simulated check leaves
+        /// the node's Slurm state alone (its verdict certifies no hardware).
+        #[arg(long, requires = "simulate")]
+        allow_simulated: bool,
     },
     /// Certify many nodes: dispatch through Slurm or Kubernetes, gather every node's evidence
     /// into one report, drain the bad nodes.
@@ -382,6 +387,11 @@ pub enum FleetCommand {
         /// Print the commands without running them.
         #[arg(long)]
         dry_run: bool,
+        /// Run the commands although the fleet's results are simulated: for a test cluster
+        /// whose nodes are simulated. Without it a simulated fleet's drain is refused (its
+        /// verdicts certify no hardware); --dry-run still shows it.
+        #[arg(long)]
+        allow_simulated: bool,
     },
 }
 
@@ -574,12 +584,14 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             inject,
             node_name,
             mode,
+            allow_simulated,
         } => crate::commands::health_check::cmd_health_check(
             suite,
             sim.simulate,
             inject,
             node_name,
             mode,
+            allow_simulated,
         ),
         Command::List => {
             crate::out!("{}", list::list_text());
@@ -701,6 +713,7 @@ fn fleet_dispatch(f: FleetCommand, args: &[String]) -> Result<u8> {
             slurm: _,
             k8s,
             dry_run,
+            allow_simulated,
         } => fleet::cmd_drain(
             &path,
             if k8s {
@@ -709,6 +722,7 @@ fn fleet_dispatch(f: FleetCommand, args: &[String]) -> Result<u8> {
                 fleet::Scheduler::Slurm
             },
             dry_run,
+            allow_simulated,
         ),
     }
 }

@@ -274,9 +274,11 @@ fn a_simulated_fleet_fails_the_broken_node_flags_the_slow_one_and_refuses_what_c
     let text = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("scontrol")).collect();
     assert_eq!(lines.len(), 5, "{text}");
+    // Simulated: each command says so in a shell comment, and still runs as shown if copied.
     assert!(
-        lines
-            .contains(&"scontrol update NodeName=n03 State=DRAIN 'Reason=nodecert: topology FAIL'"),
+        lines.contains(
+            &"scontrol update NodeName=n03 State=DRAIN 'Reason=nodecert: topology FAIL'  # SIMULATED"
+        ),
         "{text}"
     );
     assert!(
@@ -285,6 +287,21 @@ fn a_simulated_fleet_fails_the_broken_node_flags_the_slow_one_and_refuses_what_c
         )),
         "{text}"
     );
+    // Not run on simulated results, unless the cluster is said to be a test one.
+    for scheduler in ["--slurm", "--k8s"] {
+        let out = env
+            .cmd()
+            .args(["fleet", "drain", "third", scheduler])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{scheduler}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("refusing to drain or resume nodes on simulated results"),
+            "{err}"
+        );
+        assert!(out.stdout.is_empty());
+    }
     let out = env
         .cmd()
         .args(["fleet", "drain", "third", "--k8s", "--dry-run"])
@@ -999,5 +1016,65 @@ fn health_check_answers_each_scheduler_in_its_convention_and_writes_nothing() {
         std::fs::read_dir(env.dir.path()).unwrap().count(),
         0,
         "no files written"
+    );
+}
+
+/// A fake `scontrol` and `sinfo` that log their arguments, on a PATH of their own.
+fn fake_slurm(env: &Env) -> (std::ffi::OsString, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = env.path("fake-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = env.path("slurm.log");
+    for tool in ["scontrol", "sinfo"] {
+        let p = bin.join(tool);
+        std::fs::write(
+            &p,
+            format!("#!/bin/sh\necho {tool} \"$@\" >> '{}'\n", log.display()),
+        )
+        .unwrap();
+        std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let path = std::env::join_paths(
+        std::iter::once(bin).chain(std::env::split_paths(&std::env::var_os("PATH").unwrap())),
+    )
+    .unwrap();
+    (path, log)
+}
+
+#[test]
+fn a_simulated_health_check_leaves_the_slurm_node_alone_unless_told_it_is_a_test_cluster() {
+    let env = Env::new();
+    let (path, log) = fake_slurm(&env);
+    let hc = |extra: &[&str]| {
+        env.cmd()
+            .args([
+                "health-check",
+                "--simulate",
+                "h100-sxm-8",
+                "--inject",
+                "nvlink-down:gpu=2",
+            ])
+            .args(["--mode", "slurm-healthcheck"])
+            .args(extra)
+            .env("PATH", &path)
+            .env("SLURMD_NODENAME", "n7")
+            .output()
+            .unwrap()
+    };
+    let o = hc(&[]);
+    assert_eq!(o.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("[SIMULATED]: the node's Slurm state is left alone"),
+        "{err}"
+    );
+    assert!(!log.exists(), "scontrol or sinfo ran");
+    let o = hc(&["--allow-simulated"]);
+    assert_eq!(o.status.code(), Some(1));
+    let calls = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        calls
+            .contains("scontrol update NodeName=n7 State=DRAIN Reason=nodecert: health-check FAIL"),
+        "{calls}"
     );
 }

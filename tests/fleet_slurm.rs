@@ -262,6 +262,8 @@ fn a_real_slurm_job_certifies_five_nodes_and_nodecert_drains_only_what_it_must()
     );
     let out = nodecert(&env, &c)
         .args(["fleet", "drain", &format!("{shared_s}/fleet"), "--slurm"])
+        // The cluster's nodes are simulated: a test cluster, said so.
+        .arg("--allow-simulated")
         .output()
         .unwrap();
     assert_eq!(
@@ -307,7 +309,13 @@ fn a_real_slurm_job_certifies_five_nodes_and_nodecert_drains_only_what_it_must()
         .unwrap();
     assert_eq!(o.status.code(), Some(0));
     let out = nodecert(&env, &c)
-        .args(["fleet", "drain", "again/fleet", "--slurm"])
+        .args([
+            "fleet",
+            "drain",
+            "again/fleet",
+            "--slurm",
+            "--allow-simulated",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
@@ -327,7 +335,7 @@ fn a_real_slurm_job_certifies_five_nodes_and_nodecert_drains_only_what_it_must()
     let path = std::env::var("PATH").unwrap_or_default();
     let hc = |n3_fault: &str| {
         format!(
-            "#!/bin/sh\nexport PATH='{path}' SLURM_CONF='{}'\nif [ \"$SLURMD_NODENAME\" = n3 ]; then set -- {n3_fault}; fi\nexec '{bin_s}' health-check --simulate h100-sxm-8 --mode slurm-healthcheck \"$@\"\n",
+            "#!/bin/sh\nexport PATH='{path}' SLURM_CONF='{}'\nif [ \"$SLURMD_NODENAME\" = n3 ]; then set -- {n3_fault}; fi\nexec '{bin_s}' health-check --simulate h100-sxm-8 --mode slurm-healthcheck --allow-simulated \"$@\"\n",
             c.conf.display()
         )
     };

@@ -615,13 +615,34 @@ pub enum Scheduler {
 }
 
 /// Drain (or taint) the fleet's bad nodes; print the commands, and unless `dry_run` run them.
-pub fn cmd_drain(fleet_path: &Path, scheduler: Scheduler, dry_run: bool) -> Result<u8> {
+/// A simulated fleet's commands run only with `allow_simulated` (a test cluster): its verdicts
+/// certify no hardware, so they must not take a real node away or give it back.
+pub fn cmd_drain(
+    fleet_path: &Path,
+    scheduler: Scheduler,
+    dry_run: bool,
+    allow_simulated: bool,
+) -> Result<u8> {
     let r = FleetReport::read(fleet_path).map_err(input)?;
     if r.simulated {
+        if !dry_run && !allow_simulated {
+            return Err(input(
+                "refusing to drain or resume nodes on simulated results: they certify no \
+                 hardware (--dry-run shows the commands; --allow-simulated runs them, for a test \
+                 cluster whose nodes are simulated)",
+            ));
+        }
         crate::outln!(
-            "SIMULATED RESULTS: the fleet's nodes are simulated; draining what they name"
+            "SIMULATED RESULTS: the fleet's nodes are simulated; {} what they name",
+            if dry_run {
+                "the commands that would drain"
+            } else {
+                "draining"
+            }
         );
     }
+    // A simulated plan's lines say so in a shell comment: copied, they still run as shown.
+    let tag = if r.simulated { "  # SIMULATED" } else { "" };
     let (program, plan) = match scheduler {
         Scheduler::Slurm => {
             // The nodes' present reasons decide what is resumed and what is an operator's; a
@@ -643,7 +664,7 @@ pub fn cmd_drain(fleet_path: &Path, scheduler: Scheduler, dry_run: bool) -> Resu
     let mut failed = 0;
     for args in &plan {
         let shown: Vec<String> = args.iter().map(|a| fleet::slurm::sh(a)).collect();
-        crate::outln!("{program} {}", shown.join(" "));
+        crate::outln!("{program} {}{tag}", shown.join(" "));
         if dry_run {
             continue;
         }
@@ -657,7 +678,10 @@ pub fn cmd_drain(fleet_path: &Path, scheduler: Scheduler, dry_run: bool) -> Resu
         }
     }
     if plan.is_empty() {
-        crate::outln!("nothing to drain");
+        crate::outln!(
+            "nothing to drain{}",
+            crate::console::simulated_tag(r.simulated)
+        );
     }
     Ok(if failed > 0 {
         exit::NODE_UNTESTABLE

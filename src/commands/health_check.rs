@@ -66,7 +66,22 @@ pub fn cmd_health_check(
     inject: Vec<String>,
     node_name: Option<String>,
     mode: Mode,
+    allow_simulated: bool,
 ) -> Result<u8> {
+    // Simulated results certify no hardware: they drain or resume a Slurm node only on a test
+    // cluster, said so with --allow-simulated.
+    let sim_tag = if simulate.is_some() {
+        " [SIMULATED]"
+    } else {
+        ""
+    };
+    let act = simulate.is_none() || allow_simulated;
+    let left_alone = || {
+        crate::errln!(
+            "nodecert health-check [SIMULATED]: the node's Slurm state is left alone \
+             (--allow-simulated acts on a test cluster whose nodes are simulated)"
+        )
+    };
     match judge(suite, simulate, inject, node_name) {
         Ok((v, why, simulated)) => {
             // NPD shows the first line; Slurm logs it.
@@ -81,7 +96,10 @@ pub fn cmd_health_check(
                 }
             );
             if mode == Mode::SlurmHealthcheck {
-                slurm_act(v, &why);
+                match act {
+                    true => slurm_act(v, &why),
+                    false => left_alone(),
+                }
             }
             Ok(exit_code(mode, v))
         }
@@ -92,9 +110,12 @@ pub fn cmd_health_check(
             // wrong is nodecert's problem, not the node's: it never takes a node away.
             let hardware = matches!(e, crate::error::Error::Hardware(_));
             let text = e.console_text();
-            crate::outln!("nodecert health-check: ERROR: {}", text);
+            crate::outln!("nodecert health-check{sim_tag}: ERROR: {}", text);
             if mode == Mode::SlurmHealthcheck && hardware {
-                slurm_act(Verdict::Error, &[text]);
+                match act {
+                    true => slurm_act(Verdict::Error, &[text]),
+                    false => left_alone(),
+                }
             }
             Ok(match mode {
                 Mode::Npd if hardware => 1,
