@@ -1149,14 +1149,14 @@ impl Evidence {
         self.finished() && self.unjudged().is_empty()
     }
 
-    /// Whether any check made a judgement (a finding that is not a skip, or a measurement error).
+    /// Whether any check made a judgement (a finding that could have failed, or a measurement
+    /// error). A note ("not part of the fabric") judges nothing, whatever its status.
     pub fn judged_anything(&self) -> bool {
         self.checks.iter().any(|c| {
             c.status == Status::Error
-                || c.findings.iter().any(|f| match f.status {
-                    Status::Pass | Status::Warn | Status::Fail | Status::Error => true,
-                    Status::Skip => false,
-                })
+                || c.findings
+                    .iter()
+                    .any(|f| f.is_judgement() || f.status == Status::Error)
         })
     }
 

@@ -297,3 +297,25 @@ fn format_1_certificates_still_verify_and_render() {
         .read("old2/report.md")
         .contains("**INCOMPLETE (SIMULATED)**"));
 }
+
+#[test]
+fn notes_alone_judge_nothing() {
+    // An Ethernet fabric asked of an InfiniBand node: every NIC is "not part of the fabric", a
+    // note; the network check skips, and the run judged nothing (6), not a pass.
+    let env = Env::new();
+    env.write(
+        "eth.toml",
+        "format_version = 1\nname = \"eth-only\"\n\n[network]\nlink_layer = \"ethernet\"\n\n[checks.network]\n",
+    );
+    let out = env
+        .cmd()
+        .args(["run", "eth.toml", "--simulate", "h100-sxm-8", "--out", "r"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(6), "{out:?}");
+    let ev = read_json(&env.path("r/evidence.json"));
+    assert_eq!(ev["verdict"], "nothing_judged");
+    let findings = ev["checks"][0]["findings"].as_array().unwrap();
+    assert!(!findings.is_empty());
+    assert!(findings.iter().all(|f| f["info"] == true), "{findings:?}");
+}
