@@ -176,6 +176,30 @@ fn signed_run_round_trip_tamper_wrong_key_missing_file_countersign() {
         ))
         .stderr(predicate::str::contains("not a countersignature"));
     std::fs::remove_file(env.path("cert/nodecert-manifest.txt.3.sig")).unwrap();
+    // A countersignature numbered past billions of missing ones is counted, not listed (and not
+    // walked: this returns at once).
+    std::fs::write(env.path("cert/nodecert-manifest.txt.4294967295.sig"), "").unwrap();
+    env.cmd()
+        .args(["verify", "cert", "--pubkey", "auditor.key.pub"])
+        .timeout(std::time::Duration::from_secs(60))
+        .assert()
+        .code(4)
+        .stderr(predicate::str::contains(
+            "nodecert-manifest.txt.3.sig, nodecert-manifest.txt.4.sig, nodecert-manifest.txt.5.sig and 4294967289 more: missing",
+        ));
+    std::fs::remove_file(env.path("cert/nodecert-manifest.txt.4294967295.sig")).unwrap();
+    std::fs::write(env.path("cert/nodecert-manifest.txt.5.sig"), "").unwrap();
+    env.cmd()
+        .args(["verify", "cert", "--pubkey", "auditor.key.pub"])
+        .assert()
+        .code(4)
+        .stderr(predicate::str::contains(
+            "nodecert-manifest.txt.3.sig: missing, but a later countersignature exists",
+        ))
+        .stderr(predicate::str::contains(
+            "nodecert-manifest.txt.4.sig: missing, but a later countersignature exists",
+        ));
+    std::fs::remove_file(env.path("cert/nodecert-manifest.txt.5.sig")).unwrap();
     // A private key others can read signs nothing, and a run is refused before it starts.
     env.cmd()
         .args(["keygen", "--out", "loose.key"])

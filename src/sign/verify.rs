@@ -17,6 +17,9 @@ use super::manifest::{
 };
 use super::*;
 
+/// Missing signatures named one by one; past this many, the rest are counted.
+const MISSING_SHOWN: usize = 3;
+
 const MAX_SIGNATURE_BYTES: u64 = 64 * 1024;
 const MAX_MANIFEST_BYTES: u64 = 4 * 1024 * 1024;
 
@@ -537,13 +540,29 @@ pub(super) fn inspect(
     }
     sig_names.sort_by_key(|n| signature_index(n).unwrap_or(1));
     if let Some(last) = sig_names.last().and_then(|n| signature_index(n)) {
-        for i in 1..last {
-            let expected = signature_name(i);
-            if !sig_names.contains(&expected) {
+        // Counted, not walked: a file named ".4294967295.sig" must not make billions of lines.
+        let present: BTreeSet<u32> = sig_names
+            .iter()
+            .map(|n| signature_index(n).unwrap_or(1))
+            .collect();
+        let missing = u64::from(last - 1) - present.range(1..last).count() as u64;
+        let shown: Vec<String> = (1..last)
+            .filter(|i| !present.contains(i))
+            .take(MISSING_SHOWN)
+            .map(signature_name)
+            .collect();
+        let more = missing - shown.len() as u64;
+        if more == 0 {
+            for expected in shown {
                 r.problems.push(format!(
                     "{expected}: missing, but a later countersignature exists"
                 ));
             }
+        } else {
+            r.problems.push(format!(
+                "{} and {more} more: missing, but a later countersignature exists",
+                shown.join(", ")
+            ));
         }
     }
     // One key is one party: a second valid signature by a key that already signed (a copied
