@@ -385,13 +385,6 @@ fn measure_job(
         deadline,
     )?;
     let job: JobSays = session.broadcast(all.map(|all| job_says(&all)), deadline)?;
-    let counts = job.gpus.clone();
-    if counts.len() != world.size || counts.contains(&0) {
-        return Err(fabric::FabricError::Invalid(format!(
-            "GPU counts {counts:?} for {} nodes",
-            world.size
-        )));
-    }
     let me = world.rank;
     let name = |r: usize| names.get(r).cloned().unwrap_or_else(|| format!("rank {r}"));
     // The settings other nodes ran with and this one did not: the job's collectives are theirs
@@ -400,6 +393,7 @@ fn measure_job(
         session.abort(&why);
         return Err(fabric::FabricError::Invalid(why));
     }
+    let counts = job.gpus.clone();
     let others: Vec<(crate::backend::NcclSetting, Vec<usize>)> = job
         .nccl_env
         .iter()
@@ -651,6 +645,14 @@ impl JobSays {
     /// Whether what rank 0 told holds together for a job of `size` nodes: rank 0 holds the
     /// key, but may be faulty, and nothing it says may vanish or be taken as it comes.
     fn check(&self, size: usize) -> Result<(), String> {
+        // Each count goes into rank sums: one past the bound could wrap them.
+        let max = crate::suite::MAX_GPUS;
+        if self.gpus.len() != size || self.gpus.iter().any(|&g| g == 0 || g > max) {
+            return Err(format!(
+                "rank 0 told GPU counts {:?} for {size} nodes (each 1 to {max})",
+                self.gpus
+            ));
+        }
         if self.nccl_env.len() > MAX_SETTINGS {
             return Err(format!(
                 "rank 0 told {} NCCL settings, at most {MAX_SETTINGS}",
@@ -1901,6 +1903,23 @@ mod tests {
             .check(3)
             .unwrap_err();
         assert!(e.contains("33 NCCL settings, at most 32"), "{e}");
+        // GPU counts: one per node, each 1 to MAX_GPUS (a sum of them is a rank).
+        let counts = |gpus: Vec<usize>| JobSays {
+            gpus,
+            nccl_env: vec![],
+        };
+        let max = crate::suite::MAX_GPUS;
+        assert!(counts(vec![1, max, 8]).check(3).is_ok());
+        for bad in [
+            vec![8, 8],
+            vec![8; 4],
+            vec![8, 0, 8],
+            vec![8, max + 1, 8],
+            vec![usize::MAX, 1, 1],
+        ] {
+            let e = counts(bad.clone()).check(3).unwrap_err();
+            assert!(e.contains("GPU counts"), "{bad:?}: {e}");
+        }
     }
 
     #[test]
