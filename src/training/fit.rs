@@ -302,6 +302,21 @@ fn step_parts(
     bl: usize,
     rates: &NodeRates,
 ) -> Result<(f64, f64, f64, f64), String> {
+    // The model comes from a suite, or from evidence read back, which nothing validated: the
+    // sums below need what a suite's validation guarantees.
+    use crate::suite::{
+        param_count, MAX_BATCH, MAX_LAYERS, MAX_TRAINING_PARAMS, MAX_TRAINING_WIDTH,
+    };
+    let widths_ok = (2..=MAX_LAYERS).contains(&layers.len())
+        && layers.iter().all(|w| (1..=MAX_TRAINING_WIDTH).contains(w));
+    if !widths_ok
+        || !param_count(layers).is_some_and(|n| n <= MAX_TRAINING_PARAMS)
+        || !(1..=MAX_BATCH).contains(&bl)
+    {
+        return Err(format!(
+            "the training model (layers {layers:?}, batch {bl}) is not one a suite may state"
+        ));
+    }
     if !(rates.gemm_tflops > 0.0 && rates.memory_gbps > 0.0) {
         return Err("no GEMM rate or memory bandwidth was measured".into());
     }

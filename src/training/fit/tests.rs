@@ -427,3 +427,34 @@ fn a_steps_parts_add_up_as_counted_by_hand() {
     assert!(data > OVERLAP * compute);
     assert!((exposed - want).abs() < 1e-12, "{exposed} {want}");
 }
+
+#[test]
+fn a_model_no_suite_may_state_is_said_not_panicked_on() {
+    // Evidence read back is not validated as a suite is: its training model may be anything.
+    for (layers, batch) in [
+        (vec![], 64),
+        (vec![1024], 64),
+        (vec![1024, 0, 10], 64),
+        (vec![usize::MAX, usize::MAX, 10], 64),
+        (vec![1024, 1024, 10], 0),
+    ] {
+        let mut ev = crate::testutil::simulated("h100-sxm-8", &[]);
+        let t = ev.suite.resolved.checks.training.as_mut().unwrap();
+        t.layers = layers.clone();
+        t.batch = batch;
+        let cfg = t.clone();
+        let rates = node_rates(&ev, cfg.precision).unwrap();
+        let rows = analyse(&cfg, 8, &rates);
+        assert!(!rows.is_empty());
+        for r in &rows {
+            assert!(r.fit.is_none(), "{layers:?}: {r:?}");
+            let why = r.not_applicable.as_deref().unwrap_or_default();
+            assert!(
+                why.contains("is not one a suite may state") || why.contains("layer"),
+                "{layers:?} {batch}: {why}"
+            );
+        }
+        let page = crate::report::render(&ev, None, &Default::default());
+        assert!(page.is_ok(), "{layers:?}: {page:?}");
+    }
+}
