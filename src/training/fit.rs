@@ -310,7 +310,7 @@ fn step_parts(
     let widths_ok = (2..=MAX_LAYERS).contains(&layers.len())
         && layers.iter().all(|w| (1..=MAX_TRAINING_WIDTH).contains(w));
     if !widths_ok
-        || !param_count(layers).is_some_and(|n| n <= MAX_TRAINING_PARAMS)
+        || param_count(layers).is_none_or(|n| n > MAX_TRAINING_PARAMS)
         || !(1..=MAX_BATCH).contains(&bl)
     {
         return Err(format!(
