@@ -210,6 +210,24 @@ const BROKEN: &[(&str, &str, &str)] = &[
         "6:18",
         "a NUMA node is 0 to 1023, got -1",
     ),
+    // a level above the sweep's largest message applies to no figure (the level's key is
+    // located; a key of its own, "1.5GiB", keeps its dot)
+    (
+        "format_version = 1\nname = \"x\"\n[checks.collective.all_reduce]\nmax_size = \"1GiB\"\nmin_busbw_gbps = { \"8GiB\" = 460.0 }\n",
+        "5:20",
+        "the level at 8 GiB applies to no measured size: the largest message the sweep measures is 1 GiB",
+    ),
+    (
+        "format_version = 1\nname = \"x\"\n[checks.collective.all_gather]\nmax_size = \"1GiB\"\nwarn_busbw_gbps = { \"1.5GiB\" = 300.0 }\n",
+        "5:21",
+        "the level at 1.5 GiB applies to no measured size",
+    ),
+    // NVLS if available with floors but none for the ring: a node without NVLS judged nothing
+    (
+        "format_version = 1\nname = \"x\"\n[checks.collective.all_reduce]\nmax_size = \"8GiB\"\nmin_busbw_gbps = { \"8GiB\" = 460.0 }\nnvls = \"if_available\"\n",
+        "6:1",
+        "needs min_busbw_gbps_no_nvls",
+    ),
     // baseline: range, unknown key, missing file (read while loading, before any run)
     ("format_version = 1\nname = \"x\"\n[baseline]\nevidence = \"old.json\"\nmax_regression_pct = 100\n", "5:1", "max_regression_pct must be between 0 and 100"),
     ("format_version = 1\nname = \"x\"\n[baseline]\nevidence = \"old.json\"\nmax_regresion_pct = 3\n", "5:1", "unknown field `max_regresion_pct`"),
