@@ -21,7 +21,9 @@ Exit codes:
   4  a signature or digest did not verify
   5  incomplete run: promised checks never ran (also: sign refused it)
   6  nothing judged: every check was skipped (also: sign refused it)
-  When several hold: 3 over 1 over 5 over 6.";
+  7  partial: every judgement made held, but readings a check needed were not
+     available here (\"not available here: ...\"), so those were never judged
+  When several hold: 3 over 1 over 5 over 6 over 7.";
 
 const DIFF_EXIT_CODES: &str = "\
 Exit codes:
@@ -31,8 +33,10 @@ Exit codes:
 
 const HEALTH_CHECK_EXIT_CODES: &str = "\
 Exit codes by --mode:
-  nodecert           those of `run` (0 pass, 1 fail, 3 untestable, 5 incomplete, 6 nothing judged)
+  nodecert           those of `run` (0 pass, 1 fail, 3 untestable, 5 incomplete, 6 nothing judged,
+                     7 partial)
   npd                0 OK, 1 a problem (a check failed or the node could not be tested), 2 unknown
+                     (also partial: readings not available)
   slurm-prolog       1 when the node is bad (Slurm drains it and requeues the job), else 0
   slurm-healthcheck  1 when the node is bad, else 0; nodecert drains the node itself with
                      Reason=\"nodecert: ...\" and resumes it once it passes (only if nodecert
@@ -47,7 +51,8 @@ Exit codes of `fleet report` and `fleet simulate` (the worst node's):
   3  a node could not be tested (a hardware or runtime error)
   5  a node left no evidence (NOT TESTED) or did not finish
   6  a node judged nothing
-  When several hold: 2 over 1 over 3 over 5 over 6.
+  7  a node's run was partial (readings not available there)
+  When several hold: 2 over 1 over 3 over 5 over 6 over 7.
 `fleet drain` exits 3 when an scontrol or kubectl call failed.";
 
 #[derive(Parser, Debug)]

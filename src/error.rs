@@ -23,8 +23,11 @@ pub mod exit {
     /// Every check was skipped: nothing about the node was judged. Also `sign` refusing such a
     /// run without `--allow-incomplete`.
     pub const NOTHING_JUDGED: u8 = 6;
+    /// Partial: every judgement made held, but readings the suite's checks needed were not
+    /// available here ("not available here: XID events of GPU 0"), so some were never made.
+    pub const PARTIAL: u8 = 7;
     // Precedence when several hold for one run: 3 (a measurement error) over 1 (a failure) over
-    // 5 (incomplete: what did run already failed) over 6 (nothing judged) over 0.
+    // 5 (incomplete: what did run already failed) over 6 (nothing judged) over 7 (partial) over 0.
 }
 
 /// A place in a text file: 1-based line and column.

@@ -26,13 +26,15 @@ use std::path::Path;
 /// "hybrid (tensor 2 x data 4)"). Only evidence that holds such a subject is written as version
 /// 5 (a run that trained on two GPUs or more); a nodecert that reads only up to 4 would take
 /// those findings for the node's data-parallel run's, and refuses the file instead.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 /// The version written for evidence that needs nothing newer.
 pub const BASE_FORMAT_VERSION: u32 = 3;
 /// The version a record with `unjudged` needs.
 const UNJUDGED_FORMAT_VERSION: u32 = 4;
 /// The version a subject naming a training partitioning needs.
 pub const METHOD_FORMAT_VERSION: u32 = 5;
+/// The first format whose verdict may be "partial".
+pub const PARTIAL_FORMAT_VERSION: u32 = 6;
 pub const FORMAT_NAME: &str = "nodecert-evidence";
 /// File name of the evidence in a report folder.
 pub const EVIDENCE_FILE: &str = "evidence.json";
@@ -1016,6 +1018,9 @@ pub enum Verdict {
     Incomplete,
     /// Every check ran but none could judge anything here (all skipped).
     NothingJudged,
+    /// Every judgement made held, but a promised check missed readings the platform did not
+    /// give ("not available here"): the judgements on them were never made.
+    Partial,
 }
 
 impl Verdict {
@@ -1026,6 +1031,7 @@ impl Verdict {
             Verdict::Error => "ERROR",
             Verdict::Incomplete => "INCOMPLETE",
             Verdict::NothingJudged => "NOTHING JUDGED",
+            Verdict::Partial => "PARTIAL",
         }
     }
 
@@ -1038,6 +1044,7 @@ impl Verdict {
             Verdict::Error => exit::NODE_UNTESTABLE,
             Verdict::Incomplete => exit::INCOMPLETE,
             Verdict::NothingJudged => exit::NOTHING_JUDGED,
+            Verdict::Partial => exit::PARTIAL,
         }
     }
 
@@ -1049,16 +1056,18 @@ impl Verdict {
             Verdict::Error => "error",
             Verdict::Incomplete => "incomplete",
             Verdict::NothingJudged => "nothing judged",
+            Verdict::Partial => "partial",
         }
     }
 
     /// Every verdict, for exporters that list them all.
-    pub const ALL: [Verdict; 5] = [
+    pub const ALL: [Verdict; 6] = [
         Verdict::Pass,
         Verdict::Fail,
         Verdict::Error,
         Verdict::Incomplete,
         Verdict::NothingJudged,
+        Verdict::Partial,
     ];
 
     /// The serialized name: "pass", "nothing_judged".
@@ -1160,14 +1169,31 @@ impl Evidence {
         })
     }
 
+    /// Promised checks that judged with readings missing (their coverage is partial), with how
+    /// many of how many readings they had.
+    pub fn partial_checks(&self) -> Vec<(&str, Coverage)> {
+        let promised = self.promised();
+        self.checks
+            .iter()
+            .filter(|c| promised.contains(&c.id))
+            .filter_map(|c| {
+                c.coverage
+                    .filter(|x| x.partial())
+                    .map(|x| (c.id.as_str(), x))
+            })
+            .collect()
+    }
+
     /// The verdict, from the suite's promise: error, else fail, else incomplete (the run did not
-    /// finish), else nothing judged (no check could judge anything), else pass.
+    /// finish), else nothing judged (no check could judge anything), else partial (a check
+    /// missed readings), else pass.
     pub fn assess(&self) -> Verdict {
         match self.worst() {
             Status::Error => Verdict::Error,
             Status::Fail => Verdict::Fail,
             _ if !self.kept_promise() => Verdict::Incomplete,
             _ if !self.judged_anything() => Verdict::NothingJudged,
+            _ if !self.partial_checks().is_empty() => Verdict::Partial,
             _ => Verdict::Pass,
         }
     }
@@ -1181,6 +1207,9 @@ impl Evidence {
         }
         if self.names_a_method() {
             self.format_version = self.format_version.max(METHOD_FORMAT_VERSION);
+        }
+        if self.verdict == Verdict::Partial {
+            self.format_version = self.format_version.max(PARTIAL_FORMAT_VERSION);
         }
     }
 
@@ -1205,10 +1234,13 @@ impl Evidence {
         }
     }
 
-    /// One sentence on what the run left undone, for reports and messages; `None` when it
-    /// finished and judged something.
+    /// One sentence on what the run left undone, for reports and messages: unfinished, nothing
+    /// judged, or partial; `None` when it finished and made every judgement it promised.
     pub fn shortfall_text(&self) -> Option<String> {
-        match self.shortfall()? {
+        let Some(shortfall) = self.shortfall() else {
+            return self.partial_text();
+        };
+        match shortfall {
             Verdict::NothingJudged => Some(
                 "nothing judged: every check was skipped, so nothing about this node was checked"
                     .into(),
@@ -1238,6 +1270,25 @@ impl Evidence {
                 })
             }
         }
+    }
+
+    /// "partial: 1 of 8 promised checks missed readings not available here: health (57 of 65
+    /// readings)", when the verdict is partial.
+    pub fn partial_text(&self) -> Option<String> {
+        if self.assess() != Verdict::Partial {
+            return None;
+        }
+        let partial = self.partial_checks();
+        let what: Vec<String> = partial
+            .iter()
+            .map(|(id, c)| format!("{id} ({} of {} readings)", c.available, c.total))
+            .collect();
+        Some(format!(
+            "partial: {} of {} promised checks missed readings not available here: {}",
+            partial.len(),
+            self.promised().len(),
+            what.join(", ")
+        ))
     }
 
     pub fn check(&self, id: &str) -> Option<&CheckRecord> {
@@ -1704,6 +1755,47 @@ mod tests {
         errored.checks[0].status = Status::Error;
         assert!(errored.judged_anything());
         assert_eq!(errored.assess(), Verdict::Error);
+        // A check that missed readings: partial, unless something worse holds too. A note
+        // alone judges nothing.
+        let mut partial = done.clone();
+        partial.checks[2].coverage = Some(Coverage {
+            available: 3,
+            total: 4,
+        });
+        assert_eq!(partial.assess(), Verdict::Partial);
+        assert_eq!(
+            partial.shortfall(),
+            None,
+            "a partial run can be signed as what it is"
+        );
+        assert_eq!(
+            partial.shortfall_text().unwrap(),
+            format!(
+                "partial: 1 of {n} promised checks missed readings not available here: {} (3 of 4 readings)",
+                partial.checks[2].id
+            )
+        );
+        partial.update_verdict();
+        assert_eq!(partial.verdict, Verdict::Partial);
+        assert_eq!(partial.format_version, PARTIAL_FORMAT_VERSION);
+        let mut whole = partial.clone();
+        whole.checks[2].coverage = Some(Coverage {
+            available: 4,
+            total: 4,
+        });
+        assert_eq!(whole.assess(), Verdict::Pass);
+        let mut and_failed = partial.clone();
+        and_failed.checks[0].status = Status::Fail;
+        assert_eq!(and_failed.assess(), Verdict::Fail);
+        let mut and_cut = partial.clone();
+        and_cut.checks.pop();
+        assert_eq!(and_cut.assess(), Verdict::Incomplete);
+        let mut noted = skipped.clone();
+        noted.checks[0].findings[0].status = Status::Pass;
+        noted.checks[0].findings[0].info = true;
+        assert!(!noted.judged_anything());
+        noted.checks[0].findings[0].info = false;
+        assert!(noted.judged_anything());
         // What was left undone, in words.
         assert_eq!(done.shortfall_text(), None);
         assert_eq!(
@@ -1728,6 +1820,7 @@ mod tests {
             (Verdict::Error, exit::NODE_UNTESTABLE),
             (Verdict::Incomplete, exit::INCOMPLETE),
             (Verdict::NothingJudged, exit::NOTHING_JUDGED),
+            (Verdict::Partial, exit::PARTIAL),
         ] {
             assert_eq!(v.exit_code(), code, "{v:?}");
         }
@@ -1737,9 +1830,10 @@ mod tests {
                 exit::CHECK_FAILED,
                 exit::NODE_UNTESTABLE,
                 exit::INCOMPLETE,
-                exit::NOTHING_JUDGED
+                exit::NOTHING_JUDGED,
+                exit::PARTIAL
             ],
-            [0, 1, 3, 5, 6]
+            [0, 1, 3, 5, 6, 7]
         );
         // Partial coverage is said only where a reading was missing.
         let mut c = done.checks[0].clone();

@@ -319,3 +319,62 @@ fn notes_alone_judge_nothing() {
     assert!(!findings.is_empty());
     assert!(findings.iter().all(|f| f["info"] == true), "{findings:?}");
 }
+
+#[test]
+fn a_run_that_missed_readings_is_partial_not_a_pass() {
+    // A VM that hides every GPU counter: the health check judges the driver alone.
+    let env = Env::new();
+    let text = nodecert::backend::sim::EMBEDDED
+        .iter()
+        .find(|(n, _)| *n == "h200-vm-1")
+        .unwrap()
+        .1;
+    env.write(
+        "vm.toml",
+        &format!(
+            "{text}\n[[unavailable]]\nreadings = [\"ecc_mode\", \"ecc_errors\", \"remapped_rows\", \"xids\", \"pcie_replays\", \"throttle_reasons\", \"temperature\"]\n"
+        ),
+    );
+    let vm = env.path("vm.toml");
+    let out = env
+        .cmd()
+        .args(["run", "h200-vm-1", "--simulate"])
+        .arg(&vm)
+        .args(["--out", "r", "--junit", "j.xml"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(7), "{stdout}");
+    assert!(stdout.contains("PARTIAL: node did not pass"), "{stdout}");
+    assert!(
+        stdout.contains("partial: 1 of 9 promised checks missed readings not available here: health (1 of 8 readings)"),
+        "{stdout}"
+    );
+    let ev = read_json(&env.path("r/evidence.json"));
+    assert_eq!(ev["verdict"], "partial");
+    assert_eq!(ev["format_version"], 6);
+    assert!(env.read("r/report.md").contains("PARTIAL"));
+    let junit = env.read("j.xml");
+    assert!(
+        junit.contains(r#"classname="nodecert.coverage" name="health""#),
+        "{junit}"
+    );
+    // Rendered again, the verdict and its exit code hold.
+    env.cmd()
+        .args(["render", "r", "--out", "again"])
+        .assert()
+        .code(7);
+    // The same node with its readings: a plain pass.
+    env.cmd()
+        .args([
+            "run",
+            "h200-vm-1",
+            "--simulate",
+            "h200-vm-1",
+            "-q",
+            "--out",
+            "full",
+        ])
+        .assert()
+        .code(0);
+}

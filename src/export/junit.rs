@@ -101,8 +101,9 @@ fn problem_text(c: &CheckRecord, status: Status) -> String {
 }
 
 /// Test cases that fail because of what the run left undone: one per promised check that never
-/// ran, one for a run that never closed its evidence, one for a run that judged nothing. A CI
-/// dashboard must not show an unfinished or empty run as green. (classname, name, message)
+/// ran, one for a run that never closed its evidence, one for a run that judged nothing, one per
+/// check of a partial run that missed readings. A CI dashboard must not show an unfinished,
+/// empty or partial run as green. (classname, name, message)
 fn run_shortfall(ev: &Evidence) -> Vec<(String, String, String)> {
     let mut out: Vec<(String, String, String)> = ev
         .missing_checks()
@@ -128,6 +129,19 @@ fn run_shortfall(ev: &Evidence) -> Vec<(String, String, String)> {
             "judged".into(),
             "nothing judged: every check was skipped".into(),
         ));
+    }
+    // A partial run is not green either: one case per check that missed readings.
+    if ev.assess() == crate::evidence::Verdict::Partial {
+        for (id, c) in ev.partial_checks() {
+            out.push((
+                "nodecert.coverage".into(),
+                id.to_string(),
+                format!(
+                    "partial: {} of {} readings available here; the others were not judged",
+                    c.available, c.total
+                ),
+            ));
+        }
     }
     out
 }

@@ -376,6 +376,10 @@ pub fn summarize(mut result: NodeResult, ev: &Evidence, keys: &mut Keys) -> Node
             result.failed_checks.push(c.id.clone());
             result.why.push(format!("{}: {}", c.id, c.summary));
         }
+        // Readings not available there: what was not judged, by check.
+        if c.partial() && !matches!(c.status, Status::Fail | Status::Error) {
+            result.why.push(format!("{}: {}", c.id, c.summary));
+        }
         // A link or fabric suspect the node took part in: in service, but to investigate.
         if c.kind == "fabric" && c.status == Status::Warn {
             result.why.push(format!("{}: {}", c.id, c.summary));

@@ -391,6 +391,8 @@ fn action(n: &NodeResult) -> Option<Action> {
             ("rerun", first)
         }
         NodeVerdict::Flagged => ("investigate", n.why.last().cloned().unwrap_or_default()),
+        // Readings the platform does not give: a rerun gives them no more.
+        NodeVerdict::Partial => ("investigate", first),
     };
     Some(Action {
         node: n.name.clone(),

@@ -55,6 +55,9 @@ pub enum NodeVerdict {
     /// Its own verdict is pass, but a figure is more than the outlier margin below the fleet's
     /// median: slower than its siblings though within its floors.
     Flagged,
+    /// Every judgement it made held, but readings its suite needed were not available there:
+    /// those judgements were never made.
+    Partial,
     /// It ran, but judged nothing.
     NothingJudged,
     /// Its run did not finish.
@@ -84,6 +87,7 @@ impl NodeVerdict {
         match self {
             NodeVerdict::Pass => "PASS",
             NodeVerdict::Flagged => "FLAGGED",
+            NodeVerdict::Partial => "PARTIAL",
             NodeVerdict::NothingJudged => "NOTHING JUDGED",
             NodeVerdict::Incomplete => "INCOMPLETE",
             NodeVerdict::NotTested => "NOT TESTED",
@@ -98,6 +102,7 @@ impl NodeVerdict {
         match self {
             NodeVerdict::Pass => "pass",
             NodeVerdict::Flagged => "flagged",
+            NodeVerdict::Partial => "partial",
             NodeVerdict::NothingJudged => "nothing_judged",
             NodeVerdict::Incomplete => "incomplete",
             NodeVerdict::NotTested => "not_tested",
@@ -107,9 +112,10 @@ impl NodeVerdict {
         }
     }
 
-    pub const ALL: [NodeVerdict; 8] = [
+    pub const ALL: [NodeVerdict; 9] = [
         NodeVerdict::Pass,
         NodeVerdict::Flagged,
+        NodeVerdict::Partial,
         NodeVerdict::NothingJudged,
         NodeVerdict::Incomplete,
         NodeVerdict::NotTested,
@@ -126,6 +132,7 @@ impl NodeVerdict {
             Verdict::Error => NodeVerdict::Error,
             Verdict::Incomplete => NodeVerdict::Incomplete,
             Verdict::NothingJudged => NodeVerdict::NothingJudged,
+            Verdict::Partial => NodeVerdict::Partial,
         }
     }
 
@@ -140,6 +147,7 @@ impl NodeVerdict {
             NodeVerdict::Error => exit::NODE_UNTESTABLE,
             NodeVerdict::Incomplete | NodeVerdict::NotTested => exit::INCOMPLETE,
             NodeVerdict::NothingJudged => exit::NOTHING_JUDGED,
+            NodeVerdict::Partial => exit::PARTIAL,
             NodeVerdict::Refused => exit::INVALID_INPUT,
         }
     }
@@ -933,5 +941,11 @@ mod tests {
         assert!(NodeVerdict::NotTested > NodeVerdict::Pass);
         assert!(NodeVerdict::Fail.drains() && !NodeVerdict::Flagged.drains());
         assert!(!NodeVerdict::NotTested.drains());
+        // Partial: not a pass, not a drain; worse than flagged, better than nothing judged.
+        assert_eq!(NodeVerdict::of(Verdict::Partial), NodeVerdict::Partial);
+        assert_eq!(NodeVerdict::Partial.exit_code(), exit::PARTIAL);
+        assert!(NodeVerdict::Partial > NodeVerdict::Flagged);
+        assert!(NodeVerdict::Partial < NodeVerdict::NothingJudged);
+        assert!(!NodeVerdict::Partial.drains() && !NodeVerdict::Partial.is_shortfall());
     }
 }

@@ -48,7 +48,7 @@ struct Chart {
 fn class(v: NodeVerdict) -> &'static str {
     match v {
         NodeVerdict::Pass => "pass",
-        NodeVerdict::Flagged => "warn",
+        NodeVerdict::Flagged | NodeVerdict::Partial => "warn",
         NodeVerdict::NothingJudged | NodeVerdict::Incomplete | NodeVerdict::NotTested => "skip",
         NodeVerdict::Error | NodeVerdict::Fail | NodeVerdict::Refused => "fail",
     }

@@ -1143,7 +1143,7 @@ pub fn build(ev: &Evidence) -> View {
             Verdict::Pass => "pass",
             Verdict::Fail => "fail",
             Verdict::Error => "error",
-            Verdict::Incomplete | Verdict::NothingJudged => "warn",
+            Verdict::Incomplete | Verdict::NothingJudged | Verdict::Partial => "warn",
         }
         .into(),
         verdict_note: ev.shortfall_text(),
