@@ -1272,8 +1272,8 @@ impl Evidence {
         }
     }
 
-    /// "partial: 1 of 8 promised checks missed readings not available here: health (57 of 65
-    /// readings)", when the verdict is partial.
+    /// "partial: 1 of 8 promised checks left readings unjudged: health (57 of 65 judged)", when
+    /// the verdict is partial.
     pub fn partial_text(&self) -> Option<String> {
         if self.assess() != Verdict::Partial {
             return None;
@@ -1281,10 +1281,10 @@ impl Evidence {
         let partial = self.partial_checks();
         let what: Vec<String> = partial
             .iter()
-            .map(|(id, c)| format!("{id} ({} of {} readings)", c.available, c.total))
+            .map(|(id, c)| format!("{id} ({} of {} judged)", c.available, c.total))
             .collect();
         Some(format!(
-            "partial: {} of {} promised checks missed readings not available here: {}",
+            "partial: {} of {} promised checks left readings unjudged: {}",
             partial.len(),
             self.promised().len(),
             what.join(", ")
@@ -1771,7 +1771,7 @@ mod tests {
         assert_eq!(
             partial.shortfall_text().unwrap(),
             format!(
-                "partial: 1 of {n} promised checks missed readings not available here: {} (3 of 4 readings)",
+                "partial: 1 of {n} promised checks left readings unjudged: {} (3 of 4 judged)",
                 partial.checks[2].id
             )
         );

@@ -347,7 +347,9 @@ fn a_run_that_missed_readings_is_partial_not_a_pass() {
     assert_eq!(out.status.code(), Some(7), "{stdout}");
     assert!(stdout.contains("PARTIAL: node did not pass"), "{stdout}");
     assert!(
-        stdout.contains("partial: 1 of 9 promised checks missed readings not available here: health (1 of 8 readings)"),
+        stdout.contains(
+            "partial: 1 of 9 promised checks left readings unjudged: health (1 of 8 judged)"
+        ),
         "{stdout}"
     );
     let ev = read_json(&env.path("r/evidence.json"));

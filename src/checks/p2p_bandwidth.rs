@@ -185,6 +185,23 @@ impl Check for P2pBandwidth {
                 };
                 if let Some(f) = judge(who, &what, *v, "GB/s", limit) {
                     out.push(f.on(name));
+                } else if let Some(stated) = classes_with_limits(c, name) {
+                    // The suite judges this figure class by class and states nothing for this
+                    // pair's class (an NVLink pair fallen back to PCIe): not judged, and said.
+                    out.push(
+                        finding(
+                            Status::Skip,
+                            who.clone(),
+                            format!("{} GB/s ({class})", fmt_num(*v)),
+                            format!("a limit for {class} pairs"),
+                            format!(
+                                "{}: {human} not judged: the suite states limits for {stated} \
+                                 pairs only, and this pair is {class}",
+                                who.describe()
+                            ),
+                        )
+                        .on(name),
+                    );
                 }
                 groups.entry(key).or_default().push(*v);
             }
@@ -210,6 +227,18 @@ impl Check for P2pBandwidth {
         }
         out
     }
+}
+
+/// The path classes `[checks.p2p_bandwidth.by_path]` states a limit for `metric` for ("NV18,
+/// NV12"); None when it states none, and the check-wide limit is the only one.
+fn classes_with_limits(c: &P2pBandwidthCheck, metric: &str) -> Option<String> {
+    let stated: Vec<String> = c
+        .by_path
+        .iter()
+        .filter(|(_, l)| l.for_metric(metric).is_some_and(|l| !l.is_empty()))
+        .map(|(k, _)| k.label())
+        .collect();
+    (!stated.is_empty()).then(|| stated.join(", "))
 }
 
 /// The limit a pair of path class `class` (as [`path_class`] gives it) is judged by for
@@ -387,6 +416,37 @@ mod tests {
             "read = { fail_below = 24.0 }\n[by_path.SYS]\nwrite = { fail_below = 1.0 }",
         );
         assert_eq!(f.len(), 8, "{f:#?}");
+    }
+
+    #[test]
+    fn a_pair_of_a_class_the_suite_states_nothing_for_is_said_not_judged() {
+        // Limits for SYS pairs only, none check-wide: the PIX pairs are measured but nothing
+        // judges them, and each says so (a skip that leaves the check partial), however slow.
+        let only_sys = "[by_path.SYS]\nread = { fail_below = 18.0 }\n";
+        let f = judge_pix_sys(one_pair_at((2, 3), 1.0), only_sys);
+        assert_eq!(f.len(), 4, "{f:#?}");
+        assert!(
+            f.iter().all(|f| f.status == Status::Skip && !f.info),
+            "{f:#?}"
+        );
+        let slow = f.iter().find(|f| f.subject.describe() == "GPU 2 -> GPU 3");
+        assert_eq!(
+            slow.map(|f| f.reason.as_str()),
+            Some(
+                "GPU 2 -> GPU 3: peer read not judged: the suite states limits for SYS pairs \
+                 only, and this pair is PIX"
+            ),
+            "{f:#?}"
+        );
+        // A check-wide limit judges them: nothing is left unjudged.
+        let f = judge_pix_sys(
+            pix_sys,
+            &format!("read = {{ fail_below = 24.0 }}\n{only_sys}"),
+        );
+        assert!(f.is_empty(), "{f:#?}");
+        // No limit for this figure anywhere: the suite did not ask, and nothing is said.
+        let f = judge_pix_sys(pix_sys, "[by_path.SYS]\nwrite = { fail_below = 1.0 }");
+        assert!(f.is_empty(), "{f:#?}");
     }
 
     #[test]

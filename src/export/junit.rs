@@ -137,7 +137,8 @@ fn run_shortfall(ev: &Evidence) -> Vec<(String, String, String)> {
                 "nodecert.coverage".into(),
                 id.to_string(),
                 format!(
-                    "partial: {} of {} readings available here; the others were not judged",
+                    "partial: {} of {} readings judged; the others were not (not available \
+                     here, or no limit applies to them)",
                     c.available, c.total
                 ),
             ));
