@@ -138,13 +138,19 @@ impl Check for Virtualization {
             (VirtExpect::Vm, m) => Some(m == VirtMode::Passthrough || m == VirtMode::Vgpu),
         };
         out.push(match ok {
-            Some(true) if v.mode == VirtMode::Unknown => finding(
+            // Any mode passes: a note of what the node runs as, not a judgement (it could not
+            // have failed).
+            Some(true) if want == VirtExpect::Any => finding(
                 Status::Pass,
                 Subject::node(),
                 &found,
                 expect_label(want),
-                format!("{}; the suite accepts any mode", why_unknown(v)),
-            ),
+                match v.mode {
+                    VirtMode::Unknown => format!("{}; the suite accepts any mode", why_unknown(v)),
+                    _ => format!("the node runs as {found}; the suite accepts any mode"),
+                },
+            )
+            .informational(),
             Some(true) => finding(Status::Pass, Subject::node(), &found, expect_label(want), format!("the node runs as {found}")),
             Some(false) => finding(
                 Status::Fail,
@@ -327,6 +333,29 @@ mod tests {
         );
         let f = judged(Some(E::BareMetal), |inv| inv.virtualization.mode = M::Vgpu);
         assert_eq!(f[0].2, "the node runs as vGPU, expected bare metal");
+    }
+
+    #[test]
+    fn any_mode_is_a_note_not_a_judgement() {
+        // "any" (or nothing said) cannot fail: what the node runs as is noted, and counts as no
+        // judgement; a promised mode is one.
+        let ev = crate::testutil::simulated("h100-sxm-8", &[]);
+        for (want, judgement) in [
+            (None, false),
+            (Some(VirtExpect::Any), false),
+            (Some(VirtExpect::BareMetal), true),
+        ] {
+            let mut suite = ev.suite.resolved.clone();
+            suite.node.virtualization = want;
+            let ctx = crate::testutil::ctx(&suite, &ev.node);
+            let f = Virtualization(VirtualizationCheck {
+                enabled: true,
+                require_p2p: None,
+            })
+            .evaluate(&ctx, &Measured::default());
+            assert_eq!(f[0].is_judgement(), judgement, "{want:?}: {:?}", f[0]);
+            assert_eq!(f[0].status, Status::Pass);
+        }
     }
 
     #[test]
