@@ -288,6 +288,29 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
             ));
         }
         out.extend(p);
+        // The suite's other ECC limits, where the GPU does not count what they limit: not
+        // judged, and said (an unread count is not 0).
+        for (what, read, limit) in [
+            (
+                "SRAM correctable error count",
+                e.sram_corrected,
+                h.max_sram_correctable,
+            ),
+            ("DRAM error count", e.dram_errors, h.max_dram_errors),
+        ] {
+            if read.is_none() {
+                out.push(
+                    finding(
+                        Status::Skip,
+                        sub.clone(),
+                        "not available here",
+                        format!("<= {limit}"),
+                        format!("not available here: {what} of {who}"),
+                    )
+                    .on(r.key()),
+                );
+            }
+        }
     } else {
         out.push(na(
             sub,
@@ -766,6 +789,38 @@ mod tests {
             vec![Status::Fail]
         );
         assert_eq!(ecc(|e| *e = Default::default()), vec![Status::Skip]);
+        // The uncorrectable count read, the SRAM or DRAM count not: each limit the suite states
+        // for them is not judged, and says so.
+        assert_eq!(
+            ecc(|e| e.sram_corrected = None),
+            vec![Status::Pass, Status::Skip]
+        );
+        let f = judge("h100-sxm-8", |inv| {
+            inv.gpus[6].ecc.sram_corrected = None;
+            inv.gpus[6].ecc.dram_errors = None;
+        });
+        let said: Vec<&str> = on(&f, "GPU 6", Reading::EccErrors)
+            .iter()
+            .filter(|x| x.status == Status::Skip)
+            .map(|x| x.reason.as_str())
+            .collect();
+        assert_eq!(
+            said,
+            [
+                "not available here: SRAM correctable error count of GPU 6",
+                "not available here: DRAM error count of GPU 6"
+            ]
+        );
+        // Even with uncorrectable errors over their limit: the failure stands, and the unread
+        // counts are still said.
+        let f = judge("h100-sxm-8", |inv| {
+            inv.gpus[6].ecc.volatile_uncorrected = Some(3);
+            inv.gpus[6].ecc.dram_errors = None;
+        });
+        assert_eq!(
+            status(&f, "GPU 6", Reading::EccErrors),
+            vec![Status::Fail, Status::Skip]
+        );
     }
 
     #[test]
