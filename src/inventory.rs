@@ -153,6 +153,9 @@ pub enum Reading {
     RemappedRows,
     /// A source of XID events (NVML events or the kernel log).
     Xids,
+    /// XID events logged before the run (the kernel log): without it, NVML's events show only
+    /// those of the run itself, and the suite's look-back is not judged.
+    XidHistory,
     /// The PCIe replay counter.
     PcieReplays,
     /// The error counters of the GPU's NVLinks.
@@ -166,12 +169,13 @@ pub enum Reading {
 }
 
 impl Reading {
-    pub const ALL: [Reading; 10] = [
+    pub const ALL: [Reading; 11] = [
         Reading::DriverVersion,
         Reading::EccMode,
         Reading::EccErrors,
         Reading::RemappedRows,
         Reading::Xids,
+        Reading::XidHistory,
         Reading::PcieReplays,
         Reading::NvlinkErrors,
         Reading::ThrottleReasons,
@@ -187,6 +191,7 @@ impl Reading {
             Reading::EccErrors => "ecc_errors",
             Reading::RemappedRows => "remapped_rows",
             Reading::Xids => "xids",
+            Reading::XidHistory => "xid_history",
             Reading::PcieReplays => "pcie_replays",
             Reading::NvlinkErrors => "nvlink_errors",
             Reading::ThrottleReasons => "throttle_reasons",
@@ -203,6 +208,7 @@ impl Reading {
             Reading::EccErrors => "ECC error counts",
             Reading::RemappedRows => "remapped rows and retired pages",
             Reading::Xids => "XID events",
+            Reading::XidHistory => "XID events logged before the run",
             Reading::PcieReplays => "PCIe replay counter",
             Reading::NvlinkErrors => "NVLink error counters",
             Reading::ThrottleReasons => "throttle reasons",
@@ -226,7 +232,7 @@ impl Gpu {
                 self.ecc.volatile_uncorrected.is_some() || self.ecc.sram_uncorrected.is_some()
             }
             Reading::RemappedRows => self.remapped_rows.is_some() || self.retired_pages.is_some(),
-            Reading::Xids | Reading::ThrottleReasons => true,
+            Reading::Xids | Reading::XidHistory | Reading::ThrottleReasons => true,
             Reading::PcieReplays => self.pcie.replay_counter.is_some(),
             Reading::NvlinkErrors => self
                 .nvlinks

@@ -2302,6 +2302,8 @@ fn hide(g: &mut Gpu, r: Reading) {
             g.retired_pages = None;
         }
         Reading::Xids => g.xids.clear(),
+        // Only the XIDs of the run itself stay: the simulated node logs none before it.
+        Reading::XidHistory => g.xids.retain(|x| x.age_s.is_none_or(|a| a <= 0.0)),
         Reading::PcieReplays => g.pcie.replay_counter = None,
         Reading::NvlinkErrors => g
             .nvlinks
@@ -2312,7 +2314,11 @@ fn hide(g: &mut Gpu, r: Reading) {
         Reading::Vbios => g.vbios = None,
     }
     // Fields that cannot be None say it in the list.
-    if matches!(r, Reading::Xids | Reading::ThrottleReasons) && !g.unavailable.contains(&r) {
+    if matches!(
+        r,
+        Reading::Xids | Reading::XidHistory | Reading::ThrottleReasons
+    ) && !g.unavailable.contains(&r)
+    {
         g.unavailable.push(r);
     }
 }

@@ -425,6 +425,14 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
             na(sub, r, "no XID")
         });
     }
+    // Events seen during the run, but no log of those before it: the look-back is not judged.
+    if h.xid_lookback_h > 0.0 && g.gives(r) && !g.gives(Reading::XidHistory) {
+        out.push(na(
+            sub,
+            Reading::XidHistory,
+            format!("no XID in the {} h before the run", h.xid_lookback_h),
+        ));
+    }
 
     let r = Reading::PcieReplays;
     let limit = format!("<= {}", h.max_pcie_replays);
@@ -727,6 +735,45 @@ mod tests {
         assert_eq!(xid(13, false), vec![Status::Warn]);
         // An XID seen by one source is judged even when another source was missing.
         assert_eq!(xid(79, true), vec![Status::Fail]);
+    }
+
+    #[test]
+    fn events_without_the_kernel_log_leave_the_look_back_unjudged() {
+        // NVML's events saw the run, but the kernel log (dmesg_restrict, a VM) is not readable:
+        // "none" holds for the run; the 24 h before it is not judged, and says so.
+        let f = judge("h100-sxm-8", |inv| {
+            inv.gpus[0].unavailable.push(Reading::XidHistory)
+        });
+        assert_eq!(status(&f, "GPU 0", Reading::Xids), vec![Status::Pass]);
+        let before = on(&f, "GPU 0", Reading::XidHistory);
+        assert_eq!(before.len(), 1, "{f:#?}");
+        assert_eq!(before[0].status, Status::Skip);
+        assert_eq!(
+            before[0].reason,
+            "not available here: XID events logged before the run of GPU 0"
+        );
+        assert!(on(&f, "GPU 1", Reading::XidHistory).is_empty());
+        // A suite that judges this run's XIDs only has no look-back to miss.
+        let ev = crate::testutil::simulated("h100-sxm-8", &[]);
+        let mut inv = ev.node.clone();
+        inv.gpus[0].unavailable.push(Reading::XidHistory);
+        let mut cfg = ev.suite.resolved.checks.health.clone().expect("health");
+        cfg.xid_lookback_h = 0.0;
+        let ctx = Ctx {
+            suite: &ev.suite.resolved,
+            inventory: &inv,
+            earlier: &[],
+            simulated: true,
+        };
+        let f = Health(cfg).evaluate(&ctx, &Measured::default());
+        assert!(on(&f, "GPU 0", Reading::XidHistory).is_empty());
+        // Without any source, the one finding says no XID could have been seen.
+        let f = judge("h100-sxm-8", |inv| {
+            inv.gpus[0].unavailable.push(Reading::Xids);
+            inv.gpus[0].unavailable.push(Reading::XidHistory);
+        });
+        assert_eq!(status(&f, "GPU 0", Reading::Xids), vec![Status::Skip]);
+        assert!(on(&f, "GPU 0", Reading::XidHistory).is_empty());
     }
 
     #[test]

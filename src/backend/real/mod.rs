@@ -356,10 +356,14 @@ impl RealBackend {
             }
         };
         // No event set listening to a GPU and no kernel log: no XID of it could have been seen.
+        // Events alone see the run, not the look-back before it.
         for (i, g) in gpus.iter_mut().enumerate() {
             let events = self.events.is_some() && self.event_gpus.get(i) == Some(&true);
-            if !kernel_log && !events {
-                g.unavailable.push(crate::inventory::Reading::Xids);
+            if !kernel_log {
+                g.unavailable.push(match events {
+                    true => crate::inventory::Reading::XidHistory,
+                    false => crate::inventory::Reading::Xids,
+                });
             }
         }
         notes.extend(xid::attach(&mut gpus, &reports, xid::since_boot_now()));
