@@ -458,6 +458,19 @@ fn render_again_from_evidence_and_with_custom_templates() {
         "custom h200-vm-1 PASS (SIMULATED)\n"
     );
     assert!(env.read("r3/report.html").contains("SIMULATED RESULTS"));
+    // A page that leaves out that the run is simulated is refused, not written.
+    env.write(
+        "quiet/report.md.j2",
+        "certificate of {{ ev.node.hostname }}: {{ ev.verdict }}\n",
+    );
+    env.cmd()
+        .args(["render", "r", "--out", "r4", "--templates", "quiet"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "report.md.j2: the page never says SIMULATED",
+        ));
+    assert!(!env.path("r4/report.md").exists());
     env.write("bad/report.html.j2", "{% for x in %}\n");
     env.cmd()
         .args(["run", "--simulate", "h200-vm-1", "--templates", "bad", "-q"])

@@ -254,10 +254,33 @@ impl Templates {
                 .and_then(|t| t.render(&ctx))
                 .map_err(|e| located(&e, &self.sources))
         };
-        Ok(Rendered {
+        let rendered = Rendered {
             html: page(HTML_TEMPLATE)?,
             markdown: page(MD_TEMPLATE)?,
-        })
+        };
+        // A simulated run's page says so, whoever wrote its template: one that does not could
+        // be signed and read as a certificate of hardware.
+        if ev.simulated {
+            for (name, text) in [
+                (HTML_TEMPLATE, &rendered.html),
+                (MD_TEMPLATE, &rendered.markdown),
+            ] {
+                if !text.contains("SIMULATED") {
+                    let source = self.sources.iter().find(|s| s.name == name);
+                    return Err(TemplateError {
+                        file: source.map_or_else(|| format!("embedded {name}"), |s| s.file.clone()),
+                        line: None,
+                        column: None,
+                        message: "the page never says SIMULATED, and the run is simulated: a \
+                                  simulated run's pages must say so (show it when \
+                                  v.simulated is true, as the embedded templates do)"
+                            .into(),
+                        user: source.is_some_and(|s| s.user),
+                    });
+                }
+            }
+        }
+        Ok(rendered)
     }
 }
 
