@@ -453,7 +453,7 @@ mod tests {
     #[test]
     fn a_user_template_that_reads_every_sample_takes_under_a_tenth_of_the_fuel() {
         let d = user_md(
-            "{% for c in ev.checks %}{% for m in c.metrics %}{{ m.name }}\
+            "{{ v.verdict }}\n{% for c in ev.checks %}{% for m in c.metrics %}{{ m.name }}\
              {% for x in m.samples %} {{ x }}{% endfor %}\n{% endfor %}{% endfor %}",
         );
         let t = Templates::load(Some(d.path()))
