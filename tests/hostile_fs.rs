@@ -631,7 +631,7 @@ fn a_failed_template_still_prints_its_commands_on_lines_of_their_own() {
     env.write(
         "t/report.md.j2",
         "{% for c in ev.checks %}{% if c.status == 'fail' %}{{ c.no_such_field }}{% endif %}\
-         {% endfor %}done\n",
+         {% endfor %}done {{ v.verdict }}\n",
     );
     let o = env
         .cmd()

@@ -109,7 +109,7 @@ fn a_nested_loop_in_a_template_stops_on_fuel_instead_of_hanging() {
 /// A template that works on the sample evidence (one GPU, nothing failed) and fails on a run
 /// that has a failure: it reads a field only findings of a failed check lack.
 const FAILS_ON_A_FAILURE: &str = "{% for c in ev.checks %}{% if c.status == 'fail' %}\
-     {{ c.no_such_field }}{% endif %}{% endfor %}done\n";
+     {{ c.no_such_field }}{% endif %}{% endfor %}done {{ v.verdict }}\n";
 
 #[test]
 fn a_template_that_fails_after_a_complete_run_keeps_the_evidence_and_says_how_to_render() {
@@ -182,7 +182,7 @@ fn templates_that_need_a_signature_are_tried_with_one() {
     let env = Env::new();
     env.write(
         "t/report.md.j2",
-        "{{ signing.fingerprint | length }} {{ signing.fingerprint }}\n",
+        "{{ signing.fingerprint | length }} {{ signing.fingerprint }} {{ v.verdict }}\n",
     );
     // Without --sign-key the sample has no fingerprint: `length` of none fails, before the run.
     env.cmd()
