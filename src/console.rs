@@ -208,12 +208,18 @@ pub fn summary(ev: &Evidence, color: bool) -> String {
         visible(&ev.node.summary()),
         visible(&ev.suite.name)
     ));
-    if !ev.simulated {
-        return s;
-    }
     // Every line of a simulated node's table says so: a row copied out of it alone must not
     // read as a measured pass.
-    s.lines()
+    tag_lines(&s, ev.simulated)
+}
+
+/// `text` with every non-empty line that does not say SIMULATED ending in " [SIMULATED]", when
+/// `simulated`; unchanged otherwise.
+pub fn tag_lines(text: &str, simulated: bool) -> String {
+    if !simulated {
+        return text.to_string();
+    }
+    text.lines()
         .map(|l| match l.is_empty() || l.contains("SIMULATED") {
             true => format!("{l}\n"),
             false => format!("{l}{}\n", simulated_tag(true)),

@@ -20,11 +20,15 @@ pub fn cmd_diff(old: &Path, new: &Path, out: &Path, tolerance_pct: f64) -> Resul
     let r = crate::report::render_diff(&d).map_err(Error::Render)?;
     let dir = open_report_dir(out)?;
     write_files(&dir, [("diff.html", r.html), ("diff.md", r.markdown)])?;
-    crate::out!("{}", diff_summary(&d));
-    crate::outln!(
-        "wrote {} and {}",
+    // A comparison with a simulated run says so on every line.
+    let wrote = format!(
+        "wrote {} and {}\n",
         out.join("diff.md").display(),
         out.join("diff.html").display()
+    );
+    crate::out!(
+        "{}",
+        crate::console::tag_lines(&(diff_summary(&d) + &wrote), d.simulated)
     );
     Ok(if d.regressed {
         exit::CHECK_FAILED

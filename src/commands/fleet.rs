@@ -211,7 +211,10 @@ pub fn cmd_report(
 ) -> Result<u8> {
     let w = report(inputs, out, expect, pct, trust, signer)?;
     let r = &w.report;
-    crate::out!("{}", summary(r, out));
+    crate::out!(
+        "{}",
+        crate::console::tag_lines(&summary(r, out), r.simulated)
+    );
     if let (Some((s, _)), Some(info)) = (signer, &w.signed) {
         crate::out!("{}", s.signed_text(out, info, r.simulated));
         crate::outln!("{}", crate::console::visible(&r.signature_scope()));

@@ -33,16 +33,17 @@ pub fn cmd_render(
     let (_, ev) = read_evidence(evidence)?;
     let dir = open_report_dir(&out)?;
     write_reports(&ev, &dir, &pages, &Default::default())?;
+    let tag = crate::console::simulated_tag(ev.simulated);
     crate::outln!(
-        "rendered {} and {}",
+        "rendered {} and {}{tag}",
         out.join("report.html").display(),
         out.join("report.md").display()
     );
     for p in export.write(&ev, &out, Some(&path))? {
-        crate::outln!("wrote {}", p.display());
+        crate::outln!("wrote {}{tag}", p.display());
     }
     if let Some(t) = ev.shortfall_text() {
-        crate::errln!("{}: {t}", ev.assess().label());
+        crate::errln!("{}: {t}{tag}", ev.assess().label());
     }
     // As the run itself exits: a re-rendered failure or incomplete run is still one.
     Ok(exit_for(&ev))
