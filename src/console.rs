@@ -152,9 +152,23 @@ pub fn visible(s: &str) -> String {
     out
 }
 
-fn is_hidden(c: char) -> bool {
+/// Whether `c` would act on a terminal or a page instead of showing: a control character, or
+/// an invisible character that reorders text (bidi marks, overrides and isolates, the Arabic
+/// letter mark), joins or separates it unseen (zero-width spaces and joiners, the word joiner,
+/// the Mongolian vowel separator, the invisible operators, the byte order mark) or breaks a
+/// line (U+2028, U+2029).
+pub(crate) fn is_hidden(c: char) -> bool {
     c.is_control()
-        || matches!(c, '\u{200b}'..='\u{200f}' | '\u{2028}'..='\u{202e}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+        || matches!(
+            c,
+            '\u{061c}'
+                | '\u{180e}'
+                | '\u{200b}'..='\u{200f}'
+                | '\u{2028}'..='\u{202e}'
+                | '\u{2060}'..='\u{2064}'
+                | '\u{2066}'..='\u{2069}'
+                | '\u{feff}'
+        )
 }
 
 /// The table printed at the end of a run.
@@ -274,6 +288,16 @@ mod tests {
             "x\\r\\u{1b}[2KPASS: node passed\\n"
         );
         assert_eq!(visible("a\u{202e}b"), "a\\u{202e}b");
+    }
+
+    #[test]
+    fn the_arabic_letter_mark_the_mongolian_separator_and_the_word_joiners_are_shown() {
+        assert_eq!(
+            visible("a\u{61c}b\u{180e}c\u{2060}d\u{2061}e\u{2062}f\u{2063}g\u{2064}h"),
+            "a\\u{61c}b\\u{180e}c\\u{2060}d\\u{2061}e\\u{2062}f\\u{2063}g\\u{2064}h"
+        );
+        // Their neighbours stay: the Arabic semicolon and a Mongolian variation selector.
+        assert_eq!(visible("\u{61b}\u{180f}"), "\u{61b}\u{180f}");
     }
 
     #[test]
