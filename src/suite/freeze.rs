@@ -8,17 +8,11 @@ use std::collections::BTreeMap;
 use toml_edit::{value, Array, DocumentMut, InlineTable, Item, Table, Value};
 
 /// Text safe inside a `#` comment: a line break or any other control character from the node
-/// (its host name, a driver string) is written escaped, so it can never start a TOML line.
+/// (its host name, a driver string) is written escaped, so it can never start a TOML line; so
+/// is a bidi override or another hidden character, so that the comment cannot show the reader
+/// of the file other text than it holds ([`crate::console::visible`]).
 pub fn comment_text(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    crate::console::visible(s)
 }
 
 /// A suite name from a host name: lowercase letters, digits and dashes.
@@ -637,6 +631,28 @@ mod tests {
             t.to_string(),
             "nvlinks_per_pair = 0\nnvlink_pairs = [\n  { a = 0, b = 1, links = 12 },\n]\n"
         );
+    }
+
+    #[test]
+    fn a_hostname_cannot_hide_or_reorder_text_in_a_comment() {
+        let mut b =
+            SimBackend::new(sim::load_node("h100-sxm-8").expect("node"), vec![], 1).expect("sim");
+        let mut inv = b.inventory().expect("inventory");
+        inv.hostname = "node\u{202e}8-mv-002h\u{2066}x\u{200b}y\u{2060}z".into();
+        let text = suite_from_inventory(&inv, true);
+        let comments: String = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with('#') || l.contains(" # "))
+            .collect::<Vec<_>>()
+            .join("\n");
+        assert!(
+            comments.contains("node\\u{202e}8-mv-002h\\u{2066}x\\u{200b}y\\u{2060}z"),
+            "{text}"
+        );
+        for hidden in ['\u{202e}', '\u{2066}', '\u{200b}', '\u{2060}'] {
+            assert!(!comments.contains(hidden), "{hidden:?} in {comments}");
+        }
+        assert_eq!(comment_text("a\u{61c}b\tc"), "a\\u{61c}b\\tc");
     }
 
     #[test]
