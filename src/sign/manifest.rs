@@ -62,6 +62,10 @@ pub(super) fn check_file_name(name: &str) -> Result<(), String> {
     if name.chars().any(|c| c.is_control() || c == '\\') {
         return Err("contains a control character or backslash".into());
     }
+    // A bidi override or an invisible character would make the name read as another one.
+    if name.chars().any(crate::console::is_hidden) {
+        return Err("contains a bidi or invisible character".into());
+    }
     if name.trim() != name {
         return Err("starts or ends with white space".into());
     }
@@ -351,6 +355,30 @@ mod tests {
         ] {
             assert!(check_file_name(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn a_file_name_with_a_bidi_or_invisible_character_is_refused() {
+        assert!(check_file_name("report\u{e9}.html").is_ok());
+        for bad in [
+            "report\u{202e}lmth.exe",
+            "evidence\u{2066}.json",
+            "report\u{200b}.md",
+            "raw/\u{feff}nccl.log",
+            "a\u{61c}b",
+            "a\u{2060}b",
+        ] {
+            assert_eq!(
+                check_file_name(bad),
+                Err("contains a bidi or invisible character".into()),
+                "{bad:?}"
+            );
+        }
+        // Nor can a manifest list one.
+        let mut text = sample(false).render();
+        text.push_str(&format!("{}  report\u{202e}.md\n", "cd".repeat(32)));
+        let e = Manifest::parse(&text).unwrap_err();
+        assert!(e.contains("bidi or invisible"), "{e}");
     }
 
     fn sample(simulated: bool) -> Manifest {
