@@ -351,6 +351,61 @@ fn signing_flags_are_checked_before_running() {
         .code(2);
 }
 
+/// A file dropped into a signed folder cannot draw lines of `nodecert verify`'s report with
+/// its name: the terminal codes, line breaks and bidi overrides in it are shown, not obeyed.
+#[test]
+fn a_file_name_in_a_signed_folder_cannot_fake_a_line_of_verify() {
+    let env = Env::new();
+    env.cmd().args(["keygen", "--out", "k"]).assert().code(0);
+    env.cmd()
+        .args(["run", "--simulate", "h200-vm-1", "-q"])
+        .args(["--sign-key", "k", "--out", "cert"])
+        .assert()
+        .code(0);
+    let fake = "\x1b[2K\r\x1b[1;32mVERIFIED all good\x1b[0m\n";
+    env.write(&format!("cert/{fake}"), "x");
+    env.write("cert/notes\u{202e}gis.txt", "x");
+    let a = env
+        .cmd()
+        .args(["verify", "cert", "--pubkey", "k.pub"])
+        .assert()
+        .code(0);
+    let stdout = String::from_utf8_lossy(&a.get_output().stdout).to_string();
+    for raw in ['\x1b', '\r', '\u{202e}'] {
+        assert!(!stdout.contains(raw), "{raw:?} in {stdout}");
+    }
+    assert!(
+        !stdout
+            .lines()
+            .any(|l| l.contains("VERIFIED all good") && !l.starts_with("note: ")),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("\\u{1b}[2K\\r\\u{1b}[1;32mVERIFIED all good\\u{1b}[0m\\n")
+            && stdout.contains("notes\\u{202e}gis.txt"),
+        "{stdout}"
+    );
+    // A name that looks like a signature is a problem, and is shown the same way.
+    env.write("cert/x\x1b[2K\nVERIFIED.sig", "x");
+    let a = env
+        .cmd()
+        .args(["verify", "cert", "--pubkey", "k.pub"])
+        .assert()
+        .code(4);
+    let o = a.get_output();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(!text.contains('\x1b'), "{text}");
+    assert!(
+        text.contains("problem: x\\u{1b}[2K\\nVERIFIED.sig: unexpected signature-like file"),
+        "{text}"
+    );
+    assert!(!text.lines().any(|l| l.starts_with("VERIFIED")), "{text}");
+}
+
 fn key_fingerprint(env: &Env, public: &str) -> String {
     let o = Command::new(SSH_KEYGEN)
         .arg("-lf")

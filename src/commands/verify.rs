@@ -46,7 +46,10 @@ pub fn cmd_verify(dir: &Path, allowed: Option<PathBuf>, pubkey: Option<PathBuf>)
     } else {
         r.problems.join("; ")
     };
-    crate::errln!("error: verification failed: {why}");
+    crate::errln!(
+        "error: verification failed: {}",
+        crate::console::visible(&why)
+    );
     if untrusted {
         crate::errln!("hint: say whom you trust with --allowed-signers FILE or --pubkey KEY.pub");
     }

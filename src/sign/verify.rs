@@ -119,19 +119,26 @@ impl VerifyReport {
     }
 }
 
+/// Text from the folder (a file name, a reason naming one) or from the command line as it may
+/// reach a terminal: an ESC, a line break or a bidi override in a file's name is shown, so that
+/// a file cannot draw a line of the report ("VERIFIED").
+fn shown(s: &str) -> String {
+    crate::console::visible(s)
+}
+
 impl fmt::Display for VerifyReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
             "{}: {}",
-            self.dir.display(),
+            shown(&self.dir.display().to_string()),
             if self.ok() {
                 "verified"
             } else {
                 "verification failed"
             }
         )?;
-        writeln!(f, "trust: {}", self.trust)?;
+        writeln!(f, "trust: {}", shown(&self.trust))?;
         if let Some(m) = self
             .manifest
             .as_ref()
@@ -162,12 +169,12 @@ impl fmt::Display for VerifyReport {
                     format!("duplicate: the key of {of} signed again, not a second party")
                 }
             };
-            write!(f, "signature {}: {status}", s.file)?;
+            write!(f, "signature {}: {}", shown(&s.file), shown(&status))?;
             if let Some(fp) = &s.fingerprint {
-                write!(f, " [{fp}]")?;
+                write!(f, " [{}]", shown(fp))?;
             }
             if let Some(p) = &s.principal {
-                write!(f, " principal {p}")?;
+                write!(f, " principal {}", shown(p))?;
             }
             writeln!(f)?;
         }
@@ -182,13 +189,13 @@ impl fmt::Display for VerifyReport {
                 FileStatus::Missing => "missing".to_string(),
                 FileStatus::Unreadable { reason } => format!("unreadable: {reason}"),
             };
-            writeln!(f, "file {}: {status}", c.name)?;
+            writeln!(f, "file {}: {}", shown(&c.name), shown(&status))?;
         }
         for p in &self.problems {
-            writeln!(f, "problem: {p}")?;
+            writeln!(f, "problem: {}", shown(p))?;
         }
         for n in &self.notes {
-            writeln!(f, "note: {n}")?;
+            writeln!(f, "note: {}", shown(n))?;
         }
         Ok(())
     }
@@ -420,7 +427,7 @@ pub(super) fn inspect(
             Some(n) => entries.push(n.to_string()),
             None => r.problems.push(format!(
                 "{}: file name is not utf-8",
-                name.to_string_lossy()
+                shown(&name.to_string_lossy())
             )),
         }
     }
@@ -512,7 +519,8 @@ pub(super) fn inspect(
             sig_names.push(name.clone());
         } else if name.starts_with(MANIFEST_FILE) || name.ends_with(".sig") {
             r.problems.push(format!(
-                "{name}: unexpected signature-like file (signatures are named {SIGNATURE_FILE} or {MANIFEST_FILE}.N.sig)"
+                "{}: unexpected signature-like file (signatures are named {SIGNATURE_FILE} or {MANIFEST_FILE}.N.sig)",
+                shown(name)
             ));
         } else if !listed_tops.contains(name.as_str()) {
             unlisted.push(name.clone());
@@ -533,9 +541,10 @@ pub(super) fn inspect(
         }
     }
     if !unlisted.is_empty() && r.manifest.is_some() {
+        let names: Vec<String> = unlisted.iter().map(|n| shown(n)).collect();
         r.notes.push(format!(
             "not covered by the manifest (unsigned): {}",
-            unlisted.join(", ")
+            names.join(", ")
         ));
     }
     sig_names.sort_by_key(|n| signature_index(n).unwrap_or(1));
