@@ -123,6 +123,14 @@ mod tests {
     }
 
     #[test]
+    fn a_node_name_cannot_reorder_or_hide_text_in_its_tooltip() {
+        let d = dist(&[("n1\u{202e}9gpu\u{1b}[2K", 390.0)], None);
+        let s = strip(&d, &BTreeSet::new());
+        assert!(s.contains("n1\\u{202e}9gpu\\u{1b}[2K: 390 GB/s"), "{s}");
+        assert!(!s.contains('\u{202e}') && !s.contains('\u{1b}'), "{s}");
+    }
+
+    #[test]
     fn no_figure_is_said_and_nan_is_not_drawn() {
         assert!(strip(&dist(&[], None), &BTreeSet::new()).contains("no figures"));
         let s = strip(

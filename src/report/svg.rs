@@ -29,18 +29,19 @@ pub use bars::{bar_chart, BarChart, BarGroup};
 // Shared helpers
 // ---------------------------------------------------------------------------
 
-/// XML-escapes `s` for use in element text or a double-quoted attribute.
-/// Control characters that XML 1.0 forbids become spaces.
+/// XML-escapes `s` for use in element text or a double-quoted attribute. Control characters
+/// (which XML 1.0 forbids or a tooltip would obey), bidi overrides and the other hidden
+/// characters are shown as escapes first ([`crate::console::visible`]), as on the rest of
+/// the page.
 pub fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
-    for ch in s.chars() {
+    for ch in crate::console::visible(s).chars() {
         match ch {
             '&' => out.push_str("&amp;"),
             '<' => out.push_str("&lt;"),
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
-            c if (c as u32) < 0x20 && !matches!(c, '\n' | '\t' | '\r') => out.push(' '),
             c => out.push(c),
         }
     }
@@ -1567,6 +1568,28 @@ mod tests {
         assert_eq!(
             escape(r#"a<b & "c" 'd'>"#),
             "a&lt;b &amp; &quot;c&quot; &#39;d&#39;&gt;"
+        );
+    }
+
+    #[test]
+    fn hidden_characters_in_a_label_are_shown_not_obeyed() {
+        // A bidi override would show the tooltip reversed; a line break or an ESC would reach
+        // it raw (XML allows both).
+        assert_eq!(
+            escape("GPU\u{202e}1 <\u{2066}>\n\u{1b}[2K\t\u{200b}"),
+            "GPU\\u{202e}1 &lt;\\u{2066}&gt;\\n\\u{1b}[2K\\t\\u{200b}"
+        );
+        let mut h = gpu_heatmap(2, Some((0, 1)));
+        h.row_labels[0] = "GPU\u{202e}0".into();
+        h.cells[0][1].note = Some("slow\u{2067}\r\nPASS".into());
+        let s = heatmap(&h);
+        assert_svg(&s);
+        for hidden in ['\u{202e}', '\u{2067}', '\r'] {
+            assert!(!s.contains(hidden), "{hidden:?} in {s}");
+        }
+        assert!(
+            s.contains("GPU\\u{202e}0") && s.contains("slow\\u{2067}\\r\\nPASS"),
+            "{s}"
         );
     }
 
