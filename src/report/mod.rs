@@ -73,12 +73,21 @@ pub(crate) fn base_env() -> Environment<'static> {
 }
 
 /// A string from the node, the suite or the evidence as Markdown text: control characters
-/// shown as escapes (a line break cannot start a heading or a table row), and the characters
-/// that make tables, links, HTML tags, code or emphasis escaped.
+/// shown as escapes (a line break cannot start a heading or a table row), the characters
+/// that make tables, links, HTML tags, code or emphasis escaped, and a `#` or `>` that starts
+/// it (after any spaces) escaped, so that placed at the start of a line it cannot make a
+/// heading or a quote.
 pub fn md_text(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     let text = crate::console::visible(s);
-    let mut chars = text.chars().peekable();
+    // A heading's `#` or a quote's `>` may follow up to three spaces (after more, the escape
+    // does no harm).
+    let rest = text.trim_start_matches(' ');
+    out.push_str(&text[..text.len() - rest.len()]);
+    if rest.starts_with(['#', '>']) {
+        out.push('\\');
+    }
+    let mut chars = rest.chars().peekable();
     while let Some(c) = chars.next() {
         match c {
             '\\' | '|' | '`' | '[' | ']' | '*' => {
@@ -434,6 +443,15 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join(MD_TEMPLATE), text).unwrap();
         d
+    }
+
+    #[test]
+    fn markdown_text_escapes_a_heading_or_a_quote_at_its_start_only() {
+        assert_eq!(md_text("# Passed"), "\\# Passed");
+        assert_eq!(md_text("> quoted"), "\\> quoted");
+        assert_eq!(md_text("   ## h"), "   \\## h");
+        assert_eq!(md_text("GPU #3 > GPU 2"), "GPU #3 > GPU 2");
+        assert_eq!(md_text(""), "");
     }
 
     #[test]
