@@ -66,6 +66,7 @@ pub(crate) fn base_env() -> Environment<'static> {
     }
     env.add_filter("md", |v: String| md_text(&v));
     env.add_filter("md_code", |v: String| md_code(&v));
+    env.add_filter("md_cell_code", |v: String| md_cell_code(&v));
     env.add_filter("num", |v: f64| crate::checks::judge::fmt_num(v));
     env.add_filter("bytes", |v: u64| crate::units::format_bytes(v));
     env.add_filter("pct", |v: f64| format!("{:.1}%", v * 100.0));
@@ -108,9 +109,17 @@ pub fn md_text(s: &str) -> String {
 }
 
 /// A string from the node, the suite or the evidence inside a Markdown code span: control
-/// characters shown as escapes, and no backtick to end the span.
+/// characters shown as escapes, and no backtick to end the span. Backslashes are literal in a
+/// code span, so nothing else is escaped; inside a table cell use [`md_cell_code`].
 pub fn md_code(s: &str) -> String {
     crate::console::visible(s).replace('`', "'")
+}
+
+/// [`md_code`] for a code span inside a table cell: a `|` there ends the cell even inside
+/// the span (GitHub Flavored Markdown splits rows before it reads code), so it is written
+/// `\|`, which the table reads as a `|` in the cell.
+pub fn md_cell_code(s: &str) -> String {
+    md_code(s).replace('|', "\\|")
 }
 
 /// The most work one page may take, in minijinja's fuel (about one instruction each). The real
@@ -452,6 +461,43 @@ mod tests {
         assert_eq!(md_text("   ## h"), "   \\## h");
         assert_eq!(md_text("GPU #3 > GPU 2"), "GPU #3 > GPU 2");
         assert_eq!(md_text(""), "");
+    }
+
+    #[test]
+    fn a_code_span_in_a_table_cell_cannot_split_the_cell() {
+        assert_eq!(md_code("a|b`c"), "a|b'c");
+        assert_eq!(md_cell_code("a|b`c\u{1b}"), "a\\|b'c\\u{1b}");
+    }
+
+    /// The code spans of the Markdown page's tables (suite origin and digest, a GPU's UUID,
+    /// the signing rows) show a `|` as `\\|`: a `|` in a code span still ends a GFM cell.
+    #[test]
+    fn the_markdown_reports_code_spans_cannot_split_their_cells() {
+        let mut ev = simulated("h200-vm-1", &[]);
+        ev.suite.origin = "o|rigin`".into();
+        ev.suite.sha256 = "ab|cd".into();
+        ev.node.gpus[0].uuid = "GPU-|u".into();
+        let signing = Signing {
+            fingerprint: Some("SHA256:f|p".into()),
+            evidence_sha256: Some("e|v".into()),
+            verify_command: Some("ssh-keygen -Y verify | tee".into()),
+            signed_as: None,
+        };
+        let md = Templates::load(None)
+            .unwrap()
+            .render(&ev, &signing)
+            .unwrap()
+            .markdown;
+        for cell in [
+            "(`o\\|rigin'`)",
+            "| `ab\\|cd` |",
+            "| `GPU-\\|u` |",
+            "| `SHA256:f\\|p` |",
+            "| `e\\|v` |",
+            "| `ssh-keygen -Y verify \\| tee` |",
+        ] {
+            assert!(md.contains(cell), "{cell} in {md}");
+        }
     }
 
     #[test]
