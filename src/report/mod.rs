@@ -10,7 +10,7 @@ pub mod view;
 
 use crate::evidence::Evidence;
 use minijinja::value::Serde;
-use minijinja::{Environment, Value};
+use minijinja::{Environment, Output, State, Value};
 use std::path::Path;
 
 pub const HTML_TEMPLATE: &str = "report.html.j2";
@@ -54,6 +54,7 @@ pub(crate) fn base_env() -> Environment<'static> {
             minijinja::AutoEscape::None
         }
     });
+    env.set_formatter(format_value);
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
     // Errors point at their place (line and byte range), in release builds too.
     env.set_debug(true);
@@ -71,6 +72,26 @@ pub(crate) fn base_env() -> Environment<'static> {
     env.add_filter("bytes", |v: u64| crate::units::format_bytes(v));
     env.add_filter("pct", |v: f64| format!("{:.1}%", v * 100.0));
     env
+}
+
+/// How a page prints a value. On an HTML page: a value that is not safe (nor none, a boolean
+/// or a number) first through [`crate::console::visible`] (a bidi override or a control
+/// character is shown, not obeyed), then HTML-escaped. Other modes are minijinja's own.
+fn format_value(
+    out: &mut Output,
+    state: &mut State,
+    value: &Value,
+) -> Result<(), minijinja::Error> {
+    use minijinja::value::ValueKind;
+    let plain = matches!(
+        value.kind(),
+        ValueKind::Undefined | ValueKind::None | ValueKind::Bool | ValueKind::Number
+    );
+    if value.is_safe() || plain || !matches!(state.auto_escape(), minijinja::AutoEscape::Html) {
+        return minijinja::escape_formatter(out, state, value);
+    }
+    let shown = Value::from(crate::console::visible(&value.to_string()));
+    minijinja::escape_formatter(out, state, &shown)
 }
 
 /// A string from the node, the suite or the evidence as Markdown text: control characters
@@ -497,6 +518,31 @@ mod tests {
             "| `ssh-keygen -Y verify \\| tee` |",
         ] {
             assert!(md.contains(cell), "{cell} in {md}");
+        }
+    }
+
+    /// A bidi override or a control character in a node's name is shown, not obeyed, in the
+    /// HTML page's title, heading and text.
+    #[test]
+    fn the_html_report_shows_hidden_characters_as_escapes() {
+        let mut ev = simulated("h200-vm-1", &[]);
+        ev.node.hostname = "node\u{202e}lmth.exe\u{1b}[2K\u{2066}".into();
+        let html = Templates::load(None)
+            .unwrap()
+            .render(&ev, &Signing::default())
+            .unwrap()
+            .html;
+        let shown = "node\\u{202e}lmth.exe\\u{1b}[2K\\u{2066}";
+        assert!(
+            html.contains(&format!("nodecert: {shown} — ")),
+            "title: {html}"
+        );
+        assert!(
+            html.contains(&format!("<h1>nodecert certificate: {shown}</h1>")),
+            "{html}"
+        );
+        for hidden in ['\u{202e}', '\u{1b}', '\u{2066}'] {
+            assert!(!html.contains(hidden), "{hidden:?} in {html}");
         }
     }
 
