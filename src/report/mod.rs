@@ -10,7 +10,7 @@ pub mod view;
 
 use crate::evidence::Evidence;
 use minijinja::value::Serde;
-use minijinja::{Environment, Output, State, Value};
+use minijinja::{AutoEscape, Environment, Output, State, Value};
 use std::path::Path;
 
 pub const HTML_TEMPLATE: &str = "report.html.j2";
@@ -43,15 +43,29 @@ pub struct Signing {
     pub signed_as: Option<String>,
 }
 
+/// The name of the auto-escape mode of Markdown pages (`*.md.j2`, `*.md`).
+const MARKDOWN: &str = "markdown";
+
+/// Whether the template being rendered escapes for Markdown.
+fn in_markdown(state: &State) -> bool {
+    matches!(state.auto_escape(), AutoEscape::Custom(name) if name == MARKDOWN)
+}
+
 /// The environment every page shares: autoescaping by name, strict undefined, filters.
+///
+/// Both kinds of page escape what they print unless it is marked safe: HTML pages with
+/// minijinja's HTML escaping, Markdown pages with [`md_text`] (see [`format_value`]). A value
+/// meant as markup must say so (`| safe`); one that the template forgets to escape is escaped
+/// anyway.
 pub(crate) fn base_env() -> Environment<'static> {
     let mut env = Environment::new();
-    // HTML is escaped; Markdown is not.
     env.set_auto_escape_callback(|name| {
         if name.ends_with(".html.j2") || name.ends_with(".html") {
-            minijinja::AutoEscape::Html
+            AutoEscape::Html
+        } else if name.ends_with(".md.j2") || name.ends_with(".md") {
+            AutoEscape::Custom(MARKDOWN.into())
         } else {
-            minijinja::AutoEscape::None
+            AutoEscape::None
         }
     });
     env.set_formatter(format_value);
@@ -65,18 +79,32 @@ pub(crate) fn base_env() -> Environment<'static> {
     {
         env.set_syntax(syntax);
     }
-    env.add_filter("md", |v: String| md_text(&v));
-    env.add_filter("md_code", |v: String| md_code(&v));
-    env.add_filter("md_cell_code", |v: String| md_cell_code(&v));
+    // Markdown made by these filters is marked safe on a Markdown page only: on an HTML page
+    // it is a plain string, which HTML escaping still escapes.
+    let markup = |state: &State, text: String| match in_markdown(state) {
+        true => Value::from_safe_string(text),
+        false => Value::from(text),
+    };
+    env.add_filter("md", move |state: &State, v: String| {
+        markup(state, md_text(&v))
+    });
+    env.add_filter("md_code", move |state: &State, v: String| {
+        markup(state, md_code(&v))
+    });
+    env.add_filter("md_cell_code", move |state: &State, v: String| {
+        markup(state, md_cell_code(&v))
+    });
     env.add_filter("num", |v: f64| crate::checks::judge::fmt_num(v));
     env.add_filter("bytes", |v: u64| crate::units::format_bytes(v));
     env.add_filter("pct", |v: f64| format!("{:.1}%", v * 100.0));
     env
 }
 
-/// How a page prints a value. On an HTML page: a value that is not safe (nor none, a boolean
-/// or a number) first through [`crate::console::visible`] (a bidi override or a control
-/// character is shown, not obeyed), then HTML-escaped. Other modes are minijinja's own.
+/// How a page prints a value. On a Markdown page: a safe string (the output of `md`, `safe`,
+/// a macro) as it is, nothing, none, a boolean or a number as minijinja writes it, and any
+/// other value as [`md_text`] of its text. On an HTML page: a value that is not safe first
+/// through [`crate::console::visible`] (a bidi override or a control character is shown, not
+/// obeyed), then HTML-escaped. Other modes are minijinja's own.
 fn format_value(
     out: &mut Output,
     state: &mut State,
@@ -87,11 +115,22 @@ fn format_value(
         value.kind(),
         ValueKind::Undefined | ValueKind::None | ValueKind::Bool | ValueKind::Number
     );
-    if value.is_safe() || plain || !matches!(state.auto_escape(), minijinja::AutoEscape::Html) {
-        return minijinja::escape_formatter(out, state, value);
+    if value.is_safe() || plain {
+        return match in_markdown(state) {
+            true => write!(out, "{value}").map_err(minijinja::Error::from),
+            false => minijinja::escape_formatter(out, state, value),
+        };
     }
-    let shown = Value::from(crate::console::visible(&value.to_string()));
-    minijinja::escape_formatter(out, state, &shown)
+    match state.auto_escape() {
+        AutoEscape::Custom(name) if name == MARKDOWN => out
+            .write_str(&md_text(&value.to_string()))
+            .map_err(minijinja::Error::from),
+        AutoEscape::Html => {
+            let shown = Value::from(crate::console::visible(&value.to_string()));
+            minijinja::escape_formatter(out, state, &shown)
+        }
+        _ => minijinja::escape_formatter(out, state, value),
+    }
 }
 
 /// A string from the node, the suite or the evidence as Markdown text: control characters
@@ -475,6 +514,13 @@ mod tests {
         d
     }
 
+    /// A `--templates` folder holding `report.html.j2` with `text`.
+    fn user_html(text: &str) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join(HTML_TEMPLATE), text).unwrap();
+        d
+    }
+
     #[test]
     fn markdown_text_escapes_a_heading_or_a_quote_at_its_start_only() {
         assert_eq!(md_text("# Passed"), "\\# Passed");
@@ -519,6 +565,124 @@ mod tests {
         ] {
             assert!(md.contains(cell), "{cell} in {md}");
         }
+    }
+
+    /// What the embedded Markdown page printed raw where `| md` was left out (the simulated
+    /// node's name and faults, a failing check's title in the problems table, a GPU's CPU
+    /// affinity in the topology table) can make no markup.
+    #[test]
+    fn the_markdown_report_escapes_what_it_does_not_mark_as_markup() {
+        let mut ev = simulated("h200-vm-1", &["ecc-uncorrectable"]);
+        let evil = "x|y*z*[a](b)<i>";
+        if let Some(s) = ev.simulation.as_mut() {
+            s.node = evil.into();
+            s.faults = vec![evil.into()];
+        }
+        for c in &mut ev.checks {
+            c.title = evil.into();
+        }
+        ev.node.gpus[0].cpu_affinity = Some(evil.into());
+        let md = Templates::load(None)
+            .unwrap()
+            .render(&ev, &Signing::default())
+            .unwrap()
+            .markdown;
+        let escaped = "x\\|y\\*z\\*\\[a\\](b)&lt;i>";
+        assert!(
+            md.contains(&format!("({escaped}, seed "))
+                && md.contains(&format!("injected faults: {escaped})")),
+            "{md}"
+        );
+        assert!(md.contains(&format!("\n| {escaped} | **FAIL** | ")), "{md}");
+        assert!(md.contains(&format!(" | {escaped} |\n")), "{md}");
+        assert!(!md.contains(evil), "{md}");
+    }
+
+    /// Markdown pages escape by default, `--templates` ones too: a value printed without a
+    /// filter is [`md_text`] (a boolean or a number as minijinja writes it), `| md` is not
+    /// escaped twice, and `| safe` is the template's own markup.
+    #[test]
+    fn a_users_markdown_template_escapes_by_default() {
+        let d = user_md(
+            "{{ ev.node.hostname }}\n{{ ev.node.hostname | md }}\n{{ ev.node.hostname | safe }}\n\
+             {{ ev.node.gpus | length }} {{ v.simulated }} {{ ev.simulation.seed }}\n\
+             `{{ ev.node.hostname | md_code }}`\n",
+        );
+        let mut ev = simulated("h200-vm-1", &[]);
+        ev.node.hostname = "# *node* | <b>\u{202e}".into();
+        let md = Templates::load(Some(d.path()))
+            .unwrap()
+            .render(&ev, &Signing::default())
+            .unwrap()
+            .markdown;
+        // The bidi override is shown as `\u{202e}`, and md_text escapes that backslash.
+        let escaped = "\\# \\*node\\* \\| &lt;b>\\\\u{202e}";
+        let seed = ev.simulation.as_ref().map_or(0, |s| s.seed);
+        assert_eq!(
+            md,
+            format!(
+                "{escaped}\n{escaped}\n# *node* | <b>\u{202e}\n1 True {seed}\n\
+                 `# *node* | <b>\\u{{202e}}`\n"
+            )
+        );
+    }
+
+    /// The diff page printed checks, metrics, subjects and units raw; they are Markdown text
+    /// now, and the evidence's path is a code span that cannot split its cell.
+    #[test]
+    fn the_markdown_diff_escapes_names_and_subjects() {
+        let old = simulated("h100-sxm-8", &[]);
+        let new = simulated("h100-sxm-8", &["slow-gpu-pair:gpu=1,peer=4"]);
+        let mut d = crate::diff::compare(&old, &new, 5.0);
+        let evil = "x|y*<b>";
+        d.old.source = "old|ev.json".into();
+        for c in &mut d.regressions {
+            c.check = evil.into();
+            c.metric = evil.into();
+            c.subject_text = evil.into();
+            c.old_subject_text = Some(evil.into());
+            c.unit = evil.into();
+        }
+        for v in &mut d.verdicts {
+            v.check = evil.into();
+            v.subject = Some(evil.into());
+            v.metric = Some(evil.into());
+        }
+        assert!(!d.regressions.is_empty() && !d.verdicts.is_empty());
+        let md = render_diff(&d).unwrap().markdown;
+        let e = "x\\|y\\*&lt;b>";
+        assert!(
+            md.contains(&format!("| {e} | {e} | {e} (was {e}) | "))
+                && md.contains(&format!(" {e} | ")),
+            "{md}"
+        );
+        assert!(
+            md.contains(&format!("| {e} | {e} | {e} | ")),
+            "verdicts: {md}"
+        );
+        assert!(!md.contains(evil), "{md}");
+        assert!(md.contains("| Evidence | `old\\|ev.json` |"), "{md}");
+    }
+
+    /// On an HTML page the Markdown filters make no safe string: what they return is escaped
+    /// for HTML like any other value.
+    #[test]
+    fn the_markdown_filters_cannot_bypass_html_escaping() {
+        let d = user_html(
+            "{{ ev.node.hostname | md }}|{{ ev.node.hostname | md_code }}|\
+             {{ ev.node.hostname | md_cell_code }}",
+        );
+        let mut ev = simulated("h200-vm-1", &[]);
+        ev.node.hostname = "<script>x`".into();
+        let html = Templates::load(Some(d.path()))
+            .unwrap()
+            .render(&ev, &Signing::default())
+            .unwrap()
+            .html;
+        assert_eq!(
+            html,
+            "&amp;lt;script&gt;x\\`|&lt;script&gt;x&#x27;|&lt;script&gt;x&#x27;"
+        );
     }
 
     /// A bidi override or a control character in a node's name is shown, not obeyed, in the
