@@ -606,7 +606,7 @@ mod tests {
         let d = user_md(
             "{{ ev.node.hostname }}\n{{ ev.node.hostname | md }}\n{{ ev.node.hostname | safe }}\n\
              {{ ev.node.gpus | length }} {{ v.simulated }} {{ ev.simulation.seed }}\n\
-             `{{ ev.node.hostname | md_code }}`\n",
+             `{{ ev.node.hostname | md_code }}`\n{{ v.verdict }}\n",
         );
         let mut ev = simulated("h200-vm-1", &[]);
         ev.node.hostname = "# *node* | <b>\u{202e}".into();
@@ -622,7 +622,7 @@ mod tests {
             md,
             format!(
                 "{escaped}\n{escaped}\n# *node* | <b>\u{202e}\n1 True {seed}\n\
-                 `# *node* | <b>\\u{{202e}}`\n"
+                 `# *node* | <b>\\u{{202e}}`\nPASS (SIMULATED)\n"
             )
         );
     }
@@ -670,7 +670,7 @@ mod tests {
     fn the_markdown_filters_cannot_bypass_html_escaping() {
         let d = user_html(
             "{{ ev.node.hostname | md }}|{{ ev.node.hostname | md_code }}|\
-             {{ ev.node.hostname | md_cell_code }}",
+             {{ ev.node.hostname | md_cell_code }}|{{ v.verdict }}",
         );
         let mut ev = simulated("h200-vm-1", &[]);
         ev.node.hostname = "<script>x`".into();
@@ -681,7 +681,7 @@ mod tests {
             .html;
         assert_eq!(
             html,
-            "&amp;lt;script&gt;x\\`|&lt;script&gt;x&#x27;|&lt;script&gt;x&#x27;"
+            "&amp;lt;script&gt;x\\`|&lt;script&gt;x&#x27;|&lt;script&gt;x&#x27;|PASS (SIMULATED)"
         );
     }
 
