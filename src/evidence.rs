@@ -1396,10 +1396,38 @@ impl Evidence {
         if let Some(s) = simulated {
             ev.simulated = s;
         }
+        ev.check_bounds()
+            .map_err(|e| format!("{}: invalid evidence: {e}", path.display()))?;
         // The stored verdict is a claim; the records are the facts (a version-1 file said pass
         // for a run that never finished).
         ev.update_verdict();
         Ok(ev)
+    }
+}
+
+impl Evidence {
+    /// What no node nodecert reads can hold: more GPUs, pairs, links or NICs than a suite may
+    /// state. Reports are drawn GPU by GPU and pair by pair; a file past these would make
+    /// `render`, `diff` or `fleet` work for hours (a matrix of 20,000 GPUs is 4x10^8 cells).
+    fn check_bounds(&self) -> Result<(), String> {
+        use crate::suite::{MAX_GPUS, MAX_NVLINKS_PER_GPU, MAX_PAIRS};
+        let n = &self.node;
+        let nics = n.fabric.as_ref().map_or(0, |f| f.nics.len());
+        let links = n.gpus.iter().map(|g| g.nvlinks.len()).max().unwrap_or(0);
+        for (what, count, most) in [
+            ("GPUs", n.gpus.len(), MAX_GPUS),
+            ("lost GPUs", n.lost_gpus.len(), MAX_GPUS),
+            ("GPU pairs", n.pairs.len(), MAX_PAIRS),
+            ("NVLinks of one GPU", links, MAX_NVLINKS_PER_GPU as usize),
+            ("NICs", nics, crate::platform::nic::MAX_NICS),
+        ] {
+            if count > most {
+                return Err(format!(
+                    "{count} {what}, more than any node nodecert reads has (at most {most})"
+                ));
+            }
+        }
+        Ok(())
     }
 }
 
@@ -1849,6 +1877,39 @@ mod tests {
             total: 7,
         });
         assert!(c.partial());
+    }
+
+    #[test]
+    fn evidence_of_a_node_no_node_is_is_refused_before_anything_is_drawn() {
+        let dir = tempfile::tempdir().unwrap();
+        let ev = crate::testutil::simulated("h100-sxm-8", &[]);
+        let write = |ev: &Evidence| {
+            let p = dir.path().join("evidence.json");
+            std::fs::write(&p, serde_json::to_string(ev).unwrap()).unwrap();
+            Evidence::read(&p)
+        };
+        assert!(write(&ev).is_ok());
+        let mut many = ev.clone();
+        let gpu = many.node.gpus[0].clone();
+        many.node.gpus.resize(crate::suite::MAX_GPUS + 1, gpu);
+        let e = write(&many).unwrap_err();
+        assert!(
+            e.contains("invalid evidence: 65 GPUs, more than any node"),
+            "{e}"
+        );
+        let mut links = ev.clone();
+        let link = links.node.gpus[3].nvlinks[0].clone();
+        links.node.gpus[3].nvlinks.resize(33, link);
+        assert!(write(&links).unwrap_err().contains("33 NVLinks of one GPU"));
+        let mut pairs = ev.clone();
+        let pair = pairs.node.pairs[0].clone();
+        pairs.node.pairs.resize(crate::suite::MAX_PAIRS + 1, pair);
+        assert!(write(&pairs).unwrap_err().contains("2017 GPU pairs"));
+        let mut nics = ev;
+        let fabric = nics.node.fabric.as_mut().unwrap();
+        let nic = fabric.nics[0].clone();
+        fabric.nics.resize(257, nic);
+        assert!(write(&nics).unwrap_err().contains("257 NICs"));
     }
 
     #[test]

@@ -22,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The most RDMA devices, ports per device and interfaces per device read: far above any node.
-const MAX_NICS: usize = 256;
+pub(crate) const MAX_NICS: usize = 256;
 const MAX_PORTS: u32 = 64;
 /// The most bytes read of one sysfs attribute (a config space is 4 KiB).
 const MAX_ATTR: u64 = 64 * 1024;
