@@ -9,6 +9,9 @@ use super::{
 use crate::evidence::{Status, Subject};
 use std::collections::{BTreeMap, BTreeSet};
 
+/// Other nodes named in a copied GPU's refusal; the rest are counted.
+const NAMED_COPIES: usize = 4;
+
 /// Judge a fleet. `expected` lists the nodes the job was given (empty: unknown); `pct` is the
 /// outlier margin. The result depends only on its inputs (no clock, no order of reading).
 pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> FleetReport {
@@ -48,18 +51,30 @@ pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> Flee
             continue;
         }
         for &i in who {
-            let others: Vec<&str> = who
+            if copied.contains_key(&i) {
+                continue;
+            }
+            // At most a few names each: thousands of copies must not make thousands of
+            // thousands of names.
+            let count = who.len() - 1;
+            let named: Vec<&str> = who
                 .iter()
                 .filter(|&&j| j != i)
+                .take(NAMED_COPIES)
                 .map(|&j| nodes[j].result.name.as_str())
                 .collect();
-            copied.entry(i).or_insert_with(|| {
+            let more = match count - named.len() {
+                0 => String::new(),
+                n => format!(" and {n} more"),
+            };
+            copied.insert(
+                i,
                 format!(
-                    "GPU {id} is also reported by {} {}: evidence copied between nodes is not a test of either",
-                    if others.len() == 1 { "node" } else { "nodes" },
-                    others.join(", ")
-                )
-            });
+                    "GPU {id} is also reported by {} {}{more}: evidence copied between nodes is not a test of either",
+                    if count == 1 { "node" } else { "nodes" },
+                    named.join(", ")
+                ),
+            );
         }
     }
     for (i, why) in copied {
@@ -574,6 +589,30 @@ mod tests {
         assert!(r.actions.iter().all(|a| a.action == "drain"));
         // Refused figures take no part in the distribution.
         assert_eq!(r.distributions[0].points.len(), 1);
+    }
+
+    #[test]
+    fn a_gpu_copied_to_many_nodes_names_four_of_the_others_and_counts_the_rest() {
+        let mut nodes: Vec<NodeSummary> = (1..=7).map(|i| bw(&format!("n{i}"), 390.0)).collect();
+        for n in &mut nodes[1..] {
+            n.gpu_ids = vec!["UUID GPU-shared".into()];
+        }
+        nodes[0].gpu_ids = vec!["UUID GPU-shared".into()];
+        let r = judge(nodes, &[], 10.0);
+        assert!(r.nodes.iter().all(|n| n.verdict == NodeVerdict::Refused));
+        assert_eq!(
+            r.node("n1").unwrap().why[0],
+            "GPU UUID GPU-shared is also reported by nodes n2, n3, n4, n5 and 2 more: evidence \
+             copied between nodes is not a test of either"
+        );
+        assert!(r.node("n7").unwrap().why[0].contains("by nodes n1, n2, n3, n4 and 2 more:"));
+        // Exactly four others: all named.
+        let mut five: Vec<NodeSummary> = (1..=5).map(|i| bw(&format!("n{i}"), 390.0)).collect();
+        for n in &mut five {
+            n.gpu_ids = vec!["UUID GPU-shared".into()];
+        }
+        let r = judge(five, &[], 10.0);
+        assert!(r.node("n5").unwrap().why[0].contains("by nodes n1, n2, n3, n4: "));
     }
 
     #[test]
