@@ -6,7 +6,7 @@ use crate::checks::judge::fmt_num;
 use crate::evidence::{CheckRecord, Evidence, Metric, Status, Subject};
 use crate::inventory::{Gpu, Inventory};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 /// Default tolerance of `nodecert diff`, percent.
 pub const DEFAULT_TOLERANCE_PCT: f64 = 5.0;
@@ -179,19 +179,25 @@ pub fn metric_changes(
     gpus: &GpuMap,
 ) -> Vec<MetricChange> {
     let mut out = Vec::new();
+    // Looked up, not searched: evidence read back may hold hundreds of thousands of records.
+    let mut old_by_id: HashMap<&str, &CheckRecord> = HashMap::new();
+    for c in old {
+        old_by_id.entry(c.id.as_str()).or_insert(c);
+    }
     for nc in new {
-        let Some(oc) = old.iter().find(|c| c.id == nc.id) else {
+        let Some(&oc) = old_by_id.get(nc.id.as_str()) else {
             continue;
         };
         if conditions(oc) != conditions(nc) {
             continue;
         }
-        // The old run's metrics with their subjects in the new numbering.
-        let renamed: Vec<(&Metric, Subject)> = oc
-            .metrics
-            .iter()
-            .filter_map(|m| gpus.subject(&m.subject).map(|s| (m, s)))
-            .collect();
+        // The old run's metrics with their subjects in the new numbering, the first of each.
+        let mut renamed: HashMap<(&str, Subject), &Metric> = HashMap::new();
+        for m in &oc.metrics {
+            if let Some(s) = gpus.subject(&m.subject) {
+                renamed.entry((m.name.as_str(), s)).or_insert(m);
+            }
+        }
         for nm in &nc.metrics {
             let Some(better) = direction(&nm.name, &nm.unit) else {
                 continue;
@@ -232,16 +238,11 @@ pub fn metric_changes(
 /// way only (p2p_bidir, lower index first) is unordered: after renumbering it matches the
 /// reversed pair too.
 fn old_metric<'a>(
-    renamed: &[(&'a Metric, Subject)],
+    renamed: &HashMap<(&str, Subject), &'a Metric>,
     name: &str,
     subject: &Subject,
 ) -> Option<&'a Metric> {
-    let find = |s: &Subject| {
-        renamed
-            .iter()
-            .find(|(m, r)| m.name == name && r == s)
-            .map(|(m, _)| *m)
-    };
+    let find = |s: &Subject| renamed.get(&(name, s.clone())).copied();
     if let Some(m) = find(subject) {
         return Some(m);
     }

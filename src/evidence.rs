@@ -1405,6 +1405,10 @@ impl Evidence {
     }
 }
 
+/// The most check records evidence may hold: a suite promises at most 16 (five collectives
+/// among them), so this leaves room for checks to come.
+pub const MAX_CHECKS: usize = 64;
+
 impl Evidence {
     /// What no node nodecert reads can hold: more GPUs, pairs, links or NICs than a suite may
     /// state. Reports are drawn GPU by GPU and pair by pair; a file past these would make
@@ -1420,6 +1424,7 @@ impl Evidence {
             ("GPU pairs", n.pairs.len(), MAX_PAIRS),
             ("NVLinks of one GPU", links, MAX_NVLINKS_PER_GPU as usize),
             ("NICs", nics, crate::platform::nic::MAX_NICS),
+            ("check records", self.checks.len(), MAX_CHECKS),
         ] {
             if count > most {
                 return Err(format!(
@@ -1910,6 +1915,10 @@ mod tests {
         let nic = fabric.nics[0].clone();
         fabric.nics.resize(257, nic);
         assert!(write(&nics).unwrap_err().contains("257 NICs"));
+        let mut checks = crate::testutil::simulated("h100-sxm-8", &[]);
+        let c = checks.checks[0].clone();
+        checks.checks.resize(MAX_CHECKS + 1, c);
+        assert!(write(&checks).unwrap_err().contains("65 check records"));
     }
 
     #[test]

@@ -8,9 +8,9 @@
 
 use super::{Figure, FigureKey, NodeResult, NodeVerdict, SignatureState};
 use crate::diff::{direction, Better};
-use crate::evidence::{Evidence, Status, EVIDENCE_FILE};
+use crate::evidence::{Evidence, Status, Subject, EVIDENCE_FILE};
 use crate::sign::{Trust, MANIFEST_FILE};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -397,13 +397,15 @@ pub fn summarize(mut result: NodeResult, ev: &Evidence, keys: &mut Keys) -> Node
     let mut index: std::collections::HashMap<(String, String, String), usize> = Default::default();
     for c in &ev.checks {
         let conditions = crate::diff::conditions(c).join("; ");
+        // Each metric's place by name and subject (the first of each), looked up for every
+        // finding: a check of a node's evidence may hold hundreds of thousands of each.
+        let mut metrics: HashMap<(&str, &Subject), usize> = HashMap::new();
+        for (i, m) in c.metrics.iter().enumerate() {
+            metrics.entry((m.name.as_str(), &m.subject)).or_insert(i);
+        }
         for f in c.findings.iter().filter(|f| f.is_judgement()) {
             let Some(name) = &f.metric else { continue };
-            let Some(m) = c
-                .metrics
-                .iter()
-                .find(|m| &m.name == name && same_figure(&m.subject, &f.subject))
-            else {
+            let Some(m) = figure_of(&metrics, name, &f.subject).map(|i| &c.metrics[i]) else {
                 continue;
             };
             let Some(better) = direction(&m.name, &m.unit) else {
@@ -475,6 +477,35 @@ pub fn summarize(mut result: NodeResult, ev: &Evidence, keys: &mut Keys) -> Node
 /// Whether a metric's subject is the one a finding judges: the same, or the same but for what
 /// the metric leaves out (a collective's figures name only their size, and a copy both ways
 /// names its pair without saying "both ways"; their findings say it).
+/// The first metric `name` that is the figure of a finding about `subject`: a metric whose
+/// subject is the finding's, but for the collective or the pairing it does not name (a finding
+/// about all_reduce at 8 GiB is about the metric of 8 GiB in the all_reduce check).
+fn figure_of(
+    metrics: &HashMap<(&str, &Subject), usize>,
+    name: &str,
+    subject: &Subject,
+) -> Option<usize> {
+    let mut tries = vec![subject.clone()];
+    for strip in [
+        |s: &mut Subject| s.op = None,
+        |s: &mut Subject| s.pairing = None,
+        |s: &mut Subject| {
+            s.op = None;
+            s.pairing = None
+        },
+    ] {
+        let mut s = subject.clone();
+        strip(&mut s);
+        tries.push(s);
+    }
+    tries
+        .iter()
+        .filter_map(|s| metrics.get(&(name, s)).copied())
+        .min()
+}
+
+/// What [`figure_of`] finds, said directly (the search it replaced, kept to test it by).
+#[cfg(test)]
 fn same_figure(metric: &crate::evidence::Subject, finding: &crate::evidence::Subject) -> bool {
     let mut f = finding.clone();
     if metric.op.is_none() {
@@ -489,6 +520,45 @@ fn same_figure(metric: &crate::evidence::Subject, finding: &crate::evidence::Sub
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_findings_figure_is_the_first_metric_of_its_subject_less_what_the_metric_does_not_name() {
+        use crate::suite::CollectiveOp;
+        let base = Subject::op_size(CollectiveOp::AllReduce, 8 << 30);
+        let no_op = Subject {
+            op: None,
+            ..base.clone()
+        };
+        let paired = Subject {
+            pairing: Some(crate::evidence::Pairing::BothWays),
+            ..base.clone()
+        };
+        let other = Subject::op_size(CollectiveOp::AllReduce, 4 << 30);
+        let subjects = [base.clone(), no_op.clone(), paired.clone(), other.clone()];
+        // Every order of metric subjects, every finding subject: the index finds what the
+        // search found.
+        for metric_subjects in [
+            vec![base.clone(), no_op.clone()],
+            vec![no_op.clone(), base.clone()],
+            vec![paired.clone(), no_op.clone(), other.clone()],
+            vec![other.clone()],
+            vec![no_op.clone(), paired.clone()],
+        ] {
+            let mut index: HashMap<(&str, &Subject), usize> = HashMap::new();
+            for (i, s) in metric_subjects.iter().enumerate() {
+                index.entry(("busbw", s)).or_insert(i);
+            }
+            for f in &subjects {
+                let searched = metric_subjects.iter().position(|m| same_figure(m, f));
+                assert_eq!(
+                    figure_of(&index, "busbw", f),
+                    searched,
+                    "{metric_subjects:?} {f:?}"
+                );
+                assert_eq!(figure_of(&index, "algbw", f), None);
+            }
+        }
+    }
 
     #[test]
     fn a_folder_whose_name_is_not_a_host_name_is_refused_before_it_is_read() {
