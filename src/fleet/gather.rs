@@ -56,6 +56,9 @@ pub struct NodeSummary {
     pub gpu_ids: Vec<String>,
     /// Whether evidence was read (false: none, or refused before it was read).
     pub read: bool,
+    /// The SHA-256 of the suite it ran (its resolved text), when evidence was read: nodes that
+    /// name one suite must have run the same one.
+    pub suite_sha256: Option<String>,
 }
 
 /// A node folder to read, and its name.
@@ -242,6 +245,7 @@ pub fn read_node(folder: &NodeFolder, trust: &Trust, keys: &mut Keys) -> NodeSum
             figures: Vec::new(),
             gpu_ids: Vec::new(),
             read: false,
+            suite_sha256: None,
         }
     };
     // The name reaches scontrol and kubectl as an argument, and every page: a host name only.
@@ -283,6 +287,7 @@ pub fn read_node(folder: &NodeFolder, trust: &Trust, keys: &mut Keys) -> NodeSum
             figures: Vec::new(),
             gpu_ids: Vec::new(),
             read: false,
+            suite_sha256: None,
         };
     }
     if !folder.path.join(MANIFEST_FILE).exists() && !matches!(trust, Trust::Untrusted) {
@@ -471,6 +476,7 @@ pub fn summarize(mut result: NodeResult, ev: &Evidence, keys: &mut Keys) -> Node
         figures,
         gpu_ids,
         read: true,
+        suite_sha256: Some(ev.suite.sha256.clone()),
     }
 }
 

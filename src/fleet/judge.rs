@@ -81,6 +81,59 @@ pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> Flee
         refuse(&mut nodes[i], why);
     }
 
+    // Nodes that name one suite ran one suite: a node whose suite of that name says other
+    // things (a local file that drops the checks it would fail) was not judged by the fleet's.
+    let mut by_name: BTreeMap<&str, BTreeMap<&str, Vec<usize>>> = BTreeMap::new();
+    for (i, n) in nodes.iter().enumerate() {
+        if let (Some(name), Some(sha)) = (&n.result.suite, &n.suite_sha256) {
+            if n.result.verdict != NodeVerdict::Refused {
+                let shas = by_name.entry(name.as_str()).or_default();
+                shas.entry(sha.as_str()).or_default().push(i);
+            }
+        }
+    }
+    let mut other_suite: Vec<(usize, String)> = Vec::new();
+    for (name, shas) in &by_name {
+        if shas.len() < 2 {
+            continue;
+        }
+        // The suite most of them ran is the fleet's; with no such one, none is.
+        let most = shas.values().map(Vec::len).max().unwrap_or(0);
+        let fleets: Vec<&&str> = shas
+            .iter()
+            .filter(|(_, v)| v.len() == most)
+            .map(|(k, _)| k)
+            .collect();
+        let fleet = match fleets.as_slice() {
+            [one] => Some(**one),
+            _ => None,
+        };
+        for (sha, who) in shas {
+            if Some(*sha) == fleet {
+                continue;
+            }
+            let short = |s: &str| s.chars().take(12).collect::<String>();
+            let why = match fleet {
+                Some(f) => format!(
+                    "ran another suite named {name} than the {most} node(s) it is compared with \
+                     (SHA-256 {} where theirs is {}): not judged by the fleet's suite",
+                    short(sha),
+                    short(f)
+                ),
+                None => format!(
+                    "the nodes ran {} different suites named {name} (this one SHA-256 {}), and no \
+                     one of them is the fleet's: not judged by one suite",
+                    shas.len(),
+                    short(sha)
+                ),
+            };
+            other_suite.extend(who.iter().map(|&i| (i, why.clone())));
+        }
+    }
+    for (i, why) in other_suite {
+        refuse(&mut nodes[i], why);
+    }
+
     // Expected nodes that left no folder at all.
     let present: BTreeSet<String> = nodes.iter().map(|n| n.result.name.clone()).collect();
     for name in expected.iter().filter(|e| !present.contains(*e)) {
@@ -92,6 +145,7 @@ pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> Flee
             figures: Vec::new(),
             gpu_ids: Vec::new(),
             read: false,
+            suite_sha256: None,
         });
     }
     if !expected.is_empty() {
@@ -479,6 +533,7 @@ mod tests {
                 .collect(),
             gpu_ids: vec![format!("UUID GPU-{name}")],
             read: true,
+            suite_sha256: Some("sha-of-p2p-suite".into()),
         }
     }
 
@@ -589,6 +644,43 @@ mod tests {
         assert!(r.actions.iter().all(|a| a.action == "drain"));
         // Refused figures take no part in the distribution.
         assert_eq!(r.distributions[0].points.len(), 1);
+    }
+
+    #[test]
+    fn a_node_that_ran_another_suite_of_the_same_name_is_refused() {
+        let mut nodes: Vec<NodeSummary> = (1..=4).map(|i| bw(&format!("n{i}"), 390.0)).collect();
+        nodes[2].suite_sha256 = Some("0123456789abcdef-trimmed".into());
+        let r = judge(nodes.clone(), &[], 10.0);
+        assert_eq!(
+            verdicts(&r),
+            [
+                ("n1", NodeVerdict::Pass),
+                ("n2", NodeVerdict::Pass),
+                ("n3", NodeVerdict::Refused),
+                ("n4", NodeVerdict::Pass)
+            ]
+        );
+        assert_eq!(
+            r.node("n3").unwrap().why[0],
+            "ran another suite named h100-sxm-8 than the 3 node(s) it is compared with (SHA-256 \
+             0123456789ab where theirs is sha-of-p2p-s): not judged by the fleet's suite"
+        );
+        // Two and two: no suite is the fleet's, and every node is refused.
+        nodes[3].suite_sha256 = nodes[2].suite_sha256.clone();
+        let r = judge(nodes.clone(), &[], 10.0);
+        assert!(
+            r.nodes.iter().all(|n| n.verdict == NodeVerdict::Refused),
+            "{r:?}"
+        );
+        assert!(r.node("n1").unwrap().why[0].contains("2 different suites named h100-sxm-8"));
+        // Suites of other names are other suites: no refusal.
+        nodes[2].result.suite = Some("mine".into());
+        nodes[3].result.suite = Some("mine".into());
+        let r = judge(nodes, &[], 10.0);
+        assert!(
+            r.nodes.iter().all(|n| n.verdict == NodeVerdict::Pass),
+            "{r:?}"
+        );
     }
 
     #[test]
