@@ -664,6 +664,33 @@ mod tests {
         assert!(md.contains("| Evidence | `old\\|ev.json` |"), "{md}");
     }
 
+    /// "Every GPU pair is linked as the suite expects" only where pairs were compared.
+    #[test]
+    fn the_topology_section_says_linked_as_expected_only_when_it_compared() {
+        let page = |ev: &Evidence| {
+            let r = Templates::load(None)
+                .unwrap()
+                .render(ev, &Signing::default())
+                .unwrap();
+            (r.markdown, r.html)
+        };
+        let ev = simulated("h100-sxm-8", &[]);
+        for text in [page(&ev).0, page(&ev).1] {
+            assert!(text.contains("Every GPU pair is linked as the suite expects."));
+            assert!(!text.contains("Not compared: the suite states no links"));
+        }
+        let mut unchecked = ev.clone();
+        unchecked.checks.retain(|c| c.id != "topology");
+        let mut unstated = ev;
+        unstated.suite.resolved.topology = Default::default();
+        for ev in [unchecked, unstated] {
+            for text in [page(&ev).0, page(&ev).1] {
+                assert!(!text.contains("Every GPU pair is linked"), "{text}");
+                assert!(text.contains("Not compared: the suite states no links"));
+            }
+        }
+    }
+
     /// On an HTML page the Markdown filters make no safe string: what they return is escaped
     /// for HTML like any other value.
     #[test]

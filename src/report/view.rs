@@ -71,6 +71,9 @@ pub struct Topology {
     pub labels: Vec<String>,
     pub rows: Vec<TopoRow>,
     pub mismatches: usize,
+    /// Whether any pair was compared with the suite: it states the links of some pair, and the
+    /// topology check ran. Without, "every pair is linked as the suite expects" says nothing.
+    pub compared: bool,
     /// One line per mismatching pair: "GPU1 <-> GPU4: found NV12, expected NV18".
     pub mismatch_list: Vec<String>,
     /// The RDMA NICs, as columns after the GPUs' (empty when the NICs were not read).
@@ -700,6 +703,7 @@ pub fn build(ev: &Evidence) -> View {
         labels: (0..n).map(|i| format!("GPU{i}")).collect(),
         ..Default::default()
     };
+    let mut compared = false;
     for g in &inv.gpus {
         let cells = (0..n)
             .map(|j| {
@@ -722,6 +726,7 @@ pub fn build(ev: &Evidence) -> View {
                     (Some(k), Some(p)) => p.nvlinks != k,
                     _ => false,
                 };
+                compared |= want.is_some() && p.is_some();
                 TopoCell {
                     found,
                     expected,
@@ -754,6 +759,7 @@ pub fn build(ev: &Evidence) -> View {
     }
     // The mismatches count halves: each pair shows twice.
     topology.mismatches /= 2;
+    topology.compared = compared && ev.check("topology").is_some();
     if let Some(f) = &inv.fabric {
         topology.nic_labels = f.nics.iter().map(|n| n.name.clone()).collect();
         topology.nic_rows = nic_rows(f, n);
