@@ -143,7 +143,7 @@ pub fn render(ev: &Evidence) -> String {
 
     let mut verdict = Family::new(
         "nodecert_run_verdict",
-        "The run's verdict: 1 for the one that holds, 0 for the others (pass, fail, error, incomplete: promised checks never ran, nothing_judged: every check skipped).",
+        "The run's verdict: 1 for the one that holds, 0 for the others (pass, fail, error, incomplete: promised checks never ran, nothing_judged: every check skipped, partial: readings left unjudged).",
     );
     let now = ev.assess();
     for v in Verdict::ALL {
