@@ -165,7 +165,12 @@ pub fn render(ev: &Evidence) -> String {
         seconds(time)
     );
     let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    let _ = writeln!(out, r#"<testsuites name="nodecert" {totals}>"#);
+    // A dashboard that shows only the name still says the run was simulated (as the fleet's).
+    let _ = writeln!(
+        out,
+        r#"<testsuites name="{}nodecert" {totals}>"#,
+        if ev.simulated { "[SIMULATED] " } else { "" }
+    );
     let _ = writeln!(
         out,
         r#"  <testsuite name="{}" {totals} timestamp="{}" hostname="{}">"#,
@@ -285,5 +290,14 @@ mod tests {
         assert!(x.contains(r#"<testcase classname="nodecert.p2p_bandwidth" name="p2p_bandwidth""#));
         assert!(x.contains(r#"<property name="simulated" value="true"/>"#));
         assert!(x.contains("[FAIL] GPU 1 -&gt; GPU 4: found 2"));
+        // Its name says simulated; a measured run's does not. Either is nodecert's own file.
+        assert!(x.contains(r#"<testsuites name="[SIMULATED] nodecert" "#));
+        let mut real = ev.clone();
+        real.simulated = false;
+        let y = render(&real);
+        assert!(y.contains(r#"<testsuites name="nodecert" "#));
+        for file in [&x, &y] {
+            assert!(crate::export::is_previous_output(&Junit, file));
+        }
     }
 }
