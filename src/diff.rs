@@ -715,23 +715,29 @@ pub fn verdict_changes(
     /// does not have): such a subject matches nothing of the new run.
     type About = (Subject, bool);
     type Key = (String, Option<About>, Option<String>);
+    /// The statuses of judgements, and the keys of information.
     fn statuses(
         checks: &[CheckRecord],
         subject: &dyn Fn(&Subject) -> About,
-    ) -> BTreeMap<Key, Status> {
+    ) -> (BTreeMap<Key, Status>, std::collections::BTreeSet<Key>) {
         let mut m: BTreeMap<Key, Status> = BTreeMap::new();
+        let mut info = std::collections::BTreeSet::new();
         for c in checks {
             m.insert((c.id.clone(), None, None), c.status);
-            // Information is not a judgement: its status says nothing, so it cannot change.
-            for f in c.findings.iter().filter(|f| !f.info) {
+            for f in &c.findings {
                 let k = (c.id.clone(), Some(subject(&f.subject)), f.metric.clone());
+                // Information is not a judgement: its status says nothing, so it cannot change.
+                if f.info {
+                    info.insert(k);
+                    continue;
+                }
                 let e = m.entry(k).or_insert(f.status);
                 *e = (*e).max(f.status);
             }
         }
-        m
+        (m, info)
     }
-    let (o, n) = (
+    let ((o, o_info), (n, n_info)) = (
         statuses(old, &|s| {
             gpus.subject(s)
                 .map_or_else(|| (s.clone(), true), |s| (s, false))
@@ -754,7 +760,10 @@ pub fn verdict_changes(
         keys.dedup();
         for k in keys {
             let (a, b) = (o.get(k).copied(), n.get(k).copied());
-            if a == b {
+            // The same finding judged in one run and information in the other (a newer nodecert
+            // that no longer counts "any mode" as a judgement): nothing about the node changed.
+            let noted = (a.is_none() && o_info.contains(k)) || (b.is_none() && n_info.contains(k));
+            if a == b || noted {
                 continue;
             }
             out.push(VerdictChange {
@@ -1048,6 +1057,21 @@ mod tests {
         assert_eq!(
             verdict_changes(&old, &with_info, &GpuMap::default()).len(),
             1
+        );
+        // A judgement that a newer nodecert makes a note (the same finding, now information):
+        // no change either way, while the same finding gone is one.
+        let mut noted = old.clone();
+        noted[0].findings[1].info = true;
+        assert!(verdict_changes(&old, &noted, &GpuMap::default()).is_empty());
+        assert!(verdict_changes(&noted, &old, &GpuMap::default()).is_empty());
+        let mut gone = old.clone();
+        gone[0].findings.pop();
+        assert_eq!(
+            verdict_changes(&old, &gone, &GpuMap::default())
+                .iter()
+                .map(VerdictChange::describe)
+                .collect::<Vec<_>>(),
+            ["p2p GPU 1 -> GPU 4 [p2p_read]: PASS -> absent"]
         );
     }
 
