@@ -40,7 +40,9 @@ Exit codes by --mode:
   slurm-prolog       1 when the node is bad (Slurm drains it and requeues the job), else 0
   slurm-healthcheck  1 when the node is bad, else 0; nodecert drains the node itself with
                      Reason=\"nodecert: ...\" and resumes it once it passes (only if nodecert
-                     drained it)";
+                     drained it)
+  With --simulate and without --allow-simulated, no scheduler acts on the simulated verdict:
+  npd 2 (unknown), slurm-prolog and slurm-healthcheck 0 (nothing drained).";
 
 const FLEET_EXIT_CODES: &str = "\
 Exit codes of `fleet report` and `fleet simulate` (the worst node's):
@@ -215,9 +217,10 @@ pub enum Command {
         /// Whose conventions the exit code follows.
         #[arg(long, value_enum, default_value = "nodecert")]
         mode: crate::commands::health_check::Mode,
-        /// With --mode slurm-healthcheck: drain or resume this Slurm node on simulated results,
-        /// for a test cluster whose nodes are simulated. Without it a simulated check leaves
-        /// the node's Slurm state alone (its verdict certifies no hardware).
+        /// Answer a scheduler (--mode npd, slurm-prolog, slurm-healthcheck) with a simulated
+        /// verdict as with a measured one, and drain or resume in slurm-healthcheck mode: for a
+        /// test cluster whose nodes are simulated. Without it a simulated check leaves the
+        /// node alone (npd: 2, unknown; Slurm: 0), since its verdict certifies no hardware.
         #[arg(long, requires = "simulate")]
         allow_simulated: bool,
     },

@@ -41,6 +41,17 @@ pub fn quick(mut loaded: LoadedSuite) -> LoadedSuite {
     loaded
 }
 
+/// The exit code of a simulated verdict under `mode`, without --allow-simulated: a scheduler
+/// must not act on it. NPD's "unknown" (2) sets no condition on the node, Slurm's 0 drains
+/// nothing; nodecert's own codes say the verdict.
+pub fn simulated_code(mode: Mode, v: Verdict) -> u8 {
+    match mode {
+        Mode::Nodecert => v.exit_code(),
+        Mode::Npd => 2,
+        Mode::SlurmProlog | Mode::SlurmHealthcheck => 0,
+    }
+}
+
 /// The exit code of `v` under `mode`.
 pub fn exit_code(mode: Mode, v: Verdict) -> u8 {
     let bad = matches!(v, Verdict::Fail | Verdict::Error);
@@ -101,7 +112,10 @@ pub fn cmd_health_check(
                     false => left_alone(),
                 }
             }
-            Ok(exit_code(mode, v))
+            Ok(match act {
+                true => exit_code(mode, v),
+                false => simulated_code(mode, v),
+            })
         }
         // nodecert's own convention: the error and its exit code, as every command.
         Err(e) if mode == Mode::Nodecert => Err(e),
@@ -118,6 +132,7 @@ pub fn cmd_health_check(
                 }
             }
             Ok(match mode {
+                _ if !act => simulated_code(mode, Verdict::Error),
                 Mode::Npd if hardware => 1,
                 Mode::Npd => 2,
                 _ => u8::from(hardware),
@@ -144,11 +159,16 @@ fn judge(
             path: "evidence".into(),
             source,
         })?;
+    // What failed; or, for a partial verdict, what was left unjudged.
     let why: Vec<String> = ev
         .checks
         .iter()
         .filter(|c| c.status >= crate::evidence::Status::Fail)
         .map(|c| format!("{}: {}", c.id, c.summary))
+        .chain(
+            ev.partial_text()
+                .filter(|_| ev.assess() == Verdict::Partial),
+        )
         .collect();
     Ok((ev.assess(), why, ev.simulated))
 }
@@ -236,12 +256,18 @@ mod tests {
     #[test]
     fn each_convention_gets_its_exit_codes() {
         use Verdict::*;
-        let all = [Pass, Fail, Error, Incomplete, NothingJudged];
+        let all = [Pass, Fail, Error, Incomplete, NothingJudged, Partial];
         let codes = |m| all.map(|v| exit_code(m, v));
-        assert_eq!(codes(Mode::Nodecert), [0, 1, 3, 5, 6]);
-        assert_eq!(codes(Mode::Npd), [0, 1, 1, 2, 2]);
-        assert_eq!(codes(Mode::SlurmProlog), [0, 1, 1, 0, 0]);
-        assert_eq!(codes(Mode::SlurmHealthcheck), [0, 1, 1, 0, 0]);
+        assert_eq!(codes(Mode::Nodecert), [0, 1, 3, 5, 6, 7]);
+        assert_eq!(codes(Mode::Npd), [0, 1, 1, 2, 2, 2]);
+        assert_eq!(codes(Mode::SlurmProlog), [0, 1, 1, 0, 0, 0]);
+        assert_eq!(codes(Mode::SlurmHealthcheck), [0, 1, 1, 0, 0, 0]);
+        // Simulated, without --allow-simulated: no scheduler acts on it.
+        let sim = |m| all.map(|v| simulated_code(m, v));
+        assert_eq!(sim(Mode::Nodecert), [0, 1, 3, 5, 6, 7]);
+        assert_eq!(sim(Mode::Npd), [2; 6]);
+        assert_eq!(sim(Mode::SlurmProlog), [0; 6]);
+        assert_eq!(sim(Mode::SlurmHealthcheck), [0; 6]);
     }
 
     #[test]

@@ -314,6 +314,15 @@ impl Templates {
 
     /// Render both pages from evidence.
     pub fn render(&self, ev: &Evidence, signing: &Signing) -> Result<Rendered, TemplateError> {
+        let rendered = self.try_render(ev, signing)?;
+        self.says_simulated(ev, &rendered)?;
+        Ok(rendered)
+    }
+
+    /// Render both pages as [`Templates::render`] does, without asking a simulated run's page
+    /// to say so: for the trial of `--templates` on a sample (simulated) evidence before a run
+    /// on hardware, whose pages need not.
+    pub fn try_render(&self, ev: &Evidence, signing: &Signing) -> Result<Rendered, TemplateError> {
         let mut v = view::build(ev);
         if let Some(s) = &signing.signed_as {
             v.verdict = match v.verdict.strip_suffix(')') {
@@ -332,12 +341,15 @@ impl Templates {
                 .and_then(|t| t.render(&ctx))
                 .map_err(|e| located(&e, &self.sources))
         };
-        let rendered = Rendered {
+        Ok(Rendered {
             html: page(HTML_TEMPLATE)?,
             markdown: page(MD_TEMPLATE)?,
-        };
-        // A simulated run's page says so, whoever wrote its template: one that does not could
-        // be signed and read as a certificate of hardware.
+        })
+    }
+
+    /// A simulated run's page says so, whoever wrote its template: one that does not could be
+    /// signed and read as a certificate of hardware.
+    fn says_simulated(&self, ev: &Evidence, rendered: &Rendered) -> Result<(), TemplateError> {
         if ev.simulated {
             for (name, text) in [
                 (HTML_TEMPLATE, &rendered.html),
@@ -358,7 +370,7 @@ impl Templates {
                 }
             }
         }
-        Ok(rendered)
+        Ok(())
     }
 }
 
@@ -662,6 +674,23 @@ mod tests {
         );
         assert!(!md.contains(evil), "{md}");
         assert!(md.contains("| Evidence | `old\\|ev.json` |"), "{md}");
+    }
+
+    /// A page that never says SIMULATED is refused for a simulated run only: the trial before
+    /// a run (on a simulated sample) and a measured run's pages render it.
+    #[test]
+    fn only_a_simulated_runs_page_must_say_so() {
+        let d = user_md("certificate of {{ ev.node.hostname }}\n");
+        let t = Templates::load(Some(d.path())).unwrap();
+        let ev = simulated("h200-vm-1", &[]);
+        let e = t.render(&ev, &Signing::default()).unwrap_err();
+        assert!(e.message.contains("never says SIMULATED"), "{e}");
+        assert!(e.user);
+        assert!(t.try_render(&ev, &Signing::default()).is_ok());
+        let mut measured = ev;
+        measured.simulated = false;
+        let r = t.render(&measured, &Signing::default()).unwrap();
+        assert_eq!(r.markdown, "certificate of sim-h200-vm\n");
     }
 
     /// "Every GPU pair is linked as the suite expects" only where pairs were compared.
