@@ -762,7 +762,9 @@ pub fn verdict_changes(
             let (a, b) = (o.get(k).copied(), n.get(k).copied());
             // The same finding judged in one run and information in the other (a newer nodecert
             // that no longer counts "any mode" as a judgement): nothing about the node changed.
-            let noted = (a.is_none() && o_info.contains(k)) || (b.is_none() && n_info.contains(k));
+            // A note that became a failing judgement is still a change.
+            let noted = (a.is_none() && o_info.contains(k) && rank(b) <= Status::Pass)
+                || (b.is_none() && n_info.contains(k));
             if a == b || noted {
                 continue;
             }
@@ -1064,6 +1066,17 @@ mod tests {
         noted[0].findings[1].info = true;
         assert!(verdict_changes(&old, &noted, &GpuMap::default()).is_empty());
         assert!(verdict_changes(&noted, &old, &GpuMap::default()).is_empty());
+        let mut failing = old.clone();
+        failing[0].findings[1].status = Status::Fail;
+        failing[0].status = Status::Fail;
+        assert_eq!(
+            verdict_changes(&noted, &failing, &GpuMap::default())
+                .iter()
+                .filter(|c| c.worse)
+                .count(),
+            2,
+            "the check and the finding that now fails"
+        );
         let mut gone = old.clone();
         gone[0].findings.pop();
         assert_eq!(

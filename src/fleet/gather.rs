@@ -56,8 +56,9 @@ pub struct NodeSummary {
     pub gpu_ids: Vec<String>,
     /// Whether evidence was read (false: none, or refused before it was read).
     pub read: bool,
-    /// The SHA-256 of the suite it ran (its resolved text), when evidence was read: nodes that
-    /// name one suite must have run the same one.
+    /// The SHA-256 of the suite it ran, resolved (its `extends` chain merged, as the evidence
+    /// records it), when evidence was read: nodes that name one suite must have run the same
+    /// one, whatever files it came from.
     pub suite_sha256: Option<String>,
 }
 
@@ -364,6 +365,14 @@ pub fn read_node(folder: &NodeFolder, trust: &Trust, keys: &mut Keys) -> NodeSum
     summarize(result, &ev, keys)
 }
 
+/// The SHA-256 of the resolved suite the evidence records (not of the file given: a parent
+/// edited on one node changes what the node ran, a comment does not).
+fn resolved_sha256(ev: &Evidence) -> String {
+    use sha2::{Digest, Sha256};
+    let text = serde_json::to_string(&ev.suite.resolved).unwrap_or_default();
+    format!("{:x}", Sha256::digest(text.as_bytes()))
+}
+
 /// What the fleet keeps of a node's evidence.
 pub fn summarize(mut result: NodeResult, ev: &Evidence, keys: &mut Keys) -> NodeSummary {
     let own = ev.assess();
@@ -476,7 +485,7 @@ pub fn summarize(mut result: NodeResult, ev: &Evidence, keys: &mut Keys) -> Node
         figures,
         gpu_ids,
         read: true,
-        suite_sha256: Some(ev.suite.sha256.clone()),
+        suite_sha256: Some(resolved_sha256(ev)),
     }
 }
 

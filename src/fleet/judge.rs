@@ -86,7 +86,13 @@ pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> Flee
     let mut by_name: BTreeMap<&str, BTreeMap<&str, Vec<usize>>> = BTreeMap::new();
     for (i, n) in nodes.iter().enumerate() {
         if let (Some(name), Some(sha)) = (&n.result.suite, &n.suite_sha256) {
-            if n.result.verdict != NodeVerdict::Refused {
+            // Only this job's evidence votes: a folder left from another job is not tested.
+            if n.read
+                && !matches!(
+                    n.result.verdict,
+                    NodeVerdict::Refused | NodeVerdict::NotTested
+                )
+            {
                 let shas = by_name.entry(name.as_str()).or_default();
                 shas.entry(sha.as_str()).or_default().push(i);
             }
@@ -673,6 +679,24 @@ mod tests {
             "{r:?}"
         );
         assert!(r.node("n1").unwrap().why[0].contains("2 different suites named h100-sxm-8"));
+        // A folder of another job (not tested) does not vote, nor is it refused.
+        let mut stale = nodes.clone();
+        stale[2].suite_sha256 = Some("sha-of-p2p-suite".into());
+        stale[3].suite_sha256 = Some("sha-of-p2p-suite".into());
+        for n in &mut stale[..2] {
+            n.result.verdict = NodeVerdict::NotTested;
+            n.suite_sha256 = Some("0123456789abcdef-trimmed".into());
+        }
+        let r = judge(stale, &[], 10.0);
+        assert_eq!(
+            verdicts(&r),
+            [
+                ("n1", NodeVerdict::NotTested),
+                ("n2", NodeVerdict::NotTested),
+                ("n3", NodeVerdict::Pass),
+                ("n4", NodeVerdict::Pass)
+            ]
+        );
         // Suites of other names are other suites: no refusal.
         nodes[2].result.suite = Some("mine".into());
         nodes[3].result.suite = Some("mine".into());
