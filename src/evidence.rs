@@ -33,7 +33,8 @@ pub const BASE_FORMAT_VERSION: u32 = 3;
 const UNJUDGED_FORMAT_VERSION: u32 = 4;
 /// The version a subject naming a training partitioning needs.
 pub const METHOD_FORMAT_VERSION: u32 = 5;
-/// The first format whose verdict may be "partial".
+/// The first format whose verdict may be "partial", and whose GPUs may name the reading
+/// "xid_history" unavailable.
 pub const PARTIAL_FORMAT_VERSION: u32 = 6;
 pub const FORMAT_NAME: &str = "nodecert-evidence";
 /// File name of the evidence in a report folder.
@@ -1208,7 +1209,11 @@ impl Evidence {
         if self.names_a_method() {
             self.format_version = self.format_version.max(METHOD_FORMAT_VERSION);
         }
-        if self.verdict == Verdict::Partial {
+        let xid_history = self.node.gpus.iter().any(|g| {
+            g.unavailable
+                .contains(&crate::inventory::Reading::XidHistory)
+        });
+        if self.verdict == Verdict::Partial || xid_history {
             self.format_version = self.format_version.max(PARTIAL_FORMAT_VERSION);
         }
     }
@@ -1811,6 +1816,20 @@ mod tests {
         partial.update_verdict();
         assert_eq!(partial.verdict, Verdict::Partial);
         assert_eq!(partial.format_version, PARTIAL_FORMAT_VERSION);
+        // A reading only format 6 names, whatever the verdict: an older reader must be told
+        // the file is newer, not that a word is unknown.
+        let mut failed = done.clone();
+        failed.checks[0].status = Status::Fail;
+        failed.update_verdict();
+        assert!(failed.format_version < PARTIAL_FORMAT_VERSION);
+        failed.node.gpus[0]
+            .unavailable
+            .push(crate::inventory::Reading::XidHistory);
+        failed.update_verdict();
+        assert_eq!(
+            (failed.verdict, failed.format_version),
+            (Verdict::Fail, PARTIAL_FORMAT_VERSION)
+        );
         let mut whole = partial.clone();
         whole.checks[2].coverage = Some(Coverage {
             available: 4,

@@ -185,7 +185,8 @@ impl Check for P2pBandwidth {
                 };
                 if let Some(f) = judge(who, &what, *v, "GB/s", limit) {
                     out.push(f.on(name));
-                } else if let Some(stated) = classes_with_limits(c, name) {
+                } else if let Some(stated) = classes_with_limits(c, name).filter(|_| key.is_none())
+                {
                     // The suite judges this figure class by class and states nothing for this
                     // pair's class (an NVLink pair fallen back to PCIe): not judged, and said.
                     out.push(
@@ -442,6 +443,13 @@ mod tests {
         let f = judge_pix_sys(
             pix_sys,
             &format!("read = {{ fail_below = 24.0 }}\n{only_sys}"),
+        );
+        assert!(f.is_empty(), "{f:#?}");
+        // The pair's class states only what is typical of it: the typical rule judges its
+        // group, and no pair is said unjudged.
+        let f = judge_pix_sys(
+            pix_sys,
+            &format!("{only_sys}[by_path.PIX]\nread = {{ typical = 26.3 }}\n"),
         );
         assert!(f.is_empty(), "{f:#?}");
         // No limit for this figure anywhere: the suite did not ask, and nothing is said.
