@@ -198,7 +198,8 @@ pub fn summary(r: &FleetReport, out: &Path) -> String {
         "fleet report in {} (fleet.html, fleet.md, fleet.json)\n",
         out.display()
     ));
-    s
+    // Each line of a fleet that holds a simulated node says so.
+    crate::console::tag_lines(&s, r.simulated)
 }
 
 pub fn cmd_report(
@@ -211,10 +212,7 @@ pub fn cmd_report(
 ) -> Result<u8> {
     let w = report(inputs, out, expect, pct, trust, signer)?;
     let r = &w.report;
-    crate::out!(
-        "{}",
-        crate::console::tag_lines(&summary(r, out), r.simulated)
-    );
+    crate::out!("{}", summary(r, out));
     if let (Some((s, _)), Some(info)) = (signer, &w.signed) {
         crate::out!("{}", s.signed_text(out, info, r.simulated));
         crate::outln!("{}", crate::console::visible(&r.signature_scope()));
