@@ -1915,7 +1915,10 @@ mod tests {
         assert!(write(&ev).is_ok());
         let mut many = ev.clone();
         let gpu = many.node.gpus[0].clone();
-        many.node.gpus.resize(crate::suite::MAX_GPUS + 1, gpu);
+        // The bound itself is a node nodecert reads; one past it is not.
+        many.node.gpus.resize(crate::suite::MAX_GPUS, gpu.clone());
+        assert!(write(&many).is_ok());
+        many.node.gpus.push(gpu);
         let e = write(&many).unwrap_err();
         assert!(
             e.contains("invalid evidence: 65 GPUs, more than any node"),
