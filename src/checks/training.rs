@@ -305,8 +305,10 @@ pub(crate) fn golden_finding(
     }
 }
 
-/// The loss must go down and end below the suite's target. No loss at all, or one that is not a
-/// number, proves nothing: an error, not a pass.
+/// The loss must go down and end below the suite's target. No loss at all proves nothing: an
+/// error, not a pass. A loss that is not a finite number was computed, and wrongly: the suite's
+/// configuration converges on the CPU (suite validation and the golden run hold it to that), so a
+/// NaN or an infinity is this node's arithmetic failing, a FAIL, never "could not test".
 fn loss_finding(target: Option<f64>, losses: &[f64]) -> Finding {
     let expected = match target {
         Some(t) => format!("decreasing, final < {t}"),
@@ -323,11 +325,13 @@ fn loss_finding(target: Option<f64>, losses: &[f64]) -> Finding {
     };
     if !(first.is_finite() && last.is_finite()) {
         return finding(
-            Status::Error,
+            Status::Fail,
             Subject::node(),
             format!("loss {first} -> {last}"),
             expected,
-            format!("the training run's loss is not a number ({first} -> {last})"),
+            format!(
+                "the training run's loss is not a finite number ({first} -> {last}): the same run converges on the CPU, so this node computed it wrongly"
+            ),
         );
     }
     let down = last < first;
@@ -593,9 +597,20 @@ mod tests {
     }
 
     #[test]
-    fn no_loss_or_a_loss_that_is_not_a_number_is_an_error() {
+    fn no_loss_is_an_error_and_a_loss_that_is_not_a_number_a_failure() {
         assert_eq!(loss_finding(Some(2.0), &[]).status, Status::Error);
-        assert_eq!(loss_finding(None, &[2.7, f64::NAN]).status, Status::Error);
-        assert_eq!(loss_finding(None, &[f64::NAN, 1.0]).status, Status::Error);
+        // Computed, and wrong: the node fails (exit 1), it is not "untestable" (exit 3).
+        for losses in [
+            [2.7, f64::NAN],
+            [f64::NAN, 1.0],
+            [2.7, f64::INFINITY],
+            [f64::NEG_INFINITY, 1.0],
+        ] {
+            let f = loss_finding(Some(2.0), &losses);
+            assert_eq!(f.status, Status::Fail, "{losses:?}");
+            assert!(f.reason.contains("not a finite number"), "{}", f.reason);
+        }
+        // The finite case on either side of it still judges the descent.
+        assert_eq!(loss_finding(Some(2.0), &[2.7, 1.0]).status, Status::Pass);
     }
 }
