@@ -26,6 +26,11 @@ use std::path::Path;
 /// "hybrid (tensor 2 x data 4)"). Only evidence that holds such a subject is written as version
 /// 5 (a run that trained on two GPUs or more); a nodecert that reads only up to 4 would take
 /// those findings for the node's data-parallel run's, and refuses the file instead.
+///
+/// 6: the verdict may be `partial` (every judgement made held, but readings the suite needed
+/// were not available), and a GPU's unavailable readings may name `xid_history`. Only evidence
+/// that holds either is written as version 6; a nodecert that reads only up to 5 refuses it
+/// rather than fail on, or misread, a verdict it does not know.
 pub const FORMAT_VERSION: u32 = 6;
 /// The version written for evidence that needs nothing newer.
 pub const BASE_FORMAT_VERSION: u32 = 3;

@@ -3,8 +3,8 @@
 
 use super::gather::NodeSummary;
 use super::{
-    natural_cmp, Action, Certificates, Distribution, FleetReport, NodeResult, NodeVerdict, Outlier,
-    FORMAT, FORMAT_VERSION, MIN_NODES_FOR_OUTLIERS,
+    format_version_for, natural_cmp, Action, Certificates, Distribution, FleetReport, NodeResult,
+    NodeVerdict, Outlier, FORMAT, MIN_NODES_FOR_OUTLIERS,
 };
 use crate::evidence::{Status, Subject};
 use std::collections::{BTreeMap, BTreeSet};
@@ -209,7 +209,7 @@ pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> Flee
     let certificates = Some(Certificates::of(&results));
     FleetReport {
         format: FORMAT.into(),
-        format_version: FORMAT_VERSION,
+        format_version: format_version_for(results.iter().map(|n| n.verdict)),
         nodecert_version: env!("CARGO_PKG_VERSION").into(),
         simulated: results.iter().any(|n| n.simulated),
         verdict,
@@ -890,6 +890,28 @@ mod tests {
             ]
         );
         assert_eq!(r.columns, ["p2p_bandwidth"]);
+    }
+
+    #[test]
+    fn a_fleet_with_a_partial_node_is_written_as_version_2_and_any_other_as_version_1() {
+        let r = judge(vec![bw("n1", 390.0), bw("n2", 390.0)], &[], 10.0);
+        assert_eq!(r.format_version, 1);
+        let mut p = bw("n2", 390.0);
+        p.result.verdict = NodeVerdict::Partial;
+        p.result.why = vec!["health: 1 of 8 judged".into()];
+        let r = judge(vec![bw("n1", 390.0), p], &[], 10.0);
+        assert_eq!(r.format_version, 2);
+        assert_eq!(r.verdict, NodeVerdict::Partial);
+        // Every verdict but partial is one version 1 already held.
+        for v in NodeVerdict::ALL
+            .into_iter()
+            .filter(|v| *v != NodeVerdict::Partial)
+        {
+            let mut n = bw("n2", 390.0);
+            n.result.verdict = v;
+            n.result.why = vec!["x".into()];
+            assert_eq!(judge(vec![n], &[], 10.0).format_version, 1, "{v:?}");
+        }
     }
 
     #[test]

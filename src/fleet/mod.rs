@@ -37,7 +37,22 @@ pub const FILES: [&str; 5] = [
 ];
 /// What `fleet.json` is, and its version (checked on read).
 pub const FORMAT: &str = "nodecert-fleet";
-pub const FORMAT_VERSION: u32 = 1;
+/// The newest version: 2 may hold the verdict "partial". A report without one is still
+/// written as version 1, which every nodecert that reads fleet.json reads; one with a partial
+/// node is version 2, so that a reader that knows only version 1 refuses it by its version
+/// rather than misreading or tripping over a verdict it never heard of.
+pub const FORMAT_VERSION: u32 = 2;
+/// The version of a report none of whose nodes is partial.
+pub const FORMAT_VERSION_BEFORE_PARTIAL: u32 = 1;
+
+/// The version a report of these verdicts is written as (see [`FORMAT_VERSION`]).
+pub fn format_version_for(verdicts: impl IntoIterator<Item = NodeVerdict>) -> u32 {
+    if verdicts.into_iter().any(|v| v == NodeVerdict::Partial) {
+        FORMAT_VERSION
+    } else {
+        FORMAT_VERSION_BEFORE_PARTIAL
+    }
+}
 /// The file a fleet job writes into its shared folder: the nodes it was given, one per line.
 /// `fleet report` expects evidence from each; a node without any is "not tested".
 pub const EXPECTED_FILE: &str = "expected-nodes.txt";
@@ -555,9 +570,10 @@ impl FleetReport {
             .map_err(|e| format!("{}: not JSON: {e}", path.display()))?;
         let format = head.format.as_str().unwrap_or_default();
         let version = head.format_version.as_u64();
-        if format != FORMAT || version != Some(u64::from(FORMAT_VERSION)) {
+        let known = u64::from(FORMAT_VERSION_BEFORE_PARTIAL)..=u64::from(FORMAT_VERSION);
+        if format != FORMAT || !version.is_some_and(|v| known.contains(&v)) {
             return Err(format!(
-                "{}: not a {FORMAT} file of version {FORMAT_VERSION} (format {format:?}, version {})",
+                "{}: not a {FORMAT} file of version {FORMAT_VERSION_BEFORE_PARTIAL} to {FORMAT_VERSION} (format {format:?}, version {})",
                 path.display(),
                 version.map(|v| v.to_string()).unwrap_or_else(|| "none".into())
             ));
@@ -566,6 +582,15 @@ impl FleetReport {
         // kubectl, whatever the file says.
         let r: FleetReport =
             serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        // A verdict its version cannot hold: not a file nodecert wrote.
+        let needs = format_version_for(r.nodes.iter().map(|n| n.verdict).chain([r.verdict]));
+        if r.format_version < needs {
+            return Err(format!(
+                "{}: a {FORMAT} file of version {} holds a partial verdict, which only version {needs} can",
+                path.display(),
+                r.format_version
+            ));
+        }
         // The counts a signature's pages state must be those of the nodes the file holds.
         if let Some(c) = r.certificates {
             let nodes = Certificates::of(&r.nodes);
@@ -905,6 +930,48 @@ mod tests {
         edited["certificates"]["nodes"] = 3.into();
         write(&edited);
         assert!(FleetReport::read(&p).is_err());
+    }
+
+    #[test]
+    fn a_partial_verdict_is_read_only_from_a_version_that_can_hold_it() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join(FLEET_FILE);
+        let write = |v: &serde_json::Value| {
+            std::fs::write(&p, serde_json::to_string_pretty(v).unwrap()).unwrap();
+        };
+        let mut r = certified(&[
+            ("n1", SignatureState::Unsigned, NodeVerdict::Pass),
+            ("n2", SignatureState::Unsigned, NodeVerdict::Partial),
+        ]);
+        r.verdict = NodeVerdict::Partial;
+        r.format_version = 2;
+        let json = serde_json::to_value(&r).unwrap();
+        write(&json);
+        assert_eq!(FleetReport::read(&p).unwrap(), r);
+        // The same nodes said to be version 1: a file no nodecert wrote.
+        let mut v1 = json.clone();
+        v1["format_version"] = 1.into();
+        write(&v1);
+        let e = FleetReport::read(&p).unwrap_err();
+        assert!(
+            e.contains("version 1 holds a partial verdict, which only version 2 can"),
+            "{e}"
+        );
+        // Only the fleet's own verdict partial: refused too.
+        v1["nodes"][1]["verdict"] = "pass".into();
+        write(&v1);
+        assert!(FleetReport::read(&p).is_err());
+        // Version 1 without one reads; versions 0 and 3 are refused by their number.
+        v1["verdict"] = "pass".into();
+        write(&v1);
+        assert_eq!(FleetReport::read(&p).unwrap().format_version, 1);
+        for bad in [0, 3] {
+            let mut b = json.clone();
+            b["format_version"] = bad.into();
+            write(&b);
+            let e = FleetReport::read(&p).unwrap_err();
+            assert!(e.contains(&format!("not a nodecert-fleet file of version 1 to 2 (format \"nodecert-fleet\", version {bad})")), "{e}");
+        }
     }
 
     #[test]
