@@ -315,7 +315,7 @@ impl Templates {
     /// Render both pages from evidence.
     pub fn render(&self, ev: &Evidence, signing: &Signing) -> Result<Rendered, TemplateError> {
         let rendered = self.try_render(ev, signing)?;
-        self.says_simulated(ev, &rendered)?;
+        self.says_simulated(ev, signing, &rendered)?;
         Ok(rendered)
     }
 
@@ -348,14 +348,26 @@ impl Templates {
     }
 
     /// A simulated run's page says so, whoever wrote its template: one that does not could be
-    /// signed and read as a certificate of hardware.
-    fn says_simulated(&self, ev: &Evidence, rendered: &Rendered) -> Result<(), TemplateError> {
+    /// signed and read as a certificate of hardware. It must say so because the run is
+    /// simulated, not because a hostname, a GPU name or a suite's name holds the word: the page
+    /// must hold more SIMULATEDs than the same template renders for the same evidence marked
+    /// measured, whose node and suite strings are the same.
+    fn says_simulated(
+        &self,
+        ev: &Evidence,
+        signing: &Signing,
+        rendered: &Rendered,
+    ) -> Result<(), TemplateError> {
         if ev.simulated {
-            for (name, text) in [
-                (HTML_TEMPLATE, &rendered.html),
-                (MD_TEMPLATE, &rendered.markdown),
+            let mut measured = ev.clone();
+            measured.simulated = false;
+            let unmarked = self.try_render(&measured, signing)?;
+            let count = |t: &str| t.matches("SIMULATED").count();
+            for (name, text, without) in [
+                (HTML_TEMPLATE, &rendered.html, &unmarked.html),
+                (MD_TEMPLATE, &rendered.markdown, &unmarked.markdown),
             ] {
-                if !text.contains("SIMULATED") {
+                if count(text) <= count(without) {
                     let source = self.sources.iter().find(|s| s.name == name);
                     return Err(TemplateError {
                         file: source.map_or_else(|| format!("embedded {name}"), |s| s.file.clone()),
@@ -691,6 +703,29 @@ mod tests {
         measured.simulated = false;
         let r = t.render(&measured, &Signing::default()).unwrap();
         assert_eq!(r.markdown, "certificate of sim-h200-vm\n");
+    }
+
+    /// The word in a node's or a suite's strings is not the page saying the run is simulated.
+    #[test]
+    fn a_simulated_word_from_the_node_does_not_stand_for_the_pages_own() {
+        let d = user_md("certificate of {{ ev.node.hostname }} for {{ ev.suite.name }}\n");
+        let t = Templates::load(Some(d.path())).unwrap();
+        let mut ev = simulated("h200-vm-1", &[]);
+        ev.node.hostname = "SIMULATED-node".into();
+        ev.suite.name = "SIMULATED".into();
+        let e = t.render(&ev, &Signing::default()).unwrap_err();
+        assert!(e.message.contains("never says SIMULATED"), "{e}");
+        // A template that shows it when the run is simulated passes, the hostname notwithstanding.
+        let d = user_md(
+            "certificate of {{ ev.node.hostname }}{% if v.simulated %} (SIMULATED){% endif %}\n",
+        );
+        let t = Templates::load(Some(d.path())).unwrap();
+        let r = t.render(&ev, &Signing::default()).unwrap();
+        assert_eq!(r.markdown, "certificate of SIMULATED-node (SIMULATED)\n");
+        // And so does one that shows the verdict, which says SIMULATED of a simulated run.
+        let d = user_md("{{ ev.node.hostname }}: {{ v.verdict }}\n");
+        let t = Templates::load(Some(d.path())).unwrap();
+        assert!(t.render(&ev, &Signing::default()).is_ok());
     }
 
     /// "Every GPU pair is linked as the suite expects" only where pairs were compared.
