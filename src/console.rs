@@ -227,14 +227,24 @@ pub fn summary(ev: &Evidence, color: bool) -> String {
     tag_lines(&s, ev.simulated)
 }
 
-/// `text` with every non-empty line that does not say SIMULATED ending in " [SIMULATED]", when
-/// `simulated`; unchanged otherwise.
+/// `text` with every non-empty line that nodecert has not already marked ending in
+/// " [SIMULATED]", when `simulated`; unchanged otherwise. A line is marked when it starts or
+/// ends with "[SIMULATED]", or starts with a header "SIMULATED:" or "SIMULATED RESULTS:", where
+/// nodecert puts them; the word inside a line (a hostname such as "SIMULATED-7", a suite's name) is the
+/// node's text, not the mark.
 pub fn tag_lines(text: &str, simulated: bool) -> String {
     if !simulated {
         return text.to_string();
     }
+    const MARK: &str = "[SIMULATED]";
+    let marked = |l: &str| {
+        [MARK, "SIMULATED:", "SIMULATED RESULTS:"]
+            .iter()
+            .any(|m| l.starts_with(m))
+            || l.trim_end().ends_with(MARK)
+    };
     text.lines()
-        .map(|l| match l.is_empty() || l.contains("SIMULATED") {
+        .map(|l| match l.is_empty() || marked(l) {
             true => format!("{l}\n"),
             false => format!("{l}{}\n", simulated_tag(true)),
         })
@@ -244,6 +254,24 @@ pub fn tag_lines(text: &str, simulated: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_line_of_a_simulated_text_is_marked_once_whatever_the_node_is_called() {
+        let text = "SIMULATED RESULTS: not a certification of real hardware\n\
+                    [SIMULATED] PASS: node passed on SIMULATED-7\n\
+                    topology  PASS  SIMULATED-7 as expected\n\
+                    \n\
+                    suite \"SIMULATED\"  # [SIMULATED]\n";
+        assert_eq!(
+            tag_lines(text, true),
+            "SIMULATED RESULTS: not a certification of real hardware\n\
+             [SIMULATED] PASS: node passed on SIMULATED-7\n\
+             topology  PASS  SIMULATED-7 as expected [SIMULATED]\n\
+             \n\
+             suite \"SIMULATED\"  # [SIMULATED]\n"
+        );
+        assert_eq!(tag_lines(text, false), text);
+    }
 
     #[test]
     fn the_verdict_of_a_simulated_node_says_so_and_a_real_ones_does_not() {
