@@ -209,7 +209,7 @@ pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> Flee
     let certificates = Some(Certificates::of(&results));
     FleetReport {
         format: FORMAT.into(),
-        format_version: format_version_for(results.iter().map(|n| n.verdict)),
+        format_version: format_version_for(&results, verdict),
         nodecert_version: env!("CARGO_PKG_VERSION").into(),
         simulated: results.iter().any(|n| n.simulated),
         verdict,
@@ -902,6 +902,17 @@ mod tests {
         let r = judge(vec![bw("n1", 390.0), p], &[], 10.0);
         assert_eq!(r.format_version, 2);
         assert_eq!(r.verdict, NodeVerdict::Partial);
+        // A partial node refused (its GPU seen on another node) still says "partial" as its
+        // own verdict: version 2.
+        let mut p = bw("n2", 390.0);
+        p.result.own_verdict = Some(crate::evidence::Verdict::Partial);
+        p.result.verdict = NodeVerdict::Partial;
+        p.gpu_ids = vec!["UUID GPU-same".into()];
+        let mut q = bw("n3", 390.0);
+        q.gpu_ids = vec!["UUID GPU-same".into()];
+        let r = judge(vec![bw("n1", 390.0), p, q], &[], 10.0);
+        assert_eq!(r.node("n2").unwrap().verdict, NodeVerdict::Refused);
+        assert_eq!(r.format_version, 2);
         // Every verdict but partial is one version 1 already held.
         for v in NodeVerdict::ALL
             .into_iter()

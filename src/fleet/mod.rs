@@ -45,14 +45,21 @@ pub const FORMAT_VERSION: u32 = 2;
 /// The version of a report none of whose nodes is partial.
 pub const FORMAT_VERSION_BEFORE_PARTIAL: u32 = 1;
 
-/// The version a report of these verdicts is written as (see [`FORMAT_VERSION`]).
-pub fn format_version_for(verdicts: impl IntoIterator<Item = NodeVerdict>) -> u32 {
-    if verdicts.into_iter().any(|v| v == NodeVerdict::Partial) {
+/// The version a report of these nodes, and this fleet verdict, is written as (see
+/// [`FORMAT_VERSION`]): a node's own verdict counts as much as the fleet's word for it (a
+/// partial node that was then refused still says "partial" as its `own_verdict`).
+pub fn format_version_for(nodes: &[NodeResult], verdict: NodeVerdict) -> u32 {
+    let partial = verdict == NodeVerdict::Partial
+        || nodes
+            .iter()
+            .any(|n| n.verdict == NodeVerdict::Partial || n.own_verdict == Some(Verdict::Partial));
+    if partial {
         FORMAT_VERSION
     } else {
         FORMAT_VERSION_BEFORE_PARTIAL
     }
 }
+
 /// The file a fleet job writes into its shared folder: the nodes it was given, one per line.
 /// `fleet report` expects evidence from each; a node without any is "not tested".
 pub const EXPECTED_FILE: &str = "expected-nodes.txt";
@@ -583,7 +590,7 @@ impl FleetReport {
         let r: FleetReport =
             serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         // A verdict its version cannot hold: not a file nodecert wrote.
-        let needs = format_version_for(r.nodes.iter().map(|n| n.verdict).chain([r.verdict]));
+        let needs = format_version_for(&r.nodes, r.verdict);
         if r.format_version < needs {
             return Err(format!(
                 "{}: a {FORMAT} file of version {} holds a partial verdict, which only version {needs} can",
@@ -961,8 +968,13 @@ mod tests {
         v1["nodes"][1]["verdict"] = "pass".into();
         write(&v1);
         assert!(FleetReport::read(&p).is_err());
-        // Version 1 without one reads; versions 0 and 3 are refused by their number.
+        // Only a node's own verdict partial (the node refused): refused too.
         v1["verdict"] = "pass".into();
+        v1["nodes"][1]["own_verdict"] = "partial".into();
+        write(&v1);
+        assert!(FleetReport::read(&p).is_err());
+        // Version 1 without one reads; versions 0 and 3 are refused by their number.
+        v1["nodes"][1]["own_verdict"] = "pass".into();
         write(&v1);
         assert_eq!(FleetReport::read(&p).unwrap().format_version, 1);
         for bad in [0, 3] {
