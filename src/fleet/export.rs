@@ -7,8 +7,9 @@ use crate::export::junit::escape;
 use crate::export::prometheus::{escape_label_value, format_value, status_code};
 
 /// JUnit XML: a test suite per node, a test case per check (failures and errors as such, skips
-/// as skipped); a node with no checks to show (not tested, refused) is one failed case that
-/// says why.
+/// as skipped); a node with no checks to show (not tested, refused), or whose verdict is not a
+/// pass although none of its checks failed (partial, incomplete, nothing judged), has one more
+/// failed case, "node", that says why: no node short of a pass shows green.
 pub fn junit(r: &FleetReport) -> String {
     let mut s = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
     let (mut tests, mut failures, mut errors) = (0, 0, 0);
@@ -17,7 +18,15 @@ pub fn junit(r: &FleetReport) -> String {
         let mut cases = String::new();
         let (mut t, mut f, mut e, mut sk) = (0, 0, 0, 0);
         let why = n.why.join("; ");
-        if n.checks.is_empty() || matches!(n.verdict, NodeVerdict::Refused | NodeVerdict::NotTested)
+        let a_check_failed = n
+            .checks
+            .values()
+            .any(|st| matches!(st, Status::Fail | Status::Error));
+        let short =
+            !matches!(n.verdict, NodeVerdict::Pass | NodeVerdict::Flagged) && !a_check_failed;
+        if n.checks.is_empty()
+            || short
+            || matches!(n.verdict, NodeVerdict::Refused | NodeVerdict::NotTested)
         {
             t += 1;
             f += 1;
@@ -155,4 +164,79 @@ pub fn prometheus(r: &FleetReport) -> String {
             .collect(),
     );
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fleet::{gather, judge};
+
+    /// The fleet's JUnit for nodes of these verdicts, each with these check statuses.
+    fn junit_of(nodes: &[(&str, NodeVerdict, &[(&str, Status)])]) -> String {
+        let mut r = judge::judge(Vec::new(), &[], 10.0);
+        r.nodes = nodes
+            .iter()
+            .map(|(name, verdict, checks)| {
+                let mut n = gather::blank(name);
+                n.verdict = *verdict;
+                n.why = vec![format!("why {name}")];
+                n.checks = checks.iter().map(|(c, s)| (c.to_string(), *s)).collect();
+                n
+            })
+            .collect();
+        junit(&r)
+    }
+
+    fn suite_of<'a>(x: &'a str, node: &str) -> &'a str {
+        let start = x.find(&format!("<testsuite name=\"{node}\"")).unwrap();
+        let end = start + x[start..].find("</testsuite>").unwrap();
+        &x[start..end]
+    }
+
+    #[test]
+    fn no_node_short_of_a_pass_shows_green() {
+        let fine: &[(&str, Status)] = &[("health", Status::Pass), ("p2p_bandwidth", Status::Skip)];
+        let x = junit_of(&[
+            ("ok", NodeVerdict::Pass, fine),
+            ("slow", NodeVerdict::Flagged, fine),
+            ("part", NodeVerdict::Partial, fine),
+            ("inc", NodeVerdict::Incomplete, fine),
+            (
+                "none",
+                NodeVerdict::NothingJudged,
+                &[("p2p_bandwidth", Status::Skip)],
+            ),
+            ("bad", NodeVerdict::Fail, &[("health", Status::Fail)]),
+            ("ref", NodeVerdict::Refused, fine),
+        ]);
+        for (node, failures) in [
+            ("ok", 0),
+            ("slow", 0),
+            ("part", 1),
+            ("inc", 1),
+            ("none", 1),
+            ("bad", 1),
+            ("ref", 1),
+        ] {
+            let s = suite_of(&x, node);
+            assert!(
+                s.contains(&format!("failures=\"{failures}\"")),
+                "{node}: {s}"
+            );
+        }
+        // The node's own case says its verdict and why.
+        let s = suite_of(&x, "part");
+        assert!(
+            s.contains("name=\"node\"><failure message=\"PARTIAL\">why part</failure>"),
+            "{s}"
+        );
+        // A failed check is the failure: no extra node case for it.
+        assert!(!suite_of(&x, "bad").contains("name=\"node\""));
+        assert!(
+            x.contains(
+                "<testsuites name=\"nodecert fleet\" tests=\"16\" failures=\"5\" errors=\"0\">"
+            ),
+            "{x}"
+        );
+    }
 }
