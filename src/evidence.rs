@@ -1415,6 +1415,22 @@ impl Evidence {
     }
 }
 
+/// The verdict the evidence file at `path` states (None where it states none, as a run
+/// interrupted before its first check may), as opposed to the one its records give, which
+/// [`Evidence::read`] computes. Read bounded, as [`Evidence::read`] reads it.
+pub fn stated_verdict(path: &Path) -> Result<Option<Verdict>, String> {
+    let text = crate::fsio::read::read_to_string(path, crate::fsio::read::Kind::Evidence)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    #[derive(Deserialize)]
+    struct Stated {
+        #[serde(default)]
+        verdict: Option<Verdict>,
+    }
+    serde_json::from_str::<Stated>(&text)
+        .map(|s| s.verdict)
+        .map_err(|e| format!("{}: {e}", path.display()))
+}
+
 /// The most check records evidence may hold: a suite promises at most 16 (five collectives
 /// among them), so this leaves room for checks to come.
 pub const MAX_CHECKS: usize = 64;

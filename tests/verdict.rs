@@ -366,6 +366,37 @@ fn a_run_that_missed_readings_is_partial_not_a_pass() {
         .args(["render", "r", "--out", "again"])
         .assert()
         .code(7);
+    // The same folder as a nodecert from before PARTIAL left it: evidence format 5 stating
+    // PASS, pages saying PASS. Signed now, the pages are rendered again first: the signature
+    // never seals a page that says PASS of a partial run.
+    copy_dir(&env.path("r"), &env.path("old"));
+    let p = env.path("old/evidence.json");
+    let mut v = read_json(&p);
+    v["verdict"] = "pass".into();
+    v["format_version"] = 5.into();
+    std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    for page in ["old/report.md", "old/report.html"] {
+        env.write(page, &env.read(page).replace("PARTIAL", "PASS"));
+    }
+    assert!(!env.read("old/report.md").contains("PARTIAL"));
+    keygen(&env);
+    let out = env
+        .cmd()
+        .args(["sign", "old", "--key", "k"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    assert!(
+        stderr.contains("its pages were rendered as PASS, and its records make it PARTIAL here"),
+        "{stderr}"
+    );
+    assert!(env.read("old/report.md").contains("PARTIAL"));
+    assert!(env.read("old/report.html").contains("PARTIAL"));
+    env.cmd()
+        .args(["verify", "old", "--pubkey", "k.pub"])
+        .assert()
+        .code(0);
     // The same node with its readings: a plain pass.
     env.cmd()
         .args([

@@ -19,7 +19,18 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
     // no link of another user (root's and the signer's own links are followed).
     let lock = lock_dir(Dir::open_trusted(dir).map_err(|e| dir_error(dir, e))?)?;
     // Read as render does: a file whose records disagree (simulated) is refused here.
-    let (_, ev) = read_evidence(dir)?;
+    let (path, ev) = read_evidence(dir)?;
+    // The verdict the file states is what its pages were rendered with; the one its records
+    // give (`ev.verdict`) may differ, as when an older nodecert called PASS what this one calls
+    // PARTIAL. A signature must not seal pages that say the stale one.
+    let stated = crate::evidence::stated_verdict(&path).map_err(InputError::Other)?;
+    let stale = (stated != Some(ev.verdict)).then(|| {
+        format!(
+            "its pages were rendered as {}, and its records make it {} here",
+            stated.map_or("an unstated verdict", |v| v.label()),
+            ev.verdict.label()
+        )
+    });
     if let Some(v) = ev.shortfall() {
         let why = ev.shortfall_text().unwrap_or_else(|| v.words().into());
         if !allow_incomplete {
@@ -42,6 +53,23 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
             );
         } else {
             // The first signature: the reports are rendered again, titled "signed as ...".
+            let signing = signer.signing(dir, &ev)?;
+            let pages = crate::report::Templates::load(None).map_err(InputError::from)?;
+            write_reports(&ev, &lock, &pages, &signing)?;
+        }
+    } else if let Some(why) = stale {
+        if dir.join(sign::MANIFEST_FILE).exists() {
+            crate::errln!(
+                "warning: {} is already signed, so its reports cannot be rendered again: {why}",
+                crate::console::visible(&dir.display().to_string())
+            );
+        } else {
+            // The embedded templates: the pages of this first signature say the verdict the
+            // records give.
+            crate::errln!(
+                "note: {}: {why}; rendering its reports again (embedded templates) before signing",
+                crate::console::visible(&dir.display().to_string())
+            );
             let signing = signer.signing(dir, &ev)?;
             let pages = crate::report::Templates::load(None).map_err(InputError::from)?;
             write_reports(&ev, &lock, &pages, &signing)?;
