@@ -171,8 +171,11 @@ mod tests {
     use super::*;
     use crate::fleet::{gather, judge};
 
+    /// A node's name, verdict and check statuses.
+    type Node<'a> = (&'a str, NodeVerdict, &'a [(&'a str, Status)]);
+
     /// The fleet's JUnit for nodes of these verdicts, each with these check statuses.
-    fn junit_of(nodes: &[(&str, NodeVerdict, &[(&str, Status)])]) -> String {
+    fn junit_of(nodes: &[Node]) -> String {
         let mut r = judge::judge(Vec::new(), &[], 10.0);
         r.nodes = nodes
             .iter()
