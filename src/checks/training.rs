@@ -78,8 +78,7 @@ impl Check for Training {
             &ctx.suite.nccl.accept,
         );
         let node = Subject::node;
-        m.metrics
-            .push(Metric::new("loss", node(), "", r.losses.clone()));
+        push_computed(&mut m, "loss", node(), &r.losses);
         // The golden configuration: trained on the node (by the backend) and on the CPU (here).
         let golden = crate::training::golden_config(&self.0);
         let cpu = crate::training::cpu_losses(&golden, crate::training::reference::Flaw::None)
@@ -87,12 +86,7 @@ impl Check for Training {
                 call: "golden training on the CPU".into(),
                 detail: e.to_string(),
             })?;
-        m.metrics.push(Metric::new(
-            "golden_node_loss",
-            node(),
-            "",
-            r.golden_node_losses.clone(),
-        ));
+        push_computed(&mut m, "golden_node_loss", node(), &r.golden_node_losses);
         m.metrics
             .push(Metric::new("golden_cpu_loss", node(), "", cpu));
         m.metrics
@@ -182,14 +176,15 @@ impl Check for Training {
                 .iter()
                 .find(|x| x.name == n && x.subject == Subject::node())
         };
-        let losses = get("loss").map(|x| x.samples.clone()).unwrap_or_default();
+        let losses = computed(m, "loss", &Subject::node(), 0);
         // Golden trajectory: the node computes right answers.
-        let node_g: Vec<f32> = get("golden_node_loss")
-            .map(|x| x.samples.iter().map(|v| *v as f32).collect())
-            .unwrap_or_default();
         let cpu_g: Vec<f32> = get("golden_cpu_loss")
             .map(|x| x.samples.iter().map(|v| *v as f32).collect())
             .unwrap_or_default();
+        let node_g: Vec<f32> = computed(m, "golden_node_loss", &Subject::node(), cpu_g.len())
+            .iter()
+            .map(|v| *v as f32)
+            .collect();
         out.push(golden_finding(c, Subject::node(), &node_g, &cpu_g));
         // The loss goes down and reaches the target.
         out.push(loss_finding(c.loss_target, &losses));
@@ -255,6 +250,49 @@ impl Check for Training {
         out.extend(super::nccl_env::note(m, "the training runs"));
         out
     }
+}
+
+/// The fact that says at which step (1-based, a count) a series the node computed stopped
+/// being a finite number: `loss` + this suffix.
+pub const NOT_FINITE_AT: &str = "_not_finite_at_step";
+
+/// Record a series the node computed (its losses). A value that is not a finite number there is
+/// a wrong answer, to be judged (FAIL), not a measurement that failed (which the runner makes an
+/// ERROR of); but evidence holds only finite numbers. So the finite values before it are the
+/// metric (none when the first is not finite) and the step where it stopped being finite is the
+/// fact `{name}_not_finite_at_step`; [`computed`] reads the two back as the series judged.
+pub(crate) fn push_computed(m: &mut Measured, name: &str, who: Subject, values: &[f64]) {
+    let finite = values.iter().position(|v| !v.is_finite());
+    let kept = &values[..finite.unwrap_or(values.len())];
+    if !kept.is_empty() || finite.is_none() {
+        m.metrics
+            .push(Metric::new(name, who.clone(), "", kept.to_vec()));
+    }
+    if let Some(i) = finite {
+        m.facts.push(Fact::new(
+            format!("{name}{NOT_FINITE_AT}"),
+            who,
+            FactValue::Count(i as u64 + 1),
+        ));
+    }
+}
+
+/// The series [`push_computed`] recorded as `name` of `who`: its finite values, then NaNs from
+/// where the node's stopped being finite, at least one and as many as make `len` values (the
+/// length of the series it is compared with, step by step).
+pub(crate) fn computed(m: &Measured, name: &str, who: &Subject, len: usize) -> Vec<f64> {
+    let mut v = m
+        .metrics
+        .iter()
+        .find(|x| x.name == name && x.subject == *who)
+        .map(|x| x.samples.clone())
+        .unwrap_or_default();
+    let at = format!("{name}{NOT_FINITE_AT}");
+    if m.facts.iter().any(|f| f.name == at && f.subject == *who) {
+        let to = len.max(v.len() + 1);
+        v.resize(to, f64::NAN);
+    }
+    v
 }
 
 /// The losses of the golden configuration as `who` trained it on the node against the CPU's:
@@ -594,6 +632,86 @@ mod tests {
             .for_each(|x| x.samples[0] += 1.0);
         let f = check.evaluate(&ctx, &m);
         assert_eq!(f[0].status, Status::Fail, "{:#?}", f[0]);
+    }
+
+    /// Losses the node computed as NaN or infinity, as the runner handles them: nothing is
+    /// taken out as "could not be measured", and the loss, the golden trajectory and a
+    /// partitioning's golden trajectory all fail (a wrong answer, exit 1, not exit 3).
+    #[test]
+    fn a_loss_the_node_computed_as_nan_fails_through_the_runners_path() {
+        let ev = crate::testutil::simulated("h100-sxm-8", &[]);
+        let rec = ev.check("training").unwrap();
+        let check = Training(ev.suite.resolved.checks.training.clone().unwrap());
+        let ctx = crate::testutil::ctx(&ev.suite.resolved, &ev.node);
+        let series = |name: &str, who: &Subject| {
+            rec.metrics
+                .iter()
+                .find(|x| x.name == name && x.subject == *who)
+                .unwrap()
+                .samples
+                .clone()
+        };
+        let tp = rec
+            .metrics
+            .iter()
+            .map(|x| x.subject.clone())
+            .find(|s| s.method.is_some())
+            .expect("a partitioning");
+        let mut m = Measured {
+            metrics: rec.metrics.clone(),
+            facts: rec.facts.clone(),
+        };
+        let mut loss = series("loss", &Subject::node());
+        let last = loss.len() - 1;
+        loss[last] = f64::NAN;
+        let mut golden = series("golden_node_loss", &Subject::node());
+        golden[1] = f64::INFINITY;
+        let mut tp_golden = series("golden_node_loss", &tp);
+        tp_golden[0] = f64::NAN;
+        m.metrics.retain(|x| {
+            let replaced = [Subject::node(), tp.clone()].contains(&x.subject);
+            !(replaced && (x.name == "loss" || x.name == "golden_node_loss"))
+        });
+        push_computed(&mut m, "loss", Subject::node(), &loss);
+        push_computed(&mut m, "golden_node_loss", Subject::node(), &golden);
+        push_computed(&mut m, "golden_node_loss", tp.clone(), &tp_golden);
+        // The partitioning's series was NaN from its first step: no metric, only the fact.
+        assert!(!m
+            .metrics
+            .iter()
+            .any(|x| x.name == "golden_node_loss" && x.subject == tp));
+        assert!(
+            m.take_non_finite().is_empty(),
+            "the evidence holds only finite numbers"
+        );
+        assert_eq!(computed(&m, "loss", &Subject::node(), 0).len(), loss.len());
+        let f = check.evaluate(&ctx, &m);
+        assert!(!f.iter().any(|x| x.status == Status::Error), "{f:#?}");
+        let loss_f = f
+            .iter()
+            .find(|x| x.reason.contains("not a finite number"))
+            .expect("the loss finding");
+        assert_eq!(loss_f.status, Status::Fail);
+        let golden_of = |who: &Subject| {
+            f.iter()
+                .find(|x| x.subject == *who && x.reason.contains("golden step"))
+                .unwrap_or_else(|| panic!("golden of {who:?}: {f:#?}"))
+        };
+        assert_eq!(golden_of(&Subject::node()).status, Status::Fail);
+        assert!(
+            golden_of(&Subject::node())
+                .reason
+                .starts_with("golden step 1:"),
+            "{:?}",
+            golden_of(&Subject::node())
+        );
+        assert_eq!(golden_of(&tp).status, Status::Fail);
+        // Finite series stay as they were: a metric of every value and no fact.
+        let mut plain = Measured::default();
+        push_computed(&mut plain, "loss", Subject::node(), &[2.0, 1.0]);
+        assert_eq!(plain.metrics[0].samples, [2.0, 1.0]);
+        assert!(plain.facts.is_empty());
+        assert_eq!(computed(&plain, "loss", &Subject::node(), 5), [2.0, 1.0]);
     }
 
     #[test]

@@ -116,8 +116,7 @@ fn record(
     timing("communication times", &r.comm_ms, false)?;
     timing("exposed communication times", &r.exposed_comm_ms, false)?;
     let metric = |n: &str, unit: &str, v: Vec<f64>| Metric::new(n, who.clone(), unit, v);
-    m.metrics
-        .push(metric("golden_node_loss", "", r.golden_node_losses.clone()));
+    super::push_computed(m, "golden_node_loss", who.clone(), &r.golden_node_losses);
     m.metrics.push(metric("step_time", "ms", r.step_ms.clone()));
     m.metrics.push(metric("comm_time", "ms", r.comm_ms.clone()));
     m.metrics
@@ -215,9 +214,10 @@ pub fn evaluate(c: &TrainingCheck, gpus: usize, m: &Measured, cpu_golden: &[f32]
             ));
             continue;
         }
-        let node_g: Vec<f32> = metric("golden_node_loss")
-            .map(|x| x.samples.iter().map(|v| *v as f32).collect())
-            .unwrap_or_default();
+        let node_g: Vec<f32> = super::computed(m, "golden_node_loss", &who, cpu_golden.len())
+            .iter()
+            .map(|v| *v as f32)
+            .collect();
         out.push(golden_finding(c, who.clone(), &node_g, cpu_golden));
         out.push(
             match fact(DISAGREEMENT) {
