@@ -1208,6 +1208,13 @@ impl Evidence {
     pub fn update_verdict(&mut self) {
         self.never_ran = self.missing_checks();
         self.verdict = self.assess();
+        self.settle_format_version();
+    }
+
+    /// Raise `format_version` to the oldest that can hold what this evidence holds (a record
+    /// with `unjudged`, a subject naming a partitioning, a partial verdict, a GPU whose XID
+    /// history could not be read): never written as a version whose readers would misread it.
+    pub fn settle_format_version(&mut self) {
         if self.checks.iter().any(|c| c.unjudged.is_some()) {
             self.format_version = self.format_version.max(UNJUDGED_FORMAT_VERSION);
         }

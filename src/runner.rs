@@ -69,6 +69,8 @@ pub fn run(
     let list = checks::from_suite(suite);
     let total = list.len();
     if let Some(d) = report {
+        // Before any check: the inventory alone may need a newer version (xid_history).
+        ev.settle_format_version();
         ev.write(d)?;
     }
     for (i, check) in list.iter().enumerate() {
@@ -416,6 +418,41 @@ mod tests {
         assert_eq!(ev.verdict, Verdict::Error);
         let back = Evidence::read(&path).unwrap();
         assert_eq!(back.check("host_bandwidth").unwrap().status, Status::Error);
+    }
+
+    /// The evidence written before the first check already has the version its inventory
+    /// needs: a GPU whose XID history could not be read is format 6 from the first byte on disk
+    /// (a run killed during its first check leaves that file).
+    #[test]
+    fn the_first_evidence_written_has_the_version_its_inventory_needs() {
+        use crate::backend::sim::{load_node, SimBackend};
+        use crate::backend::Backend;
+        struct FirstWrite(std::path::PathBuf, Option<u32>);
+        impl Observer for FirstWrite {
+            fn check_started(&mut self, index: usize, _: usize, _: &str, _: &[String]) {
+                if index == 0 {
+                    let v: serde_json::Value =
+                        serde_json::from_str(&std::fs::read_to_string(&self.0).unwrap()).unwrap();
+                    self.1 = v["format_version"].as_u64().map(|v| v as u32);
+                }
+            }
+        }
+        let loaded = crate::suite::load::load("h200-vm-1").unwrap();
+        for (hidden, version) in [(false, BASE_FORMAT_VERSION), (true, PARTIAL_FORMAT_VERSION)] {
+            let mut b = SimBackend::new(load_node("h200-vm-1").unwrap(), vec![], 1).unwrap();
+            let mut inv = b.inventory().unwrap();
+            if hidden {
+                inv.gpus[0]
+                    .unavailable
+                    .push(crate::inventory::Reading::XidHistory);
+            }
+            let ev = new_evidence(&loaded, &b, inv, None, Environment::default());
+            let dir = tempfile::tempdir().unwrap();
+            let d = crate::fsio::write::Dir::open(dir.path()).unwrap();
+            let mut first = FirstWrite(dir.path().join("evidence.json"), None);
+            run(&loaded, &mut b, ev, Some(&d), &mut first).unwrap();
+            assert_eq!(first.1, Some(version), "xid history hidden: {hidden}");
+        }
     }
 
     /// Run `suite` (TOML text) on the simulated l40s-pcie-4 with `faults`.
