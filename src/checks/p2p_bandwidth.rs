@@ -243,7 +243,10 @@ fn classes_with_limits(c: &P2pBandwidthCheck, metric: &str) -> Option<String> {
 }
 
 /// The limit a pair of path class `class` (as [`path_class`] gives it) is judged by for
-/// `metric`: its class's, keyed by the class, where the suite states one; else `wide`.
+/// `metric`: its class's, keyed by the class, where the suite states one; else `wide`. A class
+/// that states only what is typical for the figure (no bound) keys the pair's group, whose
+/// median is held against that typical value, but each pair is still held to `wide`'s bounds:
+/// stating what is typical of a class does not lift the floor every pair is held to.
 fn limit_for<'a>(
     c: &'a P2pBandwidthCheck,
     metric: &str,
@@ -252,7 +255,9 @@ fn limit_for<'a>(
 ) -> (Option<PathClass>, &'a Limit) {
     PathClass::parse(class)
         .and_then(|k| Some((k, c.by_path.get(&k)?.for_metric(metric)?)))
-        .map_or((None, wide), |(k, l)| (Some(k), l))
+        .map_or((None, wide), |(k, l)| {
+            (Some(k), if l.is_empty() { wide } else { l })
+        })
 }
 
 #[cfg(test)]
@@ -452,6 +457,23 @@ mod tests {
             &format!("{only_sys}[by_path.PIX]\nread = {{ typical = 26.3 }}\n"),
         );
         assert!(f.is_empty(), "{f:#?}");
+        // With a check-wide floor as well, a class that states only what is typical of it
+        // does not lift that floor: its one slow pair fails, though its median is typical.
+        let typical_pix = format!(
+            "read = {{ fail_below = 18.0 }}\n{only_sys}[by_path.PIX]\nread = {{ typical = 26.3 }}\n"
+        );
+        assert!(judge_pix_sys(pix_sys, &typical_pix).is_empty());
+        let f = judge_pix_sys(one_pair_at((2, 3), 1.0), &typical_pix);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(
+            (f[0].subject.describe().as_str(), f[0].status),
+            ("GPU 2 -> GPU 3", Status::Fail)
+        );
+        assert!(
+            f[0].reason.contains("peer read (PIX pair)"),
+            "{}",
+            f[0].reason
+        );
         // No limit for this figure anywhere: the suite did not ask, and nothing is said.
         let f = judge_pix_sys(pix_sys, "[by_path.SYS]\nwrite = { fail_below = 1.0 }");
         assert!(f.is_empty(), "{f:#?}");
