@@ -28,7 +28,8 @@ Exit codes:
 const DIFF_EXIT_CODES: &str = "\
 Exit codes:
   0  nothing regressed
-  1  a metric regressed beyond the tolerance, a verdict got worse, or GPUs or links were lost
+  1  a metric regressed beyond the tolerance, a verdict got worse (the run's own: it passed
+     and now does not), or GPUs or links were lost
   2  invalid input: unreadable evidence or flags";
 
 const HEALTH_CHECK_EXIT_CODES: &str = "\

@@ -3,7 +3,7 @@
 //! rendering lives in [`crate::report::render_diff`].
 
 use crate::checks::judge::fmt_num;
-use crate::evidence::{CheckRecord, Evidence, Metric, Status, Subject};
+use crate::evidence::{CheckRecord, Evidence, Metric, Status, Subject, Verdict};
 use crate::inventory::{Gpu, Inventory};
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -455,7 +455,11 @@ pub struct Diff {
     /// operand range, other NCCL settings): their metrics are not compared.
     pub not_compared: Vec<NotCompared>,
     pub verdicts: Vec<VerdictChange>,
-    /// Something regressed: a metric, a verdict, or the hardware (fewer GPUs or links).
+    /// The old run passed and the new one did not (PARTIAL, INCOMPLETE, NOTHING JUDGED as much
+    /// as FAIL): a regression even where no finding got worse, as when a reading went missing.
+    pub run_verdict_worse: bool,
+    /// Something regressed: a metric, a verdict, the run's verdict, or the hardware (fewer GPUs
+    /// or links).
     pub regressed: bool,
 }
 
@@ -488,8 +492,10 @@ pub fn compare(old: &Evidence, new: &Evidence, tolerance_pct: f64) -> Diff {
     let hardware = hardware_changes(&old.node, &new.node);
     let verdicts = verdict_changes(&old.checks, &new.checks, &gpus);
     let renumbered = gpus.renumbered();
+    let run_verdict_worse = old.assess() == Verdict::Pass && new.assess() != Verdict::Pass;
     let regressed = !regressions.is_empty()
         || verdicts.iter().any(|v| v.worse)
+        || run_verdict_worse
         || hardware.iter().any(|h| h.worse);
     Diff {
         old: Side::of(old),
@@ -503,6 +509,7 @@ pub fn compare(old: &Evidence, new: &Evidence, tolerance_pct: f64) -> Diff {
         metrics_compared,
         not_compared: condition_changes(&old.checks, &new.checks),
         verdicts,
+        run_verdict_worse,
         regressed,
     }
 }
@@ -1285,6 +1292,31 @@ mod pcie_tests {
         changes
             .iter()
             .find(|c| c.what == "pcie link" && c.subject == gpu)
+    }
+
+    /// The same figures, but the new run left a reading unjudged: no finding got worse, and
+    /// still the run went from PASS to PARTIAL, which is a regression (and the reverse is not).
+    #[test]
+    fn a_run_that_passed_and_now_does_not_has_regressed() {
+        let old = simulated("h200-vm-1", &[]);
+        let mut new = old.clone();
+        let health = new.checks.iter_mut().find(|c| c.id == "health").unwrap();
+        let c = health.coverage.get_or_insert(crate::evidence::Coverage {
+            available: 8,
+            total: 8,
+        });
+        c.available = c.total - 1;
+        assert_eq!(new.assess(), Verdict::Partial);
+        let d = compare(&old, &new, 5.0);
+        assert!(d.regressions.is_empty() && d.verdicts.iter().all(|v| !v.worse));
+        assert!(d.run_verdict_worse && d.regressed);
+        assert_eq!(
+            (d.old.verdict.as_str(), d.new.verdict.as_str()),
+            ("PASS", "PARTIAL")
+        );
+        let back = compare(&new, &old, 5.0);
+        assert!(!back.run_verdict_worse && !back.regressed);
+        assert!(!compare(&old, &old, 5.0).regressed);
     }
 
     #[test]

@@ -133,6 +133,12 @@ pub fn diff_summary(d: &crate::diff::Diff) -> String {
             d.improvements.len()
         ));
     }
+    if d.run_verdict_worse {
+        s.push_str(&format!(
+            "run verdict: {} -> {} (worse)\n",
+            d.old.verdict, d.new.verdict
+        ));
+    }
     s.push_str(if d.regressed {
         "result: REGRESSED"
     } else {
