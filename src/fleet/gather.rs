@@ -384,6 +384,9 @@ pub fn summarize(mut result: NodeResult, ev: &Evidence, keys: &mut Keys) -> Node
     result.gpu_model = ev.node.gpus.first().map(|g| g.name.clone());
     result.simulated = ev.simulated;
     result.job = ev.environment.job.clone();
+    // Why, worst first: the failures, then the checks that never ran, then what is only to
+    // investigate (a drain's or a rerun's reason is the first).
+    let mut to_investigate = Vec::new();
     for c in &ev.checks {
         result.checks.insert(c.id.clone(), c.status);
         if matches!(c.status, Status::Fail | Status::Error) {
@@ -392,11 +395,11 @@ pub fn summarize(mut result: NodeResult, ev: &Evidence, keys: &mut Keys) -> Node
         }
         // Readings not available there: what was not judged, by check.
         if c.partial() && !matches!(c.status, Status::Fail | Status::Error) {
-            result.why.push(format!("{}: {}", c.id, c.summary));
+            to_investigate.push(format!("{}: {}", c.id, c.summary));
         }
         // A link or fabric suspect the node took part in: in service, but to investigate.
         if c.kind == "fabric" && c.status == Status::Warn {
-            result.why.push(format!("{}: {}", c.id, c.summary));
+            to_investigate.push(format!("{}: {}", c.id, c.summary));
             if result.verdict == NodeVerdict::Pass {
                 result.verdict = NodeVerdict::Flagged;
             }
@@ -405,6 +408,7 @@ pub fn summarize(mut result: NodeResult, ev: &Evidence, keys: &mut Keys) -> Node
     for id in &ev.never_ran {
         result.why.push(format!("{id}: never ran"));
     }
+    result.why.extend(to_investigate);
     // One figure per (check, metric, subject): the worst status any finding gave it, and the
     // limit the finding that held it to one named.
     let mut found: Vec<(FigureKey, f64, Status)> = Vec::new();
@@ -650,6 +654,37 @@ mod tests {
             s.gpu_ids.iter().all(|i| i.starts_with("UUID GPU-")),
             "{:?}",
             s.gpu_ids
+        );
+    }
+
+    /// A node that failed one check and left readings of another unjudged is drained for the
+    /// failure: that reason comes first, though the partial check ran before it.
+    #[test]
+    fn a_failure_is_the_first_reason_before_readings_left_unjudged() {
+        let mut ev = crate::testutil::simulated_named(
+            "h100-sxm-8",
+            "n1",
+            1,
+            &["slow-gpu-pair:gpu=1,peer=4"],
+        );
+        let health = ev.checks.iter_mut().find(|c| c.id == "health").unwrap();
+        let c = health.coverage.get_or_insert(crate::evidence::Coverage {
+            available: 8,
+            total: 8,
+        });
+        c.available = c.total - 1;
+        assert!(health.partial());
+        let s = summarize(blank("n1"), &ev, &mut Keys::default());
+        assert_eq!(s.result.verdict, NodeVerdict::Fail);
+        assert!(
+            s.result.why[0].starts_with("p2p_bandwidth: "),
+            "{:?}",
+            s.result.why
+        );
+        assert!(
+            s.result.why.last().unwrap().starts_with("health: "),
+            "{:?}",
+            s.result.why
         );
     }
 

@@ -266,9 +266,11 @@ pub fn for_job(nodes: &mut [NodeSummary], job: &str) {
     }
 }
 
+/// Refuse a node: its refusal is the first reason given (the drain's), before what its own
+/// evidence said.
 fn refuse(n: &mut NodeSummary, why: String) {
     n.result.verdict = NodeVerdict::Refused;
-    n.result.why.push(why);
+    n.result.why.insert(0, why);
     n.figures.clear();
 }
 
@@ -907,12 +909,22 @@ mod tests {
         let mut p = bw("n2", 390.0);
         p.result.own_verdict = Some(crate::evidence::Verdict::Partial);
         p.result.verdict = NodeVerdict::Partial;
+        p.result.why = vec!["health: 1 of 8 judged".into()];
         p.gpu_ids = vec!["UUID GPU-same".into()];
         let mut q = bw("n3", 390.0);
         q.gpu_ids = vec!["UUID GPU-same".into()];
         let r = judge(vec![bw("n1", 390.0), p, q], &[], 10.0);
         assert_eq!(r.node("n2").unwrap().verdict, NodeVerdict::Refused);
         assert_eq!(r.format_version, 2);
+        // The refusal is the first reason, the one the drain gives, before the node's own.
+        let n2 = r.node("n2").unwrap();
+        assert!(n2.why[0].contains("GPU"), "{:?}", n2.why);
+        assert_eq!(n2.why.last().unwrap(), "health: 1 of 8 judged");
+        let a = r.actions.iter().find(|a| a.node == "n2").unwrap();
+        assert_eq!(
+            (a.action.as_str(), a.reason.as_str()),
+            ("drain", n2.why[0].as_str())
+        );
         // Every verdict but partial is one version 1 already held.
         for v in NodeVerdict::ALL
             .into_iter()
