@@ -135,7 +135,8 @@ fn format_value(
 
 /// A string from the node, the suite or the evidence as Markdown text: control characters
 /// shown as escapes (a line break cannot start a heading or a table row), the characters
-/// that make tables, links, HTML tags, code or emphasis escaped, and a `#` or `>` that starts
+/// that make tables, links, HTML tags, character references, code, emphasis or strikethrough
+/// escaped, and a `#` or `>` that starts
 /// it (after any spaces) escaped, so that placed at the start of a line it cannot make a
 /// heading or a quote.
 pub fn md_text(s: &str) -> String {
@@ -149,11 +150,20 @@ pub fn md_text(s: &str) -> String {
         out.push('\\');
     }
     let mut chars = rest.chars().peekable();
+    let mut prev: Option<char> = None;
     while let Some(c) = chars.next() {
         match c {
-            '\\' | '|' | '`' | '[' | ']' | '*' => {
+            // `&` too: "&#x202E;" would otherwise be decoded into the very mark `visible` showed;
+            // `~` makes strikethrough.
+            '\\' | '|' | '`' | '[' | ']' | '*' | '&' | '~' => {
                 out.push('\\');
                 out.push(c);
+            }
+            // `_` makes emphasis only at a word's edge: "all_reduce" stays as it is.
+            '_' if !(prev.is_some_and(char::is_alphanumeric)
+                && chars.peek().is_some_and(|n| n.is_alphanumeric())) =>
+            {
+                out.push_str("\\_");
             }
             // Only what would open an HTML tag: "GPU 1 <-> GPU 2" stays as it is.
             '<' if chars
@@ -164,6 +174,7 @@ pub fn md_text(s: &str) -> String {
             }
             _ => out.push(c),
         }
+        prev = Some(c);
     }
     out
 }
@@ -552,6 +563,16 @@ mod tests {
         assert_eq!(md_text("   ## h"), "   \\## h");
         assert_eq!(md_text("GPU #3 > GPU 2"), "GPU #3 > GPU 2");
         assert_eq!(md_text(""), "");
+    }
+
+    /// A character reference would be decoded into the mark `visible` shows as an escape (a
+    /// right-to-left override), and `_`, `~` would make emphasis or strike text out.
+    #[test]
+    fn markdown_text_escapes_references_emphasis_and_strikethrough() {
+        assert_eq!(md_text("&#x202E;gpu"), "\\&#x202E;gpu");
+        assert_eq!(md_text("_x_ ~~y~~"), "\\_x\\_ \\~\\~y\\~\\~");
+        assert_eq!(md_text("sw_power_cap a__b_"), "sw_power_cap a\\_\\_b\\_");
+        assert_eq!(md_text("\u{202e}"), "\\\\u{202e}");
     }
 
     #[test]
