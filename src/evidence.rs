@@ -1215,18 +1215,25 @@ impl Evidence {
     /// with `unjudged`, a subject naming a partitioning, a partial verdict, a GPU whose XID
     /// history could not be read): never written as a version whose readers would misread it.
     pub fn settle_format_version(&mut self) {
-        if self.checks.iter().any(|c| c.unjudged.is_some()) {
-            self.format_version = self.format_version.max(UNJUDGED_FORMAT_VERSION);
-        }
-        if self.names_a_method() {
-            self.format_version = self.format_version.max(METHOD_FORMAT_VERSION);
-        }
+        self.format_version = self.format_version.max(self.version_needed());
+    }
+
+    /// The oldest format that can hold what this evidence states: a record with `unjudged`
+    /// (4), a subject naming a partitioning (5), the verdict `partial` or a GPU naming
+    /// `xid_history` (6); 1 when it states none of them.
+    pub fn version_needed(&self) -> u32 {
         let xid_history = self.node.gpus.iter().any(|g| {
             g.unavailable
                 .contains(&crate::inventory::Reading::XidHistory)
         });
         if self.verdict == Verdict::Partial || xid_history {
-            self.format_version = self.format_version.max(PARTIAL_FORMAT_VERSION);
+            PARTIAL_FORMAT_VERSION
+        } else if self.names_a_method() {
+            METHOD_FORMAT_VERSION
+        } else if self.checks.iter().any(|c| c.unjudged.is_some()) {
+            UNJUDGED_FORMAT_VERSION
+        } else {
+            1
         }
     }
 
@@ -1415,6 +1422,16 @@ impl Evidence {
         }
         ev.check_bounds()
             .map_err(|e| format!("{}: invalid evidence: {e}", path.display()))?;
+        // What it states (before its verdict is computed again) must be what its version can
+        // hold: no nodecert wrote a version-3 file saying "partial".
+        let needed = ev.version_needed();
+        if ev.format_version < needed {
+            return Err(format!(
+                "{}: invalid evidence: format version {} cannot hold what it states, which needs version {needed}; refusing a file whose records disagree",
+                path.display(),
+                ev.format_version
+            ));
+        }
         // The stored verdict is a claim; the records are the facts (a version-1 file said pass
         // for a run that never finished).
         ev.update_verdict();
@@ -1929,6 +1946,55 @@ mod tests {
             total: 7,
         });
         assert!(c.partial());
+    }
+
+    /// A file's version must be able to hold what it states: no nodecert wrote a version-3 file
+    /// saying "partial", naming xid_history, or holding an `unjudged` record; an older file
+    /// whose records make it partial under today's rules still reads.
+    #[test]
+    fn a_version_too_old_for_what_the_file_states_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let ev = crate::testutil::simulated("h200-vm-1", &[]);
+        assert_eq!(ev.format_version, BASE_FORMAT_VERSION);
+        let read = |ev: &Evidence| {
+            let p = dir.path().join("evidence.json");
+            std::fs::write(&p, serde_json::to_string(ev).unwrap()).unwrap();
+            Evidence::read(&p)
+        };
+        let refused = |ev: &Evidence, needs: u32| {
+            let e = read(ev).unwrap_err();
+            assert!(
+                e.contains(&format!(
+                    "format version {} cannot hold what it states, which needs version {needs}",
+                    ev.format_version
+                )),
+                "{e}"
+            );
+        };
+        let mut said = ev.clone();
+        said.verdict = Verdict::Partial;
+        refused(&said, 6);
+        said.format_version = 6;
+        assert!(read(&said).is_ok());
+        let mut hidden = ev.clone();
+        hidden.format_version = 5;
+        hidden.node.gpus[0]
+            .unavailable
+            .push(crate::inventory::Reading::XidHistory);
+        refused(&hidden, 6);
+        let mut unjudged = ev.clone();
+        unjudged.checks[0].unjudged = Some("no limit applies".into());
+        refused(&unjudged, 4);
+        unjudged.format_version = 4;
+        assert!(read(&unjudged).is_ok());
+        // Stated pass, computed partial (an older nodecert's file): read, as partial.
+        let mut older = ev.clone();
+        older.format_version = 5;
+        older.checks[2].coverage = Some(Coverage {
+            available: 1,
+            total: 8,
+        });
+        assert_eq!(read(&older).unwrap().verdict, Verdict::Partial);
     }
 
     #[test]
