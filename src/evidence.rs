@@ -1948,6 +1948,25 @@ mod tests {
         assert!(c.partial());
     }
 
+    /// The verdict a file states is read as stated, not computed again.
+    #[test]
+    fn the_stated_verdict_is_the_files_own_word() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("evidence.json");
+        let mut v = serde_json::to_value(crate::testutil::simulated("h200-vm-1", &[])).unwrap();
+        std::fs::write(&p, v.to_string()).unwrap();
+        assert_eq!(stated_verdict(&p), Ok(Some(Verdict::Pass)));
+        v["verdict"] = "nothing_judged".into();
+        std::fs::write(&p, v.to_string()).unwrap();
+        assert_eq!(stated_verdict(&p), Ok(Some(Verdict::NothingJudged)));
+        v.as_object_mut().unwrap().remove("verdict");
+        std::fs::write(&p, v.to_string()).unwrap();
+        assert_eq!(stated_verdict(&p), Ok(None));
+        v["verdict"] = "splendid".into();
+        std::fs::write(&p, v.to_string()).unwrap();
+        assert!(stated_verdict(&p).is_err());
+    }
+
     /// A file's version must be able to hold what it states: no nodecert wrote a version-3 file
     /// saying "partial", naming xid_history, or holding an `unjudged` record; an older file
     /// whose records make it partial under today's rules still reads.

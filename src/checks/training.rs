@@ -675,6 +675,22 @@ mod tests {
         push_computed(&mut m, "loss", Subject::node(), &loss);
         push_computed(&mut m, "golden_node_loss", Subject::node(), &golden);
         push_computed(&mut m, "golden_node_loss", tp.clone(), &tp_golden);
+        // Each fact names the step (1-based) where the series stopped being a number.
+        let step = |name: &str, who: &Subject| {
+            m.facts
+                .iter()
+                .find(|f| f.name == format!("{name}{NOT_FINITE_AT}") && f.subject == *who)
+                .map(|f| f.value.clone())
+        };
+        assert_eq!(
+            step("loss", &Subject::node()),
+            Some(FactValue::Count(loss.len() as u64))
+        );
+        assert_eq!(
+            step("golden_node_loss", &Subject::node()),
+            Some(FactValue::Count(2))
+        );
+        assert_eq!(step("golden_node_loss", &tp), Some(FactValue::Count(1)));
         // The partitioning's series was NaN from its first step: no metric, only the fact.
         assert!(!m
             .metrics
