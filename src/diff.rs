@@ -1317,6 +1317,21 @@ mod pcie_tests {
         let back = compare(&new, &old, 5.0);
         assert!(!back.run_verdict_worse && !back.regressed);
         assert!(!compare(&old, &old, 5.0).regressed);
+        // A finding worse alone (a warning where there was a pass; the run still passes) is
+        // a regression too, with no metric and no hardware worse.
+        let mut warned = old.clone();
+        let f = warned
+            .checks
+            .iter_mut()
+            .flat_map(|c| &mut c.findings)
+            .find(|f| f.status == Status::Pass && !f.info)
+            .unwrap();
+        f.status = Status::Warn;
+        assert_eq!(warned.assess(), Verdict::Pass);
+        let d = compare(&old, &warned, 5.0);
+        assert!(d.regressions.is_empty() && d.hardware.iter().all(|h| !h.worse));
+        assert!(!d.run_verdict_worse && d.verdicts.iter().any(|v| v.worse));
+        assert!(d.regressed);
     }
 
     #[test]

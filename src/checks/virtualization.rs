@@ -358,6 +358,25 @@ mod tests {
         }
     }
 
+    /// A PCIe box whose suite expects no NVLink is not "downgraded to PCIe": it is PCIe.
+    #[test]
+    fn a_node_whose_suite_expects_no_nvlink_is_not_said_to_have_lost_it() {
+        let ev = crate::testutil::simulated("l40s-pcie-4", &[]);
+        assert!(ev
+            .node
+            .gpus
+            .iter()
+            .all(|g| g.nvlinks.iter().all(|l| !l.active)));
+        let ctx = crate::testutil::ctx(&ev.suite.resolved, &ev.node);
+        let f = Virtualization(VirtualizationCheck {
+            enabled: true,
+            require_p2p: None,
+        })
+        .evaluate(&ctx, &Measured::default());
+        assert!(f.iter().all(|x| x.status != Status::Fail), "{f:#?}");
+        assert!(!f.iter().any(|x| x.reason.contains("downgraded")), "{f:#?}");
+    }
+
     #[test]
     fn peer_access_nvlink_and_acs_are_judged_per_pair_and_bridge() {
         // Healthy: one pass per pair, nothing else.

@@ -688,6 +688,39 @@ mod tests {
         );
     }
 
+    /// A fabric check's warning (a link suspect the node took part in) flags a passing node to
+    /// investigate; another check's warning, or a fabric pass, does not; a failing node stays
+    /// failed.
+    #[test]
+    fn only_a_fabric_warning_flags_a_passing_node() {
+        let ev = crate::testutil::simulated_named("h100-sxm-8", "n1", 1, &[]);
+        let with = |ev: &Evidence, kind: &str, status: Status| {
+            let mut ev = ev.clone();
+            let mut c = ev.checks[0].clone();
+            c.id = "fabric".into();
+            c.kind = kind.into();
+            c.status = status;
+            c.summary = "link n1-n2 suspect".into();
+            ev.checks.push(c);
+            summarize(blank("n1"), &ev, &mut Keys::default()).result
+        };
+        let r = with(&ev, "fabric", Status::Warn);
+        assert_eq!(r.verdict, NodeVerdict::Flagged);
+        assert_eq!(r.why, ["fabric: link n1-n2 suspect"]);
+        assert_eq!(with(&ev, "fabric", Status::Pass).verdict, NodeVerdict::Pass);
+        let r = with(&ev, "health", Status::Warn);
+        assert_eq!((r.verdict, r.why.len()), (NodeVerdict::Pass, 0));
+        let failed = crate::testutil::simulated_named(
+            "h100-sxm-8",
+            "n1",
+            1,
+            &["slow-gpu-pair:gpu=1,peer=4"],
+        );
+        let r = with(&failed, "fabric", Status::Warn);
+        assert_eq!(r.verdict, NodeVerdict::Fail);
+        assert_eq!(r.why.last().unwrap(), "fabric: link n1-n2 suspect");
+    }
+
     #[test]
     fn a_fleet_report_in_the_shared_folder_is_not_a_node_and_the_node_list_is_read() {
         let d = tempfile::tempdir().unwrap();
