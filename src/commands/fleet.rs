@@ -180,7 +180,7 @@ pub fn summary(r: &FleetReport, out: &Path) -> String {
         s.push_str("SIMULATED RESULTS: not a certification of real hardware\n");
     }
     s.push_str(&format!(
-        "fleet: {}{} of {} nodes: {}\n",
+        "{}fleet: {} of {} nodes: {}\n",
         if r.simulated { "[SIMULATED] " } else { "" },
         r.verdict.label(),
         r.nodes.len(),
