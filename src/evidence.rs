@@ -1222,10 +1222,18 @@ impl Evidence {
     /// (4), a subject naming a partitioning (5), the verdict `partial` or a GPU naming
     /// `xid_history` (6); 1 when it states none of them.
     pub fn version_needed(&self) -> u32 {
-        let xid_history = self.node.gpus.iter().any(|g| {
-            g.unavailable
-                .contains(&crate::inventory::Reading::XidHistory)
-        });
+        self.version_needed_by(true)
+    }
+
+    /// [`Evidence::version_needed`], counting a GPU that names `xid_history` only when
+    /// `xid_history`: development builds of 2026-12-03 wrote that name into files of version 3
+    /// and 5, which this nodecert reads (it knows the name).
+    fn version_needed_by(&self, xid_history: bool) -> u32 {
+        let xid_history = xid_history
+            && self.node.gpus.iter().any(|g| {
+                g.unavailable
+                    .contains(&crate::inventory::Reading::XidHistory)
+            });
         if self.verdict == Verdict::Partial || xid_history {
             PARTIAL_FORMAT_VERSION
         } else if self.names_a_method() {
@@ -1423,8 +1431,8 @@ impl Evidence {
         ev.check_bounds()
             .map_err(|e| format!("{}: invalid evidence: {e}", path.display()))?;
         // What it states (before its verdict is computed again) must be what its version can
-        // hold: no nodecert wrote a version-3 file saying "partial".
-        let needed = ev.version_needed();
+        // hold: no nodecert wrote a version-3 file saying "partial" or holding `unjudged`.
+        let needed = ev.version_needed_by(false);
         if ev.format_version < needed {
             return Err(format!(
                 "{}: invalid evidence: format version {} cannot hold what it states, which needs version {needed}; refusing a file whose records disagree",
@@ -1968,8 +1976,8 @@ mod tests {
     }
 
     /// A file's version must be able to hold what it states: no nodecert wrote a version-3 file
-    /// saying "partial", naming xid_history, or holding an `unjudged` record; an older file
-    /// whose records make it partial under today's rules still reads.
+    /// saying "partial" or holding an `unjudged` record; an older file whose records make it
+    /// partial under today's rules still reads.
     #[test]
     fn a_version_too_old_for_what_the_file_states_is_refused() {
         let dir = tempfile::tempdir().unwrap();
@@ -1995,12 +2003,14 @@ mod tests {
         refused(&said, 6);
         said.format_version = 6;
         assert!(read(&said).is_ok());
+        // xid_history in a version-5 file (development builds wrote such files): read.
         let mut hidden = ev.clone();
         hidden.format_version = 5;
         hidden.node.gpus[0]
             .unavailable
             .push(crate::inventory::Reading::XidHistory);
-        refused(&hidden, 6);
+        assert!(read(&hidden).is_ok());
+        assert_eq!(hidden.version_needed(), 6, "but written as 6");
         let mut unjudged = ev.clone();
         unjudged.checks[0].unjudged = Some("no limit applies".into());
         refused(&unjudged, 4);

@@ -397,6 +397,28 @@ fn a_run_that_missed_readings_is_partial_not_a_pass() {
         .args(["verify", "old", "--pubkey", "k.pub"])
         .assert()
         .code(0);
+    // The same stale folder with pages rendered again from the user's templates, saying
+    // PARTIAL: signed as they are (the user's pages are not replaced by the embedded ones).
+    copy_dir(&env.path("r"), &env.path("mine"));
+    let p = env.path("mine/evidence.json");
+    let mut v = read_json(&p);
+    v["verdict"] = "pass".into();
+    v["format_version"] = 5.into();
+    std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    env.write("t/report.md.j2", "mine: {{ v.verdict }}\n");
+    env.cmd()
+        .args(["render", "mine", "--templates", "t", "--out", "mine"])
+        .assert()
+        .code(7);
+    assert_eq!(env.read("mine/report.md"), "mine: PARTIAL (SIMULATED)\n");
+    let out = env
+        .cmd()
+        .args(["sign", "mine", "--key", "k"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("rendering its reports again"));
+    assert_eq!(env.read("mine/report.md"), "mine: PARTIAL (SIMULATED)\n");
     // The same node with its readings: a plain pass.
     env.cmd()
         .args([

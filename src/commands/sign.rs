@@ -22,9 +22,16 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
     let (path, ev) = read_evidence(dir)?;
     // The verdict the file states is what its pages were rendered with; the one its records
     // give (`ev.verdict`) may differ, as when an older nodecert called PASS what this one calls
-    // PARTIAL. A signature must not seal pages that say the stale one.
+    // PARTIAL. A signature must not seal pages that say the stale one; pages rendered again
+    // since (`nodecert render DIR --templates T --out DIR`, which leaves evidence.json as it
+    // is) that say the verdict the records give are kept.
     let stated = crate::evidence::stated_verdict(&path).map_err(InputError::Other)?;
-    let stale = (stated != Some(ev.verdict)).then(|| {
+    let page_says = |name: &str| {
+        crate::fsio::read::read_to_string(&dir.join(name), crate::fsio::read::Kind::Evidence)
+            .is_ok_and(|t| t.contains(ev.verdict.label()))
+    };
+    let pages_say_it = super::output::REPORT_FILES.iter().all(|n| page_says(n));
+    let stale = (stated != Some(ev.verdict) && !pages_say_it).then(|| {
         format!(
             "its pages were rendered as {}, and its records make it {} here",
             stated.map_or("an unstated verdict", |v| v.label()),

@@ -376,7 +376,16 @@ pub fn render(ev: &Evidence) -> String {
         (
             "nodecert_training_final_loss",
             "Loss of the reference training run after its last step.",
-            dp("loss").next().and_then(|m| m.samples.last().copied()),
+            // A loss that stopped being a number ends as one: NaN, not its last finite value.
+            match tr.is_some_and(|r| {
+                r.facts.iter().any(|f| {
+                    f.name == format!("loss{}", crate::checks::training::NOT_FINITE_AT)
+                        && f.subject.method.is_none()
+                })
+            }) {
+                true => Some(f64::NAN),
+                false => dp("loss").next().and_then(|m| m.samples.last().copied()),
+            },
         ),
     ] {
         if let Some(v) = value {

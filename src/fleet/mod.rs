@@ -589,15 +589,8 @@ impl FleetReport {
         // kubectl, whatever the file says.
         let r: FleetReport =
             serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-        // A verdict its version cannot hold: not a file nodecert wrote.
-        let needs = format_version_for(&r.nodes, r.verdict);
-        if r.format_version < needs {
-            return Err(format!(
-                "{}: a {FORMAT} file of version {} holds a partial verdict, which only version {needs} can",
-                path.display(),
-                r.format_version
-            ));
-        }
+        // A version-1 file may hold "partial": development builds of 2026-12-03 wrote such
+        // files, and this nodecert knows the word. It writes them as version 2.
         // The counts a signature's pages state must be those of the nodes the file holds.
         if let Some(c) = r.certificates {
             let nodes = Certificates::of(&r.nodes);
@@ -940,7 +933,7 @@ mod tests {
     }
 
     #[test]
-    fn a_partial_verdict_is_read_only_from_a_version_that_can_hold_it() {
+    fn a_partial_fleet_reads_as_version_2_and_as_version_1_and_other_versions_are_refused() {
         let d = tempfile::tempdir().unwrap();
         let p = d.path().join(FLEET_FILE);
         let write = |v: &serde_json::Value| {
@@ -955,28 +948,15 @@ mod tests {
         let json = serde_json::to_value(&r).unwrap();
         write(&json);
         assert_eq!(FleetReport::read(&p).unwrap(), r);
-        // The same nodes said to be version 1: a file no nodecert wrote.
+        // The same nodes as version 1 (development builds wrote such files): read.
         let mut v1 = json.clone();
         v1["format_version"] = 1.into();
         write(&v1);
-        let e = FleetReport::read(&p).unwrap_err();
-        assert!(
-            e.contains("version 1 holds a partial verdict, which only version 2 can"),
-            "{e}"
+        assert_eq!(
+            FleetReport::read(&p).unwrap().nodes[1].verdict,
+            NodeVerdict::Partial
         );
-        // Only the fleet's own verdict partial: refused too.
-        v1["nodes"][1]["verdict"] = "pass".into();
-        write(&v1);
-        assert!(FleetReport::read(&p).is_err());
-        // Only a node's own verdict partial (the node refused): refused too.
-        v1["verdict"] = "pass".into();
-        v1["nodes"][1]["own_verdict"] = "partial".into();
-        write(&v1);
-        assert!(FleetReport::read(&p).is_err());
-        // Version 1 without one reads; versions 0 and 3 are refused by their number.
-        v1["nodes"][1]["own_verdict"] = "pass".into();
-        write(&v1);
-        assert_eq!(FleetReport::read(&p).unwrap().format_version, 1);
+        // Versions 0 and 3 are refused by their number.
         for bad in [0, 3] {
             let mut b = json.clone();
             b["format_version"] = bad.into();

@@ -361,8 +361,10 @@ impl Templates {
     /// A simulated run's page says so, whoever wrote its template: one that does not could be
     /// signed and read as a certificate of hardware. It must say so because the run is
     /// simulated, not because a hostname, a GPU name or a suite's name holds the word: the page
-    /// must hold more SIMULATEDs than the same template renders for the same evidence marked
-    /// measured, whose node and suite strings are the same.
+    /// must say SIMULATED and differ from what the same template renders for the same evidence
+    /// marked measured (every simulated flag and the simulation record taken away), whose node
+    /// and suite strings are the same. A template that ignores whether the run is simulated
+    /// renders both alike.
     fn says_simulated(
         &self,
         ev: &Evidence,
@@ -372,13 +374,24 @@ impl Templates {
         if ev.simulated {
             let mut measured = ev.clone();
             measured.simulated = false;
-            let unmarked = self.try_render(&measured, signing)?;
-            let count = |t: &str| t.matches("SIMULATED").count();
+            measured.simulation = None;
+            measured.backend.simulated = false;
+            // A template that reads the simulation record unguarded cannot render the measured
+            // copy: it reacts to the run being simulated, as the check asks.
+            let unmarked = self.try_render(&measured, signing).ok();
             for (name, text, without) in [
-                (HTML_TEMPLATE, &rendered.html, &unmarked.html),
-                (MD_TEMPLATE, &rendered.markdown, &unmarked.markdown),
+                (
+                    HTML_TEMPLATE,
+                    &rendered.html,
+                    unmarked.as_ref().map(|u| &u.html),
+                ),
+                (
+                    MD_TEMPLATE,
+                    &rendered.markdown,
+                    unmarked.as_ref().map(|u| &u.markdown),
+                ),
             ] {
-                if count(text) <= count(without) {
+                if !text.contains("SIMULATED") || without == Some(text) {
                     let source = self.sources.iter().find(|s| s.name == name);
                     return Err(TemplateError {
                         file: source.map_or_else(|| format!("embedded {name}"), |s| s.file.clone()),
@@ -747,6 +760,17 @@ mod tests {
         let d = user_md("{{ ev.node.hostname }}: {{ v.verdict }}\n");
         let t = Templates::load(Some(d.path())).unwrap();
         assert!(t.render(&ev, &Signing::default()).is_ok());
+        // And one that shows it from the simulation record, or says "not SIMULATED" of a
+        // measured run.
+        for text in [
+            "{{ ev.node.hostname }}{% if ev.simulation %} SIMULATED{% endif %}\n",
+            "{{ ev.node.hostname }}{% if ev.backend.simulated %} SIMULATED{% endif %}\n",
+            "{% if v.simulated %}SIMULATED{% else %}not SIMULATED{% endif %}\n",
+        ] {
+            let d = user_md(text);
+            let t = Templates::load(Some(d.path())).unwrap();
+            assert!(t.render(&ev, &Signing::default()).is_ok(), "{text}");
+        }
     }
 
     /// "Every GPU pair is linked as the suite expects" only where pairs were compared.
