@@ -434,6 +434,31 @@ mod tests {
         assert!(status_code(Status::Skip) < status_code(Status::Pass));
     }
 
+    /// A loss that stopped being a number ends as NaN, not as its last finite value.
+    #[test]
+    fn a_loss_that_went_nan_is_exported_as_nan() {
+        let mut ev = crate::testutil::simulated("h200-vm-1", &[]);
+        let last = |t: &str| {
+            t.lines()
+                .find(|l| l.starts_with("nodecert_training_final_loss"))
+                .map(str::to_string)
+        };
+        let finite = last(&render(&ev)).unwrap();
+        assert!(!finite.ends_with("NaN"), "{finite}");
+        let tr = ev.checks.iter_mut().find(|c| c.id == "training").unwrap();
+        tr.facts.push(crate::evidence::Fact::new(
+            "loss_not_finite_at_step",
+            crate::evidence::Subject::node(),
+            crate::evidence::FactValue::Count(7),
+        ));
+        assert_eq!(
+            last(&render(&ev)).as_deref(),
+            Some(
+                "nodecert_training_final_loss{node=\"sim-h200-vm\",suite=\"h200-vm-1\",simulated=\"true\"} NaN"
+            )
+        );
+    }
+
     #[test]
     fn a_failing_pair_shows_in_the_series() {
         let ev = crate::testutil::simulated("h100-sxm-8", &["slow-gpu-pair:gpu=1,peer=4"]);
