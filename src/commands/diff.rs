@@ -59,13 +59,14 @@ pub fn diff_summary(d: &crate::diff::Diff) -> String {
     }
     for (tag, side) in [("old", &d.old), ("new", &d.new)] {
         s.push_str(&format!(
-            "{tag}: {} (suite {} on {}, {}, {}{})\n",
+            "{tag}: {} (suite {} on {}, {}, {}){}\n",
             visible(&side.source),
             visible(&side.suite),
             visible(&side.hostname),
             side.started_at,
             side.verdict,
-            if side.simulated { ", SIMULATED" } else { "" }
+            // At the end of the line, where the console's mark goes: said once.
+            crate::console::simulated_tag(side.simulated)
         ));
     }
     if !d.renumbered.is_empty() {
