@@ -277,6 +277,13 @@ pub(crate) fn push_computed(m: &mut Measured, name: &str, who: Subject, values: 
     }
 }
 
+/// Whether `facts` say that the series `name` of `who` stopped being a finite number (the fact
+/// [`push_computed`] records).
+pub(crate) fn stopped_being_finite(facts: &[Fact], name: &str, who: &Subject) -> bool {
+    let at = format!("{name}{NOT_FINITE_AT}");
+    facts.iter().any(|f| f.name == at && f.subject == *who)
+}
+
 /// The series [`push_computed`] recorded as `name` of `who`: its finite values, then NaNs from
 /// where the node's stopped being finite, at least one and as many as make `len` values (the
 /// length of the series it is compared with, step by step).
@@ -287,8 +294,7 @@ pub(crate) fn computed(m: &Measured, name: &str, who: &Subject, len: usize) -> V
         .find(|x| x.name == name && x.subject == *who)
         .map(|x| x.samples.clone())
         .unwrap_or_default();
-    let at = format!("{name}{NOT_FINITE_AT}");
-    if m.facts.iter().any(|f| f.name == at && f.subject == *who) {
+    if stopped_being_finite(&m.facts, name, who) {
         let to = len.max(v.len() + 1);
         v.resize(to, f64::NAN);
     }

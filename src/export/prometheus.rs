@@ -378,10 +378,11 @@ pub fn render(ev: &Evidence) -> String {
             "Loss of the reference training run after its last step.",
             // A loss that stopped being a number ends as one: NaN, not its last finite value.
             match tr.is_some_and(|r| {
-                r.facts.iter().any(|f| {
-                    f.name == format!("loss{}", crate::checks::training::NOT_FINITE_AT)
-                        && f.subject.method.is_none()
-                })
+                crate::checks::training::stopped_being_finite(
+                    &r.facts,
+                    "loss",
+                    &crate::evidence::Subject::node(),
+                )
             }) {
                 true => Some(f64::NAN),
                 false => dp("loss").next().and_then(|m| m.samples.last().copied()),
