@@ -23,6 +23,7 @@
 
 use crate::suite::GemmPrecision;
 use crate::training::reference::mix64;
+use rayon::prelude::*;
 
 /// Every right element of `C`, and every partial sum, is below this in magnitude.
 const EXACT: u64 = 1 << 24;
@@ -63,14 +64,19 @@ pub fn operand(seed: u64, matrix: u64, i: u64, j: u64, r: i8) -> i8 {
     ((h % (2 * r as u64 + 1)) as i16 - r) as i8
 }
 
-/// Operand `matrix` of side `n`, column-major, its elements in -r..=r.
+/// Operand `matrix` of side `n`, column-major, its elements in -r..=r. Columns are drawn on
+/// every core: each element depends on its seed and place alone, so the matrix is the same
+/// whatever the number of threads.
 pub fn matrix(seed: u64, matrix: u64, n: usize, r: i8) -> Vec<i8> {
-    let mut out = Vec::with_capacity(n * n);
-    for j in 0..n as u64 {
-        for i in 0..n as u64 {
-            out.push(operand(seed, matrix, i, j, r));
-        }
+    let mut out = vec![0i8; n * n];
+    if n == 0 {
+        return out;
     }
+    out.par_chunks_mut(n).enumerate().for_each(|(j, col)| {
+        for (i, v) in col.iter_mut().enumerate() {
+            *v = operand(seed, matrix, i as u64, j as u64, r);
+        }
+    });
     out
 }
 
@@ -98,15 +104,25 @@ fn probe(seed: u64, k: u64, n: usize) -> Vec<i64> {
         .collect()
 }
 
-/// `M·x` of a column-major n×n `m`.
-fn mul_vec(n: usize, m: impl Fn(usize) -> i64, x: &[i64]) -> Vec<i64> {
+/// Rows of `C` each thread of the check takes at a time: a run of elements of every column,
+/// long enough to be read a cache line at a time.
+const ROW_BLOCK: usize = 256;
+
+/// `M·x` of a column-major n×n `m`, by blocks of rows on every core (exact integers: the same
+/// sums whatever the order).
+fn mul_vec(n: usize, m: impl Fn(usize) -> i64 + Sync, x: &[i64]) -> Vec<i64> {
     let mut y = vec![0i64; n];
-    for (j, xj) in x.iter().enumerate() {
-        let col = j * n;
-        for (i, yi) in y.iter_mut().enumerate() {
-            *yi += m(col + i) * xj;
-        }
-    }
+    y.par_chunks_mut(ROW_BLOCK)
+        .enumerate()
+        .for_each(|(block, ys)| {
+            let lo = block * ROW_BLOCK;
+            for (j, xj) in x.iter().enumerate() {
+                let col = j * n + lo;
+                for (i, yi) in ys.iter_mut().enumerate() {
+                    *yi += m(col + i) * xj;
+                }
+            }
+        });
     y
 }
 
@@ -127,11 +143,20 @@ pub fn check_product(n: usize, a: &[i8], b: &[i8], c: &[f32], seed: u64) -> Prod
         };
     }
     let mut bad_row = vec![false; n];
-    for (idx, v) in c.iter().enumerate() {
-        if exact(*v).is_none() {
-            bad_row[idx % n] = true;
-        }
-    }
+    bad_row
+        .par_chunks_mut(ROW_BLOCK)
+        .enumerate()
+        .for_each(|(block, bad)| {
+            let lo = block * ROW_BLOCK;
+            for j in 0..n {
+                let col = &c[j * n + lo..j * n + lo + bad.len()];
+                for (b, v) in bad.iter_mut().zip(col) {
+                    if exact(*v).is_none() {
+                        *b = true;
+                    }
+                }
+            }
+        });
     for k in 0..2 {
         let x = probe(seed, k, n);
         let bx = mul_vec(n, |i| i64::from(b[i]), &x);
@@ -156,13 +181,14 @@ pub fn check_product(n: usize, a: &[i8], b: &[i8], c: &[f32], seed: u64) -> Prod
             continue;
         }
         let row: Vec<i64> = (0..n).map(|k| i64::from(a[i + k * n])).collect();
-        for j in 0..n {
-            let col = &b[j * n..(j + 1) * n];
-            let want: i64 = row.iter().zip(col).map(|(x, y)| x * i64::from(*y)).sum();
-            if exact(c[i + j * n]) != Some(want) {
-                wrong += 1;
-            }
-        }
+        wrong += (0..n)
+            .into_par_iter()
+            .filter(|&j| {
+                let col = &b[j * n..(j + 1) * n];
+                let want: i64 = row.iter().zip(col).map(|(x, y)| x * i64::from(*y)).sum();
+                exact(c[i + j * n]) != Some(want)
+            })
+            .count() as u64;
     }
     ProductCheck {
         checked: total,
@@ -305,6 +331,43 @@ mod tests {
         // (More rows than are recomputed: the rest count one each, so still n.)
         assert!(n > MAX_ROWS_RECOMPUTED);
         assert_eq!(check_product(n, &a, &b, &c, 3).wrong, n as u64);
+    }
+
+    #[test]
+    fn products_of_several_row_blocks_are_checked_in_every_block() {
+        // Two blocks of rows for the threads, the second one short: every element is drawn where
+        // the serial definition puts it, and a wrong element is found in either block.
+        let n = ROW_BLOCK + 44;
+        let (a, b, good) = operands(n);
+        for (idx, v) in a.iter().enumerate() {
+            assert_eq!(
+                *v,
+                operand(
+                    7,
+                    0,
+                    (idx % n) as u64,
+                    (idx / n) as u64,
+                    range(n, GemmPrecision::Bf16)
+                )
+            );
+        }
+        assert_eq!(check_product(n, &a, &b, &good, 3).wrong, 0);
+        for (at, v) in [
+            (ROW_BLOCK - 1 + 5 * n, good[ROW_BLOCK - 1 + 5 * n] + 1.0),
+            (ROW_BLOCK + 9 * n, good[ROW_BLOCK + 9 * n] - 2.0),
+            (n - 1 + (n - 1) * n, f32::NAN),
+            (ROW_BLOCK + 3, 0.25),
+        ] {
+            let mut c = good.clone();
+            c[at] = v;
+            assert_eq!(check_product(n, &a, &b, &c, 3).wrong, 1, "{at}: {v}");
+        }
+        // One wrong element in each of 3 rows of the second block: counted exactly.
+        let mut c = good.clone();
+        for i in [ROW_BLOCK, ROW_BLOCK + 1, n - 1] {
+            c[i + 2 * n] += 1.0;
+        }
+        assert_eq!(check_product(n, &a, &b, &c, 3).wrong, 3);
     }
 
     #[test]

@@ -20,6 +20,7 @@ use crate::suite::GemmPrecision;
 use crate::training::plan::Math;
 use cudarc::cublas::{result as blas, sys as bsys};
 use cudarc::driver::CudaEvent;
+use rayon::prelude::*;
 use std::ffi::c_void;
 
 /// The seed of the compute check's operands on GPU `gpu` (each GPU multiplies its own).
@@ -42,15 +43,23 @@ pub fn tflops(n: u64, k: u32, secs: &[f64]) -> Result<Vec<f64>, HwError> {
     Ok(secs.iter().map(|t| flops / t / 1e12).collect())
 }
 
-/// Each operand element in the bytes of the precision's GEMM input.
+/// Each operand element in the bytes of the precision's GEMM input (on every core: a plateau
+/// operand has 2^28 elements).
 fn operand_bytes(p: GemmPrecision, m: &[i8]) -> Vec<u8> {
-    match p {
-        GemmPrecision::Bf16 => m
-            .iter()
-            .flat_map(|&v| crate::training::reference::bf16_bits(f32::from(v)).to_le_bytes())
-            .collect(),
-        _ => m.iter().flat_map(|&v| f32::from(v).to_le_bytes()).collect(),
-    }
+    let width = match p {
+        GemmPrecision::Bf16 => 2,
+        _ => 4,
+    };
+    let mut out = vec![0u8; m.len() * width];
+    out.par_chunks_mut(width)
+        .zip(m.par_iter())
+        .for_each(|(o, &v)| match p {
+            GemmPrecision::Bf16 => o.copy_from_slice(
+                &crate::training::reference::bf16_bits(f32::from(v)).to_le_bytes(),
+            ),
+            _ => o.copy_from_slice(&f32::from(v).to_le_bytes()),
+        });
+    out
 }
 
 /// One GPU ready to multiply: operands on the host (for the check) and on the GPU, the product
@@ -204,7 +213,7 @@ impl Prepared {
         let mut raw = vec![0u8; self.side * self.side * 4];
         self.dc.read(0, &mut raw)?;
         let c: Vec<f32> = raw
-            .chunks_exact(4)
+            .par_chunks_exact(4)
             .map(|w| f32::from_le_bytes([w[0], w[1], w[2], w[3]]))
             .collect();
         drop(raw);
