@@ -20,6 +20,8 @@
 #      then suites/training-anchor-bf16.toml, the same step in bf16 mixed precision (its exit
 #      status and time are printed; its evidence is under train-bf16/, not in the summary);
 #      then the child that measures all_reduce with NVLS forced off, alone (no-nvls.out);
+#      then health-check --mode npd, keygen + sign + verify of the suite's report, and the training
+#      suite with CUDA_VISIBLE_DEVICES empty (must exit 3, the node untestable, not failed);
 #   6. ci/gpu_summary.py: what the inventory says against what the issue expects, each check's
 #      verdict, and last the ratio table (H2D, D2H, device copy >= 0.98 of PyTorch; training
 #      step <= 1.1x PyTorch's; the whole suite < 60 s).
@@ -121,6 +123,9 @@ smoke() {
         # like-for-like reference of the training step (issue 17); the tensor-parallel and
         # hybrid references need several GPUs (torchrun --nproc_per_node=N ... tensor|hybrid2).
         step torch-partition 120 torchrun --standalone --nproc_per_node=1 ci/torch_partition.py data
+        # The same step in PyTorch's bf16 mixed precision: the reference of nodecert's bf16 run.
+        step torch-partition-bf16 120 torchrun --standalone --nproc_per_node=1 ci/torch_partition.py \
+            data 1024,4096,4096,10 8192 bf16
     fi
     step train 150 "$bin" run suites/training-anchor.toml "${sim[@]}" --out "$out/train"
     step frozen 150 "$bin" run "$out/frozen-suite.toml" "${sim[@]}" --out "$out/frozen"
@@ -132,9 +137,20 @@ smoke() {
     [ "$mode" = dry-run ] && target='{"simulated":{"node":"h200-vm-1","faults":[],"seed":1}}'
     step no-nvls 60 env NCCL_NVLS_ENABLE=0 "$bin" __collective-no-nvls \
         "{\"protocol\":1,\"op\":\"all_reduce\",\"sizes\":[1048576,67108864],\"warmup\":1,\"iters\":5,\"target\":$target}"
+    # First contact with the rest of the job (seconds each): the quick health profile under a
+    # node-problem-detector's exit codes; a throwaway key signs the suite's report and the
+    # signature is verified, as a provider hands a real certificate over; and the same training
+    # suite with CUDA shown no GPU (NVML still sees it), which must be "could not be tested"
+    # (exit 3) with its reason, never a failed or a slow node.
+    step health 60 "$bin" health-check h200-vm-1 "${sim[@]}" --mode npd
+    step keygen 20 "$bin" keygen --out "$out/throwaway-key"
+    step sign 30 "$bin" sign "$out/report" --key "$out/throwaway-key"
+    step verify 30 "$bin" verify "$out/report" --pubkey "$out/throwaway-key.pub"
+    step no-gpu 60 env CUDA_VISIBLE_DEVICES= "$bin" run suites/training-anchor.toml "${sim[@]}" \
+        --out "$out/no-gpu"
 
     echo
-    for name in inventory suite frozen train no-nvls; do
+    for name in inventory suite frozen train no-nvls health sign verify no-gpu; do
         echo "== $name (exit $(cat "$out/$name.rc")): last lines"
         tail -n 30 "$out/$name.out"
         tail -n 10 "$out/$name.err"

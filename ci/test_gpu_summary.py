@@ -133,6 +133,63 @@ class SummaryReadsTorchOutput(unittest.TestCase):
         self.assertIn("MISSING", self.ratio_row(out, "TF32 GEMM TFLOP/s"))
         self.assertEqual(code, 1, out)
 
+    def bf16_run(self, step_ms, status="pass"):
+        os.makedirs(os.path.join(self.dir, "train-bf16"), exist_ok=True)
+        self.write("train-bf16/evidence.json", json.dumps({"checks": [{
+            "id": "training", "status": status, "findings": [], "facts": [],
+            "metrics": [{"name": "step_time", "subject": {}, "unit": "ms", "median": step_ms,
+                         "min": step_ms, "max": step_ms, "samples": [step_ms]}]}]}))
+
+    def test_the_bf16_step_is_held_to_pytorchs_bf16_step(self):
+        self.write("torch.out", self.anchor)
+        self.bf16_run(2.65)
+        # torch_partition.py's line, after torchrun's own.
+        ref = {"method": "data", "gpus": 1, "precision": "bf16", "step_ms": 2.5}
+        self.write("torch-partition-bf16.out", "W1204 torchrun warning\n" + json.dumps(ref) + "\n")
+        _, out = self.summary()
+        row = self.ratio_row(out, "bf16 MLP step ms")
+        self.assertIn("1.060", row)
+        self.assertIn("met", row)
+        self.bf16_run(2.8)
+        code, out = self.summary()
+        self.assertIn("MISSED", self.ratio_row(out, "bf16 MLP step ms"))
+        self.assertEqual(code, 1, out)
+
+    def test_a_bf16_step_without_its_reference_or_that_failed_is_missing(self):
+        self.write("torch.out", self.anchor)
+        self.bf16_run(2.65)
+        # An fp32 line is no bf16 reference.
+        self.write("torch-partition-bf16.out", json.dumps({"precision": "fp32", "step_ms": 20.0}))
+        code, out = self.summary()
+        self.assertIn("MISSING", self.ratio_row(out, "bf16 MLP step ms"))
+        self.assertNotEqual(code, 0, out)
+        self.write("torch-partition-bf16.out", json.dumps({"precision": "bf16", "step_ms": 2.5}))
+        self.bf16_run(2.0, status="fail")
+        code, out = self.summary()
+        self.assertIn("MISSING", self.ratio_row(out, "bf16 MLP step ms"))
+        self.assertNotEqual(code, 0, out)
+
+
+class SummaryOfTheFirstRealRun(unittest.TestCase):
+    """What ci/gpu-smoke.sh left on the lent H200 on 2026-12-04 (tests/fixtures/h200-nodecert-run)."""
+
+    def test_the_real_folder_gives_that_days_ratios_and_misses(self):
+        real = os.path.join(ROOT, "tests", "fixtures", "h200-nodecert-run")
+        p = subprocess.run([sys.executable, os.path.join(HERE, "gpu_summary.py"), real],
+                           capture_output=True, text=True, timeout=60)
+        out = p.stdout + p.stderr
+        rows = {l[:22].strip(): l for l in out.splitlines()}
+        for label, ratio in [("H2D pinned GB/s", "1.003"), ("device copy GB/s", "1.005"),
+                             ("fp32 GEMM TFLOP/s", "1.004"), ("TF32 GEMM TFLOP/s", "1.009"),
+                             ("bf16 GEMM TFLOP/s", "1.037"), ("MLP train step ms", "0.999")]:
+            self.assertIn(ratio, rows[label], out)
+            self.assertIn("met", rows[label], out)
+        # That day had no PyTorch bf16 step, and the suite took 72.8 s against its 60 s.
+        self.assertIn("MISSING", rows["bf16 MLP step ms"], out)
+        self.assertIn("MISSED", rows["h200-vm-1 suite s"], out)
+        self.assertNotIn("DRY RUN", out)
+        self.assertEqual(p.returncode, 1, out)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -2,11 +2,14 @@
 # written in PyTorch: the figure each partitioning's step time is held against (issue 17: within
 # 1.1x of the same partitioning in PyTorch, measured in the same session).
 #
-#   torchrun --standalone --nproc_per_node=N ci/torch_partition.py METHOD [LAYERS] [BATCH]
+#   torchrun --standalone --nproc_per_node=N ci/torch_partition.py METHOD [LAYERS] [BATCH] [PRECISION]
 #
 # METHOD: data | tensor | hybrid2 | hybrid4 (tensor-parallel groups of 2 or 4, data-parallel
 # across them). LAYERS default 1024,4096,4096,10; BATCH (samples per data-parallel group, as
-# checks.training.batch) default 8192. fp32 with TF32 off, plain SGD, as the suite's default run.
+# checks.training.batch) default 8192. PRECISION fp32 (default: TF32 off, as the suite's default
+# run) or bf16 (PyTorch's mixed precision: torch.autocast to bfloat16 around the forward pass and
+# the loss, fp32 master weights, as nodecert's bf16 run; autocast writes bf16 activations where
+# nodecert writes fp32, so this reference moves fewer bytes). Plain SGD either way.
 # Tensor parallelism is Megatron's: layers alternate column-parallel (output features split) and
 # row-parallel (input features split, the partial outputs all-reduced before the bias); an odd
 # last layer is whole on every rank; the input gradient of a column-parallel layer (not the
@@ -26,6 +29,9 @@ import torch.distributed as dist
 method = sys.argv[1] if len(sys.argv) > 1 else "data"
 layers = [int(x) for x in (sys.argv[2] if len(sys.argv) > 2 else "1024,4096,4096,10").split(",")]
 batch = int(sys.argv[3]) if len(sys.argv) > 3 else 8192
+precision = sys.argv[4] if len(sys.argv) > 4 else "fp32"
+if precision not in ("fp32", "bf16"):
+    raise SystemExit(f"precision {precision!r}: fp32 or bf16")
 
 dist.init_process_group("nccl")
 rank, world = dist.get_rank(), dist.get_world_size()
@@ -132,13 +138,16 @@ def forward(h):
 
 def step():
     opt.zero_grad(set_to_none=False)
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16"):
+        if ddp is not None:
+            # DDP averages the gradients over the replicas itself.
+            loss = torch.nn.functional.cross_entropy(ddp(x), y)
+        else:
+            loss = torch.nn.functional.cross_entropy(forward(x), y, reduction="sum") / (batch * dp)
+    loss.backward()
     if ddp is not None:
-        # DDP averages the gradients over the replicas itself.
-        torch.nn.functional.cross_entropy(ddp(x), y).backward()
         opt.step()
         return
-    loss = torch.nn.functional.cross_entropy(forward(x), y, reduction="sum") / (batch * dp)
-    loss.backward()
     if dp > 1:
         flat = torch.cat([p.grad.reshape(-1) for p in params])
         dist.all_reduce(flat, group=dp_group)
@@ -167,6 +176,7 @@ t_med = torch.tensor([statistics.median(times)], device="cuda")
 dist.all_reduce(t_med, op=dist.ReduceOp.MAX)
 if rank == 0:
     print(json.dumps({"method": method, "gpus": world, "tp": tp, "dp": dp, "layers": layers,
-                      "batch_per_group": batch, "step_ms": round(t_med.item(), 3),
+                      "batch_per_group": batch, "precision": precision,
+                      "step_ms": round(t_med.item(), 3),
                       "torch": torch.__version__}))
 dist.destroy_process_group()
