@@ -37,7 +37,10 @@ fn main() {
     let r = gemm_data::range(draw_n, GemmPrecision::Bf16);
     let (one, t1) = timed(1, || gemm_data::matrix(1, 0, draw_n, r));
     let (all, tn) = timed(cores, || gemm_data::matrix(1, 0, draw_n, r));
-    assert_eq!(one, all, "the operands must not depend on the number of threads");
+    assert_eq!(
+        one, all,
+        "the operands must not depend on the number of threads"
+    );
     println!(
         "draw {draw_n}x{draw_n}: 1 thread {t1:.3} s, {cores} threads {tn:.3} s, ratio {:.2}",
         t1 / tn

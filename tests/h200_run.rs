@@ -58,7 +58,10 @@ fn the_real_evidence_renders_without_a_simulated_label() {
     for page in ["report.html", "report.md"] {
         let text = env.read(&format!("pages/{page}"));
         assert!(text.contains("NVIDIA H200"), "{page}");
-        assert!(!text.contains("SIMULATED"), "{page} of real hardware says SIMULATED");
+        assert!(
+            !text.contains("SIMULATED"),
+            "{page} of real hardware says SIMULATED"
+        );
         // The warning of that day is on the page with its figure.
         assert!(text.contains("5.2%"), "{page}");
     }
@@ -101,7 +104,9 @@ fn the_real_evidence_signs_as_hardware_and_verifies() {
     assert!(out.contains("VERIFIED"), "{out}");
     assert!(!out.contains("SIMULATED"), "{out}");
     // A changed figure no longer verifies.
-    let ev = env.read("report/evidence.json").replace("\"pass\"", "\"fail\"");
+    let ev = env
+        .read("report/evidence.json")
+        .replace("\"pass\"", "\"fail\"");
     env.write("report/evidence.json", &ev);
     env.cmd()
         .arg("verify")

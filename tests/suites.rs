@@ -532,13 +532,13 @@ const BROKEN_NODES: &[(&str, &str, &str)] = &[
         "noise_pct must be 0 to 30",
     ),
     (
-        "noise_pct = 1.0",
-        "sustained_rate_fraction = 1.5\nnoise_pct = 1.0",
+        "sustained_rate_fraction = 0.85",
+        "sustained_rate_fraction = 1.5",
         "perf.sustained_rate_fraction: the share of the burst rate kept under load, above 0 and at most 1, got 1.5",
     ),
     (
-        "noise_pct = 1.0",
-        "sustained_sm_clock_mhz = 2500\nnoise_pct = 1.0",
+        "sustained_sm_clock_mhz = 1570",
+        "sustained_sm_clock_mhz = 2500",
         "perf.sustained_sm_clock_mhz: must be 1 to gpu.sm_clock_max_mhz (1980) MHz, got 2500",
     ),
     (

@@ -202,14 +202,15 @@ pub struct SimPerf {
     pub collective_busbw_no_nvls_gbps: Option<f64>,
     /// Fixed cost of one collective, microseconds (dominates small messages).
     pub collective_latency_us: f64,
-    /// Sustained fp32 GEMM rate per GPU, TFLOP/s (for the training model).
+    /// fp32 GEMM rate per GPU at 8192^3, TFLOP/s: the compute check's burst figure and the
+    /// training model's (`sustained_rate_fraction` scales it under the sustained load).
     pub fp32_tflops: f64,
-    /// Sustained dense bf16 GEMM rate per GPU (tensor cores, fp32 accumulation), TFLOP/s, for
+    /// Dense bf16 GEMM rate per GPU (tensor cores, fp32 accumulation) at 8192^3, TFLOP/s, for
     /// the bf16 training model ([`BF16_MLP_STEP_EFFICIENCY`]); absent: a bf16 training run is
     /// refused as not modelled.
     #[serde(default)]
     pub bf16_tflops: Option<f64>,
-    /// Sustained dense GEMM rates per GPU on tensor cores, TFLOP/s, for the compute check: TF32
+    /// Dense GEMM rates per GPU on tensor cores at 8192^3, TFLOP/s, for the compute check: TF32
     /// (fp32 operands) and fp8 (e4m3 operands), both accumulating in fp32. Absent: the compute
     /// check's figure for that precision is "not available here" (not modelled).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -385,9 +385,16 @@ fn a_healthy_node_holds_its_rate_power_and_temperature_under_load() {
         .filter(|x| x.subject == Subject::gpu(3) && x.status == Status::Pass)
         .count();
     assert_eq!(passes, 4, "{f:#?}");
-    assert!(f.iter().any(|x| x
-        .reason
-        .starts_with("GPU 3: sustained bf16 GEMMs held over 30 s (")));
+    // 0.85 of the simulated H200's 832 TFLOP/s at its power cap, as the lent one kept.
+    let held = f
+        .iter()
+        .find_map(|x| {
+            x.reason
+                .strip_prefix("GPU 3: sustained bf16 GEMMs held over 30 s (")
+        })
+        .expect("the rate held");
+    let first: f64 = held.split(' ').next().unwrap().parse().unwrap();
+    assert!((680.0..=740.0).contains(&first), "{held}");
     assert!(f
         .iter()
         .any(|x| x.reason.starts_with("GPU 3: reached 6")
@@ -396,7 +403,7 @@ fn a_healthy_node_holds_its_rate_power_and_temperature_under_load() {
 
 /// The simulated H200 under load as the lent one was (2026-12-04): at its power cap it keeps
 /// 0.85 of its burst rate at a median SM clock of 1570 MHz; a node that states neither (the
-/// H100 board) keeps its burst rate and clock.
+/// A100 board) keeps its burst rate and clock.
 #[test]
 fn a_simulated_gpu_under_load_keeps_the_share_of_its_rate_and_clock_its_node_states() {
     let median = |m: &Measured, name: &str| {
@@ -411,10 +418,10 @@ fn a_simulated_gpu_under_load_keeps_the_share_of_its_rate_and_clock_its_node_sta
     let (burst, load) = (median(&m, "bf16_tflops"), median(&m, sustained::RATE));
     assert!((load / burst - 0.85).abs() < 0.03, "{load} of {burst}");
     assert_eq!(median(&m, sustained::CLOCK), 1570.0);
-    let (m, _) = run("h100-sxm-8", &[], LOAD);
+    let (m, _) = run("a100-sxm-80gb-8", &[], LOAD);
     let (burst, load) = (median(&m, "bf16_tflops"), median(&m, sustained::RATE));
     assert!((load / burst - 1.0).abs() < 0.03, "{load} of {burst}");
-    assert_eq!(median(&m, sustained::CLOCK), 1980.0);
+    assert_eq!(median(&m, sustained::CLOCK), 1410.0);
 }
 
 #[test]
