@@ -7,11 +7,14 @@
 //! which [`range`] keeps below it): whatever order cuBLAS sums in, a right product equals the
 //! exact integer product, and any other value is wrong.
 //!
-//! Why not -2..=2, which would be exact too: a GPU's rate depends on its data. Operands with
-//! empty mantissas and one zero in five make the multipliers toggle little, so the GPU draws
-//! less power and runs faster than on real work (or on `torch.randn`); a sustained load on them
-//! would not reach the power a workload does. With r = 45 a bf16 operand fills five of its
-//! seven mantissa bits and spans six exponents, and one element in 91 is zero.
+//! Why not -2..=2, which would be exact too: a GPU's rate depends on its data, and operands
+//! with empty mantissas and one zero in five are far from real work. With r = 45 a bf16 operand
+//! fills five of its seven mantissa bits and spans six exponents, and one element in 91 is
+//! zero. How much the data moves the rate, measured on the lent H200 (2026-12-04, bf16 at
+//! 8192^3 in `torch.matmul`): 791 TFLOP/s on -2..2, 827 on -45..45, 759 on `torch.randn`, so
+//! several percent and not in the direction first expected (narrow operands were thought to
+//! run faster at the power cap); the sustained load on -45..45 operands drew 692 of the GPU's
+//! 700 W. `ci/torch_gemm.py` measures all three beside nodecert's figure.
 //!
 //! Computing `A·B` again on the CPU would take n³ steps (minutes at n = 8192). Instead
 //! ([`check_product`]) two random integer vectors `x` are drawn and `C·x` is compared with
