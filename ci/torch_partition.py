@@ -6,10 +6,13 @@
 #
 # METHOD: data | tensor | hybrid2 | hybrid4 (tensor-parallel groups of 2 or 4, data-parallel
 # across them). LAYERS default 1024,4096,4096,10; BATCH (samples per data-parallel group, as
-# checks.training.batch) default 8192. PRECISION fp32 (default: TF32 off, as the suite's default
-# run) or bf16 (PyTorch's mixed precision: torch.autocast to bfloat16 around the forward pass and
-# the loss, fp32 master weights, as nodecert's bf16 run; autocast writes bf16 activations where
-# nodecert writes fp32, so this reference moves fewer bytes). Plain SGD either way.
+# checks.training.batch) default 8192. PRECISION: fp32 (default: TF32 off, as the suite's default
+# run); bf16, nodecert's recipe and the reference its bf16 step is held to: every GEMM multiplies
+# bf16 copies of its operands (weights, activations, output gradients) and writes fp32
+# (torch.mm(..., out_dtype=torch.float32)), while bias, ReLU, softmax, loss, gradients and the
+# update stay fp32 on fp32 master weights; or autocast, PyTorch's usual mixed precision
+# (torch.autocast to bfloat16: bf16 activations, half the bytes in the memory-bound kernels),
+# printed for comparison, not a like-for-like reference. Plain SGD in every case.
 # Tensor parallelism is Megatron's: layers alternate column-parallel (output features split) and
 # row-parallel (input features split, the partial outputs all-reduced before the bias); an odd
 # last layer is whole on every rank; the input gradient of a column-parallel layer (not the
@@ -30,8 +33,8 @@ method = sys.argv[1] if len(sys.argv) > 1 else "data"
 layers = [int(x) for x in (sys.argv[2] if len(sys.argv) > 2 else "1024,4096,4096,10").split(",")]
 batch = int(sys.argv[3]) if len(sys.argv) > 3 else 8192
 precision = sys.argv[4] if len(sys.argv) > 4 else "fp32"
-if precision not in ("fp32", "bf16"):
-    raise SystemExit(f"precision {precision!r}: fp32 or bf16")
+if precision not in ("fp32", "bf16", "autocast"):
+    raise SystemExit(f"precision {precision!r}: fp32, bf16 or autocast")
 
 dist.init_process_group("nccl")
 rank, world = dist.get_rank(), dist.get_world_size()
@@ -79,6 +82,39 @@ class ReduceBackward(torch.autograd.Function):
         return g
 
 
+class Bf16Linear(torch.autograd.Function):
+    """x·wᵀ as nodecert's bf16 run computes it: bf16 copies of x and w into a GEMM that
+    accumulates and writes fp32; backward, the same with a bf16 copy of the output gradient."""
+
+    @staticmethod
+    def forward(ctx, x, w):
+        xb, wb = x.bfloat16(), w.bfloat16()
+        ctx.save_for_backward(xb, wb)
+        return torch.mm(xb, wb.t(), out_dtype=torch.float32)
+
+    @staticmethod
+    def backward(ctx, gy):
+        xb, wb = ctx.saved_tensors
+        gb = gy.bfloat16()
+        # The first layer's input gradient is not needed (nodecert does not compute it either).
+        gx = torch.mm(gb, wb, out_dtype=torch.float32) if ctx.needs_input_grad[0] else None
+        return gx, torch.mm(gb.t(), xb, out_dtype=torch.float32)
+
+
+def matmul_t(h, w):
+    """h·wᵀ in the run's precision."""
+    return Bf16Linear.apply(h, w) if precision == "bf16" else h @ w.t()
+
+
+class Linear(torch.nn.Linear):
+    """nn.Linear, its product nodecert's bf16 GEMM in a bf16 run (the bias added in fp32)."""
+
+    def forward(self, h):
+        if precision == "bf16":
+            return Bf16Linear.apply(h, self.weight) + self.bias
+        return super().forward(h)
+
+
 depth = len(layers) - 1
 
 
@@ -110,7 +146,7 @@ ddp = None
 if method == "data":
     mods = []
     for l in range(depth):
-        mods.append(torch.nn.Linear(layers[l], layers[l + 1]))
+        mods.append(Linear(layers[l], layers[l + 1]))
         if l + 1 < depth:
             mods.append(torch.nn.ReLU())
     ddp = torch.nn.parallel.DistributedDataParallel(
@@ -128,9 +164,9 @@ def forward(h):
         if s == "col" and l > 0:
             h = ReduceBackward.apply(h)
         if s == "row":
-            h = ReduceForward.apply(h @ weights[l].t()) + biases[l]
+            h = ReduceForward.apply(matmul_t(h, weights[l])) + biases[l]
         else:
-            h = h @ weights[l].t() + biases[l]
+            h = matmul_t(h, weights[l]) + biases[l]
         if l + 1 < depth:
             h = torch.relu(h)
     return h
@@ -138,7 +174,7 @@ def forward(h):
 
 def step():
     opt.zero_grad(set_to_none=False)
-    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "bf16"):
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=precision == "autocast"):
         if ddp is not None:
             # DDP averages the gradients over the replicas itself.
             loss = torch.nn.functional.cross_entropy(ddp(x), y)
