@@ -511,6 +511,15 @@ mod tests {
             c[at] = v;
             assert_eq!(check_product(n, &a, &b, &c, 3).wrong, 1, "{v} at {at}");
         }
+        // The same in the second block of rows the threads take, the short one.
+        let n = ROW_BLOCK + 44;
+        let (a, b, good) = operands_in(n, 2);
+        let at = (0..n * n)
+            .find(|&t| good[t] == 0.0 && t % n >= ROW_BLOCK)
+            .expect("a zero in the second block");
+        let mut c = good.clone();
+        c[at] = f32::NAN;
+        assert_eq!(check_product(n, &a, &b, &c, 3).wrong, 1, "NaN at {at}");
     }
 
     #[test]
