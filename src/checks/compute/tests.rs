@@ -424,6 +424,25 @@ fn a_simulated_gpu_under_load_keeps_the_share_of_its_rate_and_clock_its_node_sta
     assert_eq!(median(&m, sustained::CLOCK), 1410.0);
 }
 
+/// The clock a simulated GPU reports under load follows what slows it: held to 60% of its
+/// power it clocks at about 0.6 / 0.97 of its loaded clock; once hot, at 0.7 of it.
+#[test]
+fn a_simulated_gpu_clocks_down_in_proportion_to_what_holds_it_back() {
+    let clocks = |m: &Measured, g: usize| {
+        m.metrics
+            .iter()
+            .find(|x| x.name == sustained::CLOCK && x.subject == Subject::gpu(g))
+            .unwrap()
+            .clone()
+    };
+    let (m, _) = run("h200-sxm-8", &["power-limited:gpu=1,factor=0.6"], LOAD);
+    assert_eq!(clocks(&m, 0).median, 1570.0);
+    assert_eq!(clocks(&m, 1).median, (1570.0 * 0.6 / 0.97f64).floor());
+    let (m, _) = run("h200-sxm-8", &["thermal-throttle:gpu=2"], LOAD);
+    let hot = clocks(&m, 2);
+    assert_eq!((hot.max, hot.min), (1570.0, (1570.0 * 0.7f64).floor()));
+}
+
 #[test]
 fn a_gpu_that_overheats_under_load_is_named_for_each_thing_it_does_wrong() {
     let (_, f) = run("h200-sxm-8", &["thermal-throttle:gpu=2"], LOAD);
