@@ -165,6 +165,16 @@ smoke() {
         echo
     done
     python3 ci/gpu_summary.py "$out"
+    local status=$?
+    if [ "$mode" = run ] && [ -n "${OUT:-}" ]; then
+        # The device tool brings back at most 8 files from $OUT: all of it goes back as one.
+        local pack
+        pack=$(mktemp -d)
+        tar czf "$pack/smoke.tgz" -C "$out" . && find "$out" -mindepth 1 -delete &&
+            mv "$pack/smoke.tgz" "$out/" && echo "everything is in \$OUT/smoke.tgz"
+        rm -rf "$pack"
+    fi
+    return $status
 }
 
 case "${1:-}" in
