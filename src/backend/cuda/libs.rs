@@ -990,15 +990,21 @@ pub fn mapped_path(maps: &str, stem: &str) -> Option<PathBuf> {
     })
 }
 
+/// The file of library `stem` this process has mapped now, from /proc/self/maps.
+pub fn mapped_file(stem: &str) -> Option<PathBuf> {
+    crate::platform::hypervisor::system_text(Path::new("/proc/self/maps"))
+        .and_then(|m| mapped_path(&m, stem))
+}
+
 /// Which file the dynamic linker maps for `lib` when loaded by cudarc's names: load it the way
 /// cudarc does, read /proc/self/maps, unload.
 fn loaded_file(lib: Lib) -> Option<PathBuf> {
     for name in lib.cudarc_candidates() {
         // SAFETY: as in `dlopen_error`.
         if let Ok(handle) = unsafe { libloading::Library::new(&name) } {
-            let maps = crate::platform::hypervisor::system_text(Path::new("/proc/self/maps"));
+            let file = mapped_file(lib.stem());
             drop(handle);
-            return maps.and_then(|m| mapped_path(&m, lib.stem()));
+            return file;
         }
     }
     None

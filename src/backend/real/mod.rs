@@ -511,11 +511,8 @@ impl Backend for RealBackend {
                 name: "libnvidia-ml".into(),
                 // The file the loader mapped when NVML was opened (the evidence of the first
                 // H200 run said "not found" for the one library that was loaded for sure).
-                path: crate::platform::hypervisor::system_text(std::path::Path::new(
-                    "/proc/self/maps",
-                ))
-                .and_then(|m| crate::backend::cuda::libs::mapped_path(&m, "libnvidia-ml.so"))
-                .map(|p| p.display().to_string()),
+                path: crate::backend::cuda::libs::mapped_file("libnvidia-ml.so")
+                    .map(|p| p.display().to_string()),
                 version: self.nvml.sys_nvml_version().ok(),
             }],
             nccl_version: None,
