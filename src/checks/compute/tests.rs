@@ -26,6 +26,14 @@ fn run(name: &str, faults: &[&str], text: &str) -> (Measured, Vec<Finding>) {
     (m, f)
 }
 
+/// The metric `name` of GPU `g`.
+fn gpu_metric<'a>(m: &'a Measured, name: &str, g: usize) -> &'a crate::evidence::Metric {
+    m.metrics
+        .iter()
+        .find(|x| x.name == name && x.subject == Subject::gpu(g))
+        .unwrap_or_else(|| panic!("no {name} of GPU {g}"))
+}
+
 fn not_passing(f: &[Finding]) -> Vec<&Finding> {
     f.iter().filter(|x| x.status != Status::Pass).collect()
 }
@@ -41,11 +49,7 @@ fn a_healthy_hopper_node_passes_every_precision_with_its_products_checked() {
     // Every GPU, every precision: a figure near the node's rate at 8192³, and a data check.
     for g in 0..8 {
         for (p, near) in [(GemmPrecision::Fp32, 51.0), (GemmPrecision::Bf16, 832.0)] {
-            let x = m
-                .metrics
-                .iter()
-                .find(|x| x.name == p.metric() && x.subject == Subject::gpu(g))
-                .unwrap();
+            let x = gpu_metric(&m, p.metric(), g);
             assert_eq!(x.unit, "TFLOP/s");
             // The launch overhead costs under 1% at this size.
             assert!(
@@ -113,13 +117,7 @@ fn the_slow_but_healthy_gpu_is_failed_by_the_outlier_rule_not_the_floor() {
 #[test]
 fn a_thermally_slowed_gpu_computes_slower() {
     let (m, f) = run("h200-sxm-8", &["thermal-throttle:gpu=1"], FLOORS);
-    let bf16 = |g| {
-        m.metrics
-            .iter()
-            .find(|x| x.name == "bf16_tflops" && x.subject == Subject::gpu(g))
-            .unwrap()
-            .median
-    };
+    let bf16 = |g| gpu_metric(&m, "bf16_tflops", g).median;
     assert!(bf16(1) < 0.75 * bf16(0), "{} vs {}", bf16(1), bf16(0));
     assert!(not_passing(&f).iter().all(|x| x.subject == Subject::gpu(1)));
     assert!(!not_passing(&f).is_empty());
@@ -368,11 +366,7 @@ fn gpu_findings(f: &[Finding], g: usize) -> Vec<&Finding> {
 fn a_healthy_node_holds_its_rate_power_and_temperature_under_load() {
     let (m, f) = run("h200-sxm-8", &[], LOAD);
     assert!(not_passing(&f).is_empty(), "{:#?}", not_passing(&f));
-    let rate = m
-        .metrics
-        .iter()
-        .find(|x| x.name == sustained::RATE && x.subject == Subject::gpu(3))
-        .unwrap();
+    let rate = gpu_metric(&m, sustained::RATE, 3);
     assert_eq!(rate.samples.len(), 60);
     // At its power cap, as a GPU at full load is: seen, not failed.
     assert!(m
@@ -406,13 +400,7 @@ fn a_healthy_node_holds_its_rate_power_and_temperature_under_load() {
 /// A100 board) keeps its burst rate and clock.
 #[test]
 fn a_simulated_gpu_under_load_keeps_the_share_of_its_rate_and_clock_its_node_states() {
-    let median = |m: &Measured, name: &str| {
-        m.metrics
-            .iter()
-            .find(|x| x.name == name && x.subject == Subject::gpu(3))
-            .unwrap_or_else(|| panic!("{name}"))
-            .median
-    };
+    let median = |m: &Measured, name: &str| gpu_metric(m, name, 3).median;
     let (m, f) = run("h200-sxm-8", &[], LOAD);
     assert!(not_passing(&f).is_empty(), "{:#?}", not_passing(&f));
     let (burst, load) = (median(&m, "bf16_tflops"), median(&m, sustained::RATE));
@@ -428,13 +416,7 @@ fn a_simulated_gpu_under_load_keeps_the_share_of_its_rate_and_clock_its_node_sta
 /// power it clocks at about 0.6 / 0.97 of its loaded clock; once hot, at 0.7 of it.
 #[test]
 fn a_simulated_gpu_clocks_down_in_proportion_to_what_holds_it_back() {
-    let clocks = |m: &Measured, g: usize| {
-        m.metrics
-            .iter()
-            .find(|x| x.name == sustained::CLOCK && x.subject == Subject::gpu(g))
-            .unwrap()
-            .clone()
-    };
+    let clocks = |m: &Measured, g: usize| gpu_metric(m, sustained::CLOCK, g).clone();
     let (m, _) = run("h200-sxm-8", &["power-limited:gpu=1,factor=0.6"], LOAD);
     assert_eq!(clocks(&m, 0).median, 1570.0);
     assert_eq!(clocks(&m, 1).median, (1570.0 * 0.6 / 0.97f64).floor());
@@ -915,13 +897,7 @@ fn a_size_below_the_plateau_is_warned_about_and_the_plateau_passes() {
         &[],
         "size = 8192\nprecisions = [\"bf16\"]\nplateau_pct = 5.0",
     );
-    let at = |m: &Measured, name: &str, g: usize| {
-        m.metrics
-            .iter()
-            .find(|x| x.name == name && x.subject == Subject::gpu(g))
-            .map(|x| x.median)
-            .unwrap()
-    };
+    let at = |m: &Measured, name: &str, g: usize| gpu_metric(m, name, g).median;
     let double = double_size_metric(GemmPrecision::Bf16);
     assert!(at(&m, &double, 0) >= at(&m, "bf16_tflops", 0));
     let p: Vec<&Finding> = f
