@@ -4,18 +4,9 @@
 mod util;
 use predicates::prelude::*;
 use std::process::Command;
-use util::Env;
+use util::{out_text, Env};
 
 const SSH_KEYGEN: &str = "/usr/bin/ssh-keygen";
-
-fn out_text(a: &assert_cmd::assert::Assert) -> String {
-    let o = a.get_output();
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
 
 #[test]
 fn signed_run_round_trip_tamper_wrong_key_missing_file_countersign() {

@@ -6,7 +6,7 @@
 mod util;
 
 use std::path::{Path, PathBuf};
-use util::{copy_dir, read_json, Env};
+use util::{copy_dir, out_text, read_json, Env};
 
 fn fixture(sub: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -89,8 +89,7 @@ fn the_real_evidence_signs_as_hardware_and_verifies() {
         .arg(env.path("key"))
         .assert()
         .success();
-    let out = String::from_utf8_lossy(&signed.get_output().stdout).to_string()
-        + &String::from_utf8_lossy(&signed.get_output().stderr);
+    let out = out_text(&signed);
     assert!(!out.contains("SIMULATED"), "{out}");
     let verified = env
         .cmd()

@@ -47,6 +47,16 @@ impl Env {
     }
 }
 
+/// What a command printed, stdout then stderr.
+pub fn out_text(a: &assert_cmd::assert::Assert) -> String {
+    let o = a.get_output();
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
 pub fn read_json(p: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(p).expect("read")).expect("json")
 }
