@@ -377,15 +377,16 @@ pub fn render(ev: &Evidence) -> String {
             "nodecert_training_final_loss",
             "Loss of the reference training run after its last step.",
             // A loss that stopped being a number ends as one: NaN, not its last finite value.
-            match tr.is_some_and(|r| {
+            if tr.is_some_and(|r| {
                 crate::checks::training::stopped_being_finite(
                     &r.facts,
                     "loss",
                     &crate::evidence::Subject::node(),
                 )
             }) {
-                true => Some(f64::NAN),
-                false => dp("loss").next().and_then(|m| m.samples.last().copied()),
+                Some(f64::NAN)
+            } else {
+                dp("loss").next().and_then(|m| m.samples.last().copied())
             },
         ),
     ] {
