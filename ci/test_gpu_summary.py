@@ -44,6 +44,18 @@ TORCH_GEMM = {"fp32_TFLOPs": 50.23, "tf32_TFLOPs": 385.0, "bf16_TFLOPs": 791.6,
               "bf16_narrow_TFLOPs": 850.0, "bf16_randn_TFLOPs": 760.5}
 
 
+def run_summary(folder):
+    """ci/gpu_summary.py on `folder`: its exit status and everything it printed."""
+    p = subprocess.run([sys.executable, os.path.join(HERE, "gpu_summary.py"), folder],
+                       capture_output=True, text=True, timeout=60)
+    return p.returncode, p.stdout + p.stderr
+
+
+def write(folder, name, text):
+    with open(os.path.join(folder, name), "w") as f:
+        f.write(text)
+
+
 class SummaryReadsTorchOutput(unittest.TestCase):
     def setUp(self):
         self.dir = tempfile.mkdtemp()
@@ -60,13 +72,10 @@ class SummaryReadsTorchOutput(unittest.TestCase):
             self.anchor = f.read()
 
     def write(self, name, text):
-        with open(os.path.join(self.dir, name), "w") as f:
-            f.write(text)
+        write(self.dir, name, text)
 
     def summary(self):
-        p = subprocess.run([sys.executable, os.path.join(HERE, "gpu_summary.py"), self.dir],
-                           capture_output=True, text=True, timeout=60)
-        return p.returncode, p.stdout + p.stderr
+        return run_summary(self.dir)
 
     def ratio_row(self, out, label):
         rows = [l for l in out.splitlines() if l.startswith(label)]
@@ -139,9 +148,7 @@ class SummaryOfTheFirstRealRun(unittest.TestCase):
 
     def test_the_real_folder_gives_that_days_ratios_and_misses(self):
         real = os.path.join(ROOT, "tests", "fixtures", "h200-nodecert-run")
-        p = subprocess.run([sys.executable, os.path.join(HERE, "gpu_summary.py"), real],
-                           capture_output=True, text=True, timeout=60)
-        out = p.stdout + p.stderr
+        code, out = run_summary(real)
         rows = {l[:22].strip(): l for l in out.splitlines()}
         for label, ratio in [("H2D pinned GB/s", "1.003"), ("device copy GB/s", "1.005"),
                              ("fp32 GEMM TFLOP/s", "1.004"), ("TF32 GEMM TFLOP/s", "1.009"),
@@ -152,7 +159,7 @@ class SummaryOfTheFirstRealRun(unittest.TestCase):
         self.assertIn("MISSING", rows["bf16 MLP step ms"], out)
         self.assertIn("MISSED", rows["h200-vm-1 suite s"], out)
         self.assertNotIn("DRY RUN", out)
-        self.assertEqual(p.returncode, 1, out)
+        self.assertEqual(code, 1, out)
 
 
 class SummaryGoalsOnARealFolder(unittest.TestCase):
@@ -171,8 +178,7 @@ class SummaryGoalsOnARealFolder(unittest.TestCase):
             self.write(f"{name}.rc", f"{code}\n")
 
     def write(self, name, text):
-        with open(os.path.join(self.dir, name), "w") as f:
-            f.write(text)
+        write(self.dir, name, text)
 
     def reference(self, step_ms, precision="bf16"):
         line = {"method": "data", "gpus": 1, "precision": precision, "step_ms": step_ms}
@@ -180,10 +186,8 @@ class SummaryGoalsOnARealFolder(unittest.TestCase):
         self.write("torch-partition-bf16.out", "W1204 torchrun: warning\n" + json.dumps(line) + "\n")
 
     def summary(self):
-        p = subprocess.run([sys.executable, os.path.join(HERE, "gpu_summary.py"), self.dir],
-                           capture_output=True, text=True, timeout=60)
-        out = p.stdout + p.stderr
-        return p.returncode, out, {l[:44].strip(): l for l in out.splitlines()}
+        code, out = run_summary(self.dir)
+        return code, out, {l[:44].strip(): l for l in out.splitlines()}
 
     def row(self, rows, label):
         hits = [l for k, l in rows.items() if k.startswith(label)]
