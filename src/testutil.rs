@@ -106,9 +106,9 @@ pub fn ctx<'a>(
     }
 }
 
-/// What a scripted backend's GEMMs answer, per GPU and precision.
+/// What a scripted backend's GEMMs answer, per GPU, precision and side.
 pub type GemmScript =
-    Box<dyn Fn(usize, GemmPrecision) -> Result<crate::backend::GemmSample, HwError>>;
+    Box<dyn Fn(usize, GemmPrecision, u64) -> Result<crate::backend::GemmSample, HwError>>;
 /// What a scripted backend's partitioned training runs answer.
 pub type MethodScript = Box<dyn Fn(Partition) -> Result<MethodRun, HwError>>;
 
@@ -202,11 +202,11 @@ impl Backend for Scripted {
         &mut self,
         gpu: usize,
         p: GemmPrecision,
-        _: u64,
+        n: u64,
         _: u32,
         _: u32,
     ) -> Result<crate::backend::GemmSample, HwError> {
-        (self.gemm.as_ref().expect("a scripted gemm"))(gpu, p)
+        (self.gemm.as_ref().expect("a scripted gemm"))(gpu, p, n)
     }
     fn training_method(
         &mut self,

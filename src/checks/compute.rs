@@ -7,6 +7,10 @@
 //! A precision the GPU does not have (fp8 before compute capability 8.9), or that this backend
 //! cannot run, is not measured: where the suite sets a limit or typical figure for it, that is
 //! "not available here" and the pass is partial; where it does not, a note says so.
+//!
+//! A GEMM that fails (a driver or library error, a deadline missed) is an error of that GPU and
+//! precision, with the call's words; the other precisions are still measured and shown (a
+//! broken fp8 path must not erase the node's bf16 figures), and the check's status is an error.
 
 use super::judge::{finding, fmt_num, judge, outliers, typical};
 use super::{Check, Ctx, Measured, Progress};
@@ -43,6 +47,11 @@ pub fn double_size_metric(p: GemmPrecision) -> String {
 /// The fact saying why a precision was not measured on one GPU.
 pub fn unavailable_fact(p: GemmPrecision) -> String {
     format!("{}_unavailable", p.name())
+}
+
+/// The fact holding the error of a precision's GEMM on one GPU.
+pub fn error_fact(p: GemmPrecision) -> String {
+    format!("{}_error", p.name())
 }
 
 impl Compute {
@@ -140,7 +149,11 @@ impl Check for Compute {
                                     checked = checked.saturating_add(h.elements_checked);
                                 }
                                 Err(HwError::NotSupported(_)) => {}
-                                Err(e) => return Err(e),
+                                Err(e) => m.facts.push(Fact::new(
+                                    error_fact(p),
+                                    Subject::gpu(g),
+                                    FactValue::Text(format!("at {}: {e}", c.size * 2)),
+                                )),
                             }
                         }
                         m.facts.push(Fact::new(
@@ -155,7 +168,14 @@ impl Check for Compute {
                         Subject::gpu(g),
                         FactValue::Text(why),
                     )),
-                    Err(e) => return Err(e),
+                    // This GPU and precision could not be measured: said as an error, and the
+                    // rest measured (a GEMM that missed its deadline leaves the backend refusing
+                    // at once, so nothing waits twice).
+                    Err(e) => m.facts.push(Fact::new(
+                        error_fact(p),
+                        Subject::gpu(g),
+                        FactValue::Text(e.to_string()),
+                    )),
                 }
                 progress(g * c.precisions.len() + k + 1, total);
             }
@@ -247,6 +267,26 @@ impl Check for Compute {
             let mut items: Vec<(Subject, f64)> = Vec::new();
             for g in 0..gpus {
                 let who = Subject::gpu(g);
+                let failed = m
+                    .facts
+                    .iter()
+                    .find(|f| f.name == error_fact(p) && f.subject == who);
+                if let Some(f) = failed {
+                    out.push(
+                        finding(
+                            Status::Error,
+                            who.clone(),
+                            "could not measure",
+                            format!("a {what} figure"),
+                            format!(
+                                "{}: {what} could not be measured: {}",
+                                who.describe(),
+                                f.value.describe()
+                            ),
+                        )
+                        .on(p.metric()),
+                    );
+                }
                 if let Some(f) = m
                     .facts
                     .iter()
@@ -276,16 +316,19 @@ impl Check for Compute {
                     .iter()
                     .find(|x| x.name == p.metric() && x.subject == who)
                 else {
-                    out.push(
-                        finding(
-                            Status::Error,
-                            who.clone(),
-                            "no figure",
-                            format!("a {what} figure"),
-                            format!("{}: {what} was not measured", who.describe()),
-                        )
-                        .on(p.metric()),
-                    );
+                    // A GEMM that failed has said so above.
+                    if failed.is_none() {
+                        out.push(
+                            finding(
+                                Status::Error,
+                                who.clone(),
+                                "no figure",
+                                format!("a {what} figure"),
+                                format!("{}: {what} was not measured", who.describe()),
+                            )
+                            .on(p.metric()),
+                        );
+                    }
                     continue;
                 };
                 items.push((who.clone(), metric.median));

@@ -307,7 +307,7 @@ fn a_failing_gemm_ends_the_check_as_an_error_not_a_skip() {
     let ctx = crate::testutil::ctx(&suite, &inv);
     // GEMMs that fail as a broken driver's do.
     let mut broken = crate::testutil::Scripted {
-        gemm: Some(Box::new(|_, _| {
+        gemm: Some(Box::new(|_, _, _| {
             Err(HwError::Call {
                 call: "cublasGemmEx".into(),
                 detail: "CUBLAS_STATUS_EXECUTION_FAILED".into(),
@@ -315,13 +315,119 @@ fn a_failing_gemm_ends_the_check_as_an_error_not_a_skip() {
         })),
         ..Default::default()
     };
-    let e = Compute(cfg(""))
-        .measure(&ctx, &mut broken, &mut |_, _| {})
-        .unwrap_err();
-    assert!(
-        e.to_string().contains("CUBLAS_STATUS_EXECUTION_FAILED"),
-        "{e}"
+    let check = Compute(cfg("precisions = [\"bf16\"]"));
+    let m = check.measure(&ctx, &mut broken, &mut |_, _| {}).unwrap();
+    assert!(m.metrics.is_empty());
+    let f = check.evaluate(&ctx, &m);
+    // One error a GPU, in the call's words; no "not measured" beside it, no skip, no pass.
+    assert_eq!(f.len(), 8, "{f:#?}");
+    for (g, x) in f.iter().enumerate() {
+        assert_eq!(
+            (x.status, x.subject.clone()),
+            (Status::Error, Subject::gpu(g))
+        );
+        assert_eq!(x.found, "could not measure");
+        assert_eq!(
+            x.reason,
+            format!(
+                "GPU {g}: bf16 GEMM could not be measured: cublasGemmEx failed: \
+                 CUBLAS_STATUS_EXECUTION_FAILED"
+            )
+        );
+    }
+    assert_eq!(crate::runner::summarize(&f).0, Status::Error);
+}
+
+/// A GEMM sample of `tflops` with its product right.
+fn sample(tflops: f64) -> crate::backend::GemmSample {
+    crate::backend::GemmSample {
+        tflops: vec![tflops; 3],
+        elements_checked: 64,
+        wrong_elements: 0,
+        timing: None,
+    }
+}
+
+#[test]
+fn one_precisions_failure_leaves_the_others_measured_and_judged() {
+    let (_, inv, suite) = node("h200-vm-1", &[]);
+    let ctx = crate::testutil::ctx(&suite, &inv);
+    // fp8 fails (a library's fault), bf16 is slow: both must show.
+    let mut b = crate::testutil::Scripted {
+        gemm: Some(Box::new(|_, p, _| match p {
+            GemmPrecision::Fp8 => Err(HwError::Call {
+                call: "cublasLtMatmul".into(),
+                detail: "CUBLAS_STATUS_INVALID_VALUE".into(),
+            }),
+            GemmPrecision::Bf16 => Ok(sample(500.0)),
+            _ => Ok(sample(60.0)),
+        })),
+        ..Default::default()
+    };
+    let check = Compute(cfg(
+        "precisions = [\"fp8\", \"bf16\", \"fp32\"]\nbf16_tflops = { fail_below = 590.0 }",
+    ));
+    let m = check.measure(&ctx, &mut b, &mut |_, _| {}).unwrap();
+    let names: Vec<&str> = m.metrics.iter().map(|x| x.name.as_str()).collect();
+    assert_eq!(names, ["bf16_tflops", "fp32_tflops"]);
+    let f = check.evaluate(&ctx, &m);
+    let error: Vec<&Finding> = f.iter().filter(|x| x.status == Status::Error).collect();
+    assert_eq!(error.len(), 1, "{f:#?}");
+    assert!(error[0]
+        .reason
+        .contains("fp8 GEMM could not be measured: cublasLtMatmul failed"));
+    assert_eq!(error[0].metric.as_deref(), Some("fp8_tflops"));
+    let fail: Vec<&Finding> = f.iter().filter(|x| x.status == Status::Fail).collect();
+    assert_eq!(fail.len(), 1, "{f:#?}");
+    assert_eq!(fail[0].metric.as_deref(), Some("bf16_tflops"));
+    // The products that were computed are checked and said.
+    assert!(f
+        .iter()
+        .any(|x| x.reason == "every product exact: 128 elements checked over 2 GEMM measurements"));
+    assert_eq!(crate::runner::summarize(&f).0, Status::Error);
+}
+
+#[test]
+fn a_failure_at_twice_the_size_is_an_error_and_the_figure_at_size_stands() {
+    let (_, inv, suite) = node("h200-vm-1", &[]);
+    let ctx = crate::testutil::ctx(&suite, &inv);
+    let mut b = crate::testutil::Scripted {
+        gemm: Some(Box::new(|_, _, n| {
+            if n > 8192 {
+                Err(HwError::Timeout {
+                    what: format!("bf16 GEMMs of {n}x{n}x{n} on GPU 0"),
+                    seconds: 90.0,
+                })
+            } else {
+                Ok(sample(800.0))
+            }
+        })),
+        ..Default::default()
+    };
+    let check = Compute(cfg(
+        "precisions = [\"bf16\"]\nplateau_pct = 8.0\nbf16_tflops = { fail_below = 590.0 }",
+    ));
+    let m = check.measure(&ctx, &mut b, &mut |_, _| {}).unwrap();
+    assert_eq!(m.metrics.len(), 1);
+    let f = check.evaluate(&ctx, &m);
+    let errors: Vec<&str> = f
+        .iter()
+        .filter(|x| x.status == Status::Error)
+        .map(|x| x.reason.as_str())
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            "GPU 0: bf16 GEMM could not be measured: at 16384: bf16 GEMMs of 16384x16384x16384 \
+             on GPU 0 did not finish within 90 s",
+            "bf16 GEMM: not measured at 16384, so 8192 was not shown to be its plateau"
+        ],
+        "{f:#?}"
     );
+    // The figure at 8192 is still judged against its floor.
+    assert!(f
+        .iter()
+        .any(|x| x.status == Status::Pass && x.metric.as_deref() == Some("bf16_tflops")));
 }
 
 #[test]
