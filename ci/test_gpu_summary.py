@@ -157,6 +157,9 @@ class SummaryOfTheFirstRealRun(unittest.TestCase):
             self.assertIn("met", rows[label], out)
         # That day had no PyTorch bf16 step, and the suite took 72.8 s against its 60 s.
         self.assertIn("MISSING", rows["bf16 MLP step ms"], out)
+        # nor an fp8 GEMM of nodecert's (cuBLASLt came later); PyTorch's was measured.
+        self.assertIn("1399.6", rows["fp8 GEMM TFLOP/s"], out)
+        self.assertIn("MISSING", rows["fp8 GEMM TFLOP/s"], out)
         self.assertIn("MISSED", rows["h200-vm-1 suite s"], out)
         self.assertNotIn("DRY RUN", out)
         self.assertEqual(code, 1, out)
@@ -176,6 +179,21 @@ class SummaryGoalsOnARealFolder(unittest.TestCase):
         self.reference(2.6)
         for name, code in [("health", 0), ("sign", 0), ("verify", 0), ("no-gpu", 3)]:
             self.write(f"{name}.rc", f"{code}\n")
+        self.fp8(1380.0)
+
+    def fp8(self, tflops):
+        """nodecert's fp8 rate in the suite's evidence (None: not measured, as that day)."""
+        path = os.path.join(self.dir, "report", "evidence.json")
+        with open(path) as f:
+            ev = json.load(f)
+        check = next(c for c in ev["checks"] if c["id"] == "compute")
+        check["metrics"] = [m for m in check["metrics"] if m["name"] != "fp8_tflops"]
+        if tflops is not None:
+            check["metrics"].append({"name": "fp8_tflops", "subject": {"gpu": 0},
+                                     "unit": "TFLOP/s", "median": tflops, "min": tflops,
+                                     "max": tflops, "samples": [tflops]})
+        with open(path, "w") as f:
+            json.dump(ev, f)
 
     def write(self, name, text):
         write(self.dir, name, text)
@@ -201,7 +219,30 @@ class SummaryGoalsOnARealFolder(unittest.TestCase):
         self.assertIn("met", row)
         for label in ("health-check", "sign the", "verify it", "CUDA_VISIBLE_DEVICES"):
             self.assertTrue(self.row(rows, label).endswith("met"), out)
+        # fp8 against that day's torch._scaled_mm (the only fp8 reference in the folder).
+        row = self.row(rows, "fp8 GEMM TFLOP/s")
+        self.assertIn("0.986", row)  # 1380 / 1399.6
+        self.assertIn("met", row)
         self.assertEqual(code, 0, out)
+
+    def test_fp8_slow_or_not_measured_misses(self):
+        self.fp8(1300.0)
+        code, out, rows = self.summary()
+        self.assertIn("MISSED", self.row(rows, "fp8 GEMM TFLOP/s"))
+        self.assertEqual(code, 1, out)
+        self.fp8(None)
+        code, out, rows = self.summary()
+        self.assertIn("MISSING", self.row(rows, "fp8 GEMM TFLOP/s"))
+        self.assertEqual(code, 1, out)
+        # The like-for-like reference wins over the bf16-output one when both are there.
+        self.fp8(1380.0)
+        with open(os.path.join(self.dir, "torch-gemm.out")) as f:
+            gemm = json.loads(f.read().strip().splitlines()[-1])
+        gemm["fp8_fp32_out_TFLOPs"] = 1500.0
+        self.write("torch-gemm.out", json.dumps(gemm))
+        code, out, rows = self.summary()
+        self.assertIn("0.920", self.row(rows, "fp8 GEMM TFLOP/s"))
+        self.assertEqual(code, 1, out)
 
     def test_a_bf16_step_over_1_1x_pytorchs_misses(self):
         self.reference(2.3)

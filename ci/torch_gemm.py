@@ -68,4 +68,15 @@ try:
         lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)) / 1e12
 except Exception as e:
     out["fp8_error"] = repr(e)
+# nodecert's fp8 GEMM (cuBLASLt, src/backend/cuda/lt.rs): e4m3 integers in -2..2 (its fp8
+# range), fp32 output, unit scales, no fast accumulation: the like-for-like figure.
+try:
+    one = torch.ones((), device="cuda")
+    q8 = torch.randint(-2, 3, (n, n), device="cuda").float().to(torch.float8_e4m3fn)
+    p8 = torch.randint(-2, 3, (n, n), device="cuda").float().to(torch.float8_e4m3fn)
+    p8 = p8.t().contiguous().t()
+    out["fp8_fp32_out_TFLOPs"] = flops / timed(
+        lambda: torch._scaled_mm(q8, p8, scale_a=one, scale_b=one, out_dtype=torch.float32)) / 1e12
+except Exception as e:
+    out["fp8_fp32_out_error"] = repr(e)
 print(json.dumps(out))

@@ -46,8 +46,9 @@ pub const MAX_ROWS_RECOMPUTED: usize = 16;
 pub fn range(n: usize, p: GemmPrecision) -> i8 {
     let cap: u64 = match p {
         // e4m3 holds every integer to 16, but fp8 tensor cores are reported to accumulate in
-        // fewer than fp32's bits between promotions; until nodecert drives fp8 GEMMs and that
-        // is measured, the narrow operands stay.
+        // fewer than fp32's bits between cuBLASLt's promotions to fp32 (fast accumulation is
+        // off, src/backend/cuda/lt.rs); until a GPU has shown wider operands exact there, the
+        // narrow ones stay: a partial sum of 128 products is then at most 512.
         GemmPrecision::Fp8 => 2,
         _ => i8::MAX as u64,
     };

@@ -7,11 +7,12 @@
 //! - TF32: the same operands, `CUBLAS_COMPUTE_32F_FAST_TF32`;
 //! - bf16: `CUDA_R_16BF` operands, fp32 output and accumulation (`CUBLAS_COMPUTE_32F`), as
 //!   `torch.matmul` of bf16 tensors computes (it writes bf16; the rate is the same);
-//! - fp8: e4m3 GEMMs exist only in cuBLASLt, which nodecert does not drive yet: NotSupported,
-//!   so the check says "not available here" rather than judging anything.
+//! - fp8: e4m3 operands, fp32 output and accumulation, through `cublasLtMatmul` ([`super::lt`]:
+//!   cuBLAS's GEMM has no fp8), as `torch._scaled_mm` with unit scales computes.
 
 use super::copies::{run_samples, Group, Lane};
 use super::driver::{ck, elapsed_ms, record, DevBuf, Gpu};
+use super::lt::{self, LtGemm};
 use super::train::{bk, Blas};
 use super::Cuda;
 use crate::backend::{gemm_data, GemmSample};
@@ -44,7 +45,7 @@ pub fn tflops(n: u64, k: u32, secs: &[f64]) -> Result<Vec<f64>, HwError> {
 }
 
 /// Each operand element in the bytes of the precision's GEMM input (on every core: a plateau
-/// operand has 2^28 elements).
+/// operand has 2^28 elements); fp8's are [`lt::fp8_bytes`].
 fn operand_bytes(p: GemmPrecision, m: &[i8]) -> Vec<u8> {
     let width = match p {
         GemmPrecision::Bf16 => 2,
@@ -62,21 +63,30 @@ fn operand_bytes(p: GemmPrecision, m: &[i8]) -> Vec<u8> {
     out
 }
 
+/// What multiplies: a cuBLAS handle on the GPU's first stream with the operands' type and
+/// compute type (fp32, TF32, bf16), or a planned cuBLASLt GEMM (fp8).
+enum Engine {
+    Blas {
+        blas: Blas,
+        elem: bsys::cudaDataType,
+        compute: bsys::cublasComputeType_t,
+    },
+    Lt(LtGemm),
+}
+
 /// One GPU ready to multiply: operands on the host (for the check) and on the GPU, the product
-/// buffer, a cuBLAS handle on the GPU's first stream.
+/// buffer, the engine.
 struct Prepared {
     seed: u64,
     side: usize,
     a: Vec<i8>,
     b: Vec<i8>,
-    // Dropped after the handle (fields drop in order): the GEMMs are synchronised first.
-    blas: Blas,
+    // Dropped before the buffers (fields drop in order): the GEMMs are synchronised first.
+    engine: Engine,
     da: DevBuf,
     db: DevBuf,
     dc: DevBuf,
     dim: i32,
-    elem: bsys::cudaDataType,
-    compute: bsys::cublasComputeType_t,
     call: String,
 }
 
@@ -97,11 +107,6 @@ fn supported(g: &Gpu, p: GemmPrecision) -> Result<(), HwError> {
             cc.1
         )));
     }
-    if p == GemmPrecision::Fp8 {
-        return Err(HwError::NotSupported(
-            "fp8 GEMMs run only through cuBLASLt, which nodecert does not drive yet".into(),
-        ));
-    }
     Ok(())
 }
 
@@ -119,7 +124,14 @@ impl Prepared {
         let r = gemm_data::range(side, p);
         let a = gemm_data::matrix(seed, 0, side, r);
         let b = gemm_data::matrix(seed, 1, side, r);
-        let (a_bytes, b_bytes) = (operand_bytes(p, &a), operand_bytes(p, &b));
+        let (a_bytes, b_bytes) = match p {
+            // TN form: A goes up transposed ([`lt::upload_order`]).
+            GemmPrecision::Fp8 => (
+                lt::fp8_bytes(&lt::upload_order(&a, side))?,
+                lt::fp8_bytes(&b)?,
+            ),
+            _ => (operand_bytes(p, &a), operand_bytes(p, &b)),
+        };
         let da = DevBuf::new(g, a_bytes.len())?;
         da.write(0, &a_bytes)?;
         let db = DevBuf::new(g, b_bytes.len())?;
@@ -128,55 +140,80 @@ impl Prepared {
         let dc = DevBuf::new(g, side * side * 4)?;
         // NaN everywhere: an element no GEMM wrote is wrong.
         dc.memset(0xff)?;
-        let (math, elem, compute) = match p {
+        let blas = |math, elem, compute| -> Result<Engine, HwError> {
+            Ok(Engine::Blas {
+                blas: Blas::new(g, &g.streams[0], math)?,
+                elem,
+                compute,
+            })
+        };
+        let (engine, api) = match p {
+            GemmPrecision::Fp8 => (Engine::Lt(LtGemm::new(g, n)?), "cublasLtMatmul"),
             GemmPrecision::Bf16 => (
-                Math::Bf16,
-                bsys::cudaDataType::CUDA_R_16BF,
-                bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                blas(
+                    Math::Bf16,
+                    bsys::cudaDataType::CUDA_R_16BF,
+                    bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                )?,
+                "cublasGemmEx",
             ),
             GemmPrecision::Tf32 => (
-                Math::Tf32,
-                bsys::cudaDataType::CUDA_R_32F,
-                bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+                blas(
+                    Math::Tf32,
+                    bsys::cudaDataType::CUDA_R_32F,
+                    bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+                )?,
+                "cublasGemmEx",
             ),
-            _ => (
-                Math::Fp32,
-                bsys::cudaDataType::CUDA_R_32F,
-                bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            GemmPrecision::Fp32 => (
+                blas(
+                    Math::Fp32,
+                    bsys::cudaDataType::CUDA_R_32F,
+                    bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                )?,
+                "cublasGemmEx",
             ),
         };
-        let blas = Blas::new(g, &g.streams[0], math)?;
         let prep = Prepared {
             seed,
             side,
             a,
             b,
-            blas,
+            engine,
             da,
             db,
             dc,
             dim,
-            elem,
-            compute,
-            call: format!("cublasGemmEx({p}, {n}x{n}x{n}) on {}", g.label()),
+            call: format!("{api}({p}, {n}x{n}x{n}) on {}", g.label()),
         };
         // One GEMM, untimed and outside any gate, waited for: cuBLAS loads its kernels on a
         // handle's first call (lazily, as CUDA loads modules by default since 12.2) and sets up
         // its workspace, either of which may synchronise the context. Inside a gated sample
         // that would wait for the gate the same thread has to open (10 s, then every later
         // figure of the run timed without the gate).
-        prep.enqueuer()()?;
+        prep.enqueuer(g)()?;
         g.sync_streams()?;
         // NaN again: the check must see the measured GEMMs' product, not the warm-up's.
         prep.dc.memset(0xff)?;
         Ok(prep)
     }
 
-    /// A closure that queues one GEMM on the GPU's first stream (for the copies' sampler).
-    fn enqueuer(&self) -> impl FnMut() -> Result<(), HwError> + 'static {
-        let (h, pa, pb, pc) = (self.blas.raw(), self.da.ptr, self.db.ptr, self.dc.ptr);
-        let (dim, elem, compute, call) = (self.dim, self.elem, self.compute, self.call.clone());
-        move || {
+    /// A closure that queues one GEMM on `g`'s first stream (for the copies' sampler); `g` is
+    /// the GPU this was prepared on.
+    fn enqueuer(&self, g: &Gpu) -> Box<dyn FnMut() -> Result<(), HwError>> {
+        let (blas, elem, compute) = match &self.engine {
+            Engine::Lt(plan) => {
+                return Box::new(plan.enqueuer(g, &self.da, &self.db, &self.dc, self.call.clone()))
+            }
+            Engine::Blas {
+                blas,
+                elem,
+                compute,
+            } => (blas, *elem, *compute),
+        };
+        let (h, pa, pb, pc) = (blas.raw(), self.da.ptr, self.db.ptr, self.dc.ptr);
+        let (dim, call) = (self.dim, self.call.clone());
+        Box::new(move || {
             // With CUBLAS_COMPUTE_32F(_FAST_TF32), alpha and beta are fp32.
             let (alpha, beta) = (1.0f32, 0.0f32);
             // SAFETY: A and B hold n² elements of `elem`, C n² fp32; the handle is bound to
@@ -205,7 +242,7 @@ impl Prepared {
                     bsys::cublasGemmAlgo_t::CUBLAS_GEMM_DEFAULT,
                 )
             })
-        }
+        })
     }
 
     /// Read the product back (after the stream is synchronised) and check it.
@@ -253,7 +290,7 @@ impl Cuda {
             let lane = Lane {
                 gpu: g,
                 stream: &g.streams[0],
-                enqueue: Box::new(prep.enqueuer()),
+                enqueue: prep.enqueuer(g),
             };
             let mut groups = vec![Group::new(vec![lane])?];
             let r = run_samples(&mut groups, k, warmup, iters, self.gating());
@@ -290,7 +327,11 @@ impl Cuda {
             .iter()
             .map(|g| Prepared::new(g, p, n))
             .collect::<Result<_, _>>()?;
-        let mut queue: Vec<_> = preps.iter().map(|x| x.enqueuer()).collect();
+        let mut queue: Vec<_> = preps
+            .iter()
+            .zip(&gpus)
+            .map(|(x, g)| x.enqueuer(g))
+            .collect();
         // Two pairs of events a GPU: the next window is queued before the last one is read,
         // so that no GPU idles while the host reads the others.
         let pair =

@@ -33,6 +33,7 @@ pub mod libs;
 mod copies;
 mod driver;
 mod gemm;
+mod lt;
 pub use gemm::{LOADING, LOAD_DONE, PREPARING};
 pub mod nccl;
 mod train;
@@ -814,13 +815,19 @@ impl CudaMeasurements {
         r
     }
 
-    /// The GPUs opened and a libcublas that loads and suits the driver, before any GEMM.
-    fn need_cublas(&mut self) -> Result<(), HwError> {
+    /// The GPUs opened and a libcublas that loads and suits the driver, before any GEMM; for
+    /// fp8, a libcublasLt that suits it too (whether it loads is asked after the GPU's compute
+    /// capability, so that a GPU without fp8 says so whatever the libraries).
+    fn need_cublas(&mut self, p: crate::suite::GemmPrecision) -> Result<(), HwError> {
         self.worker()?;
         if !(self.opts.cublas_loadable)() {
             return Err(libs::missing(Lib::Cublas));
         }
-        (self.opts.toolkit_check)(Lib::Cublas)
+        (self.opts.toolkit_check)(Lib::Cublas)?;
+        if p == crate::suite::GemmPrecision::Fp8 {
+            (self.opts.toolkit_check)(Lib::CublasLt)?;
+        }
+        Ok(())
     }
 
     /// The compute check's GEMMs on one GPU ([`gemm`]). Its deadline: a minute, the GEMMs at 1
@@ -834,7 +841,7 @@ impl CudaMeasurements {
         warmup: u32,
         iters: u32,
     ) -> Result<crate::backend::GemmSample, HwError> {
-        self.need_cublas()?;
+        self.need_cublas(precision)?;
         let side = n as f64;
         let flops =
             2.0 * side.powi(3) * f64::from(gemm::gemms_per_sample(n)) * f64::from(warmup + iters);
@@ -858,7 +865,7 @@ impl CudaMeasurements {
         window_ms: u32,
         load: std::sync::Arc<std::sync::atomic::AtomicU8>,
     ) -> Result<Vec<(Vec<f64>, crate::backend::gemm_data::ProductCheck)>, HwError> {
-        self.need_cublas()?;
+        self.need_cublas(precision)?;
         let gpus = self.opts.bus_ids.len().max(1) as f64;
         let side = n as f64;
         let limit = secs_saturating(
@@ -1371,6 +1378,7 @@ mod tests {
                 "libcuda.so.1",
                 "libnvrtc.so",
                 "libcublas.so",
+                "libcublasLt.so",
                 "libnccl.so.2"
             ]
         );
