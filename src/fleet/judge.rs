@@ -83,7 +83,12 @@ pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> Flee
 
     // Nodes that name one suite ran one suite: a node whose suite of that name says other
     // things (a local file that drops the checks it would fail) was not judged by the fleet's.
+    // Where the job's node list is known, only its nodes choose the fleet's suite; a folder of a
+    // node not in it (a stranger) is held to that choice but never makes it, so strangers
+    // cannot outvote the job's nodes.
+    let listed: BTreeSet<&str> = expected.iter().map(String::as_str).collect();
     let mut by_name: BTreeMap<&str, BTreeMap<&str, Vec<usize>>> = BTreeMap::new();
+    let mut strangers: BTreeMap<&str, BTreeMap<&str, Vec<usize>>> = BTreeMap::new();
     for (i, n) in nodes.iter().enumerate() {
         if let (Some(name), Some(sha)) = (&n.result.suite, &n.suite_sha256) {
             // Only this job's evidence votes: a folder left from another job is not tested.
@@ -93,14 +98,17 @@ pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> Flee
                     NodeVerdict::Refused | NodeVerdict::NotTested
                 )
             {
-                let shas = by_name.entry(name.as_str()).or_default();
+                let votes = listed.is_empty() || listed.contains(n.result.name.as_str());
+                let map = if votes { &mut by_name } else { &mut strangers };
+                let shas = map.entry(name.as_str()).or_default();
                 shas.entry(sha.as_str()).or_default().push(i);
             }
         }
     }
     let mut other_suite: Vec<(usize, String)> = Vec::new();
     for (name, shas) in &by_name {
-        if shas.len() < 2 {
+        let held = strangers.get(name);
+        if shas.len() < 2 && held.is_none_or(|h| h.keys().all(|k| shas.contains_key(k))) {
             continue;
         }
         // The suite most of them ran is the fleet's; with no such one, none is.
@@ -114,7 +122,10 @@ pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> Flee
             [one] => Some(**one),
             _ => None,
         };
-        for (sha, who) in shas {
+        let voters = shas.iter().map(|(k, v)| (k, v));
+        let others = held.into_iter().flatten().map(|(k, v)| (k, v));
+        let distinct = shas.len();
+        for (sha, who) in voters.chain(others) {
             if Some(*sha) == fleet {
                 continue;
             }
@@ -129,7 +140,7 @@ pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> Flee
                 None => format!(
                     "the nodes ran {} different suites named {name} (this one SHA-256 {}), and no \
                      one of them is the fleet's: not judged by one suite",
-                    shas.len(),
+                    distinct,
                     short(sha)
                 ),
             };
@@ -155,9 +166,8 @@ pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> Flee
         });
     }
     if !expected.is_empty() {
-        let exp: BTreeSet<&String> = expected.iter().collect();
         for n in &mut nodes {
-            if !exp.contains(&n.result.name) {
+            if !listed.contains(n.result.name.as_str()) {
                 n.result.why.push("not in the job's node list".to_string());
             }
         }
@@ -753,6 +763,45 @@ mod tests {
         assert_eq!(r.verdict.exit_code(), crate::error::exit::INCOMPLETE);
         assert_eq!(r.actions[0].action, "rerun");
         assert_eq!(r.counts.get("not_tested"), Some(&1));
+    }
+
+    #[test]
+    fn strangers_are_held_to_the_listed_nodes_suite_and_never_outvote_them() {
+        // One listed node ran the suite; two folders of nodes not in the list ran a file of
+        // the same name that says other things. Counted as votes they would win 2 to 1.
+        let mut nodes = vec![bw("n1", 390.0), bw("x8", 390.0), bw("x9", 390.0)];
+        for n in &mut nodes[1..] {
+            n.suite_sha256 = Some("0123456789abcdef-trimmed".into());
+        }
+        let r = judge(nodes.clone(), &["n1".into()], 10.0);
+        assert_eq!(
+            verdicts(&r),
+            [
+                ("n1", NodeVerdict::Pass),
+                ("x8", NodeVerdict::Refused),
+                ("x9", NodeVerdict::Refused)
+            ]
+        );
+        assert_eq!(
+            r.node("x9").unwrap().why[0],
+            "ran another suite named h100-sxm-8 than the 1 node(s) it is compared with (SHA-256 \
+             0123456789ab where theirs is sha-of-p2p-s): not judged by the fleet's suite"
+        );
+        // Without a node list every folder votes, and the two win (as before).
+        let r = judge(nodes.clone(), &[], 10.0);
+        assert_eq!(r.node("n1").unwrap().verdict, NodeVerdict::Refused);
+        // A stranger that ran the listed nodes' suite is only named, not refused.
+        nodes[2].suite_sha256 = nodes[0].suite_sha256.clone();
+        let r = judge(
+            nodes[..1].iter().chain(&nodes[2..]).cloned().collect(),
+            &["n1".into()],
+            10.0,
+        );
+        assert_eq!(
+            verdicts(&r),
+            [("n1", NodeVerdict::Pass), ("x9", NodeVerdict::Pass)]
+        );
+        assert_eq!(r.node("x9").unwrap().why, ["not in the job's node list"]);
     }
 
     #[test]
