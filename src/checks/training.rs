@@ -328,13 +328,15 @@ pub(crate) fn golden_finding(
             expected,
             format!("losses of the first {} golden steps match the CPU golden trajectory", cpu_g.len()),
         ),
+        // Steps are said 1-based, as the not-finite facts count them.
         Err(TrajectoryMismatch::Diverged { step, gpu, cpu, rel_diff, .. }) => finding(
             Status::Fail,
             who.clone(),
-            format!("step {step}: {gpu:.6} vs {cpu:.6}"),
+            format!("step {}: {gpu:.6} vs {cpu:.6}", step + 1),
             expected,
             format!(
-                "golden step {step}: {whose} loss {gpu:.6} differs from the CPU golden {cpu:.6} by {rel_diff:.1e} (relative): this node computes wrong answers"
+                "golden step {}: {whose} loss {gpu:.6} differs from the CPU golden {cpu:.6} by {rel_diff:.1e} (relative): this node computes wrong answers",
+                step + 1
             ),
         ),
         // Too few losses to compare is missing data, not a wrong answer: an error.
@@ -724,11 +726,14 @@ mod tests {
         assert!(
             golden_of(&Subject::node())
                 .reason
-                .starts_with("golden step 1:"),
+                .starts_with("golden step 2:"),
             "{:?}",
             golden_of(&Subject::node())
         );
         assert_eq!(golden_of(&tp).status, Status::Fail);
+        // Both count steps from 1, as the facts do: the node's second, the partitioning's first.
+        assert!(golden_of(&tp).reason.starts_with("golden step 1:"));
+        assert!(golden_of(&tp).found.starts_with("step 1: NaN vs "));
         // Finite series stay as they were: a metric of every value and no fact.
         let mut plain = Measured::default();
         push_computed(&mut plain, "loss", Subject::node(), &[2.0, 1.0]);

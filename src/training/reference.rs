@@ -818,10 +818,13 @@ pub enum TrajectoryMismatch {
     #[error("no steps to compare")]
     Empty,
     #[error(
-        "loss diverged at step {step}: GPU {gpu}, CPU {cpu} (|diff| {abs_diff:e}, relative \
-         {rel_diff:e}, allowed {allowed:e})"
+        "loss diverged at step {}: GPU {gpu}, CPU {cpu} (|diff| {abs_diff:e}, relative \
+         {rel_diff:e}, allowed {allowed:e})",
+        .step + 1
     )]
     Diverged {
+        /// The index of the step (0: the first); people read it 1-based, as every step count
+        /// nodecert shows ("step 1" is the first).
         step: usize,
         gpu: f32,
         cpu: f32,
@@ -1272,7 +1275,8 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert!(err.to_string().contains("step 2"), "{err}");
+        // Said 1-based: index 2 is the third step.
+        assert!(err.to_string().contains("diverged at step 3:"), "{err}");
         assert!(matches!(
             compare_trajectory(&[2.0, f32::NAN], &cpu[..2], 1.0, 1.0),
             Err(TrajectoryMismatch::Diverged { step: 1, .. })
