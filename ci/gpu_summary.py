@@ -289,6 +289,15 @@ if gemm.get("bf16_narrow_TFLOPs") or gemm.get("bf16_randn_TFLOPs"):
     r = gemm.get("operand_range", "?")
     print(f"{'bf16 by data TFLOP/s':22} -2..2 {rate('bf16_narrow_TFLOPs')}, "
           f"-{r}..{r} {rate('bf16_TFLOPs')}, randn {rate('bf16_randn_TFLOPs')}")
+# Whether wider fp8 operands stay exact in PyTorch's fp8 GEMM (shown, not judged): nodecert's
+# fp8 range stays -2..2 until a GPU shows wider ones exact.
+if any(f"fp8_r{r}_wrong_elements" in gemm for r in (2, 8, 16)):
+    parts = []
+    for r in (2, 8, 16):
+        rate_r, wrong = gemm.get(f"fp8_r{r}_TFLOPs"), gemm.get(f"fp8_r{r}_wrong_elements")
+        if isinstance(rate_r, (int, float)) and isinstance(wrong, int):
+            parts.append(f"-{r}..{r} {rate_r:.1f} ({wrong} wrong)")
+    print(f"{'fp8 by range TFLOP/s':22} " + ", ".join(parts))
 theirs = torch.get("mlp_train_step_ms_fp32")
 if step is None or not theirs:
     print(f"{'MLP train step ms':22} {num(step, 2)} {num(theirs, 2)} {'-':>7}  <= 1.1 MISSING")

@@ -129,6 +129,16 @@ class SummaryReadsTorchOutput(unittest.TestCase):
         for part in ("-2..2 850.0,", "-45..45 791.6,", "randn 760.5"):
             self.assertIn(part, row)
 
+    def test_fp8_exactness_by_range_is_shown(self):
+        self.write("torch.out", self.anchor)
+        gemm = dict(TORCH_GEMM, fp8_r2_TFLOPs=1390.0, fp8_r2_wrong_elements=0,
+                    fp8_r16_TFLOPs=1350.5, fp8_r16_wrong_elements=12)
+        self.write("torch-gemm.out", json.dumps(gemm))
+        _, out = self.summary()
+        row = self.ratio_row(out, "fp8 by range")
+        self.assertIn("-2..2 1390.0 (0 wrong), -16..16 1350.5 (12 wrong)", row)
+        self.assertNotIn("-8..8", row)
+
     def test_a_slow_gemm_misses_its_goal_and_a_missing_one_is_said(self):
         self.write("torch.out", self.anchor)
         self.write("report/evidence.json", json.dumps(evidence(55.3, 55.2, 4300.0, bf16=700.0)))

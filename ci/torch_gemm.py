@@ -79,4 +79,20 @@ try:
         lambda: torch._scaled_mm(q8, p8, scale_a=one, scale_b=one, out_dtype=torch.float32)) / 1e12
 except Exception as e:
     out["fp8_fp32_out_error"] = repr(e)
+# Whether wider fp8 operands stay exact (fp8 tensor cores accumulate in fewer bits than fp32
+# between cuBLASLt's promotions): the rate and the wrong elements against the fp32 product (exact
+# here: every sum is below 2^24) for -r..r. nodecert keeps -2..2 until this says wider is exact.
+try:
+    torch.backends.cuda.matmul.allow_tf32 = False
+    one = torch.ones((), device="cuda")
+    for r8 in (2, 8, 16):
+        q = torch.randint(-r8, r8 + 1, (n, n), device="cuda").float()
+        p = torch.randint(-r8, r8 + 1, (n, n), device="cuda").float()
+        q8, p8 = q.to(torch.float8_e4m3fn), p.to(torch.float8_e4m3fn).t().contiguous().t()
+        run = lambda: torch._scaled_mm(q8, p8, scale_a=one, scale_b=one, out_dtype=torch.float32)
+        out[f"fp8_r{r8}_TFLOPs"] = flops / timed(run) / 1e12
+        out[f"fp8_r{r8}_wrong_elements"] = int((run() != q @ p).sum().item())
+        del q, p, q8, p8
+except Exception as e:
+    out["fp8_by_range_error"] = repr(e)
 print(json.dumps(out))
