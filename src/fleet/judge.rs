@@ -122,8 +122,8 @@ pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> Flee
             [one] => Some(**one),
             _ => None,
         };
-        let voters = shas.iter().map(|(k, v)| (k, v));
-        let others = held.into_iter().flatten().map(|(k, v)| (k, v));
+        let voters = shas.iter();
+        let others = held.into_iter().flatten();
         let distinct = shas.len();
         for (sha, who) in voters.chain(others) {
             if Some(*sha) == fleet {
