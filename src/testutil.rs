@@ -118,7 +118,13 @@ pub type MethodScript = Box<dyn Fn(Partition) -> Result<MethodRun, HwError>>;
 pub struct Scripted {
     pub gemm: Option<GemmScript>,
     pub training_method: Option<MethodScript>,
+    /// What the sustained load answers (the precision asked).
+    pub sustained: Option<SustainedScript>,
 }
+
+/// What a scripted backend's sustained load answers.
+pub type SustainedScript =
+    Box<dyn Fn(GemmPrecision) -> Result<Vec<crate::backend::SustainedRun>, HwError>>;
 
 impl Backend for Scripted {
     fn info(&self) -> crate::backend::BackendInfo {
@@ -207,6 +213,15 @@ impl Backend for Scripted {
         _: u32,
     ) -> Result<crate::backend::GemmSample, HwError> {
         (self.gemm.as_ref().expect("a scripted gemm"))(gpu, p, n)
+    }
+    fn sustained_gemm(
+        &mut self,
+        p: GemmPrecision,
+        _: u64,
+        _: f64,
+        _: u32,
+    ) -> Result<Vec<crate::backend::SustainedRun>, HwError> {
+        (self.sustained.as_ref().expect("a scripted sustained load"))(p)
     }
     fn training_method(
         &mut self,

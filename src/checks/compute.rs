@@ -198,7 +198,13 @@ impl Check for Compute {
                     Subject::node(),
                     FactValue::Text(why),
                 )),
-                Err(e) => return Err(e),
+                // An error of the load (or of the GPU since an earlier GEMM failed): said as
+                // such, and the figures above kept.
+                Err(e) => m.facts.push(Fact::new(
+                    sustained::ERROR,
+                    Subject::node(),
+                    FactValue::Text(e.to_string()),
+                )),
             }
         }
         Ok(m)
@@ -539,6 +545,8 @@ pub mod sustained {
     pub const DATA: &str = "sustained_wrong_elements";
     /// Why the backend could not hold the GPUs under load (on the node).
     pub const UNAVAILABLE: &str = "sustained_unavailable";
+    /// The fact holding the error that ended the sustained load.
+    pub const ERROR: &str = "sustained_error";
     /// How many times NVML was read under load (each reading of a sample may still be missing).
     pub const READINGS: &str = "sustained_readings";
 
@@ -676,6 +684,19 @@ fn evaluate_sustained(
                 "not available here",
                 format!("every GPU under {what} for {} s", l.seconds),
                 format!("not available here: {what}: {}", f.value.describe()),
+            )
+            .on(RATE),
+        );
+        return out;
+    }
+    if let Some(f) = m.facts.iter().find(|f| f.name == ERROR) {
+        out.push(
+            finding(
+                Status::Error,
+                Subject::node(),
+                "could not measure",
+                format!("every GPU under {what} for {} s", l.seconds),
+                format!("{what} could not be measured: {}", f.value.describe()),
             )
             .on(RATE),
         );

@@ -32,8 +32,10 @@ const WORKSPACE: usize = 32 << 20;
 pub fn lt_error(call: &str, status: lsys::cublasStatus_t, heuristic: bool) -> HwError {
     if heuristic && status == lsys::cublasStatus_t::CUBLAS_STATUS_NOT_SUPPORTED {
         return HwError::NotSupported(format!(
-            "{call}: cuBLASLt {} offers no fp8 (e4m3) GEMM with fp32 output here",
-            lt_version().unwrap_or_else(|| "(version unknown)".into())
+            "{call}: cuBLASLt {} offers no algorithm for e4m3 x e4m3 -> fp32 (A transposed, \
+             fp32 compute, {} MiB of workspace) here",
+            lt_version().unwrap_or_else(|| "(version unknown)".into()),
+            WORKSPACE >> 20
         ));
     }
     HwError::Call {
@@ -409,7 +411,8 @@ mod tests {
         let s = lsys::cublasStatus_t::CUBLAS_STATUS_NOT_SUPPORTED;
         assert!(matches!(
             lt_error("cublasLtMatmulAlgoGetHeuristic", s, true),
-            HwError::NotSupported(m) if m.contains("offers no fp8 (e4m3) GEMM")
+            HwError::NotSupported(m) if m.contains("offers no algorithm for e4m3 x e4m3 -> fp32 \
+                (A transposed, fp32 compute, 32 MiB of workspace)")
         ));
         // The same status from the GEMM itself, or another status from the query: errors.
         assert!(matches!(

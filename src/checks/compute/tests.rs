@@ -388,6 +388,47 @@ fn one_precisions_failure_leaves_the_others_measured_and_judged() {
 }
 
 #[test]
+fn a_sustained_load_that_fails_is_an_error_and_the_figures_before_it_stand() {
+    let (_, inv, suite) = node("h200-vm-1", &[]);
+    let ctx = crate::testutil::ctx(&suite, &inv);
+    let mut b = crate::testutil::Scripted {
+        gemm: Some(Box::new(|_, _, _| Ok(sample(800.0)))),
+        sustained: Some(Box::new(|p| {
+            assert_eq!(p, GemmPrecision::Bf16);
+            Err(HwError::Call {
+                call: "cuStreamSynchronize".into(),
+                detail: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+            })
+        })),
+        ..Default::default()
+    };
+    let check = Compute(cfg(
+        "precisions = [\"bf16\"]\nbf16_tflops = { fail_below = 590.0 }\n\
+         [sustained]\nseconds = 10.0",
+    ));
+    let m = check.measure(&ctx, &mut b, &mut |_, _| {}).unwrap();
+    assert_eq!(m.metrics.len(), 1, "the bf16 figure is kept");
+    let f = check.evaluate(&ctx, &m);
+    let errors: Vec<&Finding> = f.iter().filter(|x| x.status == Status::Error).collect();
+    assert_eq!(
+        errors.len(),
+        1,
+        "one error, not one 'no figure' a GPU: {f:#?}"
+    );
+    assert_eq!(errors[0].subject, Subject::node());
+    assert_eq!(
+        errors[0].reason,
+        "sustained bf16 GEMMs could not be measured: cuStreamSynchronize failed: \
+         CUDA_ERROR_ILLEGAL_ADDRESS"
+    );
+    assert_eq!(errors[0].metric.as_deref(), Some(sustained::RATE));
+    assert!(f
+        .iter()
+        .any(|x| x.status == Status::Pass && x.metric.as_deref() == Some("bf16_tflops")));
+    assert_eq!(crate::runner::summarize(&f).0, Status::Error);
+}
+
+#[test]
 fn a_failure_at_twice_the_size_is_an_error_and_the_figure_at_size_stands() {
     let (_, inv, suite) = node("h200-vm-1", &[]);
     let ctx = crate::testutil::ctx(&suite, &inv);
