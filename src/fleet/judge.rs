@@ -108,10 +108,8 @@ pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> Flee
     let mut other_suite: Vec<(usize, String)> = Vec::new();
     for (name, shas) in &by_name {
         let held = strangers.get(name);
-        if shas.len() < 2 && held.is_none_or(|h| h.keys().all(|k| shas.contains_key(k))) {
-            continue;
-        }
-        // The suite most of them ran is the fleet's; with no such one, none is.
+        // The suite most of them ran is the fleet's; with no such one, none is (one suite run
+        // by all: it is, and no one is refused).
         let most = shas.values().map(Vec::len).max().unwrap_or(0);
         let fleets: Vec<&&str> = shas
             .iter()
