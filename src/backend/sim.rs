@@ -1609,7 +1609,10 @@ impl SimBackend {
             if no_nvls { " no-nvls" } else { "" }
         ));
         let t = self.coll_time_us(op, bytes, no_nvls);
-        let elements = (bytes / 4).max(1);
+        // What each rank receives, as NCCL's layout has it: nothing for an all_gather,
+        // reduce_scatter or all_to_all under 16 bytes a rank.
+        let layout = crate::backend::cuda::verify::layout(op, self.n(), bytes);
+        let elements = layout.recv_count as u64;
         let corrupt = self
             .faults_of(FaultKind::CollectiveCorrupt)
             .any(|f| f.op.unwrap_or(CollectiveOp::AllReduce) == op);
@@ -1624,7 +1627,7 @@ impl SimBackend {
             elements_checked: elements * self.n() as u64,
             wrong_elements: wrong,
             ranks: self.n(),
-            bytes: crate::backend::cuda::verify::layout(op, self.n(), bytes).counted_bytes,
+            bytes: layout.counted_bytes,
         }
     }
 }

@@ -54,6 +54,19 @@ pub fn busbw_gbps(op: CollectiveOp, ranks: usize, bytes: u64, time_us: f64) -> f
 /// Suffix of the metrics and facts of the pass with NVLS forced off.
 pub const NO_NVLS: &str = "_no_nvls";
 
+/// The fact naming the sweep's sizes that move nothing over this many ranks (not measured).
+pub const EMPTY_SIZES: &str = "sizes_moving_nothing";
+
+/// The sweep's sizes that move at least one element over `ranks`, and those that do not: an
+/// all_gather, reduce_scatter or all_to_all gives each rank a block of a multiple of 16 bytes,
+/// so below 16 bytes a rank the collective is empty (nccl-tests prints it as size 0, and NCCL
+/// returns at once without moving anything): no time to measure, no data to check.
+pub fn moving_sizes(op: CollectiveOp, ranks: usize, sizes: &[u64]) -> (Vec<u64>, Vec<u64>) {
+    sizes
+        .iter()
+        .partition(|&&s| crate::backend::cuda::verify::layout(op, ranks, s).counted_bytes > 0)
+}
+
 impl Collective {
     /// Whether all_reduce is measured a second time with NVLS forced off: where the node can use
     /// NVLS (NCCL's choice is then the NVLS figure), and, for a suite that judges the figure
@@ -147,12 +160,13 @@ impl Check for Collective {
             return Err("no GPUs".into());
         }
         let c = &self.cfg;
-        let sizes = size_sweep(c.min_size.0, c.max_size.0, c.factor);
+        let sweep = size_sweep(c.min_size.0, c.max_size.0, c.factor);
+        let (_, empty) = moving_sizes(self.op, n, &sweep);
         let mut p = vec![format!(
             "{} over {n} rank{}: {} sizes from {} to {} (x{}), {} warm-up + {} timed, data checked",
             self.op,
             if n == 1 { "" } else { "s" },
-            sizes.len(),
+            sweep.len(),
             format_bytes(c.min_size.0),
             format_bytes(c.max_size.0),
             c.factor,
@@ -161,6 +175,13 @@ impl Check for Collective {
         )];
         if n == 1 {
             p.push("one rank: bus bandwidth is 0 by definition; only the data is judged".into());
+        }
+        if let (Some(first), Some(last)) = (empty.first(), empty.last()) {
+            p.push(format!(
+                "{} to {} not measured: under 16 bytes a rank over {n} ranks, nothing moves",
+                format_bytes(*first),
+                format_bytes(*last)
+            ));
         }
         if self.second_pass(ctx) {
             p.push(format!(
@@ -183,7 +204,8 @@ impl Check for Collective {
         progress: Progress,
     ) -> Result<Measured, HwError> {
         let c = &self.cfg;
-        let sizes = size_sweep(c.min_size.0, c.max_size.0, c.factor);
+        let sweep = size_sweep(c.min_size.0, c.max_size.0, c.factor);
+        let (sizes, empty) = moving_sizes(self.op, ctx.inventory.gpus.len(), &sweep);
         let second = self.second_pass(ctx);
         let steps = sizes.len() + usize::from(second);
         let mut m = Measured::default();
@@ -193,6 +215,14 @@ impl Check for Collective {
             super::nccl_env::Scope::Node,
             &ctx.suite.nccl.accept,
         );
+        if !empty.is_empty() {
+            let list: Vec<String> = empty.iter().map(|&s| format_bytes(s)).collect();
+            m.facts.push(Fact::new(
+                EMPTY_SIZES,
+                Subject::node(),
+                FactValue::Text(list.join(", ")),
+            ));
+        }
         for (i, &s) in sizes.iter().enumerate() {
             let r = b.collective(self.op, s, c.warmup, c.iterations)?;
             self.record(&mut m, s, &r, "")?;
@@ -222,10 +252,11 @@ impl Check for Collective {
         Ok(m)
     }
 
-    fn samples(&self, _gpus: usize) -> (u64, String) {
-        // Time, algbw and busbw per size.
+    fn samples(&self, gpus: usize) -> (u64, String) {
+        // Time, algbw and busbw per size that moves something.
         let c = &self.cfg;
-        let sizes = size_sweep(c.min_size.0, c.max_size.0, c.factor).len() as u64;
+        let sweep = size_sweep(c.min_size.0, c.max_size.0, c.factor);
+        let sizes = moving_sizes(self.op, gpus, &sweep).0.len() as u64;
         // all_reduce may be measured twice (NVLS as NCCL chooses, and forced off).
         let passes = if self.op == CollectiveOp::AllReduce {
             2
@@ -255,6 +286,22 @@ impl Check for Collective {
             .unwrap_or(ctx.inventory.gpus.len());
         let second = m.metrics.iter().any(|x| x.name.ends_with(NO_NVLS))
             || m.facts.iter().any(|f| f.name.ends_with(NO_NVLS));
+        if let Some(f) = m.facts.iter().find(|f| f.name == EMPTY_SIZES) {
+            out.push(
+                finding(
+                    Status::Skip,
+                    Subject::op(op),
+                    "nothing to move",
+                    "at least 16 bytes a rank",
+                    format!(
+                        "{op}: {} not measured: over {ranks} ranks each rank's block is under 16 \
+                         bytes, so the collective moves nothing (nccl-tests prints these as size 0)",
+                        f.value.describe()
+                    ),
+                )
+                .informational(),
+            );
+        }
         // Correct data first, in both passes: a fast wrong answer fails.
         out.extend(data_findings(op, m, ""));
         if second {
@@ -621,6 +668,62 @@ mod tests {
                 (moved != size).then_some(FactValue::Count(896))
             );
         }
+    }
+
+    #[test]
+    fn sizes_under_16_bytes_a_rank_move_nothing_and_are_not_measured() {
+        let sweep = size_sweep(8, 256, 2);
+        // all_reduce and broadcast move every element at every size.
+        for op in [CollectiveOp::AllReduce, CollectiveOp::Broadcast] {
+            assert_eq!(moving_sizes(op, 8, &sweep), (sweep.clone(), vec![]));
+        }
+        // The others give each rank a multiple of 16 bytes: 128 B over 8 ranks, 16 B over 1.
+        for op in [
+            CollectiveOp::AllGather,
+            CollectiveOp::ReduceScatter,
+            CollectiveOp::AllToAll,
+        ] {
+            assert_eq!(
+                moving_sizes(op, 8, &sweep),
+                (vec![128, 256], vec![8, 16, 32, 64])
+            );
+            assert_eq!(moving_sizes(op, 1, &sweep), (sweep[1..].to_vec(), vec![8]));
+        }
+        // On the simulated 8-GPU node (whose collectives hold as many elements as NCCL's would):
+        // a sweep from 8 B checks data at every size it measures, and says what it left out.
+        let ev = crate::testutil::simulated("h100-sxm-8", &[]);
+        let ctx = Ctx {
+            suite: &ev.suite.resolved,
+            inventory: &ev.node,
+            earlier: &[],
+            simulated: true,
+        };
+        let mut b = crate::backend::sim::SimBackend::new(
+            crate::backend::sim::load_node("h100-sxm-8").unwrap(),
+            vec![],
+            3,
+        )
+        .unwrap();
+        let check = Collective {
+            op: CollectiveOp::AllGather,
+            cfg: toml::from_str("min_size = \"8B\"\nmax_size = \"256B\"").unwrap(),
+        };
+        let m = check.measure(&ctx, &mut b, &mut |_, _| {}).unwrap();
+        let mut sizes: Vec<Subject> = m.metrics.iter().map(|x| x.subject.clone()).collect();
+        sizes.dedup();
+        assert_eq!(sizes, [Subject::size(128), Subject::size(256)]);
+        let f = check.evaluate(&ctx, &m);
+        assert!(f.iter().all(|x| x.status != Status::Error), "{f:#?}");
+        let note = f.iter().find(|x| x.found == "nothing to move").unwrap();
+        assert_eq!(
+            note.reason,
+            "all_gather: 8 B, 16 B, 32 B, 64 B not measured: over 8 ranks each rank's block is \
+             under 16 bytes, so the collective moves nothing (nccl-tests prints these as size 0)"
+        );
+        assert!(!note.is_judgement());
+        // Those sizes, measured anyway, hold nothing to check: an error, as on real GPUs.
+        let empty = b.collective(CollectiveOp::AllGather, 64, 1, 1).unwrap();
+        assert_eq!(empty.elements_checked, 0);
     }
 }
 
