@@ -410,10 +410,14 @@ impl Cuda {
                 .zip(bus_ids)
                 .collect()
         };
+        // A GPU that cannot be opened (a context or stream refused: a GPU in a bad state, or
+        // held by another process in exclusive mode) is that GPU's trouble, said by name on
+        // whatever needs it; the others are still measured.
         let mut gpus = Vec::new();
         for (i, (ord, bus)) in map.into_iter().enumerate() {
             gpus.push(match ord {
-                Some(o) => Ok(Gpu::open(i, o, normalize_bus_id(&cuda_ids[o]))?),
+                Some(o) => Gpu::open(i, o, normalize_bus_id(&cuda_ids[o]))
+                    .map_err(|e| format!("GPU {i} ({bus}) could not be opened: {e}")),
                 None => Err(format!("GPU {i} ({bus}) is not visible to CUDA{visible}")),
             });
         }
