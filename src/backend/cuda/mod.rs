@@ -803,6 +803,20 @@ impl CudaMeasurements {
                 a.saturating_add(b)
             });
         let limit = effective_limit(self.opts.timeout, limit);
+        // The child opens every GPU and makes its own communicators: this process's (NVLS
+        // buffers and channels on every GPU) are released first, as the sharded training runs
+        // do, rather than held beside the child's for the whole sweep.
+        if self.nccl_ready {
+            self.nccl_ready = false;
+            self.run(
+                "releasing the NCCL communicators before the sweep without NVLS".into(),
+                Duration::from_secs(60),
+                |c| {
+                    c.nccl = None;
+                    Ok(())
+                },
+            )?;
+        }
         let req = no_nvls::Request::new(
             op,
             sizes,
