@@ -49,8 +49,6 @@ pub struct Gpu {
     pub bus_id: String,
     pub ctx: Arc<CudaContext>,
     pub streams: [Arc<CudaStream>; 2],
-    /// Whether the device has a default memory pool (cuMemAllocAsync).
-    pub pools: bool,
 }
 
 impl Gpu {
@@ -63,17 +61,12 @@ impl Gpu {
         unsafe { ctx.disable_event_tracking() };
         let s0 = ck("cuStreamCreate", ctx.new_stream())?;
         let s1 = ck("cuStreamCreate", ctx.new_stream())?;
-        let pools = ck(
-            "cuDeviceGetAttribute(MEMORY_POOLS_SUPPORTED)",
-            ctx.attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED),
-        )? > 0;
         Ok(Gpu {
             index,
             ordinal,
             bus_id,
             ctx,
             streams: [s0, s1],
-            pools,
         })
     }
 
@@ -422,14 +415,15 @@ impl Drop for Gate {
 /// Peer access from `from`'s context to memory of `to`.
 pub enum Peer {
     Enabled,
-    /// The driver says it is impossible (cuDeviceCanAccessPeer is 0, or the context has reached
-    /// the driver's limit of peers): copies are staged through the host.
+    /// The driver says it is impossible (cuDeviceCanAccessPeer is 0): copies are staged
+    /// through the host.
     Impossible,
 }
 
 /// Enable access from `from` to `to`'s memory: cuDeviceCanAccessPeer, cuCtxEnablePeerAccess
-/// (already enabled counts as success), and read-write access for `from` to `to`'s default
-/// memory pool (pool allocations need it separately).
+/// (already enabled counts as success). Every buffer is `cuMemAlloc`'s, not a memory pool's, so
+/// nothing else is needed. A context that has reached the driver's limit of peers is an error
+/// of this measurement, never "no peer access": the node may well have it.
 pub fn enable_peer(from: &Gpu, to: &Gpu) -> Result<Peer, HwError> {
     let mut can = 0i32;
     // SAFETY: valid out-pointer and devices.
@@ -443,27 +437,19 @@ pub fn enable_peer(from: &Gpu, to: &Gpu) -> Result<Peer, HwError> {
     // SAFETY: `to.ctx` is a live context.
     match unsafe { sys::cuCtxEnablePeerAccess(to.ctx.cu_ctx(), 0) } {
         sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED => {}
-        sys::CUresult::CUDA_ERROR_TOO_MANY_PEERS => return Ok(Peer::Impossible),
-        other => cu("cuCtxEnablePeerAccess", other)?,
-    }
-    if to.pools {
-        let mut pool: sys::CUmemoryPool = std::ptr::null_mut();
-        // SAFETY: valid out-pointer and device.
-        cu("cuDeviceGetDefaultMemPool", unsafe {
-            sys::cuDeviceGetDefaultMemPool(&mut pool, to.dev())
-        })?;
-        let desc = sys::CUmemAccessDesc {
-            location: sys::CUmemLocation {
-                type_: sys::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
-                id: from.ordinal as i32,
-            },
-            flags: sys::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
-        };
-        // SAFETY: one valid descriptor.
-        match unsafe { sys::cuMemPoolSetAccess(pool, &desc, 1) } {
-            sys::CUresult::CUDA_SUCCESS | sys::CUresult::CUDA_ERROR_NOT_SUPPORTED => {}
-            other => cu("cuMemPoolSetAccess", other)?,
+        sys::CUresult::CUDA_ERROR_TOO_MANY_PEERS => {
+            return Err(HwError::Call {
+                call: format!("cuCtxEnablePeerAccess({} -> {})", from.label(), to.label()),
+                detail: format!(
+                    "CUDA_ERROR_TOO_MANY_PEERS: {}'s context has reached the driver's limit of \
+                     peers, although cuDeviceCanAccessPeer says it can reach {}: the pair \
+                     cannot be measured here, which says nothing against its link",
+                    from.label(),
+                    to.label()
+                ),
+            })
         }
+        other => cu("cuCtxEnablePeerAccess", other)?,
     }
     Ok(Peer::Enabled)
 }
