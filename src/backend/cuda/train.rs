@@ -289,6 +289,14 @@ impl Drop for Module {
     }
 }
 
+/// The f32 elements of the all-reduces that connect a sharded run's communicators before its
+/// first step (one word, 1 MiB, 64 MiB; see `with_groups`).
+const WARM_UP_WORDS: [usize; 3] = [1, 1 << 18, 1 << 24];
+// The largest is held only during the warm-up, in at most half the memory the replica's buffers
+// leave free for the libraries.
+const _: () =
+    assert!((WARM_UP_WORDS[2] * 4) as u64 * 2 <= crate::training::plan::LIBRARY_RESERVE_BYTES);
+
 pub(super) fn bk(call: &str, r: Result<(), blas::CublasError>) -> Result<(), HwError> {
     r.map_err(|e| HwError::Call {
         call: call.into(),
@@ -612,7 +620,7 @@ impl<'g> GpuDevice<'g> {
     }
 
     /// Communicators for every tensor-parallel and data-parallel group of `p` that has two
-    /// ranks or more.
+    /// ranks or more, each connected by [`WARM_UP_WORDS`] all-reduces.
     fn with_groups(mut self, p: Partition) -> Result<Self, HwError> {
         let mut groups: Vec<Vec<usize>> = Vec::new();
         if p.tp() > 1 {
@@ -627,27 +635,32 @@ impl<'g> GpuDevice<'g> {
                 .map(|&r| Ok(self.rep(r)?.gpu))
                 .collect::<Result<Vec<&Gpu>, HwError>>()?;
             let comms = nccl::Comms::init(&gpus)?;
-            // One all-reduce of one word, waited for: NCCL connects a communicator's peers on
-            // its first collective, which must not happen while the other kind's kernels
-            // already hold the GPUs.
-            let words = gpus
-                .iter()
-                .map(|g| {
-                    let b = DevBuf::new(g, 4)?;
-                    b.memset(0)?;
-                    Ok(b)
-                })
-                .collect::<Result<Vec<DevBuf>, HwError>>()?;
-            let bufs: Vec<_> = gpus
-                .iter()
-                .zip(&words)
-                .map(|(g, b)| (b.ptr, g.streams[0].cu_stream()))
-                .collect();
-            nccl::all_reduce_in_place(&comms, &bufs, 1)?;
-            for g in &gpus {
-                g.sync_streams()?;
+            // All-reduces waited for before the first step: NCCL connects a communicator's
+            // peers on its first collective of each algorithm and protocol (lazily, since NCCL
+            // 2.22), which must not happen while the other kind's kernels already hold the
+            // GPUs. One word (LL), 1 MiB (LL128) and 64 MiB (Simple, and NVLS or tree where
+            // NCCL takes them): the protocols a step's all-reduces choose between. The 64 MiB
+            // fit in the memory left for the libraries.
+            for words in WARM_UP_WORDS {
+                let held = gpus
+                    .iter()
+                    .map(|g| {
+                        let b = DevBuf::new(g, words * 4)?;
+                        b.memset(0)?;
+                        Ok(b)
+                    })
+                    .collect::<Result<Vec<DevBuf>, HwError>>()?;
+                let bufs: Vec<_> = gpus
+                    .iter()
+                    .zip(&held)
+                    .map(|(g, b)| (b.ptr, g.streams[0].cu_stream()))
+                    .collect();
+                nccl::all_reduce_in_place(&comms, &bufs, words)?;
+                for g in &gpus {
+                    g.sync_streams()?;
+                }
+                comms.async_errors()?;
             }
-            comms.async_errors()?;
             self.groups.push((ranks, comms));
         }
         Ok(self)
