@@ -18,13 +18,20 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// The job's key, as a file only its owner reads, at `job.key` in the test's folder.
+/// The job's key, as a file only its owner reads, at `<length>.key` in the test's folder.
+/// Written once, then only renamed into place: the ranks started before read it while later
+/// ranks are being started, and rewriting it in place (a truncate, then the bytes) once let a
+/// rank read an empty key.
 fn key_file(env: &Env, key: &str) -> String {
     use std::os::unix::fs::PermissionsExt;
     let name = format!("{}.key", key.len());
     let path = env.path(&name);
-    std::fs::write(&path, key).unwrap();
-    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    if std::fs::read(&path).ok().as_deref() != Some(key.as_bytes()) {
+        let tmp = env.path(&format!("{name}.tmp"));
+        std::fs::write(&tmp, key).unwrap();
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::rename(&tmp, &path).unwrap();
+    }
     path.display().to_string()
 }
 
