@@ -162,13 +162,14 @@ pub struct SustainedRowView {
 #[derive(Debug, Serialize)]
 pub struct ComputeRow {
     pub gpu: String,
-    /// One per precision; "not available" where the GPU or the backend has no such GEMM.
+    /// One per precision; "not available" where the GPU or the backend has no such GEMM,
+    /// "could not measure" where its GEMM failed.
     pub cells: Vec<Cell>,
 }
 
 /// The compute table of a run, None when the compute check measured nothing.
 fn compute_table(ev: &Evidence) -> Option<ComputeTable> {
-    use crate::checks::compute::unavailable_fact;
+    use crate::checks::compute::{error_fact, unavailable_fact};
     let rec = ev.check("compute")?;
     let cfg = ev.suite.resolved.checks.compute.as_ref()?;
     if rec.metrics.is_empty() {
@@ -188,6 +189,14 @@ fn compute_table(ev: &Evidence) -> Option<ComputeTable> {
                         Cell {
                             text: "not available".into(),
                             class: String::new(),
+                        }
+                    } else if rec.metric(p.metric(), &s).is_none()
+                        && rec.fact(&error_fact(*p), &s).is_some()
+                    {
+                        // The error's words are in the check's findings, beside the table.
+                        Cell {
+                            text: "could not measure".into(),
+                            class: class(Status::Error),
                         }
                     } else {
                         cell(Some(rec), p.metric(), &s, &s, "")
@@ -1475,6 +1484,39 @@ fn step_series(name: &str, values: &[f64]) -> Series {
 mod tests {
     use super::*;
     use crate::testutil::simulated;
+
+    #[test]
+    fn a_precision_whose_gemm_failed_reads_could_not_measure_in_the_compute_table() {
+        use crate::checks::compute::error_fact;
+        use crate::evidence::{Fact, FactValue, Subject};
+        use crate::suite::GemmPrecision::Fp8;
+        let mut ev = simulated("h100-sxm-8", &[]);
+        let rec = ev.checks.iter_mut().find(|c| c.id == "compute").unwrap();
+        rec.metrics
+            .retain(|m| !(m.name == Fp8.metric() && m.subject == Subject::gpu(2)));
+        rec.facts.push(Fact::new(
+            error_fact(Fp8),
+            Subject::gpu(2),
+            FactValue::Text("cublasLtMatmul failed: CUBLAS_STATUS_INVALID_VALUE".into()),
+        ));
+        let t = compute_table(&ev).unwrap();
+        let col = ev
+            .suite
+            .resolved
+            .checks
+            .compute
+            .as_ref()
+            .unwrap()
+            .precisions
+            .iter()
+            .position(|p| *p == Fp8)
+            .unwrap();
+        assert_eq!(t.rows[2].cells[col].text, "could not measure");
+        assert_eq!(t.rows[2].cells[col].class, "error");
+        // The other GPUs' fp8 figures, and GPU 2's other precisions, are shown as measured.
+        assert!(t.rows[1].cells[col].text.parse::<f64>().is_ok());
+        assert!(t.rows[2].cells[0].text.parse::<f64>().is_ok());
+    }
 
     #[test]
     fn the_topology_matrix_has_a_column_and_a_row_per_nic_and_marks_a_far_one() {
