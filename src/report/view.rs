@@ -1516,6 +1516,15 @@ mod tests {
         // The other GPUs' fp8 figures, and GPU 2's other precisions, are shown as measured.
         assert!(t.rows[1].cells[col].text.parse::<f64>().is_ok());
         assert!(t.rows[2].cells[0].text.parse::<f64>().is_ok());
+        // A failure at twice the size leaves the figure at the size: shown.
+        let rec = ev.checks.iter_mut().find(|c| c.id == "compute").unwrap();
+        rec.facts.push(Fact::new(
+            error_fact(Fp8),
+            Subject::gpu(3),
+            FactValue::Text("at 16384: cublasLtMatmul failed".into()),
+        ));
+        let t = compute_table(&ev).unwrap();
+        assert!(t.rows[3].cells[col].text.parse::<f64>().is_ok());
     }
 
     #[test]
