@@ -140,39 +140,36 @@ impl Prepared {
         let dc = DevBuf::new(g, side * side * 4)?;
         // NaN everywhere: an element no GEMM wrote is wrong.
         dc.memset(0xff)?;
-        let blas = |math, elem, compute| -> Result<Engine, HwError> {
-            Ok(Engine::Blas {
-                blas: Blas::new(g, &g.streams[0], math)?,
-                elem,
-                compute,
-            })
+        let engine = match p {
+            GemmPrecision::Fp8 => Engine::Lt(LtGemm::new(g, n)?),
+            _ => {
+                let (math, elem, compute) = match p {
+                    GemmPrecision::Bf16 => (
+                        Math::Bf16,
+                        bsys::cudaDataType::CUDA_R_16BF,
+                        bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                    ),
+                    GemmPrecision::Tf32 => (
+                        Math::Tf32,
+                        bsys::cudaDataType::CUDA_R_32F,
+                        bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
+                    ),
+                    _ => (
+                        Math::Fp32,
+                        bsys::cudaDataType::CUDA_R_32F,
+                        bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+                    ),
+                };
+                Engine::Blas {
+                    blas: Blas::new(g, &g.streams[0], math)?,
+                    elem,
+                    compute,
+                }
+            }
         };
-        let (engine, api) = match p {
-            GemmPrecision::Fp8 => (Engine::Lt(LtGemm::new(g, n)?), "cublasLtMatmul"),
-            GemmPrecision::Bf16 => (
-                blas(
-                    Math::Bf16,
-                    bsys::cudaDataType::CUDA_R_16BF,
-                    bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-                )?,
-                "cublasGemmEx",
-            ),
-            GemmPrecision::Tf32 => (
-                blas(
-                    Math::Tf32,
-                    bsys::cudaDataType::CUDA_R_32F,
-                    bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32,
-                )?,
-                "cublasGemmEx",
-            ),
-            GemmPrecision::Fp32 => (
-                blas(
-                    Math::Fp32,
-                    bsys::cudaDataType::CUDA_R_32F,
-                    bsys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-                )?,
-                "cublasGemmEx",
-            ),
+        let api = match engine {
+            Engine::Lt(_) => "cublasLtMatmul",
+            Engine::Blas { .. } => "cublasGemmEx",
         };
         let prep = Prepared {
             seed,

@@ -117,20 +117,6 @@ pub struct LtGemm {
     ctx: Arc<CudaContext>,
 }
 
-/// What [`LtGemm::enqueuer`] queues: plain values, so that the closure outlives nothing it uses
-/// (the [`LtGemm`] and buffers are kept until the GPU is synchronised).
-#[derive(Clone, Copy)]
-struct Call {
-    handle: usize,
-    desc: usize,
-    a_layout: usize,
-    b_layout: usize,
-    c_layout: usize,
-    algo: lsys::cublasLtMatmulAlgo_t,
-    workspace: u64,
-    stream: usize,
-}
-
 impl LtGemm {
     /// Plan `D (n×n, fp32) = A·B` with e4m3 `A` (uploaded in [`upload_order`]) and `B` on `g`.
     pub fn new(g: &Gpu, n: u64) -> Result<LtGemm, HwError> {
@@ -247,16 +233,12 @@ impl LtGemm {
         d: &DevBuf,
         label: String,
     ) -> impl FnMut() -> Result<(), HwError> + 'static {
-        let c = Call {
-            handle: self.handle as usize,
-            desc: self.desc as usize,
-            a_layout: self.layouts[0] as usize,
-            b_layout: self.layouts[1] as usize,
-            c_layout: self.layouts[2] as usize,
-            algo: self.algo,
-            workspace: self.workspace.ptr,
-            stream: g.streams[0].cu_stream() as usize,
-        };
+        // Plain pointers and values, copied into the closure: the LtGemm and the buffers are
+        // kept until the GPU is synchronised.
+        let (handle, desc, algo) = (self.handle, self.desc, self.algo);
+        let [a_layout, b_layout, d_layout] = [self.layouts[0], self.layouts[1], self.layouts[2]];
+        let work = self.workspace.ptr;
+        let stream = g.streams[0].cu_stream() as lsys::cudaStream_t;
         let (pa, pb, pd) = (a.ptr, b.ptr, d.ptr);
         move || {
             let (alpha, beta) = (1.0f32, 0.0f32);
@@ -266,22 +248,22 @@ impl LtGemm {
             // 0, so C (D's buffer and layout) is not read.
             unsafe {
                 lt::matmul(
-                    c.handle as lsys::cublasLtHandle_t,
-                    c.desc as lsys::cublasLtMatmulDesc_t,
+                    handle,
+                    desc,
                     &alpha as *const f32 as *const c_void,
                     &beta as *const f32 as *const c_void,
                     pa as *const c_void,
-                    c.a_layout as lsys::cublasLtMatrixLayout_t,
+                    a_layout,
                     pb as *const c_void,
-                    c.b_layout as lsys::cublasLtMatrixLayout_t,
+                    b_layout,
                     pd as *const c_void,
-                    c.c_layout as lsys::cublasLtMatrixLayout_t,
+                    d_layout,
                     pd as *mut c_void,
-                    c.c_layout as lsys::cublasLtMatrixLayout_t,
-                    &c.algo,
-                    c.workspace as *mut c_void,
+                    d_layout,
+                    &algo,
+                    work as *mut c_void,
                     WORKSPACE,
-                    c.stream as lsys::cudaStream_t,
+                    stream,
                 )
             }
             .map_err(|e| lt_error(&label, e.0, false))
