@@ -120,10 +120,7 @@ pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> Flee
             [one] => Some(**one),
             _ => None,
         };
-        let voters = shas.iter();
-        let others = held.into_iter().flatten();
-        let distinct = shas.len();
-        for (sha, who) in voters.chain(others) {
+        for (sha, who) in shas.iter().chain(held.into_iter().flatten()) {
             if Some(*sha) == fleet {
                 continue;
             }
@@ -138,7 +135,7 @@ pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> Flee
                 None => format!(
                     "the nodes ran {} different suites named {name} (this one SHA-256 {}), and no \
                      one of them is the fleet's: not judged by one suite",
-                    distinct,
+                    shas.len(),
                     short(sha)
                 ),
             };
