@@ -642,12 +642,7 @@ mod tests {
     fn bandwidth_counts_the_bytes_nccl_tests_counts() {
         use crate::backend::sim::{load_node, SimBackend};
         let ev = crate::testutil::simulated("h100-sxm-8", &[]);
-        let ctx = Ctx {
-            suite: &ev.suite.resolved,
-            inventory: &ev.node,
-            earlier: &[],
-            simulated: true,
-        };
+        let ctx = crate::testutil::ctx(&ev.suite.resolved, &ev.node);
         let mut b = SimBackend::new(load_node("h100-sxm-8").unwrap(), vec![], 3).unwrap();
         for (size, moved) in [(1000u64, 896u64), (4096, 4096)] {
             let cfg: CollectiveCheck =
@@ -692,18 +687,9 @@ mod tests {
         // On the simulated 8-GPU node (whose collectives hold as many elements as NCCL's would):
         // a sweep from 8 B checks data at every size it measures, and says what it left out.
         let ev = crate::testutil::simulated("h100-sxm-8", &[]);
-        let ctx = Ctx {
-            suite: &ev.suite.resolved,
-            inventory: &ev.node,
-            earlier: &[],
-            simulated: true,
-        };
-        let mut b = crate::backend::sim::SimBackend::new(
-            crate::backend::sim::load_node("h100-sxm-8").unwrap(),
-            vec![],
-            3,
-        )
-        .unwrap();
+        let ctx = crate::testutil::ctx(&ev.suite.resolved, &ev.node);
+        use crate::backend::sim::{load_node, SimBackend};
+        let mut b = SimBackend::new(load_node("h100-sxm-8").unwrap(), vec![], 3).unwrap();
         let check = Collective {
             op: CollectiveOp::AllGather,
             cfg: toml::from_str("min_size = \"8B\"\nmax_size = \"256B\"").unwrap(),
