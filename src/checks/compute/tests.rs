@@ -26,6 +26,17 @@ fn run(name: &str, faults: &[&str], text: &str) -> (Measured, Vec<Finding>) {
     (m, f)
 }
 
+/// Measure and judge `text`'s compute check with backend `b` on simulated `name`'s GPUs and
+/// suite.
+fn run_with(name: &str, b: &mut dyn Backend, text: &str) -> (Measured, Vec<Finding>) {
+    let (_, inv, suite) = node(name, &[]);
+    let ctx = crate::testutil::ctx(&suite, &inv);
+    let check = Compute(cfg(text));
+    let m = check.measure(&ctx, b, &mut |_, _| {}).unwrap();
+    let f = check.evaluate(&ctx, &m);
+    (m, f)
+}
+
 /// The metric `name` of GPU `g`.
 fn gpu_metric<'a>(m: &'a Measured, name: &str, g: usize) -> &'a crate::evidence::Metric {
     m.metrics
@@ -303,8 +314,6 @@ fn a_missing_or_unknown_figure_is_an_error() {
 
 #[test]
 fn a_failing_gemm_ends_the_check_as_an_error_not_a_skip() {
-    let (_, inv, suite) = node("h200-sxm-8", &[]);
-    let ctx = crate::testutil::ctx(&suite, &inv);
     // GEMMs that fail as a broken driver's do.
     let mut broken = crate::testutil::Scripted {
         gemm: Some(Box::new(|_, _, _| {
@@ -315,10 +324,8 @@ fn a_failing_gemm_ends_the_check_as_an_error_not_a_skip() {
         })),
         ..Default::default()
     };
-    let check = Compute(cfg("precisions = [\"bf16\"]"));
-    let m = check.measure(&ctx, &mut broken, &mut |_, _| {}).unwrap();
+    let (m, f) = run_with("h200-sxm-8", &mut broken, "precisions = [\"bf16\"]");
     assert!(m.metrics.is_empty());
-    let f = check.evaluate(&ctx, &m);
     // One error a GPU, in the call's words; no "not measured" beside it, no skip, no pass.
     assert_eq!(f.len(), 8, "{f:#?}");
     for (g, x) in f.iter().enumerate() {
@@ -350,8 +357,6 @@ fn sample(tflops: f64) -> crate::backend::GemmSample {
 
 #[test]
 fn one_precisions_failure_leaves_the_others_measured_and_judged() {
-    let (_, inv, suite) = node("h200-vm-1", &[]);
-    let ctx = crate::testutil::ctx(&suite, &inv);
     // fp8 fails (a library's fault), bf16 is slow: both must show.
     let mut b = crate::testutil::Scripted {
         gemm: Some(Box::new(|_, p, _| match p {
@@ -364,13 +369,13 @@ fn one_precisions_failure_leaves_the_others_measured_and_judged() {
         })),
         ..Default::default()
     };
-    let check = Compute(cfg(
+    let (m, f) = run_with(
+        "h200-vm-1",
+        &mut b,
         "precisions = [\"fp8\", \"bf16\", \"fp32\"]\nbf16_tflops = { fail_below = 590.0 }",
-    ));
-    let m = check.measure(&ctx, &mut b, &mut |_, _| {}).unwrap();
+    );
     let names: Vec<&str> = m.metrics.iter().map(|x| x.name.as_str()).collect();
     assert_eq!(names, ["bf16_tflops", "fp32_tflops"]);
-    let f = check.evaluate(&ctx, &m);
     let error: Vec<&Finding> = f.iter().filter(|x| x.status == Status::Error).collect();
     assert_eq!(error.len(), 1, "{f:#?}");
     assert!(error[0]
@@ -389,8 +394,6 @@ fn one_precisions_failure_leaves_the_others_measured_and_judged() {
 
 #[test]
 fn a_sustained_load_that_fails_is_an_error_and_the_figures_before_it_stand() {
-    let (_, inv, suite) = node("h200-vm-1", &[]);
-    let ctx = crate::testutil::ctx(&suite, &inv);
     let mut b = crate::testutil::Scripted {
         gemm: Some(Box::new(|_, _, _| Ok(sample(800.0)))),
         sustained: Some(Box::new(|p| {
@@ -402,13 +405,13 @@ fn a_sustained_load_that_fails_is_an_error_and_the_figures_before_it_stand() {
         })),
         ..Default::default()
     };
-    let check = Compute(cfg(
+    let (m, f) = run_with(
+        "h200-vm-1",
+        &mut b,
         "precisions = [\"bf16\"]\nbf16_tflops = { fail_below = 590.0 }\n\
          [sustained]\nseconds = 10.0",
-    ));
-    let m = check.measure(&ctx, &mut b, &mut |_, _| {}).unwrap();
+    );
     assert_eq!(m.metrics.len(), 1, "the bf16 figure is kept");
-    let f = check.evaluate(&ctx, &m);
     let errors: Vec<&Finding> = f.iter().filter(|x| x.status == Status::Error).collect();
     assert_eq!(
         errors.len(),
@@ -430,8 +433,6 @@ fn a_sustained_load_that_fails_is_an_error_and_the_figures_before_it_stand() {
 
 #[test]
 fn a_failure_at_twice_the_size_is_an_error_and_the_figure_at_size_stands() {
-    let (_, inv, suite) = node("h200-vm-1", &[]);
-    let ctx = crate::testutil::ctx(&suite, &inv);
     let mut b = crate::testutil::Scripted {
         gemm: Some(Box::new(|_, _, n| {
             if n > 8192 {
@@ -445,12 +446,12 @@ fn a_failure_at_twice_the_size_is_an_error_and_the_figure_at_size_stands() {
         })),
         ..Default::default()
     };
-    let check = Compute(cfg(
+    let (m, f) = run_with(
+        "h200-vm-1",
+        &mut b,
         "precisions = [\"bf16\"]\nplateau_pct = 8.0\nbf16_tflops = { fail_below = 590.0 }",
-    ));
-    let m = check.measure(&ctx, &mut b, &mut |_, _| {}).unwrap();
+    );
     assert_eq!(m.metrics.len(), 1);
-    let f = check.evaluate(&ctx, &m);
     let errors: Vec<&str> = f
         .iter()
         .filter(|x| x.status == Status::Error)
