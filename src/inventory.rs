@@ -111,6 +111,10 @@ pub struct Gpu {
     pub cpu_socket: Option<u32>,
     pub persistence_mode: Option<bool>,
     pub mig_enabled: Option<bool>,
+    /// Which processes may hold a CUDA context on the GPU (NVML); None: not read, or evidence
+    /// written before this was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compute_mode: Option<ComputeMode>,
     pub ecc_enabled: Option<bool>,
     pub ecc: EccCounts,
     pub remapped_rows: Option<RemappedRows>,
@@ -523,6 +527,33 @@ impl Inventory {
             .collect()
     }
 
+    /// Why a second nodecert process could not open every GPU while this one holds contexts on
+    /// them, or None: "GPUs 0, 1 are in compute mode Exclusive_Process".
+    pub fn one_process_only(&self) -> Option<String> {
+        let mut by_mode: Vec<(ComputeMode, Vec<usize>)> = Vec::new();
+        for g in &self.gpus {
+            let Some(m) = g.compute_mode.filter(|m| !m.admits_a_second_process()) else {
+                continue;
+            };
+            match by_mode.iter_mut().find(|(x, _)| *x == m) {
+                Some((_, ids)) => ids.push(g.index),
+                None => by_mode.push((m, vec![g.index])),
+            }
+        }
+        let said: Vec<String> = by_mode
+            .iter()
+            .map(|(m, ids)| {
+                format!(
+                    "{} {} in compute mode {}",
+                    crate::checks::judge::gpu_list(ids),
+                    if ids.len() == 1 { "is" } else { "are" },
+                    m.label()
+                )
+            })
+            .collect();
+        (!said.is_empty()).then(|| said.join(" and "))
+    }
+
     /// A short model string for the node, e.g. "8x NVIDIA H100 80GB HBM3".
     pub fn summary(&self) -> String {
         match self.gpus.first() {
@@ -557,6 +588,102 @@ mod tests {
         assert_eq!(normalize_bus_id("00000000:3B:00.0"), "0000:3b:00.0");
         assert_eq!(normalize_bus_id("0000:3B:00.0"), "0000:3b:00.0");
         assert_eq!(normalize_bus_id("3B:00.0"), "0000:3b:00.0");
+    }
+
+    fn with_modes(modes: &[Option<ComputeMode>]) -> Inventory {
+        Inventory {
+            gpus: modes
+                .iter()
+                .enumerate()
+                .map(|(index, &compute_mode)| Gpu {
+                    index,
+                    compute_mode,
+                    ..Default::default()
+                })
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    /// Only a mode that admits several processes lets a second nodecert process in; an unread
+    /// mode is not held against the node (the child's own error would then say it).
+    #[test]
+    fn gpus_that_admit_one_process_are_named_by_mode() {
+        use ComputeMode as M;
+        assert_eq!(
+            with_modes(&[Some(M::Default), None]).one_process_only(),
+            None
+        );
+        assert_eq!(
+            with_modes(&[Some(M::ExclusiveProcess); 3]).one_process_only(),
+            Some("GPUs 0, 1, 2 are in compute mode Exclusive_Process".into())
+        );
+        assert_eq!(
+            with_modes(&[
+                Some(M::Default),
+                Some(M::Prohibited),
+                Some(M::ExclusiveThread),
+                Some(M::ExclusiveThread)
+            ])
+            .one_process_only(),
+            Some(
+                "GPU 1 is in compute mode Prohibited and GPUs 2, 3 are in compute mode \
+                 Exclusive_Thread"
+                    .into()
+            )
+        );
+    }
+
+    /// Evidence written before the compute mode was read loads with it unknown, and a GPU
+    /// whose mode is unknown writes none.
+    #[test]
+    fn the_compute_mode_is_optional_in_evidence() {
+        let g: Gpu = serde_json::from_value(serde_json::to_value(Gpu::default()).unwrap()).unwrap();
+        assert_eq!(g.compute_mode, None);
+        assert!(serde_json::to_value(Gpu::default())
+            .unwrap()
+            .get("compute_mode")
+            .is_none());
+        let g = Gpu {
+            compute_mode: Some(ComputeMode::ExclusiveProcess),
+            ..Default::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&g).unwrap()["compute_mode"],
+            "exclusive_process"
+        );
+    }
+}
+
+/// A GPU's compute mode: which processes may hold a CUDA context on it. Sites that give each
+/// job whole GPUs (a Slurm prolog, a Kubernetes device plugin) often set exclusive-process.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "snake_case")]
+pub enum ComputeMode {
+    /// Any number of processes.
+    Default,
+    /// One process at a time (`nvidia-smi -c EXCLUSIVE_PROCESS`).
+    ExclusiveProcess,
+    /// One thread of one process (no longer supported by NVIDIA's drivers, still reported).
+    ExclusiveThread,
+    /// No process at all.
+    Prohibited,
+}
+
+impl ComputeMode {
+    /// As `nvidia-smi -q -d COMPUTE` names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            ComputeMode::Default => "Default",
+            ComputeMode::ExclusiveProcess => "Exclusive_Process",
+            ComputeMode::ExclusiveThread => "Exclusive_Thread",
+            ComputeMode::Prohibited => "Prohibited",
+        }
+    }
+
+    /// Whether a second process can open the GPU while nodecert holds a context on it.
+    pub fn admits_a_second_process(self) -> bool {
+        self == ComputeMode::Default
     }
 }
 

@@ -384,3 +384,36 @@ fn the_child_process_measures_the_simulated_node_without_nvls() {
     // refuse the answer (see no_nvls's unit tests).
     assert!(text.contains("\"nvls_enable\":null"), "{text}");
 }
+
+/// GPUs that admit one process at a time (a site's `nvidia-smi -c EXCLUSIVE_PROCESS`) refuse
+/// the child that measures without NVLS while nodecert holds them: a suite that only shows that
+/// figure still passes on NCCL's own, and the report says why the column is missing; a suite
+/// that judges the figure without NVLS cannot be judged here (exit 3), naming the mode.
+#[test]
+fn exclusive_process_gpus_are_not_asked_for_a_second_process() {
+    let env = Env::new();
+    suite(&env, "");
+    let (code, f) = run(&env, &["exclusive-process"]);
+    assert_eq!(code, 0, "{f:#?}");
+    let c = all_reduce(&env);
+    assert!(at_8gib(&c, "busbw").is_some());
+    assert_eq!(at_8gib(&c, "busbw_no_nvls"), None, "no second pass");
+    let md = env.read("out/report.md");
+    assert!(
+        md.contains(
+            "Not measured with NVLS forced off: that sweep runs in a second process, which the \
+             GPUs refuse while nodecert holds them (GPUs 0, 1, 2, 3, 4, 5, 6, 7 are in compute \
+             mode Exclusive_Process)."
+        ),
+        "{md}"
+    );
+    suite(&env, "nvls = \"off\"\n");
+    let (code, f) = run(&env, &["exclusive-process"]);
+    assert_eq!(code, 3, "{f:#?}");
+    assert!(
+        f.iter().any(|(s, r, _)| s == "error"
+            && r.contains("cannot be measured here")
+            && r.contains("Exclusive_Process")),
+        "{f:#?}"
+    );
+}

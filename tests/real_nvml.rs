@@ -135,6 +135,7 @@ fn healthy_gpu(i: usize, name: &str, bus: &str, memory: u64, numa: u32, cpus: &s
         "memory_total_bytes": memory,
         "persistence_mode": true,
         "mig_mode": 0,
+        "compute_mode": 0,
         "ecc_mode": true,
         "ecc": {
             "volatile_corrected": 0, "volatile_uncorrected": 0,
@@ -244,6 +245,7 @@ fn an_hgx_board_reads_as_eight_gpus_on_four_nvswitches() {
         assert_eq!(g["ecc"]["dram_errors"], 0);
         assert_eq!(g["retired_pages"]["pending"], false);
         assert_eq!(g["nvls"]["fabric"], "completed");
+        assert_eq!(g["compute_mode"], "default");
         // No libcuda here: multicast support is not read, never "no".
         assert_eq!(g["nvls"]["multicast"], Value::Null);
         let links = g["nvlinks"].as_array().expect("links");
@@ -286,6 +288,39 @@ fn an_hgx_board_reads_as_eight_gpus_on_four_nvswitches() {
     assert!(
         unavailable.is_empty(),
         "every reading answered: {unavailable:?}"
+    );
+}
+
+/// NVML's compute modes as the inventory records them; a driver that does not answer leaves
+/// the mode unknown (absent), with a note, never "default".
+#[test]
+fn each_gpus_compute_mode_is_read_from_nvml() {
+    let mut d = hgx_h200();
+    for (i, m) in [(1, 1), (2, 2), (3, 3)] {
+        d["gpus"][i]["compute_mode"] = json!(m);
+    }
+    d["gpus"][4]
+        .as_object_mut()
+        .expect("gpu")
+        .remove("compute_mode");
+    let inv = Node::new(&d).inventory();
+    let modes: Vec<Value> = (0..5)
+        .map(|i| inv["gpus"][i]["compute_mode"].clone())
+        .collect();
+    assert_eq!(
+        modes,
+        [
+            json!("default"),
+            json!("exclusive_thread"),
+            json!("prohibited"),
+            json!("exclusive_process"),
+            Value::Null
+        ]
+    );
+    let notes = inv["unavailable"].to_string();
+    assert!(
+        notes.contains("gpu4 compute mode: not supported"),
+        "{notes}"
     );
 }
 

@@ -47,6 +47,7 @@ pub const EXPORTED: &[&str] = &[
     "nvmlDeviceGetMemoryInfo_v2",
     "nvmlDeviceGetPersistenceMode",
     "nvmlDeviceGetMigMode",
+    "nvmlDeviceGetComputeMode",
     "nvmlDeviceGetEccMode",
     "nvmlDeviceGetCurrentClocksThrottleReasons",
     "nvmlDeviceGetClockInfo",
@@ -417,6 +418,14 @@ pub unsafe extern "C" fn nvmlDeviceGetMigMode(
         SUCCESS => put(pending, *current),
         e => e,
     }
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetComputeMode(
+    d: nvmlDevice_t,
+    out: *mut nvmlComputeMode_t,
+) -> nvmlReturn_t {
+    read(d, "nvmlDeviceGetComputeMode", out, |g| g.compute_mode)
 }
 
 #[no_mangle]

@@ -309,10 +309,11 @@ pub enum FaultKind {
     SlowCompute,
     ComputeCorrupt,
     PowerLimited,
+    ExclusiveProcess,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 28] = [
+    pub const ALL: [FaultKind; 29] = [
         FaultKind::GpuMissing,
         FaultKind::GpuLost,
         FaultKind::NvlinkDown,
@@ -341,6 +342,7 @@ impl FaultKind {
         FaultKind::SlowCompute,
         FaultKind::ComputeCorrupt,
         FaultKind::PowerLimited,
+        FaultKind::ExclusiveProcess,
     ];
 
     pub fn name(self) -> &'static str {
@@ -373,6 +375,7 @@ impl FaultKind {
             FaultKind::SlowCompute => "slow-compute",
             FaultKind::ComputeCorrupt => "compute-corrupt",
             FaultKind::PowerLimited => "power-limited",
+            FaultKind::ExclusiveProcess => "exclusive-process",
         }
     }
 
@@ -452,6 +455,10 @@ impl FaultKind {
                 "a GPU cannot reach its power target under load, as with a failing power stage or \
                  a board capped low (gpu=N, factor=F: the share of its power limit it reaches; \
                  default 0.6)"
+            }
+            FaultKind::ExclusiveProcess => {
+                "the GPUs admit one process at a time (compute mode Exclusive_Process), as sites \
+                 that give each job whole GPUs set them (gpu=N: that GPU only; default every GPU)"
             }
         }
     }
@@ -1790,7 +1797,11 @@ impl Backend for SimBackend {
                     fabric: None,
                 }
             };
+            let mut compute_mode = ComputeMode::Default;
             for f in &self.faults {
+                if f.kind == FaultKind::ExclusiveProcess && f.gpu.is_none_or(|g| g == i) {
+                    compute_mode = ComputeMode::ExclusiveProcess;
+                }
                 if f.kind == FaultKind::NvlsUnavailable && f.gpu.is_none_or(|g| g == i) {
                     nvls = Nvls {
                         multicast: Some(false),
@@ -1921,6 +1932,7 @@ impl Backend for SimBackend {
                 }),
                 persistence_mode: Some(true),
                 mig_enabled: Some(false),
+                compute_mode: Some(compute_mode),
                 ecc_enabled: Some(node.gpu.ecc),
                 ecc,
                 remapped_rows: Some(rows),

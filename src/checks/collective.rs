@@ -56,6 +56,9 @@ pub const NO_NVLS: &str = "_no_nvls";
 
 /// The fact naming the sweep's sizes that move nothing over this many ranks (not measured).
 pub const EMPTY_SIZES: &str = "sizes_moving_nothing";
+/// Fact: why all_reduce's pass with NVLS forced off was not measured (it runs in a second
+/// process, which GPUs that admit one process at a time refuse while nodecert holds them).
+pub const NO_NVLS_BLOCKED: &str = "no_nvls_pass_not_run";
 
 /// The sweep's sizes that move at least one element over `ranks`, and those that do not: an
 /// all_gather, reduce_scatter or all_to_all gives each rank a block of a multiple of 16 bytes,
@@ -183,7 +186,12 @@ impl Check for Collective {
                 format_bytes(*last)
             ));
         }
-        if self.second_pass(ctx) {
+        if let (true, Some(why)) = (self.second_pass(ctx), ctx.inventory.one_process_only()) {
+            p.push(format!(
+                "not measured with NVLS forced off: that sweep runs in a second process, which \
+                 the GPUs refuse while nodecert holds them: {why}"
+            ));
+        } else if self.second_pass(ctx) {
             p.push(format!(
                 "then the same sizes with NVLS forced off (NCCL_NVLS_ENABLE=0, a child process \
                  on real GPUs){}",
@@ -206,9 +214,18 @@ impl Check for Collective {
         let c = &self.cfg;
         let sweep = size_sweep(c.min_size.0, c.max_size.0, c.factor);
         let (sizes, empty) = moving_sizes(self.op, ctx.inventory.gpus.len(), &sweep);
-        let second = self.second_pass(ctx);
-        let steps = sizes.len() + usize::from(second);
         let mut m = Measured::default();
+        let mut second = self.second_pass(ctx);
+        if let (true, Some(why)) = (second, ctx.inventory.one_process_only()) {
+            // The child that forces NVLS off would be refused the GPUs this process holds.
+            m.facts.push(Fact::new(
+                NO_NVLS_BLOCKED,
+                Subject::node(),
+                FactValue::Text(why),
+            ));
+            second = false;
+        }
+        let steps = sizes.len() + usize::from(second);
         super::nccl_env::record(
             &mut m,
             &b.nccl_settings(),
@@ -300,6 +317,28 @@ impl Check for Collective {
                     ),
                 )
                 .informational(),
+            );
+        }
+        let blocked = m.facts.iter().find(|f| f.name == NO_NVLS_BLOCKED).map(|f| {
+            format!(
+                "that sweep runs in a second process, and {} admit one process at a time",
+                f.value.describe()
+            )
+        });
+        if let (Some(why), false) = (&blocked, c.nvls == Some(NvlsRequirement::Off)) {
+            out.push(
+                finding(
+                    Status::Skip,
+                    Subject::op(op),
+                    "not available here",
+                    "a figure with NVLS forced off",
+                    format!(
+                        "{op} with NVLS forced off: not available here ({why}); NCCL's own \
+                         figure is judged"
+                    ),
+                )
+                .informational()
+                .on("busbw_no_nvls"),
             );
         }
         // Correct data first, in both passes: a fast wrong answer fails.
@@ -399,10 +438,16 @@ impl Check for Collective {
                         Subject::op(op),
                         "no figure with NVLS forced off",
                         "NVLS off",
-                        format!(
-                            "{op}: the suite judges the figure without NVLS, but none was \
-                             measured, and NCCL's own may have used NVLS"
-                        ),
+                        match &blocked {
+                            Some(why) => format!(
+                                "{op}: the suite judges the figure without NVLS, but it cannot \
+                                 be measured here: {why}"
+                            ),
+                            None => format!(
+                                "{op}: the suite judges the figure without NVLS, but none was \
+                                 measured, and NCCL's own may have used NVLS"
+                            ),
+                        },
                     )
                     .on("nvls"),
                 );
@@ -1200,6 +1245,75 @@ mod data_tests {
         assert_eq!(
             judged(slowest - 1.0),
             vec![(at, String::new(), Status::Fail)]
+        );
+    }
+
+    /// GPUs that admit one process at a time refuse the child that forces NVLS off while this
+    /// process holds them: the pass is not run (the child is never started), the check says
+    /// why, and NCCL's own figure is still judged.
+    #[test]
+    fn gpus_in_exclusive_process_mode_leave_the_pass_without_nvls_out_and_say_why() {
+        let ev = crate::testutil::simulated("h100-sxm-8", &["exclusive-process:gpu=3"]);
+        let c = ev.check("collective.all_reduce").unwrap();
+        assert_eq!(c.status, Status::Pass, "{:#?}", c.findings);
+        assert!(
+            c.metrics.iter().all(|x| !x.name.ends_with(NO_NVLS)),
+            "no figure without NVLS was measured"
+        );
+        let why = "GPU 3 is in compute mode Exclusive_Process";
+        let f: Vec<&Finding> = c
+            .findings
+            .iter()
+            .filter(|f| f.reason.contains(why))
+            .collect();
+        assert_eq!(f.len(), 1, "{:#?}", c.findings);
+        assert_eq!((f[0].status, f[0].info), (Status::Skip, true));
+        assert!(
+            f[0].reason.contains("not available here"),
+            "{}",
+            f[0].reason
+        );
+        assert!(c.plan.iter().any(|p| p.contains(why)), "{:?}", c.plan);
+        // NCCL's own figure is still judged at every size with a floor.
+        assert!(c
+            .findings
+            .iter()
+            .any(|f| !f.info && f.metric.as_deref() == Some("busbw")));
+        // Every GPU of the default mode: the pass runs.
+        let ev = crate::testutil::simulated("h100-sxm-8", &[]);
+        let c = ev.check("collective.all_reduce").unwrap();
+        assert!(c.metrics.iter().any(|x| x.name == "busbw_no_nvls"));
+        assert!(c.facts.iter().all(|f| f.name != NO_NVLS_BLOCKED));
+    }
+
+    /// A suite that judges the figure without NVLS cannot be judged on such a node: an error
+    /// that names the compute mode, not a pass on NCCL's own (NVLS) figure.
+    #[test]
+    fn a_suite_judging_without_nvls_on_exclusive_gpus_is_an_error_naming_the_mode() {
+        let m = {
+            let mut m = swept(8, &[(1 << 30, 480.0)], None);
+            m.facts.push(Fact::new(
+                NO_NVLS_BLOCKED,
+                Subject::node(),
+                FactValue::Text("GPUs 0, 1 are in compute mode Exclusive_Process".into()),
+            ));
+            m
+        };
+        let f = evaluated("nvls = \"off\"\nmin_busbw_gbps = { \"1G\" = 400 }", &m);
+        let last = f.last().unwrap();
+        assert_eq!(last.status, Status::Error, "{f:#?}");
+        assert!(
+            last.reason.contains("cannot be measured here")
+                && last
+                    .reason
+                    .contains("GPUs 0, 1 are in compute mode Exclusive_Process"),
+            "{}",
+            last.reason
+        );
+        // And no "not available here" note beside it: the error says it.
+        assert_eq!(
+            f.iter().filter(|f| f.reason.contains("Exclusive")).count(),
+            1
         );
     }
 

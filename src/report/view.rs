@@ -906,8 +906,18 @@ pub fn build(ev: &Evidence) -> View {
                     .into()
             } else {
                 use crate::inventory::NvlsAvailability as A;
+                let blocked = c
+                    .facts
+                    .iter()
+                    .find(|f| f.name == crate::checks::collective::NO_NVLS_BLOCKED);
                 match ev.node.nvls() {
-                    A::Available => String::new(),
+                    A::Available => blocked.map_or_else(String::new, |f| {
+                        format!(
+                            "Not measured with NVLS forced off: that sweep runs in a second \
+                             process, which the GPUs refuse while nodecert holds them ({}).",
+                            f.value.describe()
+                        )
+                    }),
                     A::Unavailable(why) => {
                         format!("No NVLS figure: NVLS not available ({why}); NCCL's figure is without NVLS.")
                     }

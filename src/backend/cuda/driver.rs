@@ -28,6 +28,19 @@ pub fn describe(e: &DriverError) -> String {
     }
 }
 
+/// What a refused context usually means, for the error that reports it: a GPU that takes no
+/// context at all, or no second process, says so through its compute mode.
+pub fn context_refused_hint(r: sys::CUresult) -> &'static str {
+    match r {
+        sys::CUresult::CUDA_ERROR_DEVICE_UNAVAILABLE => {
+            ": the GPU takes no more contexts. Its compute mode may be Exclusive_Process with \
+             another process holding it, or Prohibited (`nvidia-smi -q -d COMPUTE` shows the \
+             mode; `nvidia-smi --query-compute-apps=pid,name --format=csv` shows who holds it)"
+        }
+        _ => "",
+    }
+}
+
 /// Name the call that failed.
 pub fn ck<T>(call: &str, r: Result<T, DriverError>) -> Result<T, HwError> {
     r.map_err(|e| HwError::Call {
@@ -53,10 +66,10 @@ pub struct Gpu {
 
 impl Gpu {
     pub fn open(index: usize, ordinal: usize, bus_id: String) -> Result<Gpu, HwError> {
-        let ctx = ck(
-            &format!("cuDevicePrimaryCtxRetain (CUDA device {ordinal})"),
-            CudaContext::new(ordinal),
-        )?;
+        let ctx = CudaContext::new(ordinal).map_err(|e| HwError::Call {
+            call: format!("cuDevicePrimaryCtxRetain (CUDA device {ordinal})"),
+            detail: format!("{}{}", describe(&e), context_refused_hint(e.0)),
+        })?;
         // SAFETY: we never use cudarc's CudaSlice, whose cross-stream safety needs the tracking.
         unsafe { ctx.disable_event_tracking() };
         let s0 = ck("cuStreamCreate", ctx.new_stream())?;
@@ -452,4 +465,29 @@ pub fn enable_peer(from: &Gpu, to: &Gpu) -> Result<Peer, HwError> {
         other => cu("cuCtxEnablePeerAccess", other)?,
     }
     Ok(Peer::Enabled)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A context refused because the GPU is busy or prohibited points at the compute mode;
+    /// any other failure is reported in the driver's words alone.
+    #[test]
+    fn a_refused_context_points_at_the_compute_mode() {
+        let h = context_refused_hint(sys::CUresult::CUDA_ERROR_DEVICE_UNAVAILABLE);
+        assert!(
+            h.contains("Exclusive_Process") && h.contains("Prohibited"),
+            "{h}"
+        );
+        assert!(h.contains("nvidia-smi -q -d COMPUTE"), "{h}");
+        assert_eq!(
+            context_refused_hint(sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY),
+            ""
+        );
+        assert_eq!(
+            context_refused_hint(sys::CUresult::CUDA_ERROR_NO_DEVICE),
+            ""
+        );
+    }
 }

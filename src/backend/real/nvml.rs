@@ -2,14 +2,15 @@
 //! not answer becomes `None` plus a line in the notes ("gpu0 retired pages: not supported").
 
 use crate::inventory::{
-    normalize_bus_id, EccCounts, FabricState, Gpu, LinkRemote, LostGpu, NvLink, NvLinkErrors,
-    P2pStatus, PcieLink, RemappedRows, RemoteKind, RetiredPages,
+    normalize_bus_id, ComputeMode, EccCounts, FabricState, Gpu, LinkRemote, LostGpu, NvLink,
+    NvLinkErrors, P2pStatus, PcieLink, RemappedRows, RemoteKind, RetiredPages,
 };
 use crate::platform::{pci, NvmlVirt};
 use nvml_wrapper::bitmasks::device::ThrottleReasons;
 use nvml_wrapper::enum_wrappers::device::{
-    Clock, EccCounter, GpuVirtualizationMode, MemoryError, MemoryLocation, P2pCapabilitiesIndex,
-    P2pStatus as NvmlP2p, RetirementCause, TemperatureSensor, TopologyLevel,
+    Clock, ComputeMode as NvmlComputeMode, EccCounter, GpuVirtualizationMode, MemoryError,
+    MemoryLocation, P2pCapabilitiesIndex, P2pStatus as NvmlP2p, RetirementCause, TemperatureSensor,
+    TopologyLevel,
 };
 use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
 use nvml_wrapper::error::{nvml_try, NvmlError};
@@ -81,6 +82,16 @@ impl<'a> Asker<'a> {
             self.notes.push(format!("{} {what}: {}", self.who, why(&e)))
         })
         .ok()
+    }
+}
+
+/// NVML's compute mode as the inventory records it.
+pub fn compute_mode(m: NvmlComputeMode) -> ComputeMode {
+    match m {
+        NvmlComputeMode::Default => ComputeMode::Default,
+        NvmlComputeMode::ExclusiveProcess => ComputeMode::ExclusiveProcess,
+        NvmlComputeMode::ExclusiveThread => ComputeMode::ExclusiveThread,
+        NvmlComputeMode::Prohibited => ComputeMode::Prohibited,
     }
 }
 
@@ -199,6 +210,7 @@ pub fn read_gpu(
         pcie: pcie(d, &mut q),
         persistence_mode: q.ask("persistence mode", d.is_in_persistent_mode()),
         mig_enabled: q.ask("mig mode", d.mig_mode()).map(|m| m.current == 1),
+        compute_mode: q.ask("compute mode", d.compute_mode()).map(compute_mode),
         ecc_enabled: q
             .ask("ecc mode", d.is_ecc_enabled())
             .map(|e| e.currently_enabled),
