@@ -6,8 +6,8 @@ use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
 use crate::error::HwError;
 use crate::evidence::{Finding, Status, Subject};
-use crate::inventory::{Gpu, Inventory, PcieLink};
-use crate::suite::{PairPath, PciePath};
+use crate::inventory::{ComputeMode, Gpu, Inventory, PcieLink};
+use crate::suite::{MigExpect, PairPath, PciePath};
 
 pub struct Topology;
 
@@ -81,6 +81,7 @@ impl Check for Topology {
                 reason,
             ));
         }
+        out.extend(gpu_mode_findings(inv, exp.mig));
         for g in &inv.gpus {
             let who = format!("GPU {}", g.index);
             let sub = Subject::gpu(g.index);
@@ -486,6 +487,99 @@ fn path_finding(inv: &Inventory, pp: &PairPath) -> Finding {
 /// One GPU's PCIe link against the suite. A reading at rest below the link's maximum may only be
 /// the GPU saving power, so it fails only when it was read under load (or the maximum itself is
 /// short of the suite); otherwise it warns.
+/// Whether each GPU can be measured whole: MIG mode (judged off unless the suite says
+/// `mig = "any"`; a suite that states "off" is promised the reading of every GPU) and a compute
+/// mode that takes no process at all. Both make a node that no figure describes: CUDA on a GPU
+/// in MIG mode sees its instances, and a Prohibited GPU takes no context.
+fn gpu_mode_findings(inv: &Inventory, mig: Option<MigExpect>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let ids = |f: &dyn Fn(&Gpu) -> bool| -> Vec<usize> {
+        inv.gpus.iter().filter(|g| f(g)).map(|g| g.index).collect()
+    };
+    let on = ids(&|g| g.mig_enabled == Some(true));
+    if mig == Some(MigExpect::Any) {
+        if !on.is_empty() {
+            out.push(
+                finding(
+                    Status::Pass,
+                    Subject::node(),
+                    format!("MIG on: {}", gpu_list(&on)),
+                    "MIG on or off",
+                    format!(
+                        "MIG mode is on on {} (node.mig = \"any\"): CUDA sees their instances, \
+                         and their figures are an instance's",
+                        gpu_list(&on)
+                    ),
+                )
+                .informational()
+                .on("mig"),
+            );
+        }
+    } else {
+        for &i in &on {
+            out.push(
+                finding(
+                    Status::Fail,
+                    Subject::gpu(i),
+                    "MIG on",
+                    "MIG off",
+                    format!(
+                        "GPU {i} has MIG mode on: CUDA sees its instances, not the whole GPU, so \
+                         no figure would be of the GPU (`nvidia-smi -i {i} -mig 0` turns it \
+                         off; node.mig = \"any\" accepts it)"
+                    ),
+                )
+                .on("mig"),
+            );
+        }
+        if mig == Some(MigExpect::Off) && on.is_empty() {
+            let unread = ids(&|g| g.mig_enabled.is_none());
+            if unread.is_empty() {
+                out.push(
+                    finding(
+                        Status::Pass,
+                        Subject::node(),
+                        "MIG off",
+                        "MIG off",
+                        format!("MIG mode is off on every GPU ({})", inv.gpus.len()),
+                    )
+                    .on("mig"),
+                );
+            } else {
+                out.push(
+                    finding(
+                        Status::Skip,
+                        Subject::node(),
+                        "not read",
+                        "MIG off",
+                        format!(
+                            "not available here: the MIG mode of {} (node.mig = \"off\")",
+                            gpu_list(&unread)
+                        ),
+                    )
+                    .on("mig"),
+                );
+            }
+        }
+    }
+    for i in ids(&|g| g.compute_mode == Some(ComputeMode::Prohibited)) {
+        out.push(
+            finding(
+                Status::Fail,
+                Subject::gpu(i),
+                "compute mode Prohibited",
+                "a compute mode that admits a process",
+                format!(
+                    "GPU {i} is in compute mode Prohibited: it takes no CUDA process, so \
+                     nothing can be measured or run on it (`nvidia-smi -i {i} -c DEFAULT`)"
+                ),
+            )
+            .on("compute_mode"),
+        );
+    }
+    out
+}
+
 fn pcie_finding(
     sub: &Subject,
     link: &PcieLink,
@@ -674,6 +768,85 @@ mod tests {
             },
         );
         assert_eq!((f[0].0.as_str(), f[0].1), ("GPU 1", Status::Fail), "{f:#?}");
+    }
+
+    /// The MIG and compute-mode findings of the simulated H100 with `mig` in its suite and the
+    /// inventory edited: (subject, status, informational, reason).
+    fn modes(
+        mig: Option<crate::suite::MigExpect>,
+        edit: impl FnOnce(&mut Inventory),
+    ) -> Vec<(String, Status, bool, String)> {
+        let mut inv = crate::testutil::simulated("h100-sxm-8", &[]).node;
+        edit(&mut inv);
+        let mut suite = crate::suite::load::load("h100-sxm-8").unwrap().suite;
+        suite.node.mig = mig;
+        let ctx = crate::testutil::ctx(&suite, &inv);
+        Topology
+            .evaluate(&ctx, &Measured::default())
+            .into_iter()
+            .filter(|f| matches!(f.metric.as_deref(), Some("mig" | "compute_mode")))
+            .map(|f| (f.subject.describe(), f.status, f.info, f.reason))
+            .collect()
+    }
+
+    #[test]
+    fn a_gpu_in_mig_mode_fails_unless_the_suite_accepts_it() {
+        use crate::suite::MigExpect::{Any, Off};
+        // Whole GPUs and nothing stated: nothing to say.
+        assert_eq!(modes(None, |_| {}), vec![]);
+        let on3 = |inv: &mut Inventory| inv.gpus[3].mig_enabled = Some(true);
+        for mig in [None, Some(Off)] {
+            let f = modes(mig, on3);
+            assert_eq!(f.len(), 1, "{f:#?}");
+            assert_eq!((f[0].0.as_str(), f[0].1), ("GPU 3", Status::Fail));
+            assert!(
+                f[0].3
+                    .starts_with("GPU 3 has MIG mode on: CUDA sees its instances")
+                    && f[0].3.contains("nvidia-smi -i 3 -mig 0"),
+                "{}",
+                f[0].3
+            );
+        }
+        // Accepted: shown, not judged.
+        let f = modes(Some(Any), on3);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!((f[0].1, f[0].2), (Status::Pass, true));
+        assert!(f[0].3.contains("MIG mode is on on GPU 3"), "{}", f[0].3);
+        assert_eq!(modes(Some(Any), |_| {}), vec![]);
+        // Stated "off": promised, so it passes where read and is not available where not.
+        let f = modes(Some(Off), |_| {});
+        assert_eq!(
+            f,
+            vec![(
+                "node".into(),
+                Status::Pass,
+                false,
+                "MIG mode is off on every GPU (8)".into()
+            )]
+        );
+        let f = modes(Some(Off), |inv| inv.gpus[5].mig_enabled = None);
+        assert_eq!((f[0].1, f[0].2), (Status::Skip, false), "{f:#?}");
+        assert!(f[0].3.contains("not available here") && f[0].3.contains("GPU 5"));
+        // Unread and nothing stated: not judged (a GPU without MIG answers "not supported").
+        assert_eq!(modes(None, |inv| inv.gpus[5].mig_enabled = None), vec![]);
+    }
+
+    #[test]
+    fn a_gpu_that_takes_no_process_fails_naming_its_compute_mode() {
+        use crate::inventory::ComputeMode as M;
+        let f = modes(None, |inv| {
+            inv.gpus[2].compute_mode = Some(M::Prohibited);
+            inv.gpus[4].compute_mode = Some(M::ExclusiveProcess);
+            inv.gpus[6].compute_mode = None;
+        });
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!((f[0].0.as_str(), f[0].1), ("GPU 2", Status::Fail));
+        assert!(
+            f[0].3
+                .starts_with("GPU 2 is in compute mode Prohibited: it takes no CUDA process"),
+            "{}",
+            f[0].3
+        );
     }
 
     #[test]

@@ -91,6 +91,20 @@ pub struct NodeExpect {
     pub driver_min: Option<String>,
     /// bare-metal, passthrough, vgpu, vm (passthrough or vgpu) or any.
     pub virtualization: Option<VirtExpect>,
+    /// Whether a GPU may have MIG mode on: "off" (unset: the same, judged where a GPU reports it
+    /// on) or "any". nodecert measures whole GPUs; CUDA on a GPU in MIG mode sees its instances.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig: Option<MigExpect>,
+}
+
+/// Whether the GPUs may be in MIG mode.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum MigExpect {
+    /// Every GPU whole: MIG mode off.
+    Off,
+    /// Not judged (shown where on).
+    Any,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
