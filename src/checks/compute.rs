@@ -54,6 +54,17 @@ pub fn error_fact(p: GemmPrecision) -> String {
     format!("{}_error", p.name())
 }
 
+/// Where a GEMM's error is a missed deadline: what the GEMMs after it say instead of running.
+fn hang(e: &HwError, g: usize, p: GemmPrecision) -> Option<String> {
+    matches!(e, HwError::Timeout { .. }).then(|| {
+        format!(
+            "not run: an earlier GEMM did not finish (GPU {g}, {}), and GPUs that may still run \
+             it cannot be used again in this process",
+            human(p)
+        )
+    })
+}
+
 impl Compute {
     /// Whether the suite promises a judgement of this precision's figure: a limit or a typical
     /// figure of its own. The check-wide outlier rule applies to whatever was measured; alone it
@@ -119,8 +130,21 @@ impl Check for Compute {
         let n = ctx.inventory.gpus.len();
         let total = n * c.precisions.len();
         let mut m = Measured::default();
+        // Set once a GEMM missed its deadline: the GPUs cannot be used again in this process
+        // (the backend refuses every later call), so nothing more is asked of them, and what
+        // was not measured says so in a line, not in a copy of the backend's refusal each.
+        let mut hung: Option<String> = None;
         for g in 0..n {
             for (k, &p) in c.precisions.iter().enumerate() {
+                if let Some(h) = &hung {
+                    m.facts.push(Fact::new(
+                        error_fact(p),
+                        Subject::gpu(g),
+                        FactValue::Text(h.clone()),
+                    ));
+                    progress(g * c.precisions.len() + k + 1, total);
+                    continue;
+                }
                 match b.gemm(g, p, c.size, c.warmup, c.iterations) {
                     Ok(s) => {
                         m.metrics.push(
@@ -149,11 +173,14 @@ impl Check for Compute {
                                     checked = checked.saturating_add(h.elements_checked);
                                 }
                                 Err(HwError::NotSupported(_)) => {}
-                                Err(e) => m.facts.push(Fact::new(
-                                    error_fact(p),
-                                    Subject::gpu(g),
-                                    FactValue::Text(format!("at {}: {e}", c.size * 2)),
-                                )),
+                                Err(e) => {
+                                    hung = hang(&e, g, p);
+                                    m.facts.push(Fact::new(
+                                        error_fact(p),
+                                        Subject::gpu(g),
+                                        FactValue::Text(format!("at {}: {e}", c.size * 2)),
+                                    ))
+                                }
                             }
                         }
                         m.facts.push(Fact::new(
@@ -171,11 +198,14 @@ impl Check for Compute {
                     // This GPU and precision could not be measured: said as an error, and the
                     // rest measured (a GEMM that missed its deadline leaves the backend refusing
                     // at once, so nothing waits twice).
-                    Err(e) => m.facts.push(Fact::new(
-                        error_fact(p),
-                        Subject::gpu(g),
-                        FactValue::Text(e.to_string()),
-                    )),
+                    Err(e) => {
+                        hung = hang(&e, g, p);
+                        m.facts.push(Fact::new(
+                            error_fact(p),
+                            Subject::gpu(g),
+                            FactValue::Text(e.to_string()),
+                        ))
+                    }
                 }
                 progress(g * c.precisions.len() + k + 1, total);
             }
@@ -186,7 +216,13 @@ impl Check for Compute {
             Subject::node(),
             FactValue::Text(operands(c)),
         ));
-        if let Some(l) = &c.sustained {
+        if let (Some(_), Some(h)) = (&c.sustained, &hung) {
+            m.facts.push(Fact::new(
+                sustained::ERROR,
+                Subject::node(),
+                FactValue::Text(h.clone()),
+            ));
+        } else if let Some(l) = &c.sustained {
             match b.sustained_gemm(l.precision, c.size, l.seconds, l.sample_ms) {
                 Ok(runs) => {
                     for (g, run) in runs.into_iter().enumerate() {

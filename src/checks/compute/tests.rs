@@ -345,6 +345,58 @@ fn a_failing_gemm_ends_the_check_as_an_error_not_a_skip() {
     assert_eq!(crate::runner::summarize(&f).0, Status::Error);
 }
 
+/// A GEMM that misses its deadline leaves GPUs that cannot be used again in this process:
+/// nothing more is asked of the backend (no GEMM, no sustained load), and each figure not
+/// measured says why in one line, not in a copy of the backend's refusal.
+#[test]
+fn after_a_gemm_hangs_nothing_more_runs_and_each_gap_names_the_hang() {
+    let calls = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let seen = calls.clone();
+    let mut b = crate::testutil::Scripted {
+        gemm: Some(Box::new(move |g, p, _| {
+            seen.borrow_mut().push((g, p));
+            if (g, p) == (1, GemmPrecision::Bf16) {
+                Err(HwError::Timeout {
+                    what: "bf16 GEMM of 8192 on GPU 1".into(),
+                    seconds: 30.0,
+                })
+            } else {
+                Ok(sample(800.0))
+            }
+        })),
+        // No sustained script: asking for the load after the hang would panic.
+        ..Default::default()
+    };
+    let (m, f) = run_with(
+        "h200-sxm-8",
+        &mut b,
+        "precisions = [\"bf16\", \"fp32\"]\n[sustained]\nseconds = 10.0",
+    );
+    use GemmPrecision::{Bf16, Fp32};
+    assert_eq!(*calls.borrow(), [(0, Bf16), (0, Fp32), (1, Bf16)]);
+    assert_eq!(m.metrics.len(), 2, "GPU 0's figures stand");
+    let errors: Vec<&Finding> = f.iter().filter(|x| x.status == Status::Error).collect();
+    // GPU 1 bf16 (the hang), GPU 1 fp32, GPUs 2-7 both, and the sustained load.
+    assert_eq!(errors.len(), 1 + 1 + 12 + 1, "{errors:#?}");
+    let hang = "GPU 1: bf16 GEMM could not be measured: bf16 GEMM of 8192 on GPU 1 did not \
+                finish within 30 s";
+    let gap = "not run: an earlier GEMM did not finish (GPU 1, bf16 GEMM), and GPUs that may \
+               still run it cannot be used again in this process";
+    let (hung, gaps): (Vec<&&Finding>, Vec<&&Finding>) =
+        errors.iter().partition(|x| x.reason == hang);
+    assert_eq!(hung.len(), 1, "{errors:#?}");
+    assert!(gaps.iter().all(|x| x.reason.ends_with(gap)), "{errors:#?}");
+    assert!(gaps
+        .iter()
+        .any(|x| x.reason == format!("GPU 1: fp32 GEMM (TF32 off) could not be measured: {gap}")));
+    assert_eq!(
+        gaps.iter().filter(|x| x.subject == Subject::node()).count(),
+        1,
+        "the sustained load's"
+    );
+    assert_eq!(crate::runner::summarize(&f).0, Status::Error);
+}
+
 /// A GEMM sample of `tflops` with its product right.
 fn sample(tflops: f64) -> crate::backend::GemmSample {
     crate::backend::GemmSample {
