@@ -292,17 +292,19 @@ fn an_hgx_board_reads_as_eight_gpus_on_four_nvswitches() {
 }
 
 /// NVML's compute modes as the inventory records them; a driver that does not answer leaves
-/// the mode unknown (absent), with a note, never "default".
+/// the mode unknown (absent), with a note, never "default". MIG mode: on where NVML says so,
+/// off where it says off or that the GPU has no MIG.
 #[test]
 fn each_gpus_compute_mode_is_read_from_nvml() {
     let mut d = hgx_h200();
     for (i, m) in [(1, 1), (2, 2), (3, 3)] {
         d["gpus"][i]["compute_mode"] = json!(m);
     }
-    d["gpus"][4]
-        .as_object_mut()
-        .expect("gpu")
-        .remove("compute_mode");
+    let g4 = d["gpus"][4].as_object_mut().expect("gpu");
+    g4.remove("compute_mode");
+    // A GPU without MIG (NVML: not supported) is not in MIG mode; one in it says so.
+    g4.remove("mig_mode");
+    d["gpus"][5]["mig_mode"] = json!(1);
     let inv = Node::new(&d).inventory();
     let modes: Vec<Value> = (0..5)
         .map(|i| inv["gpus"][i]["compute_mode"].clone())
@@ -322,6 +324,9 @@ fn each_gpus_compute_mode_is_read_from_nvml() {
         notes.contains("gpu4 compute mode: not supported"),
         "{notes}"
     );
+    assert!(!notes.contains("mig mode"), "{notes}");
+    let mig: Vec<&Value> = (3..6).map(|i| &inv["gpus"][i]["mig_enabled"]).collect();
+    assert_eq!(mig, [&json!(false), &json!(false), &json!(true)]);
 }
 
 #[test]

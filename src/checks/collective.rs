@@ -57,7 +57,7 @@ pub const NO_NVLS: &str = "_no_nvls";
 /// The fact naming the sweep's sizes that move nothing over this many ranks (not measured).
 pub const EMPTY_SIZES: &str = "sizes_moving_nothing";
 /// Fact: why all_reduce's pass with NVLS forced off was not measured (it runs in a second
-/// process, which GPUs that admit one process at a time refuse while nodecert holds them).
+/// process, which GPUs that admit one process only refuse while nodecert holds them).
 pub const NO_NVLS_BLOCKED: &str = "no_nvls_pass_not_run";
 
 /// The sweep's sizes that move at least one element over `ranks`, and those that do not: an
@@ -321,7 +321,8 @@ impl Check for Collective {
         }
         let blocked = m.facts.iter().find(|f| f.name == NO_NVLS_BLOCKED).map(|f| {
             format!(
-                "that sweep runs in a second process, and {} admit one process at a time",
+                "that sweep runs in a second process, which the GPUs refuse while nodecert \
+                 holds them: {}",
                 f.value.describe()
             )
         });
@@ -1268,10 +1269,11 @@ mod data_tests {
             .collect();
         assert_eq!(f.len(), 1, "{:#?}", c.findings);
         assert_eq!((f[0].status, f[0].info), (Status::Skip, true));
-        assert!(
-            f[0].reason.contains("not available here"),
-            "{}",
-            f[0].reason
+        assert_eq!(
+            f[0].reason,
+            "all_reduce with NVLS forced off: not available here (that sweep runs in a second \
+             process, which the GPUs refuse while nodecert holds them: GPU 3 is in compute mode \
+             Exclusive_Process); NCCL's own figure is judged"
         );
         assert!(c.plan.iter().any(|p| p.contains(why)), "{:?}", c.plan);
         // NCCL's own figure is still judged at every size with a floor.
@@ -1302,13 +1304,11 @@ mod data_tests {
         let f = evaluated("nvls = \"off\"\nmin_busbw_gbps = { \"1G\" = 400 }", &m);
         let last = f.last().unwrap();
         assert_eq!(last.status, Status::Error, "{f:#?}");
-        assert!(
-            last.reason.contains("cannot be measured here")
-                && last
-                    .reason
-                    .contains("GPUs 0, 1 are in compute mode Exclusive_Process"),
-            "{}",
-            last.reason
+        assert_eq!(
+            last.reason,
+            "all_reduce: the suite judges the figure without NVLS, but it cannot be measured \
+             here: that sweep runs in a second process, which the GPUs refuse while nodecert \
+             holds them: GPUs 0, 1 are in compute mode Exclusive_Process"
         );
         // And no "not available here" note beside it: the error says it.
         assert_eq!(

@@ -136,13 +136,14 @@ impl Check for Compute {
         let mut hung: Option<String> = None;
         for g in 0..n {
             for (k, &p) in c.precisions.iter().enumerate() {
+                let step = g * c.precisions.len() + k + 1;
                 if let Some(h) = &hung {
                     m.facts.push(Fact::new(
                         error_fact(p),
                         Subject::gpu(g),
                         FactValue::Text(h.clone()),
                     ));
-                    progress(g * c.precisions.len() + k + 1, total);
+                    progress(step, total);
                     continue;
                 }
                 match b.gemm(g, p, c.size, c.warmup, c.iterations) {
@@ -207,7 +208,7 @@ impl Check for Compute {
                         ))
                     }
                 }
-                progress(g * c.precisions.len() + k + 1, total);
+                progress(step, total);
             }
         }
         // What the GEMMs multiplied: the rate depends on the data (gemm_data).

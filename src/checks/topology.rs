@@ -484,9 +484,6 @@ fn path_finding(inv: &Inventory, pp: &PairPath) -> Finding {
     }
 }
 
-/// One GPU's PCIe link against the suite. A reading at rest below the link's maximum may only be
-/// the GPU saving power, so it fails only when it was read under load (or the maximum itself is
-/// short of the suite); otherwise it warns.
 /// Whether each GPU can be measured whole: MIG mode (judged off unless the suite says
 /// `mig = "any"`; a suite that states "off" is promised the reading of every GPU) and a compute
 /// mode that takes no process at all. Both make a node that no figure describes: CUDA on a GPU
@@ -516,7 +513,8 @@ fn gpu_mode_findings(inv: &Inventory, mig: Option<MigExpect>) -> Vec<Finding> {
             );
         }
     } else {
-        for &i in &on {
+        for g in inv.gpus.iter().filter(|g| g.mig_enabled == Some(true)) {
+            let (i, bus) = (g.index, &g.pci_bus_id);
             out.push(
                 finding(
                     Status::Fail,
@@ -525,8 +523,8 @@ fn gpu_mode_findings(inv: &Inventory, mig: Option<MigExpect>) -> Vec<Finding> {
                     "MIG off",
                     format!(
                         "GPU {i} has MIG mode on: CUDA sees its instances, not the whole GPU, so \
-                         no figure would be of the GPU (`nvidia-smi -i {i} -mig 0` turns it \
-                         off; node.mig = \"any\" accepts it)"
+                         no figure would be of the GPU (`nvidia-smi -i {bus} -mig 0`, then a GPU \
+                         reset, turns it off; node.mig = \"any\" accepts it)"
                     ),
                 )
                 .on("mig"),
@@ -562,7 +560,12 @@ fn gpu_mode_findings(inv: &Inventory, mig: Option<MigExpect>) -> Vec<Finding> {
             }
         }
     }
-    for i in ids(&|g| g.compute_mode == Some(ComputeMode::Prohibited)) {
+    for g in inv
+        .gpus
+        .iter()
+        .filter(|g| g.compute_mode == Some(ComputeMode::Prohibited))
+    {
+        let (i, bus) = (g.index, &g.pci_bus_id);
         out.push(
             finding(
                 Status::Fail,
@@ -571,7 +574,7 @@ fn gpu_mode_findings(inv: &Inventory, mig: Option<MigExpect>) -> Vec<Finding> {
                 "a compute mode that admits a process",
                 format!(
                     "GPU {i} is in compute mode Prohibited: it takes no CUDA process, so \
-                     nothing can be measured or run on it (`nvidia-smi -i {i} -c DEFAULT`)"
+                     nothing can be measured or run on it (`nvidia-smi -i {bus} -c DEFAULT`)"
                 ),
             )
             .on("compute_mode"),
@@ -580,6 +583,9 @@ fn gpu_mode_findings(inv: &Inventory, mig: Option<MigExpect>) -> Vec<Finding> {
     out
 }
 
+/// One GPU's PCIe link against the suite. A reading at rest below the link's maximum may only be
+/// the GPU saving power, so it fails only when it was read under load (or the maximum itself is
+/// short of the suite); otherwise it warns.
 fn pcie_finding(
     sub: &Subject,
     link: &PcieLink,
@@ -802,7 +808,9 @@ mod tests {
             assert!(
                 f[0].3
                     .starts_with("GPU 3 has MIG mode on: CUDA sees its instances")
-                    && f[0].3.contains("nvidia-smi -i 3 -mig 0"),
+                    && f[0]
+                        .3
+                        .contains("`nvidia-smi -i 0000:48:00.0 -mig 0`, then a GPU reset"),
                 "{}",
                 f[0].3
             );
@@ -843,7 +851,10 @@ mod tests {
         assert_eq!((f[0].0.as_str(), f[0].1), ("GPU 2", Status::Fail));
         assert!(
             f[0].3
-                .starts_with("GPU 2 is in compute mode Prohibited: it takes no CUDA process"),
+                .starts_with("GPU 2 is in compute mode Prohibited: it takes no CUDA process")
+                && f[0]
+                    .3
+                    .ends_with("(`nvidia-smi -i 0000:38:00.0 -c DEFAULT`)"),
             "{}",
             f[0].3
         );

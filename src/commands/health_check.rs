@@ -36,6 +36,13 @@ pub fn quick(mut loaded: LoadedSuite) -> LoadedSuite {
     c.collective.clear();
     c.compute = None;
     c.training = None;
+    // Nothing here measures a GPU, so MIG mode (a MIG-hosting cluster's normal state) is not
+    // held against the node unless the suite says "off" itself.
+    loaded
+        .suite
+        .node
+        .mig
+        .get_or_insert(crate::suite::MigExpect::Any);
     loaded.suite.baseline = None;
     loaded.baseline = None;
     loaded
@@ -304,5 +311,10 @@ mod tests {
             q.suite.promised_checks(),
             ["topology", "virtualization", "health", "network"]
         );
+        // MIG is not judged by the quick profile, unless the suite asks.
+        assert_eq!(q.suite.node.mig, Some(crate::suite::MigExpect::Any));
+        let mut l = load::load("h100-sxm-8").unwrap();
+        l.suite.node.mig = Some(crate::suite::MigExpect::Off);
+        assert_eq!(quick(l).suite.node.mig, Some(crate::suite::MigExpect::Off));
     }
 }

@@ -909,15 +909,20 @@ pub fn build(ev: &Evidence) -> View {
                 let blocked = c
                     .facts
                     .iter()
-                    .find(|f| f.name == crate::checks::collective::NO_NVLS_BLOCKED);
-                match ev.node.nvls() {
-                    A::Available => blocked.map_or_else(String::new, |f| {
+                    .find(|f| f.name == crate::checks::collective::NO_NVLS_BLOCKED)
+                    .map(|f| {
                         format!(
                             "Not measured with NVLS forced off: that sweep runs in a second \
                              process, which the GPUs refuse while nodecert holds them ({}).",
                             f.value.describe()
                         )
-                    }),
+                    });
+                match ev.node.nvls() {
+                    A::Available => blocked.unwrap_or_default(),
+                    A::Unknown(why) if blocked.is_some() => format!(
+                        "No NVLS figure known: NVLS availability unknown ({why}). {}",
+                        blocked.unwrap_or_default()
+                    ),
                     A::Unavailable(why) => {
                         format!("No NVLS figure: NVLS not available ({why}); NCCL's figure is without NVLS.")
                     }

@@ -153,6 +153,29 @@ fn node_table(inv: &Inventory) -> Table {
             "the virtualization mode could not be determined: any is accepted",
         );
     }
+    // The node as found: a GPU in MIG mode is accepted (and said), so that the node passes the
+    // suite frozen from it; whole GPUs are promised to stay whole.
+    let mig_on: Vec<usize> = inv
+        .gpus
+        .iter()
+        .filter(|g| g.mig_enabled == Some(true))
+        .map(|g| g.index)
+        .collect();
+    if mig_on.is_empty() {
+        if inv.gpus.iter().all(|g| g.mig_enabled == Some(false)) && !inv.gpus.is_empty() {
+            t["mig"] = value("off");
+        }
+    } else {
+        t["mig"] = value("any");
+        comment_after(
+            &mut t,
+            "mig",
+            &format!(
+                "MIG mode was on on {}: their figures are an instance's",
+                crate::checks::judge::gpu_list(&mig_on)
+            ),
+        );
+    }
     for (key, note) in notes {
         if let Some(v) = t.get_mut(key).and_then(Item::as_value_mut) {
             v.decor_mut()
@@ -452,6 +475,7 @@ mod tests {
             let (inv, loaded) = frozen(node);
             let s = &loaded.suite;
             assert_eq!(s.node.gpu_count, Some(inv.gpus.len()), "{node}");
+            assert_eq!(s.node.mig, Some(crate::suite::MigExpect::Off), "{node}");
             let kinds: Vec<&str> = checks::from_suite(&loaded)
                 .iter()
                 .map(|c| c.kind())
@@ -477,6 +501,34 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A node frozen with a GPU in MIG mode accepts it, says so, and passes its own suite; the
+    /// same suite of whole GPUs would have failed that GPU.
+    #[test]
+    fn a_gpu_in_mig_mode_is_frozen_as_found() {
+        let mut b =
+            SimBackend::new(sim::load_node("h100-sxm-8").expect("node"), vec![], 1).expect("sim");
+        let mut inv = b.inventory().expect("inventory");
+        inv.gpus[2].mig_enabled = Some(true);
+        let text = suite_from_inventory(&inv, true);
+        assert!(
+            text.contains(
+                "mig = \"any\"  # MIG mode was on on GPU 2: their figures are an instance's"
+            ),
+            "{text}"
+        );
+        let loaded = crate::suite::load::load_source(Source {
+            name: "frozen.toml".into(),
+            text,
+        })
+        .unwrap();
+        let ctx = crate::testutil::ctx(&loaded.suite, &inv);
+        let f = checks::Check::evaluate(&checks::topology::Topology, &ctx, &Default::default());
+        assert!(f.iter().all(|f| f.status == Status::Pass), "{f:#?}");
+        // Unread on one GPU: no promise either way.
+        inv.gpus[2].mig_enabled = None;
+        assert!(!suite_from_inventory(&inv, true).contains("mig ="));
     }
 
     #[test]

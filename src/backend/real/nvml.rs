@@ -85,6 +85,19 @@ impl<'a> Asker<'a> {
     }
 }
 
+/// Whether MIG mode is on. NVML answers NOT_SUPPORTED for a GPU that has no MIG (before
+/// Ampere, the L40S, a vGPU as its guest sees it): such a GPU is not in MIG mode, which is
+/// known, not unknown. Any other failure leaves it unread, with a note.
+pub fn mig_enabled(
+    q: &mut Asker,
+    r: Result<nvml_wrapper::structs::device::MigMode, NvmlError>,
+) -> Option<bool> {
+    match r {
+        Err(NvmlError::NotSupported) => Some(false),
+        r => q.ask("mig mode", r).map(|m| m.current == 1),
+    }
+}
+
 /// NVML's compute mode as the inventory records it.
 pub fn compute_mode(m: NvmlComputeMode) -> ComputeMode {
     match m {
@@ -209,7 +222,7 @@ pub fn read_gpu(
         memory_bytes: q.ask("memory", d.memory_info()).map_or(0, |m| m.total),
         pcie: pcie(d, &mut q),
         persistence_mode: q.ask("persistence mode", d.is_in_persistent_mode()),
-        mig_enabled: q.ask("mig mode", d.mig_mode()).map(|m| m.current == 1),
+        mig_enabled: mig_enabled(&mut q, d.mig_mode()),
         compute_mode: q.ask("compute mode", d.compute_mode()).map(compute_mode),
         ecc_enabled: q
             .ask("ecc mode", d.is_ecc_enabled())

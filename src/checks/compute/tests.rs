@@ -397,6 +397,51 @@ fn after_a_gemm_hangs_nothing_more_runs_and_each_gap_names_the_hang() {
     assert_eq!(crate::runner::summarize(&f).0, Status::Error);
 }
 
+/// The same where the GEMM at twice the size (the plateau's) hangs: the figure at the size
+/// itself stands, and nothing after it runs.
+#[test]
+fn a_hang_at_twice_the_size_stops_the_rest_too() {
+    let calls = std::rc::Rc::new(std::cell::RefCell::new(0usize));
+    let seen = calls.clone();
+    let mut b = crate::testutil::Scripted {
+        gemm: Some(Box::new(move |g, _, n| {
+            *seen.borrow_mut() += 1;
+            if (g, n) == (0, 16384) {
+                Err(HwError::Timeout {
+                    what: "bf16 GEMM of 16384 on GPU 0".into(),
+                    seconds: 60.0,
+                })
+            } else {
+                Ok(sample(800.0))
+            }
+        })),
+        ..Default::default()
+    };
+    let (m, f) = run_with(
+        "h200-sxm-8",
+        &mut b,
+        "precisions = [\"bf16\"]\nsize = 8192\nplateau_pct = 5.0",
+    );
+    assert_eq!(
+        *calls.borrow(),
+        2,
+        "GPU 0 at 8192, then at 16384; nothing after"
+    );
+    assert_eq!(m.metrics.len(), 1, "GPU 0's figure at 8192 stands");
+    let errors: Vec<&Finding> = f.iter().filter(|x| x.status == Status::Error).collect();
+    assert!(errors.iter().any(|x| x.reason
+        == "GPU 0: bf16 GEMM could not be measured: at 16384: bf16 GEMM of 16384 on GPU 0 did \
+            not finish within 60 s"));
+    assert_eq!(
+        errors
+            .iter()
+            .filter(|x| x.reason.ends_with("cannot be used again in this process"))
+            .count(),
+        7,
+        "GPUs 1-7: {errors:#?}"
+    );
+}
+
 /// A GEMM sample of `tflops` with its product right.
 fn sample(tflops: f64) -> crate::backend::GemmSample {
     crate::backend::GemmSample {
