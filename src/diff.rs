@@ -645,6 +645,22 @@ pub fn hardware_changes(old: &Inventory, new: &Inventory) -> Vec<HardwareChange>
             crate::units::format_bytes(n.memory_bytes),
             n.memory_bytes < o.memory_bytes,
         );
+        // Modes that decide whether the GPU can be measured whole, where both runs read them
+        // (evidence older than the reading, or a driver that did not answer, says nothing).
+        if let (Some(a), Some(b)) = (o.mig_enabled, n.mig_enabled) {
+            let on_off = |x: bool| if x { "on" } else { "off" }.to_string();
+            push(who.clone(), "mig mode", on_off(a), on_off(b), b && !a);
+        }
+        if let (Some(a), Some(b)) = (o.compute_mode, n.compute_mode) {
+            use crate::inventory::ComputeMode::Prohibited;
+            push(
+                who.clone(),
+                "compute mode",
+                a.label().into(),
+                b.label().into(),
+                b == Prohibited,
+            );
+        }
         // Slower only when both readings are what the link trained at, not an idle link.
         let slower = match (o.pcie.trained(), n.pcie.trained()) {
             (Some(a), Some(b)) if a.certain && b.certain => b.gen < a.gen || b.width < a.width,
@@ -1332,6 +1348,51 @@ mod pcie_tests {
         assert!(d.regressions.is_empty() && d.hardware.iter().all(|h| !h.worse));
         assert!(!d.run_verdict_worse && d.verdicts.iter().any(|v| v.worse));
         assert!(d.regressed);
+    }
+
+    /// MIG turned on, or a GPU made Prohibited, is a change for the worse; a compute mode that
+    /// changed otherwise is shown; a mode one run did not read is not a change.
+    #[test]
+    fn gpu_modes_that_changed_are_shown_and_judged() {
+        use crate::inventory::ComputeMode as M;
+        let old = simulated("h100-sxm-8", &[]).node;
+        let mut new = old.clone();
+        new.gpus[2].mig_enabled = Some(true);
+        new.gpus[4].compute_mode = Some(M::Prohibited);
+        new.gpus[5].compute_mode = Some(M::ExclusiveProcess);
+        new.gpus[6].compute_mode = None;
+        new.gpus[7].mig_enabled = None;
+        let got: Vec<(String, String, String, String, bool)> = hardware_changes(&old, &new)
+            .into_iter()
+            .map(|c| (c.subject, c.what, c.old, c.new, c.worse))
+            .collect();
+        let c = |g: &str, w: &str, o: &str, n: &str, worse| {
+            (
+                g.to_string(),
+                w.to_string(),
+                o.to_string(),
+                n.to_string(),
+                worse,
+            )
+        };
+        assert_eq!(
+            got,
+            [
+                c("GPU 2", "mig mode", "off", "on", true),
+                c("GPU 4", "compute mode", "Default", "Prohibited", true),
+                c(
+                    "GPU 5",
+                    "compute mode",
+                    "Default",
+                    "Exclusive_Process",
+                    false
+                ),
+            ]
+        );
+        // Back again: shown, better.
+        let back = hardware_changes(&new, &old);
+        assert_eq!(back.len(), 3);
+        assert!(back.iter().all(|c| !c.worse), "{back:?}");
     }
 
     #[test]
