@@ -136,7 +136,7 @@ fn format_value(
 /// A string from the node, the suite or the evidence as Markdown text: control characters
 /// shown as escapes (a line break cannot start a heading or a table row), the characters
 /// that make tables, links, HTML tags, character references, code, emphasis or strikethrough
-/// escaped, and a `#` or `>` that starts
+/// escaped, GFM's `www.` and `scheme://` autolinks broken, and a `#` or `>` that starts
 /// it (after any spaces) escaped, so that placed at the start of a line it cannot make a
 /// heading or a quote.
 pub fn md_text(s: &str) -> String {
@@ -165,6 +165,11 @@ pub fn md_text(s: &str) -> String {
             {
                 out.push_str("\\_");
             }
+            // GitHub's extended autolinks: a node that calls itself "www.example.com" or
+            // puts "https://..." in a string does not get a link in a signed certificate.
+            // (An e-mail address still becomes a `mailto:` link: no escape stops GFM's.)
+            ':' if chars.clone().take(2).eq(['/', '/']) => out.push_str("\\:"),
+            '.' if out.ends_with("www") => out.push_str("\\."),
             // Only what would open an HTML tag: "GPU 1 <-> GPU 2" stays as it is.
             '<' if chars
                 .peek()
@@ -586,6 +591,20 @@ mod tests {
         assert_eq!(md_text("_x_ ~~y~~"), "\\_x\\_ \\~\\~y\\~\\~");
         assert_eq!(md_text("sw_power_cap a__b_"), "sw_power_cap a\\_\\_b\\_");
         assert_eq!(md_text("\u{202e}"), "\\\\u{202e}");
+    }
+
+    /// GFM makes "www.x" and "scheme://x" into links by itself; in text from the node neither
+    /// may become one. Where no link could start, nothing is escaped.
+    #[test]
+    fn markdown_text_cannot_become_a_gfm_autolink() {
+        assert_eq!(md_text("host www.evil.com"), "host www\\.evil.com");
+        assert_eq!(
+            md_text("see https://evil.com/a"),
+            "see https\\://evil.com/a"
+        );
+        assert_eq!(md_text("ftp://x"), "ftp\\://x");
+        assert_eq!(md_text("GPU 0: 1/2 //"), "GPU 0: 1/2 //");
+        assert_eq!(md_text("a:/b w.x ww.y"), "a:/b w.x ww.y");
     }
 
     #[test]
