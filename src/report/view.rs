@@ -1598,6 +1598,50 @@ mod tests {
         assert!(floor_steps(&[(g, 1.0)], &[]).is_empty());
     }
 
+    /// Where the second all_reduce pass was refused, the sentence under the table says why, and
+    /// with NVLS availability unknown it says both; where NVLS is not available the refusal
+    /// changes nothing (there was no second figure to have).
+    #[test]
+    fn the_nvls_sentence_names_a_second_pass_the_gpus_refused() {
+        let nvls_text = |ev: &Evidence| {
+            build(ev)
+                .collectives
+                .into_iter()
+                .find(|t| t.op == "all_reduce")
+                .expect("all_reduce table")
+                .nvls
+        };
+        let refused = "Not measured with NVLS forced off: that sweep runs in a second process, \
+                       which the GPUs refuse while nodecert holds them (GPUs 0, 1, 2, 3, 4, 5, \
+                       6, 7 are in compute mode Exclusive_Process).";
+        let mut ev = simulated("h100-sxm-8", &["exclusive-process"]);
+        assert_eq!(nvls_text(&ev), refused);
+        ev.node.gpus[3].nvls.multicast = None;
+        assert_eq!(
+            nvls_text(&ev),
+            format!(
+                "No NVLS figure known: NVLS availability unknown (GPU 3: multicast support not \
+                 read). {refused}"
+            )
+        );
+        ev.node.gpus[3].nvls.multicast = Some(false);
+        assert_eq!(
+            nvls_text(&ev),
+            "No NVLS figure: NVLS not available (GPU 3 reports no multicast support); NCCL's \
+             figure is without NVLS."
+        );
+        // Without the refusal, an unknown availability is said alone.
+        let mut ev = simulated("h100-sxm-8", &[]);
+        ev.node.gpus[3].nvls.multicast = None;
+        for c in &mut ev.checks {
+            c.metrics.retain(|m| m.name != "busbw_no_nvls");
+        }
+        assert_eq!(
+            nvls_text(&ev),
+            "No NVLS figure known: NVLS availability unknown (GPU 3: multicast support not read)."
+        );
+    }
+
     #[test]
     fn the_slow_pair_is_marked_in_both_p2p_matrices() {
         let ev = simulated("h100-sxm-8", &["slow-gpu-pair:gpu=1,peer=4"]);
