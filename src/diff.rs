@@ -649,7 +649,8 @@ pub fn hardware_changes(old: &Inventory, new: &Inventory) -> Vec<HardwareChange>
         // (evidence older than the reading, or a driver that did not answer, says nothing).
         if let (Some(a), Some(b)) = (o.mig_enabled, n.mig_enabled) {
             let on_off = |x: bool| if x { "on" } else { "off" }.to_string();
-            push(who.clone(), "mig mode", on_off(a), on_off(b), b && !a);
+            // Shown only where it changed: then worse exactly when it is now on.
+            push(who.clone(), "mig mode", on_off(a), on_off(b), b);
         }
         if let (Some(a), Some(b)) = (o.compute_mode, n.compute_mode) {
             use crate::inventory::ComputeMode::Prohibited;
