@@ -115,6 +115,16 @@ pub struct Gpu {
     /// written before this was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compute_mode: Option<ComputeMode>,
+    /// Other processes that hold a context on the GPU (NVML's compute and graphics process
+    /// lists, nodecert itself left out), read before nodecert opens the GPU; None: not read (a
+    /// driver or vGPU that does not list them, or evidence written before this was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub processes: Option<Vec<GpuProcess>>,
+    /// Device memory in use when the inventory was read, bytes (NVML's `used`, the driver's own
+    /// reserve left out). A witness of a process that the list cannot show: one in another PID
+    /// namespace, as from inside a container. None: not read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_used_bytes: Option<u64>,
     pub ecc_enabled: Option<bool>,
     pub ecc: EccCounts,
     pub remapped_rows: Option<RemappedRows>,
@@ -170,10 +180,12 @@ pub enum Reading {
     Temperature,
     /// The VBIOS version (judged across the node's GPUs: they must all run one).
     Vbios,
+    /// The processes on the GPU.
+    Processes,
 }
 
 impl Reading {
-    pub const ALL: [Reading; 11] = [
+    pub const ALL: [Reading; 12] = [
         Reading::DriverVersion,
         Reading::EccMode,
         Reading::EccErrors,
@@ -185,6 +197,7 @@ impl Reading {
         Reading::ThrottleReasons,
         Reading::Temperature,
         Reading::Vbios,
+        Reading::Processes,
     ];
 
     /// The key a node file uses: "nvlink_errors".
@@ -201,6 +214,7 @@ impl Reading {
             Reading::ThrottleReasons => "throttle_reasons",
             Reading::Temperature => "temperature",
             Reading::Vbios => "vbios",
+            Reading::Processes => "processes",
         }
     }
 
@@ -218,6 +232,7 @@ impl Reading {
             Reading::ThrottleReasons => "throttle reasons",
             Reading::Temperature => "temperature",
             Reading::Vbios => "VBIOS version",
+            Reading::Processes => "processes",
         }
     }
 }
@@ -245,6 +260,38 @@ impl Gpu {
                 .all(|l| l.errors.read().is_some()),
             Reading::Temperature => self.temperature_c.is_some(),
             Reading::Vbios => self.vbios.as_deref().is_some_and(|v| !v.trim().is_empty()),
+            Reading::Processes => self.processes.is_some(),
+        }
+    }
+}
+
+/// A process holding a context on a GPU, as NVML lists it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GpuProcess {
+    /// As NVML gives it: the host's PID where nodecert runs in a container.
+    pub pid: u32,
+    /// NVML's name for it (`nvmlSystemGetProcessName`, at most 64 bytes); None where NVML
+    /// could not tell.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Device memory it holds, bytes; None where NVML does not say (as under vGPU).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_bytes: Option<u64>,
+}
+
+impl GpuProcess {
+    /// "pid 4242 (python3, 30.0 GiB)".
+    pub fn describe(&self) -> String {
+        let mut what: Vec<String> = Vec::new();
+        if let Some(n) = &self.name {
+            what.push(n.clone());
+        }
+        if let Some(b) = self.memory_bytes {
+            what.push(crate::units::format_bytes(b));
+        }
+        match what.is_empty() {
+            true => format!("pid {}", self.pid),
+            false => format!("pid {} ({})", self.pid, what.join(", ")),
         }
     }
 }

@@ -227,13 +227,25 @@ fn on_off(v: Option<bool>) -> &'static str {
 fn gpu_details(s: &mut String, inv: &Inventory) {
     for g in &inv.gpus {
         s.push_str(&format!(
-            "  GPU {}: serial {}, VBIOS {}, persistence {}, MIG {}, compute mode {}, SM {}/{} MHz, power limit {} W, {} °C, CPUs {}, PCIe {}\n",
+            "  GPU {}: serial {}, VBIOS {}, persistence {}, MIG {}, compute mode {}, other processes {}, memory in use {}, SM {}/{} MHz, power limit {} W, {} °C, CPUs {}, PCIe {}\n",
             g.index,
             visible(g.serial.as_deref().unwrap_or("n/a")),
             visible(g.vbios.as_deref().unwrap_or("n/a")),
             on_off(g.persistence_mode),
             on_off(g.mig_enabled),
             g.compute_mode.map_or("n/a", |m| m.label()),
+            match g.processes.as_deref() {
+                None => "n/a".to_string(),
+                Some([]) => "none".to_string(),
+                Some(list) => visible(
+                    &list
+                        .iter()
+                        .map(crate::inventory::GpuProcess::describe)
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                ),
+            },
+            or_na(g.memory_used_bytes.map(crate::units::format_bytes)),
             or_na(g.sm_clock_mhz),
             or_na(g.sm_clock_max_mhz),
             or_na(g.power_limit_w.map(|w| format!("{w:.0}"))),

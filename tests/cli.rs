@@ -280,6 +280,75 @@ fn each_injected_fault_fails_the_right_check_with_exit_1() {
     }
 }
 
+/// Another process on a GPU makes the run untestable (exit 3), naming the process, and the slow
+/// figures it causes (GPU 3 keeps half its GEMM rate) are shown beside it, not passed off as
+/// the GPU's own: the console and the report say why.
+#[test]
+fn a_gpu_another_process_holds_makes_the_run_untestable_naming_it() {
+    let env = Env::new();
+    let out = env
+        .cmd()
+        .args([
+            "run",
+            "--simulate",
+            "h200-sxm-8",
+            "--inject",
+            "busy-gpu:gpu=3",
+            "--out",
+            "busy",
+        ])
+        .assert()
+        .code(3);
+    let stdout = String::from_utf8_lossy(&out.get_output().stdout).to_string();
+    assert!(
+        stdout.contains("GPU 3 is in use by pid 4242 (python3, 30 GiB)"),
+        "{stdout}"
+    );
+    let ev = read_json(&env.path("busy/evidence.json"));
+    assert_eq!(ev["verdict"], "error");
+    assert_eq!(
+        ev["node"]["gpus"][3]["processes"],
+        serde_json::json!([{"pid": 4242, "name": "python3", "memory_bytes": 30_u64 << 30}])
+    );
+    let check = |id: &str| {
+        ev["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap_or_else(|| panic!("no check {id}"))
+            .clone()
+    };
+    let health = check("health");
+    assert_eq!(health["status"], "error");
+    let errors: Vec<&serde_json::Value> = health["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["status"] == "error")
+        .collect();
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert_eq!(errors[0]["subject"]["gpu"], 3);
+    // Its share of the GPU shows as the slow GPU of the node.
+    let compute = check("compute");
+    assert_eq!(compute["status"], "fail", "{}", compute["summary"]);
+    assert!(
+        compute["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["status"] == "fail")
+            .all(|f| f["subject"]["gpu"] == 3),
+        "{:#}",
+        compute["findings"]
+    );
+    let md = env.read("busy/report.md");
+    assert!(
+        md.contains("GPU 3 is in use by pid 4242 (python3, 30 GiB)"),
+        "{md}"
+    );
+}
+
 #[test]
 fn a_node_whose_every_gpu_is_lost_cannot_be_tested() {
     // As on real hardware: no GPU answers, so exit 3, and no hint to simulate what already is.

@@ -136,6 +136,7 @@ fn healthy_gpu(i: usize, name: &str, bus: &str, memory: u64, numa: u32, cpus: &s
         "persistence_mode": true,
         "mig_mode": 0,
         "compute_mode": 0,
+        "processes": [],
         "ecc_mode": true,
         "ecc": {
             "volatile_corrected": 0, "volatile_uncorrected": 0,
@@ -327,6 +328,82 @@ fn each_gpus_compute_mode_is_read_from_nvml() {
     assert!(!notes.contains("mig mode"), "{notes}");
     let mig: Vec<&Value> = (3..6).map(|i| &inv["gpus"][i]["mig_enabled"]).collect();
     assert_eq!(mig, [&json!(false), &json!(false), &json!(true)]);
+}
+
+/// Another process on a GPU is read from NVML's process list, named, and makes the run
+/// untestable (exit 3), not a failure of the GPU; memory in use that no listed process explains
+/// does too; a list NVML does not give is "not available here", never "none".
+#[test]
+fn other_processes_on_a_gpu_make_the_run_untestable_naming_them() {
+    let mut d = hgx_h200();
+    d["gpus"][2]["processes"] = json!([
+        {"pid": 4242, "name": "python3", "used_bytes": 30_u64 << 30},
+        {"pid": 4243, "used_bytes": null},
+    ]);
+    d["gpus"][5]["memory_used_unlisted_bytes"] = json!(2_u64 << 30);
+    d["gpus"][6]
+        .as_object_mut()
+        .expect("gpu")
+        .remove("processes");
+    let node = Node::new(&d);
+    let inv = node.inventory();
+    assert_eq!(
+        inv["gpus"][2]["processes"],
+        json!([
+            {"pid": 4242, "name": "python3", "memory_bytes": 30_u64 << 30},
+            {"pid": 4243},
+        ])
+    );
+    assert_eq!(inv["gpus"][2]["memory_used_bytes"], json!(30_u64 << 30));
+    assert_eq!(inv["gpus"][0]["processes"], json!([]));
+    assert_eq!(inv["gpus"][0]["memory_used_bytes"], json!(0));
+    assert_eq!(inv["gpus"][6]["processes"], Value::Null);
+    let notes = inv["unavailable"].to_string();
+    assert!(
+        notes.contains("gpu6 compute processes: not supported"),
+        "{notes}"
+    );
+
+    let (code, ev) = node.run(HGX_SUITE);
+    assert_eq!(code, 3, "{:#?}", findings(&ev));
+    assert_eq!(failures(&ev), vec![], "a busy GPU is not a failed one");
+    let on = |gpu: &str| -> Vec<(String, String)> {
+        findings(&ev)
+            .into_iter()
+            .filter(|f| f.0 == "health" && f.2 == gpu && f.3.contains("process"))
+            .map(|f| (f.1, f.3))
+            .collect()
+    };
+    assert_eq!(
+        on("GPU 2"),
+        [(
+            "error".to_string(),
+            "GPU 2 is in use by pid 4242 (python3, 30 GiB), pid 4243: what is measured beside \
+             it is a share of the GPU, not the GPU; stop them and run again (`nvidia-smi \
+             --query-compute-apps=pid,process_name,used_memory --format=csv` lists them)"
+                .to_string()
+        )]
+    );
+    let gpu5 = on("GPU 5");
+    assert_eq!(gpu5.len(), 1, "{gpu5:#?}");
+    assert_eq!(gpu5[0].0, "error");
+    assert!(
+        gpu5[0]
+            .1
+            .starts_with("GPU 5 has 2 GiB of memory in use that no process NVML lists"),
+        "{gpu5:#?}"
+    );
+    assert_eq!(
+        on("GPU 6"),
+        [(
+            "skip".to_string(),
+            "not available here: processes of GPU 6".to_string()
+        )]
+    );
+    assert_eq!(
+        on("GPU 0"),
+        [("pass".to_string(), "GPU 0 processes: none".to_string())]
+    );
 }
 
 #[test]

@@ -22,6 +22,12 @@ const BROKEN: &[(&str, &str, &str)] = &[
     ),
     // MIG is off or accepted ("on" is not a mode nodecert measures)
     ("format_version = 1\nname = \"x\"\n[node]\nmig = \"on\"\n", "4:1", "unknown variant `on`, expected `off` or `any`"),
+    // another process is an error or shown, nothing else
+    (
+        "format_version = 1\nname = \"x\"\n[checks.health]\nother_processes = \"ignore\"\n",
+        "4:1",
+        "unknown variant `ignore`, expected `error` or `shown`",
+    ),
     // unknown collective
     ("format_version = 1\nname = \"x\"\n[checks.collective.all_sum]\n", "3:20", "unknown variant `all_sum`"),
     // inside a collective's table: located at the key, the collective named in the path

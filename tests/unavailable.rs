@@ -20,7 +20,7 @@ fn run(suite: &str, node: &str, extra: &str) -> Evidence {
 }
 
 const EVERY_GPU_READING: &str = r#"[[unavailable]]
-readings = ["ecc_mode", "ecc_errors", "remapped_rows", "xids", "pcie_replays", "nvlink_errors", "throttle_reasons", "temperature"]
+readings = ["ecc_mode", "ecc_errors", "remapped_rows", "xids", "pcie_replays", "nvlink_errors", "throttle_reasons", "temperature", "processes"]
 "#;
 
 #[test]
@@ -50,6 +50,7 @@ fn a_vm_that_hides_every_health_counter_gets_no_within_limits_claim() {
         "PCIe replay counter",
         "throttle reasons",
         "temperature",
+        "processes",
     ] {
         let want = format!("not available here: {what} of GPU 0");
         assert!(h.findings.iter().any(|f| f.reason == want), "no '{want}'");
@@ -58,10 +59,10 @@ fn a_vm_that_hides_every_health_counter_gets_no_within_limits_claim() {
     assert_eq!(h.status, Status::Pass);
     assert!(h.partial());
     let cov = h.coverage.unwrap();
-    assert_eq!((cov.available, cov.total), (1, 8));
+    assert_eq!((cov.available, cov.total), (1, 9));
     assert_eq!(
         h.summary,
-        "partial: 1 of 8 readings available; 1 of 1 judgements within limits"
+        "partial: 1 of 9 readings available; 1 of 1 judgements within limits"
     );
 }
 
@@ -108,7 +109,7 @@ fn nvlink_counters_hidden_on_one_gpu_are_named_and_make_the_check_partial() {
     assert!(h.partial());
     assert!(
         h.summary
-            .starts_with("partial: 65 of 66 readings available"),
+            .starts_with("partial: 73 of 74 readings available"),
         "{}",
         h.summary
     );

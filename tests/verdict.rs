@@ -332,7 +332,7 @@ fn a_run_that_missed_readings_is_partial_not_a_pass() {
     env.write(
         "vm.toml",
         &format!(
-            "{text}\n[[unavailable]]\nreadings = [\"ecc_mode\", \"ecc_errors\", \"remapped_rows\", \"xids\", \"pcie_replays\", \"throttle_reasons\", \"temperature\"]\n"
+            "{text}\n[[unavailable]]\nreadings = [\"ecc_mode\", \"ecc_errors\", \"remapped_rows\", \"xids\", \"pcie_replays\", \"throttle_reasons\", \"temperature\", \"processes\"]\n"
         ),
     );
     let vm = env.path("vm.toml");
@@ -348,7 +348,7 @@ fn a_run_that_missed_readings_is_partial_not_a_pass() {
     assert!(stdout.contains("PARTIAL: node did not pass"), "{stdout}");
     assert!(
         stdout.contains(
-            "partial: 1 of 9 promised checks left readings unjudged: health (1 of 8 judged)"
+            "partial: 1 of 9 promised checks left readings unjudged: health (1 of 9 judged)"
         ),
         "{stdout}"
     );

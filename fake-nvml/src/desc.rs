@@ -29,6 +29,17 @@ pub struct Node {
     pub errors: BTreeMap<String, Failure>,
 }
 
+/// A process with a context on a GPU.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Process {
+    pub pid: u32,
+    /// What nvmlSystemGetProcessName answers for it; absent: NOT_FOUND.
+    pub name: Option<String>,
+    /// Absent: NVML_VALUE_NOT_AVAILABLE.
+    pub used_bytes: Option<u64>,
+}
+
 /// One GPU. Every reading left out answers NOT_SUPPORTED.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -49,6 +60,13 @@ pub struct Gpu {
     /// Compute mode as NVML numbers it (0 default, 1 exclusive thread, 2 prohibited, 3
     /// exclusive process).
     pub compute_mode: Option<u32>,
+    /// The compute processes nvmlDeviceGetComputeRunningProcesses_v3 lists (their memory is
+    /// the memory in use); absent: NOT_SUPPORTED. nvmlDeviceGetGraphicsRunningProcesses_v3
+    /// answers NOT_SUPPORTED, as on a GPU without graphics.
+    pub processes: Option<Vec<Process>>,
+    /// Memory in use that no listed process holds, as a process in another PID namespace.
+    #[serde(default)]
+    pub memory_used_unlisted_bytes: u64,
     /// Current ECC mode.
     pub ecc_mode: Option<bool>,
     pub ecc: Option<Ecc>,

@@ -48,6 +48,9 @@ pub const EXPORTED: &[&str] = &[
     "nvmlDeviceGetPersistenceMode",
     "nvmlDeviceGetMigMode",
     "nvmlDeviceGetComputeMode",
+    "nvmlDeviceGetComputeRunningProcesses_v3",
+    "nvmlDeviceGetGraphicsRunningProcesses_v3",
+    "nvmlSystemGetProcessName",
     "nvmlDeviceGetEccMode",
     "nvmlDeviceGetCurrentClocksThrottleReasons",
     "nvmlDeviceGetClockInfo",
@@ -392,8 +395,8 @@ pub unsafe extern "C" fn nvmlDeviceGetMemoryInfo_v2(
             version,
             total,
             reserved: 0,
-            free: total,
-            used: 0,
+            free: total.saturating_sub(used_bytes(g)),
+            used: used_bytes(g),
         })
     })
 }
@@ -426,6 +429,93 @@ pub unsafe extern "C" fn nvmlDeviceGetComputeMode(
     out: *mut nvmlComputeMode_t,
 ) -> nvmlReturn_t {
     read(d, "nvmlDeviceGetComputeMode", out, |g| g.compute_mode)
+}
+
+/// The memory in use on `g`: its processes' and what no process listed holds.
+fn used_bytes(g: &Gpu) -> u64 {
+    let listed: u64 = g
+        .processes
+        .iter()
+        .flatten()
+        .filter_map(|p| p.used_bytes)
+        .sum();
+    listed.saturating_add(g.memory_used_unlisted_bytes)
+}
+
+/// NVML's process lists: with `*count` too small (as 0 with a null array, to ask how many),
+/// the number needed and INSUFFICIENT_SIZE.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetComputeRunningProcesses_v3(
+    d: nvmlDevice_t,
+    count: *mut c_uint,
+    infos: *mut nvmlProcessInfo_t,
+) -> nvmlReturn_t {
+    let list = match gpu(d, "nvmlDeviceGetComputeRunningProcesses_v3") {
+        Err(e) => return e,
+        Ok((_, g)) => match &g.processes {
+            None => return NOT_SUPPORTED,
+            Some(l) => l,
+        },
+    };
+    if count.is_null() {
+        return INVALID_ARGUMENT;
+    }
+    let room = *count as usize;
+    count.write(list.len() as c_uint);
+    if room < list.len() {
+        return INSUFFICIENT_SIZE;
+    }
+    if list.is_empty() {
+        return SUCCESS;
+    }
+    if infos.is_null() {
+        return INVALID_ARGUMENT;
+    }
+    for (i, p) in list.iter().enumerate() {
+        infos.add(i).write(nvmlProcessInfo_t {
+            pid: p.pid,
+            // NVML_VALUE_NOT_AVAILABLE
+            usedGpuMemory: p.used_bytes.unwrap_or(u64::MAX),
+            gpuInstanceId: u32::MAX,
+            computeInstanceId: u32::MAX,
+        });
+    }
+    SUCCESS
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetGraphicsRunningProcesses_v3(
+    d: nvmlDevice_t,
+    _count: *mut c_uint,
+    _infos: *mut nvmlProcessInfo_t,
+) -> nvmlReturn_t {
+    match gpu(d, "nvmlDeviceGetGraphicsRunningProcesses_v3") {
+        Err(e) => e,
+        Ok(_) => NOT_SUPPORTED,
+    }
+}
+
+/// The name of a process some GPU lists; NOT_FOUND for any other.
+#[no_mangle]
+pub unsafe extern "C" fn nvmlSystemGetProcessName(
+    pid: c_uint,
+    name: *mut c_char,
+    len: c_uint,
+) -> nvmlReturn_t {
+    let n = match system("nvmlSystemGetProcessName") {
+        Err(e) => return e,
+        Ok(n) => n,
+    };
+    let found = n
+        .gpus
+        .iter()
+        .flat_map(|g| g.processes.iter().flatten())
+        .find(|p| p.pid == pid)
+        .and_then(|p| p.name.as_deref());
+    match found {
+        Some(s) => put_str(name, len, s),
+        None => nvmlReturn_enum_NVML_ERROR_NOT_FOUND,
+    }
 }
 
 #[no_mangle]

@@ -310,10 +310,11 @@ pub enum FaultKind {
     ComputeCorrupt,
     PowerLimited,
     ExclusiveProcess,
+    BusyGpu,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 29] = [
+    pub const ALL: [FaultKind; 30] = [
         FaultKind::GpuMissing,
         FaultKind::GpuLost,
         FaultKind::NvlinkDown,
@@ -343,6 +344,7 @@ impl FaultKind {
         FaultKind::ComputeCorrupt,
         FaultKind::PowerLimited,
         FaultKind::ExclusiveProcess,
+        FaultKind::BusyGpu,
     ];
 
     pub fn name(self) -> &'static str {
@@ -376,6 +378,7 @@ impl FaultKind {
             FaultKind::ComputeCorrupt => "compute-corrupt",
             FaultKind::PowerLimited => "power-limited",
             FaultKind::ExclusiveProcess => "exclusive-process",
+            FaultKind::BusyGpu => "busy-gpu",
         }
     }
 
@@ -459,6 +462,10 @@ impl FaultKind {
             FaultKind::ExclusiveProcess => {
                 "the GPUs admit one process at a time (compute mode Exclusive_Process), as sites \
                  that give each job whole GPUs set them (gpu=N: that GPU only; default every GPU)"
+            }
+            FaultKind::BusyGpu => {
+                "another process holds a GPU and takes a share of it, as a job left running \
+                 (gpu=N, factor=F: the share of its GEMM rate left to nodecert; default 0.5)"
             }
         }
     }
@@ -1798,6 +1805,7 @@ impl Backend for SimBackend {
                 }
             };
             let mut compute_mode = ComputeMode::Default;
+            let mut others: Vec<GpuProcess> = Vec::new();
             for f in &self.faults {
                 if f.kind == FaultKind::ExclusiveProcess && f.gpu.is_none_or(|g| g == i) {
                     compute_mode = ComputeMode::ExclusiveProcess;
@@ -1838,6 +1846,11 @@ impl Backend for SimBackend {
                     }),
                     FaultKind::ThermalThrottle => throttle.push("hw_thermal_slowdown".to_string()),
                     FaultKind::VbiosMismatch => vbios = other_vbios(&vbios),
+                    FaultKind::BusyGpu => others.push(GpuProcess {
+                        pid: BUSY_PID,
+                        name: Some("python3".into()),
+                        memory_bytes: Some(BUSY_MEMORY),
+                    }),
                     _ => {}
                 }
             }
@@ -1933,6 +1946,8 @@ impl Backend for SimBackend {
                 persistence_mode: Some(true),
                 mig_enabled: Some(false),
                 compute_mode: Some(compute_mode),
+                memory_used_bytes: Some(others.iter().filter_map(|p| p.memory_bytes).sum::<u64>()),
+                processes: Some(others),
                 ecc_enabled: Some(node.gpu.ecc),
                 ecc,
                 remapped_rows: Some(rows),
@@ -2366,6 +2381,8 @@ fn hide(g: &mut Gpu, r: Reading) {
         Reading::ThrottleReasons => g.throttle_reasons.clear(),
         Reading::Temperature => g.temperature_c = None,
         Reading::Vbios => g.vbios = None,
+        // The memory in use stays: it is what shows a process the list does not.
+        Reading::Processes => g.processes = None,
     }
     // Fields that cannot be None say it in the list.
     if matches!(
@@ -2386,14 +2403,23 @@ fn hide(g: &mut Gpu, r: Reading) {
 /// behind fp32's 20 ms of GEMMs and a large share of bf16's.
 pub const BF16_MLP_STEP_EFFICIENCY: f64 = 0.47;
 
+/// The process a busy-gpu fault puts on its GPU: its PID and the memory it holds.
+pub const BUSY_PID: u32 = 4242;
+pub const BUSY_MEMORY: u64 = 30 << 30;
+
 impl SimBackend {
     /// The GEMM rate GPU `i` reaches (after faults), as a share of the node's figure: slow-compute
-    /// by its factor, a GPU in hardware thermal slowdown to 0.7 of its rate.
+    /// and busy-gpu by their factors, a GPU in hardware thermal slowdown to 0.7 of its rate.
     fn compute_factor(&self, i: usize) -> f64 {
         let mut f = 1.0;
         for x in self.faults_of(FaultKind::SlowCompute) {
             if x.gpu.unwrap_or(0) == i {
                 f *= x.factor.unwrap_or(0.35);
+            }
+        }
+        for x in self.faults_of(FaultKind::BusyGpu) {
+            if x.gpu.unwrap_or(0) == i {
+                f *= x.factor.unwrap_or(0.5);
             }
         }
         if self

@@ -1,5 +1,5 @@
 //! Health: ECC mode and error counts, row remapping, retired pages, XIDs, PCIe replays, NVLink
-//! error counters, throttling, temperature, driver version. Limits from Azure's and DCGM's rules
+//! error counters, throttling, temperature, driver version, and other processes on the GPUs. Limits from Azure's and DCGM's rules
 //! (shared/notes/reference-numbers.md).
 //!
 //! Every reading is a finding of its own, per GPU: within limits (a pass), beyond them (a
@@ -12,8 +12,8 @@ use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
 use crate::error::HwError;
 use crate::evidence::{Finding, Status, Subject};
-use crate::inventory::{Gpu, Reading, XidEvent};
-use crate::suite::{version_at_least, HealthCheck};
+use crate::inventory::{Gpu, GpuProcess, Reading, XidEvent};
+use crate::suite::{version_at_least, HealthCheck, OtherProcesses};
 
 pub struct Health(pub HealthCheck);
 
@@ -90,7 +90,7 @@ impl Check for Health {
             return Err("no GPUs to check".into());
         }
         Ok(vec![format!(
-            "ECC, remapped rows, XIDs, PCIe replays, NVLink errors, throttling on {} GPUs",
+            "other processes, ECC, remapped rows, XIDs, PCIe replays, NVLink errors, throttling on {} GPUs",
             ctx.inventory.gpus.len()
         )])
     }
@@ -218,11 +218,97 @@ fn vbios_findings(gpus: &[Gpu]) -> Vec<Finding> {
     out
 }
 
+/// Device memory in use on a GPU that no listed process explains, from which another process
+/// is presumed (one the list cannot show: in another PID namespace, as seen from a container).
+/// A CUDA context alone holds about 500 MiB; an idle GPU shows none (the lent H200: 0 MiB used
+/// beside 616 MiB reserved).
+pub const UNLISTED_MEMORY_LIMIT: u64 = 1 << 30;
+
+/// Whether another process holds the GPU. That is no defect of the GPU, but nothing measured
+/// beside it describes the GPU: an error (untestable), not a failure. With
+/// `other_processes = "shown"`, a process found is information and nothing else is said.
+fn processes_finding(sub: &Subject, g: &Gpu, mode: OtherProcesses) -> Option<Finding> {
+    let r = Reading::Processes;
+    let who = sub.describe();
+    let expected = "no other process";
+    let listed = g.processes.as_deref().filter(|_| g.gives(r));
+    // Where none is listed (or the list is unread), memory in use still shows one.
+    let unlisted = g.memory_used_bytes.filter(|&b| b >= UNLISTED_MEMORY_LIMIT);
+    // What was found, what it is, and what to do about it.
+    let (found, what, then) = match (listed, unlisted) {
+        (Some(list), _) if !list.is_empty() => {
+            let each: Vec<String> = list.iter().map(GpuProcess::describe).collect();
+            let mps = list.iter().any(|p| {
+                p.name
+                    .as_deref()
+                    .is_some_and(|n| n.contains("nvidia-cuda-mps-server"))
+            });
+            let (found, it) = match list.len() {
+                1 => ("1 other process".to_string(), "it"),
+                n => (format!("{n} other processes"), "them"),
+            };
+            let then = if mps {
+                "an MPS server holds it, so every process shares the GPU through it; stop MPS \
+                 (`echo quit | nvidia-cuda-mps-control`) and run again"
+                    .to_string()
+            } else {
+                format!(
+                    "stop {it} and run again (`nvidia-smi --query-compute-apps=pid,\
+                     process_name,used_memory --format=csv` lists them)"
+                )
+            };
+            (
+                found,
+                format!("{who} is in use by {}", each.join(", ")),
+                then,
+            )
+        }
+        (_, Some(b)) => {
+            let b = crate::units::format_bytes(b);
+            (
+                format!("{b} in use, no process listed"),
+                format!(
+                    "{who} has {b} of memory in use that no process NVML lists explains (a \
+                     process in another container or PID namespace?)"
+                ),
+                "find it, stop it and run again".to_string(),
+            )
+        }
+        (Some(_), None) if mode == OtherProcesses::Error => {
+            return Some(ok(sub, r, "none", expected))
+        }
+        (None, None) if mode == OtherProcesses::Error => return Some(na(sub, r, expected)),
+        _ => return None,
+    };
+    Some(match mode {
+        OtherProcesses::Error => bad(
+            Status::Error,
+            sub,
+            r,
+            found,
+            expected,
+            format!(
+                "{what}: what is measured beside it is a share of the GPU, not the GPU; {then}"
+            ),
+        ),
+        OtherProcesses::Shown => finding(
+            Status::Pass,
+            sub.clone(),
+            found,
+            "shown, not judged",
+            format!("{what} (checks.health.other_processes = \"shown\")"),
+        )
+        .on(r.key())
+        .informational(),
+    })
+}
+
 /// The findings of one GPU: one per reading (a pass, a skip, or the problems found in it).
 fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
     let sub = &Subject::gpu(g.index);
     let who = &sub.describe();
-    let mut out = Vec::new();
+    let mode = h.other_processes.unwrap_or(OtherProcesses::Error);
+    let mut out: Vec<Finding> = processes_finding(sub, g, mode).into_iter().collect();
 
     if h.require_ecc {
         let r = Reading::EccMode;
@@ -562,10 +648,21 @@ mod tests {
 
     /// The health findings of a simulated `node` after `edit` changed what was read.
     fn judge(node: &str, edit: impl FnOnce(&mut Inventory)) -> Vec<Finding> {
+        judge_with(node, |_| {}, edit)
+    }
+
+    /// [`judge`] with the suite's health check changed by `cfg`.
+    fn judge_with(
+        node: &str,
+        cfg: impl FnOnce(&mut HealthCheck),
+        edit: impl FnOnce(&mut Inventory),
+    ) -> Vec<Finding> {
         let ev: Evidence = crate::testutil::simulated(node, &[]);
         let mut inv = ev.node.clone();
         edit(&mut inv);
-        let cfg = ev.suite.resolved.checks.health.clone().expect("health");
+        let mut c = ev.suite.resolved.checks.health.clone().expect("health");
+        cfg(&mut c);
+        let cfg = c;
         let ctx = Ctx {
             suite: &ev.suite.resolved,
             inventory: &inv,
@@ -586,6 +683,131 @@ mod tests {
         on(f, subject, r).iter().map(|x| x.status).collect()
     }
 
+    /// Another process on a GPU, listed or seen only by the memory it holds, is an error of that
+    /// GPU (the node cannot be measured), never a pass; an unread list is not "none".
+    #[test]
+    fn other_processes_on_a_gpu_are_an_error_naming_them() {
+        let r = Reading::Processes;
+        let gib = 1u64 << 30;
+        let job = |pid, name: &str, gb: u64| GpuProcess {
+            pid,
+            name: Some(name.into()),
+            memory_bytes: Some(gb * gib),
+        };
+        let f = judge("h100-sxm-8", |inv| {
+            let g = &mut inv.gpus;
+            g[1].processes = Some(vec![job(4242, "python3", 30)]);
+            g[1].memory_used_bytes = Some(30 * gib + gib / 2);
+            g[2].processes = Some(vec![job(7, "nvidia-cuda-mps-server", 0), job(8, "a", 1)]);
+            // Memory that no listed process holds: just below the limit, and at it.
+            g[3].memory_used_bytes = Some(UNLISTED_MEMORY_LIMIT - 1);
+            g[4].memory_used_bytes = Some(UNLISTED_MEMORY_LIMIT);
+            // Memory not read: the empty list alone says none.
+            g[5].memory_used_bytes = None;
+            g[6].processes = None;
+            g[7].processes = None;
+            g[7].memory_used_bytes = Some(2 * gib);
+        });
+        let one = |gpu: &str| {
+            let x = on(&f, gpu, r);
+            assert_eq!(x.len(), 1, "{x:#?}");
+            (x[0].status, x[0].found.clone(), x[0].reason.clone())
+        };
+        let (st, found, why) = one("GPU 1");
+        assert_eq!((st, found.as_str()), (Status::Error, "1 other process"));
+        assert_eq!(
+            why,
+            "GPU 1 is in use by pid 4242 (python3, 30 GiB): what is measured beside it is a \
+             share of the GPU, not the GPU; stop it and run again (`nvidia-smi \
+             --query-compute-apps=pid,process_name,used_memory --format=csv` lists them)"
+        );
+        let (st, found, why) = one("GPU 2");
+        assert_eq!((st, found.as_str()), (Status::Error, "2 other processes"));
+        assert!(
+            why.starts_with(
+                "GPU 2 is in use by pid 7 (nvidia-cuda-mps-server, 0 B), pid 8 (a, 1 GiB): "
+            ) && why.ends_with(
+                "an MPS server holds it, so every process shares the GPU through it; stop MPS \
+                 (`echo quit | nvidia-cuda-mps-control`) and run again"
+            ),
+            "{why}"
+        );
+        assert_eq!(one("GPU 3").0, Status::Pass);
+        let (st, found, why) = one("GPU 4");
+        assert_eq!(
+            (st, found.as_str()),
+            (Status::Error, "1 GiB in use, no process listed")
+        );
+        assert!(
+            why.starts_with("GPU 4 has 1 GiB of memory in use that no process NVML lists"),
+            "{why}"
+        );
+        assert_eq!(one("GPU 5").0, Status::Pass);
+        let (st, _, why) = one("GPU 6");
+        assert_eq!(
+            (st, why.as_str()),
+            (Status::Skip, "not available here: processes of GPU 6")
+        );
+        let (st, found, _) = one("GPU 7");
+        assert_eq!(
+            (st, found.as_str()),
+            (Status::Error, "2 GiB in use, no process listed")
+        );
+        assert_eq!(one("GPU 0").0, Status::Pass);
+        assert_eq!(one("GPU 0").1, "none");
+    }
+
+    /// With `other_processes = "shown"` (health-check's default: jobs run beside it) a process
+    /// found is information, not a judgement, and nothing is said where none is or the list is
+    /// unread; "error" says all of it, as a run does.
+    #[test]
+    fn shown_other_processes_are_information_only() {
+        let edit = |inv: &mut Inventory| {
+            inv.gpus[1].processes = Some(vec![GpuProcess {
+                pid: 4242,
+                name: Some("python3".into()),
+                memory_bytes: Some(30 << 30),
+            }]);
+            inv.gpus[2].processes = None;
+            inv.gpus[3].memory_used_bytes = Some(2 << 30);
+        };
+        let r = Reading::Processes;
+        let shown = |h: &mut HealthCheck| h.other_processes = Some(OtherProcesses::Shown);
+        let f = judge_with("h100-sxm-8", shown, edit);
+        let g1 = on(&f, "GPU 1", r);
+        assert_eq!(g1.len(), 1);
+        assert_eq!(
+            (g1[0].status, g1[0].info, g1[0].reason.as_str()),
+            (
+                Status::Pass,
+                true,
+                "GPU 1 is in use by pid 4242 (python3, 30 GiB) \
+                 (checks.health.other_processes = \"shown\")"
+            )
+        );
+        assert!(on(&f, "GPU 3", r)[0]
+            .reason
+            .starts_with("GPU 3 has 2 GiB of memory in use"));
+        for quiet in ["GPU 0", "GPU 2", "GPU 4"] {
+            assert!(on(&f, quiet, r).is_empty(), "{quiet}");
+        }
+        let said = |m| {
+            let f = judge_with("h100-sxm-8", |h| h.other_processes = m, edit);
+            (0..5)
+                .map(|g| status(&f, &format!("GPU {g}"), r))
+                .collect::<Vec<_>>()
+        };
+        let error = vec![
+            vec![Status::Pass],
+            vec![Status::Error],
+            vec![Status::Skip],
+            vec![Status::Error],
+            vec![Status::Pass],
+        ];
+        assert_eq!(said(None), error);
+        assert_eq!(said(Some(OtherProcesses::Error)), error);
+    }
+
     #[test]
     fn a_healthy_node_passes_every_reading_of_every_gpu() {
         let f = judge("h100-sxm-8", |_| {});
@@ -600,6 +822,7 @@ mod tests {
                 Reading::NvlinkErrors,
                 Reading::ThrottleReasons,
                 Reading::Temperature,
+                Reading::Processes,
             ] {
                 assert_eq!(status(&f, &who, r), vec![Status::Pass], "{who} {r:?}");
             }

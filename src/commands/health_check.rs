@@ -43,6 +43,12 @@ pub fn quick(mut loaded: LoadedSuite) -> LoadedSuite {
         .node
         .mig
         .get_or_insert(crate::suite::MigExpect::Any);
+    // A health check runs beside jobs (Slurm's HealthCheckNodeState=ANY, node-problem-detector)
+    // and on nodes shared between jobs: their processes are no fault of the node.
+    if let Some(h) = loaded.suite.checks.health.as_mut() {
+        h.other_processes
+            .get_or_insert(crate::suite::OtherProcesses::Shown);
+    }
     loaded.suite.baseline = None;
     loaded.baseline = None;
     loaded
@@ -316,5 +322,13 @@ mod tests {
         let mut l = load::load("h100-sxm-8").unwrap();
         l.suite.node.mig = Some(crate::suite::MigExpect::Off);
         assert_eq!(quick(l).suite.node.mig, Some(crate::suite::MigExpect::Off));
+        // Other processes (jobs beside it) are shown, not judged, unless the suite asks.
+        use crate::suite::OtherProcesses as P;
+        let health = |l: &LoadedSuite| l.suite.checks.health.clone().expect("health");
+        assert_eq!(health(&q).other_processes, Some(P::Shown));
+        let mut l = load::load("h100-sxm-8").unwrap();
+        assert_eq!(health(&l).other_processes, None);
+        l.suite.checks.health.as_mut().unwrap().other_processes = Some(P::Error);
+        assert_eq!(health(&quick(l)).other_processes, Some(P::Error));
     }
 }

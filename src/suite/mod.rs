@@ -522,6 +522,20 @@ pub struct HealthCheck {
     /// with more than one). Judged on nodes with two or more GPUs.
     #[serde(default = "yes")]
     pub vbios_must_match: bool,
+    /// What another process on a GPU means: unset, an error (a run's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub other_processes: Option<OtherProcesses>,
+}
+
+/// What another process on a GPU means to the health check.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "kebab-case")]
+pub enum OtherProcesses {
+    /// The node cannot be certified beside it: an error (exit 3). What is measured beside
+    /// another process is a share of the GPU.
+    Error,
+    /// Shown, not judged: `health-check`'s default, which runs between and beside jobs.
+    Shown,
 }
 
 fn default_sram_correctable() -> u64 {

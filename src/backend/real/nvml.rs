@@ -2,8 +2,8 @@
 //! not answer becomes `None` plus a line in the notes ("gpu0 retired pages: not supported").
 
 use crate::inventory::{
-    normalize_bus_id, ComputeMode, EccCounts, FabricState, Gpu, LinkRemote, LostGpu, NvLink,
-    NvLinkErrors, P2pStatus, PcieLink, RemappedRows, RemoteKind, RetiredPages,
+    normalize_bus_id, ComputeMode, EccCounts, FabricState, Gpu, GpuProcess, LinkRemote, LostGpu,
+    NvLink, NvLinkErrors, P2pStatus, PcieLink, RemappedRows, RemoteKind, RetiredPages,
 };
 use crate::platform::{pci, NvmlVirt};
 use nvml_wrapper::bitmasks::device::ThrottleReasons;
@@ -96,6 +96,49 @@ pub fn mig_enabled(
         Err(NvmlError::NotSupported) => Some(false),
         r => q.ask("mig mode", r).map(|m| m.current == 1),
     }
+}
+
+/// The most processes of one GPU the inventory names; more are counted, not named.
+pub const MAX_PROCESSES: usize = 64;
+
+/// The processes on a GPU other than nodecert itself: NVML's compute list (`_v3`, drivers from
+/// R470) and its graphics list where the GPU has one, each process once.
+/// None, with a note, where the compute list cannot be read.
+pub fn processes(nvml: &Nvml, d: &Device, q: &mut Asker) -> Option<Vec<GpuProcess>> {
+    let mut list = q.ask("compute processes", d.running_compute_processes())?;
+    // A GPU without graphics answers NOT_SUPPORTED; the compute list is what matters.
+    match d.running_graphics_processes() {
+        Ok(g) => list.extend(g),
+        Err(NvmlError::NotSupported | NvmlError::FailedToLoadSymbol(_)) => {}
+        Err(e) => {
+            q.ask::<()>("graphics processes", Err(e));
+        }
+    }
+    Some(others(list, std::process::id(), |pid| {
+        nvml.sys_process_name(pid, 64).ok()
+    }))
+}
+
+/// `list` without `me` and without repeats, at most [`MAX_PROCESSES`], each named by `name`.
+fn others(
+    list: Vec<nvml_wrapper::struct_wrappers::device::ProcessInfo>,
+    me: u32,
+    name: impl Fn(u32) -> Option<String>,
+) -> Vec<GpuProcess> {
+    use nvml_wrapper::enums::device::UsedGpuMemory;
+    let mut seen = std::collections::BTreeSet::new();
+    list.into_iter()
+        .filter(|p| p.pid != me && seen.insert(p.pid))
+        .take(MAX_PROCESSES)
+        .map(|p| GpuProcess {
+            pid: p.pid,
+            name: name(p.pid).filter(|n| !n.trim().is_empty()),
+            memory_bytes: match p.used_gpu_memory {
+                UsedGpuMemory::Used(b) => Some(b),
+                UsedGpuMemory::Unavailable => None,
+            },
+        })
+        .collect()
 }
 
 /// NVML's compute mode as the inventory records it.
@@ -208,6 +251,7 @@ pub fn read_gpu(
         .ask("pci bus id", d.pci_info())
         .map(|p| normalize_bus_id(&p.bus_id))
         .unwrap_or_default();
+    let memory = q.ask("memory", d.memory_info());
     let throttle = q
         .ask("throttle reasons", d.current_throttle_reasons())
         .map(throttle_names);
@@ -219,7 +263,11 @@ pub fn read_gpu(
         uuid: q.ask("uuid", d.uuid()).unwrap_or_default(),
         serial: q.ask("serial", d.serial()),
         vbios: q.ask("vbios", d.vbios_version()),
-        memory_bytes: q.ask("memory", d.memory_info()).map_or(0, |m| m.total),
+        memory_bytes: memory.as_ref().map_or(0, |m| m.total),
+        memory_used_bytes: memory.as_ref().map(|m| m.used),
+        // Before any context of nodecert's own: in a container NVML gives host PIDs, and
+        // nodecert could not tell its own context from another's.
+        processes: processes(nvml, d, &mut q),
         pcie: pcie(d, &mut q),
         persistence_mode: q.ask("persistence mode", d.is_in_persistent_mode()),
         mig_enabled: mig_enabled(&mut q, d.mig_mode()),
@@ -518,6 +566,49 @@ pub fn read_pair(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// nodecert's own entry is left out, a process listed twice (compute and graphics) counts
+    /// once, an empty name is no name, memory NVML does not give is unknown, and the list is
+    /// bounded.
+    #[test]
+    fn other_processes_leave_nodecert_out_and_are_bounded() {
+        use nvml_wrapper::enums::device::UsedGpuMemory;
+        use nvml_wrapper::struct_wrappers::device::ProcessInfo;
+        let p = |pid, used| ProcessInfo {
+            pid,
+            used_gpu_memory: used,
+            gpu_instance_id: None,
+            compute_instance_id: None,
+        };
+        let list = vec![
+            p(10, UsedGpuMemory::Used(5)),
+            p(99, UsedGpuMemory::Used(7)),
+            p(11, UsedGpuMemory::Unavailable),
+            p(10, UsedGpuMemory::Used(5)),
+        ];
+        let name = |pid: u32| match pid {
+            10 => Some("python3".to_string()),
+            11 => Some(" ".to_string()),
+            _ => None,
+        };
+        assert_eq!(
+            others(list, 99, name),
+            [
+                GpuProcess {
+                    pid: 10,
+                    name: Some("python3".into()),
+                    memory_bytes: Some(5)
+                },
+                GpuProcess {
+                    pid: 11,
+                    name: None,
+                    memory_bytes: None
+                },
+            ]
+        );
+        let many: Vec<ProcessInfo> = (0..1000).map(|i| p(i, UsedGpuMemory::Used(1))).collect();
+        assert_eq!(others(many, 5000, |_| None).len(), MAX_PROCESSES);
+    }
 
     #[test]
     fn throttle_reasons_use_suite_names() {
