@@ -2502,6 +2502,31 @@ mod tests {
         }
     }
 
+    /// busy-gpu puts one process on its GPU only, holding the memory in use, and leaves
+    /// nodecert its factor of that GPU's GEMM rate (half by default); a healthy GPU lists none.
+    #[test]
+    fn a_busy_gpu_lists_its_process_and_keeps_a_share_of_its_rate() {
+        let faults = vec![Fault::parse("busy-gpu:gpu=2").unwrap()];
+        let mut b = SimBackend::new(load_node("h100-sxm-8").unwrap(), faults, 1).unwrap();
+        let inv = b.inventory().unwrap();
+        let job = GpuProcess {
+            pid: 4242,
+            name: Some("python3".into()),
+            memory_bytes: Some(30 << 30),
+        };
+        assert_eq!(inv.gpus[2].processes, Some(vec![job]));
+        assert_eq!(inv.gpus[2].memory_used_bytes, Some(30 << 30));
+        for g in [0, 1, 3] {
+            assert_eq!(inv.gpus[g].processes, Some(vec![]));
+            assert_eq!(inv.gpus[g].memory_used_bytes, Some(0));
+        }
+        assert_eq!(b.compute_factor(2), 0.5);
+        assert_eq!(b.compute_factor(1), 1.0);
+        let faults = vec![Fault::parse("busy-gpu:gpu=1,factor=0.25").unwrap()];
+        let b = SimBackend::new(load_node("h100-sxm-8").unwrap(), faults, 1).unwrap();
+        assert_eq!(b.compute_factor(1), 0.25);
+    }
+
     #[test]
     fn nvls_follows_the_node_key_and_the_fault() {
         let nvls = |name: &str, faults: &[&str]| -> Vec<Nvls> {
