@@ -2502,6 +2502,20 @@ mod tests {
         }
     }
 
+    /// `nodecert list` says what each fault does: each in words of its own.
+    #[test]
+    fn each_fault_is_described_in_words_of_its_own() {
+        let mut seen = std::collections::BTreeSet::new();
+        for k in FaultKind::ALL {
+            let d = k.describe();
+            assert!(d.split_whitespace().count() >= 4, "{}: {d:?}", k.name());
+            assert!(seen.insert(d), "{} says what another fault says", k.name());
+        }
+        assert!(FaultKind::BusyGpu
+            .describe()
+            .contains("another process holds a GPU"));
+    }
+
     /// busy-gpu puts one process on its GPU only, holding the memory in use, and leaves
     /// nodecert its factor of that GPU's GEMM rate (half by default); a healthy GPU lists none.
     #[test]
