@@ -60,6 +60,14 @@ pub const EMPTY_SIZES: &str = "sizes_moving_nothing";
 /// process, which GPUs that admit one process only refuse while nodecert holds them).
 pub const NO_NVLS_BLOCKED: &str = "no_nvls_pass_not_run";
 
+/// The refusal of the pass with NVLS forced off, as plan and findings say it.
+fn refused(why: &str) -> String {
+    format!(
+        "that sweep runs in a second process, which the GPUs refuse while nodecert holds them: \
+         {why}"
+    )
+}
+
 /// The sweep's sizes that move at least one element over `ranks`, and those that do not: an
 /// all_gather, reduce_scatter or all_to_all gives each rank a block of a multiple of 16 bytes,
 /// so below 16 bytes a rank the collective is empty (nccl-tests prints it as size 0, and NCCL
@@ -84,6 +92,14 @@ impl Collective {
                 A::Unknown(_) => self.cfg.nvls == Some(NvlsRequirement::Off),
                 A::Unavailable(_) => false,
             }
+    }
+
+    /// Why the pass with NVLS forced off, which this node would get, cannot run here: the GPUs
+    /// admit one process only, and that pass runs in a second one.
+    fn second_pass_refused(&self, ctx: &Ctx) -> Option<String> {
+        self.second_pass(ctx)
+            .then(|| ctx.inventory.one_process_only())
+            .flatten()
     }
 
     /// Record one size's sample: time, algbw and busbw (named with `suffix`), the bytes moved
@@ -186,10 +202,10 @@ impl Check for Collective {
                 format_bytes(*last)
             ));
         }
-        if let (true, Some(why)) = (self.second_pass(ctx), ctx.inventory.one_process_only()) {
+        if let Some(why) = self.second_pass_refused(ctx) {
             p.push(format!(
-                "not measured with NVLS forced off: that sweep runs in a second process, which \
-                 the GPUs refuse while nodecert holds them: {why}"
+                "not measured with NVLS forced off: {}",
+                refused(&why)
             ));
         } else if self.second_pass(ctx) {
             p.push(format!(
@@ -215,15 +231,15 @@ impl Check for Collective {
         let sweep = size_sweep(c.min_size.0, c.max_size.0, c.factor);
         let (sizes, empty) = moving_sizes(self.op, ctx.inventory.gpus.len(), &sweep);
         let mut m = Measured::default();
-        let mut second = self.second_pass(ctx);
-        if let (true, Some(why)) = (second, ctx.inventory.one_process_only()) {
+        let refusal = self.second_pass_refused(ctx);
+        let second = self.second_pass(ctx) && refusal.is_none();
+        if let Some(why) = refusal {
             // The child that forces NVLS off would be refused the GPUs this process holds.
             m.facts.push(Fact::new(
                 NO_NVLS_BLOCKED,
                 Subject::node(),
                 FactValue::Text(why),
             ));
-            second = false;
         }
         let steps = sizes.len() + usize::from(second);
         super::nccl_env::record(
@@ -319,13 +335,11 @@ impl Check for Collective {
                 .informational(),
             );
         }
-        let blocked = m.facts.iter().find(|f| f.name == NO_NVLS_BLOCKED).map(|f| {
-            format!(
-                "that sweep runs in a second process, which the GPUs refuse while nodecert \
-                 holds them: {}",
-                f.value.describe()
-            )
-        });
+        let blocked = m
+            .facts
+            .iter()
+            .find(|f| f.name == NO_NVLS_BLOCKED)
+            .map(|f| refused(&f.value.describe()));
         if let (Some(why), false) = (&blocked, c.nvls == Some(NvlsRequirement::Off)) {
             out.push(
                 finding(
