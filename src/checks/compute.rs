@@ -44,6 +44,12 @@ pub fn double_size_metric(p: GemmPrecision) -> String {
     format!("{}_double_size", p.metric())
 }
 
+/// The fact saying why a precision was not measured at twice the size on one GPU, where it was
+/// at the suite's size.
+pub fn double_size_unavailable_fact(p: GemmPrecision) -> String {
+    format!("{}_double_size_unavailable", p.name())
+}
+
 /// The fact saying why a precision was not measured on one GPU.
 pub fn unavailable_fact(p: GemmPrecision) -> String {
     format!("{}_unavailable", p.name())
@@ -173,7 +179,12 @@ impl Check for Compute {
                                     wrong = wrong.saturating_add(h.wrong_elements);
                                     checked = checked.saturating_add(h.elements_checked);
                                 }
-                                Err(HwError::NotSupported(_)) => {}
+                                // Said, so that the plateau names the GPU it went without.
+                                Err(HwError::NotSupported(why)) => m.facts.push(Fact::new(
+                                    double_size_unavailable_fact(p),
+                                    Subject::gpu(g),
+                                    FactValue::Text(why),
+                                )),
                                 Err(e) => {
                                     hung = hang(&e, g, p);
                                     m.facts.push(Fact::new(
@@ -456,36 +467,75 @@ impl Check for Compute {
 /// against its rate at `size` (`items`: each GPU's rate at `size`). At most `pct` percent faster
 /// there, a pass (slower too: a longer GEMM that heats or meets its power limit says nothing
 /// against `size`); faster than that, a warning: the rate still rises with the size, and the
-/// figures are below the GPU's best. GPUs without a figure at twice the size are left out; none
-/// at all is an error: the plateau the suite asked for was not shown.
+/// figures are below the GPU's best. GPUs without a figure at twice the size are left out, and
+/// each is named: one the backend could not run there is "not available here" (a note: the
+/// median GPU decides), one whose GEMM failed there has its error already, and one with no word
+/// at all is an error. None at all is an error: the plateau the suite asked for was not shown.
 fn plateau(
     p: GemmPrecision,
     size: u64,
     pct: f64,
     items: &[(Subject, f64)],
     m: &Measured,
-) -> Option<Finding> {
+) -> Vec<Finding> {
+    let mut out = Vec::new();
     if items.is_empty() {
-        return None;
+        return out;
     }
     let what = human(p);
     let double = size * 2;
     let metric = double_size_metric(p);
-    let ratios: Vec<f64> = items
-        .iter()
-        .filter_map(|(who, at_size)| {
-            let d = m
-                .metrics
-                .iter()
-                .find(|x| x.name == metric && x.subject == *who)?
-                .median;
-            (*at_size > 0.0 && at_size.is_finite() && d.is_finite())
-                .then(|| (d - at_size) / at_size * 100.0)
-        })
-        .collect();
+    let fact = |name: &str, who: &Subject| {
+        m.facts
+            .iter()
+            .find(|f| f.name == name && f.subject == *who)
+            .map(|f| f.value.describe())
+    };
+    let mut ratios: Vec<f64> = Vec::new();
+    for (who, at_size) in items {
+        let Some(d) = m
+            .metrics
+            .iter()
+            .find(|x| x.name == metric && x.subject == *who)
+        else {
+            if let Some(why) = fact(&double_size_unavailable_fact(p), who) {
+                out.push(
+                    finding(
+                        Status::Skip,
+                        who.clone(),
+                        "not available here",
+                        format!("a {what} figure at {double}"),
+                        format!(
+                            "not available here: {what} on {} at {double}: {why}; the plateau \
+                             is judged without it",
+                            who.describe()
+                        ),
+                    )
+                    .on(&metric)
+                    .informational(),
+                );
+            } else if fact(&error_fact(p), who).is_none() {
+                out.push(
+                    finding(
+                        Status::Error,
+                        who.clone(),
+                        "no figure",
+                        format!("a {what} figure at {double}"),
+                        format!("{}: {what} was not measured at {double}", who.describe()),
+                    )
+                    .on(&metric),
+                );
+            }
+            continue;
+        };
+        let d = d.median;
+        if *at_size > 0.0 && at_size.is_finite() && d.is_finite() {
+            ratios.push((d - at_size) / at_size * 100.0);
+        }
+    }
     let expected = format!("{double} at most {pct}% faster than {size}");
     if ratios.is_empty() {
-        return Some(
+        out.push(
             finding(
                 Status::Error,
                 Subject::node(),
@@ -497,12 +547,18 @@ fn plateau(
             )
             .on(&metric),
         );
+        return out;
     }
     // Percent faster at twice the size, per GPU.
     let change = crate::evidence::median(&ratios);
     let rising = change > pct;
+    let of = if ratios.len() < items.len() {
+        format!(" of the {} measured at both sizes", ratios.len())
+    } else {
+        String::new()
+    };
     let how = format!(
-        "{double} runs {:.1}% {} than {size} on the median GPU",
+        "{double} runs {:.1}% {} than {size} on the median GPU{of}",
         change.abs(),
         if change >= 0.0 { "faster" } else { "slower" }
     );
@@ -514,7 +570,7 @@ fn plateau(
     } else {
         format!("{what}: {size} is its plateau here ({how})")
     };
-    Some(
+    out.push(
         finding(
             if rising { Status::Warn } else { Status::Pass },
             Subject::node(),
@@ -523,7 +579,8 @@ fn plateau(
             reason,
         )
         .on(&metric),
-    )
+    );
+    out
 }
 
 /// A product's data check on `who`: the elements checked, or the finding that says why the

@@ -1208,7 +1208,13 @@ fn the_plateau_is_judged_on_the_median_gpu_at_its_edge() {
                 ));
             }
         }
-        plateau(p, 4096, 5.0, &items, &m).unwrap()
+        // Each GPU without a figure at twice the size is said to be so.
+        m.facts.push(Fact::new(
+            double_size_unavailable_fact(p),
+            Subject::gpu(0),
+            FactValue::Text("too large here".into()),
+        ));
+        plateau(p, 4096, 5.0, &items, &m).pop().unwrap()
     };
     assert_eq!(judged(&[(100.0, 105.0)]).status, Status::Pass);
     assert_eq!(judged(&[(100.0, 105.0)]).found, "+5.0%");
@@ -1246,7 +1252,73 @@ fn the_plateau_is_judged_on_the_median_gpu_at_its_edge() {
     let none = judged(&[(100.0, 0.0)]);
     assert_eq!(none.status, Status::Error);
     assert_eq!(none.found, "no figure at 8192");
-    assert!(plateau(p, 4096, 5.0, &[], &Measured::default()).is_none());
+    assert!(plateau(p, 4096, 5.0, &[], &Measured::default()).is_empty());
+}
+
+/// A GPU left out of the plateau is named: the backend's reason as a note, its GEMM's failure
+/// by the error already said, and a gap with no word as an error; the plateau says on how
+/// many GPUs it was judged.
+#[test]
+fn each_gpu_left_out_of_the_plateau_is_named() {
+    let p = GemmPrecision::Bf16;
+    let double = double_size_metric(p);
+    let mut m = Measured::default();
+    let items: Vec<(Subject, f64)> = (0..4).map(|g| (Subject::gpu(g), 100.0)).collect();
+    for g in [0, 3] {
+        m.metrics
+            .push(Metric::new(&double, Subject::gpu(g), UNIT, vec![101.0]));
+    }
+    m.facts.push(Fact::new(
+        double_size_unavailable_fact(p),
+        Subject::gpu(1),
+        FactValue::Text("no algorithm at this size".into()),
+    ));
+    let all = plateau(p, 4096, 5.0, &items, &m);
+    assert_eq!(all.len(), 3, "{all:#?}");
+    let note = &all[0];
+    assert_eq!(
+        (note.status, &note.subject, note.info),
+        (Status::Skip, &Subject::gpu(1), true)
+    );
+    assert_eq!(
+        note.reason,
+        "not available here: bf16 GEMM on GPU 1 at 8192: no algorithm at this size; the plateau \
+         is judged without it"
+    );
+    assert_eq!(note.metric.as_deref(), Some(double.as_str()));
+    let gap = &all[1];
+    assert_eq!(
+        (gap.status, &gap.subject),
+        (Status::Error, &Subject::gpu(2))
+    );
+    assert_eq!(gap.reason, "GPU 2: bf16 GEMM was not measured at 8192");
+    let judged = &all[2];
+    assert_eq!(judged.status, Status::Pass);
+    assert!(
+        judged
+            .reason
+            .ends_with("on the median GPU of the 2 measured at both sizes)"),
+        "{}",
+        judged.reason
+    );
+    // A GPU whose GEMM at twice the size failed has its error said by the check already.
+    m.facts.push(Fact::new(
+        error_fact(p),
+        Subject::gpu(2),
+        FactValue::Text("at 8192: out of memory".into()),
+    ));
+    let all = plateau(p, 4096, 5.0, &items, &m);
+    assert_eq!(all.len(), 2, "{all:#?}");
+    assert_eq!(all[1].status, Status::Pass);
+    // Every GPU at both sizes: no count in the reason.
+    let full: Vec<(Subject, f64)> = vec![items[0].clone(), items[3].clone()];
+    let all = plateau(p, 4096, 5.0, &full, &m);
+    assert_eq!(all.len(), 1);
+    assert!(
+        all[0].reason.ends_with("on the median GPU)"),
+        "{}",
+        all[0].reason
+    );
 }
 
 /// A suite that extends one with the plateau and raises the size to the largest loads, and the
