@@ -254,6 +254,10 @@ pub enum FleetCommand {
         /// expected-nodes.txt of the shared folders. A node without evidence is NOT TESTED.
         #[arg(long, value_name = "HOSTLIST")]
         expect: Option<String>,
+        /// The suite every node must have run, by its name; default: the `# suite:` line of
+        /// expected-nodes.txt (the Slurm job writes it). A node that ran another is REFUSED.
+        #[arg(long, value_name = "NAME")]
+        suite: Option<String>,
         /// Flag a node whose figure its suite passed but is more than P% worse than the median
         /// of at least 5 like nodes (same suite, same GPU model).
         #[arg(long, value_name = "P", default_value_t = crate::fleet::DEFAULT_OUTLIER_PCT)]
@@ -616,6 +620,7 @@ fn fleet_dispatch(f: FleetCommand, args: &[String]) -> Result<u8> {
             dirs,
             out,
             expect,
+            suite,
             outlier_pct,
             trust,
             sign,
@@ -625,7 +630,10 @@ fn fleet_dispatch(f: FleetCommand, args: &[String]) -> Result<u8> {
             fleet::cmd_report(
                 &dirs,
                 &out,
-                expect.as_deref(),
+                fleet::Expected {
+                    nodes: expect.as_deref(),
+                    suite: suite.as_deref(),
+                },
                 outlier_pct,
                 &trust.trust(),
                 signer.as_ref().map(|s| (s, allow_incomplete)),
@@ -681,6 +689,7 @@ fn fleet_dispatch(f: FleetCommand, args: &[String]) -> Result<u8> {
                 inject,
                 sbatch_args,
                 fabric,
+                suite_name: None,
             };
             fleet::cmd_slurm(job, submit, wait)
         }

@@ -813,6 +813,22 @@ fn the_fleet_report_is_signed_verified_by_stock_openssh_and_refused_when_changed
 #[test]
 fn the_slurm_script_quotes_what_it_is_given_and_is_valid_bash() {
     let env = Env::new();
+    // A suite that does not load is said before anything is written or queued.
+    let out = env
+        .cmd()
+        .args(["fleet", "slurm", "it's; rm -rf x.toml", "--out", "none"])
+        .args(["--nodes", "4"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(!env.path("none/nodecert-fleet.sbatch").exists());
+    // The suite's file, its name as awkward as its path: the script names the file by its
+    // absolute path and records the name in the job's node list.
+    let suite = env.write(
+        "it's; rm -rf x.toml",
+        "format_version = 1\nname = \"it's \\\"odd\\\" $(x)\"\nextends = \"h100-sxm-8\"\n",
+    );
+    let quoted = format!("'{}'", suite.display().to_string().replace('\'', "'\\''"));
     let out = env
         .cmd()
         .args([
@@ -851,8 +867,8 @@ fn the_slurm_script_quotes_what_it_is_given_and_is_valid_bash() {
         "#SBATCH --time=30:00",
         "nodecert='/opt/node cert/nodecert'",
         "    n2) inject=(--inject nvlink-down:gpu=2) ;;",
-        "  exec \"$nodecert\" run 'it'\\''s; rm -rf x.toml' --out \"$out/$SLURMD_NODENAME\" -q --simulate h100-sxm-8 --seed $((SLURM_PROCID + 1)) --node-name \"$SLURMD_NODENAME\" ${inject[@]+\"${inject[@]}\"}",
-        "(set -o noclobber; { echo \"# job: $SLURM_JOB_ID\"; scontrol show hostnames \"$SLURM_JOB_NODELIST\"; } > \"$out/expected-nodes.txt\") || exit 1",
+        &format!("  exec \"$nodecert\" run {quoted} --out \"$out/$SLURMD_NODENAME\" -q --simulate h100-sxm-8 --seed $((SLURM_PROCID + 1)) --node-name \"$SLURMD_NODENAME\" ${{inject[@]+\"${{inject[@]}}\"}}"),
+        "(set -o noclobber; { echo \"# job: $SLURM_JOB_ID\"; printf '# suite: %s\\n' 'it'\\''s \"odd\" $(x)'; scontrol show hostnames \"$SLURM_JOB_NODELIST\"; } > \"$out/expected-nodes.txt\") || exit 1",
         "exec \"$nodecert\" fleet report \"$out\" --out \"$out/fleet\"",
     ] {
         assert!(script.lines().any(|l| l == line), "missing {line:?} in\n{script}");
@@ -1097,4 +1113,76 @@ fn a_simulated_health_check_leaves_the_slurm_node_alone_unless_told_it_is_a_test
             .contains("scontrol update NodeName=n7 State=DRAIN Reason=nodecert: health-check FAIL"),
         "{calls}"
     );
+}
+
+/// The suite the job ran, as its node list records it (or `--suite`): a node that ran a suite
+/// of another name (a local file renamed, so that it stood alone under its name) is refused.
+/// Without the line the fleet cannot know, and each name stands as before.
+#[test]
+fn a_node_that_ran_a_renamed_suite_is_refused_when_the_job_names_its_suite() {
+    let env = Env::new();
+    env.write(
+        "easy.toml",
+        "format_version = 1\nname = \"easy\"\nextends = \"h200-vm-1\"\n",
+    );
+    for (name, suite, seed) in [("a1", "h200-vm-1", "1"), ("a2", "easy.toml", "2")] {
+        let out = env
+            .cmd()
+            .args(["run", suite, "--simulate", "h200-vm-1", "--node-name", name])
+            .args(["--seed", seed, "--out", &format!("job/{name}"), "-q"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{name}");
+    }
+    let report = |out: &str, extra: &[&str]| {
+        let o = env
+            .cmd()
+            .args(["fleet", "report", "job", "--out", out])
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    // No suite known: each stands under its own name.
+    assert_eq!(report("open", &[]).0, Some(0));
+    assert_eq!(read_json(&env.path("open/fleet.json")).get("suite"), None);
+
+    env.write("job/expected-nodes.txt", "# suite: h200-vm-1\na1\na2\n");
+    assert_eq!(report("listed", &[]).0, Some(2));
+    let fleet = read_json(&env.path("listed/fleet.json"));
+    assert_eq!(fleet["suite"], "h200-vm-1");
+    assert_eq!(
+        verdicts(&fleet),
+        pairs(&[("a1", "pass"), ("a2", "refused")])
+    );
+    assert_eq!(
+        fleet["nodes"][1]["why"][0],
+        "ran suite easy, not the job's suite h200-vm-1: not judged by the fleet's suite"
+    );
+    let md = fs::read_to_string(env.path("listed/fleet.md")).unwrap();
+    assert!(
+        md.contains("Every node was held to the suite h200-vm-1."),
+        "{md}"
+    );
+    // The same by --suite, and a --suite that is not the list's is refused.
+    assert_eq!(report("given", &["--suite", "h200-vm-1"]).0, Some(2));
+    let (code, err) = report("other", &["--suite", "easy"]);
+    assert_eq!(code, Some(2));
+    assert!(
+        err.contains("--suite easy: the job's node list says its nodes ran suite h200-vm-1"),
+        "{err}"
+    );
+    env.write("job/expected-nodes.txt", "a1\na2\n");
+    let (code, _) = report("by-flag", &["--suite", "easy"]);
+    assert_eq!(code, Some(2));
+    assert_eq!(
+        verdicts(&read_json(&env.path("by-flag/fleet.json"))),
+        pairs(&[("a1", "refused"), ("a2", "pass")])
+    );
+    let (code, err) = report("bad", &["--suite", " x"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--suite ' x' is not a suite name"), "{err}");
 }

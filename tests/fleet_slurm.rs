@@ -171,11 +171,13 @@ fn a_real_slurm_job_certifies_five_nodes_and_nodecert_drains_only_what_it_must()
         "{n3}"
     );
 
-    // 1. The job: five simulated nodes, n2 broken, n4 slow in all_to_all (within its floor).
+    // 1. The job: five simulated nodes, n2 broken, n4 slow in all_to_all (within its floor),
+    // each held to the suite the job names.
     let out = nodecert(&env, &c)
         .args([
             "fleet",
             "slurm",
+            "h100-sxm-8",
             "--out",
             &shared_s,
             "--nodes",
@@ -235,6 +237,9 @@ fn a_real_slurm_job_certifies_five_nodes_and_nodecert_drains_only_what_it_must()
         fleet["expected"],
         serde_json::json!(["n1", "n2", "n3", "n4", "n5"])
     );
+    assert_eq!(fleet["suite"], "h100-sxm-8");
+    let list = std::fs::read_to_string(shared.join("expected-nodes.txt")).unwrap();
+    assert!(list.lines().any(|l| l == "# suite: h100-sxm-8"), "{list}");
     let mut ranks = Vec::new();
     for n in fleet["nodes"].as_array().unwrap() {
         let j = &n["job"];

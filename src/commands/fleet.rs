@@ -36,18 +36,30 @@ pub struct Written {
     pub refused: bool,
 }
 
+/// What the user says the fleet must be, over what its shared folders' node lists say.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Expected<'a> {
+    /// The nodes that must have reported, as a host list (`--expect`).
+    pub nodes: Option<&'a str>,
+    /// The suite every node must have run, by name (`--suite`).
+    pub suite: Option<&'a str>,
+}
+
 /// Read every node, judge the fleet, and write its report into `out`; with `signer`, sign the
 /// folder (a fleet part of which was never judged only with its `allow_incomplete`).
 pub fn report(
     inputs: &[PathBuf],
     out: &Path,
-    expect: Option<&str>,
+    expected: Expected<'_>,
     pct: f64,
     trust: &Trust,
     signer: Option<(&Signer, bool)>,
 ) -> Result<Written> {
     let pct = outlier_pct(pct)?;
-    let expect = match expect {
+    if let Some(name) = expected.suite {
+        fleet::gather::check_suite_name(name).map_err(|e| input(format!("--suite {e}")))?;
+    }
+    let expect = match expected.nodes {
         Some(list) => {
             let mut e =
                 fleet::hostlist::expand(list).map_err(|e| input(format!("--expect {e}")))?;
@@ -62,7 +74,15 @@ pub fn report(
     // it reads, instead of writing there what it read while the first was writing.
     let created = std::fs::symlink_metadata(out).is_err();
     let dir = open_report_dir(out)?;
-    let written = report_in(&dir, inputs, out, expect, pct, trust, signer);
+    let written = report_in(
+        &dir,
+        inputs,
+        out,
+        (expect, expected.suite),
+        pct,
+        trust,
+        signer,
+    );
     if written.is_err() && created {
         // Nothing was written: the folder this call made (empty) goes again.
         let _ = std::fs::remove_dir(out);
@@ -75,7 +95,7 @@ fn report_in(
     dir: &crate::fsio::write::LockedDir,
     inputs: &[PathBuf],
     out: &Path,
-    expect: Option<Vec<String>>,
+    (expect, given_suite): (Option<Vec<String>>, Option<&str>),
     pct: f64,
     trust: &Trust,
     signer: Option<(&Signer, bool)>,
@@ -84,10 +104,22 @@ fn report_in(
         folders,
         mut expected,
         job,
+        suite,
     } = gather::find(inputs).map_err(input)?;
     if let Some(e) = expect {
         expected = e;
     }
+    // The job's suite: as its node list recorded it, or as given; two names are two jobs.
+    let suite = match (suite, given_suite) {
+        (Some(listed), Some(given)) if listed != given => {
+            return Err(input(format!(
+                "--suite {}: the job's node list says its nodes ran suite {}",
+                crate::console::visible(given),
+                crate::console::visible(&listed)
+            )))
+        }
+        (listed, given) => listed.or(given.map(str::to_string)),
+    };
     if folders.is_empty() && expected.is_empty() {
         return Err(input(format!(
             "no node folders found in {}: give nodes' report folders, or the shared folder the fleet job wrote",
@@ -127,8 +159,12 @@ fn report_in(
     if let Some(id) = &job {
         fleet::judge::for_job(&mut summaries, id);
     }
+    if let Some(name) = &suite {
+        fleet::judge::for_suite(&mut summaries, name);
+    }
     let mut r = fleet::judge::judge(summaries, &expected, pct);
     r.job = job;
+    r.suite = suite;
     let json = serde_json::to_string_pretty(&r).map_err(|e| input(e.to_string()))? + "\n";
     let refused = signer.is_some_and(|(_, allow)| r.verdict.is_shortfall() && !allow);
     let signer = signer.filter(|_| !refused).map(|(s, _)| s);
@@ -205,12 +241,12 @@ pub fn summary(r: &FleetReport, out: &Path) -> String {
 pub fn cmd_report(
     inputs: &[PathBuf],
     out: &Path,
-    expect: Option<&str>,
+    expected: Expected<'_>,
     pct: f64,
     trust: &Trust,
     signer: Option<(&Signer, bool)>,
 ) -> Result<u8> {
-    let w = report(inputs, out, expect, pct, trust, signer)?;
+    let w = report(inputs, out, expected, pct, trust, signer)?;
     let r = &w.report;
     crate::out!("{}", summary(r, out));
     if let (Some((s, _)), Some(info)) = (signer, &w.signed) {
@@ -378,7 +414,7 @@ pub fn cmd_simulate(
     let r = report(
         &[out.to_path_buf()],
         &fleet_out,
-        None,
+        Expected::default(),
         pct,
         &Trust::Untrusted,
         None,
@@ -503,6 +539,17 @@ pub fn cmd_slurm(mut job: fleet::slurm::Job, submit: bool, wait: bool) -> Result
             })?
             .display()
             .to_string();
+    }
+    if let Some(spec) = job.suite.clone() {
+        // Loaded now: a suite that does not load is said before the job waits in the queue, and
+        // its name goes into the job's node list, to which `fleet report` holds every node. A
+        // file is given to the nodes by its absolute path (sbatch may run from elsewhere).
+        let loaded = crate::suite::load::load(&spec).map_err(Error::Input)?;
+        job.suite_name = Some(loaded.suite.name.clone());
+        if crate::suite::load::embedded(&spec).is_none() {
+            let abs = std::path::absolute(&spec).map_err(|e| input(format!("{spec}: {e}")))?;
+            job.suite = Some(abs.display().to_string());
+        }
     }
     let script = fleet::slurm::script(&job).map_err(input)?;
     let path = abs.join(fleet::slurm::SCRIPT_FILE);
@@ -782,7 +829,7 @@ mod tests {
         let e = report(
             std::slice::from_ref(&missing),
             &out,
-            None,
+            Expected::default(),
             10.0,
             &Trust::Untrusted,
             None,
@@ -795,10 +842,17 @@ mod tests {
             "{e}"
         );
         drop(lock);
-        let e = report(&[missing], &out, None, 10.0, &Trust::Untrusted, None)
-            .err()
-            .expect("refused")
-            .to_string();
+        let e = report(
+            &[missing],
+            &out,
+            Expected::default(),
+            10.0,
+            &Trust::Untrusted,
+            None,
+        )
+        .err()
+        .expect("refused")
+        .to_string();
         assert!(e.contains("no-such-folder"), "{e}");
         // The folder existed before: it stays.
         assert!(out.is_dir());
@@ -814,7 +868,7 @@ mod tests {
         let e = report(
             std::slice::from_ref(&empty),
             &out,
-            None,
+            Expected::default(),
             10.0,
             &Trust::Untrusted,
             None,
@@ -840,7 +894,7 @@ mod tests {
         let w = report(
             &[via],
             &shared.join("fleet"),
-            None,
+            Expected::default(),
             10.0,
             &Trust::Untrusted,
             None,

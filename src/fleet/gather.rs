@@ -69,13 +69,35 @@ pub struct NodeFolder {
     pub path: PathBuf,
 }
 
-/// What the folders given hold: the node folders, the nodes the job expected, and the job's id
-/// (from the node list's `# job: ID` line).
+/// What the folders given hold: the node folders, the nodes the job expected, the job's id
+/// (from the node list's `# job: ID` line) and the suite it ran (its `# suite: NAME` line).
 #[derive(Debug, Default)]
 pub struct Found {
     pub folders: Vec<NodeFolder>,
     pub expected: Vec<String>,
     pub job: Option<String>,
+    pub suite: Option<String>,
+}
+
+/// The longest suite name a node list or `--suite` may name.
+pub const MAX_SUITE_NAME: usize = 200;
+
+/// Whether `name` can be a job's suite as a node list records it: not empty, at most
+/// [`MAX_SUITE_NAME`] bytes, no control characters, no space at either end (a line of the list
+/// holds it as it is).
+pub fn check_suite_name(name: &str) -> Result<(), String> {
+    if name.is_empty()
+        || name.len() > MAX_SUITE_NAME
+        || name.trim() != name
+        || name.chars().any(char::is_control)
+    {
+        return Err(format!(
+            "'{}' is not a suite name a node list can hold (1 to {MAX_SUITE_NAME} bytes, no \
+             control characters, no space at either end)",
+            crate::console::visible(name)
+        ));
+    }
+    Ok(())
 }
 
 /// The node folders under the folders given, the node names the job expected and its id.
@@ -84,6 +106,7 @@ pub fn find(inputs: &[PathBuf]) -> Result<Found, String> {
     let mut nodes = Vec::new();
     let mut expected = Vec::new();
     let mut job: Option<String> = None;
+    let mut suite: Option<String> = None;
     for input in inputs {
         let meta = std::fs::symlink_metadata(input)
             .map_err(|e| format!("{}: {}", input.display(), crate::error::lower(&e)))?;
@@ -108,8 +131,25 @@ pub fn find(inputs: &[PathBuf]) -> Result<Found, String> {
         }
         let list = input.join(super::EXPECTED_FILE);
         if list.exists() {
-            let (names, id) = read_list(&list)?;
+            let List {
+                names,
+                job: id,
+                suite: ran,
+            } = read_list(&list)?;
             expected.extend(names);
+            match (&suite, ran) {
+                (Some(a), Some(b)) if *a != b => {
+                    return Err(format!(
+                        "{}: suite '{}', but another folder given ran suite '{}': report one job \
+                         at a time",
+                        list.display(),
+                        crate::console::visible(&b),
+                        crate::console::visible(a)
+                    ))
+                }
+                (None, Some(b)) => suite = Some(b),
+                _ => {}
+            }
             match (&job, id) {
                 (Some(a), Some(b)) if *a != b => {
                     return Err(format!(
@@ -158,6 +198,7 @@ pub fn find(inputs: &[PathBuf]) -> Result<Found, String> {
         folders: nodes,
         expected,
         job,
+        suite,
     })
 }
 
@@ -168,9 +209,17 @@ fn folder_name(p: &Path) -> String {
         .unwrap_or_else(|| p.display().to_string())
 }
 
-/// The names in a node list, one per line (blank lines and `#` comments ignored), and the job's
-/// id from a `# job: ID` line.
-fn read_list(path: &Path) -> Result<(Vec<String>, Option<String>), String> {
+/// What a node list says: its node names, and the job's id and suite where it names them.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct List {
+    names: Vec<String>,
+    job: Option<String>,
+    suite: Option<String>,
+}
+
+/// The names in a node list, one per line (blank lines and `#` comments ignored), the job's id
+/// from a `# job: ID` line and the suite every node was to run from a `# suite: NAME` line.
+fn read_list(path: &Path) -> Result<List, String> {
     let f = crate::fsio::read::open(path, false)
         .map_err(|e| format!("{}: {}", path.display(), crate::error::lower(&e)))?;
     let bytes = crate::fsio::read::read_limited(f, MAX_EXPECTED_BYTES, "a node list")
@@ -178,6 +227,7 @@ fn read_list(path: &Path) -> Result<(Vec<String>, Option<String>), String> {
     let text = String::from_utf8(bytes).map_err(|_| format!("{}: not UTF-8", path.display()))?;
     let mut out = Vec::new();
     let mut job = None;
+    let mut suite: Option<String> = None;
     for (i, line) in text.lines().enumerate() {
         let l = line.trim();
         if let Some(id) = l.strip_prefix("# job:") {
@@ -198,6 +248,19 @@ fn read_list(path: &Path) -> Result<(Vec<String>, Option<String>), String> {
             job = Some(id.to_string());
             continue;
         }
+        if let Some(name) = l.strip_prefix("# suite:") {
+            let name = name.trim();
+            check_suite_name(name).map_err(|e| format!("{}:{}: {e}", path.display(), i + 1))?;
+            if suite.as_deref().is_some_and(|s| s != name) {
+                return Err(format!(
+                    "{}:{}: a second suite line names another suite",
+                    path.display(),
+                    i + 1
+                ));
+            }
+            suite = Some(name.to_string());
+            continue;
+        }
         if l.is_empty() || l.starts_with('#') {
             continue;
         }
@@ -211,7 +274,11 @@ fn read_list(path: &Path) -> Result<(Vec<String>, Option<String>), String> {
         }
         out.push(l.to_string());
     }
-    Ok((out, job))
+    Ok(List {
+        names: out,
+        job,
+        suite,
+    })
 }
 
 /// A node's result before anything is known of it: not tested, unsigned, no checks.
@@ -738,8 +805,55 @@ mod tests {
         assert_eq!(names, ["n1"]);
         assert_eq!(found.expected, ["n1", "n2"]);
         assert_eq!(found.job.as_deref(), Some("4242"));
+        assert_eq!(found.suite, None);
         std::fs::write(d.path().join(super::super::EXPECTED_FILE), "n1\nbad name\n").unwrap();
         let e = find(&[d.path().to_path_buf()]).unwrap_err();
         assert!(e.contains(":2: \"bad name\" is not a node name"), "{e}");
+    }
+
+    /// The suite the job ran, from its node list's `# suite:` line: read as written, a name no
+    /// list can hold refused with its line, and two lists of two suites refused.
+    #[test]
+    fn the_node_list_names_the_suite_the_job_ran() {
+        let d = tempfile::tempdir().unwrap();
+        let list = d.path().join(super::super::EXPECTED_FILE);
+        std::fs::write(&list, "# job: 7\n# suite: h200 sxm 8\nn1\n").unwrap();
+        let found = find(&[d.path().to_path_buf()]).unwrap();
+        assert_eq!(found.suite.as_deref(), Some("h200 sxm 8"));
+        assert_eq!(found.expected, ["n1"]);
+        for (bad, why) in [
+            ("# suite:\n", ":1: '' is not a suite name"),
+            (
+                "n1\n# suite: a\u{7}b\n",
+                ":2: 'a\\u{7}b' is not a suite name",
+            ),
+            (
+                "# suite: a\n# suite: b\n",
+                ":2: a second suite line names another suite",
+            ),
+        ] {
+            std::fs::write(&list, bad).unwrap();
+            let e = find(&[d.path().to_path_buf()]).unwrap_err();
+            assert!(e.contains(why), "{bad:?}: {e}");
+        }
+        std::fs::write(&list, "# suite: a\n# suite: a\n").unwrap();
+        assert_eq!(
+            find(&[d.path().to_path_buf()]).unwrap().suite.as_deref(),
+            Some("a")
+        );
+        let other = tempfile::tempdir().unwrap();
+        std::fs::write(
+            other.path().join(super::super::EXPECTED_FILE),
+            "# suite: b\n",
+        )
+        .unwrap();
+        let e = find(&[d.path().to_path_buf(), other.path().to_path_buf()]).unwrap_err();
+        assert!(
+            e.contains("suite 'b', but another folder given ran suite 'a'"),
+            "{e}"
+        );
+        assert!(check_suite_name(&"x".repeat(MAX_SUITE_NAME)).is_ok());
+        assert!(check_suite_name(&"x".repeat(MAX_SUITE_NAME + 1)).is_err());
+        assert!(check_suite_name(" a").is_err());
     }
 }

@@ -223,6 +223,7 @@ pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> Flee
         outlier_pct: pct,
         expected: expected.to_vec(),
         job: None,
+        suite: None,
         columns: order_columns(columns),
         nodes: results,
         outliers,
@@ -267,6 +268,25 @@ pub fn for_job(nodes: &mut [NodeSummary], job: &str) {
                 n.result.own_verdict = None;
                 n.read = false;
             }
+        }
+    }
+}
+
+/// Hold every node to the suite the job ran (`suite`, its name): a node whose evidence names
+/// another suite was not judged by the job's suite, whatever it says, and is refused. Without
+/// this a node that ran a renamed local file would stand alone under its name and pass.
+pub fn for_suite(nodes: &mut [NodeSummary], suite: &str) {
+    for n in nodes.iter_mut().filter(|n| n.read) {
+        let Some(ran) = n.result.suite.clone() else {
+            continue;
+        };
+        if ran != suite && !matches!(n.result.verdict, NodeVerdict::Refused) {
+            refuse(
+                n,
+                format!(
+                    "ran suite {ran}, not the job's suite {suite}: not judged by the fleet's suite"
+                ),
+            );
         }
     }
 }
@@ -815,6 +835,43 @@ mod tests {
             r.nodes[0].why
         );
         assert!(r.nodes[0].checks.is_empty());
+    }
+
+    /// With the job's suite known, a node that ran a suite of another name (a renamed local
+    /// file: alone under its name it would be its own majority) is refused, and takes no part
+    /// in the vote of the others; without it, the renamed suite stands alone, as before.
+    #[test]
+    fn a_node_that_ran_a_renamed_suite_is_refused_when_the_jobs_suite_is_known() {
+        let mut nodes: Vec<NodeSummary> = (1..=3).map(|i| bw(&format!("n{i}"), 390.0)).collect();
+        nodes[1].result.suite = Some("easy".into());
+        nodes[1].suite_sha256 = Some("0123456789abcdef-trimmed".into());
+        // An unread node names no suite: it is judged for what it is, not refused here.
+        nodes[2].read = false;
+        nodes[2].result.suite = None;
+        nodes[2].result.verdict = NodeVerdict::NotTested;
+        let alone = judge(nodes.clone(), &[], 10.0);
+        assert_eq!(alone.node("n2").unwrap().verdict, NodeVerdict::Pass);
+        for_suite(&mut nodes, "h100-sxm-8");
+        let r = judge(nodes, &[], 10.0);
+        assert_eq!(
+            verdicts(&r),
+            [
+                ("n1", NodeVerdict::Pass),
+                ("n2", NodeVerdict::Refused),
+                ("n3", NodeVerdict::NotTested)
+            ]
+        );
+        assert_eq!(
+            r.node("n2").unwrap().why[0],
+            "ran suite easy, not the job's suite h100-sxm-8: not judged by the fleet's suite"
+        );
+        assert_eq!(r.node("n2").unwrap().why.len(), 1, "{:?}", r.node("n2"));
+        assert!(r
+            .node("n3")
+            .unwrap()
+            .why
+            .iter()
+            .all(|w| !w.contains("suite")));
     }
 
     #[test]

@@ -468,6 +468,10 @@ pub struct FleetReport {
     /// another job is not this job's result.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<String>,
+    /// The suite every node was held to, by name (from the node list's `# suite:` line, or
+    /// `--suite`), when known: a node that ran another is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suite: Option<String>,
     /// Check ids in the order of the grid's columns.
     pub columns: Vec<String>,
     pub nodes: Vec<NodeResult>,

@@ -32,6 +32,10 @@ pub struct Job {
     pub sbatch_args: Vec<String>,
     /// Measure the fabric across the job's nodes too (`run --fabric`).
     pub fabric: bool,
+    /// The name of `suite` (its `name`, as the nodes' evidence records it), when the suite was
+    /// loaded as the script was written: the job's node list records it, and `fleet report`
+    /// refuses a node that ran a suite of another name.
+    pub suite_name: Option<String>,
 }
 
 /// A word for a POSIX shell: single-quoted unless it is plainly safe.
@@ -136,12 +140,27 @@ pub fn script(job: &Job) -> Result<String, String> {
     // (bash before 4.4 calls an empty array unset under `set -u`: expanded only when set.)
     run.push_str(" ${inject[@]+\"${inject[@]}\"}\nfi\n");
     s.push_str(&run);
+    // The suite every node is to run, by name, where it is known: `fleet report` holds each
+    // node's evidence to it.
+    let suite_line = match &job.suite_name {
+        Some(name) => {
+            crate::fleet::gather::check_suite_name(name).map_err(|e| format!("the suite's {e}"))?;
+            format!("printf '# suite: %s\\n' {}; ", sh(name))
+        }
+        None => String::new(),
+    };
     s.push_str(
-        "# The job and the nodes it was given: `fleet report` expects evidence of this job from\n\
-         # each. A new file (a link planted in its place is removed, not followed).\n\
-         rm -f \"$out/expected-nodes.txt\"\n\
-         (set -o noclobber; { echo \"# job: $SLURM_JOB_ID\"; scontrol show hostnames \"$SLURM_JOB_NODELIST\"; } > \"$out/expected-nodes.txt\") || exit 1\n\
-         # Rank 0's address, for the fabric's rendezvous: Slurm's NodeAddr of the first node (its\n\
+        "# The job, the suite and the nodes it was given: `fleet report` expects evidence of this\n\
+         # job and suite from each. A new file (a link planted in its place is removed, not\n\
+         # followed).\n\
+         rm -f \"$out/expected-nodes.txt\"\n",
+    );
+    let _ = writeln!(
+        s,
+        "(set -o noclobber; {{ echo \"# job: $SLURM_JOB_ID\"; {suite_line}scontrol show hostnames \"$SLURM_JOB_NODELIST\"; }} > \"$out/expected-nodes.txt\") || exit 1"
+    );
+    s.push_str(
+        "# Rank 0's address, for the fabric's rendezvous: Slurm's NodeAddr of the first node (its\n\
          # name may not resolve, as with several slurmd on one machine).\n\
          first=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n\
          NODECERT_FABRIC_ROOT=$(scontrol show node \"$first\" 2>/dev/null | grep -o 'NodeAddr=[^ ]*' | head -n 1 | cut -d= -f2)\n\
