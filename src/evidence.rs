@@ -1400,9 +1400,22 @@ impl Evidence {
 
     /// Read and check the format version.
     pub fn read(path: &Path) -> Result<Evidence, String> {
+        Ok(Evidence::read_text(path)?.0)
+    }
+
+    /// [`Evidence::read`], and the text it was read from: what a signer judges must be the
+    /// bytes it signs, read once.
+    pub fn read_text(path: &Path) -> Result<(Evidence, String), String> {
         let text = crate::fsio::read::read_to_string(path, crate::fsio::read::Kind::Evidence)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let v: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        let ev = Evidence::from_text(path, &text)?;
+        Ok((ev, text))
+    }
+
+    /// The evidence in `text`, read from `path` (named in errors), checked as [`Evidence::read`]
+    /// checks it.
+    pub fn from_text(path: &Path, text: &str) -> Result<Evidence, String> {
+        let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
             format!(
                 "{}:{}:{}: not JSON: {e}",
                 path.display(),
@@ -1416,7 +1429,7 @@ impl Evidence {
                 path.display()
             ));
         }
-        check_format_version(path, &text)?;
+        check_format_version(path, text)?;
         let simulated = simulated_status(&v).map_err(|e| {
             format!(
                 "{}: invalid evidence: {e}; refusing a file whose records disagree",
@@ -1424,7 +1437,7 @@ impl Evidence {
             )
         })?;
         // From the text again, not from `v`: only then does an error know its line and column.
-        let mut ev: Evidence = parse(&text).map_err(|e| format!("{}:{e}", path.display()))?;
+        let mut ev: Evidence = parse(text).map_err(|e| format!("{}:{e}", path.display()))?;
         if let Some(s) = simulated {
             ev.simulated = s;
         }
@@ -1453,12 +1466,17 @@ impl Evidence {
 pub fn stated_verdict(path: &Path) -> Result<Option<Verdict>, String> {
     let text = crate::fsio::read::read_to_string(path, crate::fsio::read::Kind::Evidence)
         .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    stated_verdict_in(path, &text)
+}
+
+/// [`stated_verdict`] of the evidence text `text`, read from `path`.
+pub fn stated_verdict_in(path: &Path, text: &str) -> Result<Option<Verdict>, String> {
     #[derive(Deserialize)]
     struct Stated {
         #[serde(default)]
         verdict: Option<Verdict>,
     }
-    serde_json::from_str::<Stated>(&text)
+    serde_json::from_str::<Stated>(text)
         .map(|s| s.verdict)
         .map_err(|e| format!("{}: {e}", path.display()))
 }

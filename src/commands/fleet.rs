@@ -168,13 +168,11 @@ fn report_in(
     let json = serde_json::to_string_pretty(&r).map_err(|e| input(e.to_string()))? + "\n";
     let refused = signer.is_some_and(|(_, allow)| r.verdict.is_shortfall() && !allow);
     let signer = signer.filter(|_| !refused).map(|(s, _)| s);
-    // The pages say who signs and the digest of fleet.json, known before it is written.
+    // The pages say who signs and the digest of fleet.json, known before it is written; the
+    // signature is of that fleet.json or of nothing.
+    let checked = hex::encode(sha2::Sha256::digest(json.as_bytes()));
     let signing = match signer {
-        Some(s) => s.signing_of(
-            out,
-            hex::encode(sha2::Sha256::digest(json.as_bytes())),
-            signed_as(&r),
-        ),
+        Some(s) => s.signing_of(out, checked.clone(), signed_as(&r)),
         None => Default::default(),
     };
     let pages = fleet::render::render(&r, &signing).map_err(Error::Render)?;
@@ -189,7 +187,7 @@ fn report_in(
         ],
     )?;
     let signed = match signer {
-        Some(s) => Some(s.sign(dir)?),
+        Some(s) => Some(s.sign(dir, &checked)?),
         None => None,
     };
     Ok(Written {
@@ -310,6 +308,8 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
         });
     }
     let signed_as = signed_as(&r);
+    // What was judged signable is the bytes signed, or nothing is.
+    let checked = hex::encode(sha2::Sha256::digest(text.as_bytes()));
     if lock
         .exists(crate::sign::MANIFEST_FILE.as_ref())
         .unwrap_or(true)
@@ -323,11 +323,7 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
             );
         }
     } else {
-        let signing = signer.signing_of(
-            dir,
-            hex::encode(sha2::Sha256::digest(text.as_bytes())),
-            signed_as,
-        );
+        let signing = signer.signing_of(dir, checked.clone(), signed_as);
         let pages = fleet::render::render(&r, &signing).map_err(Error::Render)?;
         write_files(
             &lock,
@@ -337,7 +333,7 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
             ],
         )?;
     }
-    let info = signer.sign(&lock)?;
+    let info = signer.sign(&lock, &checked)?;
     crate::out!("{}", signer.signed_text(dir, &info, r.simulated));
     crate::outln!("{}", crate::console::visible(&r.signature_scope()));
     Ok(exit::PASS)

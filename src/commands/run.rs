@@ -138,8 +138,19 @@ pub fn cmd_run(
         _ => None,
     };
     let signer = signer.filter(|_| refused.is_none()).map(|(s, _)| s);
+    // What is signed is the evidence as this run wrote it, the bytes judged signable above.
+    let checked = match signer {
+        Some(_) => {
+            let json = ev.to_json().map_err(|source| Error::Write {
+                path: evidence_path.clone(),
+                source,
+            })?;
+            hex::encode(<sha2::Sha256 as sha2::Digest>::digest(json.as_bytes()))
+        }
+        None => String::new(),
+    };
     let signing = match signer {
-        Some(s) => s.signing(out, &ev)?,
+        Some(s) => s.signing_of(out, checked.clone(), super::signer::signed_as(&ev)),
         None => Default::default(),
     };
     let rendered = match pages.render(&ev, &signing) {
@@ -173,7 +184,7 @@ pub fn cmd_run(
     // a signed folder (it is not listed in the manifest either way).
     let exported = export.write(&ev, out, None)?;
     let signed = match signer {
-        Some(s) => Some(s.sign(&dir)?),
+        Some(s) => Some(s.sign(&dir, &checked)?),
         None => None,
     };
     if quiet {

@@ -1,11 +1,11 @@
 //! `nodecert sign`: sign a report folder, or countersign one.
 
 use super::output::{dir_error, lock_dir, write_reports};
-use super::read_evidence;
-use super::signer::Signer;
+use super::signer::{signed_as, Signer};
 use crate::error::{exit, Error, InputError, Result};
 use crate::fsio::write::Dir;
 use crate::sign;
+use sha2::Digest;
 use std::path::Path;
 
 pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u8> {
@@ -18,14 +18,18 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
     // No other nodecert writes here while the signature is made. The folder is reached through
     // no link of another user (root's and the signer's own links are followed).
     let lock = lock_dir(Dir::open_trusted(dir).map_err(|e| dir_error(dir, e))?)?;
-    // Read as render does: a file whose records disagree (simulated) is refused here.
-    let (path, ev) = read_evidence(dir)?;
+    // Read as render does: a file whose records disagree (simulated) is refused here. Read
+    // once: what is judged signable below is the bytes signed, or nothing is.
+    let path = crate::evidence::Evidence::path_in(dir);
+    let (ev, text) = crate::evidence::Evidence::read_text(&path)
+        .map_err(|e| Error::Input(InputError::Other(e)))?;
+    let checked = hex::encode(sha2::Sha256::digest(text.as_bytes()));
     // The verdict the file states is what its pages were rendered with; the one its records
     // give (`ev.verdict`) may differ, as when an older nodecert called PASS what this one calls
     // PARTIAL. A signature must not seal pages that say the stale one; pages rendered again
     // since (`nodecert render DIR --templates T --out DIR`, which leaves evidence.json as it
     // is) that say the verdict the records give are kept.
-    let stated = crate::evidence::stated_verdict(&path).map_err(InputError::Other)?;
+    let stated = crate::evidence::stated_verdict_in(&path, &text).map_err(InputError::Other)?;
     let page_says = |name: &str| {
         crate::fsio::read::read_to_string(&dir.join(name), crate::fsio::read::Kind::Evidence)
             .is_ok_and(|t| t.contains(ev.verdict.label()))
@@ -60,7 +64,7 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
             );
         } else {
             // The first signature: the reports are rendered again, titled "signed as ...".
-            let signing = signer.signing(dir, &ev)?;
+            let signing = signer.signing_of(dir, checked.clone(), signed_as(&ev));
             let pages = crate::report::Templates::load(None).map_err(InputError::from)?;
             write_reports(&ev, &lock, &pages, &signing)?;
         }
@@ -77,12 +81,12 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
                 "note: {}: {why}; rendering its reports again (embedded templates) before signing",
                 crate::console::visible(&dir.display().to_string())
             );
-            let signing = signer.signing(dir, &ev)?;
+            let signing = signer.signing_of(dir, checked.clone(), signed_as(&ev));
             let pages = crate::report::Templates::load(None).map_err(InputError::from)?;
             write_reports(&ev, &lock, &pages, &signing)?;
         }
     }
-    let info = signer.sign(&lock)?;
+    let info = signer.sign(&lock, &checked)?;
     let simulated = crate::fsio::read::open(&info.manifest, false)
         .and_then(|f| crate::fsio::read::read_limited(f, 4 << 20, "a manifest"))
         .ok()

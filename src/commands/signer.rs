@@ -37,26 +37,14 @@ impl Signer {
         })
     }
 
-    /// What the reports say about the signature to come: key, evidence digest, verify command.
     /// The private key's path.
     pub fn key(&self) -> &Path {
         &self.key
     }
 
-    pub fn signing(&self, out: &Path, ev: &Evidence) -> Result<crate::report::Signing> {
-        let evidence = out.join(sign::EVIDENCE_FILE);
-        let digest = sign::sha256_file(&evidence).map_err(|e| Error::Write {
-            path: evidence,
-            source: e,
-        })?;
-        Ok(self.signing_of(
-            out,
-            digest,
-            ev.shortfall().map(|v| format!("signed as {}", v.words())),
-        ))
-    }
-
-    /// [`Signer::signing`] for a folder whose evidence file has the SHA-256 `digest`.
+    /// What the reports of the folder `out` say about the signature to come, its evidence file
+    /// having the SHA-256 `digest`: key, evidence digest, verify command, and what a run that
+    /// did not keep its promise is signed as.
     pub fn signing_of(
         &self,
         out: &Path,
@@ -74,9 +62,14 @@ impl Signer {
         }
     }
 
-    /// Sign the report folder this command holds, writing through its handle.
-    pub fn sign(&self, dir: &crate::fsio::write::Dir) -> Result<sign::SignatureInfo> {
-        sign::sign_dir_in(dir, &self.key).map_err(sign_error)
+    /// Sign the report folder this command holds, writing through its handle, if its evidence
+    /// file is still `checked` (the SHA-256 of the bytes the command judged signable).
+    pub fn sign(
+        &self,
+        dir: &crate::fsio::write::Dir,
+        checked: &str,
+    ) -> Result<sign::SignatureInfo> {
+        sign::sign_dir_in(dir, &self.key, Some(checked)).map_err(sign_error)
     }
 
     /// What was signed, and how anyone can check it.
@@ -136,4 +129,10 @@ pub(crate) fn sign_error(e: sign::SignError) -> Error {
         }
         e => Error::Input(InputError::Other(e.to_string())),
     }
+}
+
+/// What the title of a run that did not keep its promise says once signed anyway: "signed as
+/// incomplete", "signed as nothing judged".
+pub fn signed_as(ev: &Evidence) -> Option<String> {
+    ev.shortfall().map(|v| format!("signed as {}", v.words()))
 }

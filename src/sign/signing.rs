@@ -154,12 +154,21 @@ pub fn write_manifest_in(
 /// an existing manifest or signature. Signing again with a key that already
 /// signed is [`SignError::AlreadySigned`].
 pub fn sign_dir(dir: &Path, key: &Path) -> Result<SignatureInfo, SignError> {
-    sign_dir_in(&open_dir(dir)?, key)
+    sign_dir_in(&open_dir(dir)?, key, None)
 }
 
 /// [`sign_dir`] for a folder already open (and locked, for a command): the manifest and the
 /// signature are written through its handle, and only while its path still names it.
-pub fn sign_dir_in(folder: &Dir, key: &Path) -> Result<SignatureInfo, SignError> {
+///
+/// With `checked`, the SHA-256 of the evidence file as the caller read and judged it (that it
+/// may be signed at all): a file that is not those bytes when the manifest is checked (changed
+/// in between, by a writer that is not nodecert) is refused, and a manifest this call wrote is
+/// removed again. What is signed is then what was judged signable.
+pub fn sign_dir_in(
+    folder: &Dir,
+    key: &Path,
+    checked: Option<&str>,
+) -> Result<SignatureInfo, SignError> {
     let dir = folder.path();
     let private = read_signing_key(key)?;
     let fingerprint = private.fingerprint(HashAlg::Sha256).to_string();
@@ -193,6 +202,31 @@ pub fn sign_dir_in(folder: &Dir, key: &Path) -> Result<SignatureInfo, SignError>
         path: manifest_path.clone(),
         reason: "missing".into(),
     })?;
+    if let Some(want) = checked {
+        let parsed = std::str::from_utf8(&manifest)
+            .map_err(|e| e.to_string())
+            .and_then(Manifest::parse)
+            .map_err(|reason| SignError::Manifest {
+                path: manifest_path.clone(),
+                reason,
+            })?;
+        if parsed.evidence_sha256 != want {
+            if manifest_written {
+                folder
+                    .remove(MANIFEST_FILE.as_ref())
+                    .map_err(io_err("remove", &manifest_path))?;
+            }
+            return Err(SignError::Evidence {
+                path: dir.join(parsed.kind.evidence_file()),
+                reason: format!(
+                    "changed while it was being signed (SHA-256 {} when it was checked, {} \
+                     now): nothing was signed",
+                    short(want),
+                    short(&parsed.evidence_sha256)
+                ),
+            });
+        }
+    }
     if let Some(s) = report
         .signatures
         .iter()
@@ -236,5 +270,76 @@ pub fn sign_dir_in(folder: &Dir, key: &Path) -> Result<SignatureInfo, SignError>
             Err(SignError::Exists(_)) if index < 10_000 => index += 1,
             Err(e) => return Err(e),
         }
+    }
+}
+
+/// The first 12 hex digits of a digest, as messages show it.
+fn short(digest: &str) -> &str {
+    digest.get(..12).unwrap_or(digest)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sha2::Digest;
+
+    fn folder(evidence: &str) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join(EVIDENCE_FILE), evidence).unwrap();
+        std::fs::write(d.path().join("report.md"), "# PASS\n").unwrap();
+        d
+    }
+
+    fn digest(text: &str) -> String {
+        hex::encode(sha2::Sha256::digest(text.as_bytes()))
+    }
+
+    /// What the caller judged signable is what is signed: an evidence file that is not the
+    /// bytes judged is refused, the manifest this call wrote goes again, and nothing is
+    /// signed; one that is, is signed; a countersignature is held to the same.
+    #[test]
+    fn evidence_changed_after_it_was_judged_is_not_signed() {
+        let keys = tempfile::tempdir().unwrap();
+        let key = keys.path().join("k");
+        keygen(&key, "ops@test").unwrap();
+        let judged = "{\"simulated\": false, \"verdict\": \"nothing_judged\"}\n";
+        let swapped = "{\"simulated\": false, \"verdict\": \"pass\"}\n";
+        let d = folder(swapped);
+        let e = sign_dir_in(&open_dir(d.path()).unwrap(), &key, Some(&digest(judged))).unwrap_err();
+        assert!(matches!(e, SignError::Evidence { .. }), "{e}");
+        let text = e.to_string();
+        assert!(
+            text.contains(&format!(
+                "evidence.json: changed while it was being signed (SHA-256 {} when it was \
+                 checked, {} now): nothing was signed",
+                &digest(judged)[..12],
+                &digest(swapped)[..12]
+            )),
+            "{text}"
+        );
+        assert!(!d.path().join(MANIFEST_FILE).exists());
+        assert!(!d.path().join(SIGNATURE_FILE).exists());
+
+        // The bytes judged: signed.
+        let d = folder(judged);
+        let info = sign_dir_in(&open_dir(d.path()).unwrap(), &key, Some(&digest(judged))).unwrap();
+        assert!(info.manifest_written && !info.countersignature);
+
+        // A countersignature by another key, of a file that is not what it judged: refused,
+        // and the manifest the first signature sealed is kept.
+        let other = keys.path().join("o");
+        keygen(&other, "audit@test").unwrap();
+        let manifest = std::fs::read(d.path().join(MANIFEST_FILE)).unwrap();
+        let e = sign_dir_in(&open_dir(d.path()).unwrap(), &other, Some(&digest("x"))).unwrap_err();
+        assert!(
+            e.to_string().contains("changed while it was being signed"),
+            "{e}"
+        );
+        assert_eq!(
+            std::fs::read(d.path().join(MANIFEST_FILE)).unwrap(),
+            manifest
+        );
+        let again = sign_dir_in(&open_dir(d.path()).unwrap(), &other, Some(&digest(judged)));
+        assert!(again.unwrap().countersignature);
     }
 }
