@@ -111,6 +111,12 @@ pub struct Gpu {
     pub cpu_socket: Option<u32>,
     pub persistence_mode: Option<bool>,
     pub mig_enabled: Option<bool>,
+    /// The MIG mode the GPU takes at its next reset, where it differs from `mig_enabled` (NVML's
+    /// pending mode: `nvidia-smi -mig` was run and no reset has followed). None: no change is
+    /// pending, or the mode was not read (`mig_enabled` says which), or evidence written before
+    /// this was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig_pending: Option<bool>,
     /// Which processes may hold a CUDA context on the GPU (NVML); None: not read, or evidence
     /// written before this was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -232,7 +232,10 @@ fn gpu_details(s: &mut String, inv: &Inventory) {
             visible(g.serial.as_deref().unwrap_or("n/a")),
             visible(g.vbios.as_deref().unwrap_or("n/a")),
             on_off(g.persistence_mode),
-            on_off(g.mig_enabled),
+            match g.mig_pending {
+                Some(to) => format!("{} ({} at next reset)", on_off(g.mig_enabled), on_off(Some(to))),
+                None => on_off(g.mig_enabled).to_string(),
+            },
             g.compute_mode.map_or("n/a", |m| m.label()),
             match g.processes.as_deref() {
                 None => "n/a".to_string(),

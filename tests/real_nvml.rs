@@ -330,6 +330,44 @@ fn each_gpus_compute_mode_is_read_from_nvml() {
     assert_eq!(mig, [&json!(false), &json!(false), &json!(true)]);
 }
 
+/// A MIG mode pending for the next reset is read from NVML beside the current one (recorded
+/// only where the two differ), named in the inventory, and warned about by topology: the node
+/// measured whole is not the one after a reboot.
+#[test]
+fn a_mig_mode_pending_for_the_next_reset_is_read_and_warned_about() {
+    let mut d = hgx_h200();
+    d["gpus"][2]["mig_pending"] = json!(1);
+    d["gpus"][3]["mig_pending"] = json!(0);
+    let node = Node::new(&d);
+    let inv = node.inventory();
+    let pending: Vec<&Value> = (0..4).map(|i| &inv["gpus"][i]["mig_pending"]).collect();
+    assert_eq!(
+        pending,
+        [&Value::Null, &Value::Null, &json!(true), &Value::Null]
+    );
+    assert_eq!(inv["gpus"][2]["mig_enabled"], json!(false));
+    let out = node.cmd().arg("inventory").output().expect("runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("MIG off (on at next reset)"), "{text}");
+    assert_eq!(text.matches("at next reset").count(), 1, "{text}");
+    let (code, ev) = node.run(HGX_SUITE);
+    let warned: Vec<_> = findings(&ev)
+        .into_iter()
+        .filter(|f| f.0 == "topology" && f.1 == "warn")
+        .collect();
+    assert_eq!(warned.len(), 1, "{:#?}", findings(&ev));
+    assert_eq!(warned[0].2, "GPU 2");
+    assert!(
+        warned[0]
+            .3
+            .starts_with("GPU 2 has MIG mode off, but set to turn on at its next reset"),
+        "{}",
+        warned[0].3
+    );
+    // A warning: the node passes as it is today.
+    assert_eq!(code, 0, "{:#?}", findings(&ev));
+}
+
 /// Another process on a GPU is read from NVML's process list, named, and makes the run
 /// untestable (exit 3), not a failure of the GPU; memory in use that no listed process explains
 /// does too; a list NVML does not give is "not available here", never "none".

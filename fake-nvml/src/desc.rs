@@ -57,6 +57,9 @@ pub struct Gpu {
     pub persistence_mode: Option<bool>,
     /// Current MIG mode (0 off, 1 on).
     pub mig_mode: Option<u32>,
+    /// The MIG mode at the next reset (absent: the current one).
+    #[serde(default)]
+    pub mig_pending: Option<u32>,
     /// Compute mode as NVML numbers it (0 default, 1 exclusive thread, 2 prohibited, 3
     /// exclusive process).
     pub compute_mode: Option<u32>,

@@ -417,9 +417,15 @@ pub unsafe extern "C" fn nvmlDeviceGetMigMode(
     current: *mut c_uint,
     pending: *mut c_uint,
 ) -> nvmlReturn_t {
-    match read(d, "nvmlDeviceGetMigMode", current, |g| g.mig_mode) {
-        SUCCESS => put(pending, *current),
-        e => e,
+    match gpu(d, "nvmlDeviceGetMigMode") {
+        Err(e) => e,
+        Ok((_, g)) => match g.mig_mode {
+            Some(now) => match put(current, now) {
+                SUCCESS => put(pending, g.mig_pending.unwrap_or(now)),
+                e => e,
+            },
+            None => NOT_SUPPORTED,
+        },
     }
 }
 

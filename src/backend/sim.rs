@@ -311,10 +311,11 @@ pub enum FaultKind {
     PowerLimited,
     ExclusiveProcess,
     BusyGpu,
+    MigPending,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 30] = [
+    pub const ALL: [FaultKind; 31] = [
         FaultKind::GpuMissing,
         FaultKind::GpuLost,
         FaultKind::NvlinkDown,
@@ -345,6 +346,7 @@ impl FaultKind {
         FaultKind::PowerLimited,
         FaultKind::ExclusiveProcess,
         FaultKind::BusyGpu,
+        FaultKind::MigPending,
     ];
 
     pub fn name(self) -> &'static str {
@@ -379,6 +381,7 @@ impl FaultKind {
             FaultKind::PowerLimited => "power-limited",
             FaultKind::ExclusiveProcess => "exclusive-process",
             FaultKind::BusyGpu => "busy-gpu",
+            FaultKind::MigPending => "mig-pending",
         }
     }
 
@@ -466,6 +469,10 @@ impl FaultKind {
             FaultKind::BusyGpu => {
                 "another process holds a GPU and takes a share of it, as a job left running \
                  (gpu=N, factor=F: the share of its GEMM rate left to nodecert; default 0.5)"
+            }
+            FaultKind::MigPending => {
+                "MIG mode is set to turn on at a GPU's next reset (`nvidia-smi -mig 1` with no \
+                 reset since): whole today, partitioned after a reboot (gpu=N)"
             }
         }
     }
@@ -1805,6 +1812,7 @@ impl Backend for SimBackend {
                 }
             };
             let mut compute_mode = ComputeMode::Default;
+            let mut mig_pending = None;
             let mut others: Vec<GpuProcess> = Vec::new();
             for f in &self.faults {
                 if f.kind == FaultKind::ExclusiveProcess && f.gpu.is_none_or(|g| g == i) {
@@ -1846,6 +1854,7 @@ impl Backend for SimBackend {
                     }),
                     FaultKind::ThermalThrottle => throttle.push("hw_thermal_slowdown".to_string()),
                     FaultKind::VbiosMismatch => vbios = other_vbios(&vbios),
+                    FaultKind::MigPending => mig_pending = Some(true),
                     FaultKind::BusyGpu => others.push(GpuProcess {
                         pid: BUSY_PID,
                         name: Some("python3".into()),
@@ -1945,6 +1954,7 @@ impl Backend for SimBackend {
                 }),
                 persistence_mode: Some(true),
                 mig_enabled: Some(false),
+                mig_pending,
                 compute_mode: Some(compute_mode),
                 memory_used_bytes: Some(others.iter().filter_map(|p| p.memory_bytes).sum::<u64>()),
                 processes: Some(others),
@@ -2539,6 +2549,24 @@ mod tests {
         let faults = vec![Fault::parse("busy-gpu:gpu=1,factor=0.25").unwrap()];
         let b = SimBackend::new(load_node("h100-sxm-8").unwrap(), faults, 1).unwrap();
         assert_eq!(b.compute_factor(1), 0.25);
+    }
+
+    /// mig-pending sets its GPU's MIG mode to turn on at the next reset, that GPU only; the
+    /// run's topology warns of it and the node still passes.
+    #[test]
+    fn mig_pending_marks_its_gpu_only_and_topology_warns() {
+        let faults = vec![Fault::parse("mig-pending:gpu=4").unwrap()];
+        let mut b = SimBackend::new(load_node("h100-sxm-8").unwrap(), faults, 1).unwrap();
+        let inv = b.inventory().unwrap();
+        let pending: Vec<Option<bool>> = inv.gpus.iter().map(|g| g.mig_pending).collect();
+        let mut want = vec![None; 8];
+        want[4] = Some(true);
+        assert_eq!(pending, want);
+        assert!(inv.gpus.iter().all(|g| g.mig_enabled == Some(false)));
+        let ev = crate::testutil::simulated("h100-sxm-8", &["mig-pending:gpu=4"]);
+        let topo = ev.checks.iter().find(|c| c.kind == "topology").unwrap();
+        assert_eq!(topo.status, crate::evidence::Status::Warn, "{topo:#?}");
+        assert_eq!(ev.verdict, crate::evidence::Verdict::Pass);
     }
 
     #[test]

@@ -512,9 +512,41 @@ fn gpu_mode_findings(inv: &Inventory, mig: Option<MigExpect>) -> Vec<Finding> {
                 .on("mig"),
             );
         }
+        // A change pending (`nvidia-smi -mig` with no reset since): the node changes at its
+        // next GPU reset or reboot, which the note says.
+        for g in &inv.gpus {
+            if let Some(to) = g.mig_pending {
+                out.push(
+                    finding(
+                        Status::Pass,
+                        Subject::gpu(g.index),
+                        format!("MIG {} at next reset", on_off_word(to)),
+                        "MIG on or off",
+                        format!(
+                            "GPU {}: MIG mode turns {} at its next reset (pending), and the \
+                             figures after it will be {}",
+                            g.index,
+                            on_off_word(to),
+                            if to {
+                                "an instance's"
+                            } else {
+                                "the whole GPU's"
+                            }
+                        ),
+                    )
+                    .informational()
+                    .on("mig"),
+                );
+            }
+        }
     } else {
         for g in inv.gpus.iter().filter(|g| g.mig_enabled == Some(true)) {
             let (i, bus) = (g.index, &g.pci_bus_id);
+            let how = if g.mig_pending == Some(false) {
+                "turning it off is pending: a GPU reset applies it".to_string()
+            } else {
+                format!("`nvidia-smi -i {bus} -mig 0`, then a GPU reset, turns it off")
+            };
             out.push(
                 finding(
                     Status::Fail,
@@ -523,8 +555,31 @@ fn gpu_mode_findings(inv: &Inventory, mig: Option<MigExpect>) -> Vec<Finding> {
                     "MIG off",
                     format!(
                         "GPU {i} has MIG mode on: CUDA sees its instances, not the whole GPU, so \
-                         no figure would be of the GPU (`nvidia-smi -i {bus} -mig 0`, then a GPU \
-                         reset, turns it off; node.mig = \"any\" accepts it)"
+                         no figure would be of the GPU ({how}; node.mig = \"any\" accepts it)"
+                    ),
+                )
+                .on("mig"),
+            );
+        }
+        // Off now, on at the next reset: the figures are the whole GPU's today, and after a
+        // reboot the node is not the one certified.
+        for g in inv
+            .gpus
+            .iter()
+            .filter(|g| g.mig_enabled == Some(false) && g.mig_pending == Some(true))
+        {
+            let (i, bus) = (g.index, &g.pci_bus_id);
+            out.push(
+                finding(
+                    Status::Warn,
+                    Subject::gpu(i),
+                    "MIG on at next reset",
+                    "MIG off",
+                    format!(
+                        "GPU {i} has MIG mode off, but set to turn on at its next reset \
+                         (pending): measured whole now, after a GPU reset or a reboot CUDA sees \
+                         its instances and this certificate does not describe it \
+                         (`nvidia-smi -i {bus} -mig 0` cancels it)"
                     ),
                 )
                 .on("mig"),
@@ -581,6 +636,15 @@ fn gpu_mode_findings(inv: &Inventory, mig: Option<MigExpect>) -> Vec<Finding> {
         );
     }
     out
+}
+
+/// "on" or "off".
+fn on_off_word(on: bool) -> &'static str {
+    if on {
+        "on"
+    } else {
+        "off"
+    }
 }
 
 /// One GPU's PCIe link against the suite. A reading at rest below the link's maximum may only be
@@ -837,6 +901,74 @@ mod tests {
         assert!(f[0].3.contains("not available here") && f[0].3.contains("GPU 5"));
         // Unread and nothing stated: not judged (a GPU without MIG answers "not supported").
         assert_eq!(modes(None, |inv| inv.gpus[5].mig_enabled = None), vec![]);
+    }
+
+    /// A MIG mode pending for the next reset: off now and on then warns (the node measured
+    /// whole is not the one after a reboot), whatever the suite states but "any", where it is a
+    /// note; on now with off pending fails as any GPU in MIG mode, saying a reset turns it off.
+    #[test]
+    fn a_mig_mode_pending_for_the_next_reset_is_named() {
+        use crate::suite::MigExpect::{Any, Off};
+        let pending_on = |inv: &mut Inventory| inv.gpus[6].mig_pending = Some(true);
+        for mig in [None, Some(Off)] {
+            let f = modes(mig, pending_on);
+            let warned: Vec<_> = f.iter().filter(|x| x.1 != Status::Pass).collect();
+            assert_eq!(warned.len(), 1, "{f:#?}");
+            assert_eq!(
+                (warned[0].0.as_str(), warned[0].1, warned[0].2),
+                ("GPU 6", Status::Warn, false)
+            );
+            assert_eq!(
+                warned[0].3,
+                "GPU 6 has MIG mode off, but set to turn on at its next reset (pending): \
+                 measured whole now, after a GPU reset or a reboot CUDA sees its instances and \
+                 this certificate does not describe it (`nvidia-smi -i 0000:78:00.0 -mig 0` \
+                 cancels it)"
+            );
+        }
+        // Stated "off": the GPUs are off now, which passes beside the warning.
+        assert!(modes(Some(Off), pending_on)
+            .iter()
+            .any(|x| x.1 == Status::Pass && x.3 == "MIG mode is off on every GPU (8)"));
+        let f = modes(Some(Any), pending_on);
+        assert_eq!(
+            f,
+            vec![(
+                "GPU 6".into(),
+                Status::Pass,
+                true,
+                "GPU 6: MIG mode turns on at its next reset (pending), and the figures after it \
+                 will be an instance's"
+                    .into()
+            )]
+        );
+        let off_pending = |inv: &mut Inventory| {
+            inv.gpus[1].mig_enabled = Some(true);
+            inv.gpus[1].mig_pending = Some(false);
+        };
+        let f = modes(None, off_pending);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].1, Status::Fail);
+        assert!(
+            f[0].3
+                .contains("(turning it off is pending: a GPU reset applies it; node.mig"),
+            "{}",
+            f[0].3
+        );
+        let f = modes(Some(Any), off_pending);
+        assert!(
+            f.iter().any(|x| x.3
+                == "GPU 1: MIG mode turns off at its next reset (pending), and the figures \
+                    after it will be the whole GPU's"),
+            "{f:#?}"
+        );
+        // Unread MIG mode with a pending reading (no such inventory is written) says nothing
+        // of a reset.
+        let f = modes(None, |inv| {
+            inv.gpus[2].mig_enabled = None;
+            inv.gpus[2].mig_pending = Some(true);
+        });
+        assert_eq!(f, vec![]);
     }
 
     #[test]

@@ -85,16 +85,24 @@ impl<'a> Asker<'a> {
     }
 }
 
-/// Whether MIG mode is on. NVML answers NOT_SUPPORTED for a GPU that has no MIG (before
-/// Ampere, the L40S, a vGPU as its guest sees it): such a GPU is not in MIG mode, which is
-/// known, not unknown. Any other failure leaves it unread, with a note.
-pub fn mig_enabled(
+/// Whether MIG mode is on, and the mode the GPU takes at its next reset where that differs
+/// (`nvidia-smi -mig` without a reset since). NVML answers NOT_SUPPORTED for a GPU that has no
+/// MIG (before Ampere, the L40S, a vGPU as its guest sees it): such a GPU is not in MIG mode,
+/// which is known, not unknown, and nothing is pending. Any other failure leaves it unread,
+/// with a note.
+pub fn mig_mode(
     q: &mut Asker,
     r: Result<nvml_wrapper::structs::device::MigMode, NvmlError>,
-) -> Option<bool> {
+) -> (Option<bool>, Option<bool>) {
     match r {
-        Err(NvmlError::NotSupported) => Some(false),
-        r => q.ask("mig mode", r).map(|m| m.current == 1),
+        Err(NvmlError::NotSupported) => (Some(false), None),
+        r => match q.ask("mig mode", r) {
+            Some(m) => (
+                Some(m.current == 1),
+                (m.pending != m.current).then_some(m.pending == 1),
+            ),
+            None => (None, None),
+        },
     }
 }
 
@@ -252,6 +260,7 @@ pub fn read_gpu(
         .map(|p| normalize_bus_id(&p.bus_id))
         .unwrap_or_default();
     let memory = q.ask("memory", d.memory_info());
+    let (mig_enabled, mig_pending) = mig_mode(&mut q, d.mig_mode());
     let throttle = q
         .ask("throttle reasons", d.current_throttle_reasons())
         .map(throttle_names);
@@ -270,7 +279,8 @@ pub fn read_gpu(
         processes: processes(nvml, d, &mut q),
         pcie: pcie(d, &mut q),
         persistence_mode: q.ask("persistence mode", d.is_in_persistent_mode()),
-        mig_enabled: mig_enabled(&mut q, d.mig_mode()),
+        mig_enabled,
+        mig_pending,
         compute_mode: q.ask("compute mode", d.compute_mode()).map(compute_mode),
         ecc_enabled: q
             .ask("ecc mode", d.is_ecc_enabled())
