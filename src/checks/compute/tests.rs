@@ -1273,6 +1273,11 @@ fn each_gpu_left_out_of_the_plateau_is_named() {
         Subject::gpu(1),
         FactValue::Text("no algorithm at this size".into()),
     ));
+    // The fact's name is part of the evidence format.
+    assert_eq!(
+        double_size_unavailable_fact(p),
+        "bf16_double_size_unavailable"
+    );
     let all = plateau(p, 4096, 5.0, &items, &m);
     assert_eq!(all.len(), 3, "{all:#?}");
     let note = &all[0];
