@@ -338,12 +338,20 @@ fn a_mig_mode_pending_for_the_next_reset_is_read_and_warned_about() {
     let mut d = hgx_h200();
     d["gpus"][2]["mig_pending"] = json!(1);
     d["gpus"][3]["mig_pending"] = json!(0);
+    // A pending value that is neither off nor on says nothing.
+    d["gpus"][4]["mig_pending"] = json!(7);
     let node = Node::new(&d);
     let inv = node.inventory();
-    let pending: Vec<&Value> = (0..4).map(|i| &inv["gpus"][i]["mig_pending"]).collect();
+    let pending: Vec<&Value> = (0..5).map(|i| &inv["gpus"][i]["mig_pending"]).collect();
     assert_eq!(
         pending,
-        [&Value::Null, &Value::Null, &json!(true), &Value::Null]
+        [
+            &Value::Null,
+            &Value::Null,
+            &json!(true),
+            &Value::Null,
+            &Value::Null
+        ]
     );
     assert_eq!(inv["gpus"][2]["mig_enabled"], json!(false));
     let out = node.cmd().arg("inventory").output().expect("runs");

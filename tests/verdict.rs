@@ -107,6 +107,24 @@ fn interrupted_run_is_incomplete_everywhere_and_signed_only_as_such() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--allow-incomplete"));
     assert!(!env.path("r/nodecert-manifest.txt").exists());
 
+    // A first signature that fails after its pages were rendered again to name it (here: a
+    // stray signature with no manifest) leaves the pages as they were, and no manifest.
+    let before = (env.read("r/report.md"), env.read("r/report.html"));
+    env.write("r/nodecert-manifest.txt.sig", "stray\n");
+    let out = env
+        .cmd()
+        .args(["sign", "r", "--key", "k", "--allow-incomplete"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("missing, but nodecert-manifest.txt.sig"),
+        "{out:?}"
+    );
+    assert_eq!((env.read("r/report.md"), env.read("r/report.html")), before);
+    assert!(!env.path("r/nodecert-manifest.txt").exists());
+    std::fs::remove_file(env.path("r/nodecert-manifest.txt.sig")).unwrap();
+
     // With the flag it signs, and the title says so.
     env.cmd()
         .args(["sign", "r", "--key", "k", "--allow-incomplete"])

@@ -163,8 +163,9 @@ impl Check for Compute {
                             // The same GEMM at twice the size: where it is faster still, the
                             // figure above is not the GPU's plateau. Its product is checked as
                             // well, counted in the same data check.
-                            // One the backend cannot run (too large for it) leaves the plateau
-                            // unshown, an error of its own, and the figures above stand.
+                            // One the backend cannot run (no algorithm for the shape, too large
+                            // for it) leaves this GPU out of the plateau, with the reason said,
+                            // and the figures above stand.
                             match b.gemm(g, p, c.size * 2, c.warmup, c.iterations) {
                                 Ok(h) => {
                                     m.metrics.push(

@@ -187,7 +187,20 @@ fn report_in(
         ],
     )?;
     let signed = match signer {
-        Some(s) => Some(s.sign(dir, &checked)?),
+        Some(s) => match s.sign(dir, &checked) {
+            Ok(info) => Some(info),
+            Err(e) => {
+                // Nothing was signed: the pages, rendered to name the signature, are written
+                // again without it (best effort: the error told is the signature's).
+                if let Ok(p) = fleet::render::render(&r, &Default::default()) {
+                    let _ = write_files(
+                        dir,
+                        [(FLEET_FILES[1], p.html), (FLEET_FILES[2], p.markdown)],
+                    );
+                }
+                return Err(e);
+            }
+        },
         None => None,
     };
     Ok(Written {
@@ -308,6 +321,12 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
         });
     }
     let signed_as = signed_as(&r);
+    // The pages as they are, put back if the first signature, which renders them again to name
+    // it, then fails.
+    let saved = (!lock
+        .exists(crate::sign::MANIFEST_FILE.as_ref())
+        .unwrap_or(true))
+    .then(|| super::output::SavedPages::of(&lock, &[FLEET_FILES[1], FLEET_FILES[2]]));
     // What was judged signable is the bytes signed, or nothing is.
     let checked = hex::encode(sha2::Sha256::digest(text.as_bytes()));
     if lock
@@ -333,7 +352,15 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
             ],
         )?;
     }
-    let info = signer.sign(&lock, &checked)?;
+    let info = match signer.sign(&lock, &checked) {
+        Ok(info) => info,
+        Err(e) => {
+            if let Some(pages) = saved {
+                pages.restore(&lock);
+            }
+            return Err(e);
+        }
+    };
     crate::out!("{}", signer.signed_text(dir, &info, r.simulated));
     crate::outln!("{}", crate::console::visible(&r.signature_scope()));
     Ok(exit::PASS)

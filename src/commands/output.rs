@@ -172,6 +172,36 @@ pub(crate) fn write_files<const N: usize>(dir: &Dir, files: [(&str, String); N])
     Ok(())
 }
 
+/// Pages of a folder as they are before a command renders them again to name a signature: put
+/// back as they were when the signature then fails, so that no page names a signature that was
+/// never made. A page that cannot be read (missing, too large) is not kept.
+pub(crate) struct SavedPages(Vec<(&'static str, String)>);
+
+impl SavedPages {
+    pub(crate) fn of(dir: &Dir, names: &[&'static str]) -> SavedPages {
+        SavedPages(
+            names
+                .iter()
+                .filter_map(|&n| {
+                    crate::fsio::read::read_to_string(
+                        &dir.path().join(n),
+                        crate::fsio::read::Kind::Evidence,
+                    )
+                    .ok()
+                    .map(|t| (n, t))
+                })
+                .collect(),
+        )
+    }
+
+    /// Write the pages back (best effort: the failure being told is the signature's).
+    pub(crate) fn restore(self, dir: &Dir) {
+        for (name, text) in self.0 {
+            let _ = dir.replace(name.as_ref(), text.as_bytes());
+        }
+    }
+}
+
 /// An error of creating or opening a folder: the user's mistake (a file, a link, a name that
 /// names no folder) is invalid input, anything else a failed write.
 pub(crate) fn dir_error(path: &Path, e: std::io::Error) -> Error {

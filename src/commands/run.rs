@@ -184,7 +184,17 @@ pub fn cmd_run(
     // a signed folder (it is not listed in the manifest either way).
     let exported = export.write(&ev, out, None)?;
     let signed = match signer {
-        Some(s) => Some(s.sign(&dir, &checked)?),
+        Some(s) => match s.sign(&dir, &checked) {
+            Ok(info) => Some(info),
+            Err(e) => {
+                // Nothing was signed: the pages, rendered to name the signature, are written
+                // again without it (best effort: the error told is the signature's).
+                if let Ok(r) = pages.render(&ev, &Default::default()) {
+                    let _ = write_rendered(&dir, r);
+                }
+                return Err(e);
+            }
+        },
         None => None,
     };
     if quiet {

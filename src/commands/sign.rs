@@ -42,6 +42,10 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
             ev.verdict.label()
         )
     });
+    // The pages as they are: a first signature may render them again below, and they go back
+    // as they were if it then fails.
+    let saved = (!dir.join(sign::MANIFEST_FILE).exists())
+        .then(|| super::output::SavedPages::of(&lock, &super::output::REPORT_FILES));
     if let Some(v) = ev.shortfall() {
         let why = ev.shortfall_text().unwrap_or_else(|| v.words().into());
         if !allow_incomplete {
@@ -86,7 +90,15 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
             write_reports(&ev, &lock, &pages, &signing)?;
         }
     }
-    let info = signer.sign(&lock, &checked)?;
+    let info = match signer.sign(&lock, &checked) {
+        Ok(info) => info,
+        Err(e) => {
+            if let Some(pages) = saved {
+                pages.restore(&lock);
+            }
+            return Err(e);
+        }
+    };
     let simulated = crate::fsio::read::open(&info.manifest, false)
         .and_then(|f| crate::fsio::read::read_limited(f, 4 << 20, "a manifest"))
         .ok()

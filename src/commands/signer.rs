@@ -136,3 +136,33 @@ pub(crate) fn sign_error(e: sign::SignError) -> Error {
 pub fn signed_as(ev: &Evidence) -> Option<String> {
     ev.shortfall().map(|v| format!("signed as {}", v.words()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sha2::Digest;
+
+    /// A command's signature is held to the evidence it judged: another digest is refused
+    /// (exit 4, nothing signed), the digest of the file as it is signs.
+    #[test]
+    fn a_signature_is_held_to_the_digest_the_command_judged() {
+        let keys = tempfile::tempdir().unwrap();
+        let key = keys.path().join("k");
+        sign::keygen(&key, "ops@test").unwrap();
+        let signer = Signer::open(&key, None).unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let text = "{\"simulated\": false}\n";
+        std::fs::write(d.path().join(sign::EVIDENCE_FILE), text).unwrap();
+        let dir = crate::fsio::write::Dir::open(d.path()).unwrap();
+        let e = signer.sign(&dir, &"0".repeat(64)).unwrap_err();
+        assert_eq!(e.exit_code(), crate::error::exit::VERIFY_FAILED, "{e}");
+        assert!(
+            e.to_string().contains("changed while it was being signed"),
+            "{e}"
+        );
+        assert!(!d.path().join(sign::MANIFEST_FILE).exists());
+        let good = hex::encode(sha2::Sha256::digest(text.as_bytes()));
+        let info = signer.sign(&dir, &good).unwrap();
+        assert!(info.signature.exists());
+    }
+}

@@ -162,8 +162,9 @@ pub fn sign_dir(dir: &Path, key: &Path) -> Result<SignatureInfo, SignError> {
 ///
 /// With `checked`, the SHA-256 of the evidence file as the caller read and judged it (that it
 /// may be signed at all): a file that is not those bytes when the manifest is checked (changed
-/// in between, by a writer that is not nodecert) is refused, and a manifest this call wrote is
-/// removed again. What is signed is then what was judged signable.
+/// in between, by a writer that is not nodecert) is refused. What is signed is then what was
+/// judged signable. Whatever the refusal or failure, a manifest this call wrote is removed
+/// again: a folder is never left with a manifest and no signature.
 pub fn sign_dir_in(
     folder: &Dir,
     key: &Path,
@@ -191,6 +192,35 @@ pub fn sign_dir_in(
         write_manifest_in(folder, &present, &ManifestMeta::default())?;
         manifest_written = true;
     }
+    let signed = seal(folder, key, &private, &fingerprint, checked).map(|(signature, index)| {
+        SignatureInfo {
+            manifest: manifest_path.clone(),
+            manifest_written,
+            signature,
+            countersignature: index > 1,
+            fingerprint: fingerprint.clone(),
+        }
+    });
+    if signed.is_err() && manifest_written {
+        // Nothing was signed: the manifest this call wrote goes again, so that the folder is
+        // not left looking signed (a later run or sign would refuse it). Its own error is the
+        // one told; one of removing it would hide it.
+        let _ = folder.remove(MANIFEST_FILE.as_ref());
+    }
+    signed
+}
+
+/// Check the folder against its manifest (and `checked`, the evidence digest the caller
+/// judged), sign the manifest with `private` and write the signature: its path and index.
+fn seal(
+    folder: &Dir,
+    key: &Path,
+    private: &ssh_key::PrivateKey,
+    fingerprint: &str,
+    checked: Option<&str>,
+) -> Result<(PathBuf, u32), SignError> {
+    let dir = folder.path();
+    let manifest_path = dir.join(MANIFEST_FILE);
     let (report, manifest) = inspect(dir, &LoadedTrust::None)?;
     if !report.problems.is_empty() {
         return Err(SignError::NotSignable {
@@ -211,11 +241,6 @@ pub fn sign_dir_in(
                 reason,
             })?;
         if parsed.evidence_sha256 != want {
-            if manifest_written {
-                folder
-                    .remove(MANIFEST_FILE.as_ref())
-                    .map_err(io_err("remove", &manifest_path))?;
-            }
             return Err(SignError::Evidence {
                 path: dir.join(parsed.kind.evidence_file()),
                 reason: format!(
@@ -230,14 +255,14 @@ pub fn sign_dir_in(
     if let Some(s) = report
         .signatures
         .iter()
-        .find(|s| s.fingerprint.as_deref() == Some(fingerprint.as_str()))
+        .find(|s| s.fingerprint.as_deref() == Some(fingerprint))
     {
         return Err(SignError::AlreadySigned {
             path: dir.join(&s.file),
-            fingerprint,
+            fingerprint: fingerprint.to_string(),
         });
     }
-    let sig = sign_manifest(&private, &manifest).map_err(|e| SignError::Signing {
+    let sig = sign_manifest(private, &manifest).map_err(|e| SignError::Signing {
         path: key.to_path_buf(),
         reason: lowercase(&e),
     })?;
@@ -258,15 +283,7 @@ pub fn sign_dir_in(
         let name = path.file_name().unwrap_or_default();
         let written = folder.create_new_in_place(name, pem.as_bytes(), 0o644);
         match map_new(&path, written) {
-            Ok(()) => {
-                return Ok(SignatureInfo {
-                    manifest: manifest_path,
-                    manifest_written,
-                    signature: path,
-                    countersignature: index > 1,
-                    fingerprint,
-                })
-            }
+            Ok(()) => return Ok((path, index)),
             Err(SignError::Exists(_)) if index < 10_000 => index += 1,
             Err(e) => return Err(e),
         }

@@ -97,9 +97,10 @@ pub fn mig_mode(
     match r {
         Err(NvmlError::NotSupported) => (Some(false), None),
         r => match q.ask("mig mode", r) {
+            // A pending mode that is neither off (0) nor on (1) says nothing of the next reset.
             Some(m) => (
                 Some(m.current == 1),
-                (m.pending != m.current).then_some(m.pending == 1),
+                (m.pending != m.current && m.pending <= 1).then_some(m.pending == 1),
             ),
             None => (None, None),
         },

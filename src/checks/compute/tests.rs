@@ -452,6 +452,57 @@ fn sample(tflops: f64) -> crate::backend::GemmSample {
     }
 }
 
+/// A GEMM the backend cannot run at twice the size on one GPU (cuBLASLt offering no algorithm
+/// there): that GPU's figure at the size stands and is checked, the plateau is judged on the
+/// others and says so, and the GPU left out is named with the backend's reason.
+#[test]
+fn a_gpu_that_cannot_run_twice_the_size_is_named_and_the_plateau_judged_without_it() {
+    let mut b = crate::testutil::Scripted {
+        gemm: Some(Box::new(|g, _, n| {
+            if (g, n) == (5, 16384) {
+                Err(HwError::NotSupported("no algorithm for this shape".into()))
+            } else {
+                Ok(sample(800.0))
+            }
+        })),
+        ..Default::default()
+    };
+    let (m, f) = run_with(
+        "h200-sxm-8",
+        &mut b,
+        "size = 8192\nprecisions = [\"bf16\"]\nplateau_pct = 5.0",
+    );
+    assert_eq!(gpu_metric(&m, "bf16_tflops", 5).median, 800.0);
+    let why = m
+        .facts
+        .iter()
+        .find(|x| x.name == "bf16_double_size_unavailable")
+        .expect("the reason is recorded");
+    assert_eq!(why.subject, Subject::gpu(5));
+    let notes: Vec<&Finding> = f.iter().filter(|x| x.status == Status::Skip).collect();
+    assert_eq!(notes.len(), 1, "{f:#?}");
+    assert!(notes[0].info);
+    assert_eq!(
+        notes[0].reason,
+        "not available here: bf16 GEMM on GPU 5 at 16384: no algorithm for this shape; the \
+         plateau is judged without it"
+    );
+    let plateau = f
+        .iter()
+        .find(|x| {
+            x.metric.as_deref() == Some("bf16_tflops_double_size") && x.status == Status::Pass
+        })
+        .expect("the plateau is judged");
+    assert!(
+        plateau
+            .reason
+            .ends_with("on the median GPU of the 7 measured at both sizes)"),
+        "{}",
+        plateau.reason
+    );
+    assert_eq!(crate::runner::summarize(&f).0, Status::Pass, "{f:#?}");
+}
+
 #[test]
 fn one_precisions_failure_leaves_the_others_measured_and_judged() {
     // fp8 fails (a library's fault), bf16 is slow: both must show.
