@@ -166,6 +166,14 @@ pub enum Command {
         suite: String,
         #[command(flatten)]
         sim: SimArgs,
+        /// Print only the lines a fleet job's node list records of its suite (`# suite: NAME`
+        /// and `# suite-sha256: HEX`, the digest of the suite as every node will run it), as the
+        /// Slurm script does when the job starts.
+        #[arg(long)]
+        job_lines: bool,
+        /// With --job-lines: the suite as `run --fabric` runs it (its fabric check enabled).
+        #[arg(long, requires = "job_lines")]
+        fabric: bool,
     },
     /// Print what the node is.
     #[command(after_help = EXIT_CODES)]
@@ -254,8 +262,9 @@ pub enum FleetCommand {
         /// expected-nodes.txt of the shared folders. A node without evidence is NOT TESTED.
         #[arg(long, value_name = "HOSTLIST")]
         expect: Option<String>,
-        /// The suite every node must have run, by its name; default: the `# suite:` line of
-        /// expected-nodes.txt (the Slurm job writes it). A node that ran another is REFUSED.
+        /// The suite every node must have run, by its name, where the shared folders' node list
+        /// names none (the Slurm job's expected-nodes.txt names its suite, with its digest; a
+        /// --suite that differs from it is an error). A node that ran another is REFUSED.
         #[arg(long, value_name = "NAME")]
         suite: Option<String>,
         /// Flag a node whose figure its suite passed but is more than P% worse than the median
@@ -576,7 +585,13 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             out,
             tolerance_pct,
         } => diff::cmd_diff(&old, &new, &out, tolerance_pct),
-        Command::Check { suite, sim } => check::cmd_check(&suite, sim.simulate),
+        Command::Check {
+            suite,
+            job_lines: true,
+            fabric,
+            ..
+        } => check::cmd_job_lines(&suite, fabric),
+        Command::Check { suite, sim, .. } => check::cmd_check(&suite, sim.simulate),
         Command::Inventory {
             sim,
             json,
@@ -689,7 +704,6 @@ fn fleet_dispatch(f: FleetCommand, args: &[String]) -> Result<u8> {
                 inject,
                 sbatch_args,
                 fabric,
-                suite_name: None,
             };
             fleet::cmd_slurm(job, submit, wait)
         }

@@ -821,7 +821,7 @@ fn the_slurm_script_quotes_what_it_is_given_and_is_valid_bash() {
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    assert!(!env.path("none/nodecert-fleet.sbatch").exists());
+    assert!(!env.path("none").exists(), "nothing is written");
     // The suite's file, its name as awkward as its path: the script names the file by its
     // absolute path and records the name in the job's node list.
     let suite = env.write(
@@ -829,6 +829,17 @@ fn the_slurm_script_quotes_what_it_is_given_and_is_valid_bash() {
         "format_version = 1\nname = \"it's \\\"odd\\\" $(x)\"\nextends = \"h100-sxm-8\"\n",
     );
     let quoted = format!("'{}'", suite.display().to_string().replace('\'', "'\\''"));
+    // What the job writes of it when it starts: the name as the evidence will hold it.
+    let lines = env
+        .cmd()
+        .args(["check", &suite.display().to_string(), "--job-lines"])
+        .output()
+        .unwrap();
+    assert!(
+        String::from_utf8_lossy(&lines.stdout)
+            .starts_with("# suite: it's \"odd\" $(x)\n# suite-sha256: "),
+        "{lines:?}"
+    );
     let out = env
         .cmd()
         .args([
@@ -868,7 +879,7 @@ fn the_slurm_script_quotes_what_it_is_given_and_is_valid_bash() {
         "nodecert='/opt/node cert/nodecert'",
         "    n2) inject=(--inject nvlink-down:gpu=2) ;;",
         &format!("  exec \"$nodecert\" run {quoted} --out \"$out/$SLURMD_NODENAME\" -q --simulate h100-sxm-8 --seed $((SLURM_PROCID + 1)) --node-name \"$SLURMD_NODENAME\" ${{inject[@]+\"${{inject[@]}}\"}}"),
-        "(set -o noclobber; { echo \"# job: $SLURM_JOB_ID\"; printf '# suite: %s\\n' 'it'\\''s \"odd\" $(x)'; scontrol show hostnames \"$SLURM_JOB_NODELIST\"; } > \"$out/expected-nodes.txt\") || exit 1",
+        &format!("(set -o noclobber; {{ echo \"# job: $SLURM_JOB_ID\"; \"$nodecert\" check {quoted} --job-lines || exit 1; scontrol show hostnames \"$SLURM_JOB_NODELIST\"; }} > \"$out/expected-nodes.txt\") || exit 1"),
         "exec \"$nodecert\" fleet report \"$out\" --out \"$out/fleet\"",
     ] {
         assert!(script.lines().any(|l| l == line), "missing {line:?} in\n{script}");
@@ -1117,7 +1128,9 @@ fn a_simulated_health_check_leaves_the_slurm_node_alone_unless_told_it_is_a_test
 
 /// The suite the job ran, as its node list records it (or `--suite`): a node that ran a suite
 /// of another name (a local file renamed, so that it stood alone under its name) is refused.
-/// Without the line the fleet cannot know, and each name stands as before.
+/// Without the line the fleet cannot know, and each name stands as before. The lines the
+/// Slurm job writes (`check --job-lines`) name the digest too: a node that ran other contents
+/// under the suite's name is refused, and one that ran the suite itself is not.
 #[test]
 fn a_node_that_ran_a_renamed_suite_is_refused_when_the_job_names_its_suite() {
     let env = Env::new();
@@ -1185,4 +1198,84 @@ fn a_node_that_ran_a_renamed_suite_is_refused_when_the_job_names_its_suite() {
     let (code, err) = report("bad", &["--suite", " x"]);
     assert_eq!(code, Some(2));
     assert!(err.contains("--suite ' x' is not a suite name"), "{err}");
+
+    // The job's lines, as the Slurm job writes them when it starts.
+    let out = env
+        .cmd()
+        .args(["check", "h200-vm-1", "--job-lines"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let lines = String::from_utf8(out.stdout).unwrap();
+    let digest = lines
+        .strip_prefix("# suite: h200-vm-1\n# suite-sha256: ")
+        .and_then(|r| r.strip_suffix('\n'))
+        .unwrap_or_else(|| panic!("{lines:?}"));
+    assert_eq!(digest.len(), 64, "{lines:?}");
+    // A local file of the suite's name with other contents.
+    env.write(
+        "local/h200-vm-1.toml",
+        "format_version = 1\nname = \"h200-vm-1\"\nextends = \"h200-vm-1\"\n\
+         description = \"a local copy\"\n",
+    );
+    let out = env
+        .cmd()
+        .args(["run", "local/h200-vm-1.toml", "--simulate", "h200-vm-1"])
+        .args(["--node-name", "a3", "--seed", "3", "--out", "job/a3", "-q"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    env.write("job/expected-nodes.txt", &format!("{lines}a1\na2\na3\n"));
+    assert_eq!(report("digest", &[]).0, Some(2));
+    let fleet = read_json(&env.path("digest/fleet.json"));
+    assert_eq!(fleet["suite_sha256"], digest);
+    assert_eq!(
+        verdicts(&fleet),
+        pairs(&[("a1", "pass"), ("a2", "refused"), ("a3", "refused")])
+    );
+    assert!(
+        fleet["nodes"][2]["why"][0]
+            .as_str()
+            .unwrap()
+            .starts_with("ran other contents under the name of the job's suite h200-vm-1"),
+        "{}",
+        fleet["nodes"][2]["why"]
+    );
+    let md = fs::read_to_string(env.path("digest/fleet.md")).unwrap();
+    assert!(
+        md.contains(&format!(
+            "Every node was held to the suite h200-vm-1 (SHA-256 {}).",
+            &digest[..12]
+        )),
+        "{md}"
+    );
+    // Without the lines, a3 stands with a1 (one each: no majority, both refused by the vote):
+    // only the job's digest tells which one ran the suite.
+    env.write("job/expected-nodes.txt", "a1\na3\n");
+    fs::remove_dir_all(env.path("job/a2")).unwrap();
+    assert_eq!(report("vote", &[]).0, Some(2));
+    assert_eq!(
+        verdicts(&read_json(&env.path("vote/fleet.json"))),
+        pairs(&[("a1", "refused"), ("a3", "refused")])
+    );
+    // --fabric: the digest of the suite as `run --fabric` runs it; a suite with no fabric floor
+    // cannot be.
+    let out = env
+        .cmd()
+        .args(["check", "h200-vm-1", "--job-lines", "--fabric"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = env
+        .cmd()
+        .args(["check", "h100-sxm-8", "--job-lines", "--fabric"])
+        .output()
+        .unwrap();
+    let plain = env
+        .cmd()
+        .args(["check", "h100-sxm-8", "--job-lines"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_ne!(out.stdout, plain.stdout);
 }

@@ -240,6 +240,13 @@ fn a_real_slurm_job_certifies_five_nodes_and_nodecert_drains_only_what_it_must()
     assert_eq!(fleet["suite"], "h100-sxm-8");
     let list = std::fs::read_to_string(shared.join("expected-nodes.txt")).unwrap();
     assert!(list.lines().any(|l| l == "# suite: h100-sxm-8"), "{list}");
+    // The digest the job read when it started is the one each node's evidence gives (else
+    // every node would be refused).
+    let digest = list
+        .lines()
+        .find_map(|l| l.strip_prefix("# suite-sha256: "))
+        .unwrap_or_else(|| panic!("{list}"));
+    assert_eq!(fleet["suite_sha256"], digest);
     let mut ranks = Vec::new();
     for n in fleet["nodes"].as_array().unwrap() {
         let j = &n["job"];

@@ -6,6 +6,29 @@ use crate::console::visible;
 use crate::error::{exit, Result};
 use crate::suite::load;
 
+/// `check SUITE --job-lines [--fabric]`: the lines a fleet job's node list records of the suite
+/// its nodes run: its name, and the digest of the suite as they run it (`run --fabric` enables
+/// the fabric check), which `fleet report` holds each node's evidence to.
+pub fn cmd_job_lines(suite: &str, fabric: bool) -> Result<u8> {
+    let mut loaded = load::load(suite)?;
+    if fabric {
+        super::run::enable_fabric(&mut loaded)?;
+    }
+    crate::fleet::gather::check_suite_name(&loaded.suite.name)
+        .map_err(crate::error::InputError::Other)?;
+    crate::out!("{}", job_lines(&loaded.suite));
+    Ok(exit::PASS)
+}
+
+/// The node list's lines of `suite` (its name checked to be one a list can hold).
+pub fn job_lines(suite: &crate::suite::Suite) -> String {
+    format!(
+        "# suite: {}\n# suite-sha256: {}\n",
+        suite.name,
+        crate::suite::resolved_sha256(suite)
+    )
+}
+
 pub fn cmd_check(suite: &str, simulate: Option<String>) -> Result<u8> {
     super::note_if_shadowed("suite", suite, load::embedded(suite).is_some());
     let loaded = load::load(suite)?;

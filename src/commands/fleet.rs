@@ -105,6 +105,7 @@ fn report_in(
         mut expected,
         job,
         suite,
+        suite_sha256,
     } = gather::find(inputs).map_err(input)?;
     if let Some(e) = expect {
         expected = e;
@@ -160,11 +161,12 @@ fn report_in(
         fleet::judge::for_job(&mut summaries, id);
     }
     if let Some(name) = &suite {
-        fleet::judge::for_suite(&mut summaries, name);
+        fleet::judge::for_suite(&mut summaries, name, suite_sha256.as_deref());
     }
     let mut r = fleet::judge::judge(summaries, &expected, pct);
     r.job = job;
     r.suite = suite;
+    r.suite_sha256 = suite_sha256;
     let json = serde_json::to_string_pretty(&r).map_err(|e| input(e.to_string()))? + "\n";
     let refused = signer.is_some_and(|(_, allow)| r.verdict.is_shortfall() && !allow);
     let signer = signer.filter(|_| !refused).map(|(s, _)| s);
@@ -548,6 +550,22 @@ fn run_fabric(
 
 /// Write (and with `submit`, submit) the Slurm batch script.
 pub fn cmd_slurm(mut job: fleet::slurm::Job, submit: bool, wait: bool) -> Result<u8> {
+    if let Some(spec) = job.suite.clone() {
+        // Loaded now, before anything is written: a suite that does not load (or cannot be
+        // named in the job's node list, or run with --fabric) is said before the job waits in
+        // the queue. A file is given to the nodes by its absolute path (sbatch may run from
+        // elsewhere). The job reads the suite again when it starts, for its node list.
+        let mut loaded = crate::suite::load::load(&spec).map_err(Error::Input)?;
+        fleet::gather::check_suite_name(&loaded.suite.name)
+            .map_err(|e| input(format!("{spec}: the suite's name: {e}")))?;
+        if job.fabric {
+            super::run::enable_fabric(&mut loaded)?;
+        }
+        if crate::suite::load::embedded(&spec).is_none() {
+            let abs = std::path::absolute(&spec).map_err(|e| input(format!("{spec}: {e}")))?;
+            job.suite = Some(abs.display().to_string());
+        }
+    }
     let out = PathBuf::from(&job.out);
     let dir =
         crate::fsio::write::Dir::create_all(&out).map_err(|e| super::output::dir_error(&out, e))?;
@@ -562,17 +580,6 @@ pub fn cmd_slurm(mut job: fleet::slurm::Job, submit: bool, wait: bool) -> Result
             })?
             .display()
             .to_string();
-    }
-    if let Some(spec) = job.suite.clone() {
-        // Loaded now: a suite that does not load is said before the job waits in the queue, and
-        // its name goes into the job's node list, to which `fleet report` holds every node. A
-        // file is given to the nodes by its absolute path (sbatch may run from elsewhere).
-        let loaded = crate::suite::load::load(&spec).map_err(Error::Input)?;
-        job.suite_name = Some(loaded.suite.name.clone());
-        if crate::suite::load::embedded(&spec).is_none() {
-            let abs = std::path::absolute(&spec).map_err(|e| input(format!("{spec}: {e}")))?;
-            job.suite = Some(abs.display().to_string());
-        }
     }
     let script = fleet::slurm::script(&job).map_err(input)?;
     let path = abs.join(fleet::slurm::SCRIPT_FILE);

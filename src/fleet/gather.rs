@@ -70,13 +70,15 @@ pub struct NodeFolder {
 }
 
 /// What the folders given hold: the node folders, the nodes the job expected, the job's id
-/// (from the node list's `# job: ID` line) and the suite it ran (its `# suite: NAME` line).
+/// (from the node list's `# job: ID` line) and the suite it ran (its `# suite: NAME` line, and
+/// `# suite-sha256: HEX`, the digest of the suite as its nodes run it).
 #[derive(Debug, Default)]
 pub struct Found {
     pub folders: Vec<NodeFolder>,
     pub expected: Vec<String>,
     pub job: Option<String>,
     pub suite: Option<String>,
+    pub suite_sha256: Option<String>,
 }
 
 /// The longest suite name a node list or `--suite` may name.
@@ -107,6 +109,7 @@ pub fn find(inputs: &[PathBuf]) -> Result<Found, String> {
     let mut expected = Vec::new();
     let mut job: Option<String> = None;
     let mut suite: Option<String> = None;
+    let mut suite_sha256: Option<String> = None;
     for input in inputs {
         let meta = std::fs::symlink_metadata(input)
             .map_err(|e| format!("{}: {}", input.display(), crate::error::lower(&e)))?;
@@ -135,8 +138,20 @@ pub fn find(inputs: &[PathBuf]) -> Result<Found, String> {
                 names,
                 job: id,
                 suite: ran,
+                suite_sha256: digest,
             } = read_list(&list)?;
             expected.extend(names);
+            match (&suite_sha256, digest) {
+                (Some(a), Some(b)) if *a != b => {
+                    return Err(format!(
+                        "{}: suite SHA-256 {b}, but another folder given ran a suite of SHA-256 \
+                         {a}: report one job at a time",
+                        list.display()
+                    ))
+                }
+                (None, Some(b)) => suite_sha256 = Some(b),
+                _ => {}
+            }
             match (&suite, ran) {
                 (Some(a), Some(b)) if *a != b => {
                     return Err(format!(
@@ -199,6 +214,7 @@ pub fn find(inputs: &[PathBuf]) -> Result<Found, String> {
         expected,
         job,
         suite,
+        suite_sha256,
     })
 }
 
@@ -209,12 +225,14 @@ fn folder_name(p: &Path) -> String {
         .unwrap_or_else(|| p.display().to_string())
 }
 
-/// What a node list says: its node names, and the job's id and suite where it names them.
+/// What a node list says: its node names, and the job's id and suite (name and digest) where
+/// it names them.
 #[derive(Debug, Default, PartialEq, Eq)]
 struct List {
     names: Vec<String>,
     job: Option<String>,
     suite: Option<String>,
+    suite_sha256: Option<String>,
 }
 
 /// The names in a node list, one per line (blank lines and `#` comments ignored), the job's id
@@ -228,6 +246,7 @@ fn read_list(path: &Path) -> Result<List, String> {
     let mut out = Vec::new();
     let mut job = None;
     let mut suite: Option<String> = None;
+    let mut suite_sha256: Option<String> = None;
     for (i, line) in text.lines().enumerate() {
         let l = line.trim();
         if let Some(id) = l.strip_prefix("# job:") {
@@ -261,6 +280,26 @@ fn read_list(path: &Path) -> Result<List, String> {
             suite = Some(name.to_string());
             continue;
         }
+        if let Some(hex) = l.strip_prefix("# suite-sha256:") {
+            let hex = hex.trim();
+            if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+                return Err(format!(
+                    "{}:{}: '{}' is not a SHA-256 (64 lowercase hex digits)",
+                    path.display(),
+                    i + 1,
+                    crate::console::visible(hex)
+                ));
+            }
+            if suite_sha256.as_deref().is_some_and(|s| s != hex) {
+                return Err(format!(
+                    "{}:{}: a second suite-sha256 line names another digest",
+                    path.display(),
+                    i + 1
+                ));
+            }
+            suite_sha256 = Some(hex.to_string());
+            continue;
+        }
         if l.is_empty() || l.starts_with('#') {
             continue;
         }
@@ -274,10 +313,17 @@ fn read_list(path: &Path) -> Result<List, String> {
         }
         out.push(l.to_string());
     }
+    if suite_sha256.is_some() && suite.is_none() {
+        return Err(format!(
+            "{}: a suite-sha256 line, but no suite line naming the suite",
+            path.display()
+        ));
+    }
     Ok(List {
         names: out,
         job,
         suite,
+        suite_sha256,
     })
 }
 
@@ -435,9 +481,7 @@ pub fn read_node(folder: &NodeFolder, trust: &Trust, keys: &mut Keys) -> NodeSum
 /// The SHA-256 of the resolved suite the evidence records (not of the file given: a parent
 /// edited on one node changes what the node ran, a comment does not).
 fn resolved_sha256(ev: &Evidence) -> String {
-    use sha2::{Digest, Sha256};
-    let text = serde_json::to_string(&ev.suite.resolved).unwrap_or_default();
-    format!("{:x}", Sha256::digest(text.as_bytes()))
+    crate::suite::resolved_sha256(&ev.suite.resolved)
 }
 
 /// What the fleet keeps of a node's evidence.
@@ -835,6 +879,35 @@ mod tests {
             std::fs::write(&list, bad).unwrap();
             let e = find(&[d.path().to_path_buf()]).unwrap_err();
             assert!(e.contains(why), "{bad:?}: {e}");
+        }
+        let hex = "0123456789abcdef".repeat(4);
+        std::fs::write(&list, format!("# suite: a\n# suite-sha256: {hex}\nn1\n")).unwrap();
+        let found = find(&[d.path().to_path_buf()]).unwrap();
+        assert_eq!(found.suite_sha256.as_deref(), Some(hex.as_str()));
+        for (bad, why) in [
+            (
+                format!("# suite-sha256: {hex}\n"),
+                "a suite-sha256 line, but no suite line".to_string(),
+            ),
+            (
+                format!("# suite: a\n# suite-sha256: {}\n", hex.to_uppercase()),
+                ":2: '0123456789ABCDEF".to_string(),
+            ),
+            (
+                format!("# suite: a\n# suite-sha256: {}\n", &hex[1..]),
+                "is not a SHA-256 (64 lowercase hex digits)".to_string(),
+            ),
+            (
+                format!(
+                    "# suite: a\n# suite-sha256: {hex}\n# suite-sha256: {}\n",
+                    "f".repeat(64)
+                ),
+                ":3: a second suite-sha256 line names another digest".to_string(),
+            ),
+        ] {
+            std::fs::write(&list, &bad).unwrap();
+            let e = find(&[d.path().to_path_buf()]).unwrap_err();
+            assert!(e.contains(&why), "{bad:?}: {e}");
         }
         std::fs::write(&list, "# suite: a\n# suite: a\n").unwrap();
         assert_eq!(

@@ -224,6 +224,7 @@ pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> Flee
         expected: expected.to_vec(),
         job: None,
         suite: None,
+        suite_sha256: None,
         columns: order_columns(columns),
         nodes: results,
         outliers,
@@ -272,22 +273,34 @@ pub fn for_job(nodes: &mut [NodeSummary], job: &str) {
     }
 }
 
-/// Hold every node to the suite the job ran (`suite`, its name): a node whose evidence names
-/// another suite was not judged by the job's suite, whatever it says, and is refused. Without
-/// this a node that ran a renamed local file would stand alone under its name and pass.
-pub fn for_suite(nodes: &mut [NodeSummary], suite: &str) {
+/// Hold every node to the suite the job ran (`suite`, its name, and where known `sha256`, the
+/// digest of its contents as the nodes run it): a node whose evidence names another suite, or
+/// other contents under its name, was not judged by the job's suite, whatever it says, and is
+/// refused. Without this a node that ran a renamed local file would stand alone under its
+/// name and pass, and nodes that all ran a local file of the suite's name would outvote none.
+pub fn for_suite(nodes: &mut [NodeSummary], suite: &str, sha256: Option<&str>) {
     for n in nodes.iter_mut().filter(|n| n.read) {
+        if matches!(n.result.verdict, NodeVerdict::Refused) {
+            continue;
+        }
         let Some(ran) = n.result.suite.clone() else {
             continue;
         };
-        if ran != suite && !matches!(n.result.verdict, NodeVerdict::Refused) {
-            refuse(
-                n,
-                format!(
-                    "ran suite {ran}, not the job's suite {suite}: not judged by the fleet's suite"
+        let short = |s: &str| s.chars().take(12).collect::<String>();
+        let why = if ran != suite {
+            format!("ran suite {ran}, not the job's suite {suite}: not judged by the fleet's suite")
+        } else {
+            match (sha256, n.suite_sha256.as_deref()) {
+                (Some(want), Some(got)) if want != got => format!(
+                    "ran other contents under the name of the job's suite {suite} (SHA-256 {} \
+                     where the job's is {}): not judged by the fleet's suite",
+                    short(got),
+                    short(want)
                 ),
-            );
-        }
+                _ => continue,
+            }
+        };
+        refuse(n, why);
     }
 }
 
@@ -851,7 +864,8 @@ mod tests {
         nodes[2].result.verdict = NodeVerdict::NotTested;
         let alone = judge(nodes.clone(), &[], 10.0);
         assert_eq!(alone.node("n2").unwrap().verdict, NodeVerdict::Pass);
-        for_suite(&mut nodes, "h100-sxm-8");
+        let mut same = nodes.clone();
+        for_suite(&mut nodes, "h100-sxm-8", None);
         let r = judge(nodes, &[], 10.0);
         assert_eq!(
             verdicts(&r),
@@ -872,6 +886,28 @@ mod tests {
             .why
             .iter()
             .all(|w| !w.contains("suite")));
+
+        // With the job's digest: a node of the right name and other contents is refused too
+        // (alone, or all of them, no vote would find it); the right contents pass.
+        same[1].result.suite = Some("h100-sxm-8".into());
+        for_suite(&mut same, "h100-sxm-8", Some("sha-of-p2p-suite-and-more"));
+        let r = judge(same, &[], 10.0);
+        assert_eq!(
+            verdicts(&r),
+            [
+                ("n1", NodeVerdict::Refused),
+                ("n2", NodeVerdict::Refused),
+                ("n3", NodeVerdict::NotTested)
+            ]
+        );
+        assert_eq!(
+            r.node("n2").unwrap().why[0],
+            "ran other contents under the name of the job's suite h100-sxm-8 (SHA-256 \
+             0123456789ab where the job's is sha-of-p2p-s): not judged by the fleet's suite"
+        );
+        let mut right: Vec<NodeSummary> = (1..=2).map(|i| bw(&format!("n{i}"), 390.0)).collect();
+        for_suite(&mut right, "h100-sxm-8", Some("sha-of-p2p-suite"));
+        assert!(right.iter().all(|n| n.result.verdict == NodeVerdict::Pass));
     }
 
     #[test]

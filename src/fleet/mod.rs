@@ -472,6 +472,11 @@ pub struct FleetReport {
     /// `--suite`), when known: a node that ran another is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub suite: Option<String>,
+    /// The digest of that suite as the job's nodes run it (the node list's `# suite-sha256:`
+    /// line, written when the job started), when known: a node whose evidence says it ran
+    /// other contents under the suite's name is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suite_sha256: Option<String>,
     /// Check ids in the order of the grid's columns.
     pub columns: Vec<String>,
     pub nodes: Vec<NodeResult>,

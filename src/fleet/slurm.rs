@@ -32,10 +32,6 @@ pub struct Job {
     pub sbatch_args: Vec<String>,
     /// Measure the fabric across the job's nodes too (`run --fabric`).
     pub fabric: bool,
-    /// The name of `suite` (its `name`, as the nodes' evidence records it), when the suite was
-    /// loaded as the script was written: the job's node list records it, and `fleet report`
-    /// refuses a node that ran a suite of another name.
-    pub suite_name: Option<String>,
 }
 
 /// A word for a POSIX shell: single-quoted unless it is plainly safe.
@@ -140,13 +136,16 @@ pub fn script(job: &Job) -> Result<String, String> {
     // (bash before 4.4 calls an empty array unset under `set -u`: expanded only when set.)
     run.push_str(" ${inject[@]+\"${inject[@]}\"}\nfi\n");
     s.push_str(&run);
-    // The suite every node is to run, by name, where it is known: `fleet report` holds each
-    // node's evidence to it.
-    let suite_line = match &job.suite_name {
-        Some(name) => {
-            crate::fleet::gather::check_suite_name(name).map_err(|e| format!("the suite's {e}"))?;
-            format!("printf '# suite: %s\\n' {}; ", sh(name))
-        }
+    // The suite every node is to run, where the job names one: its name and the digest of its
+    // contents as the nodes will run it, read when the job starts (a suite edited while the job
+    // waited in the queue is the one run), by the same nodecert. `fleet report` holds each
+    // node's evidence to them.
+    let suite_line = match &job.suite {
+        Some(suite) => format!(
+            "\"$nodecert\" check {} --job-lines{} || exit 1; ",
+            sh(suite),
+            if job.fabric { " --fabric" } else { "" }
+        ),
         None => String::new(),
     };
     s.push_str(

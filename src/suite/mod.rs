@@ -1383,6 +1383,15 @@ pub const MAX_GOLDEN_BATCH: usize = 65_536;
 pub const MAX_GOLDEN_WORK: u64 = 1 << 36;
 
 /// Weights and biases of an MLP with these widths; None when the count overflows.
+/// The SHA-256 of a resolved suite, hex: what a node's evidence says it ran (its
+/// `suite.resolved`), whatever files it came from. A fleet holds nodes that name one suite to
+/// one digest, and a job to the digest of the suite it was given.
+pub fn resolved_sha256(suite: &Suite) -> String {
+    use sha2::{Digest, Sha256};
+    let text = serde_json::to_string(suite).unwrap_or_default();
+    format!("{:x}", Sha256::digest(text.as_bytes()))
+}
+
 pub fn param_count(layers: &[usize]) -> Option<u64> {
     layers.windows(2).try_fold(0u64, |sum, w| {
         let (a, b) = (w[0] as u64, w[1] as u64);
@@ -1428,6 +1437,31 @@ pub fn collective_path(op: CollectiveOp, field: &str) -> KeyPath {
 
 #[cfg(test)]
 mod tests {
+    /// The digest a job's node list records of its suite (from the suite as loaded) is the
+    /// one a fleet computes of each node's evidence (the suite read back from it): every
+    /// embedded suite reads back to the same digest, with its fabric check enabled too.
+    #[test]
+    fn a_suite_read_back_from_evidence_keeps_its_digest() {
+        for (name, _) in load::EMBEDDED {
+            let mut loaded = load::load(name).unwrap();
+            for fabric in [false, true] {
+                if fabric {
+                    match loaded.suite.checks.fabric.as_mut() {
+                        Some(f) => f.enabled = true,
+                        None => continue,
+                    }
+                }
+                let text = serde_json::to_string_pretty(&loaded.suite).unwrap();
+                let back: Suite = serde_json::from_str(&text).unwrap();
+                assert_eq!(
+                    resolved_sha256(&back),
+                    resolved_sha256(&loaded.suite),
+                    "{name}, fabric {fabric}"
+                );
+            }
+        }
+    }
+
     use super::*;
 
     #[test]
