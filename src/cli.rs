@@ -169,7 +169,7 @@ pub enum Command {
         /// Print only the lines a fleet job's node list records of its suite (`# suite: NAME`
         /// and `# suite-sha256: HEX`, the digest of the suite as every node will run it), as the
         /// Slurm script does when the job starts.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "simulate")]
         job_lines: bool,
         /// With --job-lines: the suite as `run --fabric` runs it (its fabric check enabled).
         #[arg(long, requires = "job_lines")]

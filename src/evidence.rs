@@ -1412,9 +1412,23 @@ impl Evidence {
         Ok((ev, text))
     }
 
+    /// [`Evidence::read`], and the digest of the resolved suite as the file holds it (see
+    /// [`crate::suite::resolved_sha256`]): what the node's nodecert wrote, not what this one
+    /// would write of it.
+    pub fn read_with_suite_digest(path: &Path) -> Result<(Evidence, String), String> {
+        let text = crate::fsio::read::read_to_string(path, crate::fsio::read::Kind::Evidence)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        Evidence::parse_text(path, &text)
+    }
+
     /// The evidence in `text`, read from `path` (named in errors), checked as [`Evidence::read`]
     /// checks it.
     pub fn from_text(path: &Path, text: &str) -> Result<Evidence, String> {
+        Ok(Evidence::parse_text(path, text)?.0)
+    }
+
+    /// [`Evidence::from_text`], and the digest of its resolved suite as written.
+    fn parse_text(path: &Path, text: &str) -> Result<(Evidence, String), String> {
         let v: serde_json::Value = serde_json::from_str(text).map_err(|e| {
             format!(
                 "{}:{}:{}: not JSON: {e}",
@@ -1436,6 +1450,12 @@ impl Evidence {
                 path.display()
             )
         })?;
+        let digest = crate::suite::value_sha256(
+            v.get("suite")
+                .and_then(|x| x.get("resolved"))
+                .unwrap_or(&serde_json::Value::Null),
+        );
+        drop(v);
         // From the text again, not from `v`: only then does an error know its line and column.
         let mut ev: Evidence = parse(text).map_err(|e| format!("{}:{e}", path.display()))?;
         if let Some(s) = simulated {
@@ -1456,7 +1476,7 @@ impl Evidence {
         // The stored verdict is a claim; the records are the facts (a version-1 file said pass
         // for a run that never finished).
         ev.update_verdict();
-        Ok(ev)
+        Ok((ev, digest))
     }
 }
 

@@ -182,28 +182,37 @@ fn report_in(
         dir,
         [
             (FLEET_FILES[0], json),
-            (FLEET_FILES[1], pages.html),
-            (FLEET_FILES[2], pages.markdown),
             (FLEET_FILES[3], fleet::export::junit(&r)),
             (FLEET_FILES[4], fleet::export::prometheus(&r)),
         ],
     )?;
+    let write_pages = |p: crate::report::Rendered| {
+        write_files(
+            dir,
+            [(FLEET_FILES[1], p.html), (FLEET_FILES[2], p.markdown)],
+        )
+    };
     let signed = match signer {
-        Some(s) => match s.sign(dir, &checked) {
+        None => {
+            write_pages(pages)?;
+            None
+        }
+        Some(s) => match write_pages(pages).and_then(|()| s.sign(dir, &checked)) {
             Ok(info) => Some(info),
             Err(e) => {
-                // Nothing was signed: the pages, rendered to name the signature, are written
-                // again without it (best effort: the error told is the signature's).
-                if let Ok(p) = fleet::render::render(&r, &Default::default()) {
-                    let _ = write_files(
-                        dir,
-                        [(FLEET_FILES[1], p.html), (FLEET_FILES[2], p.markdown)],
-                    );
+                // Nothing was signed: no page may name the signature. They are rendered again
+                // without it, or removed where that fails (the error told is the signature's).
+                let unsigned = fleet::render::render(&r, &Default::default())
+                    .map_err(|_| ())
+                    .and_then(|p| write_pages(p).map_err(|_| ()));
+                if unsigned.is_err() {
+                    for name in [FLEET_FILES[1], FLEET_FILES[2]] {
+                        let _ = dir.remove(name.as_ref());
+                    }
                 }
                 return Err(e);
             }
         },
-        None => None,
     };
     Ok(Written {
         report: r,
@@ -323,42 +332,37 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
         });
     }
     let signed_as = signed_as(&r);
-    // The pages as they are, put back if the first signature, which renders them again to name
-    // it, then fails.
-    let saved = (!lock
-        .exists(crate::sign::MANIFEST_FILE.as_ref())
-        .unwrap_or(true))
-    .then(|| super::output::SavedPages::of(&lock, &[FLEET_FILES[1], FLEET_FILES[2]]));
     // What was judged signable is the bytes signed, or nothing is.
     let checked = hex::encode(sha2::Sha256::digest(text.as_bytes()));
-    if lock
+    let first = !lock
         .exists(crate::sign::MANIFEST_FILE.as_ref())
-        .unwrap_or(true)
-    {
-        if signed_as.is_some() {
-            crate::errln!(
-                "warning: {} is already signed, so its pages cannot be rendered again: their \
-                 title may not say that this fleet is {}",
-                crate::console::visible(&dir.display().to_string()),
-                r.verdict.label().to_lowercase()
-            );
-        }
-    } else {
-        let signing = signer.signing_of(dir, checked.clone(), signed_as);
-        let pages = fleet::render::render(&r, &signing).map_err(Error::Render)?;
-        write_files(
-            &lock,
-            [
-                (FLEET_FILES[1], pages.html),
-                (FLEET_FILES[2], pages.markdown),
-            ],
-        )?;
+        .unwrap_or(true);
+    if !first && signed_as.is_some() {
+        crate::errln!(
+            "warning: {} is already signed, so its pages cannot be rendered again: their \
+             title may not say that this fleet is {}",
+            crate::console::visible(&dir.display().to_string()),
+            r.verdict.label().to_lowercase()
+        );
     }
-    let info = match signer.sign(&lock, &checked) {
+    // The first signature renders the pages again to name it: as they were before, they are
+    // put back (or removed, where there were none) if it then fails.
+    let pages = [FLEET_FILES[1], FLEET_FILES[2]];
+    let saved =
+        first.then(|| super::output::SavedPages::of(&lock, &pages, crate::fsio::read::Kind::Fleet));
+    let signed = (|| {
+        if first {
+            let signing = signer.signing_of(dir, checked.clone(), signed_as);
+            let p = fleet::render::render(&r, &signing).map_err(Error::Render)?;
+            write_files(&lock, [(pages[0], p.html), (pages[1], p.markdown)])?;
+        }
+        signer.sign(&lock, &checked)
+    })();
+    let info = match signed {
         Ok(info) => info,
         Err(e) => {
-            if let Some(pages) = saved {
-                pages.restore(&lock);
+            if let Some(p) = saved {
+                p.restore(&lock);
             }
             return Err(e);
         }

@@ -174,30 +174,41 @@ pub(crate) fn write_files<const N: usize>(dir: &Dir, files: [(&str, String); N])
 
 /// Pages of a folder as they are before a command renders them again to name a signature: put
 /// back as they were when the signature then fails, so that no page names a signature that was
-/// never made. A page that cannot be read (missing, too large) is not kept.
-pub(crate) struct SavedPages(Vec<(&'static str, String)>);
+/// never made. A page that was not there, or could not be read (too large), is removed instead.
+pub(crate) struct SavedPages(Vec<(&'static str, Option<String>)>);
 
 impl SavedPages {
-    pub(crate) fn of(dir: &Dir, names: &[&'static str]) -> SavedPages {
+    /// The pages `names` of `dir`, each read (bounded as `kind`) through the folder, never
+    /// through a link.
+    pub(crate) fn of(
+        dir: &Dir,
+        names: &[&'static str],
+        kind: crate::fsio::read::Kind,
+    ) -> SavedPages {
         SavedPages(
             names
                 .iter()
-                .filter_map(|&n| {
-                    crate::fsio::read::read_to_string(
-                        &dir.path().join(n),
-                        crate::fsio::read::Kind::Evidence,
-                    )
-                    .ok()
-                    .map(|t| (n, t))
+                .map(|&n| {
+                    let text = crate::fsio::read::open(&dir.path().join(n), false)
+                        .ok()
+                        .and_then(|f| {
+                            crate::fsio::read::read_limited(f, kind.limit(), "a report page").ok()
+                        })
+                        .and_then(|b| String::from_utf8(b).ok());
+                    (n, text)
                 })
                 .collect(),
         )
     }
 
-    /// Write the pages back (best effort: the failure being told is the signature's).
+    /// Write the pages back, and remove those that were not kept (best effort: the failure
+    /// being told is the signature's).
     pub(crate) fn restore(self, dir: &Dir) {
         for (name, text) in self.0 {
-            let _ = dir.replace(name.as_ref(), text.as_bytes());
+            let _ = match text {
+                Some(t) => dir.replace(name.as_ref(), t.as_bytes()),
+                None => dir.remove(name.as_ref()),
+            };
         }
     }
 }

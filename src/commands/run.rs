@@ -179,23 +179,32 @@ pub fn cmd_run(
             ));
         }
     };
-    write_rendered(&dir, rendered)?;
-    // Before signing: an export into the report folder itself is then not refused as a file of
-    // a signed folder (it is not listed in the manifest either way).
+    // Before the pages and the signature: an export into the report folder itself is then not
+    // refused as a file of a signed folder (it is not listed in the manifest either way), and
+    // an export that fails leaves no page naming a signature.
     let exported = export.write(&ev, out, None)?;
     let signed = match signer {
-        Some(s) => match s.sign(&dir, &checked) {
+        None => {
+            write_rendered(&dir, rendered)?;
+            None
+        }
+        Some(s) => match write_rendered(&dir, rendered).and_then(|()| s.sign(&dir, &checked)) {
             Ok(info) => Some(info),
             Err(e) => {
-                // Nothing was signed: the pages, rendered to name the signature, are written
-                // again without it (best effort: the error told is the signature's).
-                if let Ok(r) = pages.render(&ev, &Default::default()) {
-                    let _ = write_rendered(&dir, r);
+                // Nothing was signed: no page may name the signature. They are rendered again
+                // without it, or removed where that fails (the error told is the signature's).
+                let unsigned = pages
+                    .render(&ev, &Default::default())
+                    .map_err(|_| ())
+                    .and_then(|r| write_rendered(&dir, r).map_err(|_| ()));
+                if unsigned.is_err() {
+                    for name in REPORT_FILES {
+                        let _ = dir.remove(name.as_ref());
+                    }
                 }
                 return Err(e);
             }
         },
-        None => None,
     };
     if quiet {
         crate::outln!(

@@ -42,10 +42,9 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
             ev.verdict.label()
         )
     });
-    // The pages as they are: a first signature may render them again below, and they go back
-    // as they were if it then fails.
-    let saved = (!dir.join(sign::MANIFEST_FILE).exists())
-        .then(|| super::output::SavedPages::of(&lock, &super::output::REPORT_FILES));
+    // Whether this first signature renders the pages again (a run signed as incomplete, or
+    // pages that say a stale verdict), with what they then say of it.
+    let mut rerender = false;
     if let Some(v) = ev.shortfall() {
         let why = ev.shortfall_text().unwrap_or_else(|| v.words().into());
         if !allow_incomplete {
@@ -68,9 +67,7 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
             );
         } else {
             // The first signature: the reports are rendered again, titled "signed as ...".
-            let signing = signer.signing_of(dir, checked.clone(), signed_as(&ev));
-            let pages = crate::report::Templates::load(None).map_err(InputError::from)?;
-            write_reports(&ev, &lock, &pages, &signing)?;
+            rerender = true;
         }
     } else if let Some(why) = stale {
         if dir.join(sign::MANIFEST_FILE).exists() {
@@ -85,12 +82,27 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
                 "note: {}: {why}; rendering its reports again (embedded templates) before signing",
                 crate::console::visible(&dir.display().to_string())
             );
+            rerender = true;
+        }
+    }
+    // The pages as they are, put back as they were (or removed, where there were none) if the
+    // signature they are rendered to name then fails.
+    let saved = rerender.then(|| {
+        super::output::SavedPages::of(
+            &lock,
+            &super::output::REPORT_FILES,
+            crate::fsio::read::Kind::Evidence,
+        )
+    });
+    let signed = (|| {
+        if rerender {
             let signing = signer.signing_of(dir, checked.clone(), signed_as(&ev));
             let pages = crate::report::Templates::load(None).map_err(InputError::from)?;
             write_reports(&ev, &lock, &pages, &signing)?;
         }
-    }
-    let info = match signer.sign(&lock, &checked) {
+        signer.sign(&lock, &checked)
+    })();
+    let info = match signed {
         Ok(info) => info,
         Err(e) => {
             if let Some(pages) = saved {

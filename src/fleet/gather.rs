@@ -141,17 +141,6 @@ pub fn find(inputs: &[PathBuf]) -> Result<Found, String> {
                 suite_sha256: digest,
             } = read_list(&list)?;
             expected.extend(names);
-            match (&suite_sha256, digest) {
-                (Some(a), Some(b)) if *a != b => {
-                    return Err(format!(
-                        "{}: suite SHA-256 {b}, but another folder given ran a suite of SHA-256 \
-                         {a}: report one job at a time",
-                        list.display()
-                    ))
-                }
-                (None, Some(b)) => suite_sha256 = Some(b),
-                _ => {}
-            }
             match (&suite, ran) {
                 (Some(a), Some(b)) if *a != b => {
                     return Err(format!(
@@ -163,6 +152,17 @@ pub fn find(inputs: &[PathBuf]) -> Result<Found, String> {
                     ))
                 }
                 (None, Some(b)) => suite = Some(b),
+                _ => {}
+            }
+            match (&suite_sha256, digest) {
+                (Some(a), Some(b)) if *a != b => {
+                    return Err(format!(
+                        "{}: suite SHA-256 {b}, but another folder given ran a suite of SHA-256 \
+                         {a}: report one job at a time",
+                        list.display()
+                    ))
+                }
+                (None, Some(b)) => suite_sha256 = Some(b),
                 _ => {}
             }
             match (&job, id) {
@@ -471,21 +471,30 @@ pub fn read_node(folder: &NodeFolder, trust: &Trust, keys: &mut Keys) -> NodeSum
             );
         }
     }
-    let ev = match Evidence::read(&evidence) {
-        Ok(ev) => ev,
+    // The digest of the resolved suite as the file holds it (not of the file given: a parent
+    // edited on one node changes what the node ran, a comment does not; nor of what this
+    // nodecert would write of it: a job's digest is its own nodecert's).
+    let (ev, digest) = match Evidence::read_with_suite_digest(&evidence) {
+        Ok(x) => x,
         Err(e) => return refuse(result, format!("its evidence cannot be read: {e}")),
     };
-    summarize(result, &ev, keys)
+    summarize_with(result, &ev, digest, keys)
 }
 
-/// The SHA-256 of the resolved suite the evidence records (not of the file given: a parent
-/// edited on one node changes what the node ran, a comment does not).
-fn resolved_sha256(ev: &Evidence) -> String {
-    crate::suite::resolved_sha256(&ev.suite.resolved)
+/// What the fleet keeps of a node's evidence, its suite's digest taken as this nodecert writes
+/// the suite.
+pub fn summarize(result: NodeResult, ev: &Evidence, keys: &mut Keys) -> NodeSummary {
+    let digest = crate::suite::resolved_sha256(&ev.suite.resolved);
+    summarize_with(result, ev, digest, keys)
 }
 
-/// What the fleet keeps of a node's evidence.
-pub fn summarize(mut result: NodeResult, ev: &Evidence, keys: &mut Keys) -> NodeSummary {
+/// What the fleet keeps of a node's evidence whose resolved suite has the digest `digest`.
+fn summarize_with(
+    mut result: NodeResult,
+    ev: &Evidence,
+    digest: String,
+    keys: &mut Keys,
+) -> NodeSummary {
     let own = ev.assess();
     result.own_verdict = Some(own);
     result.verdict = NodeVerdict::of(own);
@@ -600,7 +609,7 @@ pub fn summarize(mut result: NodeResult, ev: &Evidence, keys: &mut Keys) -> Node
         figures,
         gpu_ids,
         read: true,
-        suite_sha256: Some(resolved_sha256(ev)),
+        suite_sha256: Some(digest),
     }
 }
 
@@ -710,6 +719,37 @@ mod tests {
                 n.result.why
             );
         }
+    }
+
+    /// A node's suite digest is of its resolved suite as its evidence holds it, not as this
+    /// nodecert would write it again: a field this one writes and the node's nodecert did not
+    /// (here: `description`, dropped from the file) does not change it.
+    #[test]
+    fn a_nodes_suite_digest_is_of_the_suite_as_its_evidence_holds_it() {
+        let ev = crate::testutil::simulated_named("h200-vm-1", "n1", 1, &[]);
+        let d = tempfile::tempdir().unwrap();
+        let dir = d.path().join("n1");
+        std::fs::create_dir(&dir).unwrap();
+        let mut v: serde_json::Value = serde_json::from_str(&ev.to_json().unwrap()).unwrap();
+        let as_loaded = crate::suite::resolved_sha256(&ev.suite.resolved);
+        assert_eq!(
+            crate::suite::value_sha256(&v["suite"]["resolved"]),
+            as_loaded
+        );
+        v["suite"]["resolved"]
+            .as_object_mut()
+            .unwrap()
+            .remove("description");
+        let older = crate::suite::value_sha256(&v["suite"]["resolved"]);
+        assert_ne!(older, as_loaded);
+        std::fs::write(dir.join(EVIDENCE_FILE), v.to_string()).unwrap();
+        let folder = NodeFolder {
+            name: "n1".into(),
+            path: dir,
+        };
+        let n = read_node(&folder, &Trust::Untrusted, &mut Keys::default());
+        assert_eq!(n.result.verdict, NodeVerdict::Pass, "{:?}", n.result.why);
+        assert_eq!(n.suite_sha256.as_deref(), Some(older.as_str()));
     }
 
     /// Each figure is the node's own value for its own subject (a collective's figures name only

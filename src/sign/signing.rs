@@ -359,4 +359,23 @@ mod tests {
         let again = sign_dir_in(&open_dir(d.path()).unwrap(), &other, Some(&digest(judged)));
         assert!(again.unwrap().countersignature);
     }
+
+    /// A signature refused after the manifest was written (here: a problem the check of the
+    /// folder finds, a file name that is not UTF-8) leaves no manifest: the folder is not left
+    /// looking signed.
+    #[test]
+    fn a_refused_signature_leaves_no_manifest() {
+        use std::os::unix::ffi::OsStrExt;
+        let keys = tempfile::tempdir().unwrap();
+        let key = keys.path().join("k");
+        keygen(&key, "ops@test").unwrap();
+        let d = folder("{\"simulated\": false}\n");
+        let odd = std::ffi::OsStr::from_bytes(b"notes-\xff.txt");
+        std::fs::write(d.path().join(odd), "x").unwrap();
+        let e = sign_dir_in(&open_dir(d.path()).unwrap(), &key, None).unwrap_err();
+        assert!(matches!(e, SignError::NotSignable { .. }), "{e}");
+        assert!(e.to_string().contains("file name is not utf-8"), "{e}");
+        assert!(!d.path().join(MANIFEST_FILE).exists());
+        assert!(!d.path().join(SIGNATURE_FILE).exists());
+    }
 }

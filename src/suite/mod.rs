@@ -1382,16 +1382,26 @@ pub const MAX_GOLDEN_BATCH: usize = 65_536;
 /// Parameters x batch x steps of the golden model: its CPU time (the default is 6.7e7).
 pub const MAX_GOLDEN_WORK: u64 = 1 << 36;
 
-/// Weights and biases of an MLP with these widths; None when the count overflows.
 /// The SHA-256 of a resolved suite, hex: what a node's evidence says it ran (its
 /// `suite.resolved`), whatever files it came from. A fleet holds nodes that name one suite to
-/// one digest, and a job to the digest of the suite it was given.
+/// one digest, and a job to the digest of the suite it was given. Taken of the suite as a JSON
+/// value (keys sorted), so that the digest of a node's evidence ([`value_sha256`] of its
+/// `suite.resolved` as written) does not depend on the nodecert that reads it.
 pub fn resolved_sha256(suite: &Suite) -> String {
-    use sha2::{Digest, Sha256};
-    let text = serde_json::to_string(suite).unwrap_or_default();
-    format!("{:x}", Sha256::digest(text.as_bytes()))
+    match serde_json::to_value(suite) {
+        Ok(v) => value_sha256(&v),
+        // Never for a suite that loaded; a word that no digest equals, not a digest of nothing.
+        Err(e) => format!("not a digest: {e}"),
+    }
 }
 
+/// The SHA-256 of a JSON value in its compact form, keys sorted, hex.
+pub fn value_sha256(v: &serde_json::Value) -> String {
+    use sha2::{Digest, Sha256};
+    format!("{:x}", Sha256::digest(v.to_string().as_bytes()))
+}
+
+/// Weights and biases of an MLP with these widths; None when the count overflows.
 pub fn param_count(layers: &[usize]) -> Option<u64> {
     layers.windows(2).try_fold(0u64, |sum, w| {
         let (a, b) = (w[0] as u64, w[1] as u64);
@@ -1445,16 +1455,19 @@ mod tests {
         for (name, _) in load::EMBEDDED {
             let mut loaded = load::load(name).unwrap();
             for fabric in [false, true] {
-                if fabric {
-                    match loaded.suite.checks.fabric.as_mut() {
-                        Some(f) => f.enabled = true,
-                        None => continue,
-                    }
+                if fabric && crate::commands::run::enable_fabric(&mut loaded).is_err() {
+                    continue;
                 }
                 let text = serde_json::to_string_pretty(&loaded.suite).unwrap();
                 let back: Suite = serde_json::from_str(&text).unwrap();
+                let written: serde_json::Value = serde_json::from_str(&text).unwrap();
                 assert_eq!(
                     resolved_sha256(&back),
+                    resolved_sha256(&loaded.suite),
+                    "{name}, fabric {fabric}"
+                );
+                assert_eq!(
+                    value_sha256(&written),
                     resolved_sha256(&loaded.suite),
                     "{name}, fabric {fabric}"
                 );
