@@ -965,6 +965,30 @@ mod tests {
             e.contains("suite 'b', but another folder given ran suite 'a'"),
             "{e}"
         );
+        // Two folders of one job: the same suite, named twice, is one.
+        std::fs::write(
+            other.path().join(super::super::EXPECTED_FILE),
+            "# suite: a\n",
+        )
+        .unwrap();
+        let both = find(&[d.path().to_path_buf(), other.path().to_path_buf()]).unwrap();
+        assert_eq!(both.suite.as_deref(), Some("a"));
+        // And with digests: one digest twice is one, two are two jobs.
+        let with = |hex: &str| format!("# suite: a\n# suite-sha256: {hex}\n");
+        std::fs::write(&list, with(&hex)).unwrap();
+        std::fs::write(other.path().join(super::super::EXPECTED_FILE), with(&hex)).unwrap();
+        let both = find(&[d.path().to_path_buf(), other.path().to_path_buf()]).unwrap();
+        assert_eq!(both.suite_sha256.as_deref(), Some(hex.as_str()));
+        std::fs::write(
+            other.path().join(super::super::EXPECTED_FILE),
+            with(&"f".repeat(64)),
+        )
+        .unwrap();
+        let e = find(&[d.path().to_path_buf(), other.path().to_path_buf()]).unwrap_err();
+        assert!(
+            e.contains("but another folder given ran a suite of SHA-256"),
+            "{e}"
+        );
         assert!(check_suite_name(&"x".repeat(MAX_SUITE_NAME)).is_ok());
         assert!(check_suite_name(&"x".repeat(MAX_SUITE_NAME + 1)).is_err());
         assert!(check_suite_name(" a").is_err());
