@@ -247,6 +247,7 @@ fn an_hgx_board_reads_as_eight_gpus_on_four_nvswitches() {
         assert_eq!(g["retired_pages"]["pending"], false);
         assert_eq!(g["nvls"]["fabric"], "completed");
         assert_eq!(g["compute_mode"], "default");
+        assert_eq!(g["persistence_mode"], true);
         // No libcuda here: multicast support is not read, never "no".
         assert_eq!(g["nvls"]["multicast"], Value::Null);
         let links = g["nvlinks"].as_array().expect("links");
