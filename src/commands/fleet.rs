@@ -358,15 +358,7 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
         }
         signer.sign(&lock, &checked)
     })();
-    let info = match signed {
-        Ok(info) => info,
-        Err(e) => {
-            if let Some(p) = saved {
-                p.restore(&lock);
-            }
-            return Err(e);
-        }
-    };
+    let info = super::output::restore_on_error(saved, &lock, signed)?;
     crate::out!("{}", signer.signed_text(dir, &info, r.simulated));
     crate::outln!("{}", crate::console::visible(&r.signature_scope()));
     Ok(exit::PASS)

@@ -213,6 +213,16 @@ impl SavedPages {
     }
 }
 
+/// `r`, the pages `saved` (if any) first put back into `dir` where it is an error.
+pub(crate) fn restore_on_error<T>(saved: Option<SavedPages>, dir: &Dir, r: Result<T>) -> Result<T> {
+    if r.is_err() {
+        if let Some(pages) = saved {
+            pages.restore(dir);
+        }
+    }
+    r
+}
+
 /// An error of creating or opening a folder: the user's mistake (a file, a link, a name that
 /// names no folder) is invalid input, anything else a failed write.
 pub(crate) fn dir_error(path: &Path, e: std::io::Error) -> Error {

@@ -102,15 +102,7 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
         }
         signer.sign(&lock, &checked)
     })();
-    let info = match signed {
-        Ok(info) => info,
-        Err(e) => {
-            if let Some(pages) = saved {
-                pages.restore(&lock);
-            }
-            return Err(e);
-        }
-    };
+    let info = super::output::restore_on_error(saved, &lock, signed)?;
     let simulated = crate::fsio::read::open(&info.manifest, false)
         .and_then(|f| crate::fsio::read::read_limited(f, 4 << 20, "a manifest"))
         .ok()

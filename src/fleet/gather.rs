@@ -282,7 +282,7 @@ fn read_list(path: &Path) -> Result<List, String> {
         }
         if let Some(hex) = l.strip_prefix("# suite-sha256:") {
             let hex = hex.trim();
-            if hex.len() != 64 || !hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            if !crate::sign::is_hex64(hex) {
                 return Err(format!(
                     "{}:{}: '{}' is not a SHA-256 (64 lowercase hex digits)",
                     path.display(),

@@ -124,7 +124,6 @@ pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> Flee
             if Some(*sha) == fleet {
                 continue;
             }
-            let short = |s: &str| s.chars().take(12).collect::<String>();
             let why = match fleet {
                 Some(f) => format!(
                     "ran another suite named {name} than the {most} node(s) it is compared with \
@@ -286,7 +285,6 @@ pub fn for_suite(nodes: &mut [NodeSummary], suite: &str, sha256: Option<&str>) {
         let Some(ran) = n.result.suite.clone() else {
             continue;
         };
-        let short = |s: &str| s.chars().take(12).collect::<String>();
         let why = if ran != suite {
             format!("ran suite {ran}, not the job's suite {suite}: not judged by the fleet's suite")
         } else {
@@ -302,6 +300,11 @@ pub fn for_suite(nodes: &mut [NodeSummary], suite: &str, sha256: Option<&str>) {
         };
         refuse(n, why);
     }
+}
+
+/// The first 12 characters of a digest, as refusals show it.
+fn short(s: &str) -> String {
+    s.chars().take(12).collect()
 }
 
 /// Refuse a node: its refusal is the first reason given (the drain's), before what its own

@@ -94,6 +94,7 @@ mod armor;
 mod commands;
 mod keys;
 mod manifest;
+pub(crate) use manifest::is_hex64;
 mod short_scalar;
 mod signing;
 mod verify;
