@@ -201,13 +201,38 @@ pub fn sign_dir_in(
             fingerprint: fingerprint.clone(),
         }
     });
-    if signed.is_err() && manifest_written {
-        // Nothing was signed: the manifest this call wrote goes again, so that the folder is
-        // not left looking signed (a later run or sign would refuse it). Its own error is the
-        // one told; one of removing it would hide it.
-        let _ = folder.remove(MANIFEST_FILE.as_ref());
+    if !manifest_written {
+        return signed;
     }
-    signed
+    // Nothing was signed: the manifest this call wrote goes again, so that the folder is not
+    // left looking signed (a later run or sign would refuse it).
+    undo_manifest(signed, &manifest_path, || {
+        folder.remove(MANIFEST_FILE.as_ref())
+    })
+}
+
+/// A failed signature whose manifest was written by the same call: the manifest is removed
+/// (`remove`). The signature's own error is the one told; if the manifest cannot be removed
+/// either, the error says so too (a manifest without a signature is left in the folder, and a
+/// later sign or run refuses the folder until it is removed), as a manifest error.
+fn undo_manifest<T>(
+    signed: Result<T, SignError>,
+    manifest: &Path,
+    remove: impl FnOnce() -> std::io::Result<()>,
+) -> Result<T, SignError> {
+    let Err(e) = signed else { return signed };
+    match remove() {
+        Ok(()) => Err(e),
+        Err(r) if r.kind() == std::io::ErrorKind::NotFound => Err(e),
+        Err(r) => Err(SignError::Manifest {
+            path: manifest.to_path_buf(),
+            reason: format!(
+                "written for a signature that failed ({e}), and it could not be removed ({}): \
+                 remove it before signing again",
+                crate::error::lower(&r)
+            ),
+        }),
+    }
 }
 
 /// Check the folder against its manifest (and `checked`, the evidence digest the caller
@@ -309,6 +334,50 @@ mod tests {
 
     fn digest(text: &str) -> String {
         hex::encode(sha2::Sha256::digest(text.as_bytes()))
+    }
+
+    /// A failed signature's manifest is removed and the signature's error told; a manifest
+    /// that cannot be removed is told as well (it is left behind), one already gone is not;
+    /// a signature made is never undone.
+    #[test]
+    fn a_manifest_that_cannot_be_removed_after_a_failed_signature_is_told() {
+        let path = Path::new("/r/nodecert-manifest.txt");
+        let failed = || -> Result<(), SignError> {
+            Err(SignError::Signing {
+                path: "/k".into(),
+                reason: "boom".into(),
+            })
+        };
+        let mut removed = false;
+        let e = undo_manifest(failed(), path, || {
+            removed = true;
+            Ok(())
+        })
+        .unwrap_err();
+        assert!(removed);
+        assert!(matches!(e, SignError::Signing { .. }), "{e}");
+
+        let gone = || Err(std::io::Error::from(std::io::ErrorKind::NotFound));
+        let e = undo_manifest(failed(), path, gone).unwrap_err();
+        assert!(matches!(e, SignError::Signing { .. }), "{e}");
+
+        let stuck = || Err(std::io::Error::from(std::io::ErrorKind::PermissionDenied));
+        let e = undo_manifest(failed(), path, stuck).unwrap_err();
+        let SignError::Manifest { path: p, reason } = &e else {
+            panic!("{e}")
+        };
+        assert_eq!(p, path);
+        assert!(reason.contains("boom"), "{reason}");
+        assert!(reason.contains("could not be removed"), "{reason}");
+        assert!(reason.contains("permission denied"), "{reason}");
+
+        let mut called = false;
+        let ok = undo_manifest(Ok::<u8, SignError>(7), path, || {
+            called = true;
+            Err(std::io::Error::from(std::io::ErrorKind::PermissionDenied))
+        });
+        assert_eq!(ok.unwrap(), 7);
+        assert!(!called, "a signature made leaves its manifest");
     }
 
     /// What the caller judged signable is what is signed: an evidence file that is not the
