@@ -622,36 +622,46 @@ pub fn cmd_slurm(mut job: fleet::slurm::Job, submit: bool, wait: bool) -> Result
             crate::console::visible(&id),
             report.display()
         );
-        return Ok(waited(FleetReport::read(&report), &id, &report));
+        let log = abs.join(fleet::slurm::log_file(&id));
+        return Ok(
+            match waited(FleetReport::read(&report), &id, &report, &log) {
+                Ok(r) => {
+                    crate::out!("{}", summary(&r, &report));
+                    r.verdict.exit_code()
+                }
+                Err(e) => {
+                    crate::errln!("error: {e}");
+                    exit::INCOMPLETE
+                }
+            },
+        );
     }
     Ok(exit::PASS)
 }
 
-/// The fleet's exit code after `--wait` for job `id`: its report's verdict, or INCOMPLETE when
-/// the job wrote none (a report left by an earlier job is not this one's).
-fn waited(read: std::result::Result<FleetReport, String>, id: &str, report: &Path) -> u8 {
-    match read {
-        Ok(r) if r.job.as_deref() != Some(id) => {
-            crate::errln!(
-                "error: job {} wrote no fleet report ({} is of job {})",
-                crate::console::visible(id),
-                report.display(),
-                crate::console::visible(r.job.as_deref().unwrap_or("unknown"))
-            );
-            exit::INCOMPLETE
-        }
-        Ok(r) => {
-            crate::out!("{}", summary(&r, report));
-            r.verdict.exit_code()
-        }
-        Err(e) => {
-            crate::errln!(
-                "error: the job wrote no fleet report: {}",
-                crate::console::visible(&e)
-            );
-            exit::INCOMPLETE
-        }
-    }
+/// The fleet report of job `id` after `--wait`, or why there is none (a report left by an
+/// earlier job is not this one's): the message points at the job's own output, `log`, where a
+/// job that stopped before its nodes ran (its suite would not load, say) says why.
+fn waited(
+    read: std::result::Result<FleetReport, String>,
+    id: &str,
+    report: &Path,
+    log: &Path,
+) -> std::result::Result<FleetReport, String> {
+    let why = match read {
+        Ok(r) if r.job.as_deref() == Some(id) => return Ok(r),
+        Ok(r) => format!(
+            "{} is of job {}",
+            report.display(),
+            crate::console::visible(r.job.as_deref().unwrap_or("unknown"))
+        ),
+        Err(e) => crate::console::visible(&e),
+    };
+    Err(format!(
+        "job {} wrote no fleet report ({why}); what the job printed is in {}",
+        crate::console::visible(id),
+        crate::console::visible(&log.display().to_string())
+    ))
 }
 
 /// Write the Kubernetes manifests to `out` (or stdout).
@@ -1000,25 +1010,30 @@ mod tests {
         assert_eq!(r.verdict.exit_code(), exit::INCOMPLETE);
         r.verdict = crate::fleet::NodeVerdict::Fail;
         let p = Path::new("out/fleet");
+        let log = Path::new("out/slurm-42.out");
         r.job = Some("41".into());
-        assert_eq!(
-            waited(Ok(r.clone()), "42", p),
-            exit::INCOMPLETE,
-            "an earlier job's"
+        let e = waited(Ok(r.clone()), "42", p, log).unwrap_err();
+        assert!(e.contains("is of job 41"), "an earlier job's: {e}");
+        assert!(
+            e.ends_with("what the job printed is in out/slurm-42.out"),
+            "{e}"
         );
         r.job = None;
-        assert_eq!(
-            waited(Ok(r.clone()), "42", p),
-            exit::INCOMPLETE,
-            "a job not named"
-        );
+        let e = waited(Ok(r.clone()), "42", p, log).unwrap_err();
+        assert!(e.contains("is of job unknown"), "a job not named: {e}");
         r.job = Some("42".into());
-        assert_eq!(waited(Ok(r.clone()), "42", p), exit::CHECK_FAILED);
+        let got = waited(Ok(r.clone()), "42", p, log).unwrap();
+        assert_eq!(got.verdict.exit_code(), exit::CHECK_FAILED);
         r.verdict = crate::fleet::NodeVerdict::Pass;
-        assert_eq!(waited(Ok(r), "42", p), exit::PASS);
         assert_eq!(
-            waited(Err("no such file".into()), "42", p),
-            exit::INCOMPLETE
+            waited(Ok(r), "42", p, log).unwrap().verdict.exit_code(),
+            exit::PASS
+        );
+        let e = waited(Err("no such file".into()), "42", p, log).unwrap_err();
+        assert_eq!(
+            e,
+            "job 42 wrote no fleet report (no such file); what the job printed is in \
+             out/slurm-42.out"
         );
     }
 }

@@ -61,6 +61,12 @@ fn sbatch_value(what: &str, v: &str) -> Result<String, String> {
 /// The file name of the batch script in the shared folder.
 pub const SCRIPT_FILE: &str = "nodecert-fleet.sbatch";
 
+/// The job's own output (what its script and tasks print) in the shared folder, for job `id`
+/// (`%j`, in the script, for Slurm to fill in).
+pub fn log_file(id: &str) -> String {
+    format!("slurm-{id}.out")
+}
+
 /// The batch script, to be written as `job.out/SCRIPT_FILE` (each task runs that file again,
 /// by its shared path, for its own node).
 pub fn script(job: &Job) -> Result<String, String> {
@@ -82,8 +88,9 @@ pub fn script(job: &Job) -> Result<String, String> {
     let _ = writeln!(s, "#SBATCH --ntasks-per-node=1\n#SBATCH --exclusive");
     let _ = writeln!(
         s,
-        "#SBATCH --output={}/slurm-%j.out",
-        sbatch_value("--out", &job.out)?
+        "#SBATCH --output={}/{}",
+        sbatch_value("--out", &job.out)?,
+        log_file("%j")
     );
     if let Some(p) = &job.partition {
         let _ = writeln!(s, "#SBATCH --partition={}", sbatch_value("--partition", p)?);
