@@ -43,6 +43,10 @@ pub const EMBEDDED: &[(&str, &str)] = &[
         "h200-vm-1",
         include_str!("../../suites/nodes/h200-vm-1.toml"),
     ),
+    (
+        "h100-vm-1",
+        include_str!("../../suites/nodes/h100-vm-1.toml"),
+    ),
 ];
 
 /// A simulated node's description (`suites/nodes/*.toml`).

@@ -18,6 +18,7 @@ pub const EMBEDDED: &[(&str, &str)] = &[
     ),
     ("l40s-pcie-4", include_str!("../../suites/l40s-pcie-4.toml")),
     ("h200-vm-1", include_str!("../../suites/h200-vm-1.toml")),
+    ("h100-vm-1", include_str!("../../suites/h100-vm-1.toml")),
 ];
 
 /// The most files an `extends` chain may hold, the given one included (README, "Limits").
