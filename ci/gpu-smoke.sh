@@ -10,10 +10,17 @@
 #   ci/gpu-smoke.sh dry-run    here: the same steps against the simulated 1x H200 node, with the
 #                              PyTorch figures captured on the H200 (tests/fixtures/...); checks
 #                              that the script and its summary work before device time is spent
+#                              (SMOKE_NODE=h100-vm-1: the simulated 1x H100, still held to the
+#                              H200's PyTorch figures, so its ratios are not goals)
+#
+# The device tool lends a 1x H100 (its first kind, "nvidia-h100-x1") or a 1x H200: the model
+# nvidia-smi names picks the suite that the run is held to and that the summary expects
+# (profile.json): an H200 runs h200-vm-1, an H100 h100-vm-1. Any other model runs the node's
+# own frozen suite from step 1, and the summary says that no profile expected it.
 #
 # `run` does, keeping every output under $OUT (the device tool brings it back):
 #   1. nodecert inventory, inventory --json and inventory --as-suite (issue 3);
-#   2. nodecert run h200-vm-1, timed: inventory to rendered report (issues 3 and 4);
+#   2. nodecert run SUITE (h200-vm-1 or h100-vm-1, by the model), timed: inventory to rendered report (issues 3 and 4);
 #   3. shared/bench/torch_anchor.py, in the same call;
 #   4. nodecert run suites/training-anchor.toml: PyTorch's anchor MLP step alone (issue 5);
 #   5. nodecert run of the frozen suite from step 1: the node must pass its own handover suite;
@@ -76,12 +83,33 @@ smoke() {
     local mode=$1
     out=${OUT:-$DIR/out}
     mkdir -p "$out"
-    local bin=$DIR/nodecert sim=() anchor
+    local bin=$DIR/nodecert sim=() anchor model node
     if [ "$mode" = dry-run ]; then
         bin=${NODECERT_BIN:-target/release/nodecert}
-        sim=(--simulate h200-vm-1)
+        node=${SMOKE_NODE:-h200-vm-1}
+        sim=(--simulate "$node")
         anchor=tests/fixtures/h200-firecracker-1gpu/anchor.json
+        case $node in
+        h200-vm-1) model="NVIDIA H200" ;;
+        h100-vm-1) model="NVIDIA H100 80GB HBM3" ;;
+        *)
+            echo "SMOKE_NODE=$node: h200-vm-1 or h100-vm-1" >&2
+            exit 2
+            ;;
+        esac
+    else
+        model=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1)
     fi
+    # The suite the run is held to, by the GPU's model; the summary reads it from profile.json.
+    local suite expect_model
+    case $model in
+    *H200*) suite=h200-vm-1 expect_model="NVIDIA H200" ;;
+    *H100*) suite=h100-vm-1 expect_model="NVIDIA H100 80GB HBM3" ;;
+    *) suite="" expect_model="" ;;
+    esac
+    python3 -c 'import json, sys; print(json.dumps({"model_seen": sys.argv[1], "suite": sys.argv[2] or None, "model": sys.argv[3] or None}))' \
+        "$model" "$suite" "$expect_model" >"$out/profile.json"
+    echo "GPU model: ${model:-none read}; suite: ${suite:-none for this model, the frozen one}"
     if [ ! -x "$bin" ]; then
         echo "no nodecert binary at $bin: run 'ci/gpu-smoke.sh prepare' (or cargo build --release)" >&2
         exit 2
@@ -107,7 +135,7 @@ smoke() {
     step inventory 60 "$bin" inventory "${sim[@]}"
     step inventory-json 60 "$bin" inventory "${sim[@]}" --json
     step as-suite 60 "$bin" inventory "${sim[@]}" --as-suite "$out/frozen-suite.toml" --force
-    step suite 240 "$bin" run h200-vm-1 "${sim[@]}" --out "$out/report"
+    step suite 240 "$bin" run "${suite:-$out/frozen-suite.toml}" "${sim[@]}" --out "$out/report"
     if [ "$mode" = dry-run ]; then
         cp "$anchor" "$out/torch.out"
         echo "== torch: the figures captured on the H200 ($anchor)"
@@ -138,7 +166,7 @@ smoke() {
     # calls it: on one GPU NCCL has no NVLS to turn off, but the child must open the GPU, run
     # NCCL under NCCL_NVLS_ENABLE=0 and answer one reply line.
     local target='{"real":{"bus_ids":[]}}'
-    [ "$mode" = dry-run ] && target='{"simulated":{"node":"h200-vm-1","faults":[],"seed":1}}'
+    [ "$mode" = dry-run ] && target="{\"simulated\":{\"node\":\"$node\",\"faults\":[],\"seed\":1}}"
     step no-nvls 60 env NCCL_NVLS_ENABLE=0 "$bin" __collective-no-nvls \
         "{\"protocol\":1,\"op\":\"all_reduce\",\"sizes\":[1048576,67108864],\"warmup\":1,\"iters\":5,\"target\":$target}"
     # First contact with the rest of the job (seconds each): the quick health profile under a
@@ -146,7 +174,7 @@ smoke() {
     # signature is verified, as a provider hands a real certificate over; and the same training
     # suite with CUDA shown no GPU (NVML still sees it), which must be "could not be tested"
     # (exit 3) with its reason, never a failed or a slow node.
-    step health 60 "$bin" health-check h200-vm-1 "${sim[@]}" --mode npd
+    step health 60 "$bin" health-check "${suite:-$out/frozen-suite.toml}" "${sim[@]}" --mode npd
     # The key lives outside $OUT (which comes back from the device) and is new each time.
     local keydir
     keydir=$(mktemp -d)

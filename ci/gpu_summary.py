@@ -3,10 +3,10 @@
 
 Reads what the smoke steps left in OUT_DIR (inventory-json.out, report/, frozen/, train/,
 torch.out, *.rc, *.wall_s) and prints, in this order: what the inventory found against what the
-lent H200 must show (issue 3), every check's verdict with its library and NCCL facts (issue 4), the
-training run's findings (issue 5), then the table of goals: nodecert's H2D, D2H and device-copy
+lent GPU must show (issue 3; the model and suite from profile.json: an H200 or an H100), every
+check's verdict with its library and NCCL facts (issue 4), the training run's findings (issue 5), then the table of goals: nodecert's H2D, D2H and device-copy
 bandwidth against PyTorch's (>= 0.98), its GEMM rates (>= 0.97), the training step against
-PyTorch's (<= 1.1x) in fp32 and in bf16, the whole 1x H200 suite's wall time (< 60 s), and last
+PyTorch's (<= 1.1x) in fp32 and in bf16, the whole 1-GPU suite's wall time (< 60 s), and last
 the first-contact steps' exit statuses (health profile 0, sign 0, verify 0, a GPU hidden from
 CUDA 3).
 
@@ -78,13 +78,22 @@ suite = read_json("report/evidence.json") or {}
 frozen = read_json("frozen/evidence.json") or {}
 train_ev = read_json("train/evidence.json") or {}
 torch = read_json("torch.out", mixed=True) or {}
+# Which GPU the run expected and which suite held it (ci/gpu-smoke.sh writes profile.json from the
+# model nvidia-smi names); a run from before profiles existed was the H200's.
+profile = json.loads(read_text("profile.json") or "null") or {
+    "model_seen": "NVIDIA H200", "model": "NVIDIA H200", "suite": "h200-vm-1"}
+want_model = profile.get("model")
+suite_name = profile.get("suite") or "the frozen suite"
 simulated = bool(inv_doc.get("simulated") or suite.get("simulated"))
 
 if simulated:
     print("*** DRY RUN on a SIMULATED node: nothing below was measured on hardware ***")
 
-# Issue 3: the inventory against what the lent H200 (a Firecracker VM, GPU passed through) shows.
-print("--- inventory against the lent H200 (issue 3)")
+# Issue 3: the inventory against what the lent GPU (a Firecracker VM, GPU passed through) shows.
+print(f"--- inventory against the lent {want_model or profile.get('model_seen') or 'GPU'} (issue 3)")
+if not want_model:
+    print(f"no profile expects the GPU model {profile.get('model_seen')!r}: the run was held to "
+          "its own frozen suite")
 gpus = inv.get("gpus", [])
 virt = inv.get("virtualization") or {}
 g = gpus[0] if gpus else {}
@@ -94,7 +103,7 @@ width = pcie.get("width_loaded") or pcie.get("width_current")
 rows = g.get("remapped_rows") or {}
 expect = [
     ("GPUs", len(gpus), len(gpus) == 1, "1"),
-    ("model", g.get("name"), g.get("name") == "NVIDIA H200", "NVIDIA H200"),
+    ("model", g.get("name"), bool(want_model) and g.get("name") == want_model, str(want_model)),
     ("PCIe", f"Gen{gen} x{width}", (gen, width) == (5, 16), "Gen5 x16"),
     ("virtualization", virt.get("mode"), virt.get("mode") == "passthrough", "passthrough"),
     ("hypervisor", virt.get("hypervisor"), bool(virt.get("hypervisor")), "present"),
@@ -114,7 +123,7 @@ expect = [
         and rows.get("correctable", 0) + rows.get("uncorrectable", 0) == 0,
         "none, none pending",
     ),
-    ("suite h200-vm-1", suite.get("verdict"), suite.get("verdict") == "pass", "pass"),
+    (f"suite {suite_name}", suite.get("verdict"), suite.get("verdict") == "pass", "pass"),
     ("frozen suite", frozen.get("verdict"), frozen.get("verdict") == "pass", "pass"),
 ]
 ok = True
@@ -140,7 +149,7 @@ def fact_is_bad(value):
 
 
 # Issue 4: every check of the suite, with the facts that say what was used.
-print("--- checks of h200-vm-1 (issue 4)")
+print(f"--- checks of {suite_name} (issue 4)")
 for c in suite.get("checks", []):
     print(f"{c.get('status', '?'):6} {c.get('id', '?'):28} {c.get('duration_s', 0):7.2f} s  "
           f"{c.get('summary', '')}")
@@ -349,7 +358,7 @@ if wall is None:
 else:
     wall = float(wall)
     ok &= wall < 60.0
-    print(f"{'h200-vm-1 suite s':22} {wall:10.1f} {'-':>10} {'-':>7}  < 60   "
+    print(f"{(profile.get('suite') or 'frozen') + ' suite s':22} {wall:10.1f} {'-':>10} {'-':>7}  < 60   "
           f"{'met' if wall < 60 else 'MISSED'} (exit {rc('suite')}, verdict {suite.get('verdict')})")
 # First contact with the rest of the job, on real hardware: the quick health profile answers
 # node-problem-detector's "OK" on a healthy node, the report signs and verifies, and a GPU that

@@ -235,6 +235,34 @@ class SummaryGoalsOnARealFolder(unittest.TestCase):
         self.assertIn("met", row)
         self.assertEqual(code, 0, out)
 
+    def test_the_profile_names_the_model_and_suite_expected(self):
+        # The real H200 folder read as if the smoke run had expected an H100: the model misses,
+        # and the suite's rows carry the profile's suite name.
+        self.write("profile.json", json.dumps({"model_seen": "NVIDIA H100 80GB HBM3",
+                                               "model": "NVIDIA H100 80GB HBM3",
+                                               "suite": "h100-vm-1"}))
+        code, out, rows = self.summary()
+        self.assertIn("inventory against the lent NVIDIA H100 80GB HBM3", out)
+        model = self.row(rows, "model ")
+        self.assertIn("want NVIDIA H100 80GB HBM3", model)
+        self.assertTrue(model.endswith("MISSED"), model)
+        self.assertTrue(self.row(rows, "suite h100-vm-1").endswith("ok"), out)
+        self.assertIn("met", self.row(rows, "h100-vm-1 suite s"))
+        self.assertEqual(code, 1, out)
+        # A model no profile knows: held to its frozen suite, said, and the model row missed.
+        self.write("profile.json", json.dumps({"model_seen": "NVIDIA B200", "model": None,
+                                               "suite": None}))
+        code, out, rows = self.summary()
+        self.assertIn("no profile expects the GPU model 'NVIDIA B200'", out)
+        self.assertTrue(self.row(rows, "model ").endswith("MISSED"), out)
+        self.assertIn("met", self.row(rows, "frozen suite s"))
+        self.assertEqual(code, 1, out)
+        # The H200's profile, as the script writes it: every goal met.
+        self.write("profile.json", json.dumps({"model_seen": "NVIDIA H200",
+                                               "model": "NVIDIA H200", "suite": "h200-vm-1"}))
+        code, out, rows = self.summary()
+        self.assertEqual(code, 0, out)
+
     def test_fp8_slow_or_not_measured_misses(self):
         self.fp8(1300.0)
         code, out, rows = self.summary()
