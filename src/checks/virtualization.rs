@@ -163,12 +163,14 @@ impl Check for Virtualization {
                     format!("the node runs as {found}, expected {}", expect_label(want))
                 },
             ),
+            // The suite promised a mode and the node cannot tell which it runs as: the
+            // judgement was not made (the run is partial), never a pass with a warning.
             None => finding(
-                Status::Warn,
+                Status::Skip,
                 Subject::node(),
                 &found,
                 expect_label(want),
-                why_unknown(v),
+                format!("not available here: {}", why_unknown(v)),
             ),
         });
         let n = inv.gpus.len();
@@ -296,7 +298,8 @@ mod tests {
             (Some(E::Vm), M::Passthrough, Status::Pass),
             (Some(E::Vm), M::Vgpu, Status::Pass),
             (Some(E::Vm), M::BareMetal, Status::Fail),
-            (Some(E::BareMetal), M::Unknown, Status::Warn),
+            (Some(E::BareMetal), M::Unknown, Status::Skip),
+            (Some(E::Vm), M::Unknown, Status::Skip),
             (Some(E::Any), M::Unknown, Status::Pass),
             (None, M::Vgpu, Status::Pass),
         ] {
@@ -500,10 +503,11 @@ mod tests {
         let kvm = || Cpuid::Vendor("KVMKVMKVM".into());
         // A hypervisor is named, NVML is silent: passthrough or vGPU cannot be told apart.
         let f = mode_finding("h200-vm-1", Some(true), kvm(), None);
-        assert_eq!(f.status, Status::Warn);
+        assert_eq!(f.status, Status::Skip);
+        assert!(!f.info, "a promised mode not judged counts against the run");
         assert_eq!(
             f.reason,
-            "a hypervisor, KVM (microVM without DMI, e.g. Firecracker), is present according to \
+            "not available here: a hypervisor, KVM (microVM without DMI, e.g. Firecracker), is present according to \
              cpuid 0x40000000 (KVM) and cpuinfo hypervisor flag, but NVML did not say whether \
              the GPUs are passed through or vGPU"
         );
@@ -512,12 +516,12 @@ mod tests {
         let f = mode_finding("h200-vm-1", Some(true), Cpuid::NotAvailable, None);
         assert_eq!(
             f.reason,
-            "a hypervisor is present according to cpuinfo hypervisor flag, but NVML did not say \
-             whether the GPUs are passed through or vGPU"
+            "not available here: a hypervisor is present according to cpuinfo hypervisor flag, \
+             but NVML did not say whether the GPUs are passed through or vGPU"
         );
         // Nothing could be read at all: then "from any witness" is true.
         let f = mode_finding("h200-vm-1", None, Cpuid::NotAvailable, None);
-        assert_eq!(f.status, Status::Warn);
+        assert_eq!(f.status, Status::Skip);
         assert!(
             f.reason
                 .contains("NVML did not report it and no other witness"),
