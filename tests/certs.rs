@@ -650,6 +650,23 @@ fn baseline_fails_a_metric_worse_than_before_even_within_its_floor() {
         .stderr(predicate::str::contains("suites/lost.toml:6:1:"))
         .stderr(predicate::str::contains("cannot read"));
     assert!(!env.path("never").exists());
+
+    // A baseline that holds no metrics (every figure removed) could judge nothing: refused at
+    // load too, never a run whose promised comparison is skipped and passes.
+    let p = env.path("runs/healthy/evidence.json");
+    let mut v = util::read_json(&p);
+    for c in v["checks"].as_array_mut().unwrap() {
+        c["metrics"] = serde_json::json!([]);
+    }
+    std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    env.cmd()
+        .args(["run", "suites/revalidate.toml", "--simulate", "h200-sxm-8"])
+        .args(["--out", "never"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains("suites/revalidate.toml:6:1:"))
+        .stderr(predicate::str::contains("holds no metrics"));
+    assert!(!env.path("never").exists());
 }
 
 #[test]

@@ -131,6 +131,18 @@ fn load_baseline(chain: &[Source], b: &Baseline) -> Result<LoadedBaseline, Input
             ),
         ));
     }
+    if evidence.checks.iter().all(|c| c.metrics.is_empty()) {
+        // Nothing to compare with: the regression judgement the suite promises could not be
+        // made, whatever this run measures.
+        return Err(config::error_at(
+            chain,
+            &at,
+            format!(
+                "{} holds no metrics; use a run that measured the figures to compare",
+                path.display()
+            ),
+        ));
+    }
     Ok(LoadedBaseline { path, evidence })
 }
 
