@@ -362,18 +362,27 @@ impl Check for Collective {
             out.extend(data_findings(op, m, NO_NVLS));
         }
         if ranks < 2 {
-            out.push(
-                finding(
-                    Status::Skip,
-                    Subject::op(op),
-                    "1 rank",
-                    "bus bandwidth floors",
+            // Floors the suite states and this node cannot be held to are a judgement promised
+            // and not made (the run is partial); with none stated, a note.
+            let stated = c.min_busbw_gbps.len() + c.warn_busbw_gbps.len();
+            let f = finding(
+                Status::Skip,
+                Subject::op(op),
+                "1 rank",
+                "bus bandwidth floors",
+                if stated == 0 {
                     format!(
                         "{op}: one rank, bus bandwidth is 0 by definition: floors not applicable"
-                    ),
-                )
-                .informational(),
+                    )
+                } else {
+                    format!(
+                        "not available here: {op} on one rank, whose bus bandwidth is 0 by \
+                         definition: the suite's {stated} bus bandwidth floor{} not judged",
+                        if stated == 1 { " was" } else { "s were" }
+                    )
+                },
             );
+            out.push(if stated == 0 { f.informational() } else { f });
             return out;
         }
         use crate::inventory::NvlsAvailability as A;
@@ -1012,6 +1021,35 @@ mod data_tests {
                 .any(|x| x.status == Status::Skip && x.found == "1 rank"),
             "{f:?}"
         );
+        assert!(
+            f.iter().filter(|x| x.found == "1 rank").all(|x| x.info),
+            "{f:?}"
+        );
+        // Floors stated and not judged on one rank: a promise not kept (partial), said so.
+        for cfg in [
+            r#"min_busbw_gbps = { "1GiB" = 400.0 }"#,
+            r#"warn_busbw_gbps = { "1GiB" = 400.0 }"#,
+        ] {
+            let f = evaluated(cfg, &m);
+            let one = f.iter().find(|x| x.found == "1 rank").expect("one rank");
+            assert!(!one.info, "{cfg}: {f:?}");
+            assert_eq!(one.status, Status::Skip);
+            assert_eq!(
+                one.reason,
+                "not available here: all_reduce on one rank, whose bus bandwidth is 0 by \
+                 definition: the suite's 1 bus bandwidth floor was not judged"
+            );
+        }
+        let f = evaluated(
+            r#"min_busbw_gbps = { "1MiB" = 1.0, "1GiB" = 400.0 }
+warn_busbw_gbps = { "1GiB" = 450.0 }"#,
+            &m,
+        );
+        assert!(
+            f.iter()
+                .any(|x| x.reason.ends_with("3 bus bandwidth floors were not judged")),
+            "{f:?}"
+        );
         m.facts[0].value = FactValue::Count(8);
         assert!(!evaluated("", &m).iter().any(|x| x.found == "1 rank"));
     }
@@ -1043,14 +1081,15 @@ mod data_tests {
                 (at(4 << 30), "busbw".into(), Status::Fail),
             ]
         );
-        // Two ranks are judged too; one rank (or none) has no bus bandwidth to judge.
+        // Two ranks are judged too; one rank (or none) has no bus bandwidth to judge: its
+        // floors are one judgement not made (a skip that makes the run partial), none judged.
         let two = floors_judged(cfg, &swept(2, &[(1 << 30, 500.0)], None));
         assert_eq!(two, vec![(at(1 << 30), "busbw".into(), Status::Pass)]);
         for ranks in [0, 1] {
             let one = floors_judged(cfg, &swept(ranks, &[(1 << 30, 1.0)], None));
             assert_eq!(
                 one.iter().map(|x| x.2).collect::<Vec<_>>(),
-                Vec::<Status>::new(),
+                vec![Status::Skip],
                 "{ranks} ranks: {one:?}"
             );
         }
