@@ -451,3 +451,78 @@ fn a_run_that_missed_readings_is_partial_not_a_pass() {
         .assert()
         .code(0);
 }
+
+/// A promise the node cannot be held to is a judgement not made, so the run is PARTIAL (exit
+/// 7), never a pass: a mode the suite promises that the node cannot tell, bus bandwidth floors
+/// on one rank, a scaling floor on one GPU.
+#[test]
+fn promises_a_one_gpu_vm_cannot_be_held_to_make_the_run_partial() {
+    let env = Env::new();
+    let node = nodecert::backend::sim::EMBEDDED
+        .iter()
+        .find(|(n, _)| *n == "h200-vm-1")
+        .unwrap()
+        .1;
+    let unknown = node.replace("mode = \"passthrough\"", "mode = \"unknown\"");
+    assert_ne!(unknown, node);
+    env.write("vm.toml", &unknown);
+    env.write(
+        "busbw.toml",
+        "format_version = 1\nname = \"busbw\"\nextends = \"h200-vm-1\"\n\
+         [checks.collective.all_reduce]\nmin_busbw_gbps = { \"1GiB\" = 400.0 }\n",
+    );
+    env.write(
+        "scaling.toml",
+        "format_version = 1\nname = \"scaling\"\nextends = \"h200-vm-1\"\n\
+         [checks.training]\nmin_scaling_efficiency = 0.8\n",
+    );
+    let vm = env.path("vm.toml").display().to_string();
+    for (suite, node, check, why) in [
+        (
+            "h200-vm-1",
+            vm.as_str(),
+            "virtualization",
+            "not available here: a hypervisor, Firecracker (KVM), is present",
+        ),
+        (
+            "busbw.toml",
+            "h200-vm-1",
+            "collective",
+            "the suite's 1 bus bandwidth floor was not judged",
+        ),
+        (
+            "scaling.toml",
+            "h200-vm-1",
+            "training",
+            "scaling efficiency needs two GPUs or more; this node has 1",
+        ),
+    ] {
+        let out = env
+            .cmd()
+            .args(["run", suite, "--simulate", node, "--out", "r", "--force"])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert_eq!(out.status.code(), Some(7), "{suite}: {stdout}");
+        assert!(stdout.contains("PARTIAL: node did not pass"), "{stdout}");
+        let ev = read_json(&env.path("r/evidence.json"));
+        assert_eq!(ev["verdict"], "partial");
+        let c = ev["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"].as_str().unwrap().starts_with(check))
+            .unwrap_or_else(|| panic!("{check}"));
+        let reasons: Vec<&str> = c["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["status"] == "skip")
+            .filter_map(|f| f["reason"].as_str())
+            .collect();
+        assert!(
+            reasons.iter().any(|r| r.contains(why)),
+            "{suite}: {reasons:?}"
+        );
+    }
+}

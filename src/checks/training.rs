@@ -198,30 +198,56 @@ impl Check for Training {
         // From here on the data-parallel run's speed, which its gradient exchange through NCCL
         // is part of.
         let figures_from = out.len();
-        if let Some(x) = get("samples_per_s") {
-            if let Some(f) = judge(
+        // A floor whose figure is missing was not judged: never silently dropped.
+        let missing = |what: &str, key: &str| {
+            finding(
+                Status::Error,
+                Subject::node(),
+                "not measured",
+                format!("a {what} to judge against checks.training.{key}"),
+                format!("the training run's {what} was not measured, so its floor was not judged"),
+            )
+        };
+        match get("samples_per_s") {
+            Some(x) => out.extend(judge(
                 &Subject::node(),
                 "throughput",
                 x.median,
                 "samples/s",
                 &c.samples_per_s,
-            ) {
-                out.push(f);
-            }
+            )),
+            None if !c.samples_per_s.is_empty() => out.push(missing("throughput", "samples_per_s")),
+            None => {}
         }
-        if let (Some(x), Some(min)) = (get("scaling_efficiency"), c.min_scaling_efficiency) {
-            let e = x.median;
-            out.push(finding(
-                if e >= min { Status::Pass } else { Status::Fail },
+        let gpus = ctx.inventory.gpus.len();
+        match (get("scaling_efficiency"), c.min_scaling_efficiency) {
+            // Against one GPU's run: a node of one GPU has nothing to scale to.
+            (None, Some(_)) if gpus < 2 => out.push(finding(
+                Status::Skip,
                 Subject::node(),
-                format!("{:.1}%", e * 100.0),
-                format!(">= {:.0}%", min * 100.0),
+                "not available here",
+                "a scaling efficiency to judge against checks.training.min_scaling_efficiency",
                 format!(
-                    "scaling efficiency {:.1}% of linear (floor {:.0}%)",
-                    e * 100.0,
-                    min * 100.0
+                    "not available here: scaling efficiency needs two GPUs or more; this node \
+                     has {gpus}, so its floor was not judged"
                 ),
-            ));
+            )),
+            (None, Some(_)) => out.push(missing("scaling efficiency", "min_scaling_efficiency")),
+            (_, None) => {}
+            (Some(x), Some(min)) => {
+                let e = x.median;
+                out.push(finding(
+                    if e >= min { Status::Pass } else { Status::Fail },
+                    Subject::node(),
+                    format!("{:.1}%", e * 100.0),
+                    format!(">= {:.0}%", min * 100.0),
+                    format!(
+                        "scaling efficiency {:.1}% of linear (floor {:.0}%)",
+                        e * 100.0,
+                        min * 100.0
+                    ),
+                ));
+            }
         }
         if let Some(x) = get("comm_fraction") {
             // Information about the node, not a judgement: no suite sets a limit on it.
@@ -641,6 +667,77 @@ mod tests {
             .for_each(|x| x.samples[0] += 1.0);
         let f = check.evaluate(&ctx, &m);
         assert_eq!(f[0].status, Status::Fail, "{:#?}", f[0]);
+    }
+
+    /// A speed floor whose figure is missing is never dropped in silence: on one GPU the
+    /// scaling floor is "not available here" (a judgement not made, the run partial), on
+    /// several a missing figure is an error, as is a missing throughput under its floor.
+    #[test]
+    fn a_speed_floor_without_its_figure_is_not_dropped() {
+        let floored = |node: &str| {
+            let ev = crate::testutil::simulated(node, &[]);
+            let rec = ev.check("training").unwrap().clone();
+            let mut cfg = ev.suite.resolved.checks.training.clone().unwrap();
+            cfg.min_scaling_efficiency = Some(0.5);
+            cfg.samples_per_s.fail_below = Some(1.0);
+            (ev, rec, Training(cfg))
+        };
+        let about = |f: &[Finding], what: &str| -> Vec<(Status, bool, String)> {
+            f.iter()
+                .filter(|x| x.expected.contains(what) || x.reason.contains(what))
+                .map(|x| (x.status, x.info, x.reason.clone()))
+                .collect()
+        };
+        // One GPU: no scaling figure to judge.
+        let (ev, rec, check) = floored("h200-vm-1");
+        let ctx = crate::testutil::ctx(&ev.suite.resolved, &ev.node);
+        let m = Measured {
+            metrics: rec.metrics.clone(),
+            facts: rec.facts.clone(),
+        };
+        assert!(!m.metrics.iter().any(|x| x.name == "scaling_efficiency"));
+        let f = check.evaluate(&ctx, &m);
+        assert_eq!(
+            about(&f, "min_scaling_efficiency"),
+            vec![(
+                Status::Skip,
+                false,
+                "not available here: scaling efficiency needs two GPUs or more; this node has \
+                 1, so its floor was not judged"
+                    .to_string()
+            )]
+        );
+        // Several GPUs: the figure is measured, so its absence is an error.
+        let (ev, rec, check) = floored("h100-sxm-8");
+        let ctx = crate::testutil::ctx(&ev.suite.resolved, &ev.node);
+        let mut m = Measured {
+            metrics: rec.metrics.clone(),
+            facts: rec.facts.clone(),
+        };
+        assert!(about(&check.evaluate(&ctx, &m), "min_scaling_efficiency").is_empty());
+        m.metrics
+            .retain(|x| x.name != "scaling_efficiency" && x.name != "samples_per_s");
+        let f = check.evaluate(&ctx, &m);
+        let missing = about(&f, "was not measured");
+        assert_eq!(
+            missing
+                .iter()
+                .map(|(s, i, r)| (*s, *i, r.as_str()))
+                .collect::<Vec<_>>(),
+            vec![
+                (
+                    Status::Error,
+                    false,
+                    "the training run's throughput was not measured, so its floor was not judged"
+                ),
+                (
+                    Status::Error,
+                    false,
+                    "the training run's scaling efficiency was not measured, so its floor was \
+                     not judged"
+                ),
+            ]
+        );
     }
 
     /// Losses the node computed as NaN or infinity, as the runner handles them: nothing is
