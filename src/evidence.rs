@@ -1463,6 +1463,12 @@ impl Evidence {
         }
         ev.check_bounds()
             .map_err(|e| format!("{}: invalid evidence: {e}", path.display()))?;
+        ev.check_records_agree().map_err(|e| {
+            format!(
+                "{}: invalid evidence: {e}; refusing a file whose records disagree",
+                path.display()
+            )
+        })?;
         // What it states (before its verdict is computed again) must be what its version can
         // hold: no nodecert wrote a version-3 file saying "partial" or holding `unjudged`.
         let needed = ev.version_needed_by(false);
@@ -1499,6 +1505,39 @@ pub fn stated_verdict_in(path: &Path, text: &str) -> Result<Option<Verdict>, Str
     serde_json::from_str::<Stated>(text)
         .map(|s| s.verdict)
         .map_err(|e| format!("{}: {e}", path.display()))
+}
+
+impl Evidence {
+    /// Each check's stated status and coverage against its own findings: the verdict is computed
+    /// again from the records' statuses, so a record that states PASS while a finding of it
+    /// fails (or a full coverage while a finding is "not available here", in a version that
+    /// records coverage) would make a certificate say what its findings do not.
+    fn check_records_agree(&self) -> Result<(), String> {
+        for c in &self.checks {
+            let (derived, _, coverage) = crate::runner::summarize_with_coverage(&c.findings);
+            let judged = c.findings.iter().any(Finding::is_judgement);
+            if judged && derived > c.status {
+                return Err(format!(
+                    "check {} states {} but its findings make it {}",
+                    crate::console::visible(&c.id),
+                    c.status.label(),
+                    derived.label()
+                ));
+            }
+            let partial = coverage.is_some_and(|x| x.partial());
+            if self.format_version >= PARTIAL_FORMAT_VERSION
+                && c.status != Status::Error
+                && partial
+                && !c.partial()
+            {
+                return Err(format!(
+                    "check {} states full coverage but its findings leave readings unjudged",
+                    crate::console::visible(&c.id)
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The most check records evidence may hold: a suite promises at most 16 (five collectives
@@ -1689,6 +1728,71 @@ pub fn simulated_status(v: &serde_json::Value) -> Result<Option<bool>, String> {
 mod tests {
     use super::*;
     use crate::suite::CollectiveOp;
+
+    /// A record that states a better status than its findings give, or full coverage where a
+    /// finding is "not available here", is refused when read: the verdict is computed from the
+    /// records' statuses, so it would otherwise say what the findings do not.
+    #[test]
+    fn a_record_that_states_better_than_its_findings_is_refused() {
+        let p = Path::new("r/evidence.json");
+        let read = |ev: &Evidence| Evidence::from_text(p, &ev.to_json().unwrap());
+        let failed =
+            crate::testutil::simulated("h200-vm-1", &["slow-host-bandwidth:gpu=0,factor=0.5"]);
+        let back = read(&failed).unwrap();
+        assert_eq!(back.verdict, Verdict::Fail);
+        let mut forged = failed.clone();
+        let c = forged
+            .checks
+            .iter_mut()
+            .find(|c| c.id == "host_bandwidth")
+            .unwrap();
+        assert_eq!(c.status, Status::Fail);
+        c.status = Status::Pass;
+        let e = read(&forged).unwrap_err();
+        assert!(
+            e.contains("check host_bandwidth states PASS but its findings make it FAIL"),
+            "{e}"
+        );
+        // A warning stated as a pass too; an error stated as a failure is refused alike.
+        c_status(&mut forged, "host_bandwidth", Status::Warn);
+        assert!(read(&forged).is_err());
+
+        // Coverage: a check whose findings leave a reading unjudged, stated as full.
+        let mut partial = crate::testutil::simulated("h200-vm-1", &[]);
+        let c = partial
+            .checks
+            .iter_mut()
+            .find(|c| c.id == "health")
+            .unwrap();
+        c.findings.push(crate::checks::judge::finding(
+            Status::Skip,
+            Subject::gpu(0),
+            "not available here",
+            "a reading",
+            "not available here: a reading",
+        ));
+        let (_, _, cov) = crate::runner::summarize_with_coverage(&c.findings);
+        c.coverage = cov;
+        partial.format_version = PARTIAL_FORMAT_VERSION;
+        partial.update_verdict();
+        assert_eq!(read(&partial).unwrap().verdict, Verdict::Partial);
+        let c = partial
+            .checks
+            .iter_mut()
+            .find(|c| c.id == "health")
+            .unwrap();
+        c.coverage = None;
+        let e = read(&partial).unwrap_err();
+        assert!(e.contains("check health states full coverage"), "{e}");
+        // A version from before coverage was recorded is read as it was written.
+        partial.format_version = PARTIAL_FORMAT_VERSION - 1;
+        partial.verdict = Verdict::Pass;
+        assert!(read(&partial).is_ok());
+    }
+
+    fn c_status(ev: &mut Evidence, id: &str, s: Status) {
+        ev.checks.iter_mut().find(|c| c.id == id).unwrap().status = s;
+    }
 
     #[test]
     fn every_subject_format_2_wrote_reads_into_its_fields_and_back_into_its_words() {
