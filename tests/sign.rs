@@ -1665,3 +1665,41 @@ fn an_ecdsa_key_with_a_short_scalar_signs() {
         key_fingerprint(&pub_of(&key)).unwrap()
     );
 }
+
+/// A manifest that lists a file of a terabyte (sparse, so it costs nothing to plant in a node's
+/// folder) is answered at once, the file unread: verification and `fleet report` cannot be
+/// held for hours by one folder.
+#[test]
+fn a_listed_file_larger_than_a_report_folder_holds_is_not_read() {
+    let dir = report_dir(false);
+    let huge = fs::File::create(dir.path().join("pad.bin")).unwrap();
+    huge.set_len(1 << 40).unwrap();
+    let e = write_manifest(
+        dir.path(),
+        &["evidence.json", "report.md", "pad.bin"],
+        &ManifestMeta::default(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("not read"), "{e}");
+    // A manifest written by hand that lists it: one problem, the file left unread.
+    write_manifest(
+        dir.path(),
+        &["evidence.json", "report.md"],
+        &ManifestMeta::default(),
+    )
+    .unwrap();
+    let m = dir.path().join(MANIFEST_FILE);
+    let mut text = fs::read_to_string(&m).unwrap();
+    text.push_str(&format!("{}  pad.bin\n", "a".repeat(64)));
+    fs::write(&m, text).unwrap();
+    let t0 = std::time::Instant::now();
+    let r = verify_dir(dir.path(), &Trust::Untrusted).unwrap();
+    assert!(!r.ok());
+    let pad = r.files.iter().find(|f| f.name == "pad.bin").unwrap();
+    assert!(
+        matches!(&pad.status, FileStatus::Unreadable { reason } if reason.contains("not read")),
+        "{:?}",
+        pad.status
+    );
+    assert!(t0.elapsed().as_secs() < 60, "{:?}", t0.elapsed());
+}

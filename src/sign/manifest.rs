@@ -258,26 +258,42 @@ pub(super) fn short(hex: &str) -> String {
     format!("{}…", &hex[..hex.len().min(12)])
 }
 
-/// SHA-256 of a regular file, lowercase hex.
-pub fn sha256_file(path: &Path) -> io::Result<String> {
-    sha256_of(crate::fsio::read::open(path, true)?)
+/// SHA-256 of the regular file `rel` of the folder `dir`, following no symbolic link below it,
+/// reading no more than `budget` bytes, which it lowers by what it read: the files a manifest
+/// lists are read within what a report folder holds ([`super::ReportKind::read_budget`]), so
+/// that a listed file of terabytes (a sparse one costs nothing to make) cannot hold `verify`
+/// or `fleet report` for hours.
+pub fn sha256_in(dir: &Path, rel: &str, budget: &mut u64) -> io::Result<String> {
+    sha256_of(crate::fsio::read::open_in(dir, rel)?, budget)
 }
 
-/// SHA-256 of the regular file `rel` of the folder `dir`, following no symbolic link below it.
-pub fn sha256_in(dir: &Path, rel: &str) -> io::Result<String> {
-    sha256_of(crate::fsio::read::open_in(dir, rel)?)
-}
-
-fn sha256_of(mut f: fs::File) -> io::Result<String> {
+fn sha256_of(f: fs::File, budget: &mut u64) -> io::Result<String> {
+    let too_big = || {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "larger than the files of a report folder may be together; not read",
+        )
+    };
+    if f.metadata()?.len() > *budget {
+        return Err(too_big());
+    }
     let mut h = Sha256::new();
     let mut buf = vec![0u8; 64 * 1024];
+    // One byte past the budget tells a file that grew while it was read.
+    let mut r = f.take(*budget + 1);
+    let mut read = 0u64;
     loop {
-        let n = f.read(&mut buf)?;
+        let n = r.read(&mut buf)?;
         if n == 0 {
             break;
         }
+        read += n as u64;
+        if read > *budget {
+            return Err(too_big());
+        }
         h.update(&buf[..n]);
     }
+    *budget -= read;
     Ok(hex::encode(h.finalize()))
 }
 
@@ -324,6 +340,40 @@ pub(super) fn existing_signatures(dir: &Path) -> Result<Vec<String>, SignError> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The files a manifest lists are read within one budget: a file larger than what is left
+    /// (a sparse file of terabytes costs nothing to make) is refused before it is read, and
+    /// what was read is taken from the budget.
+    #[test]
+    fn listed_files_are_read_within_the_folders_budget() {
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join("a"), b"abc").unwrap();
+        let huge = std::fs::File::create(d.path().join("huge")).unwrap();
+        huge.set_len(1 << 40).unwrap();
+        let mut budget = 10;
+        assert_eq!(
+            sha256_in(d.path(), "a", &mut budget).unwrap(),
+            "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+        );
+        assert_eq!(budget, 7);
+        let e = sha256_in(d.path(), "huge", &mut budget).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData);
+        assert!(e.to_string().contains("not read"), "{e}");
+        assert_eq!(budget, 7, "nothing was read");
+        // Exactly what is left is read; one byte more is not.
+        let mut three = 3;
+        assert!(sha256_in(d.path(), "a", &mut three).is_ok());
+        assert_eq!(three, 0);
+        let mut two = 2;
+        assert!(sha256_in(d.path(), "a", &mut two).is_err());
+        assert_eq!(
+            (
+                super::super::ReportKind::Node.read_budget() >> 20,
+                super::super::ReportKind::Fleet.read_budget() >> 20
+            ),
+            (512, 8192)
+        );
+    }
 
     #[test]
     fn signature_names() {

@@ -102,7 +102,7 @@ mod verify;
 pub use allowed_signers::{allowed_signers_line, allowed_signers_line_for, is_valid_identity};
 pub use commands::{digest_check_command, verify_command, verify_command_for};
 pub use keys::{key_fingerprint, keygen, signing_key_info, KeyInfo};
-pub use manifest::{sha256_file, sha256_in, Manifest};
+pub use manifest::{sha256_in, Manifest};
 pub use signing::{
     sign_dir, sign_dir_in, write_manifest, write_manifest_in, ManifestMeta, SignatureInfo,
 };
@@ -145,6 +145,17 @@ impl ReportKind {
         match self {
             ReportKind::Node => EVIDENCE_FILE,
             ReportKind::Fleet => crate::fleet::FLEET_FILE,
+        }
+    }
+
+    /// The most bytes the files a manifest of this kind lists are read, together, to sign or
+    /// verify them: what such a folder holds with room to spare (a node's evidence is at most
+    /// 64 MiB and its pages a few times less; a fleet's `fleet.json` at most 1 GiB).
+    pub const fn read_budget(self) -> u64 {
+        const MIB: u64 = 1024 * 1024;
+        match self {
+            ReportKind::Node => 512 * MIB,
+            ReportKind::Fleet => 8 * 1024 * MIB,
         }
     }
 

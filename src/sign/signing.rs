@@ -117,9 +117,10 @@ pub fn write_manifest_in(
         }
     };
     let mut entries = Vec::new();
+    let mut budget = kind.read_budget();
     for name in files {
         let p = dir.join(name);
-        let h = sha256_in(dir, name).map_err(io_err("read", &p))?;
+        let h = sha256_in(dir, name, &mut budget).map_err(io_err("read", &p))?;
         entries.push((name.to_string(), h));
     }
     let evidence_sha256 = entries

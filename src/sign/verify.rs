@@ -458,8 +458,9 @@ pub(super) fn inspect(
     }
 
     if let Some(m) = &r.manifest {
+        let mut budget = m.kind.read_budget();
         for (name, expected) in &m.files {
-            let status = match sha256_in(dir, name) {
+            let status = match sha256_in(dir, name, &mut budget) {
                 Ok(h) if h == *expected => FileStatus::Ok,
                 Ok(actual) => {
                     r.problems.push(format!(
