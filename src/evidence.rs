@@ -1567,6 +1567,29 @@ impl Evidence {
                 ));
             }
         }
+        // One record a check and one figure a metric and subject, as nodecert writes them:
+        // a second would be a second answer to one question (the fleet's table and the
+        // exports would show one of them, the verdict the other).
+        let mut ids = std::collections::HashSet::new();
+        for c in &self.checks {
+            if !ids.insert(c.id.as_str()) {
+                return Err(format!(
+                    "two records of the check {}",
+                    crate::console::visible(&c.id)
+                ));
+            }
+            let mut figures = std::collections::HashSet::new();
+            for m in &c.metrics {
+                if !figures.insert((m.name.as_str(), &m.subject)) {
+                    return Err(format!(
+                        "check {}: two figures of {} for {}",
+                        crate::console::visible(&c.id),
+                        crate::console::visible(&m.name),
+                        crate::console::visible(&m.subject.describe())
+                    ));
+                }
+            }
+        }
         Ok(())
     }
 }
@@ -1788,6 +1811,36 @@ mod tests {
         partial.format_version = PARTIAL_FORMAT_VERSION - 1;
         partial.verdict = Verdict::Pass;
         assert!(read(&partial).is_ok());
+    }
+
+    /// Two records of one check, or two figures of one metric and subject, are refused: the
+    /// exports and the fleet's table would show one answer and the verdict the other.
+    #[test]
+    fn a_second_answer_to_one_question_is_refused() {
+        let p = Path::new("r/evidence.json");
+        let read = |ev: &Evidence| Evidence::from_text(p, &ev.to_json().unwrap());
+        let ev = crate::testutil::simulated("h200-vm-1", &[]);
+        assert!(read(&ev).is_ok());
+        let mut twice = ev.clone();
+        twice.checks.push(ev.checks[0].clone());
+        let e = read(&twice).unwrap_err();
+        assert!(
+            e.contains(&format!("two records of the check {}", ev.checks[0].id)),
+            "{e}"
+        );
+        let mut figures = ev.clone();
+        let c = figures
+            .checks
+            .iter_mut()
+            .find(|c| c.id == "host_bandwidth")
+            .unwrap();
+        let m = c.metrics[0].clone();
+        c.metrics.push(m);
+        let e = read(&figures).unwrap_err();
+        assert!(
+            e.contains("check host_bandwidth: two figures of h2d for GPU 0"),
+            "{e}"
+        );
     }
 
     fn c_status(ev: &mut Evidence, id: &str, s: Status) {
