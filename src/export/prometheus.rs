@@ -36,8 +36,12 @@ pub fn status_code(s: Status) -> f64 {
     }
 }
 
-/// Escapes a label value: backslash, double quote and line feed.
+/// Escapes a label value: backslash, double quote and line feed, after characters that would
+/// act on a terminal or hide text (escape sequences, carriage returns, bidi controls) are shown
+/// as escapes, as on every other page ([`crate::console::visible`]): `cat` of a metrics file
+/// must not clear the screen because a host name asked it to.
 pub fn escape_label_value(s: &str) -> String {
+    let s = crate::console::visible(s);
     let mut out = String::with_capacity(s.len());
     for ch in s.chars() {
         match ch {
@@ -419,7 +423,16 @@ mod tests {
 
     #[test]
     fn escapes_label_values_and_formats_special_floats() {
-        assert_eq!(escape_label_value("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+        assert_eq!(escape_label_value("a\\b\"c"), "a\\\\b\\\"c");
+        // A line break, an escape sequence, a carriage return and a bidi override reach the
+        // file as the escapes every page shows (their backslash escaped for the format), never
+        // as the characters that would act on a terminal.
+        let v = escape_label_value("n\nd\u{1b}[2J\r\u{202e}x");
+        assert!(
+            !v.chars().any(|c| c.is_control() || c == '\u{202e}'),
+            "{v:?}"
+        );
+        assert_eq!(v, "n\\\\nd\\\\u{1b}[2J\\\\r\\\\u{202e}x");
         assert_eq!(format_value(f64::NAN), "NaN");
         assert_eq!(format_value(f64::INFINITY), "+Inf");
         assert_eq!(format_value(f64::NEG_INFINITY), "-Inf");
