@@ -175,6 +175,7 @@ fn compute_table(ev: &Evidence) -> Option<ComputeTable> {
     if rec.metrics.is_empty() {
         return None;
     }
+    let idx = Index::of(rec);
     let rows = ev
         .node
         .gpus
@@ -199,7 +200,7 @@ fn compute_table(ev: &Evidence) -> Option<ComputeTable> {
                             class: class(Status::Error),
                         }
                     } else {
-                        cell(Some(rec), p.metric(), &s, &s, "")
+                        cell(Some(&idx), p.metric(), &s, &s, "")
                     }
                 })
                 .collect();
@@ -242,13 +243,14 @@ fn compute_table(ev: &Evidence) -> Option<ComputeTable> {
 /// One row per GPU of the sustained load.
 fn sustained_rows(ev: &Evidence, rec: &CheckRecord) -> Vec<SustainedRowView> {
     use crate::checks::compute::{first_and_last_tenth, sustained::*};
+    let idx = Index::of(rec);
     ev.node
         .gpus
         .iter()
         .map(|g| {
             let s = crate::evidence::Subject::gpu(g.index);
-            let worst = |metric: &str| judged(rec, metric, &s).0.map(class).unwrap_or_default();
-            let m = |name: &str| rec.metric(name, &s);
+            let worst = |metric: &str| judged(&idx, metric, &s).0.map(class).unwrap_or_default();
+            let m = |name: &str| idx.metric(name, &s);
             let rate = m(RATE)
                 .and_then(|r| first_and_last_tenth(&r.samples))
                 .map(|(a, b)| format!("{} -> {}", fmt_num(a), fmt_num(b)))
@@ -648,25 +650,57 @@ pub fn class(s: Status) -> String {
     .into()
 }
 
-/// A cell for metric `name` about `subject` in `rec`, coloured by the worst finding on it
-/// (findings about `about`: the metric's subject as findings name it).
+/// A check record's figures, and its findings on each figure, looked up by metric and subject
+/// at once: a page has a cell for every GPU pair, and a scan of every figure and finding for
+/// each cell would let evidence of many figures hold `render` for hours.
+struct Index<'a> {
+    metrics: std::collections::HashMap<(&'a str, &'a Subject), &'a crate::evidence::Metric>,
+    findings: std::collections::HashMap<(&'a str, &'a Subject), Vec<&'a crate::evidence::Finding>>,
+}
+
+impl<'a> Index<'a> {
+    fn of(rec: &'a CheckRecord) -> Index<'a> {
+        let mut metrics = std::collections::HashMap::new();
+        for m in &rec.metrics {
+            // The first, as `CheckRecord::metric` finds it.
+            metrics.entry((m.name.as_str(), &m.subject)).or_insert(m);
+        }
+        let mut findings: std::collections::HashMap<_, Vec<_>> = std::collections::HashMap::new();
+        for f in &rec.findings {
+            if let Some(name) = f.metric.as_deref() {
+                findings.entry((name, &f.subject)).or_default().push(f);
+            }
+        }
+        Index { metrics, findings }
+    }
+
+    fn metric(&self, name: &str, subject: &Subject) -> Option<&'a crate::evidence::Metric> {
+        self.metrics.get(&(name, subject)).copied()
+    }
+
+    /// The findings on metric `name` about `about`, in the record's order.
+    fn on(&self, name: &str, about: &Subject) -> Vec<&'a crate::evidence::Finding> {
+        self.findings
+            .get(&(name, about))
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+/// A cell for metric `name` about `subject` in the indexed record, coloured by the worst
+/// finding on it (findings about `about`: the metric's subject as findings name it).
 fn cell(
-    rec: Option<&CheckRecord>,
+    idx: Option<&Index>,
     name: &str,
     subject: &crate::evidence::Subject,
     about: &crate::evidence::Subject,
     unit: &str,
 ) -> Cell {
-    let Some(rec) = rec else { return Cell::empty() };
-    let Some(m) = rec.metric(name, subject) else {
+    let Some(idx) = idx else { return Cell::empty() };
+    let Some(m) = idx.metric(name, subject) else {
         return Cell::empty();
     };
-    let worst = rec
-        .findings
-        .iter()
-        .filter(|f| f.metric.as_deref() == Some(name) && &f.subject == about)
-        .map(|f| f.status)
-        .max();
+    let worst = idx.on(name, about).iter().map(|f| f.status).max();
     Cell {
         text: format!(
             "{}{}",
@@ -774,7 +808,9 @@ pub fn build(ev: &Evidence) -> View {
         topology.nic_rows = nic_rows(f, n);
     }
 
-    let hb = ev.check("host_bandwidth");
+    let hb_rec = ev.check("host_bandwidth");
+    let hb_idx = hb_rec.map(Index::of);
+    let hb = hb_idx.as_ref();
     let host = inv
         .gpus
         .iter()
@@ -790,13 +826,16 @@ pub fn build(ev: &Evidence) -> View {
                 device_copy: cell(hb, "device_copy", &s, &s, ""),
             }
         })
-        .filter(|r| hb.is_some() && r.h2d.text != "-")
+        .filter(|r| hb_rec.is_some() && r.h2d.text != "-")
         .collect();
 
-    let pb = ev.check("p2p_bandwidth");
-    let pl = ev.check("p2p_latency");
+    let (pb_rec, pl_rec) = (ev.check("p2p_bandwidth"), ev.check("p2p_latency"));
+    let (pb_idx, pl_idx) = (pb_rec.map(Index::of), pl_rec.map(Index::of));
+    let (pb, pl) = (pb_idx.as_ref(), pl_idx.as_ref());
     let mut pairs = Vec::new();
-    if pb.is_some_and(|r| !r.metrics.is_empty()) || pl.is_some_and(|r| !r.metrics.is_empty()) {
+    if pb_rec.is_some_and(|r| !r.metrics.is_empty())
+        || pl_rec.is_some_and(|r| !r.metrics.is_empty())
+    {
         for (a, b) in inv.ordered_pairs() {
             let s = crate::evidence::Subject::pair(a, b);
             let t = s.describe();
@@ -820,6 +859,7 @@ pub fn build(ev: &Evidence) -> View {
         .iter()
         .filter(|c| c.kind == "collective" && !c.metrics.is_empty())
         .map(|c| {
+            let idx = Index::of(c);
             let op = c.id.trim_start_matches("collective.").to_string();
             let mut sizes: Vec<u64> = c.metrics.iter().filter_map(|m| m.subject.bytes).collect();
             sizes.sort();
@@ -828,11 +868,11 @@ pub fn build(ev: &Evidence) -> View {
                 .iter()
                 .map(|&s| {
                     let sub = crate::evidence::Subject::size(s);
-                    let t = c
+                    let t = idx
                         .metric("time", &sub)
                         .map(|m| fmt_num(m.median))
                         .unwrap_or_default();
-                    let a = c
+                    let a = idx
                         .metric("algbw", &sub)
                         .map(|m| fmt_num(m.median))
                         .unwrap_or_default();
@@ -840,8 +880,8 @@ pub fn build(ev: &Evidence) -> View {
                         Some(o) => crate::evidence::Subject::op_size(o, s),
                         None => sub.clone(),
                     };
-                    let busbw = cell(Some(c), "busbw", &sub, &about, "");
-                    let busbw_no_nvls = cell(Some(c), "busbw_no_nvls", &sub, &about, "");
+                    let busbw = cell(Some(&idx), "busbw", &sub, &about, "");
+                    let busbw_no_nvls = cell(Some(&idx), "busbw_no_nvls", &sub, &about, "");
                     // Wrong elements as a count, and whether any were wrong; a record that is
                     // not a count (a damaged file) is shown as it is, never as 0.
                     let wrong_of = |name: &str| {
@@ -1214,12 +1254,8 @@ pub fn build(ev: &Evidence) -> View {
 
 /// The worst finding on `metric` about `about`, and the reasons of those that are not a pass
 /// (for tooltips).
-fn judged(rec: &CheckRecord, metric: &str, about: &Subject) -> (Option<Status>, Vec<String>) {
-    let on: Vec<_> = rec
-        .findings
-        .iter()
-        .filter(|f| f.metric.as_deref() == Some(metric) && &f.subject == about)
-        .collect();
+fn judged(idx: &Index, metric: &str, about: &Subject) -> (Option<Status>, Vec<String>) {
+    let on = idx.on(metric, about);
     let worst = on.iter().map(|f| f.status).max();
     let reasons = on
         .iter()
@@ -1307,6 +1343,7 @@ fn p2p_matrix(ev: &Evidence, metric: &str, title: &str) -> Option<Matrix> {
     };
     let gpus: Vec<usize> = ev.node.gpus.iter().map(|g| g.index).collect();
     let labels: Vec<String> = gpus.iter().map(|i| format!("GPU{i}")).collect();
+    let idx = Index::of(rec);
     let (mut failing, mut warning) = (0, 0);
     let mut heat = Vec::with_capacity(gpus.len());
     let mut rows = Vec::with_capacity(gpus.len());
@@ -1332,7 +1369,7 @@ fn p2p_matrix(ev: &Evidence, metric: &str, title: &str) -> Option<Matrix> {
             };
             let subject = Subject::pair(sa, sb);
             let about = subject.of_metric(metric);
-            let Some(m) = rec.metric(metric, &subject) else {
+            let Some(m) = idx.metric(metric, &subject) else {
                 let status = if rec.status == Status::Skip {
                     CellStatus::Skip
                 } else {
@@ -1346,7 +1383,7 @@ fn p2p_matrix(ev: &Evidence, metric: &str, title: &str) -> Option<Matrix> {
                 cells.push(Cell::empty());
                 continue;
             };
-            let (worst, reasons) = judged(rec, metric, &about);
+            let (worst, reasons) = judged(&idx, metric, &about);
             let status = cell_status(worst);
             match status {
                 CellStatus::Fail => failing += 1,
