@@ -476,7 +476,8 @@ pub struct ExportArgs {
     #[arg(long, value_name = "FILE")]
     pub prometheus: Option<PathBuf>,
     /// Let --junit and --prometheus replace a file in a signed report folder, or a file that is
-    /// not an earlier output of the same kind (a suite, someone's notes).
+    /// not an earlier output of the same kind (a suite, someone's notes); and let `render`
+    /// write its pages into a folder that holds another run's evidence or a fleet report.
     #[arg(long)]
     pub force: bool,
 }

@@ -1279,3 +1279,30 @@ fn a_node_that_ran_a_renamed_suite_is_refused_when_the_job_names_its_suite() {
     assert_eq!(out.status.code(), Some(0));
     assert_ne!(out.stdout, plain.stdout);
 }
+
+/// `fleet report --out` a node's folder would put the fleet's files beside the node's evidence,
+/// where neither could be signed: refused before anything is written.
+#[test]
+fn a_fleet_report_into_a_nodes_folder_is_refused() {
+    let env = Env::new();
+    env.cmd()
+        .args([
+            "run",
+            "h200-vm-1",
+            "--simulate",
+            "h200-vm-1",
+            "--out",
+            "nodes/n01",
+            "-q",
+        ])
+        .assert()
+        .code(0);
+    env.cmd()
+        .args(["fleet", "report", "nodes", "--out", "nodes/n01"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "holds a node report (evidence.json); refusing to write a fleet report beside it",
+        ));
+    assert!(!env.path("nodes/n01/fleet.json").exists());
+}

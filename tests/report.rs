@@ -81,3 +81,73 @@ fn markdown_has_the_matrices_with_failing_cells_marked() {
     // No blank-line runs that some renderers show as gaps.
     assert!(!md.contains("\n\n\n"), "three newlines in a row");
 }
+
+/// `render --out` a folder that holds another run's evidence (or a fleet report) would leave
+/// pages that describe another run beside it: refused, the folder untouched, unless --force;
+/// its own folder, or a folder holding the same bytes, is rendered as ever.
+#[test]
+fn render_into_another_runs_folder_is_refused() {
+    let env = Env::new();
+    for (out, node) in [("a", "h200-vm-1"), ("b", "l40s-pcie-4")] {
+        env.cmd()
+            .args(["run", node, "--simulate", node, "--out", out, "-q"])
+            .assert()
+            .code(0);
+    }
+    let before = env.read("b/report.md");
+    let out = env
+        .cmd()
+        .args(["render", "a/evidence.json", "--out", "b"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("holds the evidence of another run (evidence.json)"),
+        "{err}"
+    );
+    assert_eq!(env.read("b/report.md"), before, "untouched");
+    // Its own folder, and a copy of the same evidence, render.
+    env.cmd().args(["render", "a"]).assert().code(0);
+    std::fs::create_dir_all(env.path("c")).unwrap();
+    std::fs::copy(env.path("a/evidence.json"), env.path("c/evidence.json")).unwrap();
+    env.cmd()
+        .args(["render", "a/evidence.json", "--out", "c"])
+        .assert()
+        .code(0);
+    // A fleet's folder is refused too, even with --force (a node's report beside a fleet's
+    // could be signed as neither), as `run` into it is; --force renders over another run.
+    std::fs::create_dir_all(env.path("f")).unwrap();
+    env.write("f/fleet.json", "{}");
+    for force in [false, true] {
+        let mut cmd = env.cmd();
+        cmd.args(["render", "a", "--out", "f"]);
+        if force {
+            cmd.arg("--force");
+        }
+        cmd.assert().code(2).stderr(predicates::str::contains(
+            "holds a fleet report (fleet.json)",
+        ));
+    }
+    env.cmd()
+        .args([
+            "run",
+            "h200-vm-1",
+            "--simulate",
+            "h200-vm-1",
+            "--out",
+            "f",
+            "-q",
+        ])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "refusing to write a node report beside it",
+        ));
+    assert!(!env.path("f/evidence.json").exists());
+    env.cmd()
+        .args(["render", "a/evidence.json", "--out", "b", "--force"])
+        .assert()
+        .code(0);
+    assert!(env.read("b/report.md").contains("sim-h200-vm"));
+}

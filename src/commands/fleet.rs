@@ -73,7 +73,7 @@ pub fn report(
     // report beside them): a second `fleet report` into the same folder is turned away before
     // it reads, instead of writing there what it read while the first was writing.
     let created = std::fs::symlink_metadata(out).is_err();
-    let dir = open_report_dir(out)?;
+    let dir = open_report_dir(out, Some(crate::sign::ReportKind::Fleet))?;
     let written = report_in(
         &dir,
         inputs,

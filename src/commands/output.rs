@@ -251,15 +251,33 @@ pub(crate) fn lock_dir(d: Dir) -> Result<LockedDir> {
     })
 }
 
-/// Create (when missing) and lock a folder for reports, refusing a signed one. Checked again
-/// under the lock: a run that signed here meanwhile is not overwritten.
-pub(crate) fn open_report_dir(out: &Path) -> Result<LockedDir> {
+/// Create (when missing) and lock a folder for reports, refusing a signed one, and for a report
+/// of `kind` one that holds the other kind's evidence. Checked again under the lock: a run that
+/// signed here meanwhile is not overwritten.
+pub(crate) fn open_report_dir(out: &Path, kind: Option<sign::ReportKind>) -> Result<LockedDir> {
     let d = lock_dir(Dir::create_all(out).map_err(|e| dir_error(out, e))?)?;
     if d.exists(sign::MANIFEST_FILE.as_ref()).unwrap_or(true) {
         return Err(InputError::Other(format!(
             "{} holds a signed report ({}); refusing to write into it: choose another --out",
             out.display(),
             sign::MANIFEST_FILE
+        ))
+        .into());
+    }
+    // A node's report and a fleet's in one folder could be signed as neither (the manifest of
+    // one does not cover the other's files).
+    let Some(kind) = kind else { return Ok(d) };
+    let other = match kind {
+        sign::ReportKind::Node => sign::ReportKind::Fleet,
+        sign::ReportKind::Fleet => sign::ReportKind::Node,
+    };
+    if d.exists(other.evidence_file().as_ref()).unwrap_or(true) {
+        return Err(InputError::Other(format!(
+            "{} holds a {} report ({}); refusing to write a {} report beside it: choose another --out",
+            out.display(),
+            other.key(),
+            other.evidence_file(),
+            kind.key()
         ))
         .into());
     }

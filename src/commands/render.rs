@@ -31,7 +31,10 @@ pub fn cmd_render(
     export.check(&out, Some(&path))?;
     let pages = load_templates(templates, false)?;
     let (_, ev) = read_evidence(evidence)?;
-    let dir = open_report_dir(&out)?;
+    if !export.force {
+        another_report(&out, &path)?;
+    }
+    let dir = open_report_dir(&out, Some(sign::ReportKind::Node))?;
     write_reports(&ev, &dir, &pages, &Default::default())?;
     let tag = crate::console::simulated_tag(ev.simulated);
     crate::outln!(
@@ -47,4 +50,32 @@ pub fn cmd_render(
     }
     // As the run itself exits: a re-rendered failure or incomplete run is still one.
     Ok(exit_for(&ev))
+}
+
+/// Refuse a folder `out` whose pages would then describe what its own files are not: a node's
+/// folder holding evidence other than `reading` (another run's; the same bytes elsewhere are the
+/// same run). `--force` renders there anyway. (A fleet's folder is refused whatever the flags,
+/// by [`open_report_dir`].)
+fn another_report(out: &Path, reading: &Path) -> Result<()> {
+    use crate::fsio::read::{read, Kind};
+    let refuse = |why: String| -> Result<()> {
+        Err(InputError::Other(format!(
+            "{} {why}: its pages would not describe it; choose another --out, or add --force",
+            out.display()
+        ))
+        .into())
+    };
+    let theirs = out.join(sign::EVIDENCE_FILE);
+    if std::fs::symlink_metadata(&theirs).is_err()
+        || crate::fsio::write::same_file(&theirs, reading)
+    {
+        return Ok(());
+    }
+    match (read(&theirs, Kind::Evidence), read(reading, Kind::Evidence)) {
+        (Ok(a), Ok(b)) if a == b => Ok(()),
+        _ => refuse(format!(
+            "holds the evidence of another run ({})",
+            sign::EVIDENCE_FILE
+        )),
+    }
 }

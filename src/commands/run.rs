@@ -110,7 +110,7 @@ pub fn cmd_run(
     }
     crate::checks::check_evidence_size(&loaded, inv.gpus.len())?;
     // Held until the run ends: no other nodecert writes here meanwhile.
-    let dir = open_report_dir(out)?;
+    let dir = open_report_dir(out, Some(crate::sign::ReportKind::Node))?;
     let evidence_path = out.join(crate::evidence::EVIDENCE_FILE);
     let mut console = crate::console::Console::new(quiet, simrec.is_some());
     let color = console.color();
