@@ -152,6 +152,28 @@ pub fn visible(s: &str) -> String {
     out
 }
 
+/// JSON text with every character [`is_hidden`] finds written as a `\uXXXX` escape: the same
+/// JSON value, but one that cannot act on the terminal it is printed to (serde_json escapes only
+/// U+0000 to U+001F; a C1 control, a bidi override or a line separator from the node would
+/// otherwise reach the terminal as it is). Such characters appear only inside JSON strings,
+/// where the escape means the character.
+pub fn json_visible(json: &str) -> String {
+    let mut out = String::with_capacity(json.len());
+    for c in json.chars() {
+        // Below U+0020 serde_json has escaped every one inside a string already; outside
+        // strings are only the line breaks of pretty-printing, kept.
+        if c > '\u{1f}' && is_hidden(c) {
+            let mut units = [0u16; 2];
+            for u in c.encode_utf16(&mut units) {
+                out.push_str(&format!("\\u{:04x}", u));
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// Whether `c` would act on a terminal or a page instead of showing: a control character, or
 /// an invisible character that reorders text (bidi marks, overrides and isolates, the Arabic
 /// letter mark), joins or separates it unseen (zero-width spaces and joiners, the word joiner,
@@ -254,6 +276,32 @@ pub fn tag_lines(text: &str, simulated: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Printed JSON cannot act on a terminal, and is still the same JSON value.
+    #[test]
+    fn printed_json_escapes_what_would_act_on_a_terminal() {
+        let v = serde_json::json!({ "host": "h\u{9b}2J\u{9d}0;T\u{9c}\u{202e}\u{2028}x\u{1b}[0m é 😀" });
+        let text = serde_json::to_string(&v).unwrap();
+        assert!(
+            text.contains('\u{9b}'),
+            "serde_json leaves C1 controls as they are"
+        );
+        let shown = json_visible(&text);
+        assert!(!shown.chars().any(is_hidden), "{shown}");
+        assert_eq!(
+            shown,
+            r#"{"host":"h\u009b2J\u009d0;T\u009c\u202e\u2028x\u001b[0m é 😀"}"#
+        );
+        let back: serde_json::Value = serde_json::from_str(&shown).unwrap();
+        assert_eq!(back, v);
+        // Pretty-printed: its line breaks stay what they are, and it reads back the same.
+        let pretty = json_visible(&serde_json::to_string_pretty(&v).unwrap());
+        assert!(pretty.starts_with("{\n  \"host\""), "{pretty}");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&pretty).unwrap(),
+            v
+        );
+    }
 
     #[test]
     fn every_line_of_a_simulated_text_is_marked_once_whatever_the_node_is_called() {

@@ -668,6 +668,8 @@ fn waited(
 pub fn cmd_k8s(job: fleet::k8s::Job, out: Option<&Path>) -> Result<u8> {
     let m = fleet::k8s::manifests(&job).map_err(input)?;
     let text = serde_json::to_string_pretty(&m).map_err(|e| input(e.to_string()))? + "\n";
+    // The same JSON with what would act on a terminal escaped (it may be printed to one).
+    let text = crate::console::json_visible(&text);
     match out {
         None => crate::out!("{text}"),
         Some(p) => {

@@ -60,7 +60,8 @@ pub fn cmd_inventory(
         }
     } else if json {
         let v = serde_json::json!({ "simulated": simrec.is_some(), "inventory": inv });
-        crate::outln!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+        let text = serde_json::to_string_pretty(&v).unwrap_or_default();
+        crate::outln!("{}", crate::console::json_visible(&text));
     } else {
         crate::out!("{}", crate::inventory_text::render(&inv, simrec.is_some()));
     }
