@@ -244,6 +244,15 @@ pub enum Command {
         /// The request, JSON.
         request: String,
     },
+    /// Internal: write FILE for a fleet job's script as nodecert writes every file (a regular
+    /// file replaced whole, never through a link nor into a FIFO planted in its place): what
+    /// stdin gives (at most 1 MiB), or with --new-key a new job key readable by its owner alone.
+    #[command(name = "__job-file", hide = true)]
+    JobFile {
+        file: PathBuf,
+        #[arg(long)]
+        new_key: bool,
+    },
 }
 
 #[derive(Subcommand, Debug)]
@@ -606,6 +615,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             export,
         } => render::cmd_render(&evidence, out, templates.as_deref(), &export),
         Command::CollectiveNoNvls { request } => Ok(crate::backend::no_nvls::serve(&request)),
+        Command::JobFile { file, new_key } => crate::commands::fleet::cmd_job_file(&file, new_key),
         Command::Fleet(f) => fleet_dispatch(f, args),
         Command::HealthCheck {
             suite,

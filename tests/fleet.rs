@@ -879,7 +879,9 @@ fn the_slurm_script_quotes_what_it_is_given_and_is_valid_bash() {
         "nodecert='/opt/node cert/nodecert'",
         "    n2) inject=(--inject nvlink-down:gpu=2) ;;",
         &format!("  exec \"$nodecert\" run {quoted} --out \"$out/$SLURMD_NODENAME\" -q --simulate h100-sxm-8 --seed $((SLURM_PROCID + 1)) --node-name \"$SLURMD_NODENAME\" ${{inject[@]+\"${{inject[@]}}\"}}"),
-        &format!("(set -o noclobber; {{ echo \"# job: $SLURM_JOB_ID\"; \"$nodecert\" check {quoted} --job-lines || exit 1; scontrol show hostnames \"$SLURM_JOB_NODELIST\"; }} > \"$out/expected-nodes.txt\") || exit 1"),
+        &format!("lines=$({{ echo \"# job: $SLURM_JOB_ID\"; \"$nodecert\" check {quoted} --job-lines || exit 1; scontrol show hostnames \"$SLURM_JOB_NODELIST\"; }}) || exit 1"),
+        "printf '%s\\n' \"$lines\" | \"$nodecert\" __job-file \"$out/expected-nodes.txt\" || exit 1",
+        "srun --ntasks-per-node=1 --kill-on-bad-exit=0 bash -c \"$task\"",
         "exec \"$nodecert\" fleet report \"$out\" --out \"$out/fleet\"",
     ] {
         assert!(script.lines().any(|l| l == line), "missing {line:?} in\n{script}");
@@ -1305,4 +1307,46 @@ fn a_fleet_report_into_a_nodes_folder_is_refused() {
             "holds a node report (evidence.json); refusing to write a fleet report beside it",
         ));
     assert!(!env.path("nodes/n01/fleet.json").exists());
+}
+
+/// The files a Slurm job's script writes go through nodecert (`__job-file`): a regular file
+/// written whole; a FIFO or a link planted at the name is refused, never opened (the shell's
+/// `noclobber` opens a FIFO); a new key is its owner's alone.
+#[test]
+fn a_job_file_is_written_as_nodecert_writes_every_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    fs::create_dir_all(env.path("shared")).unwrap();
+    env.cmd()
+        .args(["__job-file", "shared/expected-nodes.txt"])
+        .write_stdin("# job: 7\nn1\n")
+        .assert()
+        .code(0);
+    assert_eq!(env.read("shared/expected-nodes.txt"), "# job: 7\nn1\n");
+    let fifo = env.path("shared/planted");
+    assert!(std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    std::os::unix::fs::symlink("/etc/passwd", env.path("shared/link")).unwrap();
+    for name in ["shared/planted", "shared/link"] {
+        env.cmd()
+            .args(["__job-file", name])
+            .write_stdin("secret\n")
+            .timeout(std::time::Duration::from_secs(60))
+            .assert()
+            .failure();
+    }
+    use std::os::unix::fs::FileTypeExt;
+    assert!(fs::symlink_metadata(&fifo).unwrap().file_type().is_fifo());
+    env.cmd()
+        .args(["__job-file", "--new-key", "shared/.fabric-key.7"])
+        .assert()
+        .code(0);
+    let meta = fs::metadata(env.path("shared/.fabric-key.7")).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o777, 0o600);
+    let key = env.read("shared/.fabric-key.7");
+    assert_eq!(key.trim().len(), 64, "{key}");
+    assert!(key.trim().bytes().all(|b| b.is_ascii_hexdigit()));
 }

@@ -664,6 +664,38 @@ fn waited(
     ))
 }
 
+/// The most a job file written from stdin may hold (a node list of 100,000 host names).
+const MAX_JOB_FILE: u64 = 1024 * 1024;
+
+/// `__job-file FILE [--new-key]`: write a file of a fleet job's script (its node list, its key)
+/// as nodecert writes every file, where the shell could not (a FIFO planted between its `rm`
+/// and its `>` would be opened and read or block the job; `noclobber` refuses only regular
+/// files). The content is stdin's, or a new job key (mode 0600).
+pub fn cmd_job_file(file: &Path, new_key: bool) -> Result<u8> {
+    let write = |bytes: &[u8], private: bool| {
+        let w = if private {
+            crate::fsio::write::replace_private
+        } else {
+            crate::fsio::write::replace
+        };
+        w(file, bytes).map_err(|source| Error::Write {
+            path: file.to_path_buf(),
+            source,
+        })
+    };
+    if new_key {
+        write(
+            crate::fabric::JobKey::generate().map_err(input)?.as_bytes(),
+            true,
+        )?;
+    } else {
+        let bytes = crate::fsio::read::read_limited(std::io::stdin(), MAX_JOB_FILE, "stdin")
+            .map_err(|e| input(format!("stdin: {e}")))?;
+        write(&bytes, false)?;
+    }
+    Ok(exit::PASS)
+}
+
 /// Write the Kubernetes manifests to `out` (or stdout).
 pub fn cmd_k8s(job: fleet::k8s::Job, out: Option<&Path>) -> Result<u8> {
     let m = fleet::k8s::manifests(&job).map_err(input)?;

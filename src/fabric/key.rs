@@ -78,6 +78,17 @@ impl JobKey {
         let meta = f
             .metadata()
             .map_err(|e| format!("cannot read the job key {shown}: {e}"))?;
+        // Its owner must be who reads it (or root): in a shared folder anyone may plant a file of
+        // mode 0600 of their own, whose key they then know.
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        if meta.uid() != me && meta.uid() != 0 {
+            return Err(format!(
+                "the job key {shown} belongs to another user (uid {}, this process runs as {me}): \
+                 a key someone else wrote proves nothing",
+                meta.uid()
+            ));
+        }
         if meta.mode() & 0o077 != 0 {
             return Err(format!(
                 "the job key {shown} can be read by others (mode {:04o}): make it readable by its \
@@ -253,5 +264,15 @@ mod tests {
         std::fs::write(&p, "0123456789abcdef0123").unwrap();
         let env = move |k: &str| (k == KEY_ENV).then(|| path.clone());
         assert_eq!(JobKey::from_env(&env).unwrap(), key("0123456789abcdef0123"));
+        // A key of another user's (planted in a shared folder, mode 0600 and all) is refused:
+        // only root can give a file away, so this part needs it (CI runs as root).
+        if unsafe { libc::geteuid() } == 0 {
+            std::os::unix::fs::chown(&p, Some(12345), None).unwrap();
+            let e = JobKey::read(&p).unwrap_err();
+            assert!(
+                e.contains("belongs to another user (uid 12345, this process runs as 0)"),
+                "{e}"
+            );
+        }
     }
 }

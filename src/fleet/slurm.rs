@@ -61,14 +61,21 @@ fn sbatch_value(what: &str, v: &str) -> Result<String, String> {
 /// The file name of the batch script in the shared folder.
 pub const SCRIPT_FILE: &str = "nodecert-fleet.sbatch";
 
+/// The internal command the script writes its files with (`nodecert __job-file FILE
+/// [--new-key]`), as nodecert writes every file.
+pub const JOB_FILE: &str = "__job-file";
+
+/// The delimiter of the task's here-document in the script.
+const TASK_END: &str = "NODECERT_TASK_END";
+
 /// The job's own output (what its script and tasks print) in the shared folder, for job `id`
 /// (`%j`, in the script, for Slurm to fill in).
 pub fn log_file(id: &str) -> String {
     format!("slurm-{id}.out")
 }
 
-/// The batch script, to be written as `job.out/SCRIPT_FILE` (each task runs that file again,
-/// by its shared path, for its own node).
+/// The batch script, to be written as `job.out/SCRIPT_FILE` (each node runs its task, held in
+/// the script as Slurm stored it, not the shared file).
 pub fn script(job: &Job) -> Result<String, String> {
     let mut s = String::from(
         "#!/bin/bash\n# Written by `nodecert fleet slurm`: one nodecert run per node, each into its own\n\
@@ -108,10 +115,12 @@ pub fn script(job: &Job) -> Result<String, String> {
     let _ = writeln!(s, "set -u");
     let _ = writeln!(s, "nodecert={}", sh(&job.nodecert));
     let _ = writeln!(s, "out={}", sh(&job.out));
-    // The task: this same file, run by srun on each node.
-    s.push_str("if [ -n \"${NODECERT_FLEET_TASK:-}\" ]; then\n");
-    s.push_str("  # The node's name from Slurm: several slurmd may share one host name.\n");
-    s.push_str("  inject=()\n  case \"$SLURMD_NODENAME\" in\n");
+    // The task each node runs, from this script as Slurm stored it at submission (srun runs it
+    // as `bash -c`), never from the shared folder, where whoever can rename its files could
+    // replace the script before the tasks start.
+    let mut t = String::from("set -u\n");
+    t.push_str("  # The node's name from Slurm: several slurmd may share one host name.\n");
+    t.push_str("  inject=()\n  case \"$SLURMD_NODENAME\" in\n");
     let mut by_node: std::collections::BTreeMap<&str, Vec<&str>> = Default::default();
     for (node, fault) in &job.inject {
         crate::commands::check_node_name(node).map_err(|e| e.to_string())?;
@@ -122,9 +131,9 @@ pub fn script(job: &Job) -> Result<String, String> {
             .iter()
             .map(|f| format!("--inject {}", sh(f)))
             .collect();
-        let _ = writeln!(s, "    {}) inject=({}) ;;", sh(node), words.join(" "));
+        let _ = writeln!(t, "    {}) inject=({}) ;;", sh(node), words.join(" "));
     }
-    s.push_str("  esac\n");
+    t.push_str("  esac\n");
     let mut run = String::from("  exec \"$nodecert\" run");
     if let Some(suite) = &job.suite {
         let _ = write!(run, " {}", sh(suite));
@@ -141,8 +150,24 @@ pub fn script(job: &Job) -> Result<String, String> {
         );
     }
     // (bash before 4.4 calls an empty array unset under `set -u`: expanded only when set.)
-    run.push_str(" ${inject[@]+\"${inject[@]}\"}\nfi\n");
-    s.push_str(&run);
+    run.push_str(" ${inject[@]+\"${inject[@]}\"}\n");
+    t.push_str(&run);
+    // A here-document read as it is (its delimiter quoted): no line of the task may be the
+    // delimiter, which would end it early (a suite path holding a line break and that word).
+    if t.lines().any(|l| l == TASK_END) {
+        return Err(format!(
+            "a value holds a line {TASK_END:?}, which ends the task's text"
+        ));
+    }
+    s.push_str(
+        "# The task each node runs (srun bash -c): held here, as Slurm stored this script when it\n\
+         # was submitted, never read again from the shared folder.\n\
+         export nodecert out\n",
+    );
+    let _ = write!(
+        s,
+        "IFS= read -r -d '' task <<'{TASK_END}' || true\n{t}{TASK_END}\n"
+    );
     // The suite every node is to run, where the job names one: its name and the digest of its
     // contents as the nodes will run it, read when the job starts (a suite edited while the job
     // waited in the queue is the one run), by the same nodecert. `fleet report` holds each
@@ -157,13 +182,17 @@ pub fn script(job: &Job) -> Result<String, String> {
     };
     s.push_str(
         "# The job, the suite and the nodes it was given: `fleet report` expects evidence of this\n\
-         # job and suite from each. A new file (a link planted in its place is removed, not\n\
-         # followed).\n\
+         # job and suite from each. Written by nodecert as it writes every file: a regular file\n\
+         # replaced whole, never through a link or into a FIFO planted in its place.\n\
          rm -f \"$out/expected-nodes.txt\"\n",
     );
     let _ = writeln!(
         s,
-        "(set -o noclobber; {{ echo \"# job: $SLURM_JOB_ID\"; {suite_line}scontrol show hostnames \"$SLURM_JOB_NODELIST\"; }} > \"$out/expected-nodes.txt\") || exit 1"
+        "lines=$({{ echo \"# job: $SLURM_JOB_ID\"; {suite_line}scontrol show hostnames \"$SLURM_JOB_NODELIST\"; }}) || exit 1"
+    );
+    let _ = writeln!(
+        s,
+        "printf '%s\\n' \"$lines\" | \"$nodecert\" {JOB_FILE} \"$out/expected-nodes.txt\" || exit 1"
     );
     s.push_str(
         "# Rank 0's address, for the fabric's rendezvous: Slurm's NodeAddr of the first node (its\n\
@@ -177,17 +206,18 @@ pub fn script(job: &Job) -> Result<String, String> {
             "# The job's key, with which its nodes prove to each other that they belong to it: a\n\
              # new one for each job, readable by its owner alone, removed when the nodes are done.\n\
              key=\"$out/.fabric-key.$SLURM_JOB_ID\"\n\
-             rm -f \"$key\"\n\
-             (umask 077; set -o noclobber; head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \\n' > \"$key\") || exit 1\n\
-             export NODECERT_FABRIC_KEY_FILE=\"$key\"\n",
+             rm -f \"$key\"\n",
+        );
+        let _ = writeln!(
+            s,
+            "\"$nodecert\" {JOB_FILE} --new-key \"$key\" </dev/null || exit 1\n\
+             export NODECERT_FABRIC_KEY_FILE=\"$key\""
         );
     }
     s.push_str(
         "# One task per node; a failing node does not stop the others.\n\
-         NODECERT_FLEET_TASK=1 srun --ntasks-per-node=1 --kill-on-bad-exit=0 bash \"$out/",
+         srun --ntasks-per-node=1 --kill-on-bad-exit=0 bash -c \"$task\"\n",
     );
-    s.push_str(SCRIPT_FILE);
-    s.push_str("\"\n");
     if job.fabric {
         s.push_str("rm -f \"$key\"\n");
     }
@@ -357,6 +387,45 @@ mod tests {
             .into_iter()
             .map(|a| a.join(" "))
             .collect()
+    }
+
+    /// The task each node runs is in the script as Slurm stores it, read as it is; a value with
+    /// a line that would end its text early is refused, and bash reads back the task written.
+    #[test]
+    fn the_task_is_held_in_the_script_and_cannot_be_ended_early() {
+        let job = |suite: &str| Job {
+            suite: Some(suite.into()),
+            out: "/shared/x".into(),
+            nodecert: "/opt/nodecert".into(),
+            nodes: Some(2),
+            ..Default::default()
+        };
+        let s = script(&job("/s/it's.toml")).unwrap();
+        assert!(
+            !s.contains(SCRIPT_FILE),
+            "no task reads the shared script: {s}"
+        );
+        // bash reads the here-document back into $task as it was written.
+        let head: String = s
+            .lines()
+            .take_while(|l| !l.starts_with("# The job, the suite"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let o = std::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!("{head}printf %s \"$task\""))
+            .output()
+            .unwrap();
+        let task = String::from_utf8(o.stdout).unwrap();
+        assert!(task.starts_with("set -u\n"), "{task}");
+        assert!(
+            task.contains(
+                "exec \"$nodecert\" run '/s/it'\\''s.toml' --out \"$out/$SLURMD_NODENAME\" -q"
+            ),
+            "{task}"
+        );
+        let e = script(&job("/s/a\nNODECERT_TASK_END\nrm -rf /\n")).unwrap_err();
+        assert!(e.contains("ends the task's text"), "{e}");
     }
 
     #[test]
