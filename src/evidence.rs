@@ -1414,10 +1414,20 @@ impl Evidence {
 
     /// [`Evidence::read`], and the digest of the resolved suite as the file holds it (see
     /// [`crate::suite::resolved_sha256`]): what the node's nodecert wrote, not what this one
-    /// would write of it.
+    /// would write of it. The file itself, never a link at `path` (a node's folder in a fleet's
+    /// shared folder: a link swapped in after the folder was looked at is not followed).
     pub fn read_with_suite_digest(path: &Path) -> Result<(Evidence, String), String> {
-        let text = crate::fsio::read::read_to_string(path, crate::fsio::read::Kind::Evidence)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        use crate::fsio::read::{open, read_limited, Kind};
+        let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
+        let bytes = open(path, false)
+            .and_then(|f| read_limited(f, Kind::Evidence.limit(), Kind::Evidence.name()))
+            .map_err(cannot)?;
+        let text = String::from_utf8(bytes).map_err(|_| {
+            cannot(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                "stream did not contain valid UTF-8",
+            ))
+        })?;
         Evidence::parse_text(path, &text)
     }
 
@@ -1841,6 +1851,24 @@ mod tests {
             e.contains("check host_bandwidth: two figures of h2d for GPU 0"),
             "{e}"
         );
+    }
+
+    /// A fleet reads a node's evidence itself, never through a link put in its place.
+    #[test]
+    fn the_fleets_read_of_a_nodes_evidence_follows_no_link() {
+        let d = tempfile::tempdir().unwrap();
+        let ev = crate::testutil::simulated("h200-vm-1", &[]);
+        let real = d.path().join("elsewhere.json");
+        std::fs::write(&real, ev.to_json().unwrap()).unwrap();
+        assert!(Evidence::read_with_suite_digest(&real).is_ok());
+        let link = d.path().join("evidence.json");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        assert!(
+            Evidence::read(&link).is_ok(),
+            "a path a user gives may be a link"
+        );
+        let e = Evidence::read_with_suite_digest(&link).unwrap_err();
+        assert!(e.contains("cannot read"), "{e}");
     }
 
     fn c_status(ev: &mut Evidence, id: &str, s: Status) {
