@@ -177,8 +177,9 @@ pub fn json_visible(json: &str) -> String {
 /// Whether `c` would act on a terminal or a page instead of showing: a control character, or
 /// an invisible character that reorders text (bidi marks, overrides and isolates, the Arabic
 /// letter mark), joins or separates it unseen (zero-width spaces and joiners, the word joiner,
-/// the Mongolian vowel separator, the invisible operators, the byte order mark) or breaks a
-/// line (U+2028, U+2029).
+/// the Mongolian vowel separator, the invisible operators, the byte order mark, the deprecated
+/// format characters U+206A to U+206F, the interlinear annotation marks, the tag characters
+/// that can carry text no one sees) or breaks a line (U+2028, U+2029).
 pub(crate) fn is_hidden(c: char) -> bool {
     c.is_control()
         || matches!(
@@ -188,8 +189,10 @@ pub(crate) fn is_hidden(c: char) -> bool {
                 | '\u{200b}'..='\u{200f}'
                 | '\u{2028}'..='\u{202e}'
                 | '\u{2060}'..='\u{2064}'
-                | '\u{2066}'..='\u{2069}'
+                | '\u{2066}'..='\u{206f}'
                 | '\u{feff}'
+                | '\u{fff9}'..='\u{fffb}'
+                | '\u{e0000}'..='\u{e007f}'
         )
 }
 
@@ -364,6 +367,19 @@ mod tests {
             "x\\r\\u{1b}[2KPASS: node passed\\n"
         );
         assert_eq!(visible("a\u{202e}b"), "a\\u{202e}b");
+        // Tag characters (text no one sees), the annotation marks and the deprecated format
+        // characters are shown too; the characters beside each range are not.
+        assert_eq!(
+            visible("a\u{e0041}\u{e007f}b\u{fff9}\u{fffb}c\u{206a}\u{206f}d"),
+            "a\\u{e0041}\\u{e007f}b\\u{fff9}\\u{fffb}c\\u{206a}\\u{206f}d"
+        );
+        assert_eq!(
+            visible("\u{fff8}\u{fffc}\u{e0080}\u{2070}"),
+            "\u{fff8}\u{fffc}\u{e0080}\u{2070}"
+        );
+        let shown = json_visible("\"\u{e0041}\"");
+        assert_eq!(shown, "\"\\udb40\\udc41\"");
+        assert_eq!(serde_json::from_str::<String>(&shown).unwrap(), "\u{e0041}");
     }
 
     #[test]
