@@ -1350,3 +1350,22 @@ fn a_job_file_is_written_as_nodecert_writes_every_file() {
     assert_eq!(key.trim().len(), 64, "{key}");
     assert!(key.trim().bytes().all(|b| b.is_ascii_hexdigit()));
 }
+
+/// A folder whose absolute path is not UTF-8 (the current folder's name here) is refused: its
+/// lossy form in the script would name another folder.
+#[test]
+fn a_slurm_job_in_a_folder_whose_path_is_not_utf8_is_refused() {
+    use std::os::unix::ffi::OsStrExt;
+    let env = Env::new();
+    let odd = env.path("").join(std::ffi::OsStr::from_bytes(b"odd\xff"));
+    fs::create_dir_all(&odd).unwrap();
+    env.cmd()
+        .current_dir(&odd)
+        .args(["fleet", "slurm", "--out", "shared", "--nodes", "2"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "a path that is not UTF-8 cannot be written into the script",
+        ));
+    assert!(!odd.join("shared/nodecert-fleet.sbatch").exists());
+}

@@ -559,23 +559,21 @@ pub fn cmd_slurm(mut job: fleet::slurm::Job, submit: bool, wait: bool) -> Result
         }
         if crate::suite::load::embedded(&spec).is_none() {
             let abs = std::path::absolute(&spec).map_err(|e| input(format!("{spec}: {e}")))?;
-            job.suite = Some(abs.display().to_string());
+            job.suite = Some(script_path(&abs, "the suite")?);
         }
     }
     let out = PathBuf::from(&job.out);
     let dir =
         crate::fsio::write::Dir::create_all(&out).map_err(|e| super::output::dir_error(&out, e))?;
     let abs = std::path::absolute(&out).map_err(|e| input(e.to_string()))?;
-    job.out = abs.display().to_string();
+    job.out = script_path(&abs, "--out")?;
     if job.nodecert.is_empty() {
-        job.nodecert = std::env::current_exe()
-            .map_err(|e| {
-                input(format!(
-                    "cannot find this nodecert binary ({e}): give --nodecert PATH"
-                ))
-            })?
-            .display()
-            .to_string();
+        let exe = std::env::current_exe().map_err(|e| {
+            input(format!(
+                "cannot find this nodecert binary ({e}): give --nodecert PATH"
+            ))
+        })?;
+        job.nodecert = script_path(&exe, "this nodecert binary")?;
     }
     let script = fleet::slurm::script(&job).map_err(input)?;
     let path = abs.join(fleet::slurm::SCRIPT_FILE);
@@ -637,6 +635,17 @@ pub fn cmd_slurm(mut job: fleet::slurm::Job, submit: bool, wait: bool) -> Result
         );
     }
     Ok(exit::PASS)
+}
+
+/// A path as the batch script names it: its exact text, or an error where it is not UTF-8 (its
+/// lossy form would name another file).
+fn script_path(p: &Path, what: &str) -> Result<String> {
+    p.to_str().map(str::to_string).ok_or_else(|| {
+        input(format!(
+            "{what} {}: a path that is not UTF-8 cannot be written into the script",
+            crate::console::visible(&p.display().to_string())
+        ))
+    })
 }
 
 /// The fleet report of job `id` after `--wait`, or why there is none (a report left by an

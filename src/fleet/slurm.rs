@@ -46,6 +46,18 @@ pub fn sh(s: &str) -> String {
     }
 }
 
+/// The shared folder in `#SBATCH --output=`, where Slurm reads `%` as the start of a pattern
+/// (`%%` is a `%`) and a backslash turns every pattern off (the job id among them).
+fn output_value(out: &str) -> Result<String, String> {
+    if out.contains('\\') {
+        return Err(format!(
+            "--out {:?}: a backslash would turn off Slurm's file name patterns",
+            crate::console::visible(out)
+        ));
+    }
+    Ok(sbatch_value("--out", out)?.replace('%', "%%"))
+}
+
 /// An `#SBATCH` line's value cannot be quoted (sbatch reads it up to the line's end): refuse
 /// what would end the line or be read as another option.
 fn sbatch_value(what: &str, v: &str) -> Result<String, String> {
@@ -96,7 +108,7 @@ pub fn script(job: &Job) -> Result<String, String> {
     let _ = writeln!(
         s,
         "#SBATCH --output={}/{}",
-        sbatch_value("--out", &job.out)?,
+        output_value(&job.out)?,
         log_file("%j")
     );
     if let Some(p) = &job.partition {
@@ -426,6 +438,18 @@ mod tests {
         );
         let e = script(&job("/s/a\nNODECERT_TASK_END\nrm -rf /\n")).unwrap_err();
         assert!(e.contains("ends the task's text"), "{e}");
+        // Slurm's file name patterns: a % in the folder is written %%, a backslash refused.
+        let mut j = job("x");
+        j.out = "/shared/100%/a".into();
+        let s = script(&j).unwrap();
+        assert!(
+            s.lines()
+                .any(|l| l == "#SBATCH --output=/shared/100%%/a/slurm-%j.out"),
+            "{s}"
+        );
+        assert!(s.lines().any(|l| l == "out=/shared/100%/a"), "{s}");
+        j.out = "/shared/a\\b".into();
+        assert!(script(&j).unwrap_err().contains("a backslash"));
     }
 
     #[test]
