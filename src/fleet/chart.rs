@@ -34,9 +34,18 @@ pub fn strip(d: &Distribution, marked: &BTreeSet<String>) -> String {
     }
     let lo = values.iter().cloned().fold(f64::INFINITY, f64::min);
     let hi = values.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-    let pad = ((hi - lo) * 0.05).max(hi.abs() * 0.01).max(1e-9);
-    let (lo, hi) = (lo - pad, hi + pad);
-    let x = |v: f64| LEFT + (v - lo) / (hi - lo) * (W - LEFT - RIGHT);
+    // In halves, and clamped to the finite range: figures spanning -1e308 to 1e308 (a damaged
+    // or hostile file) would otherwise overflow to infinity and draw at NaN.
+    let pad = ((hi / 2.0 - lo / 2.0) * 0.1).max(hi.abs() * 0.01).max(1e-9);
+    let (lo, hi) = ((lo - pad).max(f64::MIN), (hi + pad).min(f64::MAX));
+    let x = |v: f64| {
+        let t = (v / 2.0 - lo / 2.0) / (hi / 2.0 - lo / 2.0);
+        LEFT + if t.is_finite() {
+            t.clamp(0.0, 1.0)
+        } else {
+            0.5
+        } * (W - LEFT - RIGHT)
+    };
     s.push_str(&format!(
         "<line x1=\"{LEFT}\" y1=\"{AXIS_Y}\" x2=\"{}\" y2=\"{AXIS_Y}\" stroke=\"#d0d7de\"/>",
         W - RIGHT
@@ -139,5 +148,23 @@ mod tests {
         );
         assert_eq!(s.matches("<circle").count(), 1);
         assert!(!s.contains("NaN"));
+        // Figures spanning the whole range of a float (a damaged file): every position is a
+        // number within the chart, the two ends at its two edges.
+        let s = strip(
+            &dist(
+                &[("n1", -1e308), ("n2", 1e308), ("n3", 0.0)],
+                Some(f64::MAX),
+            ),
+            &BTreeSet::new(),
+        );
+        assert!(!s.contains("NaN") && !s.contains("inf"), "{s}");
+        let cx: Vec<f64> = s
+            .split("cx=\"")
+            .skip(1)
+            .map(|t| t.split('"').next().unwrap().parse().unwrap())
+            .collect();
+        assert_eq!(cx.len(), 3);
+        assert!(cx.iter().all(|x| (LEFT..=W - RIGHT).contains(x)), "{cx:?}");
+        assert!(cx[0] < cx[2] && cx[2] < cx[1], "{cx:?}");
     }
 }
