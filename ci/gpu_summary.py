@@ -245,8 +245,13 @@ def num(x, digits):
     return f"{x:10.{digits}f}" if isinstance(x, (int, float)) else f"{'-':>10}"
 
 
-# Last: the goals, as ratios against PyTorch measured in the same call.
-print("--- goals (nodecert against PyTorch in the same call)")
+# Last: the goals, as ratios against PyTorch measured in the same call. A rehearsal on a simulated
+# node other than the one whose PyTorch figures it borrows (SMOKE_NODE=h100-vm-1 against the
+# H200's) shows its ratios but they are not goals: it checks the plumbing.
+ratios_are_goals = profile.get("ratios_are_goals", True)
+ok_before_ratios = ok
+print("--- goals (nodecert against PyTorch in the same call)"
+      + ("" if ratios_are_goals else ": NOT GOALS here, PyTorch's figures are another GPU's"))
 print(f"{'figure':22} {'nodecert':>10} {'pytorch':>10} {'ratio':>7}  goal")
 for label, ours_key, torch_key in [
     ("H2D pinned GB/s", "h2d", "h2d_pinned_GBps"),
@@ -351,6 +356,8 @@ auto = last_json_object(read_text("torch-partition-autocast.out", ""))
 if bf16_ms is not None and auto and auto.get("precision") == "autocast" and auto.get("step_ms"):
     print(f"{'bf16 step, autocast':22} {bf16_ms:10.2f} {auto['step_ms']:10.2f} "
           f"{bf16_ms / auto['step_ms']:7.3f}  (PyTorch's autocast: bf16 activations, fewer bytes)")
+if not ratios_are_goals:
+    ok = ok_before_ratios
 wall = read_text("suite.wall_s")
 if wall is None:
     print("whole suite wall time: MISSING")
