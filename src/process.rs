@@ -160,12 +160,43 @@ fn prepare(cmd: &mut Command, group: bool) {
 /// command the user asked to wait on (`sbatch --wait`); it then stays in our process group, so a
 /// Ctrl-C at the terminal reaches it as it reaches us.
 pub fn run(cmd: &mut Command, limit: Option<Duration>) -> Result<Output, Error> {
+    run_stdin(cmd, limit, Stdio::null())
+}
+
+/// [`run`] with `input` as the command's stdin, from memory (an anonymous file, memfd): what
+/// the command reads is what we hold, never a file someone could replace meanwhile (`sbatch`
+/// reading the batch script).
+pub fn run_with_input(
+    cmd: &mut Command,
+    limit: Option<Duration>,
+    input: &[u8],
+) -> Result<Output, Error> {
+    use std::io::{Seek, Write};
+    use std::os::fd::FromRawFd;
+    let spawn_error = |source| Error::Spawn {
+        program: program(cmd),
+        source,
+    };
+    // SAFETY: a valid C string and flags; the fd returned is owned below.
+    let fd = unsafe { libc::memfd_create(c"nodecert-input".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(spawn_error(std::io::Error::last_os_error()));
+    }
+    // SAFETY: just created, owned by nobody else.
+    let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
+    f.write_all(input)
+        .and_then(|_| f.rewind())
+        .map_err(spawn_error)?;
+    run_stdin(cmd, limit, Stdio::from(f))
+}
+
+fn run_stdin(cmd: &mut Command, limit: Option<Duration>, stdin: Stdio) -> Result<Output, Error> {
     let program = program(cmd);
     let spawn_error = |source| Error::Spawn {
         program: program.clone(),
         source,
     };
-    cmd.stdin(Stdio::null())
+    cmd.stdin(stdin)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     prepare(cmd, limit.is_some());
@@ -299,6 +330,21 @@ fn kill_group(child: &Child) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What a command reads on stdin is the bytes given, from memory.
+    #[test]
+    fn input_is_given_from_memory() {
+        let o = run_with_input(
+            &mut Command::new("cat"),
+            Some(Duration::from_secs(30)),
+            b"#!/bin/bash\necho hi\n",
+        )
+        .unwrap();
+        assert!(o.status.success());
+        assert_eq!(o.stdout, "#!/bin/bash\necho hi\n");
+        let o = run(&mut Command::new("cat"), Some(Duration::from_secs(30))).unwrap();
+        assert_eq!(o.stdout, "", "plain run: stdin closed");
+    }
 
     fn sh(script: &str) -> Command {
         let mut c = Command::new("sh");

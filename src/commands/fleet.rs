@@ -595,7 +595,10 @@ pub fn cmd_slurm(mut job: fleet::slurm::Job, submit: bool, wait: bool) -> Result
     // `--wait` waits for the job, as the user asked: no limit of ours. Without it sbatch only
     // submits, and a controller that does not answer must not hold us.
     let limit = (!wait).then_some(fleet::slurm::COMMAND_LIMIT);
-    let o = crate::process::run(cmd.arg(&path), limit).map_err(|e| input(e.to_string()))?;
+    // The script as written, from memory: `sbatch PATH` would read it back from the shared
+    // folder, where whoever can rename files could have swapped it since.
+    let o = crate::process::run_with_input(&mut cmd, limit, script.as_bytes())
+        .map_err(|e| input(e.to_string()))?;
     let id = o
         .stdout
         .lines()
@@ -679,28 +682,23 @@ const MAX_JOB_FILE: u64 = 1024 * 1024;
 /// `__job-file FILE [--new-key]`: write a file of a fleet job's script (its node list, its key)
 /// as nodecert writes every file, where the shell could not (a FIFO planted between its `rm`
 /// and its `>` would be opened and read or block the job; `noclobber` refuses only regular
-/// files). The content is stdin's, or a new job key (mode 0600).
+/// files). The content is stdin's, or a new job key (mode 0600), whose owner's uid is printed.
 pub fn cmd_job_file(file: &Path, new_key: bool) -> Result<u8> {
-    let write = |bytes: &[u8], private: bool| {
-        let w = if private {
-            crate::fsio::write::replace_private
-        } else {
-            crate::fsio::write::replace
-        };
-        w(file, bytes).map_err(|source| Error::Write {
-            path: file.to_path_buf(),
-            source,
-        })
+    let failed = |source| Error::Write {
+        path: file.to_path_buf(),
+        source,
     };
     if new_key {
-        write(
-            crate::fabric::JobKey::generate().map_err(input)?.as_bytes(),
-            true,
-        )?;
+        // Its owner on stdout: the script hands it to the nodes, which accept a key of that
+        // user's besides their own and root's (an NFS folder that squashes root).
+        let key = crate::fabric::JobKey::generate().map_err(input)?;
+        let owner =
+            crate::fsio::write::replace_private_owner(file, key.as_bytes()).map_err(failed)?;
+        crate::outln!("{owner}");
     } else {
         let bytes = crate::fsio::read::read_limited(std::io::stdin(), MAX_JOB_FILE, "stdin")
             .map_err(|e| input(format!("stdin: {e}")))?;
-        write(&bytes, false)?;
+        crate::fsio::write::replace(file, &bytes).map_err(failed)?;
     }
     Ok(exit::PASS)
 }

@@ -23,6 +23,10 @@ use std::path::Path;
 
 /// The variable that names the key file.
 pub const KEY_ENV: &str = "NODECERT_FABRIC_KEY_FILE";
+/// The environment variable that names, besides this process's user and root, the one user
+/// whose key file is accepted (a uid): the Slurm script sets it to the owner of the key it
+/// just wrote, which on an NFS folder that squashes root is not root.
+pub const KEY_OWNER_ENV: &str = "NODECERT_FABRIC_KEY_OWNER";
 /// The shortest key, in bytes (after surrounding white space is trimmed).
 pub const MIN_KEY: usize = 16;
 /// The largest key file, in bytes.
@@ -72,22 +76,36 @@ impl JobKey {
     /// a Secret's files as links), at most [`MAX_KEY_FILE`] bytes, readable by its owner alone
     /// (as ssh insists of a private key): a key others can read proves nothing.
     pub fn read(path: &Path) -> Result<JobKey, String> {
+        JobKey::read_owned(path, None)
+    }
+
+    /// [`JobKey::read`], accepting besides this process's user and root the owner `also` (a
+    /// uid). The owner is checked of the file and, where `path` is a link, of the link too: in
+    /// a shared folder anyone may plant a file of mode 0600 of their own, or a link of theirs to
+    /// a 0600 file of ours whose contents they know (an `authorized_keys`).
+    pub fn read_owned(path: &Path, also: Option<u32>) -> Result<JobKey, String> {
         let shown = path.display();
+        // SAFETY: geteuid has no preconditions and cannot fail.
+        let me = unsafe { libc::geteuid() };
+        let trusted = |uid: u32| uid == me || uid == 0 || Some(uid) == also;
+        let foreign = |what: &str, uid: u32| {
+            format!(
+                "the job key {shown}: {what} belongs to another user (uid {uid}, this process runs \
+                 as {me}): a key someone else wrote proves nothing"
+            )
+        };
+        let link = std::fs::symlink_metadata(path)
+            .map_err(|e| format!("cannot read the job key {shown}: {e}"))?;
+        if link.file_type().is_symlink() && !trusted(link.uid()) {
+            return Err(foreign("its link", link.uid()));
+        }
         let f = crate::fsio::read::open(path, true)
             .map_err(|e| format!("cannot read the job key {shown}: {e}"))?;
         let meta = f
             .metadata()
             .map_err(|e| format!("cannot read the job key {shown}: {e}"))?;
-        // Its owner must be who reads it (or root): in a shared folder anyone may plant a file of
-        // mode 0600 of their own, whose key they then know.
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        let me = unsafe { libc::geteuid() };
-        if meta.uid() != me && meta.uid() != 0 {
-            return Err(format!(
-                "the job key {shown} belongs to another user (uid {}, this process runs as {me}): \
-                 a key someone else wrote proves nothing",
-                meta.uid()
-            ));
+        if !trusted(meta.uid()) {
+            return Err(foreign("the file", meta.uid()));
         }
         if meta.mode() & 0o077 != 0 {
             return Err(format!(
@@ -111,7 +129,16 @@ impl JobKey {
     /// The key named by [`KEY_ENV`] in `env`, or why there is none.
     pub fn from_env(env: &dyn Fn(&str) -> Option<String>) -> Result<JobKey, String> {
         match env(KEY_ENV).filter(|v| !v.trim().is_empty()) {
-            Some(p) => JobKey::read(Path::new(p.trim())),
+            Some(p) => {
+                let also =
+                    match env(KEY_OWNER_ENV).filter(|v| !v.trim().is_empty()) {
+                        Some(u) => Some(u.trim().parse::<u32>().map_err(|_| {
+                            format!("{KEY_OWNER_ENV}={u:?}: a user id, as a number")
+                        })?),
+                        None => None,
+                    };
+                JobKey::read_owned(Path::new(p.trim()), also)
+            }
             None => Err(format!(
                 "{KEY_ENV} is not set: the nodes of a job prove to each other that they belong \
                  to it with a key file only they can read (`fleet slurm --fabric` and `fleet k8s \
@@ -270,7 +297,33 @@ mod tests {
             std::os::unix::fs::chown(&p, Some(12345), None).unwrap();
             let e = JobKey::read(&p).unwrap_err();
             assert!(
-                e.contains("belongs to another user (uid 12345, this process runs as 0)"),
+                e.contains("the file belongs to another user (uid 12345, this process runs as 0)"),
+                "{e}"
+            );
+            // The owner the job's script names (root squashed to another uid) is accepted.
+            assert!(JobKey::read_owned(&p, Some(12345)).is_ok());
+            let path = p.display().to_string();
+            let env = move |k: &str| match k {
+                KEY_ENV => Some(path.clone()),
+                KEY_OWNER_ENV => Some("12345".to_string()),
+                _ => None,
+            };
+            assert_eq!(JobKey::from_env(&env).unwrap(), key("0123456789abcdef0123"));
+            // A link of another user's to a 0600 file of ours is refused, though the file
+            // itself would be accepted.
+            let mine = d.path().join("authorized_keys");
+            std::fs::write(&mine, "0123456789abcdef0123\n").unwrap();
+            std::fs::set_permissions(&mine, std::fs::Permissions::from_mode(0o600)).unwrap();
+            let planted = d.path().join("planted");
+            std::os::unix::fs::symlink(&mine, &planted).unwrap();
+            assert!(
+                JobKey::read(&planted).is_ok(),
+                "a link of our own is followed"
+            );
+            std::os::unix::fs::lchown(&planted, Some(12345), None).unwrap();
+            let e = JobKey::read(&planted).unwrap_err();
+            assert!(
+                e.contains("its link belongs to another user (uid 12345"),
                 "{e}"
             );
         }

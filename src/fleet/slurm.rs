@@ -178,7 +178,8 @@ pub fn script(job: &Job) -> Result<String, String> {
     );
     let _ = write!(
         s,
-        "IFS= read -r -d '' task <<'{TASK_END}' || true\n{t}{TASK_END}\n"
+        "IFS= read -r -d '' task <<'{TASK_END}' || true\n{t}{TASK_END}\n\
+         [ -n \"$task\" ] || {{ echo 'nodecert: the task could not be read' >&2; exit 1; }}\n"
     );
     // The suite every node is to run, where the job names one: its name and the digest of its
     // contents as the nodes will run it, read when the job starts (a suite edited while the job
@@ -222,8 +223,8 @@ pub fn script(job: &Job) -> Result<String, String> {
         );
         let _ = writeln!(
             s,
-            "\"$nodecert\" {JOB_FILE} --new-key \"$key\" </dev/null || exit 1\n\
-             export NODECERT_FABRIC_KEY_FILE=\"$key\""
+            "NODECERT_FABRIC_KEY_OWNER=$(\"$nodecert\" {JOB_FILE} --new-key \"$key\" </dev/null) || exit 1\n\
+             export NODECERT_FABRIC_KEY_FILE=\"$key\" NODECERT_FABRIC_KEY_OWNER"
         );
     }
     s.push_str(

@@ -464,6 +464,21 @@ pub fn replace_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
     Dir::open_trusted(dir)?.replace_with(name, 0o600, |f| f.write_all(bytes))
 }
 
+/// [`replace_private`], and the owner (uid) of the file written, as the file system holds it
+/// (read from the open file, not again by path: an NFS folder that squashes root makes it
+/// another user's).
+pub fn replace_private_owner(path: &Path, bytes: &[u8]) -> io::Result<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let (dir, name) = split(path)?;
+    let mut owner = None;
+    Dir::open_trusted(dir)?.replace_with(name, 0o600, |f| {
+        f.write_all(bytes)?;
+        owner = Some(f.metadata()?.uid());
+        Ok(())
+    })?;
+    owner.ok_or_else(|| io::Error::other("the key's owner was not read"))
+}
+
 /// Create the file at `path`, which must not exist, with `mode`. Its folder must exist.
 pub fn create_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     let (dir, name) = split(path)?;
