@@ -1414,9 +1414,10 @@ impl Evidence {
 
     /// [`Evidence::read`], and the digest of the resolved suite as the file holds it (see
     /// [`crate::suite::resolved_sha256`]): what the node's nodecert wrote, not what this one
-    /// would write of it. The file itself, never a link at `path` (a node's folder in a fleet's
-    /// shared folder: a link swapped in after the folder was looked at is not followed).
-    pub fn read_with_suite_digest(path: &Path) -> Result<(Evidence, String), String> {
+    /// would write of it; and the SHA-256 of the file as read. The file itself, never a link at
+    /// `path` (a node's folder in a fleet's shared folder: a link swapped in after the folder
+    /// was looked at is not followed).
+    pub fn read_with_suite_digest(path: &Path) -> Result<(Evidence, String, String), String> {
         use crate::fsio::read::{open, read_limited, Kind};
         let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
         let bytes = open(path, false)
@@ -1428,7 +1429,9 @@ impl Evidence {
                 "stream did not contain valid UTF-8",
             ))
         })?;
-        Evidence::parse_text(path, &text)
+        let file = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(text.as_bytes()));
+        let (ev, suite) = Evidence::parse_text(path, &text)?;
+        Ok((ev, suite, file))
     }
 
     /// The evidence in `text`, read from `path` (named in errors), checked as [`Evidence::read`]
@@ -1786,7 +1789,7 @@ mod tests {
             e.contains("check host_bandwidth states PASS but its findings make it FAIL"),
             "{e}"
         );
-        // A warning stated as a pass too; an error stated as a failure is refused alike.
+        // A warning stated as a pass is refused too.
         c_status(&mut forged, "host_bandwidth", Status::Warn);
         assert!(read(&forged).is_err());
 
@@ -1860,7 +1863,13 @@ mod tests {
         let ev = crate::testutil::simulated("h200-vm-1", &[]);
         let real = d.path().join("elsewhere.json");
         std::fs::write(&real, ev.to_json().unwrap()).unwrap();
-        assert!(Evidence::read_with_suite_digest(&real).is_ok());
+        let (_, _, sha) = Evidence::read_with_suite_digest(&real).unwrap();
+        assert_eq!(
+            sha,
+            hex::encode(<sha2::Sha256 as sha2::Digest>::digest(
+                std::fs::read(&real).unwrap()
+            ))
+        );
         let link = d.path().join("evidence.json");
         std::os::unix::fs::symlink(&real, &link).unwrap();
         assert!(

@@ -411,12 +411,16 @@ pub fn read_node(folder: &NodeFolder, trust: &Trust, keys: &mut Keys) -> NodeSum
                 .into(),
         );
     }
+    // The evidence digest of a manifest that verified: the evidence read below must be those
+    // bytes (a file renamed in between would otherwise borrow the signature's standing).
+    let mut signed_evidence: Option<String> = None;
     if folder.path.join(MANIFEST_FILE).exists() {
         result.signature = match crate::sign::verify_dir(&folder.path, trust) {
             Err(e) => SignatureState::Failed {
                 problems: vec![e.to_string()],
             },
             Ok(r) => {
+                signed_evidence = r.manifest.as_ref().map(|m| m.evidence_sha256.clone());
                 let untrusted = matches!(trust, Trust::Untrusted);
                 // Without a trusted signer, only the signature's own trust is missing.
                 let problems: Vec<String> = r
@@ -474,11 +478,26 @@ pub fn read_node(folder: &NodeFolder, trust: &Trust, keys: &mut Keys) -> NodeSum
     // The digest of the resolved suite as the file holds it (not of the file given: a parent
     // edited on one node changes what the node ran, a comment does not; nor of what this
     // nodecert would write of it: a job's digest is its own nodecert's).
-    let (ev, digest) = match Evidence::read_with_suite_digest(&evidence) {
+    let (ev, digest, file) = match Evidence::read_with_suite_digest(&evidence) {
         Ok(x) => x,
         Err(e) => return refuse(result, format!("its evidence cannot be read: {e}")),
     };
+    if let Some(why) = not_the_signed(signed_evidence.as_deref(), &file) {
+        return refuse(result, why);
+    }
     summarize_with(result, &ev, digest, keys)
+}
+
+/// Why the evidence read (its SHA-256 `file`) is not the one whose signature was verified
+/// (`signed`, the manifest's evidence digest), if it is not: renamed in between, it would borrow
+/// the signature's standing.
+fn not_the_signed(signed: Option<&str>, file: &str) -> Option<String> {
+    signed.filter(|s| *s != file).map(|_| {
+        format!(
+            "its {EVIDENCE_FILE} changed after its signature was verified (not the signed file): \
+             read again"
+        )
+    })
 }
 
 /// What the fleet keeps of a node's evidence, its suite's digest taken as this nodecert writes
@@ -659,6 +678,19 @@ fn same_figure(metric: &crate::evidence::Subject, finding: &crate::evidence::Sub
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The evidence read must be the bytes whose signature was verified; an unsigned folder
+    /// has none to be held to.
+    #[test]
+    fn the_evidence_read_is_held_to_the_verified_signature() {
+        assert_eq!(not_the_signed(None, "ab"), None);
+        assert_eq!(not_the_signed(Some("ab"), "ab"), None);
+        let why = not_the_signed(Some("ab"), "cd").unwrap();
+        assert!(
+            why.contains("changed after its signature was verified"),
+            "{why}"
+        );
+    }
 
     #[test]
     fn a_findings_figure_is_the_first_metric_of_its_subject_less_what_the_metric_does_not_name() {
