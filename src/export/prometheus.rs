@@ -405,13 +405,20 @@ pub fn render(ev: &Evidence) -> String {
     for f in families.iter().filter(|f| !f.samples.is_empty()) {
         let _ = writeln!(out, "# HELP {} {}", f.name, escape_help(f.help));
         let _ = writeln!(out, "# TYPE {} gauge", f.name);
+        // One sample a label set, as the format requires (a scraper refuses the file
+        // otherwise): two figures of evidence that differ only in what the labels do not carry
+        // (a subject's bus id) give the first, as the report's tables show it.
+        let mut seen = std::collections::HashSet::new();
         for (labels, v) in &f.samples {
             let all: Vec<String> = labels
                 .iter()
                 .chain(common.iter())
                 .map(|(k, v)| format!("{k}=\"{}\"", escape_label_value(v)))
                 .collect();
-            let _ = writeln!(out, "{}{{{}}} {}", f.name, all.join(","), format_value(*v));
+            let all = all.join(",");
+            if seen.insert(all.clone()) {
+                let _ = writeln!(out, "{}{{{all}}} {}", f.name, format_value(*v));
+            }
         }
     }
     out
@@ -437,6 +444,34 @@ mod tests {
         assert_eq!(format_value(f64::INFINITY), "+Inf");
         assert_eq!(format_value(f64::NEG_INFINITY), "-Inf");
         assert_eq!(format_value(2.5), "2.5");
+    }
+
+    /// Two figures that differ only in what the labels do not carry make one series, the
+    /// first, as the report shows it: a repeated label set would make the file unreadable.
+    #[test]
+    fn a_label_set_is_written_once() {
+        let mut ev = crate::testutil::simulated("h200-vm-1", &[]);
+        let c = ev
+            .checks
+            .iter_mut()
+            .find(|c| c.id == "host_bandwidth")
+            .unwrap();
+        let mut m = c.metrics.iter().find(|m| m.name == "h2d").unwrap().clone();
+        m.subject.pci_bus_id = Some("0000:99:00.0".into());
+        m.median = 1.0;
+        c.metrics.push(m);
+        let text = render(&ev);
+        let h2d: Vec<&str> = text
+            .lines()
+            .filter(|l| l.starts_with("nodecert_host_bandwidth_gbps{") && l.contains("h2d"))
+            .collect();
+        assert_eq!(h2d.len(), 1, "{h2d:?}");
+        assert!(!h2d[0].ends_with(" 1"), "the first figure: {h2d:?}");
+        let mut lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        let n = lines.len();
+        lines.sort();
+        lines.dedup_by(|a, b| a.rsplit_once(' ').map(|x| x.0) == b.rsplit_once(' ').map(|x| x.0));
+        assert_eq!(lines.len(), n, "no label set twice in the file");
     }
 
     #[test]
