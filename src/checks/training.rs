@@ -738,6 +738,12 @@ mod tests {
                 ),
             ]
         );
+        // Without floors a missing figure is nothing to judge: no error.
+        let mut cfg = check.0.clone();
+        cfg.samples_per_s = Default::default();
+        cfg.min_scaling_efficiency = None;
+        let f = Training(cfg).evaluate(&ctx, &m);
+        assert!(about(&f, "was not measured").is_empty(), "{f:#?}");
     }
 
     /// Losses the node computed as NaN or infinity, as the runner handles them: nothing is
