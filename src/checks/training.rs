@@ -738,6 +738,17 @@ mod tests {
                 ),
             ]
         );
+        // Two GPUs are several: a missing scaling figure there is an error too.
+        let mut two = ev.node.clone();
+        two.gpus.truncate(2);
+        let ctx2 = crate::testutil::ctx(&ev.suite.resolved, &two);
+        let f = check.evaluate(&ctx2, &m);
+        assert!(
+            about(&f, "scaling efficiency was not measured")
+                .iter()
+                .any(|x| x.0 == Status::Error),
+            "{f:#?}"
+        );
         // Without floors a missing figure is nothing to judge: no error.
         let mut cfg = check.0.clone();
         cfg.samples_per_s = Default::default();

@@ -84,9 +84,13 @@ impl JobKey {
     /// a shared folder anyone may plant a file of mode 0600 of their own, or a link of theirs to
     /// a 0600 file of ours whose contents they know (an `authorized_keys`).
     pub fn read_owned(path: &Path, also: Option<u32>) -> Result<JobKey, String> {
-        let shown = path.display();
         // SAFETY: geteuid has no preconditions and cannot fail.
-        let me = unsafe { libc::geteuid() };
+        JobKey::read_as(path, unsafe { libc::geteuid() }, also)
+    }
+
+    /// [`JobKey::read_owned`] for a reader of uid `me`.
+    fn read_as(path: &Path, me: u32, also: Option<u32>) -> Result<JobKey, String> {
+        let shown = path.display();
         let trusted = |uid: u32| uid == me || uid == 0 || Some(uid) == also;
         let foreign = |what: &str, uid: u32| {
             format!(
@@ -326,6 +330,21 @@ mod tests {
                 e.contains("its link belongs to another user (uid 12345"),
                 "{e}"
             );
+            // As a reader who is not root (uid 1000): its own key and root's are accepted, a
+            // third user's is not, nor a link of a third user's.
+            std::os::unix::fs::chown(&p, Some(1000), None).unwrap();
+            assert!(JobKey::read_as(&p, 1000, None).is_ok());
+            std::os::unix::fs::chown(&p, Some(0), None).unwrap();
+            assert!(JobKey::read_as(&p, 1000, None).is_ok());
+            std::os::unix::fs::chown(&p, Some(12345), None).unwrap();
+            let e = JobKey::read_as(&p, 1000, None).unwrap_err();
+            assert!(e.contains("uid 12345, this process runs as 1000"), "{e}");
+            assert!(JobKey::read_as(&p, 1000, Some(12345)).is_ok());
+            std::os::unix::fs::lchown(&planted, Some(1000), None).unwrap();
+            std::os::unix::fs::chown(&mine, Some(1000), None).unwrap();
+            assert!(JobKey::read_as(&planted, 1000, None).is_ok());
+            std::os::unix::fs::lchown(&planted, Some(12345), None).unwrap();
+            assert!(JobKey::read_as(&planted, 1000, None).is_err());
         }
     }
 }
