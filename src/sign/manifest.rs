@@ -366,6 +366,11 @@ mod tests {
         assert_eq!(three, 0);
         let mut two = 2;
         assert!(sha256_in(d.path(), "a", &mut two).is_err());
+        // A file that says it is smaller than what it gives (it grew while it was read; /proc
+        // files say 0 bytes) is cut at the budget too, not read to its end.
+        let mut ten = 10;
+        let e = sha256_in(Path::new("/proc/self"), "status", &mut ten).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::InvalidData, "{e}");
         assert_eq!(
             (
                 super::super::ReportKind::Node.read_budget() >> 20,
