@@ -1418,17 +1418,9 @@ impl Evidence {
     /// `path` (a node's folder in a fleet's shared folder: a link swapped in after the folder
     /// was looked at is not followed).
     pub fn read_with_suite_digest(path: &Path) -> Result<(Evidence, String, String), String> {
-        use crate::fsio::read::{open, read_limited, Kind};
-        let cannot = |e: std::io::Error| format!("cannot read {}: {e}", path.display());
-        let bytes = open(path, false)
-            .and_then(|f| read_limited(f, Kind::Evidence.limit(), Kind::Evidence.name()))
-            .map_err(cannot)?;
-        let text = String::from_utf8(bytes).map_err(|_| {
-            cannot(std::io::Error::new(
-                std::io::ErrorKind::InvalidData,
-                "stream did not contain valid UTF-8",
-            ))
-        })?;
+        let text =
+            crate::fsio::read::read_to_string_no_link(path, crate::fsio::read::Kind::Evidence)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let file = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(text.as_bytes()));
         let (ev, suite) = Evidence::parse_text(path, &text)?;
         Ok((ev, suite, file))

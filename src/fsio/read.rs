@@ -185,7 +185,17 @@ pub fn read(path: &Path, kind: Kind) -> io::Result<Vec<u8>> {
 
 /// The text of the regular file at `path`, read as `kind`.
 pub fn read_to_string(path: &Path, kind: Kind) -> io::Result<String> {
-    String::from_utf8(read(path, kind)?).map_err(|_| {
+    text(read(path, kind)?)
+}
+
+/// [`read_to_string`] of the file at `path` itself, never of what a link there points to (a
+/// file in a folder others can write).
+pub fn read_to_string_no_link(path: &Path, kind: Kind) -> io::Result<String> {
+    text(read_limited(open(path, false)?, kind.limit(), kind.name())?)
+}
+
+fn text(bytes: Vec<u8>) -> io::Result<String> {
+    String::from_utf8(bytes).map_err(|_| {
         io::Error::new(
             io::ErrorKind::InvalidData,
             "stream did not contain valid UTF-8",

@@ -460,8 +460,7 @@ pub fn replace(path: &Path, bytes: &[u8]) -> io::Result<()> {
 
 /// [`replace`], readable by its owner alone (mode 0600): a file that holds a secret.
 pub fn replace_private(path: &Path, bytes: &[u8]) -> io::Result<()> {
-    let (dir, name) = split(path)?;
-    Dir::open_trusted(dir)?.replace_with(name, 0o600, |f| f.write_all(bytes))
+    replace_private_owner(path, bytes).map(|_| ())
 }
 
 /// [`replace_private`], and the owner (uid) of the file written, as the file system holds it
@@ -476,7 +475,7 @@ pub fn replace_private_owner(path: &Path, bytes: &[u8]) -> io::Result<u32> {
         owner = Some(f.metadata()?.uid());
         Ok(())
     })?;
-    owner.ok_or_else(|| io::Error::other("the key's owner was not read"))
+    owner.ok_or_else(|| io::Error::other("the file's owner was not read"))
 }
 
 /// Create the file at `path`, which must not exist, with `mode`. Its folder must exist.
