@@ -1,9 +1,9 @@
 //! `nodecert render`: the reports again, from an evidence file.
 
+use super::exit_for;
 use super::output::{load_templates, open_report_dir, write_reports};
-use super::{exit_for, read_evidence};
 use crate::cli::ExportArgs;
-use crate::error::{InputError, Result};
+use crate::error::{Error, InputError, Result};
 use crate::evidence::Evidence;
 use crate::sign;
 use std::path::{Path, PathBuf};
@@ -30,9 +30,10 @@ pub fn cmd_render(
     }
     export.check(&out, Some(&path))?;
     let pages = load_templates(templates, false)?;
-    let (_, ev) = read_evidence(evidence)?;
+    // Read once: judged, rendered, and compared with a folder's own evidence as these bytes.
+    let (ev, text) = Evidence::read_text(&path).map_err(|e| Error::Input(InputError::Other(e)))?;
     if !export.force {
-        another_report(&out, &path)?;
+        another_report(&out, &path, text.as_bytes())?;
     }
     let dir = open_report_dir(&out, Some(sign::ReportKind::Node))?;
     write_reports(&ev, &dir, &pages, &Default::default())?;
@@ -53,10 +54,10 @@ pub fn cmd_render(
 }
 
 /// Refuse a folder `out` whose pages would then describe what its own files are not: a node's
-/// folder holding evidence other than `reading` (another run's; the same bytes elsewhere are the
-/// same run). `--force` renders there anyway. (A fleet's folder is refused whatever the flags,
-/// by [`open_report_dir`].)
-fn another_report(out: &Path, reading: &Path) -> Result<()> {
+/// folder holding evidence other than `reading` (whose bytes are `text`: another run's; the same
+/// bytes elsewhere are the same run). `--force` renders there anyway. (A fleet's folder is
+/// refused whatever the flags, by [`open_report_dir`].)
+fn another_report(out: &Path, reading: &Path, text: &[u8]) -> Result<()> {
     use crate::fsio::read::{read, Kind};
     let refuse = |why: String| -> Result<()> {
         Err(InputError::Other(format!(
@@ -71,8 +72,8 @@ fn another_report(out: &Path, reading: &Path) -> Result<()> {
     {
         return Ok(());
     }
-    match (read(&theirs, Kind::Evidence), read(reading, Kind::Evidence)) {
-        (Ok(a), Ok(b)) if a == b => Ok(()),
+    match read(&theirs, Kind::Evidence) {
+        Ok(a) if a == text => Ok(()),
         _ => refuse(format!(
             "holds the evidence of another run ({})",
             sign::EVIDENCE_FILE
