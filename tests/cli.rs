@@ -462,6 +462,63 @@ fn check_prints_the_plan_without_running() {
     );
 }
 
+/// A floor of 0 loads but judges nothing: `check` and `run` name it at its line, a simulated
+/// run's line says simulated, and the figure it bounds is not counted as a judgement.
+#[test]
+fn a_floor_of_zero_is_named_and_not_counted() {
+    let env = Env::new();
+    let suite = env.write(
+        "zero.toml",
+        "format_version = 1\nextends = \"h200-vm-1\"\nname = \"zero\"\n\
+         [checks.host_bandwidth.h2d]\nfail_below = 0\nwarn_below = 0\n",
+    );
+    let caution = "zero.toml:5:1: checks.host_bandwidth.h2d.fail_below: a floor of 0 cannot fail";
+    let a = env
+        .cmd()
+        .args(["check", &suite.display().to_string()])
+        .assert()
+        .code(0);
+    let out = util::out_text(&a);
+    let line = out
+        .lines()
+        .find(|l| l.starts_with("caution: "))
+        .unwrap_or("");
+    assert!(line.contains(caution), "{out}");
+    let a = env
+        .cmd()
+        .args([
+            "run",
+            &suite.display().to_string(),
+            "--simulate",
+            "h200-vm-1",
+        ])
+        .args(["--out", &env.path("r").display().to_string()])
+        .assert()
+        .code(0);
+    let err = String::from_utf8_lossy(&a.get_output().stderr).to_string();
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("caution:"))
+        .unwrap_or("");
+    assert!(
+        line.contains(caution) && line.ends_with("[SIMULATED]"),
+        "{err}"
+    );
+    let ev = util::read_json(&env.path("r/evidence.json"));
+    let host = ev["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "host_bandwidth")
+        .unwrap();
+    let judged_h2d = host["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["metric"] == "h2d" && f["info"] != true);
+    assert_eq!(judged_h2d.count(), 0, "{host}");
+}
+
 #[test]
 fn inventory_of_a_simulated_node() {
     let env = Env::new();

@@ -363,8 +363,13 @@ impl Check for Collective {
         }
         if ranks < 2 {
             // Floors the suite states and this node cannot be held to are a judgement promised
-            // and not made (the run is partial); with none stated, a note.
-            let stated = c.min_busbw_gbps.len() + c.warn_busbw_gbps.len();
+            // and not made (the run is partial); with none stated, a note. A floor of 0 judges
+            // nothing anywhere, so it is not one promised.
+            let stated = [&c.min_busbw_gbps, &c.warn_busbw_gbps]
+                .iter()
+                .flat_map(|m| m.values())
+                .filter(|v| **v > 0.0)
+                .count();
             let f = finding(
                 Status::Skip,
                 Subject::op(op),
@@ -1048,6 +1053,17 @@ warn_busbw_gbps = { "1GiB" = 450.0 }"#,
         assert!(
             f.iter()
                 .any(|x| x.reason.ends_with("3 bus bandwidth floors were not judged")),
+            "{f:?}"
+        );
+        // A floor of 0 judges nothing on any node: not one the single rank leaves unjudged.
+        let f = evaluated(r#"min_busbw_gbps = { "1MiB" = 0.0 }"#, &m);
+        let one: Vec<_> = f.iter().filter(|x| x.found == "1 rank").collect();
+        assert_eq!(one.len(), 1, "{f:?}");
+        assert!(one[0].info, "{f:?}");
+        let f = evaluated(r#"min_busbw_gbps = { "1MiB" = 0.0, "1GiB" = 400.0 }"#, &m);
+        assert!(
+            f.iter()
+                .any(|x| !x.info && x.reason.ends_with("1 bus bandwidth floor was not judged")),
             "{f:?}"
         );
         m.facts[0].value = FactValue::Count(8);

@@ -62,7 +62,7 @@ fn world_from_env() -> Result<Option<(World, Vec<String>)>, String> {
 }
 
 fn floor(cfg: &FabricCheck) -> Option<f64> {
-    cfg.pair_busbw_gbps.fail_below
+    cfg.pair_busbw_gbps.judging().fail_below
 }
 
 impl Check for MultiNode {

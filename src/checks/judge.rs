@@ -62,8 +62,9 @@ pub fn gpu_list(ids: &[usize]) -> String {
     }
 }
 
-/// "fail < 48, warn < 52 GB/s".
+/// "fail < 48, warn < 52 GB/s"; "no limit" when no bound could be crossed (a floor of 0).
 pub fn describe_limit(l: &Limit, unit: &str) -> String {
+    let l = &l.judging();
     let mut parts = Vec::new();
     if let Some(v) = l.fail_below {
         parts.push(format!("fail < {}", fmt_num(v)));
@@ -86,7 +87,8 @@ pub fn describe_limit(l: &Limit, unit: &str) -> String {
     }
 }
 
-/// Judge `value` against `limit`. None when the limit is empty.
+/// Judge `value` against `limit`. None when the limit sets no bound a figure could cross (none,
+/// or only a floor of 0: [`Limit::judging`]): a bound no figure could cross judges nothing.
 pub fn judge(
     subject: &Subject,
     what: &str,
@@ -94,6 +96,7 @@ pub fn judge(
     unit: &str,
     limit: &Limit,
 ) -> Option<Finding> {
+    let limit = &limit.judging();
     if limit.is_empty() {
         return None;
     }
@@ -375,6 +378,35 @@ mod tests {
             warn_below: wb,
             ..Default::default()
         }
+    }
+
+    /// A floor of 0 is no bound (no figure is below it): alone it makes no finding, beside a
+    /// ceiling only the ceiling is judged, and the text says what was held.
+    #[test]
+    fn a_floor_of_zero_judges_nothing() {
+        let at = |v: f64, l: &Limit| judge(&Subject::gpu(0), "x", v, "u", l);
+        let zero = lim(Some(0.0), Some(0.0));
+        for v in [0.0, 1.0, 1e9] {
+            assert_eq!(at(v, &zero), None, "{v}");
+        }
+        assert_eq!(describe_limit(&zero, "u"), "no limit");
+        let half = lim(Some(0.0), Some(5.0));
+        let f = at(4.0, &half).unwrap();
+        assert_eq!(f.status, Status::Warn);
+        assert_eq!(f.expected, "warn < 5.00 u");
+        assert_eq!(f.limit, Some(lim(None, Some(5.0))));
+        let capped = Limit {
+            fail_above: Some(10.0),
+            ..lim(Some(0.0), None)
+        };
+        assert_eq!(at(11.0, &capped).unwrap().status, Status::Fail);
+        assert_eq!(at(0.0, &capped).unwrap().status, Status::Pass);
+        assert_eq!(describe_limit(&capped, "u"), "fail > 10.0 u");
+        // The smallest floor that is a floor still judges.
+        assert_eq!(
+            at(0.0, &lim(Some(f64::MIN_POSITIVE), None)).unwrap().status,
+            Status::Fail
+        );
     }
 
     /// Each bound holds at its value exactly and breaks just past it, for floors, ceilings and

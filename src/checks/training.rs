@@ -216,7 +216,9 @@ impl Check for Training {
                 "samples/s",
                 &c.samples_per_s,
             )),
-            None if !c.samples_per_s.is_empty() => out.push(missing("throughput", "samples_per_s")),
+            None if !c.samples_per_s.judging().is_empty() => {
+                out.push(missing("throughput", "samples_per_s"))
+            }
             None => {}
         }
         let gpus = ctx.inventory.gpus.len();

@@ -52,6 +52,9 @@ pub fn cmd_check(suite: &str, simulate: Option<String>) -> Result<u8> {
         );
     }
     crate::outln!("valid.");
+    for c in &loaded.cautions {
+        crate::outln!("caution: {}", visible(c));
+    }
     // Expand against a node: the simulated one if given, else the suite's own expectations.
     let simulated = simulate.is_some();
     let inv = match simulate {

@@ -56,7 +56,7 @@ pub(crate) fn suite_for(
 /// that states none cannot judge the fabric, and says so before anything runs).
 pub(crate) fn enable_fabric(loaded: &mut LoadedSuite) -> Result<()> {
     match loaded.suite.checks.fabric.as_mut() {
-        Some(f) if f.pair_busbw_gbps.fail_below.is_some() => {
+        Some(f) if f.pair_busbw_gbps.judging().fail_below.is_some() => {
             f.enabled = true;
             Ok(())
         }
@@ -123,6 +123,13 @@ pub fn cmd_run(
             crate::console::visible(&inv.summary()),
             crate::console::simulated_tag(simrec.is_some())
         );
+        for c in &loaded.cautions {
+            crate::errln!(
+                "caution: {}{}",
+                crate::console::visible(c),
+                crate::console::simulated_tag(simrec.is_some())
+            );
+        }
     }
     let ev = crate::runner::new_evidence(&loaded, b.as_ref(), inv, simrec, environment(args));
     let ev =

@@ -36,6 +36,9 @@ pub struct LoadedSuite {
     pub chain: Vec<Source>,
     /// The earlier run named by `[baseline]`, read while loading.
     pub baseline: Option<LoadedBaseline>,
+    /// What the suite states that judges nothing ([`Suite::cautions`]), each located
+    /// ("FILE:LINE:COL: checks.x.fail_below: ...").
+    pub cautions: Vec<String>,
 }
 
 /// The evidence a suite's `[baseline]` names, read at load time so that a missing or unreadable
@@ -106,12 +109,18 @@ pub fn load_source(src: Source) -> Result<LoadedSuite, InputError> {
         Some(b) => Some(load_baseline(&chain, b)?),
         None => None,
     };
+    let cautions = suite
+        .cautions()
+        .into_iter()
+        .map(|(path, msg, _)| config::error_at(&chain, &path, msg).to_string())
+        .collect();
     Ok(LoadedSuite {
         suite,
         origin,
         sha256,
         chain,
         baseline,
+        cautions,
     })
 }
 
@@ -293,6 +302,36 @@ mod tests {
         for (name, _) in EMBEDDED {
             let l = load(name).unwrap_or_else(|e| panic!("{name}: {e}"));
             assert_eq!(&l.suite.name, name);
+            // What ships judges what it states: no floor of 0 anywhere.
+            assert_eq!(l.cautions, Vec::<String>::new(), "{name}");
         }
+    }
+
+    /// A floor of 0 loads (suites users wrote keep loading) but is named, at its line, as a
+    /// bound that judges nothing; a floor above 0 is not.
+    #[test]
+    fn a_floor_of_zero_loads_with_a_caution_at_its_line() {
+        let text = "format_version = 1\nname = \"z\"\n\
+                    [checks.host_bandwidth.h2d]\nfail_below = 0\nwarn_below = 3\n\
+                    [checks.p2p_latency.latency_us]\nwarn_below = 0.0\n\
+                    [checks.collective.all_reduce]\n\
+                    min_busbw_gbps = { \"1MiB\" = 0, \"1GiB\" = 400 }\n";
+        let l = load_source(Source {
+            name: "z.toml".into(),
+            text: text.into(),
+        })
+        .unwrap();
+        assert_eq!(
+            l.cautions,
+            [
+                "z.toml:4:1: checks.host_bandwidth.h2d.fail_below",
+                "z.toml:7:1: checks.p2p_latency.latency_us.warn_below",
+                "z.toml:9:20: checks.collective.all_reduce.min_busbw_gbps.1MiB",
+            ]
+            .map(|at| format!(
+                "{at}: a floor of 0 cannot fail (no figure is below 0), so it judges nothing: \
+                 set one above 0 or drop it"
+            ))
+        );
     }
 }

@@ -336,6 +336,17 @@ impl Limit {
         self.is_empty() && self.typical.is_none() && self.typical_fraction.is_none()
     }
 
+    /// The bounds a figure could cross: a floor of 0 or below is left out, as no figure
+    /// nodecert records (a bandwidth, a latency, a rate) is below 0.
+    pub fn judging(&self) -> Limit {
+        let floor = |f: Option<f64>| f.filter(|v| *v > 0.0);
+        Limit {
+            fail_below: floor(self.fail_below),
+            warn_below: floor(self.warn_below),
+            ..*self
+        }
+    }
+
     /// No bound is set (a typical value alone bounds no figure).
     pub fn is_empty(&self) -> bool {
         self.fail_below.is_none()

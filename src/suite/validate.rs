@@ -6,7 +6,20 @@ use super::*;
 impl Suite {
     /// Semantic validation, after the types are known to be right.
     pub fn validate(&self) -> Vec<Problem> {
-        let mut p = Problems(Vec::new());
+        self.review().0
+    }
+
+    /// What a valid suite states that judges nothing (a floor of 0: no figure is below it), at
+    /// the key that states it. Such a bound loads, so that suites users wrote keep loading, but
+    /// it is not a judgement: [`crate::checks::judge::judge`] leaves it out, and `check` and
+    /// `run` say so.
+    pub fn cautions(&self) -> Vec<Problem> {
+        self.review().1
+    }
+
+    /// Problems and cautions together.
+    fn review(&self) -> (Vec<Problem>, Vec<Problem>) {
+        let mut p = Problems(Vec::new(), Vec::new());
         self.validate_node(&mut p);
         self.validate_topology(&mut p);
         self.validate_transfers(&mut p);
@@ -26,7 +39,7 @@ impl Suite {
                     .into(),
             );
         }
-        p.0
+        (p.0, p.1)
     }
 
     /// The name, `[node]` and `[nccl]`.
@@ -469,6 +482,8 @@ impl Suite {
                                 crate::units::exact(*v)
                             ),
                         );
+                    } else if *v == 0.0 {
+                        p.floor_of_zero(path());
                     }
                 }
             }
@@ -869,10 +884,21 @@ impl Suite {
     }
 }
 
-/// Collects validation problems.
-struct Problems(Vec<Problem>);
+/// Collects validation problems, and cautions (valid, but judging nothing).
+struct Problems(Vec<Problem>, Vec<Problem>);
 
 impl Problems {
+    /// A floor of 0 at `path`: valid, but no figure could fall below it.
+    fn floor_of_zero(&mut self, path: KeyPath) {
+        self.1.push((
+            path,
+            "a floor of 0 cannot fail (no figure is below 0), so it judges nothing: set one \
+             above 0 or drop it"
+                .into(),
+            None,
+        ));
+    }
+
     fn bad(&mut self, path: &str, msg: String) {
         self.bad_at(key_path(path), msg);
     }
@@ -922,6 +948,11 @@ impl Problems {
             ("warn_above", l.warn_above),
             ("fail_above", l.fail_above),
         ];
+        for (k, v) in &named[..2] {
+            if *v == Some(0.0) {
+                self.floor_of_zero(key_path(&format!("{path}.{k}")));
+            }
+        }
         for (k, v) in named {
             if let Some(v) = v {
                 if !(v.is_finite() && (0.0..=max).contains(&v)) {
