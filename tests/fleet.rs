@@ -1369,3 +1369,32 @@ fn a_slurm_job_in_a_folder_whose_path_is_not_utf8_is_refused() {
         ));
     assert!(!odd.join("shared/nodecert-fleet.sbatch").exists());
 }
+
+/// Slurm opens the job's log in --out as the job's user, following links: a folder others can
+/// write (where they could plant `slurm-<id>.out` as a link for the next job id) is refused
+/// before any script is written, and the same folder made private is accepted.
+#[test]
+fn a_slurm_job_whose_log_others_could_redirect_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let env = Env::new();
+    let shared = env.path("shared");
+    fs::create_dir_all(&shared).unwrap();
+    fs::set_permissions(&shared, fs::Permissions::from_mode(0o777)).unwrap();
+    env.cmd()
+        .args(["fleet", "slurm", "--out", "shared", "--nodes", "2"])
+        .assert()
+        .code(2)
+        .stderr(predicates::str::contains(
+            "Slurm writes the job's log (slurm-<job id>.out) there following links",
+        ))
+        .stderr(predicates::str::contains(
+            "can be written by others (mode 0777)",
+        ));
+    assert!(!shared.join("nodecert-fleet.sbatch").exists());
+    fs::set_permissions(&shared, fs::Permissions::from_mode(0o755)).unwrap();
+    env.cmd()
+        .args(["fleet", "slurm", "--out", "shared", "--nodes", "2"])
+        .assert()
+        .code(0);
+    assert!(shared.join("nodecert-fleet.sbatch").exists());
+}

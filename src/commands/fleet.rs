@@ -567,6 +567,19 @@ pub fn cmd_slurm(mut job: fleet::slurm::Job, submit: bool, wait: bool) -> Result
         crate::fsio::write::Dir::create_all(&out).map_err(|e| super::output::dir_error(&out, e))?;
     let abs = std::path::absolute(&out).map_err(|e| input(e.to_string()))?;
     job.out = script_path(&abs, "--out")?;
+    // Slurm opens the job's log there as the job's user, following links: nobody else may be
+    // able to plant one for the next job id, or swap a folder on the way.
+    let me = crate::fsio::trust::euid();
+    if let Some(why) = crate::fsio::trust::others_can_redirect_in(&abs, me) {
+        return Err(input(format!(
+            "--out {}: Slurm writes the job's log ({}) there following links, and {}: make it \
+             and the folders above it writable only by you or root (chmod go-w), or choose \
+             another --out",
+            abs.display(),
+            fleet::slurm::log_file("<job id>"),
+            crate::console::visible(&why)
+        )));
+    }
     if job.nodecert.is_empty() {
         let exe = std::env::current_exe().map_err(|e| {
             input(format!(

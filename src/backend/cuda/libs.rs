@@ -20,6 +20,7 @@
 //! Nothing here needs a GPU; the search is unit-tested with fake library trees.
 
 use crate::backend::LibraryInfo;
+use crate::fsio::trust::{euid, safe_parent};
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -790,27 +791,11 @@ fn toolkit_links() -> Vec<(String, PathBuf)> {
         .collect()
 }
 
-/// This process's effective user id (the owner of what it creates).
-fn euid() -> u32 {
-    // SAFETY: geteuid cannot fail and has no side effects.
-    unsafe { libc::geteuid() }
-}
-
 /// Whether a folder (its metadata, links not followed) is private to `uid`: a real folder owned by
 /// `uid` that nobody else can write to.
 fn private_dir(m: &std::fs::Metadata, uid: u32) -> bool {
     use std::os::unix::fs::{MetadataExt, PermissionsExt};
     m.file_type().is_dir() && m.uid() == uid && m.permissions().mode() & 0o022 == 0
-}
-
-/// Whether nobody but `uid` and root can rename or replace entries of `parent`: it is owned by
-/// one of them, and either writable by nobody else or sticky (as /tmp is).
-fn safe_parent(parent: &Path, uid: u32) -> bool {
-    use std::os::unix::fs::{MetadataExt, PermissionsExt};
-    std::fs::metadata(parent).is_ok_and(|m| {
-        let mode = m.permissions().mode();
-        m.is_dir() && (m.uid() == uid || m.uid() == 0) && (mode & 0o022 == 0 || mode & 0o1000 != 0)
-    })
 }
 
 /// Create (or refresh) `dir` holding the symlinks, and only them: links an earlier run made for

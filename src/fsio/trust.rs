@@ -1,0 +1,187 @@
+//! Whether someone else can redirect a file that another program opens by name, following links.
+//!
+//! nodecert opens its own files without following links ([`super::write`]), but some files are
+//! opened by other programs that follow them: Slurm opens a job's `--output` as the job's user.
+//! Such a file is only as safe as the folders on its way. The test is the one OpenSSH's
+//! StrictModes makes of the folders above `authorized_keys` (`auth.c`, `safe_path`): each is
+//! owned by root or by the user, and nobody else can write to it, except a sticky folder above
+//! (as /tmp is), where others can add entries but not rename or remove ours.
+
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::Path;
+
+/// This process's effective user id.
+pub fn euid() -> u32 {
+    // SAFETY: geteuid cannot fail and has no side effects.
+    unsafe { libc::geteuid() }
+}
+
+/// Whether nobody but `uid` and root can rename or replace entries of `parent` (links
+/// followed): it is owned by one of them, and either writable by nobody else or sticky.
+pub fn safe_parent(parent: &Path, uid: u32) -> bool {
+    std::fs::metadata(parent).is_ok_and(|m| {
+        let mode = m.permissions().mode();
+        m.is_dir() && (m.uid() == uid || m.uid() == 0) && (mode & 0o022 == 0 || mode & 0o1000 != 0)
+    })
+}
+
+/// Why a user other than `uid` and root could redirect a file that another program opens by
+/// name in the folder `dir`, following links (plant a link there, or swap a folder or a link on
+/// the way); `None` when none could. `dir` itself must be writable by nobody else, sticky or
+/// not: a sticky folder still lets others create the name first.
+pub fn others_can_redirect_in(dir: &Path, uid: u32) -> Option<String> {
+    let trusted = |owner: u32| owner == uid || owner == 0;
+    let abs = match std::path::absolute(dir) {
+        Ok(a) => a,
+        Err(e) => return Some(format!("{}: {e}", dir.display())),
+    };
+    // The path as given: a link on it must be ours, and so must each folder the next step
+    // is looked up in.
+    for p in abs.ancestors() {
+        let m = match std::fs::symlink_metadata(p) {
+            Ok(m) => m,
+            Err(e) => return Some(format!("cannot read {}: {e}", p.display())),
+        };
+        if m.file_type().is_symlink() && !trusted(m.uid()) {
+            return Some(format!(
+                "{} is a link that belongs to uid {}",
+                p.display(),
+                m.uid()
+            ));
+        }
+        if p != abs && !safe_parent(p, uid) {
+            return Some(format!(
+                "{}, a folder on its way, can be changed by others",
+                p.display()
+            ));
+        }
+    }
+    // The folder the links lead to, and the folders above it.
+    let real = match std::fs::canonicalize(&abs) {
+        Ok(r) => r,
+        Err(e) => return Some(format!("cannot resolve {}: {e}", abs.display())),
+    };
+    match std::fs::metadata(&real) {
+        Err(e) => return Some(format!("cannot read {}: {e}", real.display())),
+        Ok(m) if !m.is_dir() => return Some(format!("{} is not a folder", real.display())),
+        Ok(m) if !trusted(m.uid()) => {
+            return Some(format!("{} belongs to uid {}", real.display(), m.uid()))
+        }
+        Ok(m) if m.permissions().mode() & 0o022 != 0 => {
+            return Some(format!(
+                "{} can be written by others (mode {:04o})",
+                real.display(),
+                m.permissions().mode() & 0o7777
+            ))
+        }
+        Ok(_) => {}
+    }
+    real.ancestors().skip(1).find_map(|p| {
+        (!safe_parent(p, uid)).then(|| {
+            format!(
+                "{}, a folder on the way to {}, can be changed by others",
+                p.display(),
+                real.display()
+            )
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::{chown, lchown, symlink};
+
+    fn mode(p: &Path, m: u32) {
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
+    }
+
+    /// A user (uid 1000 here) is safe in its own folder in a sticky /tmp, and not once another
+    /// user can write the folder, or a folder above it, or owns it or a link on the way.
+    #[test]
+    fn a_folder_is_safe_only_when_nobody_else_can_change_its_way() {
+        if euid() != 0 {
+            eprintln!("skipped: changing owners needs root");
+            return;
+        }
+        let me = 1000;
+        let t = tempfile::tempdir().unwrap();
+        let top = t.path().join("top");
+        let out = top.join("out");
+        std::fs::create_dir_all(&out).unwrap();
+        for p in [&top, &out] {
+            chown(p, Some(me), None).unwrap();
+            mode(p, 0o755);
+        }
+        // tempdir's own folder is root's, 0700, under sticky /tmp.
+        assert_eq!(others_can_redirect_in(&out, me), None);
+        // Root's job may not trust that user's folder: the user could plant a link for it.
+        assert!(others_can_redirect_in(&out, 0).is_some());
+
+        mode(&out, 0o775);
+        let why = others_can_redirect_in(&out, me).unwrap();
+        assert!(
+            why.ends_with("can be written by others (mode 0775)"),
+            "{why}"
+        );
+        // Sticky is not enough for the folder itself: others could create the name first.
+        mode(&out, 0o1777);
+        assert!(others_can_redirect_in(&out, me).is_some());
+        mode(&out, 0o755);
+
+        // A folder above that others can write, unless it is sticky.
+        mode(&top, 0o777);
+        let why = others_can_redirect_in(&out, me).unwrap();
+        assert!(why.contains("a folder on its way"), "{why}");
+        mode(&top, 0o1777);
+        assert_eq!(others_can_redirect_in(&out, me), None);
+        mode(&top, 0o755);
+
+        // Owned by someone else.
+        chown(&out, Some(4242), None).unwrap();
+        let why = others_can_redirect_in(&out, me).unwrap();
+        assert!(why.ends_with("belongs to uid 4242"), "{why}");
+        chown(&out, Some(me), None).unwrap();
+
+        // A link on the way owned by someone else; one of ours is followed and judged by what
+        // it leads to.
+        let link = t.path().join("link");
+        symlink(&out, &link).unwrap();
+        lchown(&link, Some(4242), None).unwrap();
+        let why = others_can_redirect_in(&link, me).unwrap();
+        assert!(why.ends_with("is a link that belongs to uid 4242"), "{why}");
+        lchown(&link, Some(me), None).unwrap();
+        assert_eq!(others_can_redirect_in(&link, me), None);
+        mode(&out, 0o777);
+        assert!(others_can_redirect_in(&link, me).is_some());
+        mode(&out, 0o755);
+
+        // A link whose own folder others can write: they could swap the link.
+        let open = t.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        mode(&open, 0o777);
+        let swap = open.join("link");
+        symlink(&out, &swap).unwrap();
+        let why = others_can_redirect_in(&swap, me).unwrap();
+        assert!(why.contains("a folder on its way"), "{why}");
+        // A link of ours to a folder in that open folder: others could swap the folder.
+        let inner = open.join("inner");
+        std::fs::create_dir(&inner).unwrap();
+        chown(&inner, Some(me), None).unwrap();
+        mode(&inner, 0o755);
+        let to_inner = t.path().join("to-inner");
+        symlink(&inner, &to_inner).unwrap();
+        let why = others_can_redirect_in(&to_inner, me).unwrap();
+        assert!(why.contains("a folder on the way to"), "{why}");
+
+        // What is not there, or not a folder.
+        assert!(others_can_redirect_in(&top.join("none"), me)
+            .unwrap()
+            .starts_with("cannot read"));
+        let file = top.join("file");
+        std::fs::write(&file, "x").unwrap();
+        assert!(others_can_redirect_in(&file, me)
+            .unwrap()
+            .ends_with("is not a folder"));
+    }
+}
