@@ -79,6 +79,9 @@ fn not_freezable(inv: &crate::inventory::Inventory) -> Option<String> {
             lost.join(", ")
         ));
     }
+    if let Some(why) = crate::suite::freeze::hidden_in_values(inv) {
+        return Some(why);
+    }
     // NICs that did not answer are unknown: a suite written now would state no fabric.
     let no = inv.fabric.as_ref()?.no_answer.as_ref()?;
     Some(format!(
@@ -112,5 +115,15 @@ mod tests {
                 no.describe()
             ))
         );
+    }
+
+    #[test]
+    fn a_node_whose_gpu_name_hides_text_is_not_frozen() {
+        let node = crate::backend::sim::load_node("h100-sxm-8").unwrap();
+        let mut b = crate::backend::sim::SimBackend::new(node, vec![], 1).unwrap();
+        let mut inv = b.inventory().unwrap();
+        inv.gpus[7].name = "NVIDIA H100\u{2067}".into();
+        let why = not_freezable(&inv).unwrap();
+        assert!(why.starts_with("GPU 7 reports the name"), "{why}");
     }
 }

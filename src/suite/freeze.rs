@@ -15,6 +15,29 @@ pub fn comment_text(s: &str) -> String {
     crate::console::visible(s)
 }
 
+/// Why the node's own words cannot be written as values the suite must match exactly: a GPU
+/// name or a CPU list that holds a hidden character (a bidi override, a zero-width space) would
+/// read in the file as other text than it holds, and no TOML string can show it escaped without
+/// changing what it matches. None when every such value shows as it is.
+pub fn hidden_in_values(inv: &Inventory) -> Option<String> {
+    let hidden = |s: &str| s.chars().any(crate::console::is_hidden);
+    inv.gpus.iter().find_map(|g| {
+        let what = if hidden(&g.name) {
+            format!("the name '{}'", crate::console::visible(&g.name))
+        } else if g.cpu_affinity.as_deref().is_some_and(hidden) {
+            let c = g.cpu_affinity.as_deref().unwrap_or_default();
+            format!("the CPU list '{}'", crate::console::visible(c))
+        } else {
+            return None;
+        };
+        Some(format!(
+            "GPU {} reports {what}, which holds hidden characters: a suite that must match it \
+             would not show what it holds",
+            g.index
+        ))
+    })
+}
+
 /// A suite name from a host name: lowercase letters, digits and dashes.
 pub fn suite_name(hostname: &str) -> String {
     let s: String = hostname
@@ -74,7 +97,12 @@ pub fn suite_from_inventory(inv: &Inventory, simulated: bool) -> String {
         ),
     );
     doc["name"] = value(suite_name(&inv.hostname));
-    doc["description"] = value(format!("{} as found on {}", inv.summary(), inv.hostname));
+    // Free text: a hidden character from the node is written escaped, as in a comment.
+    doc["description"] = value(comment_text(&format!(
+        "{} as found on {}",
+        inv.summary(),
+        inv.hostname
+    )));
     doc["extends"] = value("base");
     doc["node"] = Item::Table(node_table(inv));
     doc["topology"] = Item::Table(topology_table(inv));
@@ -703,7 +731,26 @@ mod tests {
         );
         for hidden in ['\u{202e}', '\u{2066}', '\u{200b}', '\u{2060}'] {
             assert!(!comments.contains(hidden), "{hidden:?} in {comments}");
+            // Nor anywhere else: the description is free text and shows them escaped too.
+            assert!(!text.contains(hidden), "{hidden:?} in {text}");
         }
+        assert_eq!(hidden_in_values(&inv), None);
+        // A GPU name or CPU list must be matched exactly, so it cannot be shown escaped:
+        // such a node is not frozen.
+        let mut odd = inv.clone();
+        odd.gpus[2].name = "NVIDIA H100\u{202e}".into();
+        assert_eq!(
+            hidden_in_values(&odd).as_deref(),
+            Some(
+                "GPU 2 reports the name 'NVIDIA H100\\u{202e}', which holds hidden characters: \
+                 a suite that must match it would not show what it holds"
+            )
+        );
+        let mut odd = inv.clone();
+        odd.gpus[5].cpu_affinity = Some("0-55\u{200b}".into());
+        assert!(hidden_in_values(&odd)
+            .unwrap()
+            .starts_with("GPU 5 reports the CPU list"));
         assert_eq!(comment_text("a\u{61c}b\tc"), "a\\u{61c}b\\tc");
     }
 
@@ -725,7 +772,8 @@ mod tests {
             .unwrap_or_default();
         assert_eq!(checks, ["collective"], "{text}");
         assert!(!table.contains_key("x"), "{text}");
-        assert!(table["description"].as_str().unwrap().contains(evil));
+        let description = table["description"].as_str().unwrap();
+        assert!(description.contains(&comment_text(evil)), "{description}");
         assert!(
             !text.contains('\u{1b}'),
             "no raw escape in the file: {text}"
