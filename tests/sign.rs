@@ -89,6 +89,16 @@ fn ssh_verify(dir: &Path, sig: &str, signers: &Path, identity: &str) -> bool {
     out.status.success()
 }
 
+/// When the public key cannot be written (here its name is one byte over NAME_MAX), the private
+/// key written just before is removed: no half pair is left.
+#[test]
+fn keygen_leaves_no_private_key_without_its_public_key() {
+    let tmp = tempfile::tempdir().unwrap();
+    let key = tmp.path().join("k".repeat(252));
+    assert!(keygen(&key, "ops@example.com").is_err());
+    assert_eq!(std::fs::read_dir(tmp.path()).unwrap().count(), 0);
+}
+
 #[test]
 fn keygen_writes_0600_key_and_pub_that_ssh_keygen_accepts() {
     let tmp = tempfile::tempdir().unwrap();

@@ -308,13 +308,39 @@ impl Dir {
     /// Create `name` (which must not exist, as anything) and write `bytes` to it, with `mode`.
     /// On failure the file is removed.
     pub fn create_new(&self, name: &OsStr, bytes: &[u8], mode: u32) -> io::Result<()> {
+        self.create_new_id(name, bytes, mode).map(|_| ())
+    }
+
+    /// [`Dir::create_new`], and which file it created, for [`Dir::remove_if_same`] to undo it.
+    pub fn create_new_id(&self, name: &OsStr, bytes: &[u8], mode: u32) -> io::Result<FileId> {
+        use std::os::unix::fs::MetadataExt;
         let c = cstr(name)?;
         let mut f = self.open_new(&c, mode)?;
-        let r = f.write_all(bytes).and_then(|_| f.sync_all());
-        if r.is_err() {
-            self.unlink(&c);
+        let id = match f.metadata() {
+            Ok(m) => FileId(m.dev(), m.ino()),
+            Err(e) => {
+                self.unlink(&c);
+                return Err(e);
+            }
+        };
+        if let Err(e) = f.write_all(bytes).and_then(|_| f.sync_all()) {
+            let _ = self.remove_if_same(name, id);
+            return Err(e);
         }
-        r
+        Ok(id)
+    }
+
+    /// Remove `name` here only if it is still the file `id` (links not followed): undo a file
+    /// this process created without removing one someone put at its name since. Whether it
+    /// was removed.
+    pub fn remove_if_same(&self, name: &OsStr, id: FileId) -> io::Result<bool> {
+        match self.stat(name)? {
+            Some(st) if FileId(st.st_dev, st.st_ino) == id => {
+                self.unlink(&cstr(name)?);
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     /// Replace (or create) the regular file `name` with `bytes`, atomically.
@@ -410,6 +436,10 @@ impl Dir {
         unsafe { libc::unlinkat(self.fd.as_raw_fd(), name.as_ptr(), 0) };
     }
 }
+
+/// Which file a name held when this process created it: its device and inode numbers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FileId(u64, u64);
 
 /// A report folder this process holds the lock of.
 #[derive(Debug)]
@@ -527,6 +557,34 @@ mod tests {
     }
 
     use crate::testutil::mkfifo;
+
+    /// What this process created is undone only while the name still holds it: a file moved
+    /// in over it since stays.
+    #[test]
+    fn only_the_file_created_here_is_removed() {
+        let t = tempfile::tempdir().unwrap();
+        let d = Dir::open(t.path()).unwrap();
+        let id = d.create_new_id("key".as_ref(), b"secret", 0o600).unwrap();
+        let other = d.create_new_id("other".as_ref(), b"x", 0o600).unwrap();
+        assert_ne!(id, other);
+        // Someone renames their file over it.
+        std::fs::write(t.path().join("theirs"), "theirs").unwrap();
+        std::fs::rename(t.path().join("theirs"), t.path().join("key")).unwrap();
+        assert!(!d.remove_if_same("key".as_ref(), id).unwrap());
+        assert_eq!(
+            std::fs::read_to_string(t.path().join("key")).unwrap(),
+            "theirs"
+        );
+        // A link at the name is not followed to the file it names.
+        std::fs::remove_file(t.path().join("key")).unwrap();
+        symlink(t.path().join("other"), t.path().join("key")).unwrap();
+        assert!(!d.remove_if_same("key".as_ref(), other).unwrap());
+        assert!(t.path().join("other").exists() && t.path().join("key").exists());
+        // The file itself is removed; a name that holds nothing is left as it is.
+        assert!(d.remove_if_same("other".as_ref(), other).unwrap());
+        assert!(!t.path().join("other").exists());
+        assert!(!d.remove_if_same("none".as_ref(), other).unwrap());
+    }
 
     #[test]
     fn replaces_a_regular_file_and_leaves_no_temp_file() {

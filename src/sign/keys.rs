@@ -2,7 +2,6 @@
 //! the RSA workaround).
 
 use std::ffi::OsString;
-use std::fs;
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
@@ -62,9 +61,15 @@ pub fn keygen(out: &Path, comment: &str) -> Result<KeyInfo, SignError> {
         .public_key()
         .to_openssh()
         .map_err(|e| key_err(&public, format!("cannot encode public key: {}", lower(&e))))?;
-    write_new(out, pem.as_bytes(), 0o600)?;
-    if let Err(e) = write_new(&public, format!("{line}\n").as_bytes(), 0o644) {
-        let _ = fs::remove_file(out);
+    // Both files in one folder, opened once. When the public key cannot be written, the
+    // private key is removed only while it is still the file written here.
+    let (dir, name) = crate::fsio::split(out).map_err(io_err("create", out))?;
+    let pub_name = public.file_name().unwrap_or_default();
+    let dir = crate::fsio::write::Dir::open_trusted(dir).map_err(io_err("create", out))?;
+    let id = map_new(out, dir.create_new_id(name, pem.as_bytes(), 0o600))?;
+    let written = dir.create_new(pub_name, format!("{line}\n").as_bytes(), 0o644);
+    if let Err(e) = map_new(&public, written) {
+        let _ = dir.remove_if_same(name, id);
         return Err(e);
     }
     Ok(KeyInfo {

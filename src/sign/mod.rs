@@ -292,11 +292,7 @@ fn read_limited_in(
         .map_err(io_err(what, &path))
 }
 
-fn write_new(path: &Path, data: &[u8], mode: u32) -> Result<(), SignError> {
-    map_new(path, crate::fsio::write::create_new(path, data, mode))
-}
-
-fn map_new(path: &Path, r: io::Result<()>) -> Result<(), SignError> {
+fn map_new<T>(path: &Path, r: io::Result<T>) -> Result<T, SignError> {
     r.map_err(|e| {
         if e.kind() == io::ErrorKind::AlreadyExists {
             SignError::Exists(path.to_path_buf())
