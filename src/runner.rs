@@ -116,6 +116,9 @@ pub fn run(
                             // Figures that are not numbers are refused here, at their source.
                             let mut findings = m.take_non_finite();
                             findings.extend(check.evaluate(&ctx, &m));
+                            if check.runs_on_gpus() {
+                                findings.extend(checks::arrivals::after_check(&ctx, backend));
+                            }
                             let (status, summary, coverage) = summarize_with_coverage(&findings);
                             let missed = status == Status::Fail
                                 || (status == Status::Error

@@ -280,6 +280,51 @@ fn each_injected_fault_fails_the_right_check_with_exit_1() {
     }
 }
 
+/// A job that starts on a GPU once the run is under way (absent from the health check's start)
+/// makes every later check that ran on the GPUs untestable, naming it, beside the slow figures
+/// it causes: exit 3, never a slow GPU's exit 1.
+#[test]
+fn a_process_that_starts_during_the_run_makes_the_checks_after_it_untestable() {
+    let env = Env::new();
+    env.cmd()
+        .args([
+            "run",
+            "--simulate",
+            "h200-sxm-8",
+            "--inject",
+            "process-starts:gpu=3",
+        ])
+        .args(["--out", "started"])
+        .assert()
+        .code(3);
+    let ev = read_json(&env.path("started/evidence.json"));
+    let checks = ev["checks"].as_array().unwrap();
+    let by_id = |id: &str| checks.iter().find(|c| c["id"] == id).unwrap();
+    assert_eq!(by_id("health")["status"], "pass");
+    assert_eq!(by_id("topology")["status"], "pass");
+    let compute = by_id("compute");
+    assert_eq!(compute["status"], "error");
+    let findings = compute["findings"].as_array().unwrap();
+    let started: Vec<_> = findings
+        .iter()
+        .filter(|f| f["metric"] == "processes")
+        .collect();
+    assert_eq!(started.len(), 1, "{started:#?}");
+    assert_eq!(started[0]["status"], "error");
+    assert_eq!(started[0]["subject"], serde_json::json!({"gpu": 3}));
+    assert!(started[0]["reason"]
+        .as_str()
+        .unwrap()
+        .contains("pid 5151 (torchrun, 20 GiB)"));
+    // The slow figures stay shown, against GPU 3.
+    assert!(findings
+        .iter()
+        .any(|f| f["status"] == "fail" && f["subject"] == serde_json::json!({"gpu": 3})));
+    for id in ["host_bandwidth", "training"] {
+        assert_eq!(by_id(id)["status"], "error", "{id}");
+    }
+}
+
 /// Another process on a GPU makes the run untestable (exit 3), naming the process, and the slow
 /// figures it causes (GPU 3 keeps half its GEMM rate) are shown beside it, not passed off as
 /// the GPU's own: the console and the report say why.

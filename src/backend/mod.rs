@@ -276,6 +276,14 @@ pub trait Backend {
     }
     /// Read what the node is.
     fn inventory(&mut self) -> Result<Inventory, HwError>;
+    /// The processes on each GPU now, other than nodecert itself, by GPU index (None for a GPU
+    /// whose list cannot be read): read again after each check that ran on the GPUs, to find a
+    /// job that started during the run ([`crate::checks::arrivals`]).
+    fn gpu_processes(&mut self) -> Result<Vec<Option<Vec<crate::inventory::GpuProcess>>>, HwError> {
+        Err(HwError::NotSupported(
+            "the processes on each GPU, read again".into(),
+        ))
+    }
     /// Host<->device copies of `bytes` from pinned memory on one GPU; GB/s per repetition.
     fn host_copy(
         &mut self,

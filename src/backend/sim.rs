@@ -316,10 +316,11 @@ pub enum FaultKind {
     ExclusiveProcess,
     BusyGpu,
     MigPending,
+    ProcessStarts,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 31] = [
+    pub const ALL: [FaultKind; 32] = [
         FaultKind::GpuMissing,
         FaultKind::GpuLost,
         FaultKind::NvlinkDown,
@@ -351,6 +352,7 @@ impl FaultKind {
         FaultKind::ExclusiveProcess,
         FaultKind::BusyGpu,
         FaultKind::MigPending,
+        FaultKind::ProcessStarts,
     ];
 
     pub fn name(self) -> &'static str {
@@ -386,6 +388,7 @@ impl FaultKind {
             FaultKind::ExclusiveProcess => "exclusive-process",
             FaultKind::BusyGpu => "busy-gpu",
             FaultKind::MigPending => "mig-pending",
+            FaultKind::ProcessStarts => "process-starts",
         }
     }
 
@@ -477,6 +480,11 @@ impl FaultKind {
             FaultKind::MigPending => {
                 "MIG mode is set to turn on at a GPU's next reset (`nvidia-smi -mig 1` with no \
                  reset since): whole today, partitioned after a reboot (gpu=N)"
+            }
+            FaultKind::ProcessStarts => {
+                "another job starts on a GPU once the run is under way: absent when the node was \
+                 read, there after the first check (gpu=N, factor=F: the share of its GEMM rate \
+                 left to nodecert; default 0.5)"
             }
         }
     }
@@ -1666,6 +1674,30 @@ impl Backend for SimBackend {
         Ok(self.sim_fabric(gpus, true))
     }
 
+    /// Each GPU's processes now: busy-gpu's since the start, and process-starts' since the run
+    /// began (the inventory, read before it, does not list them). No figure drawn.
+    fn gpu_processes(&mut self) -> Result<Vec<Option<Vec<GpuProcess>>>, HwError> {
+        Ok((0..self.n())
+            .map(|i| {
+                if self.hidden(self.orig(i)).contains(&Reading::Processes) {
+                    return None;
+                }
+                let on_i = |k| self.faults_of(k).filter(move |f| f.gpu.unwrap_or(0) == i);
+                let busy = on_i(FaultKind::BusyGpu).map(|_| GpuProcess {
+                    pid: BUSY_PID,
+                    name: Some("python3".into()),
+                    memory_bytes: Some(BUSY_MEMORY),
+                });
+                let started = on_i(FaultKind::ProcessStarts).map(|_| GpuProcess {
+                    pid: STARTED_PID,
+                    name: Some("torchrun".into()),
+                    memory_bytes: Some(STARTED_MEMORY),
+                });
+                Some(busy.chain(started).collect())
+            })
+            .collect())
+    }
+
     fn fabric_supported(&mut self) -> Result<(), HwError> {
         match self.node.network {
             Some(_) => Ok(()),
@@ -2421,6 +2453,10 @@ pub const BF16_MLP_STEP_EFFICIENCY: f64 = 0.47;
 pub const BUSY_PID: u32 = 4242;
 pub const BUSY_MEMORY: u64 = 30 << 30;
 
+/// The process a process-starts fault starts on its GPU during the run.
+pub const STARTED_PID: u32 = 5151;
+pub const STARTED_MEMORY: u64 = 20 << 30;
+
 impl SimBackend {
     /// The GEMM rate GPU `i` reaches (after faults), as a share of the node's figure: slow-compute
     /// and busy-gpu by their factors, a GPU in hardware thermal slowdown to 0.7 of its rate.
@@ -2431,7 +2467,10 @@ impl SimBackend {
                 f *= x.factor.unwrap_or(0.35);
             }
         }
-        for x in self.faults_of(FaultKind::BusyGpu) {
+        for x in self
+            .faults_of(FaultKind::BusyGpu)
+            .chain(self.faults_of(FaultKind::ProcessStarts))
+        {
             if x.gpu.unwrap_or(0) == i {
                 f *= x.factor.unwrap_or(0.5);
             }
@@ -2553,6 +2592,40 @@ mod tests {
         let faults = vec![Fault::parse("busy-gpu:gpu=1,factor=0.25").unwrap()];
         let b = SimBackend::new(load_node("h100-sxm-8").unwrap(), faults, 1).unwrap();
         assert_eq!(b.compute_factor(1), 0.25);
+    }
+
+    /// process-starts' process is not in the inventory (read before the run) but is in every
+    /// list read after it, on its GPU only, beside busy-gpu's; it takes its share of the GPU.
+    /// A GPU whose list the node does not give reads None.
+    #[test]
+    fn a_process_that_starts_shows_only_after_the_inventory() {
+        let faults = ["process-starts:gpu=2", "busy-gpu:gpu=2"]
+            .map(|f| Fault::parse(f).unwrap())
+            .to_vec();
+        let mut b = SimBackend::new(load_node("h100-sxm-8").unwrap(), faults, 1).unwrap();
+        let inv = b.inventory().unwrap();
+        let pids = |l: &Option<Vec<GpuProcess>>| -> Vec<u32> {
+            l.iter().flatten().map(|p| p.pid).collect()
+        };
+        assert_eq!(pids(&inv.gpus[2].processes), [BUSY_PID]);
+        let now = b.gpu_processes().unwrap();
+        assert_eq!(now.len(), 8);
+        assert_eq!(pids(&now[2]), [BUSY_PID, STARTED_PID]);
+        assert_eq!(
+            now[2].as_ref().unwrap()[1].memory_bytes,
+            Some(STARTED_MEMORY)
+        );
+        assert!([0, 1, 3, 7].iter().all(|&g| now[g] == Some(vec![])));
+        assert_eq!(b.compute_factor(2), 0.25);
+        let mut node = load_node("h100-sxm-8").unwrap();
+        node.unavailable = vec![SimUnavailable {
+            readings: vec![Reading::Processes],
+            gpus: vec![2],
+        }];
+        let faults = vec![Fault::parse("process-starts:gpu=2").unwrap()];
+        let mut b = SimBackend::new(node, faults, 1).unwrap();
+        let now = b.gpu_processes().unwrap();
+        assert_eq!((now[2].clone(), now[1].clone()), (None, Some(vec![])));
     }
 
     /// mig-pending sets its GPU's MIG mode to turn on at the next reset, that GPU only; the

@@ -22,6 +22,9 @@ pub struct BaselineCheck {
 }
 
 impl Check for BaselineCheck {
+    fn runs_on_gpus(&self) -> bool {
+        false
+    }
     fn id(&self) -> String {
         "baseline".into()
     }

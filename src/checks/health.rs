@@ -75,6 +75,9 @@ fn bad(
 }
 
 impl Check for Health {
+    fn runs_on_gpus(&self) -> bool {
+        false
+    }
     fn id(&self) -> String {
         "health".into()
     }

@@ -4,6 +4,7 @@
 //! [`Backend`], and evaluates its measurements against the suite's thresholds. Measuring and
 //! evaluating are separate so that evaluation is a pure function of plain data.
 
+pub mod arrivals;
 pub mod baseline;
 pub mod collective;
 pub mod compute;
@@ -154,6 +155,12 @@ pub trait Check {
     /// on one GPU): kept.
     fn skip_is_unkept(&self) -> bool {
         false
+    }
+    /// Whether this check's measurements run on the GPUs, so that a process that started on
+    /// one during the run would share what they measure ([`arrivals`]): every check but those
+    /// that only read what the node is.
+    fn runs_on_gpus(&self) -> bool {
+        true
     }
 }
 

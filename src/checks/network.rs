@@ -72,6 +72,9 @@ fn port_subject(n: &Nic, p: &NicPort) -> Subject {
 }
 
 impl Check for Network {
+    fn runs_on_gpus(&self) -> bool {
+        false
+    }
     fn id(&self) -> String {
         "network".into()
     }

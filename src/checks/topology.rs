@@ -12,6 +12,9 @@ use crate::suite::{MigExpect, PairPath, PciePath};
 pub struct Topology;
 
 impl Check for Topology {
+    fn runs_on_gpus(&self) -> bool {
+        false
+    }
     fn id(&self) -> String {
         "topology".into()
     }

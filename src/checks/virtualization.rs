@@ -67,6 +67,9 @@ fn why_unknown(v: &crate::inventory::Virtualization) -> String {
 }
 
 impl Check for Virtualization {
+    fn runs_on_gpus(&self) -> bool {
+        false
+    }
     fn id(&self) -> String {
         "virtualization".into()
     }

@@ -551,6 +551,21 @@ impl Backend for RealBackend {
         Ok(self.read_inventory())
     }
 
+    fn gpu_processes(&mut self) -> Result<Vec<Option<Vec<crate::inventory::GpuProcess>>>, HwError> {
+        let _deadline = watchdog::Watchdog::start(
+            "reading the GPUs' processes through NVML",
+            watchdog::NVML_LIMIT,
+        );
+        // The same query as the inventory's; why a list was not read is the inventory's to say.
+        let mut notes = Vec::new();
+        let mut out = Vec::with_capacity(self.devices.len());
+        for (i, d) in self.devices.iter().enumerate() {
+            let mut q = nvml::Asker::new(format!("GPU {i}"), &mut notes);
+            out.push(nvml::processes(self.nvml, d, &mut q));
+        }
+        Ok(out)
+    }
+
     fn host_copy(
         &mut self,
         gpu: usize,

@@ -1,0 +1,242 @@
+//! Processes that start on a GPU during the run.
+//!
+//! The health check judges the processes found when the run starts. A job that starts later
+//! shares its GPU with every check after it, and what those checks measure there is a share of
+//! the GPU: it would read as a slow GPU or a slow link. So after each check that ran on the GPUs
+//! the runner reads each GPU's processes again ([`crate::backend::Backend::gpu_processes`]) and
+//! holds them to those found at the start: a process that was not there is an error of that
+//! check (untestable, exit 3), as another process at the start is an error of the health check.
+//! With `checks.health.other_processes = "shown"` it is shown, not judged, as there.
+//!
+//! The lists are read between checks, not during them: a job that starts and ends within one
+//! check is not seen. NVML numbers processes as the host does: where nodecert runs in its own
+//! PID namespace (a container), a process it cannot find under that number may be nodecert
+//! itself, so such a process is shown and not judged.
+
+use super::Ctx;
+use crate::backend::Backend;
+use crate::evidence::{Finding, Status, Subject};
+use crate::inventory::{GpuProcess, Inventory};
+use crate::suite::OtherProcesses;
+
+/// The metric name the findings are filed under (the health check's reading of the same).
+const METRIC: &str = "processes";
+
+/// The findings on the processes running now (`now`, by GPU index) that were not running at
+/// the start (`start`). `visible(pid)`: whether nodecert can find the process in its own PID
+/// namespace. A GPU whose list was not read at the start, or is not read now, has nothing to
+/// compare: the health check's reading of the start stands for it.
+pub fn findings(
+    start: &Inventory,
+    now: &[Option<Vec<GpuProcess>>],
+    mode: OtherProcesses,
+    visible: &dyn Fn(u32) -> bool,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    let mut unseen: Vec<(usize, &GpuProcess)> = Vec::new();
+    for g in &start.gpus {
+        let (Some(before), Some(Some(after))) = (&g.processes, now.get(g.index)) else {
+            continue;
+        };
+        let new: Vec<&GpuProcess> = after
+            .iter()
+            .filter(|p| !before.iter().any(|b| b.pid == p.pid))
+            .collect();
+        let (seen, hidden): (Vec<&GpuProcess>, Vec<&GpuProcess>) =
+            new.into_iter().partition(|p| visible(p.pid));
+        unseen.extend(hidden.into_iter().map(|p| (g.index, p)));
+        if seen.is_empty() {
+            continue;
+        }
+        let each: Vec<String> = seen.iter().map(|p| p.describe()).collect();
+        let found = match seen.len() {
+            1 => "1 process started".to_string(),
+            n => format!("{n} processes started"),
+        };
+        let what = format!(
+            "GPU {}: another process started on it during the run: {}",
+            g.index,
+            each.join(", ")
+        );
+        let sub = Subject::gpu(g.index);
+        out.push(match mode {
+            OtherProcesses::Error => super::judge::finding(
+                Status::Error,
+                sub,
+                found,
+                "no process started during the run",
+                format!(
+                    "{what}; what this check measured there is a share of the GPU, not the GPU: \
+                     stop it and run again"
+                ),
+            )
+            .on(METRIC),
+            OtherProcesses::Shown => super::judge::finding(
+                Status::Pass,
+                sub,
+                found,
+                "shown, not judged",
+                format!("{what} (checks.health.other_processes = \"shown\")"),
+            )
+            .on(METRIC)
+            .informational(),
+        });
+    }
+    if !unseen.is_empty() {
+        let mut gpus: Vec<usize> = unseen.iter().map(|(g, _)| *g).collect();
+        gpus.dedup();
+        let mut pids: Vec<u32> = unseen.iter().map(|(_, p)| p.pid).collect();
+        pids.sort_unstable();
+        pids.dedup();
+        let pids: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
+        out.push(
+            super::judge::finding(
+                Status::Pass,
+                Subject::node(),
+                format!("pid {} outside nodecert's view", pids.join(", ")),
+                "shown, not judged",
+                format!(
+                    "{} now also list{} pid {}, which nodecert cannot find in its own PID \
+                     namespace: nodecert itself as the host numbers it, or another container's \
+                     process; it cannot tell which, so this is not judged",
+                    super::judge::gpu_list(&gpus),
+                    if gpus.len() == 1 { "s" } else { "" },
+                    pids.join(", ")
+                ),
+            )
+            .on(METRIC)
+            .informational(),
+        );
+    }
+    out
+}
+
+/// [`findings`] after a check that ran on the GPUs, with the lists read now. A backend that
+/// cannot read them again adds nothing: the health check's reading of the start stands.
+pub fn after_check(ctx: &Ctx, backend: &mut dyn Backend) -> Vec<Finding> {
+    let Ok(now) = backend.gpu_processes() else {
+        return Vec::new();
+    };
+    let mode = ctx
+        .suite
+        .checks
+        .health
+        .as_ref()
+        .and_then(|h| h.other_processes)
+        .unwrap_or(OtherProcesses::Error);
+    // A simulated node's processes are its own numbers, in no namespace.
+    let simulated = ctx.simulated;
+    let visible = |pid: u32| simulated || std::path::Path::new(&format!("/proc/{pid}")).exists();
+    findings(ctx.inventory, &now, mode, &visible)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::inventory::Gpu;
+
+    fn job(pid: u32) -> GpuProcess {
+        GpuProcess {
+            pid,
+            name: Some("python3".into()),
+            memory_bytes: Some(1 << 30),
+        }
+    }
+
+    /// Four GPUs: none busy at the start but GPU 2 (pid 7), and GPU 3 unread then.
+    fn start() -> Inventory {
+        let gpu = |index, processes| Gpu {
+            index,
+            processes,
+            ..Default::default()
+        };
+        Inventory {
+            gpus: vec![
+                gpu(0, Some(vec![])),
+                gpu(1, Some(vec![])),
+                gpu(2, Some(vec![job(7)])),
+                gpu(3, None),
+            ],
+            ..Default::default()
+        }
+    }
+
+    fn all(_: u32) -> bool {
+        true
+    }
+
+    /// What ran at the start, a GPU unread at the start or now, and an empty list say nothing.
+    #[test]
+    fn nothing_new_is_nothing_said() {
+        let now = vec![Some(vec![]), None, Some(vec![job(7)]), Some(vec![job(9)])];
+        assert_eq!(findings(&start(), &now, OtherProcesses::Error, &all), []);
+        assert_eq!(findings(&start(), &[], OtherProcesses::Error, &all), []);
+    }
+
+    /// A process that started is an error of the check on the GPU it holds, naming it; beside
+    /// the one that ran at the start, only the new one is named.
+    #[test]
+    fn a_process_that_started_is_an_error_naming_it() {
+        let now = vec![
+            Some(vec![]),
+            Some(vec![job(11), job(12)]),
+            Some(vec![job(7), job(13)]),
+            None,
+        ];
+        let f = findings(&start(), &now, OtherProcesses::Error, &all);
+        assert_eq!(f.len(), 2, "{f:#?}");
+        assert_eq!(f[0].status, Status::Error);
+        assert!(!f[0].info);
+        assert_eq!(f[0].subject, Subject::gpu(1));
+        assert_eq!(f[0].metric.as_deref(), Some("processes"));
+        assert_eq!(f[0].found, "2 processes started");
+        assert_eq!(
+            f[0].reason,
+            "GPU 1: another process started on it during the run: pid 11 (python3, 1 GiB), \
+             pid 12 (python3, 1 GiB); what this check measured there is a share of the GPU, \
+             not the GPU: stop it and run again"
+        );
+        assert_eq!(f[1].subject, Subject::gpu(2));
+        assert_eq!(f[1].found, "1 process started");
+        assert!(f[1].reason.contains("pid 13") && !f[1].reason.contains("pid 7 "));
+        // Shown, not judged, where the suite shows other processes.
+        let f = findings(&start(), &now, OtherProcesses::Shown, &all);
+        assert!(
+            f.iter().all(|x| x.info && x.status == Status::Pass),
+            "{f:#?}"
+        );
+        assert!(f[0]
+            .reason
+            .ends_with("(checks.health.other_processes = \"shown\")"));
+    }
+
+    /// A process nodecert cannot find in its PID namespace may be nodecert itself: shown once
+    /// for the node, not judged; one it can find beside it is still an error.
+    #[test]
+    fn a_process_outside_the_namespace_is_shown_not_judged() {
+        let now = vec![
+            Some(vec![job(90_001)]),
+            Some(vec![job(90_001), job(15)]),
+            Some(vec![job(7)]),
+            None,
+        ];
+        let f = findings(&start(), &now, OtherProcesses::Error, &|pid| pid < 90_000);
+        assert_eq!(f.len(), 2, "{f:#?}");
+        assert_eq!(
+            (f[0].subject.clone(), f[0].status),
+            (Subject::gpu(1), Status::Error)
+        );
+        assert!(f[0].reason.contains("pid 15") && !f[0].reason.contains("90001"));
+        assert!(f[1].info);
+        assert_eq!(f[1].subject, Subject::node());
+        assert_eq!(f[1].found, "pid 90001 outside nodecert's view");
+        assert!(
+            f[1].reason
+                .starts_with("GPUs 0, 1 now also list pid 90001, which nodecert cannot"),
+            "{}",
+            f[1].reason
+        );
+        let one = findings(&start(), &now[..1], OtherProcesses::Error, &|_| false);
+        assert!(one[0].reason.starts_with("GPU 0 now also lists pid 90001"));
+    }
+}
