@@ -515,7 +515,8 @@ fn a_floor_of_zero_is_named_and_not_counted() {
     let suite = env.write(
         "zero.toml",
         "format_version = 1\nextends = \"h200-vm-1\"\nname = \"zero\"\n\
-         [checks.host_bandwidth.h2d]\nfail_below = 0\nwarn_below = 0\n",
+         [checks.host_bandwidth.h2d]\nfail_below = 0\nwarn_below = 0\n\
+         [node]\nmemory_gib_min = 0\n",
     );
     let caution = "zero.toml:5:1: checks.host_bandwidth.h2d.fail_below: a floor of 0 cannot fail";
     let a = env
@@ -524,11 +525,17 @@ fn a_floor_of_zero_is_named_and_not_counted() {
         .assert()
         .code(0);
     let out = util::out_text(&a);
-    let line = out
-        .lines()
-        .find(|l| l.starts_with("caution: "))
-        .unwrap_or("");
-    assert!(line.contains(caution), "{out}");
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("caution: ") && l.contains(caution)),
+        "{out}"
+    );
+    assert!(out.contains("checks.host_bandwidth.h2d.warn_below: a floor of 0"));
+    assert!(
+        out.contains("zero.toml:8:1: node.memory_gib_min: a floor of 0"),
+        "{out}"
+    );
+    // Said with -q too.
     let a = env
         .cmd()
         .args([
@@ -536,19 +543,19 @@ fn a_floor_of_zero_is_named_and_not_counted() {
             &suite.display().to_string(),
             "--simulate",
             "h200-vm-1",
+            "-q",
         ])
         .args(["--out", &env.path("r").display().to_string()])
         .assert()
         .code(0);
     let err = String::from_utf8_lossy(&a.get_output().stderr).to_string();
-    let line = err
-        .lines()
-        .find(|l| l.starts_with("caution:"))
-        .unwrap_or("");
     assert!(
-        line.contains(caution) && line.ends_with("[SIMULATED]"),
+        err.lines().any(|l| l.starts_with("caution: ")
+            && l.contains(caution)
+            && l.ends_with("[SIMULATED]")),
         "{err}"
     );
+    assert_eq!(err.lines().filter(|l| l.starts_with("caution:")).count(), 3);
     let ev = util::read_json(&env.path("r/evidence.json"));
     let host = ev["checks"]
         .as_array()
@@ -562,6 +569,17 @@ fn a_floor_of_zero_is_named_and_not_counted() {
         .iter()
         .filter(|f| f["metric"] == "h2d" && f["info"] != true);
     assert_eq!(judged_h2d.count(), 0, "{host}");
+    // Nor is memory held to 0 GiB.
+    let topology = ev["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "topology")
+        .unwrap();
+    assert!(
+        !topology.to_string().contains("GiB of memory"),
+        "{topology}"
+    );
 }
 
 #[test]

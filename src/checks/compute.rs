@@ -77,7 +77,7 @@ impl Compute {
     /// promises no precision (an A100 has no fp8 to compare, and that is no missing reading).
     fn judged(&self, p: GemmPrecision) -> bool {
         let l = self.0.limit(p);
-        !l.is_empty() || l.typical.is_some()
+        !l.judging().is_empty() || l.typical.is_some()
     }
 }
 

@@ -236,7 +236,10 @@ fn classes_with_limits(c: &P2pBandwidthCheck, metric: &str) -> Option<String> {
     let stated: Vec<String> = c
         .by_path
         .iter()
-        .filter(|(_, l)| l.for_metric(metric).is_some_and(|l| !l.is_empty()))
+        .filter(|(_, l)| {
+            l.for_metric(metric)
+                .is_some_and(|l| !l.judging().is_empty())
+        })
         .map(|(k, _)| k.label())
         .collect();
     (!stated.is_empty()).then(|| stated.join(", "))
@@ -256,7 +259,7 @@ fn limit_for<'a>(
     PathClass::parse(class)
         .and_then(|k| Some((k, c.by_path.get(&k)?.for_metric(metric)?)))
         .map_or((None, wide), |(k, l)| {
-            (Some(k), if l.is_empty() { wide } else { l })
+            (Some(k), if l.judging().is_empty() { wide } else { l })
         })
 }
 
@@ -422,6 +425,16 @@ mod tests {
             "read = { fail_below = 24.0 }\n[by_path.SYS]\nwrite = { fail_below = 1.0 }",
         );
         assert_eq!(f.len(), 8, "{f:#?}");
+        // Nor does a class whose only floor is 0 (it bounds nothing): the wide floor holds it.
+        let f = judge_pix_sys(
+            pix_sys,
+            "read = { fail_below = 24.0 }\n[by_path.SYS]\nread = { fail_below = 0.0 }",
+        );
+        assert_eq!(f.len(), 8, "{f:#?}");
+        assert!(f.iter().all(|f| f.status == Status::Fail), "{f:#?}");
+        // With no wide floor, no bound judges the figure anywhere: nothing is said.
+        let f = judge_pix_sys(pix_sys, "[by_path.SYS]\nread = { fail_below = 0.0 }");
+        assert!(f.is_empty(), "{f:#?}");
     }
 
     #[test]

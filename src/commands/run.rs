@@ -123,13 +123,14 @@ pub fn cmd_run(
             crate::console::visible(&inv.summary()),
             crate::console::simulated_tag(simrec.is_some())
         );
-        for c in &loaded.cautions {
-            crate::errln!(
-                "caution: {}{}",
-                crate::console::visible(c),
-                crate::console::simulated_tag(simrec.is_some())
-            );
-        }
+    }
+    // Said even with -q: what the suite states and does not judge.
+    for c in &loaded.cautions {
+        crate::errln!(
+            "caution: {}{}",
+            crate::console::visible(c),
+            crate::console::simulated_tag(simrec.is_some())
+        );
     }
     let ev = crate::runner::new_evidence(&loaded, b.as_ref(), inv, simrec, environment(args));
     let ev =

@@ -1310,7 +1310,7 @@ fn p2p_matrix(ev: &Evidence, metric: &str, title: &str) -> Option<Matrix> {
             _ => c.read,
         });
     let node_median = median(&medians);
-    let (expected, mut reference) = match limit.and_then(|l| l.fail_below) {
+    let (expected, mut reference) = match limit.and_then(|l| l.judging().fail_below) {
         Some(f) => (f, format!("the suite's floor of {} GB/s", fmt_num(f))),
         None => (
             node_median,
@@ -1325,7 +1325,7 @@ fn p2p_matrix(ev: &Evidence, metric: &str, title: &str) -> Option<Matrix> {
         .p2p_bandwidth
         .iter()
         .flat_map(|c| c.by_path.iter())
-        .filter_map(|(k, l)| Some((*k, l.for_metric(metric)?.fail_below?)))
+        .filter_map(|(k, l)| Some((*k, l.for_metric(metric)?.judging().fail_below?)))
         .collect();
     if !by_path.is_empty() {
         let each: Vec<String> = by_path

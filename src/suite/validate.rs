@@ -59,6 +59,9 @@ impl Suite {
             }
         }
         if let Some(m) = self.node.memory_gib_min {
+            if m == 0.0 {
+                p.floor_of_zero(key_path("node.memory_gib_min"));
+            }
             if !(m.is_finite() && (0.0..=MAX_MEMORY_GIB).contains(&m)) {
                 p.bad(
                     "node.memory_gib_min",

@@ -971,6 +971,16 @@ fn a_precision_judged_only_by_its_typical_figure_is_not_available_here() {
             .any(|x| x.reason.starts_with("every product exact")),
         "{text}"
     );
+    // Nor does a floor of 0 (it bounds nothing): notes, as with no floor.
+    let (_, f) = run(
+        "a100-sxm-80gb-8",
+        &[],
+        "precisions = [\"fp8\"]\nfp8_tflops = { fail_below = 0.0 }",
+    );
+    assert!(
+        f.iter().all(|x| x.status == Status::Skip && x.info),
+        "{f:#?}"
+    );
     // The check-wide outlier rule alone promises no precision: notes, nothing judged, and no
     // product said to be exact.
     let (_, f) = run(
