@@ -27,64 +27,98 @@ pub fn safe_parent(parent: &Path, uid: u32) -> bool {
 
 /// Why a user other than `uid` and root could redirect a file that another program opens by
 /// name in the folder `dir`, following links (plant a link there, or swap a folder or a link on
-/// the way); `None` when none could. `dir` itself must be writable by nobody else, sticky or
-/// not: a sticky folder still lets others create the name first.
+/// the way); `None` when none could. The path is walked as the kernel walks it, one name at a
+/// time, each link followed where it leads (a link reached through another link included):
+/// every link must be owned by `uid` or root, every folder a name is looked up in must be one
+/// only they can change ([`safe_parent`]), and `dir` itself must be writable by nobody else,
+/// sticky or not: a sticky folder still lets others create the name first.
 pub fn others_can_redirect_in(dir: &Path, uid: u32) -> Option<String> {
+    use std::collections::VecDeque;
+    use std::path::{Component, PathBuf};
+    /// The most links followed, as Linux's MAXSYMLINKS.
+    const MAX_LINKS: usize = 40;
     let trusted = |owner: u32| owner == uid || owner == 0;
+    let names = |p: &Path| -> Vec<std::ffi::OsString> {
+        p.components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_os_string()),
+                Component::ParentDir => Some("..".into()),
+                _ => None,
+            })
+            .collect()
+    };
     let abs = match std::path::absolute(dir) {
         Ok(a) => a,
         Err(e) => return Some(format!("{}: {e}", dir.display())),
     };
-    // The path as given: a link on it must be ours, and so must each folder the next step
-    // is looked up in.
-    for p in abs.ancestors() {
-        let m = match std::fs::symlink_metadata(p) {
-            Ok(m) => m,
-            Err(e) => return Some(format!("cannot read {}: {e}", p.display())),
-        };
-        if m.file_type().is_symlink() && !trusted(m.uid()) {
-            return Some(format!(
-                "{} is a link that belongs to uid {}",
-                p.display(),
-                m.uid()
-            ));
-        }
-        if p != abs && !safe_parent(p, uid) {
-            return Some(format!(
-                "{}, a folder on its way, can be changed by others",
-                p.display()
-            ));
-        }
-    }
-    // The folder the links lead to, and the folders above it.
-    let real = match std::fs::canonicalize(&abs) {
-        Ok(r) => r,
-        Err(e) => return Some(format!("cannot resolve {}: {e}", abs.display())),
+    let unsafe_folder = |p: &Path| {
+        format!(
+            "{}, a folder on its way, can be changed by others",
+            p.display()
+        )
     };
-    match std::fs::metadata(&real) {
-        Err(e) => return Some(format!("cannot read {}: {e}", real.display())),
-        Ok(m) if !m.is_dir() => return Some(format!("{} is not a folder", real.display())),
-        Ok(m) if !trusted(m.uid()) => {
-            return Some(format!("{} belongs to uid {}", real.display(), m.uid()))
-        }
-        Ok(m) if m.permissions().mode() & 0o022 != 0 => {
-            return Some(format!(
-                "{} can be written by others (mode {:04o})",
-                real.display(),
-                m.permissions().mode() & 0o7777
-            ))
-        }
-        Ok(_) => {}
+    let mut at = PathBuf::from("/");
+    if !safe_parent(&at, uid) {
+        return Some(unsafe_folder(&at));
     }
-    real.ancestors().skip(1).find_map(|p| {
-        (!safe_parent(p, uid)).then(|| {
-            format!(
-                "{}, a folder on the way to {}, can be changed by others",
-                p.display(),
-                real.display()
-            )
-        })
-    })
+    let mut pending: VecDeque<std::ffi::OsString> = names(&abs).into();
+    let mut links = 0;
+    while let Some(name) = pending.pop_front() {
+        if name == ".." {
+            // Back to a folder already entered (the walk holds no link).
+            at.pop();
+            continue;
+        }
+        let next = at.join(&name);
+        let m = match std::fs::symlink_metadata(&next) {
+            Ok(m) => m,
+            Err(e) => return Some(format!("cannot read {}: {e}", next.display())),
+        };
+        if m.file_type().is_symlink() {
+            if !trusted(m.uid()) {
+                return Some(format!(
+                    "{} is a link that belongs to uid {}",
+                    next.display(),
+                    m.uid()
+                ));
+            }
+            links += 1;
+            if links > MAX_LINKS {
+                return Some(format!("{}: more than {MAX_LINKS} links", abs.display()));
+            }
+            let target = match std::fs::read_link(&next) {
+                Ok(t) => t,
+                Err(e) => return Some(format!("cannot read the link {}: {e}", next.display())),
+            };
+            if target.is_absolute() {
+                at = PathBuf::from("/");
+            }
+            for n in names(&target).into_iter().rev() {
+                pending.push_front(n);
+            }
+            continue;
+        }
+        if !m.is_dir() {
+            return Some(format!("{} is not a folder", next.display()));
+        }
+        // A folder the walk goes on in: nobody else may swap what it holds.
+        if !pending.is_empty() && !safe_parent(&next, uid) {
+            return Some(unsafe_folder(&next));
+        }
+        at = next;
+    }
+    // The folder itself (or "/", or what the links led to).
+    match std::fs::metadata(&at) {
+        Err(e) => Some(format!("cannot read {}: {e}", at.display())),
+        Ok(m) if !m.is_dir() => Some(format!("{} is not a folder", at.display())),
+        Ok(m) if !trusted(m.uid()) => Some(format!("{} belongs to uid {}", at.display(), m.uid())),
+        Ok(m) if m.permissions().mode() & 0o022 != 0 => Some(format!(
+            "{} can be written by others (mode {:04o})",
+            at.display(),
+            m.permissions().mode() & 0o7777
+        )),
+        Ok(_) => None,
+    }
 }
 
 #[cfg(test)]
@@ -172,7 +206,26 @@ mod tests {
         let to_inner = t.path().join("to-inner");
         symlink(&inner, &to_inner).unwrap();
         let why = others_can_redirect_in(&to_inner, me).unwrap();
-        assert!(why.contains("a folder on the way to"), "{why}");
+        assert!(why.contains("open, a folder on its way"), "{why}");
+        // A link of ours that leads to someone else's link (in sticky /tmp, its owner can
+        // point it anywhere later): refused at that link.
+        let theirs = t.path().join("theirs");
+        symlink(&out, &theirs).unwrap();
+        lchown(&theirs, Some(4242), None).unwrap();
+        let mine = top.join("mine");
+        symlink(&theirs, &mine).unwrap();
+        lchown(&mine, Some(me), None).unwrap();
+        let why = others_can_redirect_in(&mine, me).unwrap();
+        assert!(
+            why.ends_with("theirs is a link that belongs to uid 4242"),
+            "{why}"
+        );
+        // Relative links and '..' are walked as the kernel walks them.
+        let rel = top.join("rel");
+        symlink("../top/./out", &rel).unwrap();
+        lchown(&rel, Some(me), None).unwrap();
+        assert_eq!(others_can_redirect_in(&rel, me), None);
+        assert_eq!(others_can_redirect_in(&top.join("out/../out"), me), None);
 
         // What is not there, or not a folder.
         assert!(others_can_redirect_in(&top.join("none"), me)
