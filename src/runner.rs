@@ -109,14 +109,20 @@ pub fn run(
                             status: Status::Error,
                             summary: format!("could not measure: {e}"),
                             measured: checks::Measured::default(),
-                            findings: vec![],
+                            // A job that started on a GPU may be why (its memory taken).
+                            findings: match check.runs_on_gpus() {
+                                true => checks::arrivals::after_check(&ctx, backend),
+                                false => vec![],
+                            },
                             coverage: None,
                         },
                         Ok(mut m) => {
                             // Figures that are not numbers are refused here, at their source.
                             let mut findings = m.take_non_finite();
                             findings.extend(check.evaluate(&ctx, &m));
-                            if check.runs_on_gpus() {
+                            // Only where figures were taken on the GPUs (not a fabric check
+                            // whose other nodes never came).
+                            if check.runs_on_gpus() && !m.metrics.is_empty() {
                                 findings.extend(checks::arrivals::after_check(&ctx, backend));
                             }
                             let (status, summary, coverage) = summarize_with_coverage(&findings);

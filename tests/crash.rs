@@ -13,6 +13,8 @@ struct Faulty {
     host_copy_times_out: bool,
     /// The child that measures without NVLS is killed at its deadline.
     no_nvls_times_out: bool,
+    /// A job holds this GPU once the run has begun (the process lists read after a check).
+    started_on: Option<usize>,
 }
 
 impl Faulty {
@@ -23,6 +25,7 @@ impl Faulty {
             crash_on_peer_copy,
             host_copy_times_out,
             no_nvls_times_out: false,
+            started_on: None,
         }
     }
 }
@@ -107,6 +110,27 @@ impl Backend for Faulty {
     fn training(&mut self, c: &TrainingCheck) -> Result<TrainingRun, HwError> {
         self.inner.training(c)
     }
+    fn gpu_processes(
+        &mut self,
+    ) -> Result<Vec<Option<Vec<nodecert::inventory::GpuProcess>>>, HwError> {
+        let Some(g) = self.started_on else {
+            return Err(HwError::NotSupported("no process list".into()));
+        };
+        Ok((0..8)
+            .map(|i| {
+                Some(
+                    (i == g)
+                        .then(|| nodecert::inventory::GpuProcess {
+                            pid: 6262,
+                            name: Some("python3".into()),
+                            memory_bytes: Some(70 << 30),
+                        })
+                        .into_iter()
+                        .collect(),
+                )
+            })
+            .collect())
+    }
 }
 
 #[test]
@@ -144,6 +168,45 @@ fn a_crash_mid_run_leaves_the_finished_checks_on_disk() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     assert_eq!(names, ["evidence.json"]);
+}
+
+/// A check that could not measure, on a node where a job started meanwhile, names the job
+/// beside the error: it may be why (the memory it took).
+#[test]
+fn a_check_that_could_not_measure_names_a_job_that_started() {
+    let loaded = nodecert::suite::load::load("h100-sxm-8").unwrap();
+    let mut b = Faulty::new(false, true);
+    b.started_on = Some(5);
+    let inv = b.inventory().unwrap();
+    let ev = nodecert::runner::new_evidence(&loaded, &b, inv, None, Default::default());
+    let ev =
+        nodecert::runner::run(&loaded, &mut b, ev, None, &mut nodecert::runner::Silent).unwrap();
+    let hb = ev.check("host_bandwidth").unwrap();
+    assert_eq!(hb.status, nodecert::evidence::Status::Error);
+    assert!(
+        hb.summary.starts_with("could not measure"),
+        "{}",
+        hb.summary
+    );
+    let started: Vec<_> = hb
+        .findings
+        .iter()
+        .filter(|f| f.metric.as_deref() == Some("processes"))
+        .collect();
+    assert_eq!(started.len(), 1, "{started:#?}");
+    assert!(started[0]
+        .reason
+        .starts_with("GPU 5: another process started on it during the run: pid 6262"));
+    // Checks that read what the node is do not say it: nothing of theirs ran on a GPU.
+    for id in ["topology", "health", "virtualization"] {
+        let c = ev.check(id).unwrap();
+        assert!(
+            c.findings
+                .iter()
+                .all(|f| !f.reason.contains("started on it during the run")),
+            "{id}"
+        );
+    }
 }
 
 #[test]

@@ -9,11 +9,15 @@
 //! With `checks.health.other_processes = "shown"` it is shown, not judged, as there.
 //!
 //! The lists are read between checks, not during them: a job that starts and ends within one
-//! check is not seen. NVML numbers processes as the host does: where nodecert runs in its own
-//! PID namespace (a container), a process it cannot find under that number may be nodecert
-//! itself, so such a process is shown and not judged.
+//! check is not seen, and so is one NVML cannot list (from another container, where nodecert
+//! runs in one). NVML numbers processes as the host does: where nodecert runs in its own PID
+//! namespace, one process it cannot find under that number may be nodecert itself, so a single
+//! such process is shown and not judged; more than one cannot all be nodecert, and are an
+//! error. An MPS server that starts is named as one: the MPS control daemon started it for
+//! nodecert's own work, which then shares the GPU through it.
 
 use super::Ctx;
+use crate::backend::real::nvml::MAX_PROCESSES;
 use crate::backend::Backend;
 use crate::evidence::{Finding, Status, Subject};
 use crate::inventory::{GpuProcess, Inventory};
@@ -38,6 +42,11 @@ pub fn findings(
         let (Some(before), Some(Some(after))) = (&g.processes, now.get(g.index)) else {
             continue;
         };
+        // A list cut at its most names other processes from one read to the next: nothing to
+        // compare (the health check named those of the start).
+        if before.len() >= MAX_PROCESSES || after.len() >= MAX_PROCESSES {
+            continue;
+        }
         let new: Vec<&GpuProcess> = after
             .iter()
             .filter(|p| !before.iter().any(|b| b.pid == p.pid))
@@ -53,11 +62,23 @@ pub fn findings(
             1 => "1 process started".to_string(),
             n => format!("{n} processes started"),
         };
+        let mps = seen.iter().any(|p| {
+            p.name
+                .as_deref()
+                .is_some_and(|n| n.contains("nvidia-cuda-mps-server"))
+        });
         let what = format!(
             "GPU {}: another process started on it during the run: {}",
             g.index,
             each.join(", ")
         );
+        let then = if mps {
+            "an MPS server, which the MPS control daemon starts for the first CUDA process (this \
+             one's): every process then shares the GPU through it; stop MPS (`echo quit | \
+             nvidia-cuda-mps-control`) and run again"
+        } else {
+            "stop it and run again"
+        };
         let sub = Subject::gpu(g.index);
         out.push(match mode {
             OtherProcesses::Error => super::judge::finding(
@@ -67,7 +88,7 @@ pub fn findings(
                 "no process started during the run",
                 format!(
                     "{what}; what this check measured there is a share of the GPU, not the GPU: \
-                     stop it and run again"
+                     {then}"
                 ),
             )
             .on(METRIC),
@@ -88,25 +109,42 @@ pub fn findings(
         let mut pids: Vec<u32> = unseen.iter().map(|(_, p)| p.pid).collect();
         pids.sort_unstable();
         pids.dedup();
+        let many = pids.len() > 1;
         let pids: Vec<String> = pids.iter().map(|p| p.to_string()).collect();
-        out.push(
+        let list = format!(
+            "{} now also list{} pid {}, which nodecert cannot find in its own PID namespace",
+            super::judge::gpu_list(&gpus),
+            if gpus.len() == 1 { "s" } else { "" },
+            pids.join(", ")
+        );
+        let found = format!("pid {} outside nodecert's view", pids.join(", "));
+        out.push(if many && mode == OtherProcesses::Error {
             super::judge::finding(
-                Status::Pass,
+                Status::Error,
                 Subject::node(),
-                format!("pid {} outside nodecert's view", pids.join(", ")),
-                "shown, not judged",
+                found,
+                "no process started during the run",
                 format!(
-                    "{} now also list{} pid {}, which nodecert cannot find in its own PID \
-                     namespace: nodecert itself as the host numbers it, or another container's \
-                     process; it cannot tell which, so this is not judged",
-                    super::judge::gpu_list(&gpus),
-                    if gpus.len() == 1 { "s" } else { "" },
-                    pids.join(", ")
+                    "{list}: at most one of them is nodecert itself as the host numbers it, so \
+                     another job started during the run; what this check measured is a share \
+                     of the GPUs, not the GPUs: stop it and run again"
                 ),
             )
             .on(METRIC)
-            .informational(),
-        );
+        } else {
+            super::judge::finding(
+                Status::Pass,
+                Subject::node(),
+                found,
+                "shown, not judged",
+                format!(
+                    "{list}: nodecert itself as the host numbers it, or another container's \
+                     process; it cannot tell which, so this is not judged"
+                ),
+            )
+            .on(METRIC)
+            .informational()
+        });
     }
     out
 }
@@ -238,5 +276,52 @@ mod tests {
         );
         let one = findings(&start(), &now[..1], OtherProcesses::Error, &|_| false);
         assert!(one[0].reason.starts_with("GPU 0 now also lists pid 90001"));
+        // Two such processes cannot both be nodecert: an error, unless shown.
+        let two = vec![Some(vec![job(90_001)]), Some(vec![job(90_002)])];
+        let f = findings(&start(), &two, OtherProcesses::Error, &|_| false);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!((f[0].status, f[0].info), (Status::Error, false));
+        assert_eq!(f[0].found, "pid 90001, 90002 outside nodecert's view");
+        assert!(f[0]
+            .reason
+            .contains("at most one of them is nodecert itself"));
+        let f = findings(&start(), &two, OtherProcesses::Shown, &|_| false);
+        assert!(f[0].info && f[0].status == Status::Pass);
+    }
+
+    /// An MPS server that starts is named as one, with how to stop MPS.
+    #[test]
+    fn an_mps_server_that_starts_is_named() {
+        let mut mps = job(31);
+        mps.name = Some("nvidia-cuda-mps-server".into());
+        let now = vec![Some(vec![mps]), Some(vec![job(32)])];
+        let f = findings(&start(), &now, OtherProcesses::Error, &all);
+        assert!(f[0]
+            .reason
+            .ends_with("stop MPS (`echo quit | nvidia-cuda-mps-control`) and run again"));
+        assert!(f[1].reason.ends_with("not the GPU: stop it and run again"));
+    }
+
+    /// A list cut at its most may name other processes from one read to the next: not
+    /// compared.
+    #[test]
+    fn a_list_at_its_most_is_not_compared() {
+        let full: Vec<GpuProcess> = (0..MAX_PROCESSES as u32).map(|p| job(1000 + p)).collect();
+        let mut inv = start();
+        inv.gpus[0].processes = Some(full.clone());
+        let mut other = full.clone();
+        other[0] = job(5);
+        assert_eq!(
+            findings(&inv, &[Some(other)], OtherProcesses::Error, &all),
+            []
+        );
+        let mut less = full;
+        less.pop();
+        inv.gpus[0].processes = Some(less.clone());
+        less[0] = job(5);
+        assert_eq!(
+            findings(&inv, &[Some(less)], OtherProcesses::Error, &all).len(),
+            1
+        );
     }
 }
