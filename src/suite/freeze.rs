@@ -21,8 +21,13 @@ pub fn comment_text(s: &str) -> String {
 /// changing what it matches. None when every such value shows as it is.
 pub fn hidden_in_values(inv: &Inventory) -> Option<String> {
     let hidden = |s: &str| s.chars().any(crate::console::is_hidden);
+    // The name is written only where every GPU has the same one ([`node_table`]).
+    let one_model = inv
+        .gpus
+        .iter()
+        .all(|g| inv.gpus.first().is_some_and(|f| f.name == g.name));
     inv.gpus.iter().find_map(|g| {
-        let what = if hidden(&g.name) {
+        let what = if one_model && hidden(&g.name) {
             format!("the name '{}'", crate::console::visible(&g.name))
         } else if g.cpu_affinity.as_deref().is_some_and(hidden) {
             let c = g.cpu_affinity.as_deref().unwrap_or_default();
@@ -739,10 +744,14 @@ mod tests {
         // such a node is not frozen.
         let mut odd = inv.clone();
         odd.gpus[2].name = "NVIDIA H100\u{202e}".into();
+        // GPUs of different models: no gpu_model is written, so the name is no value.
+        assert_eq!(hidden_in_values(&odd), None);
+        let name = odd.gpus[2].name.clone();
+        odd.gpus.iter_mut().for_each(|g| g.name = name.clone());
         assert_eq!(
             hidden_in_values(&odd).as_deref(),
             Some(
-                "GPU 2 reports the name 'NVIDIA H100\\u{202e}', which holds hidden characters: \
+                "GPU 0 reports the name 'NVIDIA H100\\u{202e}', which holds hidden characters: \
                  a suite that must match it would not show what it holds"
             )
         );
