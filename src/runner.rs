@@ -109,8 +109,11 @@ pub fn run(
                             status: Status::Error,
                             summary: format!("could not measure: {e}"),
                             measured: checks::Measured::default(),
-                            // A job that started on a GPU may be why (its memory taken).
-                            findings: match check.runs_on_gpus() {
+                            // A job that started on a GPU may be why (its memory taken);
+                            // not after a timeout, whose stuck call NVML may wait behind.
+                            findings: match check.runs_on_gpus()
+                                && !matches!(e, crate::error::HwError::Timeout { .. })
+                            {
                                 true => checks::arrivals::after_check(&ctx, backend),
                                 false => vec![],
                             },

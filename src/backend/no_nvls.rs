@@ -128,14 +128,32 @@ fn secs(d: Duration) -> f64 {
     (d.as_secs_f64() * 10.0).round() / 10.0
 }
 
+/// The children started here (they open the GPUs) that have not been reaped yet: a killed one
+/// may hold its GPUs for a while after its check ended.
+static LIVE: std::sync::Mutex<Vec<u32>> = std::sync::Mutex::new(Vec::new());
+
+/// The process ids of nodecert's own children that may still hold GPUs: not another job
+/// ([`crate::checks::arrivals`]).
+pub fn live_children() -> Vec<u32> {
+    LIVE.lock().map(|l| l.clone()).unwrap_or_default()
+}
+
+fn reaped(pid: u32) {
+    if let Ok(mut l) = LIVE.lock() {
+        l.retain(|p| *p != pid);
+    }
+}
+
 /// Kill a child and reap it on a thread of its own: a child stuck inside the driver may take
 /// long to die, and nodecert must not wait for it.
 fn kill(mut child: Child) {
     let _ = child.kill();
+    let pid = child.id();
     let _ = std::thread::Builder::new()
         .name("nodecert-reap".into())
         .spawn(move || {
             let _ = child.wait();
+            reaped(pid);
         });
 }
 
@@ -158,6 +176,9 @@ pub fn run_bounded(
             call: format!("starting {what}"),
             detail: e.to_string(),
         })?;
+    if let Ok(mut l) = LIVE.lock() {
+        l.push(child.id());
+    }
     let (out_tx, out_rx) = mpsc::sync_channel(1);
     if let Some(stdout) = child.stdout.take() {
         let _ = std::thread::Builder::new()
@@ -203,7 +224,10 @@ pub fn run_bounded(
             }
         }
         match child.try_wait() {
-            Ok(Some(s)) => break s,
+            Ok(Some(s)) => {
+                reaped(child.id());
+                break s;
+            }
             Ok(None) => {}
             Err(e) => {
                 kill(child);
@@ -595,6 +619,49 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
         }
         assert!(!proc_dir.exists(), "killed and reaped");
+        // Reaped, it is no longer one of nodecert's own children that may hold a GPU.
+        let pid: u32 = pid.trim().parse().unwrap();
+        let t0 = Instant::now();
+        while live_children().contains(&pid) && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!live_children().contains(&pid));
+    }
+
+    /// A child is one of nodecert's own while it runs, and not once it has ended.
+    #[test]
+    fn a_child_is_counted_as_nodecerts_own_while_it_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let pid_file = dir.path().join("pid");
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+        let (file, seen2) = (pid_file.clone(), seen.clone());
+        let watcher = std::thread::spawn(move || {
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_secs(10) {
+                if let Some(pid) = std::fs::read_to_string(&file)
+                    .ok()
+                    .and_then(|p| p.trim().parse::<u32>().ok())
+                {
+                    *seen2.lock().unwrap() = Some(live_children().contains(&pid));
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        let out = run_bounded(
+            sh(&format!(
+                "echo $$ > '{}.tmp'; mv '{0}.tmp' '{0}'; sleep 1; echo $$",
+                pid_file.display()
+            )),
+            Duration::from_secs(20),
+            MAX_STDOUT,
+            "x",
+        )
+        .unwrap();
+        watcher.join().unwrap();
+        assert_eq!(*seen.lock().unwrap(), Some(true), "listed while it ran");
+        let pid: u32 = String::from_utf8_lossy(&out.stdout).trim().parse().unwrap();
+        assert!(!live_children().contains(&pid), "not once it ended");
     }
 
     #[test]

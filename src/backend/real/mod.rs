@@ -559,9 +559,12 @@ impl Backend for RealBackend {
         // The same query as the inventory's; why a list was not read is the inventory's to say.
         let mut notes = Vec::new();
         let mut out = Vec::with_capacity(self.devices.len());
+        // nodecert's own children (the measurement without NVLS) are not another job.
+        let ours = crate::backend::no_nvls::live_children();
         for (i, d) in self.devices.iter().enumerate() {
             let mut q = nvml::Asker::new(format!("GPU {i}"), &mut notes);
-            out.push(nvml::processes(self.nvml, d, &mut q));
+            let list = nvml::processes(self.nvml, d, &mut q);
+            out.push(list.map(|l| l.into_iter().filter(|p| !ours.contains(&p.pid)).collect()));
         }
         Ok(out)
     }
