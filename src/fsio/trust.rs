@@ -130,6 +130,63 @@ mod tests {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).unwrap();
     }
 
+    /// What any user running the tests can check for itself (no owner changed): the modes of
+    /// the folder and of the folders on its way, links, '..', and what is not a folder.
+    #[test]
+    fn modes_and_links_on_the_way_for_whoever_runs_it() {
+        let me = euid();
+        let t = tempfile::tempdir().unwrap();
+        let top = t.path().join("top");
+        let out = top.join("out");
+        std::fs::create_dir_all(&out).unwrap();
+        for p in [&top, &out] {
+            mode(p, 0o755);
+        }
+        assert_eq!(others_can_redirect_in(&out, me), None);
+        mode(&out, 0o770);
+        assert!(others_can_redirect_in(&out, me)
+            .unwrap()
+            .ends_with("can be written by others (mode 0770)"));
+        mode(&out, 0o1777);
+        assert!(others_can_redirect_in(&out, me).is_some());
+        mode(&out, 0o755);
+        mode(&top, 0o777);
+        assert!(others_can_redirect_in(&out, me)
+            .unwrap()
+            .contains("top, a folder on its way"));
+        mode(&top, 0o1777);
+        assert_eq!(others_can_redirect_in(&out, me), None);
+        mode(&top, 0o755);
+        // Links: followed, relative ones from their folder; a link in a folder others can
+        // write could be swapped.
+        let rel = top.join("rel");
+        symlink("../top/./out", &rel).unwrap();
+        assert_eq!(others_can_redirect_in(&rel, me), None);
+        let open = t.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        mode(&open, 0o777);
+        symlink(&out, open.join("link")).unwrap();
+        assert!(others_can_redirect_in(&open.join("link"), me).is_some());
+        let chain = top.join("chain");
+        symlink(open.join("link"), &chain).unwrap();
+        assert!(others_can_redirect_in(&chain, me)
+            .unwrap()
+            .contains("open, a folder on its way"));
+        let looped = top.join("loop");
+        symlink(&looped, &looped).unwrap();
+        assert!(others_can_redirect_in(&looped, me)
+            .unwrap()
+            .ends_with("more than 40 links"));
+        assert_eq!(others_can_redirect_in(&top.join("out/../out"), me), None);
+        assert!(others_can_redirect_in(&top.join("none"), me)
+            .unwrap()
+            .starts_with("cannot read"));
+        std::fs::write(top.join("file"), "x").unwrap();
+        assert!(others_can_redirect_in(&top.join("file"), me)
+            .unwrap()
+            .ends_with("is not a folder"));
+    }
+
     /// A user (uid 1000 here) is safe in its own folder in a sticky /tmp, and not once another
     /// user can write the folder, or a folder above it, or owns it or a link on the way.
     #[test]
@@ -207,8 +264,8 @@ mod tests {
         symlink(&inner, &to_inner).unwrap();
         let why = others_can_redirect_in(&to_inner, me).unwrap();
         assert!(why.contains("open, a folder on its way"), "{why}");
-        // A link of ours that leads to someone else's link (in sticky /tmp, its owner can
-        // point it anywhere later): refused at that link.
+        // A link of ours that leads to someone else's link (its owner can point it anywhere
+        // later): refused at that link.
         let theirs = t.path().join("theirs");
         symlink(&out, &theirs).unwrap();
         lchown(&theirs, Some(4242), None).unwrap();
