@@ -120,6 +120,8 @@ pub struct Scripted {
     pub training_method: Option<MethodScript>,
     /// What the sustained load answers (the precision asked).
     pub sustained: Option<SustainedScript>,
+    /// What each GPU's process list reads now (None: the backend cannot read them again).
+    pub processes: Option<Vec<Option<Vec<crate::inventory::GpuProcess>>>>,
 }
 
 /// What a scripted backend's sustained load answers.
@@ -232,6 +234,11 @@ impl Backend for Scripted {
             .training_method
             .as_ref()
             .expect("a scripted training_method"))(p)
+    }
+    fn gpu_processes(&mut self) -> Result<Vec<Option<Vec<crate::inventory::GpuProcess>>>, HwError> {
+        self.processes
+            .clone()
+            .ok_or_else(|| HwError::NotSupported("no scripted process list".into()))
     }
 }
 

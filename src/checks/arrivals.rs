@@ -321,6 +321,33 @@ mod tests {
         assert!(f[1].reason.ends_with("not the GPU: stop it and run again"));
     }
 
+    /// After a check: the lists the backend reads now, held to the inventory's. A simulated
+    /// node's numbers are in no namespace; on a real one a number nodecert cannot find may be
+    /// itself (one is allowed). A backend that cannot read them again adds nothing.
+    #[test]
+    fn after_a_check_the_backend_is_asked_again() {
+        let suite = crate::suite::load::load("h200-vm-1").unwrap().suite;
+        let inv = start();
+        // A pid no system has (above pid_max).
+        let nowhere = job(u32::MAX);
+        let mut b = crate::testutil::Scripted {
+            processes: Some(vec![Some(vec![nowhere])]),
+            ..Default::default()
+        };
+        let mut ctx = crate::testutil::ctx(&suite, &inv);
+        let f = after_check(&ctx, &mut b);
+        assert_eq!((f.len(), f[0].status), (1, Status::Error), "{f:#?}");
+        ctx.simulated = false;
+        let f = after_check(&ctx, &mut b);
+        assert_eq!(
+            (f.len(), f[0].status, f[0].info),
+            (1, Status::Pass, true),
+            "{f:#?}"
+        );
+        b.processes = None;
+        assert_eq!(after_check(&ctx, &mut b), []);
+    }
+
     /// A list cut at its most may name other processes from one read to the next: not
     /// compared.
     #[test]
@@ -328,10 +355,23 @@ mod tests {
         let full: Vec<GpuProcess> = (0..MAX_PROCESSES as u32).map(|p| job(1000 + p)).collect();
         let mut inv = start();
         inv.gpus[0].processes = Some(full.clone());
-        let mut other = full.clone();
+        let mut other = full[..MAX_PROCESSES - 1].to_vec();
         other[0] = job(5);
         assert_eq!(
             findings(&inv, &[Some(other)], OtherProcesses::Error, &all, 1),
+            []
+        );
+        // Nor one that reaches its most now, from fewer at the start.
+        let mut inv_less = start();
+        inv_less.gpus[0].processes = Some(full[..MAX_PROCESSES - 1].to_vec());
+        assert_eq!(
+            findings(
+                &inv_less,
+                &[Some(full.clone())],
+                OtherProcesses::Error,
+                &all,
+                1
+            ),
             []
         );
         let mut less = full;
