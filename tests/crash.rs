@@ -15,6 +15,8 @@ struct Faulty {
     no_nvls_times_out: bool,
     /// A job holds this GPU once the run has begun (the process lists read after a check).
     started_on: Option<usize>,
+    /// Host copies fail at once (as when the device memory is taken), not by a timeout.
+    host_copy_fails: bool,
 }
 
 impl Faulty {
@@ -26,6 +28,7 @@ impl Faulty {
             host_copy_times_out,
             no_nvls_times_out: false,
             started_on: None,
+            host_copy_fails: false,
         }
     }
 }
@@ -45,6 +48,12 @@ impl Backend for Faulty {
         w: u32,
         i: u32,
     ) -> Result<Samples, HwError> {
+        if self.host_copy_fails {
+            return Err(HwError::Call {
+                call: "cudaMallocHost".into(),
+                detail: "out of memory".into(),
+            });
+        }
         if self.host_copy_times_out {
             return Err(HwError::Timeout {
                 what: "cudaMemcpyAsync H2D on GPU 0".into(),
@@ -175,7 +184,8 @@ fn a_crash_mid_run_leaves_the_finished_checks_on_disk() {
 #[test]
 fn a_check_that_could_not_measure_names_a_job_that_started() {
     let loaded = nodecert::suite::load::load("h100-sxm-8").unwrap();
-    let mut b = Faulty::new(false, true);
+    let mut b = Faulty::new(false, false);
+    b.host_copy_fails = true;
     b.started_on = Some(5);
     let inv = b.inventory().unwrap();
     let ev = nodecert::runner::new_evidence(&loaded, &b, inv, None, Default::default());
@@ -197,6 +207,21 @@ fn a_check_that_could_not_measure_names_a_job_that_started() {
     assert!(started[0]
         .reason
         .starts_with("GPU 5: another process started on it during the run: pid 6262"));
+    // After a timeout (a call that may be stuck in the driver, which NVML may wait behind) the
+    // lists are not read: the check says only what timed out.
+    let mut b = Faulty::new(false, true);
+    b.started_on = Some(5);
+    let inv = b.inventory().unwrap();
+    let ev2 = nodecert::runner::new_evidence(&loaded, &b, inv, None, Default::default());
+    let ev2 =
+        nodecert::runner::run(&loaded, &mut b, ev2, None, &mut nodecert::runner::Silent).unwrap();
+    let hb2 = ev2.check("host_bandwidth").unwrap();
+    assert!(
+        hb2.summary.contains("did not finish within 30 s"),
+        "{}",
+        hb2.summary
+    );
+    assert!(hb2.findings.is_empty(), "{:#?}", hb2.findings);
     // Checks that read what the node is do not say it: nothing of theirs ran on a GPU.
     for id in ["topology", "health", "virtualization"] {
         let c = ev.check(id).unwrap();
