@@ -84,14 +84,13 @@ impl JobKey {
     /// a shared folder anyone may plant a file of mode 0600 of their own, or a link of theirs to
     /// a 0600 file of ours whose contents they know (an `authorized_keys`).
     pub fn read_owned(path: &Path, also: Option<u32>) -> Result<JobKey, String> {
-        // SAFETY: geteuid has no preconditions and cannot fail.
-        JobKey::read_as(path, unsafe { libc::geteuid() }, also)
+        JobKey::read_as(path, crate::fsio::trust::euid(), also)
     }
 
     /// [`JobKey::read_owned`] for a reader of uid `me`.
     fn read_as(path: &Path, me: u32, also: Option<u32>) -> Result<JobKey, String> {
         let shown = path.display();
-        let trusted = |uid: u32| uid == me || uid == 0 || Some(uid) == also;
+        let trusted = |uid: u32| crate::fsio::trust::trusted_owner(uid, me) || Some(uid) == also;
         let foreign = |what: &str, uid: u32| {
             format!(
                 "the job key {shown}: {what} belongs to another user (uid {uid}, this process runs \

@@ -16,12 +16,17 @@ pub fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
+/// Whether what `owner` owns may be trusted by `uid`: it is `uid`'s own, or root's.
+pub fn trusted_owner(owner: u32, uid: u32) -> bool {
+    owner == uid || owner == 0
+}
+
 /// Whether nobody but `uid` and root can rename or replace entries of `parent` (links
 /// followed): it is owned by one of them, and either writable by nobody else or sticky.
 pub fn safe_parent(parent: &Path, uid: u32) -> bool {
     std::fs::metadata(parent).is_ok_and(|m| {
         let mode = m.permissions().mode();
-        m.is_dir() && (m.uid() == uid || m.uid() == 0) && (mode & 0o022 == 0 || mode & 0o1000 != 0)
+        m.is_dir() && trusted_owner(m.uid(), uid) && (mode & 0o022 == 0 || mode & 0o1000 != 0)
     })
 }
 
@@ -33,11 +38,10 @@ pub fn safe_parent(parent: &Path, uid: u32) -> bool {
 /// only they can change ([`safe_parent`]), and `dir` itself must be writable by nobody else,
 /// sticky or not: a sticky folder still lets others create the name first.
 pub fn others_can_redirect_in(dir: &Path, uid: u32) -> Option<String> {
+    use super::write::MAX_LINKS;
     use std::collections::VecDeque;
     use std::path::{Component, PathBuf};
-    /// The most links followed, as Linux's MAXSYMLINKS.
-    const MAX_LINKS: usize = 40;
-    let trusted = |owner: u32| owner == uid || owner == 0;
+    let trusted = |owner: u32| trusted_owner(owner, uid);
     let names = |p: &Path| -> Vec<std::ffi::OsString> {
         p.components()
             .filter_map(|c| match c {

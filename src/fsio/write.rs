@@ -57,11 +57,10 @@ fn link_refused(path: &Path) -> io::Error {
 }
 
 /// The most symbolic links one path may pass through (the kernel's MAXSYMLINKS).
-const MAX_LINKS: usize = 40;
+pub(crate) const MAX_LINKS: usize = 40;
 
 fn is_trusted_owner(uid: libc::uid_t) -> bool {
-    // SAFETY: geteuid cannot fail.
-    uid == 0 || uid == unsafe { libc::geteuid() }
+    super::trust::trusted_owner(uid, super::trust::euid())
 }
 
 impl Dir {
