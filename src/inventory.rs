@@ -300,6 +300,13 @@ impl GpuProcess {
             false => format!("pid {} ({})", self.pid, what.join(", ")),
         }
     }
+
+    /// Whether it is an MPS server, through which every CUDA process then shares the GPU.
+    pub fn is_mps_server(&self) -> bool {
+        self.name
+            .as_deref()
+            .is_some_and(|n| n.contains("nvidia-cuda-mps-server"))
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Default)]

@@ -12,8 +12,8 @@
 //! check is not seen, and so is one NVML cannot list (from another container, where nodecert
 //! runs in one). NVML numbers processes as the host does: where nodecert runs in its own PID
 //! namespace, one process it cannot find under that number may be nodecert itself, so a single
-//! such process is shown and not judged; more than one cannot all be nodecert, and are an
-//! error. An MPS server that starts is named as one: the MPS control daemon started it for
+//! such process is shown and not judged (one more for each child of nodecert's that has not
+//! been reaped); more than that cannot all be nodecert, and are an error. An MPS server that starts is named as one: the MPS control daemon started it for
 //! nodecert's own work, which then shares the GPU through it.
 
 use super::Ctx;
@@ -66,11 +66,7 @@ pub fn findings(
             1 => "1 process started".to_string(),
             n => format!("{n} processes started"),
         };
-        let mps = seen.iter().any(|p| {
-            p.name
-                .as_deref()
-                .is_some_and(|n| n.contains("nvidia-cuda-mps-server"))
-        });
+        let mps = seen.iter().any(|p| p.is_mps_server());
         let what = format!(
             "GPU {}: another process started on it during the run: {}",
             g.index,

@@ -241,11 +241,7 @@ fn processes_finding(sub: &Subject, g: &Gpu, mode: OtherProcesses) -> Option<Fin
     let (found, what, then) = match (listed, unlisted) {
         (Some(list), _) if !list.is_empty() => {
             let each: Vec<String> = list.iter().map(GpuProcess::describe).collect();
-            let mps = list.iter().any(|p| {
-                p.name
-                    .as_deref()
-                    .is_some_and(|n| n.contains("nvidia-cuda-mps-server"))
-            });
+            let mps = list.iter().any(GpuProcess::is_mps_server);
             let (found, it) = match list.len() {
                 1 => ("1 other process".to_string(), "it"),
                 n => (format!("{n} other processes"), "them"),
