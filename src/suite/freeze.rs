@@ -21,13 +21,9 @@ pub fn comment_text(s: &str) -> String {
 /// changing what it matches. None when every such value shows as it is.
 pub fn hidden_in_values(inv: &Inventory) -> Option<String> {
     let hidden = |s: &str| s.chars().any(crate::console::is_hidden);
-    // The name is written only where every GPU has the same one ([`node_table`]).
-    let one_model = inv
-        .gpus
-        .iter()
-        .all(|g| inv.gpus.first().is_some_and(|f| f.name == g.name));
+    let model = gpu_model(inv);
     inv.gpus.iter().find_map(|g| {
-        let what = if one_model && hidden(&g.name) {
+        let what = if model.is_some_and(hidden) {
             format!("the name '{}'", crate::console::visible(&g.name))
         } else if g.cpu_affinity.as_deref().is_some_and(hidden) {
             let c = g.cpu_affinity.as_deref().unwrap_or_default();
@@ -41,6 +37,15 @@ pub fn hidden_in_values(inv: &Inventory) -> Option<String> {
             g.index
         ))
     })
+}
+
+/// The `gpu_model` a frozen suite states: the GPUs' name, where every GPU has the same one.
+fn gpu_model(inv: &Inventory) -> Option<&str> {
+    let first = &inv.gpus.first()?.name;
+    inv.gpus
+        .iter()
+        .all(|g| &g.name == first)
+        .then_some(first.as_str())
 }
 
 /// A suite name from a host name: lowercase letters, digits and dashes.
@@ -125,11 +130,9 @@ fn node_table(inv: &Inventory) -> Table {
     let mut t = Table::new();
     t["gpu_count"] = int(inv.gpus.len() as i64);
     let mut notes: Vec<(&str, String)> = Vec::new();
-    match inv.gpus.first() {
-        Some(g) if inv.gpus.iter().all(|x| x.name == g.name) => {
-            t["gpu_model"] = value(g.name.clone());
-        }
-        Some(_) => notes.push((
+    match gpu_model(inv) {
+        Some(m) => t["gpu_model"] = value(m),
+        None if !inv.gpus.is_empty() => notes.push((
             "gpu_count",
             "gpu_model left out: the GPUs are of different models".into(),
         )),
