@@ -1683,11 +1683,7 @@ impl Backend for SimBackend {
                     return None;
                 }
                 let on_i = |k| self.faults_of(k).filter(move |f| f.gpu.unwrap_or(0) == i);
-                let busy = on_i(FaultKind::BusyGpu).map(|_| GpuProcess {
-                    pid: BUSY_PID,
-                    name: Some("python3".into()),
-                    memory_bytes: Some(BUSY_MEMORY),
-                });
+                let busy = on_i(FaultKind::BusyGpu).map(|_| busy_process());
                 let started = on_i(FaultKind::ProcessStarts).map(|_| GpuProcess {
                     pid: STARTED_PID,
                     name: Some("torchrun".into()),
@@ -1891,11 +1887,7 @@ impl Backend for SimBackend {
                     FaultKind::ThermalThrottle => throttle.push("hw_thermal_slowdown".to_string()),
                     FaultKind::VbiosMismatch => vbios = other_vbios(&vbios),
                     FaultKind::MigPending => mig_pending = Some(true),
-                    FaultKind::BusyGpu => others.push(GpuProcess {
-                        pid: BUSY_PID,
-                        name: Some("python3".into()),
-                        memory_bytes: Some(BUSY_MEMORY),
-                    }),
+                    FaultKind::BusyGpu => others.push(busy_process()),
                     _ => {}
                 }
             }
@@ -2452,6 +2444,15 @@ pub const BF16_MLP_STEP_EFFICIENCY: f64 = 0.47;
 /// The process a busy-gpu fault puts on its GPU: its PID and the memory it holds.
 pub const BUSY_PID: u32 = 4242;
 pub const BUSY_MEMORY: u64 = 30 << 30;
+
+/// The process a busy-gpu fault puts on its GPU.
+fn busy_process() -> GpuProcess {
+    GpuProcess {
+        pid: BUSY_PID,
+        name: Some("python3".into()),
+        memory_bytes: Some(BUSY_MEMORY),
+    }
+}
 
 /// The process a process-starts fault starts on its GPU during the run.
 pub const STARTED_PID: u32 = 5151;
