@@ -298,8 +298,7 @@ fn a_process_that_starts_during_the_run_makes_the_checks_after_it_untestable() {
         .assert()
         .code(3);
     let ev = read_json(&env.path("started/evidence.json"));
-    let checks = ev["checks"].as_array().unwrap();
-    let by_id = |id: &str| checks.iter().find(|c| c["id"] == id).unwrap();
+    let by_id = |id: &str| util::check_json(&ev, id);
     assert_eq!(by_id("health")["status"], "pass");
     assert_eq!(by_id("topology")["status"], "pass");
     let compute = by_id("compute");
@@ -355,15 +354,7 @@ fn a_gpu_another_process_holds_makes_the_run_untestable_naming_it() {
         ev["node"]["gpus"][3]["processes"],
         serde_json::json!([{"pid": 4242, "name": "python3", "memory_bytes": 30_u64 << 30}])
     );
-    let check = |id: &str| {
-        ev["checks"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .find(|c| c["id"] == id)
-            .unwrap_or_else(|| panic!("no check {id}"))
-            .clone()
-    };
+    let check = |id: &str| util::check_json(&ev, id).clone();
     let health = check("health");
     assert_eq!(health["status"], "error");
     let errors: Vec<&serde_json::Value> = health["findings"]
@@ -557,12 +548,7 @@ fn a_floor_of_zero_is_named_and_not_counted() {
     );
     assert_eq!(err.lines().filter(|l| l.starts_with("caution:")).count(), 3);
     let ev = util::read_json(&env.path("r/evidence.json"));
-    let host = ev["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["id"] == "host_bandwidth")
-        .unwrap();
+    let host = util::check_json(&ev, "host_bandwidth");
     let judged_h2d = host["findings"]
         .as_array()
         .unwrap()
@@ -570,12 +556,7 @@ fn a_floor_of_zero_is_named_and_not_counted() {
         .filter(|f| f["metric"] == "h2d" && f["info"] != true);
     assert_eq!(judged_h2d.count(), 0, "{host}");
     // Nor is memory held to 0 GiB.
-    let topology = ev["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["id"] == "topology")
-        .unwrap();
+    let topology = util::check_json(&ev, "topology");
     assert!(
         !topology.to_string().contains("GiB of memory"),
         "{topology}"

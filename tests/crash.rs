@@ -142,6 +142,16 @@ impl Backend for Faulty {
     }
 }
 
+/// Run every check of `loaded` on `b`, keeping the evidence in memory only.
+fn run_all(
+    loaded: &nodecert::suite::load::LoadedSuite,
+    b: &mut Faulty,
+) -> nodecert::evidence::Evidence {
+    let inv = b.inventory().unwrap();
+    let ev = nodecert::runner::new_evidence(loaded, b, inv, None, Default::default());
+    nodecert::runner::run(loaded, b, ev, None, &mut nodecert::runner::Silent).unwrap()
+}
+
 #[test]
 fn a_crash_mid_run_leaves_the_finished_checks_on_disk() {
     let dir = tempfile::tempdir().unwrap();
@@ -187,10 +197,7 @@ fn a_check_that_could_not_measure_names_a_job_that_started() {
     let mut b = Faulty::new(false, false);
     b.host_copy_fails = true;
     b.started_on = Some(5);
-    let inv = b.inventory().unwrap();
-    let ev = nodecert::runner::new_evidence(&loaded, &b, inv, None, Default::default());
-    let ev =
-        nodecert::runner::run(&loaded, &mut b, ev, None, &mut nodecert::runner::Silent).unwrap();
+    let ev = run_all(&loaded, &mut b);
     let hb = ev.check("host_bandwidth").unwrap();
     assert_eq!(hb.status, nodecert::evidence::Status::Error);
     assert!(
@@ -211,10 +218,7 @@ fn a_check_that_could_not_measure_names_a_job_that_started() {
     // lists are not read: the check says only what timed out.
     let mut b = Faulty::new(false, true);
     b.started_on = Some(5);
-    let inv = b.inventory().unwrap();
-    let ev2 = nodecert::runner::new_evidence(&loaded, &b, inv, None, Default::default());
-    let ev2 =
-        nodecert::runner::run(&loaded, &mut b, ev2, None, &mut nodecert::runner::Silent).unwrap();
+    let ev2 = run_all(&loaded, &mut b);
     let hb2 = ev2.check("host_bandwidth").unwrap();
     assert!(
         hb2.summary.contains("did not finish within 30 s"),
@@ -238,10 +242,7 @@ fn a_check_that_could_not_measure_names_a_job_that_started() {
 fn a_hardware_error_in_one_check_is_reported_and_the_run_goes_on() {
     let loaded = nodecert::suite::load::load("h100-sxm-8").unwrap();
     let mut b = Faulty::new(false, true);
-    let inv = b.inventory().unwrap();
-    let ev = nodecert::runner::new_evidence(&loaded, &b, inv, None, Default::default());
-    let ev =
-        nodecert::runner::run(&loaded, &mut b, ev, None, &mut nodecert::runner::Silent).unwrap();
+    let ev = run_all(&loaded, &mut b);
     let hb = ev.check("host_bandwidth").unwrap();
     assert_eq!(hb.status, nodecert::evidence::Status::Error);
     assert!(
@@ -266,10 +267,7 @@ fn a_hung_child_without_nvls_is_an_error_exit_3_never_a_slow_link() {
     let loaded = nodecert::suite::load::load("h100-sxm-8").unwrap();
     let mut b = Faulty::new(false, false);
     b.no_nvls_times_out = true;
-    let inv = b.inventory().unwrap();
-    let ev = nodecert::runner::new_evidence(&loaded, &b, inv, None, Default::default());
-    let ev =
-        nodecert::runner::run(&loaded, &mut b, ev, None, &mut nodecert::runner::Silent).unwrap();
+    let ev = run_all(&loaded, &mut b);
     let ar = ev.check("collective.all_reduce").unwrap();
     assert_eq!(ar.status, nodecert::evidence::Status::Error);
     assert!(

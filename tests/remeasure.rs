@@ -38,12 +38,7 @@ fn run(env: &Env, suite: &str, faults: &[&str], out: &str, code: i32) -> serde_j
 }
 
 fn p2p(ev: &serde_json::Value) -> &serde_json::Value {
-    ev["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["id"] == "p2p_bandwidth")
-        .unwrap()
+    util::check_json(ev, "p2p_bandwidth")
 }
 
 #[test]
@@ -174,12 +169,7 @@ fn the_report_gives_device_copy_as_nvbandwidth_counts_it() {
         .assert()
         .code(0);
     let ev = read_json(&env.path("out/evidence.json"));
-    let host = ev["checks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|c| c["id"] == "host_bandwidth")
-        .unwrap();
+    let host = util::check_json(&ev, "host_bandwidth");
     let copy = host["metrics"]
         .as_array()
         .unwrap()

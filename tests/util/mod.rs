@@ -61,6 +61,16 @@ pub fn read_json(p: &Path) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(p).expect("read")).expect("json")
 }
 
+/// The record of check `id` in evidence read as JSON.
+pub fn check_json<'a>(ev: &'a serde_json::Value, id: &str) -> &'a serde_json::Value {
+    ev["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .find(|c| c["id"] == id)
+        .unwrap_or_else(|| panic!("no check {id}"))
+}
+
 /// Copy the files of `from` (one level, no subfolders) into `to`, created if missing: a
 /// committed certificate fixture into a test's temp dir.
 pub fn copy_dir(from: &Path, to: &Path) {
