@@ -35,6 +35,38 @@ pub struct Inventory {
     /// none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fabric: Option<crate::network::Fabric>,
+    /// The MPS control daemon nodecert found where CUDA would connect to it when it started,
+    /// and went around (`platform::mps`). None: none found, or not looked for (evidence
+    /// written before nodecert looked, a simulated node without the fault).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mps: Option<MpsDaemon>,
+}
+
+/// An MPS control daemon: CUDA processes started on the node connect to it and share the GPUs
+/// through an MPS server.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MpsDaemon {
+    /// The folder its socket (`control`) is in: `$CUDA_MPS_PIPE_DIRECTORY`, or
+    /// `/tmp/nvidia-mps`.
+    pub pipe_dir: String,
+    /// Its process, where nodecert could see it (None: in another PID namespace, or a socket
+    /// left by a daemon that has stopped).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+}
+
+impl MpsDaemon {
+    /// "the MPS control daemon at /tmp/nvidia-mps (pid 4242)".
+    pub fn describe(&self) -> String {
+        let pid = match self.pid {
+            Some(p) => format!("pid {p}"),
+            None => "its process not seen from here".into(),
+        };
+        format!(
+            "the MPS control daemon at {} ({pid})",
+            crate::console::visible(&self.pipe_dir)
+        )
+    }
 }
 
 /// A GPU that stopped answering the driver.

@@ -115,6 +115,13 @@ pub fn render(inv: &Inventory, simulated: bool) -> String {
             if g.throttle_reasons.is_empty() { if g.gives(Reading::ThrottleReasons) { "none" } else { "n/a" }.to_string() } else { visible(&g.throttle_reasons.join(",")) }
         ));
     }
+    if let Some(d) = &inv.mps {
+        // describe() shows hidden characters of the folder escaped.
+        s.push_str(&format!(
+            "  MPS: {}; nodecert goes around it, CUDA jobs started here share the GPUs through it\n",
+            d.describe()
+        ));
+    }
     if !inv.lost_gpus.is_empty() {
         s.push_str("\nLOST: listed by the driver but no longer answering (fell off the bus):\n");
         for l in &inv.lost_gpus {

@@ -5,6 +5,9 @@ fn main() -> std::process::ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // Before any thread and any CUDA: an MPS control daemon would make nodecert's CUDA work a
+    // client sharing the GPUs through its server (platform::mps).
+    nodecert::platform::mps::go_around();
     let code = nodecert::cli::main_with_args(std::env::args().collect());
     if nodecert::backend::cuda::thread_abandoned() {
         // A measurement hung and its thread is stuck inside the driver. Evidence and reports are

@@ -1059,3 +1059,71 @@ fn each_gpus_cpus_are_read_through_nvml_and_judged() {
         assert!(failures(&ev).is_empty(), "{:#?}", failures(&ev));
     }
 }
+
+/// An MPS control daemon where the driver would look for it (`CUDA_MPS_PIPE_DIRECTORY`, here a
+/// Kubernetes-style folder) is found before anything opens the node, with its process, and
+/// recorded in the inventory; the health check warns of it and the run still passes: nodecert
+/// went around it.
+#[test]
+fn an_mps_daemon_is_found_recorded_and_warned_about() {
+    let node = Node::new(&hgx_h200());
+    let pipe = node.env.path("run/nvidia/mps/pipe");
+    std::fs::create_dir_all(&pipe).expect("mkdir");
+    let _socket = std::os::unix::net::UnixListener::bind(pipe.join("control")).expect("bind");
+    // A process whose program is the daemon's name.
+    let daemon = node.env.path("nvidia-cuda-mps-control");
+    std::fs::copy("/bin/sleep", &daemon).expect("copy sleep");
+    let mut child = std::process::Command::new(&daemon)
+        .arg("60")
+        .spawn()
+        .expect("start the stand-in daemon");
+    let with_pipe = |mut c: assert_cmd::Command| {
+        c.env("CUDA_MPS_PIPE_DIRECTORY", &pipe);
+        c
+    };
+    let out = with_pipe(node.cmd())
+        .args(["inventory", "--json"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        v["inventory"]["mps"],
+        json!({"pipe_dir": pipe.to_str().unwrap(), "pid": child.id()})
+    );
+    let text = with_pipe(node.cmd())
+        .arg("inventory")
+        .output()
+        .expect("runs");
+    assert!(String::from_utf8_lossy(&text.stdout).contains(&format!(
+        "  MPS: the MPS control daemon at {} (pid {}); nodecert goes around it",
+        pipe.display(),
+        child.id()
+    )));
+
+    node.env.write("suite.toml", HGX_SUITE);
+    let out = with_pipe(node.cmd())
+        .args(["run", "suite.toml", "--quiet", "--out", "report"])
+        .output()
+        .expect("runs");
+    let _ = child.kill();
+    let _ = child.wait();
+    let ev: Value =
+        serde_json::from_slice(&std::fs::read(node.env.path("report/evidence.json")).unwrap())
+            .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{:#?}", findings(&ev));
+    let warned: Vec<_> = findings(&ev)
+        .into_iter()
+        .filter(|f| f.1 == "warn")
+        .collect();
+    assert_eq!(warned.len(), 1, "{warned:#?}");
+    assert_eq!(
+        (warned[0].0.as_str(), warned[0].2.as_str()),
+        ("health", "node")
+    );
+    assert!(warned[0].3.contains("nodecert's own work went around it"));
+    // Without the variable, the driver would look in /tmp/nvidia-mps: this machine has none.
+    if !std::path::Path::new("/tmp/nvidia-mps/control").exists() {
+        assert_eq!(node.inventory()["mps"], Value::Null);
+    }
+}

@@ -317,10 +317,11 @@ pub enum FaultKind {
     BusyGpu,
     MigPending,
     ProcessStarts,
+    MpsDaemon,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 32] = [
+    pub const ALL: [FaultKind; 33] = [
         FaultKind::GpuMissing,
         FaultKind::GpuLost,
         FaultKind::NvlinkDown,
@@ -353,6 +354,7 @@ impl FaultKind {
         FaultKind::BusyGpu,
         FaultKind::MigPending,
         FaultKind::ProcessStarts,
+        FaultKind::MpsDaemon,
     ];
 
     pub fn name(self) -> &'static str {
@@ -389,6 +391,7 @@ impl FaultKind {
             FaultKind::BusyGpu => "busy-gpu",
             FaultKind::MigPending => "mig-pending",
             FaultKind::ProcessStarts => "process-starts",
+            FaultKind::MpsDaemon => "mps-daemon",
         }
     }
 
@@ -485,6 +488,10 @@ impl FaultKind {
                 "another job starts on a GPU once the run is under way: absent when the node was \
                  read, there after the first check (gpu=N, factor=F: the share of its GEMM rate \
                  left to nodecert; default 0.5)"
+            }
+            FaultKind::MpsDaemon => {
+                "the MPS control daemon runs, so CUDA jobs started on the node share the GPUs \
+                 through an MPS server (nodecert's own work goes around it)"
             }
         }
     }
@@ -2089,9 +2096,18 @@ impl Backend for SimBackend {
             });
         }
         let fabric = self.sim_fabric(&gpus, false);
+        let mps = self
+            .faults_of(FaultKind::MpsDaemon)
+            .next()
+            .is_some()
+            .then(|| MpsDaemon {
+                pipe_dir: crate::platform::mps::DEFAULT_PIPE_DIR.into(),
+                pid: Some(MPS_DAEMON_PID),
+            });
         Ok(Inventory {
             fabric,
             lost_gpus,
+            mps,
             hostname: node.hostname.clone(),
             driver_version: (!self.hides_driver_version()).then(|| node.driver_version.clone()),
             cuda_driver_version: Some(node.cuda_driver_version.clone()),
@@ -2440,6 +2456,9 @@ fn hide(g: &mut Gpu, r: Reading) {
 /// ReLU, softmax, the bf16 conversions, the update) that take about as long as in fp32, hidden
 /// behind fp32's 20 ms of GEMMs and a large share of bf16's.
 pub const BF16_MLP_STEP_EFFICIENCY: f64 = 0.47;
+
+/// The MPS control daemon's PID where the mps-daemon fault runs one.
+pub const MPS_DAEMON_PID: u32 = 2727;
 
 /// The process a busy-gpu fault puts on its GPU: its PID and the memory it holds.
 pub const BUSY_PID: u32 = 4242;

@@ -13,8 +13,10 @@
 //! runs in one). NVML numbers processes as the host does: where nodecert runs in its own PID
 //! namespace, one process it cannot find under that number may be nodecert itself, so a single
 //! such process is shown and not judged (one more for each child of nodecert's that has not
-//! been reaped); more than that cannot all be nodecert, and are an error. An MPS server that starts is named as one: the MPS control daemon started it for
-//! nodecert's own work, which then shares the GPU through it.
+//! been reaped); more than that cannot all be nodecert, and are an error. An MPS server that
+//! starts is named as one: the MPS control daemon started it for another job (nodecert goes
+//! around a daemon it finds at the start, `platform::mps`), and every job shares the GPU
+//! through it.
 
 use super::Ctx;
 use crate::backend::real::nvml::MAX_PROCESSES;
@@ -73,8 +75,9 @@ pub fn findings(
             each.join(", ")
         );
         let then = if mps {
-            "an MPS server, which the MPS control daemon starts for the first CUDA process (this \
-             one's): every process then shares the GPU through it; stop MPS (`echo quit | \
+            "an MPS server, which the MPS control daemon starts for a CUDA job that connects to \
+             it (nodecert's own work does not: it goes around a daemon found at the start): every \
+             job then shares the GPU through it; stop MPS (`echo quit | \
              nvidia-cuda-mps-control`) and run again"
         } else {
             "stop it and run again"

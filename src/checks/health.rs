@@ -12,7 +12,7 @@ use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
 use crate::error::HwError;
 use crate::evidence::{Finding, Status, Subject};
-use crate::inventory::{Gpu, GpuProcess, Reading, XidEvent};
+use crate::inventory::{Gpu, GpuProcess, Inventory, Reading, XidEvent};
 use crate::suite::{version_at_least, HealthCheck, OtherProcesses};
 
 pub struct Health(pub HealthCheck);
@@ -161,6 +161,10 @@ impl Check for Health {
                 ),
             ));
         }
+        out.extend(mps_finding(
+            inv,
+            h.other_processes.unwrap_or(OtherProcesses::Error),
+        ));
         for g in &inv.gpus {
             out.extend(gpu_findings(h, g));
         }
@@ -294,6 +298,44 @@ fn processes_finding(sub: &Subject, g: &Gpu, mode: OtherProcesses) -> Option<Fin
             Status::Pass,
             sub.clone(),
             found,
+            "shown, not judged",
+            format!("{what} (checks.health.other_processes = \"shown\")"),
+        )
+        .on(r.key())
+        .informational(),
+    })
+}
+
+/// An MPS control daemon found when nodecert started. It takes no GPU and does not change what
+/// nodecert measures (nodecert went around it, `platform::mps`), but every CUDA job started on
+/// the node afterwards shares the GPUs through an MPS server, under that server's limits: a
+/// warning, which the certificate shows. With `other_processes = "shown"`, information.
+fn mps_finding(inv: &Inventory, mode: OtherProcesses) -> Option<Finding> {
+    let d = inv.mps.as_ref()?;
+    let r = Reading::Processes;
+    let what = format!(
+        "found {}: CUDA jobs started on this node connect to it and share the GPUs through an \
+         MPS server, under that server's limits",
+        d.describe()
+    );
+    Some(match mode {
+        OtherProcesses::Error => bad(
+            Status::Warn,
+            &Subject::node(),
+            r,
+            "MPS control daemon",
+            "no MPS control daemon",
+            format!(
+                "{what}. nodecert's own work went around it (CUDA_MPS_PIPE_DIRECTORY={} for \
+                 nodecert alone), so its figures are the GPUs' own; stop the daemon (`echo quit \
+                 | nvidia-cuda-mps-control`) if this node is not meant to share its GPUs",
+                crate::platform::mps::NOWHERE
+            ),
+        ),
+        OtherProcesses::Shown => finding(
+            Status::Pass,
+            Subject::node(),
+            "MPS control daemon",
             "shown, not judged",
             format!("{what} (checks.health.other_processes = \"shown\")"),
         )
@@ -805,6 +847,48 @@ mod tests {
         ];
         assert_eq!(said(None), error);
         assert_eq!(said(Some(OtherProcesses::Error)), error);
+    }
+
+    /// An MPS control daemon found at the start warns, naming where it listens and that
+    /// nodecert went around it; with `other_processes = "shown"` it is information; without one
+    /// nothing is said of it.
+    #[test]
+    fn an_mps_daemon_warns_and_is_shown_when_asked() {
+        let r = Reading::Processes;
+        let node = Subject::node().describe();
+        let daemon = |pid| {
+            move |inv: &mut Inventory| {
+                inv.mps = Some(crate::inventory::MpsDaemon {
+                    pipe_dir: "/run/nvidia/mps/pipe".into(),
+                    pid,
+                })
+            }
+        };
+        let f = judge("h100-sxm-8", daemon(Some(77)));
+        let w = on(&f, &node, r);
+        assert_eq!(w.len(), 1);
+        assert_eq!((w[0].status, w[0].info), (Status::Warn, false));
+        assert_eq!(
+            w[0].reason,
+            "found the MPS control daemon at /run/nvidia/mps/pipe (pid 77): CUDA jobs started on \
+             this node connect to it and share the GPUs through an MPS server, under that \
+             server's limits. nodecert's own work went around it \
+             (CUDA_MPS_PIPE_DIRECTORY=/dev/null for nodecert alone), so its figures are the GPUs' \
+             own; stop the daemon (`echo quit | nvidia-cuda-mps-control`) if this node is not \
+             meant to share its GPUs"
+        );
+        let f = judge("h100-sxm-8", daemon(None));
+        assert!(on(&f, &node, r)[0]
+            .reason
+            .starts_with("found the MPS control daemon at /run/nvidia/mps/pipe (its process not seen from here): "));
+        let shown = |h: &mut HealthCheck| h.other_processes = Some(OtherProcesses::Shown);
+        let f = judge_with("h100-sxm-8", shown, daemon(Some(77)));
+        let i = on(&f, &node, r);
+        assert_eq!((i.len(), i[0].status, i[0].info), (1, Status::Pass, true));
+        assert!(i[0]
+            .reason
+            .ends_with("under that server's limits (checks.health.other_processes = \"shown\")"));
+        assert!(on(&judge("h100-sxm-8", |_| {}), &node, r).is_empty());
     }
 
     #[test]

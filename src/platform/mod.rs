@@ -5,6 +5,7 @@
 //! sample tree in a temp dir.
 
 pub mod hypervisor;
+pub mod mps;
 pub mod nic;
 pub mod numa;
 pub mod pci;

@@ -398,6 +398,7 @@ impl RealBackend {
             virtualization,
             unavailable: notes,
             lost_gpus: lost,
+            mps: platform::mps::found_at_start(),
             fabric: Some(fabric),
         }
     }
