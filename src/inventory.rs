@@ -35,37 +35,42 @@ pub struct Inventory {
     /// none).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fabric: Option<crate::network::Fabric>,
-    /// The MPS control daemon nodecert found where CUDA would connect to it when it started,
-    /// and went around (`platform::mps`). None: none found, or not looked for (evidence
-    /// written before nodecert looked, a simulated node without the fault).
+    /// Where CUDA looks for an MPS control daemon, and whether one is there (nodecert's own CUDA
+    /// goes around it: `platform::mps`). None: not looked for (evidence written before nodecert
+    /// looked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub mps: Option<MpsDaemon>,
+    pub mps: Option<Mps>,
 }
 
-/// An MPS control daemon: CUDA processes started on the node connect to it and share the GPUs
-/// through an MPS server.
+/// What nodecert found where CUDA looks for the MPS control daemon. Where one answers, CUDA
+/// processes started on the node share the GPUs through an MPS server.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-pub struct MpsDaemon {
-    /// The folder its socket (`control`) is in: `$CUDA_MPS_PIPE_DIRECTORY`, or
+pub struct Mps {
+    /// The folder looked in: `$CUDA_MPS_PIPE_DIRECTORY` as nodecert was started with it, or
     /// `/tmp/nvidia-mps`.
     pub pipe_dir: String,
-    /// Its process, where nodecert could see it (None: in another PID namespace, or a socket
-    /// left by a daemon that has stopped).
+    /// Whether the daemon's socket (`control`) is there.
+    pub socket: bool,
+    /// The daemon's process, where nodecert sees exactly one (None: none seen, as from another
+    /// container or where the socket was left by a daemon that stopped; or several).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pid: Option<u32>,
 }
 
-impl MpsDaemon {
-    /// "the MPS control daemon at /tmp/nvidia-mps (pid 4242)".
+impl Mps {
+    /// "the MPS control daemon at /tmp/nvidia-mps (pid 4242)", "no MPS control daemon at
+    /// /tmp/nvidia-mps".
     pub fn describe(&self) -> String {
-        let pid = match self.pid {
-            Some(p) => format!("pid {p}"),
-            None => "its process not seen from here".into(),
-        };
-        format!(
-            "the MPS control daemon at {} ({pid})",
-            crate::console::visible(&self.pipe_dir)
-        )
+        let dir = crate::console::visible(&self.pipe_dir);
+        match (self.socket, self.pid) {
+            (false, _) => format!("no MPS control daemon at {dir}"),
+            (true, Some(p)) => format!("the MPS control daemon at {dir} (pid {p})"),
+            (true, None) => format!(
+                "the socket of an MPS control daemon at {dir} (no daemon process seen from \
+                 here: it runs in another container, or the socket is left from one that \
+                 stopped)"
+            ),
+        }
     }
 }
 

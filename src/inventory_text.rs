@@ -115,12 +115,15 @@ pub fn render(inv: &Inventory, simulated: bool) -> String {
             if g.throttle_reasons.is_empty() { if g.gives(Reading::ThrottleReasons) { "none" } else { "n/a" }.to_string() } else { visible(&g.throttle_reasons.join(",")) }
         ));
     }
-    if let Some(d) = &inv.mps {
+    if let Some(m) = &inv.mps {
         // describe() shows hidden characters of the folder escaped.
-        s.push_str(&format!(
-            "  MPS: {}; nodecert goes around it, CUDA jobs started here share the GPUs through it\n",
-            d.describe()
-        ));
+        s.push_str(&match m.socket {
+            true => format!(
+                "  MPS: {}; nodecert goes around it, CUDA jobs started here share the GPUs through it\n",
+                m.describe()
+            ),
+            false => format!("  MPS: {}\n", m.describe()),
+        });
     }
     if !inv.lost_gpus.is_empty() {
         s.push_str("\nLOST: listed by the driver but no longer answering (fell off the bus):\n");

@@ -2096,14 +2096,12 @@ impl Backend for SimBackend {
             });
         }
         let fabric = self.sim_fabric(&gpus, false);
-        let mps = self
-            .faults_of(FaultKind::MpsDaemon)
-            .next()
-            .is_some()
-            .then(|| MpsDaemon {
-                pipe_dir: crate::platform::mps::DEFAULT_PIPE_DIR.into(),
-                pid: Some(MPS_DAEMON_PID),
-            });
+        let daemon = self.faults_of(FaultKind::MpsDaemon).next().is_some();
+        let mps = Some(Mps {
+            pipe_dir: crate::platform::mps::DEFAULT_PIPE_DIR.into(),
+            socket: daemon,
+            pid: daemon.then_some(MPS_DAEMON_PID),
+        });
         Ok(Inventory {
             fabric,
             lost_gpus,

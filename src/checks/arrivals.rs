@@ -14,9 +14,8 @@
 //! namespace, one process it cannot find under that number may be nodecert itself, so a single
 //! such process is shown and not judged (one more for each child of nodecert's that has not
 //! been reaped); more than that cannot all be nodecert, and are an error. An MPS server that
-//! starts is named as one: the MPS control daemon started it for another job (nodecert goes
-//! around a daemon it finds at the start, `platform::mps`), and every job shares the GPU
-//! through it.
+//! starts is named as one: the MPS control daemon started it for another job (nodecert's own
+//! CUDA goes around the daemon, `platform::mps`), and every job shares the GPU through it.
 
 use super::Ctx;
 use crate::backend::real::nvml::MAX_PROCESSES;
@@ -76,7 +75,7 @@ pub fn findings(
         );
         let then = if mps {
             "an MPS server, which the MPS control daemon starts for a CUDA job that connects to \
-             it (nodecert's own work does not: it goes around a daemon found at the start): every \
+             it (nodecert's own work does not: it goes around the daemon, `platform::mps`): every \
              job then shares the GPU through it; stop MPS (`echo quit | \
              nvidia-cuda-mps-control`) and run again"
         } else {

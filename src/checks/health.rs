@@ -306,17 +306,36 @@ fn processes_finding(sub: &Subject, g: &Gpu, mode: OtherProcesses) -> Option<Fin
     })
 }
 
-/// An MPS control daemon found when nodecert started. It takes no GPU and does not change what
-/// nodecert measures (nodecert went around it, `platform::mps`), but every CUDA job started on
-/// the node afterwards shares the GPUs through an MPS server, under that server's limits: a
-/// warning, which the certificate shows. With `other_processes = "shown"`, information.
+/// What nodecert found where CUDA looks for the MPS control daemon when it started. A daemon
+/// takes no GPU and does not change what nodecert measures (nodecert goes around it,
+/// `platform::mps`), but every CUDA job started on the node that reaches it shares the GPUs
+/// through an MPS server, under that server's limits: a warning, which the certificate shows.
+/// None there is noted, not counted as a judgement: a host file nodecert always reads would
+/// otherwise make a judgement of a node whose platform gives nothing else (a VM that hides
+/// every NVML reading is "nothing judged", and stays so). With `other_processes = "shown"`, a
+/// daemon is information and none is not mentioned. Nothing is said where nodecert did not
+/// look (older evidence).
 fn mps_finding(inv: &Inventory, mode: OtherProcesses) -> Option<Finding> {
-    let d = inv.mps.as_ref()?;
+    let m = inv.mps.as_ref()?;
     let r = Reading::Processes;
+    let expected = "no MPS control daemon";
+    if !m.socket {
+        return (mode == OtherProcesses::Error).then(|| {
+            finding(
+                Status::Pass,
+                Subject::node(),
+                "none",
+                expected,
+                format!("{} (where CUDA looks for one)", m.describe()),
+            )
+            .on(r.key())
+            .informational()
+        });
+    }
     let what = format!(
-        "found {}: CUDA jobs started on this node connect to it and share the GPUs through an \
-         MPS server, under that server's limits",
-        d.describe()
+        "found {}: CUDA jobs started on this node that reach it share the GPUs through an MPS \
+         server, under that server's limits",
+        m.describe()
     );
     Some(match mode {
         OtherProcesses::Error => bad(
@@ -324,11 +343,11 @@ fn mps_finding(inv: &Inventory, mode: OtherProcesses) -> Option<Finding> {
             &Subject::node(),
             r,
             "MPS control daemon",
-            "no MPS control daemon",
+            expected,
             format!(
-                "{what}. nodecert's own work went around it (CUDA_MPS_PIPE_DIRECTORY={} for \
-                 nodecert alone), so its figures are the GPUs' own; stop the daemon (`echo quit \
-                 | nvidia-cuda-mps-control`) if this node is not meant to share its GPUs",
+                "{what}. nodecert's own work goes around it (its CUDA_MPS_PIPE_DIRECTORY is {}), \
+                 so its figures are the GPUs' own; stop the daemon (`echo quit | \
+                 nvidia-cuda-mps-control`) if this node is not meant to share its GPUs",
                 crate::platform::mps::NOWHERE
             ),
         ),
@@ -849,46 +868,59 @@ mod tests {
         assert_eq!(said(Some(OtherProcesses::Error)), error);
     }
 
-    /// An MPS control daemon found at the start warns, naming where it listens and that
-    /// nodecert went around it; with `other_processes = "shown"` it is information; without one
-    /// nothing is said of it.
+    /// An MPS control daemon where CUDA looks warns, naming where and that nodecert went
+    /// around it; none there is noted, not counted; with `other_processes = "shown"` a daemon is information
+    /// and none is not mentioned; where nodecert did not look, nothing is said.
     #[test]
-    fn an_mps_daemon_warns_and_is_shown_when_asked() {
+    fn an_mps_daemon_warns_none_passes_and_shown_informs() {
         let r = Reading::Processes;
         let node = Subject::node().describe();
-        let daemon = |pid| {
+        let mps = |socket, pid| {
             move |inv: &mut Inventory| {
-                inv.mps = Some(crate::inventory::MpsDaemon {
+                inv.mps = Some(crate::inventory::Mps {
                     pipe_dir: "/run/nvidia/mps/pipe".into(),
+                    socket,
                     pid,
                 })
             }
         };
-        let f = judge("h100-sxm-8", daemon(Some(77)));
+        let f = judge("h100-sxm-8", mps(true, Some(77)));
         let w = on(&f, &node, r);
         assert_eq!(w.len(), 1);
         assert_eq!((w[0].status, w[0].info), (Status::Warn, false));
         assert_eq!(
             w[0].reason,
             "found the MPS control daemon at /run/nvidia/mps/pipe (pid 77): CUDA jobs started on \
-             this node connect to it and share the GPUs through an MPS server, under that \
-             server's limits. nodecert's own work went around it \
-             (CUDA_MPS_PIPE_DIRECTORY=/dev/null for nodecert alone), so its figures are the GPUs' \
-             own; stop the daemon (`echo quit | nvidia-cuda-mps-control`) if this node is not \
-             meant to share its GPUs"
+             this node that reach it share the GPUs through an MPS server, under that server's \
+             limits. nodecert's own work goes around it (its CUDA_MPS_PIPE_DIRECTORY is \
+             /dev/null), so its figures are the GPUs' own; stop the daemon (`echo quit | \
+             nvidia-cuda-mps-control`) if this node is not meant to share its GPUs"
         );
-        let f = judge("h100-sxm-8", daemon(None));
-        assert!(on(&f, &node, r)[0]
-            .reason
-            .starts_with("found the MPS control daemon at /run/nvidia/mps/pipe (its process not seen from here): "));
+        let f = judge("h100-sxm-8", mps(true, None));
+        assert!(on(&f, &node, r)[0].reason.starts_with(
+            "found the socket of an MPS control daemon at /run/nvidia/mps/pipe (no daemon \
+             process seen from here: "
+        ));
+        let none = judge("h100-sxm-8", mps(false, None));
+        let p = on(&none, &node, r);
+        assert_eq!(
+            (p.len(), p[0].status, p[0].info, p[0].reason.as_str()),
+            (
+                1,
+                Status::Pass,
+                true,
+                "no MPS control daemon at /run/nvidia/mps/pipe (where CUDA looks for one)"
+            )
+        );
         let shown = |h: &mut HealthCheck| h.other_processes = Some(OtherProcesses::Shown);
-        let f = judge_with("h100-sxm-8", shown, daemon(Some(77)));
+        let f = judge_with("h100-sxm-8", shown, mps(true, Some(77)));
         let i = on(&f, &node, r);
         assert_eq!((i.len(), i[0].status, i[0].info), (1, Status::Pass, true));
         assert!(i[0]
             .reason
             .ends_with("under that server's limits (checks.health.other_processes = \"shown\")"));
-        assert!(on(&judge("h100-sxm-8", |_| {}), &node, r).is_empty());
+        assert!(on(&judge_with("h100-sxm-8", shown, mps(false, None)), &node, r).is_empty());
+        assert!(on(&judge("h100-sxm-8", |inv| inv.mps = None), &node, r).is_empty());
     }
 
     #[test]
