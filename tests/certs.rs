@@ -734,3 +734,38 @@ fn a_baseline_of_another_kind_or_node_is_a_warning_in_the_report() {
         "{text}"
     );
 }
+
+/// When signing fails after the pages were written naming the signature (here a folder sits
+/// where the signature file goes), nothing is signed: the run says why (exit 4) and its pages
+/// are rendered again without the signature, so no page names a signature that does not exist.
+/// The same run signed shows the signature on both pages.
+#[test]
+fn a_signature_that_fails_leaves_pages_that_name_none() {
+    let env = Env::new();
+    env.cmd().args(["keygen", "--out", "k"]).assert().code(0);
+    let run = |out: &str| {
+        env.cmd()
+            .args(["run", "--simulate", "h200-vm-1", "-q"])
+            .args(["--sign-key", "k", "--out", out])
+            .assert()
+    };
+    run("signed").code(0);
+    let names_signature = |page: &str| page.contains("nodecert-manifest.txt.sig");
+    for page in ["signed/report.md", "signed/report.html"] {
+        assert!(names_signature(&env.read(page)), "{page}");
+    }
+    std::fs::create_dir_all(env.path("failed/nodecert-manifest.txt.sig")).unwrap();
+    let a = run("failed").code(4);
+    let stderr = String::from_utf8_lossy(&a.get_output().stderr).to_string();
+    assert!(
+        stderr.contains("nodecert-manifest.txt.sig exists"),
+        "{stderr}"
+    );
+    for page in ["failed/report.md", "failed/report.html"] {
+        let text = env.read(page);
+        assert!(!names_signature(&text), "{page} names the signature");
+        assert!(text.contains("PASS"), "{page} is a whole page");
+    }
+    assert!(env.path("failed/evidence.json").is_file());
+    assert!(!env.path("failed/nodecert-manifest.txt").exists());
+}
