@@ -769,13 +769,19 @@ fn welcome(
                 if proven { "the id" } else { "a challenge" }
             ),
         }),
-        Err(ReadFail::Timeout) => Err(FabricError::Peer {
-            who: by,
-            detail: format!(
-                "took the hello but did not send the id within {} s \
-                 (other ranks missing?)",
-                super::secs(seconds)
-            ),
+        // Rank 0 took the hello but never sent the id, or hung up: it gave up on the job
+        // before this rank's handshake ended (this rank came late, or others never came), or
+        // it stopped. Rank 0 did not answer in time: not this rank's fault, as when it never
+        // took the hello.
+        Err(e @ (ReadFail::Timeout | ReadFail::Closed)) => Err(FabricError::NoRoot {
+            host: world.hosts[0].clone(),
+            port: world.port,
+            seconds,
+            last: match e {
+                ReadFail::Timeout => "it took the hello but sent no id; other ranks missing?",
+                _ => "it took the hello, then closed the connection; it gave up on the job?",
+            }
+            .into(),
         }),
         Err(e) => Err(FabricError::Peer {
             who: by,
@@ -1235,6 +1241,40 @@ mod tests {
             took >= Duration::from_millis(300) && took < Duration::from_secs(2),
             "{took:?}"
         );
+    }
+
+    /// A rank 0 that takes the hello and then says nothing, or hangs up (as when it gave up on
+    /// the job while this rank's handshake was under way), did not answer: NoRoot, which the
+    /// fabric check reports as "not measured", never this rank's own error.
+    #[test]
+    fn a_rank_0_that_takes_the_hello_and_never_answers_did_not_answer() {
+        for hang_up in [false, true] {
+            let l = TcpListener::bind("127.0.0.1:0").unwrap();
+            let port = l.local_addr().unwrap().port();
+            let root = std::thread::spawn(move || {
+                let (mut s, _) = l.accept().unwrap();
+                let until = Instant::now() + Duration::from_secs(5);
+                if hang_up {
+                    // The whole handshake, then the connection dropped: no id.
+                    handshake(&mut s, &world(0, 3, port), &test_key(), until).unwrap();
+                    drop(s);
+                } else {
+                    std::thread::sleep(Duration::from_millis(900));
+                }
+            });
+            let dl = Instant::now() + Duration::from_millis(600);
+            let e = join(&world(1, 3, port), &test_key(), dl).unwrap_err();
+            root.join().unwrap();
+            let FabricError::NoRoot { last, port: p, .. } = &e else {
+                panic!("{e:?}");
+            };
+            assert_eq!(*p, port);
+            let said = match hang_up {
+                true => "it took the hello, then closed the connection",
+                false => "it took the hello but sent no id",
+            };
+            assert!(last.starts_with(said), "{last}");
+        }
     }
 
     #[test]
