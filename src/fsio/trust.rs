@@ -181,6 +181,17 @@ mod tests {
         assert!(others_can_redirect_in(&looped, me)
             .unwrap()
             .ends_with("more than 40 links"));
+        // As many links as the kernel follows (40) are followed; one more is too many.
+        let mut next = out.clone();
+        for i in 0..41 {
+            let l = top.join(format!("hop{i}"));
+            symlink(&next, &l).unwrap();
+            next = l;
+        }
+        assert_eq!(others_can_redirect_in(&top.join("hop39"), me), None);
+        assert!(others_can_redirect_in(&top.join("hop40"), me)
+            .unwrap()
+            .ends_with("more than 40 links"));
         assert_eq!(others_can_redirect_in(&top.join("out/../out"), me), None);
         assert!(others_can_redirect_in(&top.join("none"), me)
             .unwrap()
