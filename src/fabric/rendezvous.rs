@@ -636,7 +636,7 @@ pub fn join(world: &World, key: &JobKey, deadline: Instant) -> Result<Session, F
         nonce: hex::encode(mine),
     };
     let mut last = String::from("never tried");
-    let mut stream = loop {
+    let (mut stream, mut first) = loop {
         if Instant::now() >= deadline {
             return Err(no_root(last));
         }
@@ -653,7 +653,16 @@ pub fn join(world: &World, key: &JobKey, deadline: Instant) -> Result<Session, F
         });
         match attempt {
             Ok(mut s) => match send(&mut s, &hello, deadline) {
-                Ok(()) => break s,
+                Ok(()) => match read_msg(&mut s, MAX_FRAME, deadline) {
+                    // Hung up before saying anything: rank 0 drops a hello that took too long
+                    // to come (a lossy path), and a rank 0 that has just given up drops what
+                    // waited in its backlog. Try again while there is time: a rank 0 still
+                    // waiting takes the new hello, and one that is gone refuses the connection.
+                    Err(ReadFail::Closed) if Instant::now() < deadline => {
+                        last = "the connection closed after the hello".into()
+                    }
+                    first => break (s, first),
+                },
                 Err(e) => last = e,
             },
             Err(e) => last = e,
@@ -662,7 +671,6 @@ pub fn join(world: &World, key: &JobKey, deadline: Instant) -> Result<Session, F
     };
     // Rank 0 proves it holds the key before this rank proves it does, and before anything it
     // says is believed.
-    let mut first = read_msg(&mut stream, MAX_FRAME, deadline);
     if let Ok(Msg::Challenge { nonce, proof }) = &first {
         let theirs = hex::decode(nonce).unwrap_or_default();
         let given = hex::decode(proof).unwrap_or_default();
@@ -769,17 +777,20 @@ fn welcome(
                 if proven { "the id" } else { "a challenge" }
             ),
         }),
-        // Rank 0 took the hello but never sent the id, or hung up: it gave up on the job
-        // before this rank's handshake ended (this rank came late, or others never came), or
-        // it stopped. Rank 0 did not answer in time: not this rank's fault, as when it never
-        // took the hello.
+        // Nothing came back for the hello by the deadline, or rank 0 hung up after proving the
+        // key: it gave up on the job before this rank's handshake ended (this rank came late,
+        // or others never came), or it stopped. Rank 0 did not answer in time: not this rank's
+        // fault, as when it never took the hello. Rank 0's own evidence names the ranks it
+        // waited for.
         Err(e @ (ReadFail::Timeout | ReadFail::Closed)) => Err(FabricError::NoRoot {
             host: world.hosts[0].clone(),
             port: world.port,
             seconds,
-            last: match e {
-                ReadFail::Timeout => "it took the hello but sent no id; other ranks missing?",
-                _ => "it took the hello, then closed the connection; it gave up on the job?",
+            last: match (e, proven) {
+                (ReadFail::Timeout, false) => "nothing came back for the hello",
+                (ReadFail::Timeout, _) => "it proved the job's key but sent no id; other ranks missing?",
+                (_, false) => "the connection closed after the hello",
+                _ => "it proved the job's key, then closed the connection: it gave up on the job, or stopped",
             }
             .into(),
         }),
@@ -1243,38 +1254,67 @@ mod tests {
         );
     }
 
-    /// A rank 0 that takes the hello and then says nothing, or hangs up (as when it gave up on
-    /// the job while this rank's handshake was under way), did not answer: NoRoot, which the
-    /// fabric check reports as "not measured", never this rank's own error.
+    /// A rank 0 that takes the hello and then says nothing, or hangs up after proving the key
+    /// (as when it gave up on the job while this rank's handshake was under way), did not
+    /// answer: NoRoot, which the fabric check reports as "not measured", never this rank's own
+    /// error. One that hangs up before proving anything is tried again while there is time.
     #[test]
     fn a_rank_0_that_takes_the_hello_and_never_answers_did_not_answer() {
-        for hang_up in [false, true] {
+        let fake_root = |serve: fn(TcpListener, u16, mpsc::Receiver<()>), ms: u64| {
             let l = TcpListener::bind("127.0.0.1:0").unwrap();
             let port = l.local_addr().unwrap().port();
-            let root = std::thread::spawn(move || {
-                let (mut s, _) = l.accept().unwrap();
-                let until = Instant::now() + Duration::from_secs(5);
-                if hang_up {
-                    // The whole handshake, then the connection dropped: no id.
-                    handshake(&mut s, &world(0, 3, port), &test_key(), until).unwrap();
-                    drop(s);
-                } else {
-                    std::thread::sleep(Duration::from_millis(900));
-                }
-            });
-            let dl = Instant::now() + Duration::from_millis(600);
+            let (done, joined) = mpsc::channel();
+            let root = std::thread::spawn(move || serve(l, port, joined));
+            let dl = Instant::now() + Duration::from_millis(ms);
             let e = join(&world(1, 3, port), &test_key(), dl).unwrap_err();
+            done.send(()).unwrap();
             root.join().unwrap();
-            let FabricError::NoRoot { last, port: p, .. } = &e else {
-                panic!("{e:?}");
-            };
-            assert_eq!(*p, port);
-            let said = match hang_up {
-                true => "it took the hello, then closed the connection",
-                false => "it took the hello but sent no id",
-            };
-            assert!(last.starts_with(said), "{last}");
-        }
+            match e {
+                FabricError::NoRoot { last, port: p, .. } if p == port => last,
+                e => panic!("{e:?}"),
+            }
+        };
+        // Silent until the joining rank has given up.
+        let silent = fake_root(
+            |l, _, joined| {
+                let (_s, _) = l.accept().unwrap();
+                joined.recv().unwrap();
+            },
+            500,
+        );
+        assert_eq!(silent, "nothing came back for the hello");
+        // The whole handshake, then the connection dropped: no id.
+        let gave_up = fake_root(
+            |l, port, joined| {
+                let (mut s, _) = l.accept().unwrap();
+                let until = Instant::now() + Duration::from_secs(30);
+                handshake(&mut s, &world(0, 3, port), &test_key(), until).unwrap();
+                drop(s);
+                joined.recv().unwrap();
+            },
+            30_000,
+        );
+        assert!(
+            gave_up.starts_with("it proved the job's key, then closed the connection"),
+            "{gave_up}"
+        );
+        // Hung up before any proof, then gone: tried again, and refused.
+        let tried_again = fake_root(
+            |l, _, joined| {
+                let (s, _) = l.accept().unwrap();
+                let mut hello = [0u8; 4];
+                let _ = (&s).read_exact(&mut hello);
+                drop(s);
+                let (s, _) = l.accept().unwrap();
+                drop((s, l));
+                joined.recv().unwrap();
+            },
+            1_500,
+        );
+        assert!(
+            tried_again.contains("refused") || tried_again.contains("closed after the hello"),
+            "{tried_again}"
+        );
     }
 
     #[test]
