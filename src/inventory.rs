@@ -66,9 +66,9 @@ impl Mps {
             (false, _) => format!("no MPS control daemon at {dir}"),
             (true, Some(p)) => format!("the MPS control daemon at {dir} (pid {p})"),
             (true, None) => format!(
-                "the socket of an MPS control daemon at {dir} (no daemon process seen from \
-                 here: it runs in another container, or the socket is left from one that \
-                 stopped)"
+                "the socket of an MPS control daemon at {dir} (no one daemon process seen from \
+                 here: it runs in another container, several run, or the socket is left from \
+                 one that stopped)"
             ),
         }
     }

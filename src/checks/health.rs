@@ -898,7 +898,7 @@ mod tests {
         );
         let f = judge("h100-sxm-8", mps(true, None));
         assert!(on(&f, &node, r)[0].reason.starts_with(
-            "found the socket of an MPS control daemon at /run/nvidia/mps/pipe (no daemon \
+            "found the socket of an MPS control daemon at /run/nvidia/mps/pipe (no one daemon \
              process seen from here: "
         ));
         let none = judge("h100-sxm-8", mps(false, None));

@@ -84,8 +84,12 @@ fn daemon_pid(proc: &Path) -> Option<u32> {
                 .and_then(|f| f.take(64).read_to_end(&mut comm));
             read.is_ok()
                 && comm.strip_suffix(b"\n").unwrap_or(&comm) == DAEMON_COMM.as_bytes()
-                && std::fs::read_link(at.join("exe"))
-                    .is_ok_and(|exe| exe.file_name().is_some_and(|n| n == DAEMON))
+                && std::fs::read_link(at.join("exe")).is_ok_and(|exe| {
+                    // A daemon whose program was replaced since it started (a driver upgrade)
+                    // runs a " (deleted)" one.
+                    let name = exe.file_name().unwrap_or_default().as_encoded_bytes();
+                    name.strip_suffix(b" (deleted)").unwrap_or(name) == DAEMON.as_bytes()
+                })
         });
     match (found.next(), found.next()) {
         (Some(one), None) => Some(one),
@@ -160,9 +164,16 @@ mod tests {
         proc_entry(root.path(), 41, "sleep", "/tmp/x/nvidia-cuda-mps-control");
         proc_entry(
             root.path(),
+            42,
+            DAEMON_COMM,
+            "/usr/bin/nvidia-cuda-mps-control-x",
+        );
+        // Its program replaced since it started (a driver upgrade).
+        proc_entry(
+            root.path(),
             77,
             DAEMON_COMM,
-            "/usr/bin/nvidia-cuda-mps-control",
+            "/usr/bin/nvidia-cuda-mps-control (deleted)",
         );
         std::fs::create_dir_all(root.path().join("proc/self")).unwrap();
         let found = |pid| Mps {
