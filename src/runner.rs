@@ -120,12 +120,14 @@ pub fn run(
                             coverage: None,
                         },
                         Ok(mut m) => {
+                            // Only where figures were taken on the GPUs (not a fabric check
+                            // whose other nodes never came), numbers or not: a job that started
+                            // may be why a timer gave none.
+                            let took_figures = !m.metrics.is_empty();
                             // Figures that are not numbers are refused here, at their source.
                             let mut findings = m.take_non_finite();
                             findings.extend(check.evaluate(&ctx, &m));
-                            // Only where figures were taken on the GPUs (not a fabric check
-                            // whose other nodes never came).
-                            if check.runs_on_gpus() && !m.metrics.is_empty() {
+                            if check.runs_on_gpus() && took_figures {
                                 findings.extend(checks::arrivals::after_check(&ctx, backend));
                             }
                             let (status, summary, coverage) = summarize_with_coverage(&findings);

@@ -17,6 +17,14 @@ struct Faulty {
     started_on: Option<usize>,
     /// Host copies fail at once (as when the device memory is taken), not by a timeout.
     host_copy_fails: bool,
+    /// Every host and device copy's timer gives no number.
+    copies_give_nan: bool,
+}
+
+/// Samples whose every value is not a number, as from a timer that gave no time.
+fn nan(mut s: Samples) -> Samples {
+    s.values.iter_mut().for_each(|v| *v = f64::NAN);
+    s
 }
 
 impl Faulty {
@@ -29,6 +37,7 @@ impl Faulty {
             no_nvls_times_out: false,
             started_on: None,
             host_copy_fails: false,
+            copies_give_nan: false,
         }
     }
 }
@@ -60,7 +69,8 @@ impl Backend for Faulty {
                 seconds: 30.0,
             });
         }
-        self.inner.host_copy(g, d, b, w, i)
+        let s = self.inner.host_copy(g, d, b, w, i)?;
+        Ok(if self.copies_give_nan { nan(s) } else { s })
     }
     fn host_copy_all(
         &mut self,
@@ -69,10 +79,15 @@ impl Backend for Faulty {
         w: u32,
         i: u32,
     ) -> Result<Vec<Samples>, HwError> {
-        self.inner.host_copy_all(d, b, w, i)
+        let all = self.inner.host_copy_all(d, b, w, i)?;
+        Ok(match self.copies_give_nan {
+            true => all.into_iter().map(nan).collect(),
+            false => all,
+        })
     }
     fn device_copy(&mut self, g: usize, b: u64, w: u32, i: u32) -> Result<Samples, HwError> {
-        self.inner.device_copy(g, b, w, i)
+        let s = self.inner.device_copy(g, b, w, i)?;
+        Ok(if self.copies_give_nan { nan(s) } else { s })
     }
     fn p2p_copy(
         &mut self,
@@ -226,6 +241,22 @@ fn a_check_that_could_not_measure_names_a_job_that_started() {
         hb2.summary
     );
     assert!(hb2.findings.is_empty(), "{:#?}", hb2.findings);
+    // A check whose every figure was not a number (refused, so none is left) still took its
+    // figures on the GPUs: the lists are read again.
+    let mut b = Faulty::new(false, false);
+    b.copies_give_nan = true;
+    b.started_on = Some(5);
+    let ev3 = run_all(&loaded, &mut b);
+    let hb3 = ev3.check("host_bandwidth").unwrap();
+    assert_eq!(hb3.status, nodecert::evidence::Status::Error);
+    assert!(hb3.metrics.is_empty(), "{:#?}", hb3.metrics);
+    assert!(
+        hb3.findings.iter().any(|f| f
+            .reason
+            .starts_with("GPU 5: another process started on it during the run")),
+        "{:#?}",
+        hb3.findings
+    );
     // Checks that read what the node is do not say it: nothing of theirs ran on a GPU.
     for id in ["topology", "health", "virtualization"] {
         let c = ev.check(id).unwrap();
