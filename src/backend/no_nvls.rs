@@ -201,8 +201,12 @@ pub fn run_bounded(
                         break;
                     }
                     tail.extend_from_slice(&buf[..n]);
-                    if tail.len() > 2 * STDERR_KEPT {
-                        tail.drain(..tail.len() - STDERR_KEPT);
+                    // Bytes enough for the last STDERR_KEPT characters once trailing white
+                    // space is trimmed (kept to exactly STDERR_KEPT bytes, a final newline
+                    // left one character fewer: whether it did hung on how the pipe was read)
+                    // and a character is up to 4 bytes.
+                    if tail.len() > 8 * STDERR_KEPT {
+                        tail.drain(..tail.len() - 4 * STDERR_KEPT);
                     }
                 }
                 let _ = err_tx.send(tail);
@@ -664,8 +668,30 @@ mod tests {
         assert!(!live_children().contains(&pid), "not once it ended");
     }
 
+    /// The last STDERR_KEPT characters, however the pipe was read: a final newline and
+    /// characters of several bytes do not make it fewer.
     #[test]
     fn a_long_stderr_keeps_its_end() {
+        // Ending in a newline and a character of two bytes: kept to exactly 2048 bytes, the
+        // tail was fewer characters once trimmed.
+        let out = run_bounded(
+            sh("head -c 10238 /dev/zero | tr '\\0' y >&2; printf 'é\\n' >&2"),
+            Duration::from_secs(20),
+            MAX_STDOUT,
+            "x",
+        )
+        .unwrap();
+        assert!(out.stderr_tail.ends_with("yyé"), "{}", out.stderr_tail);
+        assert_eq!(out.stderr_tail.chars().count(), STDERR_KEPT);
+        let many = "é".repeat(3000);
+        let out = run_bounded(
+            sh(&format!("printf '{many}\\n\\n' >&2")),
+            Duration::from_secs(20),
+            MAX_STDOUT,
+            "x",
+        )
+        .unwrap();
+        assert_eq!(out.stderr_tail, "é".repeat(STDERR_KEPT));
         let out = run_bounded(
             sh("head -c 50000 /dev/zero | tr '\\0' x >&2; echo THE-END >&2"),
             Duration::from_secs(20),
