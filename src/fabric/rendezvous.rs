@@ -1298,6 +1298,20 @@ mod tests {
             gave_up.starts_with("it proved the job's key, then closed the connection"),
             "{gave_up}"
         );
+        // The whole handshake, then silence until the joining rank has given up.
+        let proved_then_silent = fake_root(
+            |l, port, joined| {
+                let (mut s, _) = l.accept().unwrap();
+                let until = Instant::now() + Duration::from_secs(30);
+                handshake(&mut s, &world(0, 3, port), &test_key(), until).unwrap();
+                joined.recv().unwrap();
+            },
+            3_000,
+        );
+        assert_eq!(
+            proved_then_silent,
+            "it proved the job's key but sent no id; other ranks missing?"
+        );
         // Hung up before any proof, then gone: tried again, and refused.
         let tried_again = fake_root(
             |l, _, joined| {
