@@ -173,7 +173,7 @@ fn read_again(ctx: &Ctx, backend: &mut dyn Backend) -> Vec<Finding> {
         .health
         .as_ref()
         .and_then(|h| h.other_processes)
-        .unwrap_or(OtherProcesses::Error);
+        .unwrap_or_default();
     // A simulated node's processes are its own numbers, in no namespace.
     let simulated = ctx.simulated;
     let visible = |pid: u32| simulated || std::path::Path::new(&format!("/proc/{pid}")).exists();

@@ -161,12 +161,10 @@ impl Check for Health {
                 ),
             ));
         }
-        out.extend(mps_finding(
-            inv,
-            h.other_processes.unwrap_or(OtherProcesses::Error),
-        ));
+        let mode = h.other_processes.unwrap_or_default();
+        out.extend(mps_finding(inv, mode));
         for g in &inv.gpus {
-            out.extend(gpu_findings(h, g));
+            out.extend(gpu_findings(h, g, mode));
         }
         if h.vbios_must_match {
             out.extend(vbios_findings(&inv.gpus));
@@ -364,10 +362,10 @@ fn mps_finding(inv: &Inventory, mode: OtherProcesses) -> Option<Finding> {
 }
 
 /// The findings of one GPU: one per reading (a pass, a skip, or the problems found in it).
-fn gpu_findings(h: &HealthCheck, g: &Gpu) -> Vec<Finding> {
+/// `mode`: what another process on it means.
+fn gpu_findings(h: &HealthCheck, g: &Gpu, mode: OtherProcesses) -> Vec<Finding> {
     let sub = &Subject::gpu(g.index);
     let who = &sub.describe();
-    let mode = h.other_processes.unwrap_or(OtherProcesses::Error);
     let mut out: Vec<Finding> = processes_finding(sub, g, mode).into_iter().collect();
 
     if h.require_ecc {

@@ -539,11 +539,12 @@ pub struct HealthCheck {
 }
 
 /// What another process on a GPU means to the health check.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
 #[serde(rename_all = "kebab-case")]
 pub enum OtherProcesses {
     /// The node cannot be certified beside it: an error (exit 3). What is measured beside
-    /// another process is a share of the GPU.
+    /// another process is a share of the GPU. A run's default.
+    #[default]
     Error,
     /// Shown, not judged: `health-check`'s default, which runs between and beside jobs.
     Shown,
