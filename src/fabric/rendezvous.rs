@@ -618,12 +618,6 @@ pub fn join(world: &World, key: &JobKey, deadline: Instant) -> Result<Session, F
     let seconds = budget(deadline);
     let host = world.hosts[0].clone();
     let by = format!("rank 0 at {host}:{}", world.port);
-    let no_root = |last: String| FabricError::NoRoot {
-        host: host.clone(),
-        port: world.port,
-        seconds,
-        last,
-    };
     let mine = key::nonce().map_err(|detail| FabricError::Local {
         what: "cannot make a nonce for the hello".into(),
         detail,
@@ -638,7 +632,7 @@ pub fn join(world: &World, key: &JobKey, deadline: Instant) -> Result<Session, F
     let mut last = String::from("never tried");
     let (mut stream, mut first) = loop {
         if Instant::now() >= deadline {
-            return Err(no_root(last));
+            return Err(no_root(world, seconds, last));
         }
         let attempt = resolve(&host, world.port, deadline).and_then(|addrs| {
             let mut why = String::new();
@@ -716,6 +710,17 @@ pub fn join(world: &World, key: &JobKey, deadline: Instant) -> Result<Session, F
     welcome(world, by, stream, first, seconds, false)
 }
 
+/// Rank 0 at `world.hosts[0]` did not answer a joining rank within `seconds`; `last`: what was
+/// seen last.
+fn no_root(world: &World, seconds: f64, last: impl Into<String>) -> FabricError {
+    FabricError::NoRoot {
+        host: world.hosts[0].clone(),
+        port: world.port,
+        seconds,
+        last: last.into(),
+    }
+}
+
 /// What rank 0 answered last in a [`join`]: the id, or why not. `proven`: whether rank 0 has
 /// proven it holds the key (only then is its word that it gives up on the job believed).
 fn welcome(
@@ -782,18 +787,16 @@ fn welcome(
         // or others never came), or it stopped. Rank 0 did not answer in time: not this rank's
         // fault, as when it never took the hello. Rank 0's own evidence names the ranks it
         // waited for.
-        Err(e @ (ReadFail::Timeout | ReadFail::Closed)) => Err(FabricError::NoRoot {
-            host: world.hosts[0].clone(),
-            port: world.port,
+        Err(e @ (ReadFail::Timeout | ReadFail::Closed)) => Err(no_root(
+            world,
             seconds,
-            last: match (e, proven) {
+            match (e, proven) {
                 (ReadFail::Timeout, false) => "nothing came back for the hello",
                 (ReadFail::Timeout, _) => "it proved the job's key but sent no id; other ranks missing?",
                 (_, false) => "the connection closed after the hello",
                 _ => "it proved the job's key, then closed the connection: it gave up on the job, or stopped",
-            }
-            .into(),
-        }),
+            },
+        )),
         Err(e) => Err(FabricError::Peer {
             who: by,
             detail: format!("after the hello: {e}"),
