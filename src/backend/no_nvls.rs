@@ -672,39 +672,22 @@ mod tests {
     /// characters of several bytes do not make it fewer.
     #[test]
     fn a_long_stderr_keeps_its_end() {
+        let tail = |script: &str| {
+            run_bounded(sh(script), Duration::from_secs(20), MAX_STDOUT, "x")
+                .unwrap()
+                .stderr_tail
+        };
         // Ending in a newline and a character of two bytes: kept to exactly 2048 bytes, the
         // tail was fewer characters once trimmed.
-        let out = run_bounded(
-            sh("head -c 10238 /dev/zero | tr '\\0' y >&2; printf 'é\\n' >&2"),
-            Duration::from_secs(20),
-            MAX_STDOUT,
-            "x",
-        )
-        .unwrap();
-        assert!(out.stderr_tail.ends_with("yyé"), "{}", out.stderr_tail);
-        assert_eq!(out.stderr_tail.chars().count(), STDERR_KEPT);
+        let t = tail("head -c 10238 /dev/zero | tr '\\0' y >&2; printf 'é\\n' >&2");
+        assert!(t.ends_with("yyé"), "{t}");
+        assert_eq!(t.chars().count(), STDERR_KEPT);
         let many = "é".repeat(3000);
-        let out = run_bounded(
-            sh(&format!("printf '{many}\\n\\n' >&2")),
-            Duration::from_secs(20),
-            MAX_STDOUT,
-            "x",
-        )
-        .unwrap();
-        assert_eq!(out.stderr_tail, "é".repeat(STDERR_KEPT));
-        let out = run_bounded(
-            sh("head -c 50000 /dev/zero | tr '\\0' x >&2; echo THE-END >&2"),
-            Duration::from_secs(20),
-            MAX_STDOUT,
-            "x",
-        )
-        .unwrap();
-        assert!(
-            out.stderr_tail.ends_with("xxTHE-END"),
-            "{}",
-            out.stderr_tail
-        );
-        assert_eq!(out.stderr_tail.chars().count(), STDERR_KEPT);
+        let t = tail(&format!("printf '{many}\\n\\n' >&2"));
+        assert_eq!(t, "é".repeat(STDERR_KEPT));
+        let t = tail("head -c 50000 /dev/zero | tr '\\0' x >&2; echo THE-END >&2");
+        assert!(t.ends_with("xxTHE-END"), "{t}");
+        assert_eq!(t.chars().count(), STDERR_KEPT);
     }
 
     #[test]
