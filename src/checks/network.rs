@@ -596,6 +596,17 @@ fn counters(cfg: &NetworkCheck, nics: &[&Nic], m: &Measured) -> Vec<Finding> {
                 .iter()
                 .filter(|c| p.counters.contains_key(*c))
                 .count();
+            // Counters this port does not give: those a suite named are judgements it asked for
+            // that cannot run here; of the default list, the port is judged on the rest and the
+            // finding names them.
+            let absent: Vec<&str> = judged
+                .iter()
+                .filter(|c| !p.counters.contains_key(*c))
+                .map(|c| c.as_str())
+                .collect();
+            if cfg.counters.is_some() && !absent.is_empty() {
+                unknown.push(format!("{} not given by this port", absent.join(", ")));
+            }
             if !rose.is_empty() {
                 out.push(finding(
                     Status::Fail,
@@ -625,7 +636,14 @@ fn counters(cfg: &NetworkCheck, nics: &[&Nic], m: &Measured) -> Vec<Finding> {
                     sub.clone(),
                     "no rise",
                     format!("a rise of at most {}", cfg.max_rise),
-                    format!("{who}: {read} error counters did not rise during the run"),
+                    if absent.is_empty() {
+                        format!("{who}: {read} error counters did not rise during the run")
+                    } else {
+                        format!(
+                            "{who}: {read} error counters did not rise during the run ({} not given by this port)",
+                            absent.join(", ")
+                        )
+                    },
                 ));
             }
         }
@@ -1251,6 +1269,49 @@ mod tests {
         assert!(about("mlx5_4")
             .reason
             .contains("link_downed not read after the run"));
+    }
+
+    #[test]
+    fn counters_a_port_does_not_give_are_named_and_ones_a_suite_asked_for_are_not_available() {
+        let mut inv = node_with_tree("h100-sxm-8", "hgx-h100-8nic");
+        // mlx5_3's port gives no carrier_changes (no network interface read).
+        let f = inv.fabric.as_mut().unwrap();
+        assert!(f.nics[3].ports[0]
+            .counters
+            .remove("carrier_changes")
+            .is_some());
+        let about = |all: &[Finding], nic: &str| {
+            all.iter()
+                .find(|x| x.subject == Subject::nic(nic, Some(1)) && x.reason.contains("counters"))
+                .unwrap()
+                .clone()
+        };
+        // The default list: judged on the ten it gives, and the finding names the missing one.
+        let all = judge(&inv, H100, None);
+        let x = about(&all, "mlx5_3");
+        assert_eq!(x.status, Status::Pass);
+        assert_eq!(
+            x.reason,
+            "mlx5_3 port 1: 10 error counters did not rise during the run (carrier_changes not given by this port)"
+        );
+        assert_eq!(
+            about(&all, "mlx5_0").reason,
+            "mlx5_0 port 1: 11 error counters did not rise during the run"
+        );
+        // A suite that names the counter asked for a judgement this port cannot give.
+        let named =
+            format!("{H100}[checks.network]\ncounters = [\"symbol_error\", \"carrier_changes\"]\n");
+        let all = judge(&inv, &named, None);
+        let x = about(&all, "mlx5_3");
+        assert_eq!(x.status, Status::Skip, "{x:?}");
+        assert!(
+            x.reason.contains("carrier_changes not given by this port"),
+            "{x:?}"
+        );
+        assert_eq!(about(&all, "mlx5_0").status, Status::Pass);
+        // A rise on what it does give still fails.
+        let f = failed(&judge(&inv, &named, Some(("mlx5_3", "symbol_error", 2))));
+        assert_eq!(f.len(), 1, "{f:?}");
     }
 
     #[test]
