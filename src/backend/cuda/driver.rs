@@ -34,8 +34,9 @@ pub fn context_refused_hint(r: sys::CUresult) -> &'static str {
     match r {
         sys::CUresult::CUDA_ERROR_DEVICE_UNAVAILABLE => {
             ": the GPU takes no more contexts. Its compute mode may be Exclusive_Process with \
-             another process holding it, or Prohibited (`nvidia-smi -q -d COMPUTE` shows the \
-             mode; `nvidia-smi --query-compute-apps=pid,name --format=csv` shows who holds it)"
+             another process holding it (an MPS server, nvidia-cuda-mps-server, is one: MPS \
+             setups set that mode), or Prohibited (`nvidia-smi -q -d COMPUTE` shows the mode; \
+             `nvidia-smi --query-compute-apps=pid,name --format=csv` shows who holds it)"
         }
         _ => "",
     }
@@ -481,6 +482,7 @@ mod tests {
             "{h}"
         );
         assert!(h.contains("nvidia-smi -q -d COMPUTE"), "{h}");
+        assert!(h.contains("nvidia-cuda-mps-server"), "{h}");
         assert_eq!(
             context_refused_hint(sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY),
             ""
