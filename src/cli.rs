@@ -144,6 +144,10 @@ pub enum Command {
         /// reports are rendered again so that their title says "signed as incomplete".
         #[arg(long)]
         allow_incomplete: bool,
+        /// The first signature renders a node's reports again from its evidence, to name the
+        /// signer: with these templates (default: the embedded ones).
+        #[arg(long, value_name = "DIR")]
+        templates: Option<PathBuf>,
     },
     /// Compare two runs: hardware changes, metrics that regressed, verdicts that changed.
     #[command(after_help = DIFF_EXIT_CODES)]
@@ -588,7 +592,13 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             key,
             signer_id,
             allow_incomplete,
-        } => sign::cmd_sign(&dir, &Signer::open(&key, signer_id)?, allow_incomplete),
+            templates,
+        } => sign::cmd_sign(
+            &dir,
+            &Signer::open(&key, signer_id)?,
+            allow_incomplete,
+            templates.as_deref(),
+        ),
         Command::Diff {
             old,
             new,

@@ -769,3 +769,57 @@ fn a_signature_that_fails_leaves_pages_that_name_none() {
     assert!(env.path("failed/evidence.json").is_file());
     assert!(!env.path("failed/nodecert-manifest.txt").exists());
 }
+
+/// `sign DIR` seals what the evidence says, whatever else was left in the folder: pages edited
+/// to say PASS of a failed run are rendered again from the evidence (naming the signer), and a
+/// manifest nobody signed, listing only the evidence, is written again over every page, so that
+/// a page changed afterwards fails verification.
+#[test]
+fn a_first_signature_seals_pages_rendered_from_the_evidence_and_a_manifest_of_its_own() {
+    let env = Env::new();
+    env.cmd().args(["keygen", "--out", "k"]).assert().code(0);
+    let fingerprint = key_fingerprint(&env, "k.pub");
+    env.cmd()
+        .args(["run", "--simulate", "h200-vm-1", "-q", "--out", "f"])
+        .args(["--inject", "ecc-uncorrectable:gpu=0"])
+        .assert()
+        .code(1);
+    for page in ["f/report.md", "f/report.html"] {
+        env.write(page, &env.read(page).replace("FAIL", "PASS"));
+    }
+    // A manifest that covers the evidence only, as a hand-run sha256sum writes it.
+    let digest = sha256(&env.path("f/evidence.json"));
+    env.write(
+        "f/nodecert-manifest.txt",
+        &format!("{digest}  evidence.json\n"),
+    );
+    let a = env.cmd().args(["sign", "f", "--key", "k"]).assert().code(0);
+    let stderr = String::from_utf8_lossy(&a.get_output().stderr).to_string();
+    assert!(
+        stderr.contains("nodecert-manifest.txt has no signature; it is written again"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("embedded templates"), "{stderr}");
+    for page in ["f/report.md", "f/report.html"] {
+        let text = env.read(page);
+        assert!(text.contains("FAIL"), "{page} says the evidence's verdict");
+        assert!(
+            text.contains(&fingerprint) || text.contains(&html_escape(&fingerprint)),
+            "{page} names the signer"
+        );
+    }
+    let manifest = env.read("f/nodecert-manifest.txt");
+    for name in ["evidence.json", "report.html", "report.md"] {
+        assert!(manifest.contains(&format!("  {name}\n")), "{manifest}");
+    }
+    env.cmd()
+        .args(["verify", "f", "--pubkey", "k.pub"])
+        .assert()
+        .code(0);
+    env.write("f/report.html", "PASS: certified hardware\n");
+    env.cmd()
+        .args(["verify", "f", "--pubkey", "k.pub"])
+        .assert()
+        .code(4)
+        .stdout(predicate::str::contains("report.html: sha-256 mismatch"));
+}

@@ -656,6 +656,16 @@ fn the_fleet_report_is_signed_verified_by_stock_openssh_and_refused_when_changed
     );
     let unsigned_md = fs::read_to_string(env.path("f3/fleet.md")).unwrap();
     assert!(!unsigned_md.contains("## Signature"), "{unsigned_md}");
+    // The JUnit and Prometheus files, edited before the signature, are written again from
+    // fleet.json: CI and monitoring read them, and the signature seals them.
+    let exports = ["f3/fleet-junit.xml", "f3/fleet.prom"];
+    let written: Vec<String> = exports
+        .iter()
+        .map(|f| fs::read_to_string(env.path(f)).unwrap())
+        .collect();
+    for f in exports {
+        fs::write(env.path(f), "edited: all nodes pass\n").unwrap();
+    }
     let o = env
         .cmd()
         .args(["sign", "f3", "--key", "key", "--allow-incomplete"])
@@ -677,6 +687,9 @@ fn the_fleet_report_is_signed_verified_by_stock_openssh_and_refused_when_changed
         "{}",
         String::from_utf8_lossy(&o.stdout)
     );
+    for (f, was) in exports.iter().zip(&written) {
+        assert_eq!(&fs::read_to_string(env.path(f)).unwrap(), was, "{f}");
+    }
     for page in ["f3/fleet.md", "f3/fleet.html"] {
         let text = fs::read_to_string(env.path(page)).unwrap();
         assert!(text.contains("signed as not tested"), "{page}: {text}");

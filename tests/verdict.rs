@@ -5,6 +5,7 @@
 
 mod util;
 
+use predicates::prelude::*;
 use std::path::Path;
 use util::{copy_dir, read_json, Env};
 
@@ -406,7 +407,7 @@ fn a_run_that_missed_readings_is_partial_not_a_pass() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{stderr}");
     assert!(
-        stderr.contains("its pages were rendered as PASS, and its records make it PARTIAL here"),
+        stderr.contains("it states PASS, and its records make it PARTIAL here"),
         "{stderr}"
     );
     assert!(env.read("old/report.md").contains("PARTIAL"));
@@ -415,8 +416,8 @@ fn a_run_that_missed_readings_is_partial_not_a_pass() {
         .args(["verify", "old", "--pubkey", "k.pub"])
         .assert()
         .code(0);
-    // The same stale folder with pages rendered again from the user's templates, saying
-    // PARTIAL: signed as they are (the user's pages are not replaced by the embedded ones).
+    // The same stale folder with pages rendered again from the user's templates: the first
+    // signature renders them again from the evidence, with the templates the signer names.
     copy_dir(&env.path("r"), &env.path("mine"));
     let p = env.path("mine/evidence.json");
     let mut v = read_json(&p);
@@ -431,12 +432,38 @@ fn a_run_that_missed_readings_is_partial_not_a_pass() {
     assert_eq!(env.read("mine/report.md"), "mine: PARTIAL (SIMULATED)\n");
     let out = env
         .cmd()
-        .args(["sign", "mine", "--key", "k"])
+        .args(["sign", "mine", "--key", "k", "--templates", "t"])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(0));
-    assert!(!String::from_utf8_lossy(&out.stderr).contains("rendering its reports again"));
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("embedded templates"));
     assert_eq!(env.read("mine/report.md"), "mine: PARTIAL (SIMULATED)\n");
+    // A file that states PASS while its records fail was edited: not signed.
+    env.cmd()
+        .args([
+            "run",
+            "h200-vm-1",
+            "--simulate",
+            "h200-vm-1",
+            "-q",
+            "--out",
+            "edited",
+        ])
+        .args(["--inject", "ecc-uncorrectable:gpu=0"])
+        .assert()
+        .code(1);
+    let p = env.path("edited/evidence.json");
+    let mut v = read_json(&p);
+    v["verdict"] = "pass".into();
+    std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    env.cmd()
+        .args(["sign", "edited", "--key", "k"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "evidence.json states PASS, but its records make it FAIL",
+        ));
+    assert!(!env.path("edited/nodecert-manifest.txt").exists());
     // The same node with its readings: a plain pass.
     env.cmd()
         .args([

@@ -334,9 +334,24 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
     let signed_as = signed_as(&r);
     // What was judged signable is the bytes signed, or nothing is.
     let checked = hex::encode(sha2::Sha256::digest(text.as_bytes()));
-    let first = !lock
-        .exists(crate::sign::MANIFEST_FILE.as_ref())
-        .unwrap_or(true);
+    // The first signature is the one made where no signature is: a manifest already there
+    // seals nothing and is written again, over the fleet report's files.
+    let first = crate::sign::signatures_in(dir)
+        .map_err(super::signer::sign_error)?
+        .is_empty();
+    if first
+        && lock
+            .exists(crate::sign::MANIFEST_FILE.as_ref())
+            .unwrap_or(false)
+    {
+        crate::errln!(
+            "note: {}: {} has no signature; it is written again over the fleet report's files",
+            crate::console::visible(&dir.display().to_string()),
+            crate::sign::MANIFEST_FILE
+        );
+        lock.remove(crate::sign::MANIFEST_FILE.as_ref())
+            .map_err(|e| super::output::dir_error(dir, e))?;
+    }
     if !first && signed_as.is_some() {
         crate::errln!(
             "warning: {} is already signed, so its pages cannot be rendered again: their \
@@ -345,16 +360,31 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
             r.verdict.label().to_lowercase()
         );
     }
-    // The first signature renders the pages again to name it: as they were before, they are
-    // put back (or removed, where there were none) if it then fails.
-    let pages = [FLEET_FILES[1], FLEET_FILES[2]];
+    // The first signature writes every file of the report again from the fleet.json it judged
+    // (the pages to name it; the JUnit and Prometheus files, which CI and monitoring read, as
+    // they are): whatever was found here, what is sealed says what fleet.json does. As they were
+    // before, they are put back (or removed, where there were none) if it then fails.
+    let pages = [
+        FLEET_FILES[1],
+        FLEET_FILES[2],
+        FLEET_FILES[3],
+        FLEET_FILES[4],
+    ];
     let saved =
         first.then(|| super::output::SavedPages::of(&lock, &pages, crate::fsio::read::Kind::Fleet));
     let signed = (|| {
         if first {
             let signing = signer.signing_of(dir, checked.clone(), signed_as);
             let p = fleet::render::render(&r, &signing).map_err(Error::Render)?;
-            write_files(&lock, [(pages[0], p.html), (pages[1], p.markdown)])?;
+            write_files(
+                &lock,
+                [
+                    (pages[0], p.html),
+                    (pages[1], p.markdown),
+                    (pages[2], fleet::export::junit(&r)),
+                    (pages[3], fleet::export::prometheus(&r)),
+                ],
+            )?;
         }
         signer.sign(&lock, &checked)
     })();

@@ -201,6 +201,11 @@ impl SavedPages {
         )
     }
 
+    /// Whether any of the pages was there (and read).
+    pub(crate) fn any_present(&self) -> bool {
+        self.0.iter().any(|(_, t)| t.is_some())
+    }
+
     /// Write the pages back, and remove those that were not kept (best effort: the failure
     /// being told is the signature's).
     pub(crate) fn restore(self, dir: &Dir) {

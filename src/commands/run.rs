@@ -287,7 +287,7 @@ fn not_rendered(
     if let Some(k) = key {
         lines.push("and sign with:".into());
         lines.push(format!(
-            "  nodecert sign {} --key {}",
+            "  nodecert sign {} --key {}{with}",
             out.display(),
             k.display()
         ));

@@ -1,6 +1,6 @@
 //! `nodecert sign`: sign a report folder, or countersign one.
 
-use super::output::{dir_error, lock_dir, write_reports};
+use super::output::{dir_error, lock_dir};
 use super::signer::{signed_as, Signer};
 use crate::error::{exit, Error, InputError, Result};
 use crate::fsio::write::Dir;
@@ -8,13 +8,26 @@ use crate::sign;
 use sha2::Digest;
 use std::path::Path;
 
-pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u8> {
+pub fn cmd_sign(
+    dir: &Path,
+    signer: &Signer,
+    allow_incomplete: bool,
+    templates: Option<&Path>,
+) -> Result<u8> {
     if !dir.is_dir() {
         return Err(InputError::Other(format!("{}: not a report folder", dir.display())).into());
     }
     if sign::ReportKind::of_folder(dir) == sign::ReportKind::Fleet {
+        if templates.is_some() {
+            return Err(InputError::Other(
+                "--templates: a fleet report's pages have no templates of their own".into(),
+            )
+            .into());
+        }
         return super::fleet::cmd_sign(dir, signer, allow_incomplete);
     }
+    // Before anything is read: templates of one's own that cannot render are refused now.
+    let pages = super::output::load_templates(templates, true)?;
     // No other nodecert writes here while the signature is made. The folder is reached through
     // no link of another user (root's and the signer's own links are followed).
     let lock = lock_dir(Dir::open_trusted(dir).map_err(|e| dir_error(dir, e))?)?;
@@ -24,27 +37,32 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
     let (ev, text) = crate::evidence::Evidence::read_text(&path)
         .map_err(|e| Error::Input(InputError::Other(e)))?;
     let checked = hex::encode(sha2::Sha256::digest(text.as_bytes()));
-    // The verdict the file states is what its pages were rendered with; the one its records
-    // give (`ev.verdict`) may differ, as when an older nodecert called PASS what this one calls
-    // PARTIAL. A signature must not seal pages that say the stale one; pages rendered again
-    // since (`nodecert render DIR --templates T --out DIR`, which leaves evidence.json as it
-    // is) that say the verdict the records give are kept.
+    // The verdict the file states may differ from the one its records give (`ev.verdict`): an
+    // older nodecert called PASS what this one calls PARTIAL, and a version-1 file said PASS of
+    // a run that never finished; those fall short, and are signed (as such) below. But a file
+    // that says PASS is read as a pass by whoever reads it without nodecert (`jq .verdict`):
+    // one whose own records fail, or could not test the node, was edited, and is never sealed.
     let stated = crate::evidence::stated_verdict_in(&path, &text).map_err(InputError::Other)?;
-    let page_says = |name: &str| {
-        crate::fsio::read::read_to_string(&dir.join(name), crate::fsio::read::Kind::Evidence)
-            .is_ok_and(|t| t.contains(ev.verdict.label()))
-    };
-    let pages_say_it = super::output::REPORT_FILES.iter().all(|n| page_says(n));
-    let stale = (stated != Some(ev.verdict) && !pages_say_it).then(|| {
-        format!(
-            "its pages were rendered as {}, and its records make it {} here",
-            stated.map_or("an unstated verdict", |v| v.label()),
-            ev.verdict.label()
+    if stated == Some(crate::evidence::Verdict::Pass)
+        && matches!(
+            ev.verdict,
+            crate::evidence::Verdict::Fail | crate::evidence::Verdict::Error
         )
-    });
-    // Whether this first signature renders the pages again (a run signed as incomplete, or
-    // pages that say a stale verdict), with what they then say of it.
-    let mut rerender = false;
+    {
+        return Err(InputError::Other(format!(
+            "not signing {}: evidence.json states PASS, but its records make it {} (the file \
+             was edited); a signature would seal a file that says PASS",
+            crate::console::visible(&dir.display().to_string()),
+            ev.verdict.label()
+        ))
+        .into());
+    }
+    // The first signature is the one made where no signature is: a manifest already there
+    // (left by a signature that never finished, or written by someone else) seals nothing and
+    // is written again, over the folder's own files.
+    let first = sign::signatures_in(dir)
+        .map_err(super::signer::sign_error)?
+        .is_empty();
     if let Some(v) = ev.shortfall() {
         let why = ev.shortfall_text().unwrap_or_else(|| v.words().into());
         if !allow_incomplete {
@@ -58,36 +76,45 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
                 code: v.exit_code(),
             });
         }
-        if dir.join(sign::MANIFEST_FILE).exists() {
+        if !first {
             crate::errln!(
                 "warning: {} is already signed, so its reports cannot be rendered again: their \
                  title may not say that this run is {}",
                 crate::console::visible(&dir.display().to_string()),
                 v.words()
             );
-        } else {
-            // The first signature: the reports are rendered again, titled "signed as ...".
-            rerender = true;
         }
-    } else if let Some(why) = stale {
-        if dir.join(sign::MANIFEST_FILE).exists() {
-            crate::errln!(
-                "warning: {} is already signed, so its reports cannot be rendered again: {why}",
-                crate::console::visible(&dir.display().to_string())
-            );
-        } else {
-            // The embedded templates: the pages of this first signature say the verdict the
-            // records give.
-            crate::errln!(
-                "note: {}: {why}; rendering its reports again (embedded templates) before signing",
-                crate::console::visible(&dir.display().to_string())
-            );
-            rerender = true;
-        }
+    } else if first && stated != Some(ev.verdict) {
+        crate::errln!(
+            "note: {}: it states {}, and its records make it {} here; its reports say {}",
+            crate::console::visible(&dir.display().to_string()),
+            stated.map_or("no verdict", |v| v.label()),
+            ev.verdict.label(),
+            ev.verdict.label()
+        );
+    } else if !first && stated != Some(ev.verdict) {
+        crate::errln!(
+            "warning: {} is already signed, so its reports cannot be rendered again: they were \
+             rendered as {}, and its records make it {} here",
+            crate::console::visible(&dir.display().to_string()),
+            stated.map_or("an unstated verdict", |v| v.label()),
+            ev.verdict.label()
+        );
     }
-    // The pages as they are, put back as they were (or removed, where there were none) if the
-    // signature they are rendered to name then fails.
-    let saved = rerender.then(|| {
+    if first && lock.exists(sign::MANIFEST_FILE.as_ref()).unwrap_or(false) {
+        crate::errln!(
+            "note: {}: {} has no signature; it is written again over the folder's files",
+            crate::console::visible(&dir.display().to_string()),
+            sign::MANIFEST_FILE
+        );
+        lock.remove(sign::MANIFEST_FILE.as_ref())
+            .map_err(|e| dir_error(dir, e))?;
+    }
+    // The first signature renders the pages again from the evidence it judged, as `run
+    // --sign-key` writes them: they name the signer and say the verdict of the records (and
+    // "signed as ..." for a run that fell short), whatever pages were found here. What they were
+    // is put back (or removed, where there were none) if the signature then fails.
+    let saved = first.then(|| {
         super::output::SavedPages::of(
             &lock,
             &super::output::REPORT_FILES,
@@ -95,10 +122,19 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
         )
     });
     let signed = (|| {
-        if rerender {
+        if first {
             let signing = signer.signing_of(dir, checked.clone(), signed_as(&ev));
-            let pages = crate::report::Templates::load(None).map_err(InputError::from)?;
-            write_reports(&ev, &lock, &pages, &signing)?;
+            let rendered = pages.render(&ev, &signing).map_err(InputError::from)?;
+            // Pages of one's own templates are replaced only by what the signer asked for.
+            let found = saved.as_ref().is_some_and(|s| s.any_present());
+            if found && templates.is_none() {
+                crate::errln!(
+                    "note: {}: its reports are rendered again from evidence.json to name the \
+                     signature (embedded templates; --templates DIR for your own)",
+                    crate::console::visible(&dir.display().to_string())
+                );
+            }
+            super::output::write_rendered(&lock, rendered)?;
         }
         signer.sign(&lock, &checked)
     })();

@@ -103,6 +103,12 @@ pub use allowed_signers::{allowed_signers_line, allowed_signers_line_for, is_val
 pub use commands::{digest_check_command, verify_command, verify_command_for};
 pub use keys::{key_fingerprint, keygen, signing_key_info, KeyInfo};
 pub use manifest::{sha256_in, Manifest};
+
+/// The signature files of the folder `dir` (`nodecert-manifest.txt.sig`, then the
+/// countersignatures by number): none means it was never signed, whatever manifest is there.
+pub fn signatures_in(dir: &Path) -> Result<Vec<String>, SignError> {
+    manifest::existing_signatures(dir)
+}
 pub use signing::{
     sign_dir, sign_dir_in, write_manifest, write_manifest_in, ManifestMeta, SignatureInfo,
 };
