@@ -227,6 +227,8 @@ fn a_simulated_fleet_fails_the_broken_node_flags_the_slow_one_and_refuses_what_c
         .as_str()
         .unwrap()
         .contains("not in the job's node list"));
+    assert_eq!(fleet["nodes"][8]["unlisted"], true);
+    assert!(fleet["nodes"][7].get("unlisted").is_none());
 
     // --expect overrides the list: a node outside it is named, one missing is not tested.
     let out = env
@@ -273,7 +275,9 @@ fn a_simulated_fleet_fails_the_broken_node_flags_the_slow_one_and_refuses_what_c
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = text.lines().filter(|l| l.starts_with("scontrol")).collect();
-    assert_eq!(lines.len(), 5, "{text}");
+    // n02, n03, n04 and n07; n09, refused but not in the job's node list, names no node of it.
+    assert_eq!(lines.len(), 4, "{text}");
+    assert!(!text.contains("NodeName=n09"), "{text}");
     // Simulated: each command says so in a shell comment, and still runs as shown if copied.
     assert!(
         lines.contains(

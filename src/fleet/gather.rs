@@ -344,6 +344,7 @@ pub fn blank(name: &str) -> NodeResult {
         checks: BTreeMap::new(),
         failed_checks: Vec::new(),
         signature: SignatureState::Unsigned,
+        unlisted: false,
     }
 }
 

@@ -162,7 +162,10 @@ pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> Flee
     if !expected.is_empty() {
         for n in &mut nodes {
             if !listed.contains(n.result.name.as_str()) {
-                n.result.why.push("not in the job's node list".to_string());
+                n.result
+                    .why
+                    .push("not in the job's node list: not drained or resumed".to_string());
+                n.result.unlisted = true;
             }
         }
     }
@@ -564,6 +567,7 @@ mod tests {
             checks: [("p2p_bandwidth".to_string(), Status::Pass)].into(),
             failed_checks: vec![],
             signature: SignatureState::Unsigned,
+            unlisted: false,
         };
         NodeSummary {
             result,
@@ -790,7 +794,10 @@ mod tests {
             ]
         );
         assert!(r.node("n2").unwrap().why[0].contains("no results were reported"));
-        assert_eq!(r.node("x9").unwrap().why, ["not in the job's node list"]);
+        assert_eq!(
+            r.node("x9").unwrap().why,
+            ["not in the job's node list: not drained or resumed"]
+        );
         assert_eq!(r.verdict.exit_code(), crate::error::exit::INCOMPLETE);
         assert_eq!(r.actions[0].action, "rerun");
         assert_eq!(r.counts.get("not_tested"), Some(&1));
@@ -832,7 +839,10 @@ mod tests {
             verdicts(&r),
             [("n1", NodeVerdict::Pass), ("x9", NodeVerdict::Pass)]
         );
-        assert_eq!(r.node("x9").unwrap().why, ["not in the job's node list"]);
+        assert_eq!(
+            r.node("x9").unwrap().why,
+            ["not in the job's node list: not drained or resumed"]
+        );
     }
 
     #[test]

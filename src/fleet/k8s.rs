@@ -187,8 +187,12 @@ pub fn manifests(job: &Job) -> Result<Value, String> {
 pub fn drain_plan(r: &FleetReport) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     for n in &r.nodes {
-        // Only host names reach kubectl ("--all" would taint every node).
-        if n.verdict == NodeVerdict::NotTested || crate::commands::check_node_name(&n.name).is_err()
+        // Only host names reach kubectl ("--all" would taint every node), and only the job's
+        // own nodes: a folder any node of the job could put beside theirs names no node to
+        // taint or untaint.
+        if n.verdict == NodeVerdict::NotTested
+            || n.unlisted
+            || crate::commands::check_node_name(&n.name).is_err()
         {
             continue;
         }
@@ -306,5 +310,14 @@ mod tests {
                 "label nodes n2 nodecert.io/verdict=pass --overwrite",
             ]
         );
+        // Folders of nodes not in the job's node list are neither tainted nor untainted.
+        for n in r
+            .nodes
+            .iter_mut()
+            .filter(|n| ["n1", "n2"].contains(&n.name.as_str()))
+        {
+            n.unlisted = true;
+        }
+        assert!(drain_plan(&r).is_empty());
     }
 }

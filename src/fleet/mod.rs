@@ -394,6 +394,10 @@ pub struct NodeResult {
     /// The checks whose status is fail or error: what a drain reason names.
     pub failed_checks: Vec<String>,
     pub signature: SignatureState,
+    /// A folder of a node not in the job's node list (any node of the job can write the job's
+    /// folder): shown, but never drained, tainted or resumed by `fleet drain`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub unlisted: bool,
 }
 
 /// A figure across the fleet: one point per node, for the report's strip charts.

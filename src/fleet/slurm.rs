@@ -285,8 +285,10 @@ pub fn drain_plan(r: &FleetReport, current: &[(String, String)]) -> Vec<Vec<Stri
             .unwrap_or_default()
     };
     for n in &r.nodes {
-        // Only host names reach scontrol ("gpu[001-512]" would name 512 nodes).
-        if crate::commands::check_node_name(&n.name).is_err() {
+        // Only host names reach scontrol ("gpu[001-512]" would name 512 nodes), and only the
+        // job's own nodes: a folder any node of the job could put beside theirs names no node
+        // to take out of service or to put back.
+        if n.unlisted || crate::commands::check_node_name(&n.name).is_err() {
             continue;
         }
         let why = reason_of(&n.name);
@@ -485,6 +487,26 @@ mod tests {
                 "update NodeName=n5 State=RESUME",
                 "update NodeName=n6 State=DRAIN Reason=nodecert: refused: ",
             ]
+        );
+        // Folders of nodes not in the job's node list are neither drained nor resumed.
+        let mut r = r;
+        for n in r
+            .nodes
+            .iter_mut()
+            .filter(|n| ["n1", "n3"].contains(&n.name.as_str()))
+        {
+            n.unlisted = true;
+        }
+        let got = plan(
+            &r,
+            &[
+                ("n2", "replacing a DIMM"),
+                ("n3", "nodecert: topology FAIL"),
+            ],
+        );
+        assert_eq!(
+            got,
+            ["update NodeName=n6 State=DRAIN Reason=nodecert: refused: "]
         );
     }
 
