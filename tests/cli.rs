@@ -901,3 +901,55 @@ fn a_reader_that_stops_early_is_no_panic() {
     assert!(!err.contains("panicked"), "{err}");
     assert_ne!(out.status.code(), Some(101), "{err}");
 }
+
+/// With no suite named, a node that lost a GPU is held to the suite of the GPUs it had, so the
+/// loss fails it (a Slurm health check drains it) instead of turning it away as invalid input;
+/// a node of other GPUs is turned away with the way out.
+#[test]
+fn a_node_that_lost_a_gpu_is_held_to_its_suite_and_fails() {
+    let env = Env::new();
+    let node = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("suites/nodes/h100-sxm-8.toml"),
+    )
+    .unwrap()
+    .replace("name = \"h100-sxm-8\"", "name = \"my-hgx\"");
+    env.write("my-hgx.toml", &node);
+    for fault in ["gpu-lost:gpu=3", "gpu-missing:gpu=3"] {
+        env.cmd()
+            .args([
+                "run",
+                "--simulate",
+                "my-hgx.toml",
+                "-q",
+                "--out",
+                "r",
+                "--force",
+            ])
+            .args(["--inject", fault])
+            .assert()
+            .code(1)
+            .stdout(predicate::str::contains("FAIL: h100-sxm-8"));
+    }
+    env.cmd()
+        .args([
+            "health-check",
+            "--simulate",
+            "my-hgx.toml",
+            "--allow-simulated",
+        ])
+        .args(["--inject", "gpu-lost:gpu=3", "--mode", "slurm-prolog"])
+        .assert()
+        .code(1);
+    env.write(
+        "pcie.toml",
+        &node.replace("NVIDIA H100 80GB HBM3", "NVIDIA H100 PCIe"),
+    );
+    env.cmd()
+        .args(["run", "--simulate", "pcie.toml", "-q", "--out", "p"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "no embedded suite matches this node",
+        ))
+        .stderr(predicate::str::contains("inventory --as-suite"));
+}

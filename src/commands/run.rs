@@ -22,17 +22,19 @@ pub(crate) fn pick_suite(
                 inv.virtualization.mode,
                 crate::inventory::VirtMode::BareMetal
             );
-            let pick = load::matching_embedded(&name, inv.gpus.len(), virt).ok_or_else(|| {
-                InputError::Other(format!(
-                    "no embedded suite matches this node ({}); name a suite file or one of: {}",
-                    inv.summary(),
-                    load::EMBEDDED
-                        .iter()
-                        .map(|(n, _)| *n)
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ))
-            })?;
+            let pick = load::matching_embedded(&name, inv.gpus.len(), inv.lost_gpus.len(), virt)
+                .ok_or_else(|| {
+                    InputError::Other(format!(
+                        "no embedded suite matches this node ({}); name a suite file (`nodecert \
+                     inventory --as-suite FILE` writes one that expects this node) or one of: {}",
+                        inv.summary(),
+                        load::EMBEDDED
+                            .iter()
+                            .map(|(n, _)| *n)
+                            .collect::<Vec<_>>()
+                            .join(", ")
+                    ))
+                })?;
             Ok(load::load(pick)?)
         }
     }

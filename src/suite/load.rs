@@ -265,19 +265,39 @@ fn dir_of(source_name: &str) -> PathBuf {
     }
 }
 
-/// The embedded suite that fits a node of `count` GPUs named `gpu_name`, if any.
-pub fn matching_embedded(gpu_name: &str, count: usize, virtualized: bool) -> Option<&'static str> {
-    let mut best: Option<(&str, usize)> = None;
-    for (name, _) in EMBEDDED {
-        let Ok(l) = load(name) else { continue };
-        let n = &l.suite.node;
-        let (Some(model), Some(c)) = (&n.gpu_model, n.gpu_count) else {
-            continue;
-        };
-        if c != count || !gpu_name.to_lowercase().contains(&model.to_lowercase()) {
-            continue;
+/// The GPUs each embedded suite is picked for when no suite is named, by the exact name NVML
+/// gives them: a suite's `gpu_model` ("H100") is a part of a name, and would also take an H100
+/// PCIe, an H100 NVL or a GH200 ("H200"), boards of other floors.
+const PICKED_FOR: &[(&str, &[&str])] = &[
+    ("h100-sxm-8", &["NVIDIA H100 80GB HBM3"]),
+    ("h100-vm-1", &["NVIDIA H100 80GB HBM3"]),
+    ("h200-sxm-8", &["NVIDIA H200"]),
+    ("h200-vm-1", &["NVIDIA H200"]),
+    ("a100-sxm-80gb-8", &["NVIDIA A100-SXM4-80GB"]),
+    ("l40s-pcie-4", &["NVIDIA L40S"]),
+];
+
+/// The embedded suite that fits a node of `count` GPUs named `gpu_name` that answer, and `lost`
+/// more that the driver lists but that stopped answering, if any. The GPU name must be one the
+/// suite is for ([`PICKED_FOR`]) and the virtualization what it expects. The GPU count is the
+/// suite's counting the lost GPUs; a node of 3, 5, 6 or 7 GPUs (no board is built so) is held
+/// to the suite of the next size up, whose topology check then fails it for the GPUs it lacks,
+/// rather than being turned away unjudged.
+pub fn matching_embedded(
+    gpu_name: &str,
+    count: usize,
+    lost: usize,
+    virtualized: bool,
+) -> Option<&'static str> {
+    let name = gpu_name.trim();
+    let seen = count + lost;
+    let fits = |suite: &str| -> Option<usize> {
+        let (_, names) = PICKED_FOR.iter().find(|(n, _)| *n == suite)?;
+        if !names.iter().any(|n| n.eq_ignore_ascii_case(name)) {
+            return None;
         }
-        // Prefer the suite whose virtualization expectation fits, then the most specific model.
+        let l = load(suite).ok()?;
+        let n = &l.suite.node;
         let virt_fit = match n.virtualization {
             Some(super::VirtExpect::BareMetal) => !virtualized,
             Some(
@@ -285,17 +305,68 @@ pub fn matching_embedded(gpu_name: &str, count: usize, virtualized: bool) -> Opt
             ) => virtualized,
             _ => true,
         };
-        let score = model.len() + if virt_fit { 1000 } else { 0 };
-        if best.is_none_or(|(_, s)| score > s) {
-            best = Some((name, score));
-        }
+        virt_fit.then_some(n.gpu_count?)
+    };
+    let candidates: Vec<(&'static str, usize)> = EMBEDDED
+        .iter()
+        .filter_map(|(suite, _)| fits(suite).map(|c| (*suite, c)))
+        .collect();
+    if let Some((suite, _)) = candidates.iter().find(|(_, c)| *c == seen) {
+        return Some(suite);
     }
-    best.map(|(n, _)| n)
+    if seen == 0 || seen.is_power_of_two() {
+        return None;
+    }
+    candidates
+        .into_iter()
+        .filter(|(_, c)| *c > seen)
+        .min_by_key(|(_, c)| *c)
+        .map(|(suite, _)| suite)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A suite is picked for the GPUs it was written for, by exact name and virtualization; a
+    /// node that lost GPUs is held to the suite of the GPUs it had.
+    #[test]
+    fn a_suite_is_picked_by_exact_name_virtualization_and_the_gpus_the_node_had() {
+        let h100 = "NVIDIA H100 80GB HBM3";
+        assert_eq!(matching_embedded(h100, 8, 0, false), Some("h100-sxm-8"));
+        assert_eq!(matching_embedded(h100, 8, 0, true), Some("h100-sxm-8"));
+        assert_eq!(matching_embedded(h100, 1, 0, true), Some("h100-vm-1"));
+        assert_eq!(
+            matching_embedded(" nvidia h200 ", 1, 0, true),
+            Some("h200-vm-1")
+        );
+        // The VM suites expect passthrough: a bare-metal GPU is held to none of them.
+        assert_eq!(matching_embedded(h100, 1, 0, false), None);
+        // Boards of other floors whose names hold a suite's model.
+        assert_eq!(matching_embedded("NVIDIA H100 PCIe", 1, 0, true), None);
+        assert_eq!(matching_embedded("NVIDIA H100 NVL", 8, 0, false), None);
+        assert_eq!(matching_embedded("NVIDIA GH200 480GB", 1, 0, true), None);
+        // Lost GPUs count: 7 answering and 1 lost is the 8-GPU board.
+        assert_eq!(matching_embedded(h100, 7, 1, false), Some("h100-sxm-8"));
+        assert_eq!(matching_embedded(h100, 0, 1, true), Some("h100-vm-1"));
+        // No board has 7 or 3 GPUs: the next suite up; 4 and 2 are boards of their own.
+        assert_eq!(matching_embedded(h100, 7, 0, false), Some("h100-sxm-8"));
+        assert_eq!(
+            matching_embedded("NVIDIA L40S", 3, 0, false),
+            Some("l40s-pcie-4")
+        );
+        assert_eq!(matching_embedded(h100, 4, 0, false), None);
+        assert_eq!(matching_embedded("NVIDIA L40S", 2, 0, false), None);
+        assert_eq!(matching_embedded("NVIDIA L40S", 5, 0, false), None);
+        assert_eq!(matching_embedded(h100, 0, 0, false), None);
+        // Every embedded suite with a GPU model is picked for some GPU.
+        for (name, _) in EMBEDDED {
+            let l = load(name).unwrap();
+            if l.suite.node.gpu_model.is_some() {
+                assert!(PICKED_FOR.iter().any(|(n, _)| n == name), "{name}");
+            }
+        }
+    }
 
     #[test]
     fn every_embedded_suite_loads() {
