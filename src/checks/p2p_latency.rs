@@ -40,6 +40,8 @@ impl Check for P2pLatency {
         let mut m = Measured::default();
         for (i, &(a, z)) in pairs.iter().enumerate() {
             let s = b.p2p_latency(a, z, self.0.iterations)?;
+            // A time of 0 (or none) is a timer that failed, never the fastest pair there is.
+            super::positive_times(&format!("peer latency GPU {a} -> GPU {z}"), "us", &s.values)?;
             // The CUDA code checks what the small transfers carried: judge it, per pair.
             verify::record(&mut m, "latency", Subject::pair(a, z), s.verified);
             m.metrics
@@ -146,6 +148,27 @@ mod tests {
         let f = judge_box(healthy, "latency_us = { fail_above = 2.2 }");
         assert_eq!(f.len(), 8, "{f:#?}");
         assert!(f.iter().all(|x| x.status == Status::Fail), "{f:#?}");
+    }
+
+    /// A latency sample of 0 us is a timer that failed: the check cannot measure, and no
+    /// ceiling passes it.
+    #[test]
+    fn a_latency_of_zero_is_an_error_not_the_fastest_pair() {
+        use crate::backend::sim::{self, SimBackend};
+        let measure = |us: f64| {
+            let mut node = sim::load_node("h100-sxm-8").unwrap();
+            node.perf.p2p_latency_us = us;
+            let mut b = SimBackend::new(node, vec![], 1).unwrap();
+            let inv = b.inventory().unwrap();
+            let loaded = crate::suite::load::load("h100-sxm-8").unwrap();
+            let ctx = crate::testutil::ctx(&loaded.suite, &inv);
+            let cfg: P2pLatencyCheck = toml::from_str("iterations = 3").unwrap();
+            P2pLatency(cfg).measure(&ctx, &mut b, &mut |_, _| {})
+        };
+        let e = measure(0.0).unwrap_err().to_string();
+        assert!(e.contains("timing peer latency GPU 0 -> GPU 1"), "{e}");
+        assert!(e.contains("took 0 us"), "{e}");
+        assert!(measure(2.0).is_ok());
     }
 
     #[test]
