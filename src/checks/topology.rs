@@ -84,7 +84,11 @@ impl Check for Topology {
                 reason,
             ));
         }
-        out.extend(gpu_mode_findings(inv, exp.mig));
+        // What the GPUs' modes say is judged whatever the suite states: it is not a topology
+        // the suite gave to compare with (below).
+        let modes = gpu_mode_findings(inv, exp.mig);
+        let of_modes = modes.len();
+        out.extend(modes);
         for g in &inv.gpus {
             let who = format!("GPU {}", g.index);
             let sub = Subject::gpu(g.index);
@@ -281,7 +285,7 @@ impl Check for Topology {
         for pp in &topo.pcie_paths {
             out.push(path_finding(inv, pp));
         }
-        if out.is_empty() {
+        if out.len() == of_modes {
             out.push(finding(
                 Status::Skip,
                 Subject::node(),
@@ -973,6 +977,37 @@ mod tests {
             inv.gpus[2].mig_pending = Some(true);
         });
         assert_eq!(f, vec![]);
+    }
+
+    /// A suite that states no topology has nothing to compare with whatever the GPUs' modes
+    /// say: a MIG change pending (a warning, or information where the suite accepts any mode)
+    /// does not hide that, and the check stays partial, as it is on a clean node.
+    #[test]
+    fn what_the_modes_say_does_not_hide_a_suite_that_states_no_topology() {
+        use crate::suite::MigExpect::Any;
+        let check = |mig, edit: &dyn Fn(&mut Inventory)| {
+            let mut inv = crate::testutil::simulated("h100-sxm-8", &[]).node;
+            edit(&mut inv);
+            let mut suite = crate::suite::load::load("base").unwrap().suite;
+            suite.node.mig = mig;
+            let ctx = crate::testutil::ctx(&suite, &inv);
+            let f = Topology.evaluate(&ctx, &Measured::default());
+            assert!(
+                f.iter().any(|x| x.status == Status::Skip
+                    && !x.info
+                    && x.reason == "the suite states no topology to compare with"),
+                "{f:#?}"
+            );
+            crate::runner::summarize_with_coverage(&f)
+        };
+        let pending = |inv: &mut Inventory| inv.gpus[1].mig_pending = Some(true);
+        let clean = check(None, &|_| {});
+        assert_eq!(clean.0, Status::Skip);
+        for mig in [None, Some(Any)] {
+            let (_, _, coverage) = check(mig, &pending);
+            let c = coverage.expect("coverage");
+            assert!(c.partial(), "{mig:?}: {c:?}");
+        }
     }
 
     #[test]
