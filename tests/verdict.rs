@@ -553,3 +553,100 @@ fn promises_a_one_gpu_vm_cannot_be_held_to_make_the_run_partial() {
         );
     }
 }
+
+/// A suite that holds peer pairs to bounds, run on a node of one GPU, has promised judgements
+/// that cannot run there: partial, naming them, never a pass. A suite that states none for them
+/// skips the checks as before; a bound on H2D with all GPUs at once is judged on the one GPU.
+#[test]
+fn bounds_a_one_gpu_node_cannot_be_held_to_are_partial_and_all_gpus_is_judged() {
+    let env = Env::new();
+    env.write(
+        "p2p.toml",
+        "format_version = 1\nname = \"p2p\"\nextends = \"base\"\n\
+         [checks.p2p_bandwidth]\nread = { fail_below = 335.0 }\n\
+         [checks.p2p_latency]\nlatency_us = { fail_above = 10.0 }\n",
+    );
+    env.cmd()
+        .args([
+            "run",
+            "p2p.toml",
+            "--simulate",
+            "h200-vm-1",
+            "-q",
+            "--out",
+            "p",
+        ])
+        .assert()
+        .code(7);
+    let ev = read_json(&env.path("p/evidence.json"));
+    let check = |id: &str| {
+        ev["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["id"] == id)
+            .unwrap()
+            .clone()
+    };
+    let bw = check("p2p_bandwidth");
+    assert_eq!(bw["status"], "skip");
+    assert_eq!(bw["coverage"]["total"], 1);
+    assert!(
+        bw["summary"].as_str().unwrap().contains(
+            "the node has 1 GPU, so no peer pair is held to the suite's read >= 335 GB/s"
+        ),
+        "{bw}"
+    );
+    assert!(check("p2p_latency")["summary"]
+        .as_str()
+        .unwrap()
+        .contains("latency <= 10 us"));
+    // No bound stated: skipped, judged by nothing, and the run keeps its verdict.
+    env.write(
+        "plain.toml",
+        "format_version = 1\nname = \"plain\"\nextends = \"h200-vm-1\"\n[checks.p2p_latency]\n",
+    );
+    env.cmd()
+        .args([
+            "run",
+            "plain.toml",
+            "--simulate",
+            "h200-vm-1",
+            "-q",
+            "--out",
+            "q",
+        ])
+        .assert()
+        .code(0);
+    env.write(
+        "all.toml",
+        "format_version = 1\nname = \"all\"\nextends = \"h200-vm-1\"\n\
+         [checks.host_bandwidth]\nall_gpus_h2d = { fail_below = 60.0 }\n",
+    );
+    env.cmd()
+        .args([
+            "run",
+            "all.toml",
+            "--simulate",
+            "h200-vm-1",
+            "-q",
+            "--out",
+            "a",
+        ])
+        .assert()
+        .code(1);
+    let ev = read_json(&env.path("a/evidence.json"));
+    let hb = ev["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == "host_bandwidth")
+        .unwrap();
+    assert!(
+        hb["summary"]
+            .as_str()
+            .unwrap()
+            .contains("GPU 0: host-to-device with all GPUs at once"),
+        "{hb}"
+    );
+}

@@ -212,6 +212,58 @@ pub fn peer_pairs(ctx: &Ctx) -> Result<usize, String> {
     }
 }
 
+/// The plan of a check of peer pairs whose suite states bounds (`bounds`, as "read >= 335
+/// GB/s", empty where it states none): the number of GPUs; on a node with fewer than two, a skip
+/// of the plan where no bound is stated, and where one is, a plan that measures nothing and
+/// then says, through [`no_peer_pairs`], that the bounds are not judged here (a promised
+/// judgement that did not run: the run is partial, never a pass).
+pub fn peer_plan(ctx: &Ctx, bounds: &[String]) -> Result<usize, String> {
+    match peer_pairs(ctx) {
+        Ok(n) => Ok(n),
+        Err(why) if bounds.is_empty() => Err(why),
+        Err(_) => Ok(ctx.inventory.gpus.len()),
+    }
+}
+
+/// What a check of peer pairs says on a node with fewer than two GPUs whose suite states
+/// `bounds` for them: not available here.
+pub fn no_peer_pairs(ctx: &Ctx, bounds: &[String]) -> Vec<Finding> {
+    let n = ctx.inventory.gpus.len();
+    if n >= 2 || bounds.is_empty() {
+        return vec![];
+    }
+    vec![judge::finding(
+        crate::evidence::Status::Skip,
+        crate::evidence::Subject::node(),
+        "no peer pairs",
+        bounds.join(", "),
+        format!(
+            "not available here: the node has {n} GPU{}, so no peer pair is held to the \
+             suite's {}",
+            if n == 1 { "" } else { "s" },
+            bounds.join(", ")
+        ),
+    )]
+}
+
+/// The bounds a limit states, as "read >= 335 GB/s; read warns below 340 GB/s", for
+/// [`peer_plan`].
+pub fn stated_bounds(name: &str, unit: &str, l: &crate::suite::Limit) -> Vec<String> {
+    let l = l.judging();
+    let mut out = Vec::new();
+    for (v, words) in [
+        (l.fail_below, ">="),
+        (l.warn_below, "warns below"),
+        (l.fail_above, "<="),
+        (l.warn_above, "warns above"),
+    ] {
+        if let Some(v) = v {
+            out.push(format!("{name} {words} {} {unit}", crate::units::exact(v)));
+        }
+    }
+    out
+}
+
 /// The checks a suite asks for, in the order they run: cheap reads first, then bandwidth,
 /// collectives (which may compare with peer bandwidth), training, the network adapters (their
 /// error counters read again after the traffic), and the comparison with the baseline last (it reads every check before it).

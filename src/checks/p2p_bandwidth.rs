@@ -41,6 +41,33 @@ pub fn path_class(ctx: &Ctx, s: &Subject) -> String {
         .map_or_else(|| "?".to_string(), |p| p.topo_label())
 }
 
+impl P2pBandwidth {
+    /// The bounds the suite states for each pair: its floors and ceilings, by path class too,
+    /// and the outlier rule (which compares pairs).
+    fn bounds(&self) -> Vec<String> {
+        let c = &self.0;
+        let mut b = Vec::new();
+        for (name, l) in [("read", &c.read), ("write", &c.write), ("bidir", &c.bidir)] {
+            b.extend(super::stated_bounds(name, "GB/s", l));
+        }
+        for (class, p) in &c.by_path {
+            for (name, l) in [("read", &p.read), ("write", &p.write), ("bidir", &p.bidir)] {
+                if let Some(l) = l {
+                    b.extend(super::stated_bounds(
+                        &format!("{} {name}", class.label()),
+                        "GB/s",
+                        l,
+                    ));
+                }
+            }
+        }
+        if let Some(p) = c.outlier_pct {
+            b.push(format!("each pair within {p}% of the median"));
+        }
+        b
+    }
+}
+
 impl Check for P2pBandwidth {
     fn id(&self) -> String {
         "p2p_bandwidth".into()
@@ -53,12 +80,12 @@ impl Check for P2pBandwidth {
     }
 
     fn plan(&self, ctx: &Ctx) -> Result<Vec<String>, String> {
-        let n = super::peer_pairs(ctx)?;
+        let n = super::peer_plan(ctx, &self.bounds())?;
         let c = &self.0;
         Ok(vec![format!(
             "{} ordered pairs x read and write, {} pairs both ways: {} buffers, {} warm-up + {} timed copies",
-            n * (n - 1),
-            n * (n - 1) / 2,
+            n * n.saturating_sub(1),
+            n * n.saturating_sub(1) / 2,
             format_bytes(c.size.0),
             c.warmup,
             c.iterations
@@ -74,7 +101,7 @@ impl Check for P2pBandwidth {
         let c = &self.0;
         let pairs = ctx.inventory.ordered_pairs();
         let n = ctx.inventory.gpus.len();
-        let total = pairs.len() * 2 + n * (n - 1) / 2;
+        let total = pairs.len() * 2 + n * n.saturating_sub(1) / 2;
         let mut m = Measured::default();
         let mut done = 0;
         for &(a, z) in &pairs {
@@ -137,6 +164,7 @@ impl Check for P2pBandwidth {
     fn evaluate(&self, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
         let c = &self.0;
         let mut out = verify::findings(m, &FIGURES);
+        out.extend(super::no_peer_pairs(ctx, &self.bounds()));
         for f in m
             .facts
             .iter()

@@ -10,6 +10,17 @@ use crate::suite::P2pLatencyCheck;
 
 pub struct P2pLatency(pub P2pLatencyCheck);
 
+impl P2pLatency {
+    /// The bounds the suite states for each pair (the outlier rule compares pairs).
+    fn bounds(&self) -> Vec<String> {
+        let mut b = super::stated_bounds("latency", "us", &self.0.latency_us);
+        if let Some(p) = self.0.outlier_pct {
+            b.push(format!("latency within {p}% of the median pair"));
+        }
+        b
+    }
+}
+
 impl Check for P2pLatency {
     fn id(&self) -> String {
         "p2p_latency".into()
@@ -22,10 +33,10 @@ impl Check for P2pLatency {
     }
 
     fn plan(&self, ctx: &Ctx) -> Result<Vec<String>, String> {
-        let n = super::peer_pairs(ctx)?;
+        let n = super::peer_plan(ctx, &self.bounds())?;
         Ok(vec![format!(
             "{} ordered pairs x {} small transfers",
-            n * (n - 1),
+            n * n.saturating_sub(1),
             self.0.iterations
         )])
     }
@@ -79,6 +90,7 @@ impl Check for P2pLatency {
             })
             .collect();
         let mut out = verify::findings(m, &[("latency", "small peer transfer")]);
+        out.extend(super::no_peer_pairs(ctx, &self.bounds()));
         out.extend(classed.iter().filter_map(|(who, _, v)| {
             judge(who, "latency", *v, "us", &self.0.latency_us).map(|f| f.on("latency"))
         }));
