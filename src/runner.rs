@@ -114,7 +114,10 @@ pub fn run(
                             findings: match check.runs_on_gpus()
                                 && !matches!(e, crate::error::HwError::Timeout { .. })
                             {
-                                true => checks::arrivals::after_check(&ctx, backend),
+                                true => checks::arrivals::after_check(&ctx, backend)
+                                    .into_iter()
+                                    .chain(checks::during::after_check(&ctx, backend))
+                                    .collect(),
                                 false => vec![],
                             },
                             coverage: None,
@@ -129,6 +132,7 @@ pub fn run(
                             findings.extend(check.evaluate(&ctx, &m));
                             if check.runs_on_gpus() && took_figures {
                                 findings.extend(checks::arrivals::after_check(&ctx, backend));
+                                findings.extend(checks::during::after_check(&ctx, backend));
                             }
                             let (status, summary, coverage) = summarize_with_coverage(&findings);
                             let missed = status == Status::Fail
@@ -259,6 +263,9 @@ fn next_attempt(o: &Outcome, attempt: u32, allowed: u32) -> Next {
     }
     if o.measured.wrong_data() {
         return Next::Stop("wrong data is never re-measured away");
+    }
+    if checks::during::failed_on_xid(&o.findings) {
+        return Next::Stop("an XID raised under load is never re-measured away");
     }
     Next::Again
 }
@@ -602,6 +609,36 @@ mod tests {
             "{}",
             c.summary
         );
+    }
+
+    /// An XID raised under load is told once: measuring the check again would not see it,
+    /// so the failure it makes stands at the attempt that saw it.
+    #[test]
+    fn an_xid_raised_under_load_is_never_re_measured() {
+        let ev = run_text(
+            "[checks.host_bandwidth]\nremeasure = 3\n",
+            &["xid-under-load:gpu=2"],
+        );
+        let c = ev.check("host_bandwidth").unwrap();
+        assert_eq!(c.status, Status::Fail);
+        let r = c.remeasure.as_ref().unwrap();
+        assert_eq!((r.decided_by, r.earlier.len()), (1, 0));
+        assert_eq!(
+            r.stopped.as_deref(),
+            Some("an XID raised under load is never re-measured away")
+        );
+        assert!(c.findings.iter().any(|f| f.status == Status::Fail
+            && f.reason
+                == "GPU 2: XID 48 (nvml event) raised while this check ran, which fails a node"));
+        // Told once: no later check names it again.
+        let again: Vec<&str> = ev
+            .checks
+            .iter()
+            .filter(|k| k.findings.iter().any(|f| f.reason.contains("raised while")))
+            .map(|k| k.id.as_str())
+            .collect();
+        assert_eq!(again, ["host_bandwidth"]);
+        assert_eq!(ev.verdict, Verdict::Fail);
     }
 
     #[test]

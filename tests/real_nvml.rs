@@ -823,6 +823,43 @@ fn row_remapping_xids_and_a_gpu_lost_at_open_fail_health_naming_the_gpu() {
     );
 }
 
+/// An XID a GPU raises once the run is under way (after the inventory read the events) is read
+/// again after the next check that ran on the GPUs and filed under it: a fatal one fails the
+/// run, and the health check, which judged the start, does not name it.
+#[test]
+fn an_xid_raised_during_the_run_is_filed_under_the_check_that_saw_it() {
+    let mut d = hgx_h200();
+    d["gpus"][3]["xid_events_later"] = json!([48]);
+    let node = Node::new(&d);
+    let suite = format!("{HGX_SUITE}\n[checks.host_bandwidth]\n");
+    let (code, ev) = node.run(&suite);
+    let all = findings(&ev);
+    let during: Vec<_> = all
+        .iter()
+        .filter(|f| f.3.contains("raised while this check ran"))
+        .collect();
+    assert_eq!(during.len(), 1, "{all:#?}");
+    assert_eq!(
+        (
+            during[0].0.as_str(),
+            during[0].1.as_str(),
+            during[0].2.as_str()
+        ),
+        ("host_bandwidth", "fail", "GPU 3")
+    );
+    assert!(
+        during[0].3.starts_with("GPU 3: XID 48 (nvml event)"),
+        "{during:#?}"
+    );
+    assert!(
+        !all.iter()
+            .any(|f| f.0 == "health" && f.3.to_lowercase().contains("xid 48")),
+        "{all:#?}"
+    );
+    // The bandwidth could not be measured here (no CUDA): the XID fails the node all the same.
+    assert_ne!(code, 0);
+}
+
 /// Two H100 NVL bridge pairs (GPU 0-1 and 2-3, 12 links each, no NVSwitch). The first pair's
 /// driver names the far end a GPU; the second's does not answer the remote type, and the far end
 /// is recognised by its bus id.

@@ -92,6 +92,10 @@ pub struct Gpu {
     /// XID critical errors delivered through the event set API. Absent: the GPU does not
     /// support XID events; empty: supported, none happened.
     pub xid_events: Option<Vec<u64>>,
+    /// XID critical errors raised once the run is under way: delivered only after the event
+    /// set has been waited on until empty once (the inventory's reading), as under load.
+    #[serde(default)]
+    pub xid_events_later: Vec<u64>,
     /// NVLinks by number; empty: nvmlDeviceGetNvLinkState answers NOT_SUPPORTED.
     #[serde(default)]
     pub nvlinks: Vec<NvLink>,

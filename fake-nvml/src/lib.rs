@@ -1041,6 +1041,8 @@ pub unsafe extern "C" fn nvmlDeviceGetP2PStatus(
 /// Events the GPUs of a set have pending: (GPU index, XID).
 struct EventSet {
     pending: Mutex<VecDeque<(usize, u64)>>,
+    /// Events raised later (`xid_events_later`), delivered once `pending` ran dry once.
+    later: Mutex<(bool, VecDeque<(usize, u64)>)>,
 }
 
 /// Event types a GPU with XID events reports supporting: single- and double-bit ECC, XID.
@@ -1065,6 +1067,7 @@ pub unsafe extern "C" fn nvmlEventSetCreate(out: *mut nvmlEventSet_t) -> nvmlRet
     }
     let set = Box::new(EventSet {
         pending: Mutex::new(VecDeque::new()),
+        later: Mutex::new((false, VecDeque::new())),
     });
     if out.is_null() {
         return INVALID_ARGUMENT;
@@ -1095,6 +1098,10 @@ pub unsafe extern "C" fn nvmlDeviceRegisterEvents(
             return UNKNOWN;
         };
         q.extend(xids.iter().map(|x| (i, *x)));
+        let Ok(mut later) = set.later.lock() else {
+            return UNKNOWN;
+        };
+        later.1.extend(g.xid_events_later.iter().map(|x| (i, *x)));
     }
     SUCCESS
 }
@@ -1113,6 +1120,17 @@ pub unsafe extern "C" fn nvmlEventSetWait_v2(
     let Ok(mut q) = set.pending.lock() else {
         return UNKNOWN;
     };
+    if q.is_empty() {
+        let Ok(mut later) = set.later.lock() else {
+            return UNKNOWN;
+        };
+        // The first time the set runs dry, the later events are raised: the next wait has them.
+        if !later.0 {
+            later.0 = true;
+            return TIMEOUT;
+        }
+        q.extend(later.1.drain(..));
+    }
     match q.pop_front() {
         // Nothing pending: answer at once rather than sleep out the timeout.
         None => TIMEOUT,

@@ -285,6 +285,16 @@ pub trait Backend {
         ))
     }
     /// Host<->device copies of `bytes` from pinned memory on one GPU; GB/s per repetition.
+    /// The XIDs each GPU raised since the last call (the first: since the inventory was read),
+    /// by GPU index: NVML's critical-XID events and kernel-log lines logged since. None for a
+    /// GPU that no source could see one on. The runner reads them after each check that ran on
+    /// the GPUs ([`crate::checks::during`]).
+    fn xids_since(&mut self) -> Result<Vec<Option<Vec<crate::inventory::XidEvent>>>, HwError> {
+        Err(HwError::NotSupported(
+            "this backend does not read XIDs during the run".into(),
+        ))
+    }
+
     fn host_copy(
         &mut self,
         gpu: usize,

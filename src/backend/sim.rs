@@ -318,10 +318,11 @@ pub enum FaultKind {
     MigPending,
     ProcessStarts,
     MpsDaemon,
+    XidUnderLoad,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 33] = [
+    pub const ALL: [FaultKind; 34] = [
         FaultKind::GpuMissing,
         FaultKind::GpuLost,
         FaultKind::NvlinkDown,
@@ -355,6 +356,7 @@ impl FaultKind {
         FaultKind::MigPending,
         FaultKind::ProcessStarts,
         FaultKind::MpsDaemon,
+        FaultKind::XidUnderLoad,
     ];
 
     pub fn name(self) -> &'static str {
@@ -392,6 +394,7 @@ impl FaultKind {
             FaultKind::MigPending => "mig-pending",
             FaultKind::ProcessStarts => "process-starts",
             FaultKind::MpsDaemon => "mps-daemon",
+            FaultKind::XidUnderLoad => "xid-under-load",
         }
     }
 
@@ -492,6 +495,11 @@ impl FaultKind {
             FaultKind::MpsDaemon => {
                 "the MPS control daemon runs, so CUDA jobs started on the node share the GPUs \
                  through an MPS server (nodecert's own work goes around it)"
+            }
+            FaultKind::XidUnderLoad => {
+                "a GPU raises an XID under load: absent when the node was read, seen after the \
+                 first check that ran on the GPUs (gpu=N, code=C; default 48, a double-bit ECC \
+                 error)"
             }
         }
     }
@@ -1218,6 +1226,9 @@ pub struct SimBackend {
     named: Option<String>,
     /// The NCCL settings this node answers as in effect ([`SimBackend::with_nccl_env`]).
     nccl_env: Vec<crate::backend::NcclSetting>,
+    /// The XIDs of xid-under-load faults were told ([`Backend::xids_since`]): once, as a real
+    /// node tells each event once.
+    xids_told: bool,
 }
 
 /// Another VBIOS version than `v`, for the vbios-mismatch fault: its last field changed
@@ -1256,6 +1267,7 @@ impl SimBackend {
             nth: 0,
             named: None,
             nccl_env: Vec::new(),
+            xids_told: false,
         })
     }
 
@@ -1697,6 +1709,28 @@ impl Backend for SimBackend {
                     memory_bytes: Some(STARTED_MEMORY),
                 });
                 Some(busy.chain(started).collect())
+            })
+            .collect())
+    }
+
+    fn xids_since(&mut self) -> Result<Vec<Option<Vec<XidEvent>>>, HwError> {
+        let told = std::mem::replace(&mut self.xids_told, true);
+        Ok((0..self.n())
+            .map(|i| {
+                if self.hidden(self.orig(i)).contains(&Reading::Xids) {
+                    return None;
+                }
+                Some(
+                    self.faults_of(FaultKind::XidUnderLoad)
+                        .filter(|f| !told && f.gpu.unwrap_or(0) == i)
+                        .map(|f| XidEvent {
+                            code: f.code.unwrap_or(48),
+                            source: "nvml event".into(),
+                            detail: Some("simulated, under load".into()),
+                            age_s: Some(0.0),
+                        })
+                        .collect(),
+                )
             })
             .collect())
     }

@@ -8,6 +8,7 @@ pub mod arrivals;
 pub mod baseline;
 pub mod collective;
 pub mod compute;
+pub mod during;
 pub mod fabric;
 pub mod health;
 pub mod host_bandwidth;

@@ -41,6 +41,12 @@ pub struct RealBackend {
     event_notes: Vec<String>,
     /// XIDs collected from events so far.
     nvml_xids: Vec<xid::XidReport>,
+    /// How many of `nvml_xids` an inventory or [`Backend::xids_since`] has told.
+    xids_told: usize,
+    /// When the kernel log was last read for XIDs (seconds since boot): later lines are new.
+    log_read_at: Option<f64>,
+    /// The GPUs of the last inventory (index, UUID, bus id): what XIDs read later name.
+    xid_gpus: Vec<Gpu>,
     /// Measurements through CUDA and NCCL (started on first use).
     cuda: CudaMeasurements,
     /// The NCCL settings in effect, read when the backend opened: once NCCL has started it has
@@ -94,6 +100,9 @@ pub fn open() -> Result<Box<dyn Backend>, HwError> {
         event_gpus,
         event_notes,
         nvml_xids: Vec::new(),
+        xids_told: 0,
+        log_read_at: None,
+        xid_gpus: Vec::new(),
         cuda,
         nccl_settings: crate::backend::cuda::nccl_settings(),
     }))
@@ -345,6 +354,17 @@ impl RealBackend {
         self.read_pcie_under_load(&mut gpus, &mut notes);
         let pairs = self.read_pairs(&gpus, &mut notes);
         let mut reports = self.nvml_xids.clone();
+        self.xids_told = self.nvml_xids.len();
+        self.log_read_at = xid::since_boot_now();
+        self.xid_gpus = gpus
+            .iter()
+            .map(|g| Gpu {
+                index: g.index,
+                uuid: g.uuid.clone(),
+                pci_bus_id: g.pci_bus_id.clone(),
+                ..Default::default()
+            })
+            .collect();
         let kernel_log = match xid::read_kernel_log() {
             Ok(text) => {
                 reports.extend(xid::parse_kernel_log(&text));
@@ -550,6 +570,48 @@ impl Backend for RealBackend {
         let _deadline =
             watchdog::Watchdog::start("reading the inventory through NVML", watchdog::NVML_LIMIT);
         Ok(self.read_inventory())
+    }
+
+    fn xids_since(&mut self) -> Result<Vec<Option<Vec<crate::inventory::XidEvent>>>, HwError> {
+        if self.xid_gpus.is_empty() {
+            return Err(HwError::NotSupported(
+                "XIDs are read since an inventory, and none was read".into(),
+            ));
+        }
+        let _deadline =
+            watchdog::Watchdog::start("reading XID events through NVML", watchdog::NVML_LIMIT);
+        let now = xid::since_boot_now();
+        self.collect_events();
+        let mut reports: Vec<xid::XidReport> = self
+            .nvml_xids
+            .get(self.xids_told..)
+            .unwrap_or_default()
+            .to_vec();
+        self.xids_told = self.nvml_xids.len();
+        // Kernel-log lines logged since the last read; a line without a time cannot be told
+        // apart from one seen before, and is left to the next run's look-back.
+        let log = xid::read_kernel_log().ok();
+        if let Some(text) = &log {
+            let since = self.log_read_at;
+            reports.extend(
+                xid::parse_kernel_log(text)
+                    .into_iter()
+                    .filter(|r| matches!((r.since_boot_s, since), (Some(t), Some(s)) if t > s)),
+            );
+            if now.is_some() {
+                self.log_read_at = now;
+            }
+        }
+        let mut gpus = self.xid_gpus.clone();
+        let _ = xid::attach(&mut gpus, &reports, now);
+        Ok(gpus
+            .into_iter()
+            .enumerate()
+            .map(|(i, g)| {
+                let events = self.events.is_some() && self.event_gpus.get(i) == Some(&true);
+                (events || log.is_some()).then_some(g.xids)
+            })
+            .collect())
     }
 
     fn gpu_processes(&mut self) -> Result<Vec<Option<Vec<crate::inventory::GpuProcess>>>, HwError> {
