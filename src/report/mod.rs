@@ -315,6 +315,27 @@ impl Templates {
                 )));
             }
         }
+        for s in sources.iter().filter(|s| s.user) {
+            if let Some((at, len)) = long_tag(&s.text) {
+                let before = &s.text[..at];
+                let line = before.matches('\n').count() + 1;
+                let column = before[before.rfind('\n').map_or(0, |i| i + 1)..]
+                    .chars()
+                    .count()
+                    + 1;
+                return Err(TemplateError {
+                    file: s.file.clone(),
+                    line: Some(line),
+                    column: Some(column),
+                    message: format!(
+                        "a tag of {len} bytes or more: nodecert reads tags ({{{{ ... }}}}, \
+                         {{% ... %}}) of at most {MAX_TAG} bytes (an expression that long could \
+                         exhaust the stack of the template engine); split it with `set`"
+                    ),
+                    user: true,
+                });
+            }
+        }
         let mut env = base_env();
         for s in &sources {
             env.add_template_owned(s.name, s.text.clone())
@@ -466,6 +487,60 @@ fn for_templates(ev: &Evidence) -> serde_json::Value {
 
 /// A minijinja error as a [`TemplateError`]: the file it names, its line, and the column of
 /// the start of the byte range it points at.
+/// The longest tag (`{{ ... }}` or `{% ... %}`) a template of `--templates` may hold, in bytes.
+/// minijinja bounds how deep brackets and blocks nest, but not a chain of operators (`1 + 1 +
+/// ...`, `- - - 1`, `x|abs|abs...`), whose parse and evaluation recurse once per link: tens of
+/// thousands overflow the stack and abort nodecert. nodecert's own tags are under 100 bytes.
+pub const MAX_TAG: usize = 4096;
+
+/// The first tag of `text` longer than [`MAX_TAG`]: its byte offset and a length it reaches.
+/// A tag ends at its closing delimiter outside a quoted string, as the template lexer reads it
+/// (a `}}` inside a string does not end it); one never closed runs to the end of the text.
+fn long_tag(text: &str) -> Option<(usize, usize)> {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i + 1 < b.len() {
+        let close = match (b[i], b[i + 1]) {
+            (b'{', b'{') => b'}',
+            (b'{', b'%') => b'%',
+            _ => {
+                i += 1;
+                continue;
+            }
+        };
+        let start = i;
+        let mut j = i + 2;
+        let mut quote: Option<u8> = None;
+        let end = loop {
+            if j >= b.len() {
+                break b.len();
+            }
+            match quote {
+                Some(q) => {
+                    if b[j] == b'\\' {
+                        j += 1;
+                    } else if b[j] == q {
+                        quote = None;
+                    }
+                }
+                None => {
+                    if b[j] == b'"' || b[j] == b'\'' {
+                        quote = Some(b[j]);
+                    } else if b[j] == close && b.get(j + 1) == Some(&b'}') {
+                        break j + 2;
+                    }
+                }
+            }
+            j += 1;
+        };
+        if end - start > MAX_TAG {
+            return Some((start, end - start));
+        }
+        i = end;
+    }
+    None
+}
+
 fn located(e: &minijinja::Error, sources: &[Source]) -> TemplateError {
     let src = e.name().and_then(|n| sources.iter().find(|s| s.name == n));
     let column = match (src, e.line(), e.range()) {
@@ -530,6 +605,33 @@ pub fn render_diff(d: &crate::diff::Diff) -> Result<Rendered, String> {
 mod tests {
     use super::*;
     use crate::testutil::simulated;
+
+    /// A chain of operators that would overflow the template engine's stack is refused before
+    /// it is parsed, at its line and column; a tag ends outside a string as the lexer reads it.
+    #[test]
+    fn a_tag_longer_than_the_engine_can_parse_is_refused_where_it_starts() {
+        assert_eq!(long_tag("{{ a + b }} {% if x %}y{% endif %}"), None);
+        let chain = format!("text\n  {{{{ 1{} }}}}", " + 1".repeat(2000));
+        assert_eq!(long_tag(&chain), Some((7, chain.len() - 7)));
+        let just = format!("{{{{ {} }}}}", "x".repeat(MAX_TAG - 6));
+        assert_eq!(just.len(), MAX_TAG);
+        assert_eq!(long_tag(&just), None);
+        assert!(long_tag(&format!("{{{{ {} }}}}", "x".repeat(MAX_TAG - 5))).is_some());
+        // A closing delimiter inside a string does not end the tag; one after it does.
+        let quoted = format!("{{{{ \"}}}}\" ~ '%}}' ~ 1{} }}}}", " + 1".repeat(2000));
+        assert_eq!(long_tag(&quoted).map(|x| x.0), Some(0));
+        assert_eq!(long_tag("{{ \"a\\\"}}\" }} {{ b }}"), None);
+        // A tag never closed runs to the end.
+        let open = format!("{{% if {}", "x".repeat(MAX_TAG));
+        assert_eq!(long_tag(&open), Some((0, open.len())));
+        // Through Templates::load: refused with its place, as a user's template error.
+        let d = tempfile::tempdir().unwrap();
+        std::fs::write(d.path().join(MD_TEMPLATE), format!("ok\n{chain}\n")).unwrap();
+        let e = Templates::load(Some(d.path())).err().unwrap();
+        assert!(e.user);
+        assert_eq!((e.line, e.column), (Some(3), Some(3)));
+        assert!(e.message.contains("at most 4096 bytes"), "{}", e.message);
+    }
 
     impl Templates {
         fn with_fuel(mut self, fuel: u64) -> Templates {
