@@ -5,15 +5,29 @@
 /// The most names one list may expand to.
 pub const MAX_NAMES: usize = 100_000;
 
-/// Expand a host list. Errors say what is wrong and where.
+/// The list as an error quotes it: its first 80 characters at most.
+fn quoted(list: &str) -> String {
+    match list.char_indices().nth(80) {
+        Some((i, _)) => format!("{:?}...", &list[..i]),
+        None => format!("{list:?}"),
+    }
+}
+
+/// Expand a host list. Errors say what is wrong and where. Each name is checked as it is made
+/// (a node name is at most 64 bytes), so a list's size bounds what it takes to expand.
 pub fn expand(list: &str) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
+    let named = |n: String, out: &mut Vec<String>| -> Result<(), String> {
+        crate::commands::check_node_name(&n).map_err(|e| format!("{}: {e}", quoted(list)))?;
+        out.push(n);
+        Ok(())
+    };
     for item in split_top(list)? {
         if item.is_empty() {
             continue;
         }
         match item.find('[') {
-            None => out.push(item.to_string()),
+            None => named(item.to_string(), &mut out)?,
             Some(open) => {
                 let close = item
                     .rfind(']')
@@ -39,7 +53,7 @@ pub fn expand(list: &str) -> Result<Vec<String>, String> {
                     if (hi - lo) as usize >= MAX_NAMES
                         || out.len() + ((hi - lo) as usize) >= MAX_NAMES
                     {
-                        return Err(format!("{list:?}: more than {MAX_NAMES} names"));
+                        return Err(format!("{}: more than {MAX_NAMES} names", quoted(list)));
                     }
                     let width = if a.len() > 1 && a.starts_with('0') {
                         a.len()
@@ -47,17 +61,14 @@ pub fn expand(list: &str) -> Result<Vec<String>, String> {
                         0
                     };
                     for i in lo..=hi {
-                        out.push(format!("{prefix}{i:0width$}{suffix}"));
+                        named(format!("{prefix}{i:0width$}{suffix}"), &mut out)?;
                     }
                 }
             }
         }
         if out.len() > MAX_NAMES {
-            return Err(format!("{list:?}: more than {MAX_NAMES} names"));
+            return Err(format!("{}: more than {MAX_NAMES} names", quoted(list)));
         }
-    }
-    for n in &out {
-        crate::commands::check_node_name(n).map_err(|e| format!("{list:?}: {e}"))?;
     }
     Ok(out)
 }
@@ -118,5 +129,17 @@ mod tests {
         ] {
             assert!(expand(bad).is_err(), "{bad}");
         }
+        // A name too long is refused at the first one made, not after making 99,991 of them
+        // (20 KB of list would have taken 2 GB), and the error quotes the list's start only.
+        let long = format!("{}[0-99990]", "a".repeat(20_000));
+        let e = expand(&long).unwrap_err();
+        assert!(e.contains("node name"), "{}", &e[..200.min(e.len())]);
+        assert!(
+            e.starts_with(&format!("\"{}\"...", "a".repeat(80))),
+            "{e:.100}"
+        );
+        assert!(e.len() < 20_300, "{}", e.len());
+        // Names within bounds still expand, up to the most.
+        assert_eq!(expand("n[0-99998]").unwrap().len(), 99_999);
     }
 }
