@@ -36,6 +36,9 @@ pub fn escape(s: &str, attribute: bool) -> String {
             '\t' if attribute => out.push_str("&#9;"),
             '\n' | '\t' => out.push(ch),
             c if (c as u32) < 0x20 || c == '\u{fffe}' || c == '\u{ffff}' => out.push('\u{fffd}'),
+            // What CI consoles would act on (C1 controls such as an 8-bit CSI, bidi overrides,
+            // line separators) is shown as an escape, as on every other page and line.
+            c if crate::console::is_hidden(c) => out.extend(c.escape_default()),
             c => out.push(c),
         }
     }
@@ -273,6 +276,15 @@ mod tests {
             "a&lt;b&gt;&amp;&quot;c&quot;&#10;\u{fffd}"
         );
         assert_eq!(escape("a<b>\"\n\t", false), "a&lt;b&gt;\"\n\t");
+        // Bidi overrides, C1 controls (an 8-bit CSI) and line separators are shown, not sent.
+        for (raw, shown) in [
+            ("\u{202e}gpu", "\\u{202e}gpu"),
+            ("x\u{9b}31m", "x\\u{9b}31m"),
+            ("a\u{85}b\u{2028}c", "a\\u{85}b\\u{2028}c"),
+        ] {
+            assert_eq!(escape(raw, false), shown);
+            assert_eq!(escape(raw, true), shown);
+        }
     }
 
     #[test]
