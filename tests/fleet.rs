@@ -982,6 +982,29 @@ fn the_kubernetes_manifests_are_an_indexed_job_with_a_headless_service() {
             .unwrap();
         assert_eq!(out.status.code(), Some(2), "{bad:?}");
     }
+    // The manifests written before are replaced; any other file at that path is not.
+    let k8s = |out: &str| {
+        env.cmd()
+            .args([
+                "fleet", "k8s", "--nodes", "4", "--image", "i", "--claim", "c",
+            ])
+            .args(["--out", out])
+            .output()
+            .unwrap()
+    };
+    assert_eq!(k8s("fleet.json").status.code(), Some(0));
+    assert_eq!(
+        read_json(&env.path("fleet.json"))["items"][1]["spec"]["completions"],
+        4
+    );
+    env.write("mine.toml", "format_version = 1\nname = \"mine\"\n");
+    let o = k8s("mine.toml");
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("not replaced"));
+    assert_eq!(
+        env.read("mine.toml"),
+        "format_version = 1\nname = \"mine\"\n"
+    );
 }
 
 #[test]

@@ -755,6 +755,15 @@ pub fn cmd_k8s(job: fleet::k8s::Job, out: Option<&Path>) -> Result<u8> {
     match out {
         None => crate::out!("{text}"),
         Some(p) => {
+            // Only a file this command wrote before is replaced: a suite, or anything else of
+            // the user's, at that path is left as it is.
+            if p.symlink_metadata().is_ok() && !previous_manifests(p) {
+                return Err(input(format!(
+                    "{}: the file exists and holds no manifests of `nodecert fleet k8s`; not \
+                     replaced (remove it, or write elsewhere)",
+                    p.display()
+                )));
+            }
             // With the fabric the manifests hold the job's key: the owner's alone.
             let write = if job.fabric {
                 crate::fsio::write::replace_private
@@ -773,6 +782,26 @@ pub fn cmd_k8s(job: fleet::k8s::Job, out: Option<&Path>) -> Result<u8> {
         }
     }
     Ok(exit::PASS)
+}
+
+/// Whether `p` holds manifests `fleet k8s` wrote: a JSON List whose items carry nodecert's
+/// name label, read (as a regular file, not through a link) within the job file's bound.
+fn previous_manifests(p: &Path) -> bool {
+    let Ok(bytes) = crate::fsio::read::open(p, false)
+        .and_then(|f| crate::fsio::read::read_limited(f, MAX_JOB_FILE, "manifests"))
+    else {
+        return false;
+    };
+    let Ok(v) = serde_json::from_slice::<serde_json::Value>(&bytes) else {
+        return false;
+    };
+    v["kind"] == "List"
+        && v["items"].as_array().is_some_and(|items| {
+            !items.is_empty()
+                && items
+                    .iter()
+                    .all(|i| i["metadata"]["labels"]["app.kubernetes.io/name"] == "nodecert")
+        })
 }
 
 /// Which scheduler `fleet drain` talks to.
