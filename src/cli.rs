@@ -521,12 +521,29 @@ pub fn main_with_args(args: Vec<String>) -> u8 {
     crate::stdio::finish(run(args))
 }
 
+/// A command-line error as lines to print: clap's text without its styles, each line shown as
+/// it may reach a terminal.
+fn error_lines(e: &clap::Error) -> Vec<String> {
+    let text = e.render().to_string();
+    text.trim_end_matches('\n')
+        .split('\n')
+        .map(crate::console::visible)
+        .collect()
+}
+
 fn run(args: Vec<String>) -> u8 {
     let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
-            if e.print().is_err() {
-                crate::stdio::failed(e.use_stderr());
+            if e.use_stderr() {
+                // An error quotes what was given (a value from a job script's environment, say):
+                // plain text, each line shown as it may reach a terminal, never clap's colours
+                // around a value that carries escapes of its own.
+                for line in error_lines(&e) {
+                    crate::errln!("{line}");
+                }
+            } else if e.print().is_err() {
+                crate::stdio::failed(false);
             }
             return match e.kind() {
                 clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => {
@@ -777,5 +794,28 @@ fn fleet_dispatch(f: FleetCommand, args: &[String]) -> Result<u8> {
             dry_run,
             allow_simulated,
         ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// A value given on the command line that carries terminal escapes (a job script passing
+    /// what its environment held) reaches the error printed as plain text: no ESC, no colour
+    /// around it, even where clap would colour its message for a terminal.
+    #[test]
+    fn a_command_line_error_prints_no_escape_of_its_own_or_of_the_value() {
+        let e = Cli::command()
+            .color(clap::ColorChoice::Always)
+            .try_get_matches_from(["nodecert", "run", "--seed", "x\u{1b}[31mRED\u{202e}"])
+            .unwrap_err();
+        assert!(e.render().ansi().to_string().contains('\u{1b}'));
+        let lines = error_lines(&e);
+        assert!(lines[0].starts_with("error: invalid value"), "{lines:?}");
+        for l in &lines {
+            assert!(!l.contains(['\u{1b}', '\u{202e}', '\n']), "{l:?}");
+        }
     }
 }
