@@ -812,10 +812,19 @@ fn a_first_signature_seals_pages_rendered_from_the_evidence_and_a_manifest_of_it
     for name in ["evidence.json", "report.html", "report.md"] {
         assert!(manifest.contains(&format!("  {name}\n")), "{manifest}");
     }
-    env.cmd()
+    // A certificate that verifies says what it certifies: this one, a failed simulated run.
+    let a = env
+        .cmd()
         .args(["verify", "f", "--pubkey", "k.pub"])
         .assert()
         .code(0);
+    let out = out_text(&a);
+    assert!(out.contains("\nverdict: FAIL (SIMULATED)\n"), "{out}");
+    assert!(
+        out.contains("\nnode: sim-h200-vm (1x NVIDIA H200); GPU serials: "),
+        "{out}"
+    );
+    assert!(out.contains("\nfinished: 20"), "{out}");
     env.write("f/report.html", "PASS: certified hardware\n");
     env.cmd()
         .args(["verify", "f", "--pubkey", "k.pub"])

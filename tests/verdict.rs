@@ -139,10 +139,13 @@ fn interrupted_run_is_incomplete_everywhere_and_signed_only_as_such() {
     assert!(env
         .read("r/report.html")
         .contains("INCOMPLETE (SIMULATED; signed as incomplete)"));
+    // It verifies, and verify says what it certifies: an incomplete run, never a pass.
     env.cmd()
         .args(["verify", "r", "--pubkey", "k.pub"])
         .assert()
-        .code(0);
+        .code(0)
+        .stdout(predicate::str::contains("\nverdict: INCOMPLETE (SIMULATED) as this nodecert judges its records (evidence.json states PASS)"))
+        .stdout(predicate::str::contains("finished: never (the run did not finish)"));
 }
 
 #[test]
