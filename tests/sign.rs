@@ -212,6 +212,19 @@ fn our_signature_verifies_with_ssh_keygen() {
     // And our own verifier agrees.
     let report = verify_dir(dir.path(), &Trust::PublicKey(pub_of(&key))).unwrap();
     assert!(report.ok(), "{report}");
+    // A public key file of two keys is refused whichever comes first: trusting its first
+    // alone would make the order of the lines decide.
+    let other = new_key(keys.path(), "other");
+    let both = keys.path().join("both.pub");
+    for order in [[&other, &key], [&key, &other]] {
+        let text: String = order
+            .iter()
+            .map(|k| fs::read_to_string(pub_of(k)).unwrap())
+            .collect();
+        fs::write(&both, text).unwrap();
+        let e = verify_dir(dir.path(), &Trust::PublicKey(both.clone())).unwrap_err();
+        assert!(e.to_string().contains("2 keys in one file"), "{e}");
+    }
 }
 
 #[test]

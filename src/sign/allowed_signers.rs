@@ -147,7 +147,19 @@ fn parse_signer_options(opts: &str, s: &mut AllowedSigner) -> Result<(), String>
             Some((n, v)) => (n, Some(v)),
             None => (part, None),
         };
-        match (name.to_ascii_lowercase().as_str(), value) {
+        let key = name.to_ascii_lowercase();
+        // As OpenSSH: an option given twice is an error, not its last value (a second
+        // valid-before would otherwise extend an expired key).
+        let twice = match key.as_str() {
+            "namespaces" => s.namespaces.is_some(),
+            "valid-after" => s.valid_after.is_some(),
+            "valid-before" => s.valid_before.is_some(),
+            _ => false,
+        };
+        if twice {
+            return Err(format!("multiple {key:?} clauses"));
+        }
+        match (key.as_str(), value) {
             ("cert-authority", None) => s.cert_authority = true,
             ("namespaces", Some(v)) => s.namespaces = Some(unquote(v)?.to_string()),
             ("valid-after", Some(v)) => s.valid_after = Some(parse_signer_time(unquote(v)?)?),
@@ -300,6 +312,29 @@ mod tests {
             parse_allowed_signers(&p),
             Err(SignError::AllowedSigners { line: 1, .. })
         ));
+        // An option given twice is refused on its line, as OpenSSH refuses it: a second
+        // valid-before must not extend an expired key, nor a second namespaces widen a key.
+        for opts in [
+            "namespaces=\"git\",namespaces=\"nodecert\"",
+            "valid-before=\"20200101\",valid-before=\"29990101\"",
+            "VALID-AFTER=\"20200101\",valid-after=\"20210101\"",
+        ] {
+            fs::write(&p, format!("# x\nalice {opts} {key}\n")).unwrap();
+            match parse_allowed_signers(&p) {
+                Err(SignError::AllowedSigners {
+                    line: 2, reason, ..
+                }) => {
+                    assert!(reason.contains("multiple"), "{reason}")
+                }
+                other => panic!("{opts}: {other:?}"),
+            }
+        }
+        fs::write(
+            &p,
+            format!("alice cert-authority,namespaces=\"nodecert\" {key}\n"),
+        )
+        .unwrap();
+        assert!(parse_allowed_signers(&p).is_ok());
     }
 
     #[test]

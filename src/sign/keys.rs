@@ -161,11 +161,25 @@ pub(super) fn read_any_public_key(path: &Path) -> Result<PublicKey, SignError> {
         KeyText::OpenSshPrivate => Ok(parse_private_key(path, &text)?.public_key().clone()),
         KeyText::PemPrivate(label) => Err(pem_private_key_err(path, label)),
         KeyText::Other => {
-            let line = text
+            let mut lines = text
                 .lines()
                 .map(str::trim)
-                .find(|l| !l.is_empty() && !l.starts_with('#'))
+                .filter(|l| !l.is_empty() && !l.starts_with('#'));
+            let line = lines
+                .next()
                 .ok_or_else(|| key_err(path, "no public key found"))?;
+            // One key is one signer: a file of several would be trusted by its first alone.
+            let more = lines.count();
+            if more > 0 {
+                return Err(key_err(
+                    path,
+                    format!(
+                        "{} keys in one file: a public key file holds one (trust several \
+                         signers with --allowed-signers FILE)",
+                        more + 1
+                    ),
+                ));
+            }
             PublicKey::from_openssh(line).map_err(|e| {
                 key_err(
                     path,
