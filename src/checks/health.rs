@@ -434,7 +434,19 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu, mode: OtherProcesses) -> Vec<Finding> 
         out.extend(p);
         // The suite's other ECC limits, where the GPU does not count what they limit: not
         // judged, and said (an unread count is not 0).
+        // The uncorrectable limit is judged on the counts read; one of the two not read is not
+        // a count of 0, and is said.
         for (what, read, limit) in [
+            (
+                "uncorrectable ECC error count (volatile)",
+                e.volatile_uncorrected,
+                h.max_uncorrectable,
+            ),
+            (
+                "SRAM uncorrectable error count",
+                e.sram_uncorrected,
+                h.max_uncorrectable,
+            ),
             (
                 "SRAM correctable error count",
                 e.sram_corrected,
@@ -1204,6 +1216,27 @@ mod tests {
             status(&f, "GPU 6", Reading::EccErrors),
             vec![Status::Fail, Status::Skip]
         );
+        // One uncorrectable count read and the other not: judged on the one read, the other
+        // said, never taken for 0.
+        for (volatile, sram, missing) in [
+            (Some(0), None, "SRAM uncorrectable error count"),
+            (None, Some(0), "uncorrectable ECC error count (volatile)"),
+        ] {
+            let f = judge("h100-sxm-8", move |inv| {
+                inv.gpus[6].ecc.volatile_uncorrected = volatile;
+                inv.gpus[6].ecc.sram_uncorrected = sram;
+            });
+            let all = on(&f, "GPU 6", Reading::EccErrors);
+            assert_eq!(
+                all.iter().map(|x| x.status).collect::<Vec<_>>(),
+                [Status::Pass, Status::Skip],
+                "{all:#?}"
+            );
+            assert_eq!(
+                all[1].reason,
+                format!("not available here: {missing} of GPU 6")
+            );
+        }
     }
 
     #[test]
