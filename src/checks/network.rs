@@ -89,7 +89,7 @@ impl Check for Network {
         let expect = &ctx.suite.network;
         let Some(f) = &ctx.inventory.fabric else {
             return if expect.is_empty() {
-                Err("not available here: the NICs were not read (this node's description has none), and the suite states no fabric".into())
+                Err("no NICs described: this simulated node's description has none, and the suite states no fabric".into())
             } else {
                 Ok(vec!["the suite states a fabric, but the NICs were not read: each expectation is not available here".into()])
             };
