@@ -971,6 +971,10 @@ pub struct Environment {
     /// Kubernetes Indexed Job): which fleet run it belongs to, and its rank there.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub job: Option<JobRecord>,
+    /// Variables nodecert removed from its own environment before CUDA started, as they were:
+    /// each would have changed a figure (`platform::cuda_env`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cuda_env_set_aside: Vec<crate::platform::cuda_env::SetAside>,
 }
 
 /// A scheduler's job, as its task saw it in its environment.

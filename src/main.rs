@@ -8,6 +8,8 @@ fn main() -> std::process::ExitCode {
     // Before any thread and any CUDA: an MPS control daemon would make nodecert's CUDA work a
     // client sharing the GPUs through its server (platform::mps).
     nodecert::platform::mps::go_around();
+    // And before CUDA too: settings made for training jobs would change what it measures.
+    nodecert::platform::cuda_env::set_aside();
     let code = nodecert::cli::main_with_args(std::env::args().collect());
     if nodecert::backend::cuda::thread_abandoned() {
         // A measurement hung and its thread is stuck inside the driver. Evidence and reports are

@@ -953,3 +953,46 @@ fn a_node_that_lost_a_gpu_is_held_to_its_suite_and_fails() {
         ))
         .stderr(predicate::str::contains("inventory --as-suite"));
 }
+
+/// Settings made for training jobs in the shell nodecert runs from would change what it
+/// measures: it runs without them, says so even with -q, and the evidence and both pages name
+/// them with their values.
+#[test]
+fn settings_that_would_change_the_figures_are_set_aside_and_named() {
+    let env = Env::new();
+    let a = env
+        .cmd()
+        .env("NVIDIA_TF32_OVERRIDE", "0")
+        .env("CUDA_DEVICE_MAX_CONNECTIONS", "1")
+        .args(["run", "--simulate", "h200-vm-1", "-q", "--out", "r"])
+        .assert()
+        .code(0);
+    let stderr = String::from_utf8_lossy(&a.get_output().stderr).to_string();
+    assert!(
+        stderr.contains("note: set aside for this run, as it would change what is measured: NVIDIA_TF32_OVERRIDE=0: forces TF32"),
+        "{stderr}"
+    );
+    assert!(stderr.contains("CUDA_DEVICE_MAX_CONNECTIONS=1"), "{stderr}");
+    let ev = read_json(&env.path("r/evidence.json"));
+    assert_eq!(
+        ev["environment"]["cuda_env_set_aside"],
+        serde_json::json!([
+            {"name": "NVIDIA_TF32_OVERRIDE", "value": "0"},
+            {"name": "CUDA_DEVICE_MAX_CONNECTIONS", "value": "1"}
+        ])
+    );
+    assert!(env.read("r/report.md").contains("`NVIDIA_TF32_OVERRIDE=0`"));
+    assert!(env
+        .read("r/report.html")
+        .contains("<code>CUDA_DEVICE_MAX_CONNECTIONS=1</code>"));
+    // Without them: nothing said, nothing recorded.
+    let a = env
+        .cmd()
+        .args(["run", "--simulate", "h200-vm-1", "-q", "--out", "s"])
+        .assert()
+        .code(0);
+    assert!(!String::from_utf8_lossy(&a.get_output().stderr).contains("set aside"));
+    assert!(read_json(&env.path("s/evidence.json"))["environment"]
+        .get("cuda_env_set_aside")
+        .is_none());
+}

@@ -81,6 +81,7 @@ pub fn environment(args: &[String]) -> Environment {
         cpu_model,
         command_line: args.to_vec(),
         job: job_from(|k| std::env::var(k).ok()),
+        cuda_env_set_aside: crate::platform::cuda_env::set_aside_at_start(),
     }
 }
 

@@ -134,6 +134,14 @@ pub fn cmd_run(
             crate::console::simulated_tag(simrec.is_some())
         );
     }
+    // Said even with -q: settings of nodecert's environment it ran without, and why.
+    for s in crate::platform::cuda_env::set_aside_at_start() {
+        crate::errln!(
+            "note: set aside for this run, as it would change what is measured: {}{}",
+            crate::console::visible(&s.describe()),
+            crate::console::simulated_tag(simrec.is_some())
+        );
+    }
     let ev = crate::runner::new_evidence(&loaded, b.as_ref(), inv, simrec, environment(args));
     let ev =
         crate::runner::run(&loaded, b.as_mut(), ev, Some(&dir), &mut console).map_err(|e| {

@@ -4,6 +4,7 @@
 //! Every reader takes the root of the file tree ("/" on a real node), so tests can point it at a
 //! sample tree in a temp dir.
 
+pub mod cuda_env;
 pub mod hypervisor;
 pub mod mps;
 pub mod nic;

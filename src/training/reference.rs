@@ -55,7 +55,8 @@
 //! then `nc_bias_act_fwd` adds the bias (and ReLU), `db = dYᵀ·1` is
 //! `Sgemv(N, m=out, n=B, A=dY, lda=out, x=ones, y=db)`, and `nc_relu_bwd` masks `dX`. cuBLAS
 //! must run in pure fp32: no `CUBLAS_TF32_TENSOR_OP_MATH` and no `NVIDIA_TF32_OVERRIDE=1` (TF32
-//! moves losses by ~1e-3 and fails the comparison, as it should).
+//! moves losses by ~1e-3 and fails the comparison, as it should; nodecert sets that variable
+//! aside before CUDA starts, `platform::cuda_env`).
 //!
 //! # Data parallelism
 //!
