@@ -611,36 +611,6 @@ mod tests {
         );
     }
 
-    /// An XID raised under load is told once: measuring the check again would not see it,
-    /// so the failure it makes stands at the attempt that saw it.
-    #[test]
-    fn an_xid_raised_under_load_is_never_re_measured() {
-        let ev = run_text(
-            "[checks.host_bandwidth]\nremeasure = 3\n",
-            &["xid-under-load:gpu=2"],
-        );
-        let c = ev.check("host_bandwidth").unwrap();
-        assert_eq!(c.status, Status::Fail);
-        let r = c.remeasure.as_ref().unwrap();
-        assert_eq!((r.decided_by, r.earlier.len()), (1, 0));
-        assert_eq!(
-            r.stopped.as_deref(),
-            Some("an XID raised under load is never re-measured away")
-        );
-        assert!(c.findings.iter().any(|f| f.status == Status::Fail
-            && f.reason
-                == "GPU 2: XID 48 (nvml event) raised while this check ran, which fails a node"));
-        // Told once: no later check names it again.
-        let again: Vec<&str> = ev
-            .checks
-            .iter()
-            .filter(|k| k.findings.iter().any(|f| f.reason.contains("raised while")))
-            .map(|k| k.id.as_str())
-            .collect();
-        assert_eq!(again, ["host_bandwidth"]);
-        assert_eq!(ev.verdict, Verdict::Fail);
-    }
-
     #[test]
     fn a_pass_at_the_first_attempt_reads_as_before() {
         let ev = run_text("[checks.host_bandwidth]\nremeasure = 1\n", &[]);

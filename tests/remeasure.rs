@@ -253,3 +253,42 @@ fn the_console_says_when_a_check_measures_again() {
         .code(0)
         .stderr("");
 }
+
+/// An XID raised under load is told once: measuring the check again would not see it, so the
+/// failure it makes stands at the attempt that saw it, and no later check names it again. (A
+/// test of its own process: the XIDs are not read once a measurement's thread was abandoned,
+/// which a library test elsewhere does on purpose.)
+#[test]
+fn an_xid_raised_under_load_is_never_measured_again() {
+    let env = Env::new();
+    let s = suite(&env, "[checks.host_bandwidth]\nremeasure = 3\n");
+    let ev = run(&env, &s, &["xid-under-load:gpu=2"], "x", 1);
+    assert_eq!(ev["verdict"], "fail");
+    let checks = ev["checks"].as_array().unwrap();
+    let hb = checks.iter().find(|c| c["id"] == "host_bandwidth").unwrap();
+    assert_eq!(hb["status"], "fail");
+    assert_eq!(hb["remeasure"]["decided_by"], 1);
+    assert_eq!(
+        hb["remeasure"]["stopped"],
+        "an XID raised under load is never re-measured away"
+    );
+    assert!(hb["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|f| f["status"] == "fail"
+            && f["reason"]
+                == "GPU 2: XID 48 (nvml event) raised while this check ran, which fails a node"));
+    let naming: Vec<&str> = checks
+        .iter()
+        .filter(|c| {
+            c["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f["reason"].as_str().unwrap().contains("raised while"))
+        })
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(naming, ["host_bandwidth"]);
+}
