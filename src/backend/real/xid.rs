@@ -148,7 +148,27 @@ pub fn attach(gpus: &mut [Gpu], reports: &[XidReport], now: Option<f64>) -> Vec<
 pub fn read_kernel_log() -> Result<String, String> {
     match read_kmsg() {
         Ok(t) => Ok(t),
-        Err(kmsg) => read_dmesg().map_err(|dmesg| format!("/dev/kmsg: {kmsg}; dmesg: {dmesg}")),
+        Err(kmsg) => read_dmesg().map_err(|dmesg| {
+            let restrict = std::fs::read_to_string("/proc/sys/kernel/dmesg_restrict").ok();
+            // SAFETY: geteuid has no preconditions.
+            let root = unsafe { libc::geteuid() } == 0;
+            format!(
+                "/dev/kmsg: {kmsg}; dmesg: {dmesg}{}",
+                restricted_hint(restrict.as_deref(), root)
+            )
+        }),
+    }
+}
+
+/// Why the kernel log may be closed to this process, for the note that says it was not read:
+/// `kernel.dmesg_restrict = 1` (Ubuntu's default) keeps it from users without CAP_SYSLOG.
+fn restricted_hint(dmesg_restrict: Option<&str>, root: bool) -> &'static str {
+    match (dmesg_restrict.map(str::trim), root) {
+        (Some("1"), false) => {
+            " (kernel.dmesg_restrict = 1: the kernel log is read by root or with CAP_SYSLOG; \
+             run nodecert as root, or the XIDs logged before the run are not available here)"
+        }
+        _ => "",
     }
 }
 
@@ -216,6 +236,16 @@ fn read_dmesg() -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A kernel log closed by dmesg_restrict to a user who is not root says so and how to read
+    /// it; anything else adds nothing to the reason given.
+    #[test]
+    fn a_restricted_kernel_log_says_why() {
+        assert!(restricted_hint(Some("1\n"), false).contains("CAP_SYSLOG"));
+        assert_eq!(restricted_hint(Some("1\n"), true), "");
+        assert_eq!(restricted_hint(Some("0\n"), false), "");
+        assert_eq!(restricted_hint(None, false), "");
+    }
 
     const LOG: &str = "\
 [    0.599639] NVRM: loading NVIDIA UNIX Open Kernel Module for x86_64  580.159.04
