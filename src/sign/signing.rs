@@ -431,8 +431,9 @@ mod tests {
     }
 
     /// A signature refused after the manifest was written (here: a problem the check of the
-    /// folder finds, a file name that is not UTF-8) leaves no manifest: the folder is not left
-    /// looking signed.
+    /// folder finds, a stray signature-like file) leaves no manifest: the folder is not left
+    /// looking signed. A file whose name is not UTF-8 is no such problem: it is not covered,
+    /// and said.
     #[test]
     fn a_refused_signature_leaves_no_manifest() {
         use std::os::unix::ffi::OsStrExt;
@@ -440,12 +441,28 @@ mod tests {
         let key = keys.path().join("k");
         keygen(&key, "ops@test").unwrap();
         let d = folder("{\"simulated\": false}\n");
-        let odd = std::ffi::OsStr::from_bytes(b"notes-\xff.txt");
-        std::fs::write(d.path().join(odd), "x").unwrap();
+        std::fs::write(d.path().join("nodecert-manifest.txt.sig.bak"), "x").unwrap();
         let e = sign_dir_in(&open_dir(d.path()).unwrap(), &key, None).unwrap_err();
         assert!(matches!(e, SignError::NotSignable { .. }), "{e}");
-        assert!(e.to_string().contains("file name is not utf-8"), "{e}");
+        assert!(
+            e.to_string().contains("unexpected signature-like file"),
+            "{e}"
+        );
         assert!(!d.path().join(MANIFEST_FILE).exists());
         assert!(!d.path().join(SIGNATURE_FILE).exists());
+        let d = folder("{\"simulated\": false}\n");
+        let odd = std::ffi::OsStr::from_bytes(b"notes-\xff.txt");
+        std::fs::write(d.path().join(odd), "x").unwrap();
+        sign_dir_in(&open_dir(d.path()).unwrap(), &key, None).unwrap();
+        let pub_key = keys.path().join("k.pub");
+        let r =
+            super::super::verify_dir(d.path(), &super::super::Trust::PublicKey(pub_key)).unwrap();
+        assert!(r.ok(), "{r}");
+        assert!(
+            r.notes.iter().any(
+                |n| n.contains("not covered by the manifest") && n.contains("(name not utf-8)")
+            ),
+            "{r}"
+        );
     }
 }

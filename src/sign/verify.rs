@@ -420,18 +420,22 @@ pub(super) fn inspect(
         notes: Vec::new(),
     };
     let mut entries: Vec<String> = Vec::new();
+    // A name that is not UTF-8 can be neither listed nor a signature: a file the manifest does
+    // not cover, said as the others are.
+    let mut not_utf8: Vec<String> = Vec::new();
     for entry in fs::read_dir(dir).map_err(io_err("list", dir))? {
         let entry = entry.map_err(io_err("list", dir))?;
         let name = entry.file_name();
         match name.to_str() {
             Some(n) => entries.push(n.to_string()),
-            None => r.problems.push(format!(
-                "{}: file name is not utf-8",
+            None => not_utf8.push(format!(
+                "{} (name not utf-8)",
                 shown(&name.to_string_lossy())
             )),
         }
     }
     entries.sort();
+    not_utf8.sort();
 
     let manifest_bytes = match read_limited_in(dir, MANIFEST_FILE, MAX_MANIFEST_BYTES, "read") {
         Ok(b) => Some(b),
@@ -541,8 +545,9 @@ pub(super) fn inspect(
             }
         }
     }
-    if !unlisted.is_empty() && r.manifest.is_some() {
-        let names: Vec<String> = unlisted.iter().map(|n| shown(n)).collect();
+    if (!unlisted.is_empty() || !not_utf8.is_empty()) && r.manifest.is_some() {
+        let mut names: Vec<String> = unlisted.iter().map(|n| shown(n)).collect();
+        names.extend(not_utf8);
         r.notes.push(format!(
             "not covered by the manifest (unsigned): {}",
             names.join(", ")
