@@ -14,6 +14,17 @@ use crate::training::plan::sharded::{Inconsistency, Sharded, Traffic};
 use crate::training::plan::Model;
 use crate::training::reference;
 
+/// How many times the simulation may train the golden configuration on the CPU at the suite's
+/// bound: once for the truth, once per partitioning (a node of 8 GPUs plans up to 4 of them).
+const SIM_GOLDEN_COPIES: u64 = 8;
+
+/// Whether the simulation trains the golden configuration of `cfg` again, sharded, for each
+/// partitioning: while its work is at most an eighth of the suite's bound.
+fn golden_sharded(cfg: &TrainingCheck) -> bool {
+    crate::suite::golden_work(cfg)
+        .is_some_and(|w| w <= crate::suite::MAX_GOLDEN_WORK / SIM_GOLDEN_COPIES)
+}
+
 impl SimBackend {
     /// The data-parallel run: every GPU a replica of the whole model, gradients all-reduced
     /// over all of them in buckets that overlap the backward pass. The step waits on the
@@ -148,6 +159,8 @@ impl SimBackend {
     }
 
     /// The suite's model partitioned as `p` over every GPU (see the module documentation).
+    /// (How many golden trainings a simulated run may make of the suite's golden work bound:
+    /// see [`SIM_GOLDEN_COPIES`].)
     pub(super) fn train_partitioned(
         &mut self,
         cfg: &TrainingCheck,
@@ -183,8 +196,16 @@ impl SimBackend {
         let exposed_comm_ms = self.samples(&format!("{tag} exposed"), exposed, steps);
         // The golden configuration trained partitioned on the CPU sums in the order of the
         // shards, as GPUs would; `wrong-loss` is a broken kernel every partitioning runs.
+        // A suite's golden work is bounded for one training (`MAX_GOLDEN_WORK`, minutes of CPU);
+        // the simulation trains it again for each partitioning. Past an eighth of the bound,
+        // the partitioned runs take the unsharded golden losses (only the order of the sums
+        // differs), so that a rehearsal stays within minutes too.
+        let heavy = !golden_sharded(cfg);
         let golden_node_losses = if self.faults_of(FaultKind::WrongLoss).next().is_some() {
             crate::training::cpu_losses(&golden, reference::Flaw::ReluGradLeaks)
+                .map_err(|e| sim_call("simulated golden training", e))?
+        } else if heavy {
+            crate::training::cpu_losses(&golden, reference::Flaw::None)
                 .map_err(|e| sim_call("simulated golden training", e))?
         } else {
             crate::training::sharded_cpu_losses(&golden, p)
@@ -267,6 +288,19 @@ mod tests {
 
     fn cfg(extra: &str) -> TrainingCheck {
         toml::from_str(extra).expect("training table")
+    }
+
+    /// The default golden configuration is trained sharded for each partitioning; one whose
+    /// work is past an eighth of the suite's bound is trained once (the simulation would
+    /// otherwise take eight times the minutes the bound allows one training).
+    #[test]
+    fn a_heavy_golden_configuration_is_not_trained_again_for_each_partitioning() {
+        assert!(golden_sharded(&cfg("")));
+        let w = |c: &TrainingCheck| crate::suite::golden_work(c).unwrap();
+        let heavy = cfg("golden_layers = [4000, 4000, 16]\ngolden_batch = 64\ngolden_steps = 40\n");
+        assert!(w(&heavy) > crate::suite::MAX_GOLDEN_WORK / SIM_GOLDEN_COPIES);
+        assert!(w(&heavy) <= crate::suite::MAX_GOLDEN_WORK);
+        assert!(!golden_sharded(&heavy));
     }
 
     fn step(b: &mut SimBackend, p: Partition) -> f64 {

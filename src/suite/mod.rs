@@ -1422,7 +1422,7 @@ pub fn param_count(layers: &[usize]) -> Option<u64> {
 }
 
 /// The golden configuration's CPU work: parameters x golden_batch x golden_steps.
-fn golden_work(t: &TrainingCheck) -> Option<u64> {
+pub(crate) fn golden_work(t: &TrainingCheck) -> Option<u64> {
     param_count(&t.golden_layers)?
         .checked_mul(t.golden_batch as u64)?
         .checked_mul(t.golden_steps as u64)
