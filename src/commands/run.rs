@@ -22,7 +22,11 @@ pub(crate) fn pick_suite(
                 inv.virtualization.mode,
                 crate::inventory::VirtMode::BareMetal
             );
-            let pick = load::matching_embedded(&name, inv.gpus.len(), inv.lost_gpus.len(), virt)
+            // Lost GPUs NVML could not hand out are not among those listed; one lost after it
+            // was listed is (and is counted there).
+            let unlisted = inv.lost_gpus.iter().filter(|l| l.index.is_none()).count();
+            let all_visible = std::env::var_os("CUDA_VISIBLE_DEVICES").is_none();
+            let pick = load::matching_embedded(&name, inv.gpus.len(), unlisted, virt, all_visible)
                 .ok_or_else(|| {
                     InputError::Other(format!(
                         "no embedded suite matches this node ({}); name a suite file (`nodecert \

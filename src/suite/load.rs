@@ -277,17 +277,19 @@ const PICKED_FOR: &[(&str, &[&str])] = &[
     ("l40s-pcie-4", &["NVIDIA L40S"]),
 ];
 
-/// The embedded suite that fits a node of `count` GPUs named `gpu_name` that answer, and `lost`
-/// more that the driver lists but that stopped answering, if any. The GPU name must be one the
-/// suite is for ([`PICKED_FOR`]) and the virtualization what it expects. The GPU count is the
-/// suite's counting the lost GPUs; a node of 3, 5, 6 or 7 GPUs (no board is built so) is held
-/// to the suite of the next size up, whose topology check then fails it for the GPUs it lacks,
-/// rather than being turned away unjudged.
+/// The embedded suite that fits a node of `count` GPUs named `gpu_name` (those listed), and
+/// `lost` more that the driver counts but could not hand out (not among those listed), if any.
+/// The GPU name must be one the suite is for ([`PICKED_FOR`]) and the virtualization what it
+/// expects. The GPU count is the suite's counting the lost GPUs; where every GPU is visible
+/// (`all_visible`: no `CUDA_VISIBLE_DEVICES` choosing some), a node of 3, 5, 6 or 7 GPUs (no
+/// board is built so) is held to the suite of the next size up, whose topology check then
+/// fails it for the GPUs it lacks, rather than being turned away unjudged.
 pub fn matching_embedded(
     gpu_name: &str,
     count: usize,
     lost: usize,
     virtualized: bool,
+    all_visible: bool,
 ) -> Option<&'static str> {
     let name = gpu_name.trim();
     let seen = count + lost;
@@ -314,7 +316,7 @@ pub fn matching_embedded(
     if let Some((suite, _)) = candidates.iter().find(|(_, c)| *c == seen) {
         return Some(suite);
     }
-    if seen == 0 || seen.is_power_of_two() {
+    if !all_visible || seen == 0 || seen.is_power_of_two() {
         return None;
     }
     candidates
@@ -333,32 +335,63 @@ mod tests {
     #[test]
     fn a_suite_is_picked_by_exact_name_virtualization_and_the_gpus_the_node_had() {
         let h100 = "NVIDIA H100 80GB HBM3";
-        assert_eq!(matching_embedded(h100, 8, 0, false), Some("h100-sxm-8"));
-        assert_eq!(matching_embedded(h100, 8, 0, true), Some("h100-sxm-8"));
-        assert_eq!(matching_embedded(h100, 1, 0, true), Some("h100-vm-1"));
         assert_eq!(
-            matching_embedded(" nvidia h200 ", 1, 0, true),
+            matching_embedded(h100, 8, 0, false, true),
+            Some("h100-sxm-8")
+        );
+        assert_eq!(
+            matching_embedded(h100, 8, 0, true, true),
+            Some("h100-sxm-8")
+        );
+        assert_eq!(matching_embedded(h100, 1, 0, true, true), Some("h100-vm-1"));
+        assert_eq!(
+            matching_embedded(" nvidia h200 ", 1, 0, true, true),
             Some("h200-vm-1")
         );
         // The VM suites expect passthrough: a bare-metal GPU is held to none of them.
-        assert_eq!(matching_embedded(h100, 1, 0, false), None);
+        assert_eq!(matching_embedded(h100, 1, 0, false, true), None);
         // Boards of other floors whose names hold a suite's model.
-        assert_eq!(matching_embedded("NVIDIA H100 PCIe", 1, 0, true), None);
-        assert_eq!(matching_embedded("NVIDIA H100 NVL", 8, 0, false), None);
-        assert_eq!(matching_embedded("NVIDIA GH200 480GB", 1, 0, true), None);
-        // Lost GPUs count: 7 answering and 1 lost is the 8-GPU board.
-        assert_eq!(matching_embedded(h100, 7, 1, false), Some("h100-sxm-8"));
-        assert_eq!(matching_embedded(h100, 0, 1, true), Some("h100-vm-1"));
-        // No board has 7 or 3 GPUs: the next suite up; 4 and 2 are boards of their own.
-        assert_eq!(matching_embedded(h100, 7, 0, false), Some("h100-sxm-8"));
         assert_eq!(
-            matching_embedded("NVIDIA L40S", 3, 0, false),
+            matching_embedded("NVIDIA H100 PCIe", 1, 0, true, true),
+            None
+        );
+        assert_eq!(
+            matching_embedded("NVIDIA H100 NVL", 8, 0, false, true),
+            None
+        );
+        assert_eq!(
+            matching_embedded("NVIDIA GH200 480GB", 1, 0, true, true),
+            None
+        );
+        // Lost GPUs count: 7 answering and 1 lost is the 8-GPU board.
+        assert_eq!(
+            matching_embedded(h100, 7, 1, false, true),
+            Some("h100-sxm-8")
+        );
+        assert_eq!(matching_embedded(h100, 0, 1, true, true), Some("h100-vm-1"));
+        // No board has 7 or 3 GPUs: the next suite up; 4 and 2 are boards of their own.
+        assert_eq!(
+            matching_embedded(h100, 7, 0, false, true),
+            Some("h100-sxm-8")
+        );
+        assert_eq!(
+            matching_embedded("NVIDIA L40S", 3, 0, false, true),
             Some("l40s-pcie-4")
         );
-        assert_eq!(matching_embedded(h100, 4, 0, false), None);
-        assert_eq!(matching_embedded("NVIDIA L40S", 2, 0, false), None);
-        assert_eq!(matching_embedded("NVIDIA L40S", 5, 0, false), None);
-        assert_eq!(matching_embedded(h100, 0, 0, false), None);
+        assert_eq!(matching_embedded(h100, 4, 0, false, true), None);
+        assert_eq!(matching_embedded("NVIDIA L40S", 2, 0, false, true), None);
+        assert_eq!(matching_embedded("NVIDIA L40S", 5, 0, false, true), None);
+        assert_eq!(matching_embedded(h100, 0, 0, false, true), None);
+        // GPUs chosen by CUDA_VISIBLE_DEVICES (a Slurm step of 7 of 8): not rounded up.
+        assert_eq!(matching_embedded(h100, 7, 0, false, false), None);
+        assert_eq!(
+            matching_embedded(h100, 8, 0, false, false),
+            Some("h100-sxm-8")
+        );
+        assert_eq!(
+            matching_embedded(h100, 7, 1, false, false),
+            Some("h100-sxm-8")
+        );
         // Every embedded suite with a GPU model is picked for some GPU.
         for (name, _) in EMBEDDED {
             let l = load(name).unwrap();

@@ -353,9 +353,13 @@ impl RealBackend {
         links::attach_remote_gpus(&mut gpus);
         self.read_pcie_under_load(&mut gpus, &mut notes);
         let pairs = self.read_pairs(&gpus, &mut notes);
+        // Events raised while the GPUs were read are this inventory's too: drained again here,
+        // just before the kernel log is read, so that one XID is not told by both (the log's
+        // line here, the event after the first check).
+        self.collect_events();
         let mut reports = self.nvml_xids.clone();
         self.xids_told = self.nvml_xids.len();
-        self.log_read_at = xid::since_boot_now();
+        self.log_read_at = None;
         self.xid_gpus = gpus
             .iter()
             .map(|g| Gpu {
@@ -368,6 +372,9 @@ impl RealBackend {
         let kernel_log = match xid::read_kernel_log() {
             Ok(text) => {
                 reports.extend(xid::parse_kernel_log(&text));
+                // Later lines are new: a place in the log's own time, not the system clock's
+                // (the log's drifts from it with uptime).
+                self.log_read_at = xid::last_timestamp(&text);
                 true
             }
             Err(e) => {
@@ -588,19 +595,13 @@ impl Backend for RealBackend {
             .unwrap_or_default()
             .to_vec();
         self.xids_told = self.nvml_xids.len();
-        // Kernel-log lines logged since the last read; a line without a time cannot be told
-        // apart from one seen before, and is left to the next run's look-back.
+        // Kernel-log lines logged after the last line read before; a line without a time
+        // cannot be told apart from one seen before, and is left to the next run's look-back.
         let log = xid::read_kernel_log().ok();
         if let Some(text) = &log {
-            let since = self.log_read_at;
-            reports.extend(
-                xid::parse_kernel_log(text)
-                    .into_iter()
-                    .filter(|r| matches!((r.since_boot_s, since), (Some(t), Some(s)) if t > s)),
-            );
-            if now.is_some() {
-                self.log_read_at = now;
-            }
+            let (new, last) = xid::logged_after(text, self.log_read_at);
+            reports.extend(new);
+            self.log_read_at = last;
         }
         let mut gpus = self.xid_gpus.clone();
         let _ = xid::attach(&mut gpus, &reports, now);

@@ -28,6 +28,28 @@ fn leading_timestamp(line: &str) -> Option<f64> {
     (t.is_finite() && t >= 0.0).then_some(t)
 }
 
+/// The time of the last line of the kernel log `text` that has one: where a later read's new
+/// lines begin, in the log's own time.
+pub fn last_timestamp(text: &str) -> Option<f64> {
+    text.lines()
+        .filter_map(leading_timestamp)
+        .fold(None, |m: Option<f64>, t| Some(m.map_or(t, |m| m.max(t))))
+}
+
+/// The XIDs of the kernel log `text` logged after `cursor` (the last time read before; None:
+/// the log was not read then, so no line can be told new), and the cursor for the next read.
+pub fn logged_after(text: &str, cursor: Option<f64>) -> (Vec<XidReport>, Option<f64>) {
+    let new = parse_kernel_log(text)
+        .into_iter()
+        .filter(|r| matches!((r.since_boot_s, cursor), (Some(t), Some(c)) if t > c))
+        .collect();
+    let last = match (cursor, last_timestamp(text)) {
+        (Some(c), Some(t)) => Some(c.max(t)),
+        (c, t) => c.or(t),
+    };
+    (new, last)
+}
+
 /// Seconds since boot now, on the clock the kernel log stamps its lines with (CLOCK_MONOTONIC:
 /// both exclude time suspended).
 pub fn since_boot_now() -> Option<f64> {
@@ -236,6 +258,36 @@ fn read_dmesg() -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The XIDs of a later read of the kernel log are those logged after the last line the
+    /// read before saw, in the log's own time (never the system clock's, from which it drifts):
+    /// none is told twice, none is missed, and without a first read none can be told new.
+    #[test]
+    fn xids_logged_after_the_last_read_line_are_new_and_told_once() {
+        let first =
+            "[  100.000000] NVRM: Xid (PCI:0000:18:00): 79, pid=1, GPU has fallen off the bus.\n\
+                     [  250.500000] some other line\n";
+        assert_eq!(last_timestamp(first), Some(250.5));
+        let (new, cursor) = logged_after(first, Some(250.5));
+        assert!(new.is_empty());
+        assert_eq!(cursor, Some(250.5));
+        let later = format!(
+            "{first}[  250.500000] NVRM: Xid (PCI:0000:18:00): 13, same instant as seen\n\
+             [  300.250000] NVRM: Xid (PCI:0000:28:00): 48, pid=2, DBE\n\
+             NVRM: Xid (PCI:0000:38:00): 94, no time\n"
+        );
+        let (new, cursor) = logged_after(&later, Some(250.5));
+        assert_eq!(new.iter().map(|r| r.code).collect::<Vec<_>>(), [48]);
+        assert_eq!(new[0].bus_id.as_deref(), Some("0000:28:00.0"));
+        assert_eq!(cursor, Some(300.25));
+        // Read again with nothing new: nothing told; a log that went back keeps the cursor.
+        assert!(logged_after(&later, cursor).0.is_empty());
+        assert_eq!(logged_after(first, cursor).1, Some(300.25));
+        // No first read: nothing is new yet, and the cursor starts here.
+        let (new, cursor) = logged_after(&later, None);
+        assert!(new.is_empty());
+        assert_eq!(cursor, Some(300.25));
+    }
 
     /// A kernel log closed by dmesg_restrict to a user who is not root says so and how to read
     /// it; anything else adds nothing to the reason given.
