@@ -336,7 +336,6 @@ impl RealBackend {
     }
 
     fn read_inventory(&mut self) -> Inventory {
-        self.collect_events();
         let root = Path::new("/");
         let mut notes = self.order_notes.clone();
         let mut gpus = Vec::new();
@@ -353,9 +352,9 @@ impl RealBackend {
         links::attach_remote_gpus(&mut gpus);
         self.read_pcie_under_load(&mut gpus, &mut notes);
         let pairs = self.read_pairs(&gpus, &mut notes);
-        // Events raised while the GPUs were read are this inventory's too: drained again here,
-        // just before the kernel log is read, so that one XID is not told by both (the log's
-        // line here, the event after the first check).
+        // The events are drained here, after the GPUs were read and just before the kernel log
+        // is: an XID raised while the GPUs were read is this inventory's, and is not told by
+        // both sources (the log's line here, the event after the first check).
         self.collect_events();
         let mut reports = self.nvml_xids.clone();
         self.xids_told = self.nvml_xids.len();
