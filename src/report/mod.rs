@@ -494,15 +494,25 @@ fn for_templates(ev: &Evidence) -> serde_json::Value {
 pub const MAX_TAG: usize = 4096;
 
 /// The first tag of `text` longer than [`MAX_TAG`]: its byte offset and a length it reaches.
-/// A tag ends at its closing delimiter outside a quoted string, as the template lexer reads it
-/// (a `}}` inside a string does not end it); one never closed runs to the end of the text.
+/// A tag ends as the template lexer ends it: at its closing delimiter outside a quoted string
+/// and outside brackets (`{{ {'a': 1}.a }}` is one tag); one never closed runs to the end of the
+/// text. Comments (`{# ... #}`) and raw blocks (`{% raw %} ... {% endraw %}`) hold no tags.
 fn long_tag(text: &str) -> Option<(usize, usize)> {
     let b = text.as_bytes();
+    let find = |from: usize, pat: &[u8]| {
+        b.get(from..)
+            .and_then(|rest| rest.windows(pat.len()).position(|w| w == pat))
+            .map(|p| from + p)
+    };
     let mut i = 0;
     while i + 1 < b.len() {
         let close = match (b[i], b[i + 1]) {
             (b'{', b'{') => b'}',
             (b'{', b'%') => b'%',
+            (b'{', b'#') => {
+                i = find(i + 2, b"#}").map_or(b.len(), |e| e + 2);
+                continue;
+            }
             _ => {
                 i += 1;
                 continue;
@@ -511,6 +521,7 @@ fn long_tag(text: &str) -> Option<(usize, usize)> {
         let start = i;
         let mut j = i + 2;
         let mut quote: Option<u8> = None;
+        let mut depth = 0usize;
         let end = loop {
             if j >= b.len() {
                 break b.len();
@@ -523,13 +534,13 @@ fn long_tag(text: &str) -> Option<(usize, usize)> {
                         quote = None;
                     }
                 }
-                None => {
-                    if b[j] == b'"' || b[j] == b'\'' {
-                        quote = Some(b[j]);
-                    } else if b[j] == close && b.get(j + 1) == Some(&b'}') {
-                        break j + 2;
-                    }
-                }
+                None => match b[j] {
+                    b'"' | b'\'' => quote = Some(b[j]),
+                    c if depth == 0 && c == close && b.get(j + 1) == Some(&b'}') => break j + 2,
+                    b'(' | b'[' | b'{' => depth += 1,
+                    b')' | b']' | b'}' => depth = depth.saturating_sub(1),
+                    _ => {}
+                },
             }
             j += 1;
         };
@@ -537,6 +548,13 @@ fn long_tag(text: &str) -> Option<(usize, usize)> {
             return Some((start, end - start));
         }
         i = end;
+        // A raw block: nothing in it is a tag, up to its `endraw`.
+        let inner = text.get(start + 2..end.saturating_sub(2)).unwrap_or("");
+        if close == b'%'
+            && inner.trim_matches(|c: char| c.is_whitespace() || c == '-' || c == '+') == "raw"
+        {
+            i = find(end, b"endraw").map_or(b.len(), |e| e + 6);
+        }
     }
     None
 }
@@ -624,6 +642,18 @@ mod tests {
         // A tag never closed runs to the end.
         let open = format!("{{% if {}", "x".repeat(MAX_TAG));
         assert_eq!(long_tag(&open), Some((0, open.len())));
+        // Braces inside the tag do not end it, as the lexer reads it: a dict literal first.
+        let dict = format!("{{{{ {{'a': {{'b': 1}}}}.a.b{} }}}}", " + 1".repeat(2000));
+        assert_eq!(long_tag(&dict), Some((0, dict.len())));
+        // Comments and raw blocks hold no tags: a quote in them swallows nothing.
+        let quiet = format!(
+            "{{# it's {{{{ #}} {{% raw %}}{{{{ don't }}}}{{% endraw %}} {{{{ x }}}}{}",
+            " text".repeat(2000)
+        );
+        assert_eq!(long_tag(&quiet), None);
+        // Nor do they hide a long tag after them.
+        let after = format!("{{# c #}}{{% raw %}}x{{% endraw %}}{chain}");
+        assert!(long_tag(&after).is_some());
         // Through Templates::load: refused with its place, as a user's template error.
         let d = tempfile::tempdir().unwrap();
         std::fs::write(d.path().join(MD_TEMPLATE), format!("ok\n{chain}\n")).unwrap();
