@@ -832,3 +832,27 @@ fn a_first_signature_seals_pages_rendered_from_the_evidence_and_a_manifest_of_it
         .code(4)
         .stdout(predicate::str::contains("report.html: sha-256 mismatch"));
 }
+
+/// A first signature that fails after its pages were rendered again puts back what was there,
+/// byte for byte: a page that is not UTF-8 and an unsigned manifest are not lost.
+#[test]
+fn a_failed_first_signature_puts_back_every_file_it_replaced() {
+    let env = Env::new();
+    env.cmd().args(["keygen", "--out", "k"]).assert().code(0);
+    env.cmd()
+        .args(["run", "--simulate", "h200-vm-1", "-q", "--out", "r"])
+        .assert()
+        .code(0);
+    let latin1: &[u8] = b"<p>caf\xe9: our own page</p>\n";
+    std::fs::write(env.path("r/report.html"), latin1).unwrap();
+    env.write("r/nodecert-manifest.txt", "an unsigned manifest\n");
+    // Makes the signature fail once the pages are written: a stray signature-like file.
+    env.write("r/nodecert-manifest.txt.sig.bak", "x\n");
+    env.cmd().args(["sign", "r", "--key", "k"]).assert().code(4);
+    assert_eq!(std::fs::read(env.path("r/report.html")).unwrap(), latin1);
+    assert_eq!(
+        env.read("r/nodecert-manifest.txt"),
+        "an unsigned manifest\n"
+    );
+    assert!(!env.path("r/nodecert-manifest.txt.sig").exists());
+}

@@ -467,6 +467,17 @@ fn a_run_that_missed_readings_is_partial_not_a_pass() {
             "evidence.json states PASS, but its records make it FAIL",
         ));
     assert!(!env.path("edited/nodecert-manifest.txt").exists());
+    // Nor one edited to say INCOMPLETE: anything milder than its records' failure.
+    let mut v = read_json(&p);
+    v["verdict"] = "incomplete".into();
+    std::fs::write(&p, serde_json::to_string_pretty(&v).unwrap()).unwrap();
+    env.cmd()
+        .args(["sign", "edited", "--key", "k"])
+        .assert()
+        .code(2)
+        .stderr(predicate::str::contains(
+            "evidence.json states INCOMPLETE, but its records make it FAIL",
+        ));
     // The same node with its readings: a plain pass.
     env.cmd()
         .args([

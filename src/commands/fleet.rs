@@ -339,6 +339,40 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
     let first = crate::sign::signatures_in(dir)
         .map_err(super::signer::sign_error)?
         .is_empty();
+    if !first && signed_as.is_some() {
+        crate::errln!(
+            "warning: {} is already signed, so its pages cannot be rendered again: their \
+             title may not say that this fleet is {}",
+            crate::console::visible(&dir.display().to_string()),
+            r.verdict.label().to_lowercase()
+        );
+    }
+    // The first signature writes every file of the report again from the fleet.json it judged
+    // (the pages to name it; the JUnit and Prometheus files, which CI and monitoring read, as
+    // they are): whatever was found here, what is sealed says what fleet.json does. As they were
+    // before, they (and an unsigned manifest found here) are put back, or removed where there
+    // were none, if it then fails.
+    let pages = [
+        FLEET_FILES[1],
+        FLEET_FILES[2],
+        FLEET_FILES[3],
+        FLEET_FILES[4],
+    ];
+    let saved = first
+        .then(|| {
+            super::output::SavedPages::of(
+                &lock,
+                &[
+                    pages[0],
+                    pages[1],
+                    pages[2],
+                    pages[3],
+                    crate::sign::MANIFEST_FILE,
+                ],
+                crate::fsio::read::Kind::Fleet,
+            )
+        })
+        .transpose()?;
     if first
         && lock
             .exists(crate::sign::MANIFEST_FILE.as_ref())
@@ -352,26 +386,6 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
         lock.remove(crate::sign::MANIFEST_FILE.as_ref())
             .map_err(|e| super::output::dir_error(dir, e))?;
     }
-    if !first && signed_as.is_some() {
-        crate::errln!(
-            "warning: {} is already signed, so its pages cannot be rendered again: their \
-             title may not say that this fleet is {}",
-            crate::console::visible(&dir.display().to_string()),
-            r.verdict.label().to_lowercase()
-        );
-    }
-    // The first signature writes every file of the report again from the fleet.json it judged
-    // (the pages to name it; the JUnit and Prometheus files, which CI and monitoring read, as
-    // they are): whatever was found here, what is sealed says what fleet.json does. As they were
-    // before, they are put back (or removed, where there were none) if it then fails.
-    let pages = [
-        FLEET_FILES[1],
-        FLEET_FILES[2],
-        FLEET_FILES[3],
-        FLEET_FILES[4],
-    ];
-    let saved =
-        first.then(|| super::output::SavedPages::of(&lock, &pages, crate::fsio::read::Kind::Fleet));
     let signed = (|| {
         if first {
             let signing = signer.signing_of(dir, checked.clone(), signed_as);

@@ -173,45 +173,52 @@ pub(crate) fn write_files<const N: usize>(dir: &Dir, files: [(&str, String); N])
 }
 
 /// Pages of a folder as they are before a command renders them again to name a signature: put
-/// back as they were when the signature then fails, so that no page names a signature that was
-/// never made. A page that was not there, or could not be read (too large), is removed instead.
-pub(crate) struct SavedPages(Vec<(&'static str, Option<String>)>);
+/// back as they were, byte for byte, when the signature then fails, so that no page names a
+/// signature that was never made and no file of the user's is lost. A page that was not there
+/// is removed instead.
+pub(crate) struct SavedPages(Vec<(&'static str, Option<Vec<u8>>)>);
 
 impl SavedPages {
     /// The pages `names` of `dir`, each read (bounded as `kind`) through the folder, never
-    /// through a link.
+    /// through a link. One that is there but cannot be read back (larger than the bound, not a
+    /// regular file) is an error before anything is written: it could not be put back.
     pub(crate) fn of(
         dir: &Dir,
         names: &[&'static str],
         kind: crate::fsio::read::Kind,
-    ) -> SavedPages {
-        SavedPages(
-            names
-                .iter()
-                .map(|&n| {
-                    let text = crate::fsio::read::open(&dir.path().join(n), false)
-                        .ok()
-                        .and_then(|f| {
-                            crate::fsio::read::read_limited(f, kind.limit(), "a report page").ok()
-                        })
-                        .and_then(|b| String::from_utf8(b).ok());
-                    (n, text)
-                })
-                .collect(),
-        )
+    ) -> Result<SavedPages> {
+        let mut out = Vec::new();
+        for &n in names {
+            let path = dir.path().join(n);
+            if path.symlink_metadata().is_err() {
+                out.push((n, None));
+                continue;
+            }
+            let bytes = crate::fsio::read::open(&path, false)
+                .and_then(|f| crate::fsio::read::read_limited(f, kind.limit(), "a report page"))
+                .map_err(|e| {
+                    InputError::Other(format!(
+                        "{}: cannot be kept to put back if the signature fails ({e}); nothing \
+                         was written",
+                        path.display()
+                    ))
+                })?;
+            out.push((n, Some(bytes)));
+        }
+        Ok(SavedPages(out))
     }
 
-    /// Whether any of the pages was there (and read).
+    /// Whether any of the pages was there.
     pub(crate) fn any_present(&self) -> bool {
         self.0.iter().any(|(_, t)| t.is_some())
     }
 
-    /// Write the pages back, and remove those that were not kept (best effort: the failure
+    /// Write the pages back, and remove those that were not there (best effort: the failure
     /// being told is the signature's).
     pub(crate) fn restore(self, dir: &Dir) {
-        for (name, text) in self.0 {
-            let _ = match text {
-                Some(t) => dir.replace(name.as_ref(), t.as_bytes()),
+        for (name, bytes) in self.0 {
+            let _ = match bytes {
+                Some(b) => dir.replace(name.as_ref(), &b),
                 None => dir.remove(name.as_ref()),
             };
         }

@@ -40,20 +40,21 @@ pub fn cmd_sign(
     // The verdict the file states may differ from the one its records give (`ev.verdict`): an
     // older nodecert called PASS what this one calls PARTIAL, and a version-1 file said PASS of
     // a run that never finished; those fall short, and are signed (as such) below. But a file
-    // that says PASS is read as a pass by whoever reads it without nodecert (`jq .verdict`):
-    // one whose own records fail, or could not test the node, was edited, and is never sealed.
+    // that says PASS (or PARTIAL, or anything but a failure) is read so by whoever reads it
+    // without nodecert (`jq .verdict`): one whose own records fail, or could not test the node,
+    // was edited, and is never sealed.
     let stated = crate::evidence::stated_verdict_in(&path, &text).map_err(InputError::Other)?;
-    if stated == Some(crate::evidence::Verdict::Pass)
-        && matches!(
-            ev.verdict,
-            crate::evidence::Verdict::Fail | crate::evidence::Verdict::Error
-        )
+    use crate::evidence::Verdict::{Error as Untestable, Fail};
+    if let Some(s) = stated
+        .filter(|s| matches!(ev.verdict, Fail | Untestable) && !matches!(s, Fail | Untestable))
     {
         return Err(InputError::Other(format!(
-            "not signing {}: evidence.json states PASS, but its records make it {} (the file \
-             was edited); a signature would seal a file that says PASS",
+            "not signing {}: evidence.json states {}, but its records make it {} (the file \
+             was edited); a signature would seal a file that says {}",
             crate::console::visible(&dir.display().to_string()),
-            ev.verdict.label()
+            s.label(),
+            ev.verdict.label(),
+            s.label()
         ))
         .into());
     }
@@ -101,6 +102,24 @@ pub fn cmd_sign(
             ev.verdict.label()
         );
     }
+    // The first signature renders the pages again from the evidence it judged, as `run
+    // --sign-key` writes them: they name the signer and say the verdict of the records (and
+    // "signed as ..." for a run that fell short), whatever pages were found here. What they were,
+    // and an unsigned manifest found here, are put back (or removed, where there were none) if
+    // the signature then fails.
+    let saved = if first {
+        Some(super::output::SavedPages::of(
+            &lock,
+            &[
+                super::output::REPORT_FILES[0],
+                super::output::REPORT_FILES[1],
+                sign::MANIFEST_FILE,
+            ],
+            crate::fsio::read::Kind::Evidence,
+        )?)
+    } else {
+        None
+    };
     if first && lock.exists(sign::MANIFEST_FILE.as_ref()).unwrap_or(false) {
         crate::errln!(
             "note: {}: {} has no signature; it is written again over the folder's files",
@@ -110,17 +129,6 @@ pub fn cmd_sign(
         lock.remove(sign::MANIFEST_FILE.as_ref())
             .map_err(|e| dir_error(dir, e))?;
     }
-    // The first signature renders the pages again from the evidence it judged, as `run
-    // --sign-key` writes them: they name the signer and say the verdict of the records (and
-    // "signed as ..." for a run that fell short), whatever pages were found here. What they were
-    // is put back (or removed, where there were none) if the signature then fails.
-    let saved = first.then(|| {
-        super::output::SavedPages::of(
-            &lock,
-            &super::output::REPORT_FILES,
-            crate::fsio::read::Kind::Evidence,
-        )
-    });
     let signed = (|| {
         if first {
             let signing = signer.signing_of(dir, checked.clone(), signed_as(&ev));

@@ -604,6 +604,28 @@ impl FleetReport {
             serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         // A version-1 file may hold "partial": development builds of 2026-12-03 wrote such
         // files, and this nodecert knows the word. It writes them as version 2.
+        // The fleet's verdict is its worst node's, and its counts are its nodes': a file edited
+        // to say PASS over a failed node would reach the sealed pages, JUnit and Prometheus
+        // files, and `fleet drain`.
+        let worst = r
+            .nodes
+            .iter()
+            .map(|n| n.verdict)
+            .max()
+            .unwrap_or(NodeVerdict::NotTested);
+        let mut counts = BTreeMap::new();
+        for n in &r.nodes {
+            *counts.entry(n.verdict.key().to_string()).or_insert(0) += 1;
+        }
+        if r.verdict != worst || r.counts != counts {
+            return Err(format!(
+                "{}: its verdict ({}) or counts disagree with its nodes' (worst: {}); refusing a \
+                 file whose records disagree",
+                path.display(),
+                r.verdict.label(),
+                worst.label()
+            ));
+        }
         // The counts a signature's pages state must be those of the nodes the file holds.
         if let Some(c) = r.certificates {
             let nodes = Certificates::of(&r.nodes);
@@ -745,6 +767,16 @@ mod tests {
             })
             .collect();
         r.certificates = Some(Certificates::of(&r.nodes));
+        r.verdict = r
+            .nodes
+            .iter()
+            .map(|n| n.verdict)
+            .max()
+            .unwrap_or(NodeVerdict::NotTested);
+        r.counts = BTreeMap::new();
+        for n in &r.nodes {
+            *r.counts.entry(n.verdict.key().to_string()).or_insert(0) += 1;
+        }
         r
     }
 
@@ -939,8 +971,30 @@ mod tests {
             e.contains("its certificate counts (2 verified of 2) disagree with its nodes' signatures (1 verified, 1 unsigned of 2)"),
             "{e}"
         );
-        let mut edited = json;
+        let mut edited = json.clone();
         edited["certificates"]["nodes"] = 3.into();
+        write(&edited);
+        assert!(FleetReport::read(&p).is_err());
+        // A verdict, or counts, edited away from what the nodes say: refused.
+        let r = certified(&[
+            ("n1", verified(), NodeVerdict::Pass),
+            ("n2", verified(), NodeVerdict::Fail),
+        ]);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(json["verdict"], "fail");
+        write(&json);
+        assert!(FleetReport::read(&p).is_ok());
+        let mut edited = json.clone();
+        edited["verdict"] = "pass".into();
+        write(&edited);
+        let e = FleetReport::read(&p).unwrap_err();
+        assert!(
+            e.contains("its verdict (PASS) or counts disagree with its nodes' (worst: FAIL)"),
+            "{e}"
+        );
+        let mut edited = json;
+        edited["counts"]["fail"] = 0.into();
+        edited["counts"]["pass"] = 2.into();
         write(&edited);
         assert!(FleetReport::read(&p).is_err());
     }
