@@ -74,7 +74,10 @@ pub fn cmd_verify(dir: &Path, allowed: Option<PathBuf>, pubkey: Option<PathBuf>)
 fn certifies(dir: &Path, sealed: &str) -> Vec<String> {
     use sha2::Digest;
     let path = crate::evidence::Evidence::path_in(dir);
-    let read = crate::evidence::Evidence::read_text(&path);
+    // The file itself, never a link at its name, as the rest of verify reads the folder.
+    let read = crate::fsio::read::read_to_string_no_link(&path, crate::fsio::read::Kind::Evidence)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))
+        .and_then(|text| Ok((crate::evidence::Evidence::from_text(&path, &text)?, text)));
     let (ev, text) = match read {
         Ok(x) if hex::encode(sha2::Sha256::digest(x.1.as_bytes())) == sealed => x,
         Ok(_) => {
