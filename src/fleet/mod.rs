@@ -604,6 +604,16 @@ impl FleetReport {
             serde_json::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
         // A version-1 file may hold "partial": development builds of 2026-12-03 wrote such
         // files, and this nodecert knows the word. It writes them as version 2.
+        // A file written before nodes were marked unlisted: those its node list leaves out
+        // are, as `fleet report` marks them now.
+        let mut r = r;
+        if !r.expected.is_empty() {
+            for n in &mut r.nodes {
+                if !r.expected.contains(&n.name) {
+                    n.unlisted = true;
+                }
+            }
+        }
         // The fleet's verdict is its worst node's, and its counts are its nodes': a file edited
         // to say PASS over a failed node would reach the sealed pages, JUnit and Prometheus
         // files, and `fleet drain`.
@@ -992,11 +1002,19 @@ mod tests {
             e.contains("its verdict (PASS) or counts disagree with its nodes' (worst: FAIL)"),
             "{e}"
         );
-        let mut edited = json;
+        let mut edited = json.clone();
         edited["counts"]["fail"] = 0.into();
         edited["counts"]["pass"] = 2.into();
         write(&edited);
         assert!(FleetReport::read(&p).is_err());
+        // A file written before nodes were marked unlisted: the node its list leaves out is
+        // read as unlisted (fleet drain then leaves it alone).
+        let mut old = json;
+        old["expected"] = serde_json::json!(["n1"]);
+        write(&old);
+        let read = FleetReport::read(&p).unwrap();
+        assert!(!read.nodes[0].unlisted);
+        assert!(read.nodes[1].unlisted);
     }
 
     #[test]
