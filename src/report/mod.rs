@@ -317,12 +317,7 @@ impl Templates {
         }
         for s in sources.iter().filter(|s| s.user) {
             if let Some((at, len)) = long_tag(&s.text) {
-                let before = &s.text[..at];
-                let line = before.matches('\n').count() + 1;
-                let column = before[before.rfind('\n').map_or(0, |i| i + 1)..]
-                    .chars()
-                    .count()
-                    + 1;
+                let (line, column) = crate::config::line_col(&s.text, at);
                 return Err(TemplateError {
                     file: s.file.clone(),
                     line: Some(line),
