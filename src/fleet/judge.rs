@@ -203,15 +203,7 @@ pub fn judge(mut nodes: Vec<NodeSummary>, expected: &[String], pct: f64) -> Flee
         }
     }
     let results: Vec<NodeResult> = nodes.into_iter().map(|n| n.result).collect();
-    let verdict = results
-        .iter()
-        .map(|n| n.verdict)
-        .max()
-        .unwrap_or(NodeVerdict::NotTested);
-    let mut counts = BTreeMap::new();
-    for n in &results {
-        *counts.entry(n.verdict.key().to_string()).or_insert(0) += 1;
-    }
+    let (verdict, counts) = super::verdict_and_counts(&results);
     let actions = results.iter().filter_map(action).collect();
     let certificates = Some(Certificates::of(&results));
     FleetReport {

@@ -617,16 +617,7 @@ impl FleetReport {
         // The fleet's verdict is its worst node's, and its counts are its nodes': a file edited
         // to say PASS over a failed node would reach the sealed pages, JUnit and Prometheus
         // files, and `fleet drain`.
-        let worst = r
-            .nodes
-            .iter()
-            .map(|n| n.verdict)
-            .max()
-            .unwrap_or(NodeVerdict::NotTested);
-        let mut counts = BTreeMap::new();
-        for n in &r.nodes {
-            *counts.entry(n.verdict.key().to_string()).or_insert(0) += 1;
-        }
+        let (worst, counts) = verdict_and_counts(&r.nodes);
         if r.verdict != worst || r.counts != counts {
             return Err(format!(
                 "{}: its verdict ({}) or counts disagree with its nodes' (worst: {}); refusing a \
@@ -651,6 +642,22 @@ impl FleetReport {
         }
         Ok((r, text))
     }
+}
+
+/// A fleet's verdict (its worst node's; not tested where it has none) and how many of its
+/// nodes have each verdict, by key: what `fleet report` writes, and what a fleet.json read must
+/// state.
+pub fn verdict_and_counts(nodes: &[NodeResult]) -> (NodeVerdict, BTreeMap<String, usize>) {
+    let verdict = nodes
+        .iter()
+        .map(|n| n.verdict)
+        .max()
+        .unwrap_or(NodeVerdict::NotTested);
+    let mut counts = BTreeMap::new();
+    for n in nodes {
+        *counts.entry(n.verdict.key().to_string()).or_insert(0) += 1;
+    }
+    (verdict, counts)
 }
 
 /// fleet.json's text, bounded ([`crate::fsio::read::Kind::Fleet`]).
@@ -777,16 +784,7 @@ mod tests {
             })
             .collect();
         r.certificates = Some(Certificates::of(&r.nodes));
-        r.verdict = r
-            .nodes
-            .iter()
-            .map(|n| n.verdict)
-            .max()
-            .unwrap_or(NodeVerdict::NotTested);
-        r.counts = BTreeMap::new();
-        for n in &r.nodes {
-            *r.counts.entry(n.verdict.key().to_string()).or_insert(0) += 1;
-        }
+        (r.verdict, r.counts) = verdict_and_counts(&r.nodes);
         r
     }
 
