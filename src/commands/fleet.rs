@@ -360,32 +360,15 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
     ];
     let saved = first
         .then(|| {
-            super::output::SavedPages::of(
+            super::output::keep_for_first_signature(
                 &lock,
-                &[
-                    pages[0],
-                    pages[1],
-                    pages[2],
-                    pages[3],
-                    crate::sign::MANIFEST_FILE,
-                ],
+                dir,
+                &pages,
                 crate::fsio::read::Kind::Fleet,
+                "the fleet report's files",
             )
         })
         .transpose()?;
-    if first
-        && lock
-            .exists(crate::sign::MANIFEST_FILE.as_ref())
-            .unwrap_or(false)
-    {
-        crate::errln!(
-            "note: {}: {} has no signature; it is written again over the fleet report's files",
-            crate::console::visible(&dir.display().to_string()),
-            crate::sign::MANIFEST_FILE
-        );
-        lock.remove(crate::sign::MANIFEST_FILE.as_ref())
-            .map_err(|e| super::output::dir_error(dir, e))?;
-    }
     let signed = (|| {
         if first {
             let signing = signer.signing_of(dir, checked.clone(), signed_as);

@@ -225,6 +225,38 @@ impl SavedPages {
     }
 }
 
+/// Before a first signature of the folder `dir` (shown as `shown`): the files it writes again
+/// (`pages`) and an unsigned manifest found there, kept to be put back if the signature fails;
+/// that manifest seals nothing, and is then removed (with a note), so that the signature writes
+/// its own over `what` ("the folder's files").
+pub(crate) fn keep_for_first_signature(
+    dir: &Dir,
+    shown: &Path,
+    pages: &[&'static str],
+    kind: crate::fsio::read::Kind,
+    what: &str,
+) -> Result<SavedPages> {
+    let names: Vec<&'static str> = pages
+        .iter()
+        .copied()
+        .chain([crate::sign::MANIFEST_FILE])
+        .collect();
+    let saved = SavedPages::of(dir, &names, kind)?;
+    if dir
+        .exists(crate::sign::MANIFEST_FILE.as_ref())
+        .unwrap_or(false)
+    {
+        crate::errln!(
+            "note: {}: {} has no signature; it is written again over {what}",
+            crate::console::visible(&shown.display().to_string()),
+            crate::sign::MANIFEST_FILE
+        );
+        dir.remove(crate::sign::MANIFEST_FILE.as_ref())
+            .map_err(|e| dir_error(shown, e))?;
+    }
+    Ok(saved)
+}
+
 /// `r`, the pages `saved` (if any) first put back into `dir` where it is an error.
 pub(crate) fn restore_on_error<T>(saved: Option<SavedPages>, dir: &Dir, r: Result<T>) -> Result<T> {
     if r.is_err() {

@@ -107,28 +107,17 @@ pub fn cmd_sign(
     // "signed as ..." for a run that fell short), whatever pages were found here. What they were,
     // and an unsigned manifest found here, are put back (or removed, where there were none) if
     // the signature then fails.
-    let saved = if first {
-        Some(super::output::SavedPages::of(
-            &lock,
-            &[
-                super::output::REPORT_FILES[0],
-                super::output::REPORT_FILES[1],
-                sign::MANIFEST_FILE,
-            ],
-            crate::fsio::read::Kind::Evidence,
-        )?)
-    } else {
-        None
-    };
-    if first && lock.exists(sign::MANIFEST_FILE.as_ref()).unwrap_or(false) {
-        crate::errln!(
-            "note: {}: {} has no signature; it is written again over the folder's files",
-            crate::console::visible(&dir.display().to_string()),
-            sign::MANIFEST_FILE
-        );
-        lock.remove(sign::MANIFEST_FILE.as_ref())
-            .map_err(|e| dir_error(dir, e))?;
-    }
+    let saved = first
+        .then(|| {
+            super::output::keep_for_first_signature(
+                &lock,
+                dir,
+                &super::output::REPORT_FILES,
+                crate::fsio::read::Kind::Evidence,
+                "the folder's files",
+            )
+        })
+        .transpose()?;
     let signed = (|| {
         if first {
             let signing = signer.signing_of(dir, checked.clone(), signed_as(&ev));
