@@ -85,22 +85,22 @@ pub fn cmd_sign(
                 v.words()
             );
         }
-    } else if first && stated != Some(ev.verdict) {
-        crate::errln!(
-            "note: {}: it states {}, and its records make it {} here; its reports say {}",
-            crate::console::visible(&dir.display().to_string()),
-            stated.map_or("no verdict", |v| v.label()),
-            ev.verdict.label(),
-            ev.verdict.label()
-        );
-    } else if !first && stated != Some(ev.verdict) {
-        crate::errln!(
-            "warning: {} is already signed, so its reports cannot be rendered again: they were \
-             rendered as {}, and its records make it {} here",
-            crate::console::visible(&dir.display().to_string()),
-            stated.map_or("an unstated verdict", |v| v.label()),
-            ev.verdict.label()
-        );
+    } else if stated != Some(ev.verdict) {
+        let shown = crate::console::visible(&dir.display().to_string());
+        let is = ev.verdict.label();
+        if first {
+            let was = stated.map_or("no verdict", |v| v.label());
+            crate::errln!(
+                "note: {shown}: it states {was}, and its records make it {is} here; its reports \
+                 say {is}"
+            );
+        } else {
+            let was = stated.map_or("an unstated verdict", |v| v.label());
+            crate::errln!(
+                "warning: {shown} is already signed, so its reports cannot be rendered again: \
+                 they were rendered as {was}, and its records make it {is} here"
+            );
+        }
     }
     // The first signature renders the pages again from the evidence it judged, as `run
     // --sign-key` writes them: they name the signer and say the verdict of the records (and
