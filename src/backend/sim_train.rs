@@ -159,8 +159,6 @@ impl SimBackend {
     }
 
     /// The suite's model partitioned as `p` over every GPU (see the module documentation).
-    /// (How many golden trainings a simulated run may make of the suite's golden work bound:
-    /// see [`SIM_GOLDEN_COPIES`].)
     pub(super) fn train_partitioned(
         &mut self,
         cfg: &TrainingCheck,
@@ -200,12 +198,13 @@ impl SimBackend {
         // the simulation trains it again for each partitioning. Past an eighth of the bound,
         // the partitioned runs take the unsharded golden losses (only the order of the sums
         // differs), so that a rehearsal stays within minutes too.
-        let heavy = !golden_sharded(cfg);
-        let golden_node_losses = if self.faults_of(FaultKind::WrongLoss).next().is_some() {
-            crate::training::cpu_losses(&golden, reference::Flaw::ReluGradLeaks)
-                .map_err(|e| sim_call("simulated golden training", e))?
-        } else if heavy {
-            crate::training::cpu_losses(&golden, reference::Flaw::None)
+        let wrong_loss = self.faults_of(FaultKind::WrongLoss).next().is_some();
+        let golden_node_losses = if wrong_loss || !golden_sharded(cfg) {
+            let flaw = match wrong_loss {
+                true => reference::Flaw::ReluGradLeaks,
+                false => reference::Flaw::None,
+            };
+            crate::training::cpu_losses(&golden, flaw)
                 .map_err(|e| sim_call("simulated golden training", e))?
         } else {
             crate::training::sharded_cpu_losses(&golden, p)
