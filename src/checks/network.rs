@@ -592,10 +592,6 @@ fn counters(cfg: &NetworkCheck, nics: &[&Nic], m: &Measured) -> Vec<Finding> {
                     None => unknown.push(format!("{c} not read after the run")),
                 }
             }
-            let read = judged
-                .iter()
-                .filter(|c| p.counters.contains_key(*c))
-                .count();
             // Counters this port does not give: those a suite named are judgements it asked for
             // that cannot run here; of the default list, the port is judged on the rest and the
             // finding names them.
@@ -604,6 +600,7 @@ fn counters(cfg: &NetworkCheck, nics: &[&Nic], m: &Measured) -> Vec<Finding> {
                 .filter(|c| !p.counters.contains_key(*c))
                 .map(|c| c.as_str())
                 .collect();
+            let read = judged.len() - absent.len();
             if cfg.counters.is_some() && !absent.is_empty() {
                 unknown.push(format!("{} not given by this port", absent.join(", ")));
             }
