@@ -50,9 +50,7 @@ impl HostBandwidth {
             _ => None,
         }
     }
-}
 
-impl HostBandwidth {
     /// Whether H2D is measured on all `n` GPUs at once: on several, and on one where the suite
     /// holds that figure to a bound.
     fn all_at_once(&self, n: usize) -> bool {
