@@ -432,10 +432,9 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu, mode: OtherProcesses) -> Vec<Finding> 
             ));
         }
         out.extend(p);
-        // The suite's other ECC limits, where the GPU does not count what they limit: not
-        // judged, and said (an unread count is not 0).
-        // The uncorrectable limit is judged on the counts read; one of the two not read is not
-        // a count of 0, and is said.
+        // Each ECC limit the suite states, where the GPU does not count what it limits: not
+        // judged, and said (an unread count is not 0). The uncorrectable limit is judged above
+        // on the counts read, so one of its two counts not read is said here too.
         for (what, read, limit) in [
             (
                 "uncorrectable ECC error count (volatile)",
