@@ -251,3 +251,13 @@ pub fn mkfifo(p: &std::path::Path) {
     // SAFETY: a valid C string.
     assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o644) }, 0);
 }
+
+/// An environment of `pairs` for code that reads variables through a function, as
+/// `std::env::var` would answer it.
+pub fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+    let m: std::collections::HashMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    move |k: &str| m.get(k).cloned()
+}

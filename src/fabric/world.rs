@@ -267,15 +267,7 @@ fn k8s_hosts(job: &str, service: &str, size: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
-
-    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let m: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        move |k: &str| m.get(k).cloned()
-    }
+    use crate::testutil::env_of as env;
 
     fn world(pairs: &[(&str, &str)]) -> Result<Option<World>, String> {
         World::from_env(&env(pairs))

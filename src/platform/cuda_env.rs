@@ -118,15 +118,7 @@ pub fn set_aside_at_start() -> Vec<SetAside> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
-
-    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let m: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        move |k| m.get(k).cloned()
-    }
+    use crate::testutil::env_of as env;
 
     /// Each listed variable is recorded with its value, in the list's order, and a parent's
     /// record comes first and wins; anything else, or a record that does not read, is not.
