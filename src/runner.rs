@@ -114,10 +114,7 @@ pub fn run(
                             findings: match check.runs_on_gpus()
                                 && !matches!(e, crate::error::HwError::Timeout { .. })
                             {
-                                true => checks::arrivals::after_check(&ctx, backend)
-                                    .into_iter()
-                                    .chain(checks::during::after_check(&ctx, backend))
-                                    .collect(),
+                                true => checks::after_gpu_check(&ctx, backend),
                                 false => vec![],
                             },
                             coverage: None,
@@ -131,8 +128,7 @@ pub fn run(
                             let mut findings = m.take_non_finite();
                             findings.extend(check.evaluate(&ctx, &m));
                             if check.runs_on_gpus() && took_figures {
-                                findings.extend(checks::arrivals::after_check(&ctx, backend));
-                                findings.extend(checks::during::after_check(&ctx, backend));
+                                findings.extend(checks::after_gpu_check(&ctx, backend));
                             }
                             let (status, summary, coverage) = summarize_with_coverage(&findings);
                             let missed = status == Status::Fail

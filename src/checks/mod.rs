@@ -213,6 +213,14 @@ pub fn peer_pairs(ctx: &Ctx) -> Result<usize, String> {
     }
 }
 
+/// What is read again after a check that ran on the GPUs, as findings of that check: the
+/// processes that started on them ([`arrivals`]) and the XIDs they raised ([`during`]).
+pub fn after_gpu_check(ctx: &Ctx, backend: &mut dyn Backend) -> Vec<Finding> {
+    let mut out = arrivals::after_check(ctx, backend);
+    out.extend(during::after_check(ctx, backend));
+    out
+}
+
 /// The plan of a check of peer pairs whose suite states bounds (`bounds`, as "read >= 335
 /// GB/s", empty where it states none): the number of GPUs; on a node with fewer than two, a skip
 /// of the plan where no bound is stated, and where one is, a plan that measures nothing and
