@@ -96,6 +96,10 @@ pub struct Gpu {
     /// set has been waited on until empty once (the inventory's reading), as under load.
     #[serde(default)]
     pub xid_events_later: Vec<u64>,
+    /// Error counts raised once the run is under way: each answers from the second reading of
+    /// it on this GPU on (the inventory's reading is the first), as counts an error under load
+    /// raised.
+    pub errors_later: Option<ErrorsLater>,
     /// NVLinks by number; empty: nvmlDeviceGetNvLinkState answers NOT_SUPPORTED.
     #[serde(default)]
     pub nvlinks: Vec<NvLink>,
@@ -117,6 +121,18 @@ pub struct Ecc {
     pub sram_uncorrected: Option<u64>,
     pub dram_corrected: Option<u64>,
     pub dram_uncorrected: Option<u64>,
+}
+
+/// Counts that change after their first reading ([`Gpu::errors_later`]).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ErrorsLater {
+    /// The volatile uncorrected ECC count (nvmlDeviceGetTotalEccErrors).
+    pub volatile_uncorrected: Option<u64>,
+    /// nvmlDeviceGetPcieReplayCounter.
+    pub pcie_replay_counter: Option<u32>,
+    /// nvmlDeviceGetRemappedRows' pending flag.
+    pub remap_pending: Option<bool>,
 }
 
 #[derive(Debug, Default, Deserialize)]
