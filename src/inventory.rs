@@ -512,6 +512,56 @@ impl NvLinkErrors {
     }
 }
 
+/// The error counters of one GPU that a fault under load makes grow, as read at one moment:
+/// read at the start (the inventory, [`ErrorCounts::of`]) and again after each check that ran on
+/// the GPUs ([`crate::backend::Backend::error_counts`]), so that what grew while a check ran is
+/// judged under it ([`crate::checks::during`]). A counter not read is `None`, never 0.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct ErrorCounts {
+    pub ecc: EccCounts,
+    pub remapped_rows: Option<RemappedRows>,
+    pub retired_pages: Option<RetiredPages>,
+    pub pcie_replays: Option<u64>,
+    /// The error counters of each active NVLink, by link number.
+    pub nvlinks: Vec<(u32, NvLinkErrors)>,
+}
+
+impl ErrorCounts {
+    /// The counters the inventory read of `g`: those the platform did not give (a reading a
+    /// simulated node hides, or one the GPU listed unavailable) are `None`.
+    pub fn of(g: &Gpu) -> ErrorCounts {
+        let given = |r: Reading| !g.unavailable.contains(&r);
+        ErrorCounts {
+            ecc: if given(Reading::EccErrors) {
+                g.ecc.clone()
+            } else {
+                EccCounts::default()
+            },
+            remapped_rows: g
+                .remapped_rows
+                .clone()
+                .filter(|_| given(Reading::RemappedRows)),
+            retired_pages: g
+                .retired_pages
+                .clone()
+                .filter(|_| given(Reading::RemappedRows)),
+            pcie_replays: g
+                .pcie
+                .replay_counter
+                .filter(|_| given(Reading::PcieReplays)),
+            nvlinks: match given(Reading::NvlinkErrors) {
+                true => g
+                    .nvlinks
+                    .iter()
+                    .filter(|l| l.active)
+                    .map(|l| (l.link, l.errors.clone()))
+                    .collect(),
+                false => Vec::new(),
+            },
+        }
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct XidEvent {
     pub code: u32,

@@ -68,6 +68,8 @@ pub fn run(
 ) -> std::io::Result<Evidence> {
     let list = checks::from_suite(suite);
     let total = list.len();
+    // The error counters as the inventory read them: what grows under a check is its own.
+    let mut watch = checks::during::Watch::start(&ev.node);
     if let Some(d) = report {
         // Before any check: the inventory alone may need a newer version (xid_history).
         ev.settle_format_version();
@@ -114,7 +116,7 @@ pub fn run(
                             findings: match check.runs_on_gpus()
                                 && !matches!(e, crate::error::HwError::Timeout { .. })
                             {
-                                true => checks::after_gpu_check(&ctx, backend),
+                                true => checks::after_gpu_check(&ctx, backend, &mut watch),
                                 false => vec![],
                             },
                             coverage: None,
@@ -128,7 +130,7 @@ pub fn run(
                             let mut findings = m.take_non_finite();
                             findings.extend(check.evaluate(&ctx, &m));
                             if check.runs_on_gpus() && took_figures {
-                                findings.extend(checks::after_gpu_check(&ctx, backend));
+                                findings.extend(checks::after_gpu_check(&ctx, backend, &mut watch));
                             }
                             let (status, summary, coverage) = summarize_with_coverage(&findings);
                             let missed = status == Status::Fail
@@ -260,8 +262,8 @@ fn next_attempt(o: &Outcome, attempt: u32, allowed: u32) -> Next {
     if o.measured.wrong_data() {
         return Next::Stop("wrong data is never re-measured away");
     }
-    if checks::during::failed_on_xid(&o.findings) {
-        return Next::Stop("an XID raised under load is never re-measured away");
+    if let Some(why) = checks::during::failed_under_load(&o.findings) {
+        return Next::Stop(why);
     }
     Next::Again
 }

@@ -883,6 +883,61 @@ fn an_xid_raised_during_the_run_is_filed_under_the_check_that_saw_it() {
     assert_eq!(code, 3);
 }
 
+/// Counts a GPU raises once the run is under way (after the inventory read them) are read
+/// again after the next check that ran on the GPUs and filed under it: an uncorrectable ECC
+/// error, the row remap it leaves pending, and PCIe replays past the limit fail the run; the
+/// health check, which judged the start, names none of them.
+#[test]
+fn errors_counted_during_the_run_are_filed_under_the_check_that_counted_them() {
+    let mut d = hgx_h200();
+    d["gpus"][5]["errors_later"] =
+        json!({"volatile_uncorrected": 2, "pcie_replay_counter": 300, "remap_pending": true});
+    let node = Node::new(&d);
+    let suite = format!("{HGX_SUITE}\n[checks.host_bandwidth]\n");
+    let (code, ev) = node.run(&suite);
+    let all = findings(&ev);
+    let during: Vec<(&str, &str, &str, &str)> = all
+        .iter()
+        .filter(|f| f.3.contains("while this check ran"))
+        .map(|f| (f.0.as_str(), f.1.as_str(), f.2.as_str(), f.3.as_str()))
+        .collect();
+    assert_eq!(
+        during,
+        [
+            (
+                "host_bandwidth",
+                "fail",
+                "GPU 5",
+                "GPU 5: uncorrectable ECC errors rose from 0 to 2 while this check ran, beyond \
+                 the limit of 0"
+            ),
+            (
+                "host_bandwidth",
+                "fail",
+                "GPU 5",
+                "GPU 5: a row remap became pending (the GPU must be reset before use) while this \
+                 check ran"
+            ),
+            (
+                "host_bandwidth",
+                "fail",
+                "GPU 5",
+                "GPU 5: PCIe replays rose from 0 to 300 while this check ran, beyond the limit of \
+                 80"
+            ),
+        ],
+        "{all:#?}"
+    );
+    assert!(
+        !all.iter()
+            .any(|f| f.0 == "health" && f.1 == "fail" && f.2 == "GPU 5"),
+        "{all:#?}"
+    );
+    // No CUDA here: the bandwidth itself could not be measured, so the exit code says
+    // untestable; the failures are in the evidence all the same (above).
+    assert_eq!(code, 3);
+}
+
 /// Two H100 NVL bridge pairs (GPU 0-1 and 2-3, 12 links each, no NVSwitch). The first pair's
 /// driver names the far end a GPU; the second's does not answer the remote type, and the far end
 /// is recognised by its bus id.

@@ -292,3 +292,59 @@ fn an_xid_raised_under_load_is_never_measured_again() {
         .collect();
     assert_eq!(naming, ["host_bandwidth"]);
 }
+
+/// An error counted under load (an uncorrectable ECC error and the remap it leaves pending,
+/// PCIe replays past the limit) fails the check it was counted in, on the attempt that counted
+/// it, and is never measured again; no later check names it again, and a clean node names none.
+#[test]
+fn an_error_counted_under_load_fails_its_check_once_and_is_never_measured_again() {
+    let env = Env::new();
+    let s = suite(&env, "[checks.host_bandwidth]\nremeasure = 3\n");
+    let named = |ev: &serde_json::Value| -> Vec<(String, String)> {
+        ev["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|c| {
+                c["findings"].as_array().unwrap().iter().filter_map(|f| {
+                    let r = f["reason"].as_str().unwrap();
+                    (r.contains("while this check ran") && !r.contains("XID"))
+                        .then(|| (c["id"].as_str().unwrap().to_string(), r.to_string()))
+                })
+            })
+            .collect()
+    };
+    let clean = run(&env, &s, &[], "clean", 0);
+    assert!(named(&clean).is_empty(), "{:?}", named(&clean));
+    for (fault, reasons) in [
+        (
+            "ecc-under-load:gpu=2",
+            vec![
+                "GPU 2: uncorrectable ECC errors rose from 0 to 1 while this check ran, beyond \
+                 the limit of 0",
+                "GPU 2: a row remap became pending (the GPU must be reset before use) while this \
+                 check ran",
+            ],
+        ),
+        (
+            "link-errors-under-load:gpu=1",
+            vec!["GPU 1: PCIe replays rose from 0 to 200 while this check ran, beyond the limit of 80"],
+        ),
+    ] {
+        let out = fault.split(':').next().unwrap();
+        let ev = run(&env, &s, &[fault], out, 1);
+        assert_eq!(ev["verdict"], "fail");
+        let hb = util::check_json(&ev, "host_bandwidth");
+        assert_eq!(hb["status"], "fail");
+        assert_eq!(hb["remeasure"]["decided_by"], 1);
+        assert_eq!(
+            hb["remeasure"]["stopped"],
+            "an error counted under load is never re-measured away"
+        );
+        let want: Vec<(String, String)> = reasons
+            .iter()
+            .map(|r| ("host_bandwidth".to_string(), r.to_string()))
+            .collect();
+        assert_eq!(named(&ev), want, "{fault}");
+    }
+}

@@ -284,7 +284,6 @@ pub trait Backend {
             "the processes on each GPU, read again".into(),
         ))
     }
-    /// Host<->device copies of `bytes` from pinned memory on one GPU; GB/s per repetition.
     /// The XIDs each GPU raised since the last call (the first: since the inventory was read),
     /// by GPU index: NVML's critical-XID events and kernel-log lines logged since. None for a
     /// GPU that no source could see one on. The runner reads them after each check that ran on
@@ -295,6 +294,17 @@ pub trait Backend {
         ))
     }
 
+    /// Each GPU's error counters now (ECC counts, row remapping and retired pages, the PCIe
+    /// replay counter, each active NVLink's counters), by GPU index; None for a GPU that could
+    /// not be read. The runner reads them after each check that ran on the GPUs and judges what
+    /// grew since ([`crate::checks::during`]).
+    fn error_counts(&mut self) -> Result<Vec<Option<crate::inventory::ErrorCounts>>, HwError> {
+        Err(HwError::NotSupported(
+            "this backend does not read error counters during the run".into(),
+        ))
+    }
+
+    /// Host<->device copies of `bytes` from pinned memory on one GPU; GB/s per repetition.
     fn host_copy(
         &mut self,
         gpu: usize,

@@ -319,10 +319,12 @@ pub enum FaultKind {
     ProcessStarts,
     MpsDaemon,
     XidUnderLoad,
+    EccUnderLoad,
+    LinkErrorsUnderLoad,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 34] = [
+    pub const ALL: [FaultKind; 36] = [
         FaultKind::GpuMissing,
         FaultKind::GpuLost,
         FaultKind::NvlinkDown,
@@ -357,6 +359,8 @@ impl FaultKind {
         FaultKind::ProcessStarts,
         FaultKind::MpsDaemon,
         FaultKind::XidUnderLoad,
+        FaultKind::EccUnderLoad,
+        FaultKind::LinkErrorsUnderLoad,
     ];
 
     pub fn name(self) -> &'static str {
@@ -395,6 +399,8 @@ impl FaultKind {
             FaultKind::ProcessStarts => "process-starts",
             FaultKind::MpsDaemon => "mps-daemon",
             FaultKind::XidUnderLoad => "xid-under-load",
+            FaultKind::EccUnderLoad => "ecc-under-load",
+            FaultKind::LinkErrorsUnderLoad => "link-errors-under-load",
         }
     }
 
@@ -500,6 +506,16 @@ impl FaultKind {
                 "a GPU raises an XID under load: absent when the node was read, seen after the \
                  first check that ran on the GPUs (gpu=N, code=C; default 48, a double-bit ECC \
                  error)"
+            }
+            FaultKind::EccUnderLoad => {
+                "a GPU's memory takes an uncorrectable ECC error under load: its counts are clean \
+                 when the node is read; after the first check that ran on the GPUs one more \
+                 uncorrectable error is counted and a row remap is pending (gpu=N)"
+            }
+            FaultKind::LinkErrorsUnderLoad => {
+                "a GPU's links retry under load: after the first check that ran on the GPUs its \
+                 first active NVLink has counted 500 more CRC errors and its PCIe link 200 more \
+                 replays (gpu=N)"
             }
         }
     }
@@ -1735,6 +1751,41 @@ impl Backend for SimBackend {
             .collect())
     }
 
+    /// The counters the inventory reads, grown by the under-load faults (which the inventory,
+    /// read before any check, does not show). A counter the node hides stays unread, fault or
+    /// not. No figure drawn.
+    fn error_counts(&mut self) -> Result<Vec<Option<ErrorCounts>>, HwError> {
+        let inv = self.inventory()?;
+        Ok(inv
+            .gpus
+            .iter()
+            .map(|g| {
+                let mut c = ErrorCounts::of(g);
+                for f in self.faults.iter().filter(|f| f.gpu.unwrap_or(0) == g.index) {
+                    match f.kind {
+                        FaultKind::EccUnderLoad => {
+                            let more = |v: &mut Option<u64>| *v = v.map(|n| n.saturating_add(1));
+                            more(&mut c.ecc.volatile_uncorrected);
+                            more(&mut c.ecc.aggregate_uncorrected);
+                            if let Some(r) = &mut c.remapped_rows {
+                                r.uncorrectable = r.uncorrectable.saturating_add(1);
+                                r.pending = true;
+                            }
+                        }
+                        FaultKind::LinkErrorsUnderLoad => {
+                            if let Some((_, e)) = c.nvlinks.first_mut() {
+                                e.crc_flit = e.crc_flit.map(|n| n.saturating_add(500));
+                            }
+                            c.pcie_replays = c.pcie_replays.map(|n| n.saturating_add(200));
+                        }
+                        _ => {}
+                    }
+                }
+                Some(c)
+            })
+            .collect())
+    }
+
     fn fabric_supported(&mut self) -> Result<(), HwError> {
         match self.node.network {
             Some(_) => Ok(()),
@@ -2678,6 +2729,42 @@ mod tests {
         let mut b = SimBackend::new(node, faults, 1).unwrap();
         let now = b.gpu_processes().unwrap();
         assert_eq!((now[2].clone(), now[1].clone()), (None, Some(vec![])));
+    }
+
+    /// The under-load faults are not in the inventory (read before the run) but in every
+    /// reading of the counters after it, on their GPU only; a counter the node hides stays
+    /// unread, fault or not.
+    #[test]
+    fn errors_under_load_show_only_after_the_inventory() {
+        let faults = ["ecc-under-load:gpu=1", "link-errors-under-load:gpu=6"]
+            .map(|f| Fault::parse(f).unwrap())
+            .to_vec();
+        let mut b = SimBackend::new(load_node("h100-sxm-8").unwrap(), faults.clone(), 1).unwrap();
+        let inv = b.inventory().unwrap();
+        let start: Vec<ErrorCounts> = inv.gpus.iter().map(ErrorCounts::of).collect();
+        assert_eq!(start[1].ecc.volatile_uncorrected, Some(0));
+        assert_eq!(start[6].pcie_replays, Some(0));
+        let now = b.error_counts().unwrap();
+        let now: Vec<ErrorCounts> = now.into_iter().map(Option::unwrap).collect();
+        assert_eq!(now[1].ecc.volatile_uncorrected, Some(1));
+        assert_eq!(now[1].ecc.aggregate_uncorrected, Some(1));
+        assert!(now[1].remapped_rows.as_ref().unwrap().pending);
+        assert_eq!(now[6].pcie_replays, Some(200));
+        assert_eq!(now[6].nvlinks[0].1.crc_flit, Some(500));
+        assert_eq!(now[6].nvlinks[1].1.crc_flit, Some(0));
+        for g in [0, 2, 7] {
+            assert_eq!(now[g], start[g], "GPU {g}");
+        }
+        let mut node = load_node("h100-sxm-8").unwrap();
+        node.unavailable = vec![SimUnavailable {
+            readings: vec![Reading::EccErrors, Reading::PcieReplays],
+            gpus: vec![1, 6],
+        }];
+        let mut b = SimBackend::new(node, faults, 1).unwrap();
+        let now = b.error_counts().unwrap();
+        let (g1, g6) = (now[1].as_ref().unwrap(), now[6].as_ref().unwrap());
+        assert_eq!((g1.ecc.volatile_uncorrected, g6.pcie_replays), (None, None));
+        assert_eq!(g6.nvlinks[0].1.crc_flit, Some(500));
     }
 
     /// mig-pending sets its GPU's MIG mode to turn on at the next reset, that GPU only; the

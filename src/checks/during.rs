@@ -1,22 +1,265 @@
-//! XIDs raised while the checks run.
+//! XIDs raised, and error counters that grew, while the checks run.
 //!
 //! The health check judges the XIDs seen when the run starts (NVML's events and the kernel
-//! log's look-back). A GPU that raises one under load (a double-bit ECC error during the GEMMs,
-//! a page fault in a collective) may still finish what nodecert asked of it, and the figures of
-//! that check would pass. So after each check that ran on the GPUs the runner reads the XIDs
-//! raised since ([`crate::backend::Backend::xids_since`]) and files them under that check, as
-//! the health check judges them: one in the suite's `fail_xids` fails, any other warns. Where the
-//! suite has no health check, nothing is read. A backend that cannot read them, or a GPU no
-//! source can see one on, adds nothing: the health check's reading of the start names that.
+//! log's look-back) and the error counters as they stand then. A GPU that raises an XID or
+//! counts errors under load (a double-bit ECC error during the GEMMs, a page fault in a
+//! collective, an NVLink that retries through a bandwidth test) may still finish what nodecert
+//! asked of it, and the figures of that check would pass. So after each check that ran on the
+//! GPUs the runner reads the XIDs raised since ([`crate::backend::Backend::xids_since`]) and the
+//! error counters ([`crate::backend::Backend::error_counts`]), and files what it finds under
+//! that check, as the health check judges it:
+//! - an XID in the suite's `fail_xids` fails, any other warns;
+//! - a counter that grew (uncorrectable ECC errors, SRAM correctable and DRAM errors, PCIe
+//!   replays, each active NVLink's errors) fails where it now stands beyond the health check's
+//!   limit, and is shown, not judged, where it grew within it; a row remap that became pending or
+//!   failed fails where the health check fails one, and a page retirement that became pending
+//!   warns.
+//!
+//! A failure found this way is a fault of the GPU, which the same check measured again would not
+//! see again: it is never re-measured away. Where the suite has no health check, nothing is
+//! read. A backend that cannot read them, a GPU no source can see an XID on, or a counter not
+//! read at both ends of a check adds nothing: the health check's reading of the start names
+//! what is not available there.
 
 use super::judge::finding;
 use super::Ctx;
 use crate::backend::Backend;
 use crate::evidence::{Finding, Status, Subject};
-use crate::inventory::XidEvent;
+use crate::inventory::{ErrorCounts, Inventory, Reading, XidEvent};
+use crate::suite::HealthCheck;
 
-/// The metric the findings are filed under (the health check's reading of the same).
+/// The metric the XID findings are filed under (the health check's reading of the same).
 const METRIC: &str = "xids";
+
+/// The error counters last read, by GPU index: the inventory's at the start, then each reading
+/// after a check that ran on the GPUs. What grew is judged against the last reading, so each
+/// error is filed under the check it was counted in, and under no later one.
+#[derive(Debug, Clone, Default)]
+pub struct Watch {
+    last: Vec<Option<ErrorCounts>>,
+}
+
+impl Watch {
+    /// The counters as the inventory read them.
+    pub fn start(inv: &Inventory) -> Watch {
+        let mut last = vec![None; inv.gpus.iter().map(|g| g.index + 1).max().unwrap_or(0)];
+        for g in &inv.gpus {
+            last[g.index] = Some(ErrorCounts::of(g));
+        }
+        Watch { last }
+    }
+
+    /// Judge `now` against the last reading, then keep it as the last (a GPU not read now
+    /// keeps the one before).
+    fn take(&mut self, now: Vec<Option<ErrorCounts>>, h: &HealthCheck) -> Vec<Finding> {
+        let out = counter_findings(&self.last, &now, h);
+        if self.last.len() < now.len() {
+            self.last.resize(now.len(), None);
+        }
+        for (i, c) in now.into_iter().enumerate() {
+            if c.is_some() {
+                self.last[i] = c;
+            }
+        }
+        out
+    }
+}
+
+/// A counter that grew from `before` to `now`, both read: its finding, judged against `limit`
+/// (beyond it fails; within it is shown, not judged).
+fn grew(
+    sub: &Subject,
+    r: Reading,
+    what: &str,
+    (before, now): (Option<u64>, Option<u64>),
+    limit: u64,
+) -> Option<Finding> {
+    let (b, n) = (before?, now?);
+    if n <= b {
+        return None;
+    }
+    let who = sub.describe();
+    let found = format!("{n} {what} (+{} during this check)", n - b);
+    let f = if n > limit {
+        finding(
+            Status::Fail,
+            sub.clone(),
+            found,
+            format!("<= {limit}"),
+            format!(
+                "{who}: {what} rose from {b} to {n} while this check ran, beyond the limit of \
+                 {limit}"
+            ),
+        )
+    } else {
+        finding(
+            Status::Pass,
+            sub.clone(),
+            found,
+            "shown, not judged",
+            format!(
+                "{who}: {what} rose from {b} to {n} while this check ran, within the limit of \
+                 {limit}"
+            ),
+        )
+        .informational()
+    };
+    Some(f.on(r.key()))
+}
+
+/// A flag that was clear at the last reading and is set now: its finding (`fails`: the suite
+/// fails a GPU with it set; otherwise `status`).
+fn raised(
+    sub: &Subject,
+    (before, now): (Option<bool>, Option<bool>),
+    fails: bool,
+    status: Status,
+    found: &str,
+    reason: &str,
+) -> Option<Finding> {
+    if before? || !now? {
+        return None;
+    }
+    let status = if fails { Status::Fail } else { status };
+    let f = finding(
+        status,
+        sub.clone(),
+        found,
+        format!("no {found}"),
+        format!("{}: {reason} while this check ran", sub.describe()),
+    )
+    .on(Reading::RemappedRows.key());
+    Some(match status {
+        Status::Pass => f.informational(),
+        _ => f,
+    })
+}
+
+/// The larger of the counts read of the same errors: the health check's uncorrectable count
+/// (volatile, or SRAM lifetime), of the counters read at both ends only.
+fn uncorrectable(b: &ErrorCounts, n: &ErrorCounts) -> (Option<u64>, Option<u64>) {
+    let both = [
+        (b.ecc.volatile_uncorrected, n.ecc.volatile_uncorrected),
+        (b.ecc.sram_uncorrected, n.ecc.sram_uncorrected),
+    ]
+    .into_iter()
+    .filter_map(|(b, n)| b.zip(n));
+    let (b, n): (Vec<u64>, Vec<u64>) = both.unzip();
+    (b.into_iter().max(), n.into_iter().max())
+}
+
+/// The findings on the counters read now (`now`, by GPU index) that grew since `before`, held to
+/// the health check's limits. Nothing for a counter not read at both ends, or that did not grow.
+pub fn counter_findings(
+    before: &[Option<ErrorCounts>],
+    now: &[Option<ErrorCounts>],
+    h: &HealthCheck,
+) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for (gpu, (b, n)) in before.iter().zip(now).enumerate() {
+        let (Some(b), Some(n)) = (b, n) else {
+            continue;
+        };
+        let sub = Subject::gpu(gpu);
+        let (eb, en) = (&b.ecc, &n.ecc);
+        out.extend(
+            [
+                grew(
+                    &sub,
+                    Reading::EccErrors,
+                    "uncorrectable ECC errors",
+                    uncorrectable(b, n),
+                    h.max_uncorrectable,
+                ),
+                grew(
+                    &sub,
+                    Reading::EccErrors,
+                    "SRAM correctable errors",
+                    (eb.sram_corrected, en.sram_corrected),
+                    h.max_sram_correctable,
+                ),
+                grew(
+                    &sub,
+                    Reading::EccErrors,
+                    "DRAM errors",
+                    (eb.dram_errors, en.dram_errors),
+                    h.max_dram_errors,
+                ),
+                raised(
+                    &sub,
+                    (
+                        b.remapped_rows.as_ref().map(|r| r.pending),
+                        n.remapped_rows.as_ref().map(|r| r.pending),
+                    ),
+                    h.fail_on_remap_pending,
+                    Status::Pass,
+                    "remap pending",
+                    "a row remap became pending (the GPU must be reset before use)",
+                ),
+                raised(
+                    &sub,
+                    (
+                        b.remapped_rows.as_ref().map(|r| r.failure),
+                        n.remapped_rows.as_ref().map(|r| r.failure),
+                    ),
+                    h.fail_on_remap_failure,
+                    Status::Pass,
+                    "remap failed",
+                    "a row remap failed (the GPU is out of spare rows)",
+                ),
+                raised(
+                    &sub,
+                    (
+                        b.retired_pages.as_ref().map(|r| r.pending),
+                        n.retired_pages.as_ref().map(|r| r.pending),
+                    ),
+                    false,
+                    Status::Warn,
+                    "page retirement pending",
+                    "a page retirement became pending (reset needed)",
+                ),
+                grew(
+                    &sub,
+                    Reading::PcieReplays,
+                    "PCIe replays",
+                    (b.pcie_replays, n.pcie_replays),
+                    h.max_pcie_replays,
+                ),
+            ]
+            .into_iter()
+            .flatten(),
+        );
+        for (link, ln) in &n.nvlinks {
+            let Some((_, lb)) = b.nvlinks.iter().find(|(l, _)| l == link) else {
+                continue;
+            };
+            // The counters read at both ends, summed as the health check sums them.
+            let pairs = [
+                (lb.replay, ln.replay),
+                (lb.recovery, ln.recovery),
+                (lb.crc_flit, ln.crc_flit),
+                (lb.crc_data, ln.crc_data),
+            ];
+            let (sb, sn) = pairs.iter().filter_map(|(b, n)| b.zip(*n)).fold(
+                (None, None),
+                |(sb, sn): (Option<u64>, Option<u64>), (b, n)| {
+                    (
+                        Some(sb.unwrap_or(0).saturating_add(b)),
+                        Some(sn.unwrap_or(0).saturating_add(n)),
+                    )
+                },
+            );
+            out.extend(grew(
+                &Subject::link(gpu, *link),
+                Reading::NvlinkErrors,
+                "NVLink errors (replay, recovery, CRC)",
+                (sb, sn),
+                h.max_nvlink_errors,
+            ));
+        }
+    }
+    out
+}
 
 /// The findings on `now`, the XIDs each GPU raised during the check (by GPU index), held to
 /// `fail_xids`.
@@ -45,27 +288,48 @@ pub fn findings(now: &[Option<Vec<XidEvent>>], fail_xids: &[u32]) -> Vec<Finding
     out
 }
 
-/// Whether `findings` fail on an XID raised during the check: a fault of the GPU, which a
-/// check measured again would not see again (each event is told once), so never re-measured.
-pub fn failed_on_xid(findings: &[Finding]) -> bool {
-    findings
+/// Why `findings` of a check must not be measured again, where they fail on an XID raised or an
+/// error counted while it ran: a fault of the GPU, which the check measured again would not see
+/// again (each event is told once, and a counter is compared with its last reading).
+pub fn failed_under_load(findings: &[Finding]) -> Option<&'static str> {
+    let failed = |metric: &str| {
+        findings
+            .iter()
+            .any(|f| f.status == Status::Fail && f.metric.as_deref() == Some(metric))
+    };
+    if failed(METRIC) {
+        return Some("an XID raised under load is never re-measured away");
+    }
+    let counters = [
+        Reading::EccErrors,
+        Reading::RemappedRows,
+        Reading::PcieReplays,
+        Reading::NvlinkErrors,
+    ];
+    counters
         .iter()
-        .any(|f| f.status == Status::Fail && f.metric.as_deref() == Some(METRIC))
+        .any(|r| failed(r.key()))
+        .then_some("an error counted under load is never re-measured away")
 }
 
-/// The XIDs raised since the last reading, judged (nothing where the suite has no health
-/// check, or where a call of the check's may be stuck in the driver).
-pub fn after_check(ctx: &Ctx, backend: &mut dyn Backend) -> Vec<Finding> {
+/// The XIDs raised since the last reading and the error counters that grew since, judged
+/// (nothing where the suite has no health check, or where a call of the check's may be stuck
+/// in the driver).
+pub fn after_check(ctx: &Ctx, backend: &mut dyn Backend, watch: &mut Watch) -> Vec<Finding> {
     if crate::backend::cuda::thread_abandoned() {
         return Vec::new();
     }
     let Some(h) = ctx.suite.checks.health.as_ref().filter(|h| h.enabled) else {
         return Vec::new();
     };
-    match backend.xids_since() {
+    let mut out = match backend.xids_since() {
         Ok(now) => findings(&now, &h.fail_xids),
         Err(_) => Vec::new(),
+    };
+    if let Ok(now) = backend.error_counts() {
+        out.extend(watch.take(now, h));
     }
+    out
 }
 
 #[cfg(test)]
@@ -100,7 +364,287 @@ mod tests {
         );
         assert!(f.iter().all(|x| x.metric.as_deref() == Some("xids")));
         assert!(findings(&now[..2], &[48]).is_empty());
-        assert!(failed_on_xid(&f));
-        assert!(!failed_on_xid(&f[1..]));
+        assert!(failed_under_load(&f).is_some());
+        assert!(failed_under_load(&f[1..]).is_none());
+    }
+
+    fn health() -> HealthCheck {
+        toml::from_str("").unwrap()
+    }
+
+    /// Counters as a healthy GPU reads them: everything read, nothing counted, one NVLink.
+    fn clean() -> ErrorCounts {
+        use crate::inventory::{EccCounts, NvLinkErrors, RemappedRows, RetiredPages};
+        ErrorCounts {
+            ecc: EccCounts {
+                volatile_corrected: Some(0),
+                volatile_uncorrected: Some(0),
+                aggregate_corrected: Some(0),
+                aggregate_uncorrected: Some(0),
+                sram_corrected: Some(0),
+                sram_uncorrected: Some(0),
+                dram_errors: Some(0),
+            },
+            remapped_rows: Some(RemappedRows::default()),
+            retired_pages: Some(RetiredPages::default()),
+            pcie_replays: Some(0),
+            nvlinks: vec![(
+                4,
+                NvLinkErrors {
+                    replay: Some(0),
+                    recovery: Some(0),
+                    crc_flit: Some(0),
+                    crc_data: Some(0),
+                },
+            )],
+        }
+    }
+
+    /// The findings on GPU 1 after `edit` changed its counters from [`clean`] (GPU 0 read
+    /// clean at both ends), held to the default limits changed by `cfg`.
+    fn after(
+        edit: impl FnOnce(&mut ErrorCounts),
+        cfg: impl FnOnce(&mut HealthCheck),
+    ) -> Vec<Finding> {
+        let mut n = clean();
+        edit(&mut n);
+        let mut h = health();
+        cfg(&mut h);
+        let f = counter_findings(
+            &[Some(clean()), Some(clean())],
+            &[Some(clean()), Some(n)],
+            &h,
+        );
+        assert!(f.iter().all(|x| x.subject.gpu == Some(1)), "{f:#?}");
+        f
+    }
+
+    fn brief(f: &[Finding]) -> Vec<(Status, bool, String)> {
+        f.iter()
+            .map(|x| (x.status, x.info, x.reason.clone()))
+            .collect()
+    }
+
+    /// A counter that grew beyond the health check's limit fails, naming how far it rose; one
+    /// that grew within it is shown, not judged; one that stood still says nothing.
+    #[test]
+    fn counters_that_grew_are_judged_against_the_health_limits() {
+        assert!(after(|_| {}, |_| {}).is_empty());
+        let f = after(|c| c.ecc.volatile_uncorrected = Some(1), |_| {});
+        assert_eq!(
+            brief(&f),
+            [(
+                Status::Fail,
+                false,
+                "GPU 1: uncorrectable ECC errors rose from 0 to 1 while this check ran, beyond \
+                 the limit of 0"
+                    .into()
+            )]
+        );
+        assert_eq!(
+            (f[0].found.as_str(), f[0].expected.as_str()),
+            ("1 uncorrectable ECC errors (+1 during this check)", "<= 0")
+        );
+        assert_eq!(f[0].metric.as_deref(), Some("ecc_errors"));
+        // The SRAM count of the same errors: one finding, of the larger count.
+        let f = after(
+            |c| {
+                c.ecc.volatile_uncorrected = Some(1);
+                c.ecc.sram_uncorrected = Some(2);
+            },
+            |h| h.max_uncorrectable = 1,
+        );
+        assert_eq!(brief(&f).len(), 1, "{f:#?}");
+        assert!(f[0].reason.contains("rose from 0 to 2"), "{}", f[0].reason);
+        assert_eq!(f[0].status, Status::Fail);
+        // Within the limit: shown, not judged.
+        let f = after(
+            |c| c.ecc.volatile_uncorrected = Some(1),
+            |h| h.max_uncorrectable = 1,
+        );
+        assert_eq!(
+            brief(&f),
+            [(
+                Status::Pass,
+                true,
+                "GPU 1: uncorrectable ECC errors rose from 0 to 1 while this check ran, within \
+                 the limit of 1"
+                    .into()
+            )]
+        );
+        // At the limit exactly is within it.
+        let f = after(|c| c.pcie_replays = Some(80), |_| {});
+        assert_eq!((f[0].status, f[0].info), (Status::Pass, true));
+        let f = after(|c| c.pcie_replays = Some(81), |_| {});
+        assert_eq!(f[0].status, Status::Fail);
+        assert_eq!(f[0].metric.as_deref(), Some("pcie_replays"));
+        assert!(f[0]
+            .reason
+            .starts_with("GPU 1: PCIe replays rose from 0 to 81"));
+        for (edit, limit, what) in [
+            (
+                (|c: &mut ErrorCounts| c.ecc.sram_corrected = Some(10_001)) as fn(&mut ErrorCounts),
+                "10000",
+                "SRAM correctable errors",
+            ),
+            (
+                |c| c.ecc.dram_errors = Some(20_000_001),
+                "20000000",
+                "DRAM errors",
+            ),
+        ] {
+            let f = after(edit, |_| {});
+            assert_eq!(f.len(), 1, "{f:#?}");
+            assert_eq!(f[0].status, Status::Fail);
+            assert!(
+                f[0].reason.contains(what) && f[0].reason.ends_with(limit),
+                "{}",
+                f[0].reason
+            );
+        }
+        // Counters with no limit (volatile and lifetime corrected) are not judged.
+        assert!(after(
+            |c| {
+                c.ecc.volatile_corrected = Some(9);
+                c.ecc.aggregate_corrected = Some(9);
+            },
+            |_| {}
+        )
+        .is_empty());
+    }
+
+    /// A counter read at one end only is not compared (unread is not 0), and one that fell (the
+    /// volatile counts after a driver reload) did not grow.
+    #[test]
+    fn a_counter_not_read_at_both_ends_or_that_fell_says_nothing() {
+        let mut unread = clean();
+        unread.pcie_replays = None;
+        unread.ecc = Default::default();
+        let mut grown = clean();
+        grown.pcie_replays = Some(500);
+        grown.ecc.volatile_uncorrected = Some(3);
+        let h = health();
+        assert!(counter_findings(&[Some(unread.clone())], &[Some(grown.clone())], &h).is_empty());
+        assert!(counter_findings(&[Some(grown.clone())], &[Some(unread)], &h).is_empty());
+        assert!(counter_findings(&[None], &[Some(grown.clone())], &h).is_empty());
+        assert!(counter_findings(&[Some(clean())], &[None], &h).is_empty());
+        assert!(counter_findings(&[Some(grown)], &[Some(clean())], &h).is_empty());
+    }
+
+    /// A remap that became pending or failed fails where the suite fails one (and is shown
+    /// where it does not); a page retirement that became pending warns; one set at the start
+    /// is the health check's, not this check's.
+    #[test]
+    fn remaps_and_retirements_raised_under_load_are_judged_as_health_judges_them() {
+        let pending = |c: &mut ErrorCounts| c.remapped_rows.as_mut().unwrap().pending = true;
+        let f = after(pending, |_| {});
+        assert_eq!(
+            brief(&f),
+            [(
+                Status::Fail,
+                false,
+                "GPU 1: a row remap became pending (the GPU must be reset before use) while this \
+                 check ran"
+                    .into()
+            )]
+        );
+        assert_eq!(f[0].metric.as_deref(), Some("remapped_rows"));
+        let f = after(pending, |h| h.fail_on_remap_pending = false);
+        assert_eq!((f[0].status, f[0].info), (Status::Pass, true));
+        let failed = |c: &mut ErrorCounts| c.remapped_rows.as_mut().unwrap().failure = true;
+        let f = after(failed, |_| {});
+        assert_eq!(f[0].status, Status::Fail);
+        assert!(
+            f[0].reason.contains("a row remap failed"),
+            "{}",
+            f[0].reason
+        );
+        let f = after(failed, |h| h.fail_on_remap_failure = false);
+        assert_eq!((f[0].status, f[0].info), (Status::Pass, true));
+        let f = after(|c| c.retired_pages.as_mut().unwrap().pending = true, |_| {});
+        assert_eq!(f[0].status, Status::Warn);
+        assert!(f[0].reason.contains("page retirement became pending"));
+        // Pending at both ends: not raised by this check.
+        let mut was = clean();
+        pending(&mut was);
+        assert!(counter_findings(&[Some(was.clone())], &[Some(was)], &health()).is_empty());
+    }
+
+    /// An NVLink's errors are summed over the counters read at both ends and judged per link;
+    /// a link not read at the start, or not active now, is not compared.
+    #[test]
+    fn nvlink_errors_that_grew_are_judged_per_link() {
+        let f = after(
+            |c| {
+                let e = &mut c.nvlinks[0].1;
+                e.crc_flit = Some(60);
+                e.replay = Some(41);
+            },
+            |_| {},
+        );
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!((f[0].status, f[0].subject.link), (Status::Fail, Some(4)));
+        assert_eq!(
+            f[0].reason,
+            "GPU 1 link 4: NVLink errors (replay, recovery, CRC) rose from 0 to 101 while this \
+             check ran, beyond the limit of 100"
+        );
+        assert_eq!(f[0].metric.as_deref(), Some("nvlink_errors"));
+        let f = after(|c| c.nvlinks[0].1.crc_data = Some(100), |_| {});
+        assert_eq!((f[0].status, f[0].info), (Status::Pass, true));
+        // A counter read now only is left out of both sums.
+        let mut b = clean();
+        b.nvlinks[0].1.crc_flit = None;
+        let mut n = clean();
+        n.nvlinks[0].1.crc_flit = Some(1000);
+        assert!(counter_findings(&[Some(b)], &[Some(n.clone())], &health()).is_empty());
+        // Another link number, or none read at the start: nothing to compare.
+        n.nvlinks[0].0 = 5;
+        assert!(counter_findings(&[Some(clean())], &[Some(n)], &health()).is_empty());
+    }
+
+    /// Each reading is judged against the last one: an error is filed under the check it was
+    /// counted in and no later one, and a GPU not read keeps its last reading.
+    #[test]
+    fn the_watch_files_an_error_once_under_the_check_that_counted_it() {
+        let inv: Inventory = crate::testutil::simulated("h100-sxm-8", &[]).node;
+        let mut w = Watch::start(&inv);
+        let h = health();
+        let mut grown = w.last.clone();
+        grown[2].as_mut().unwrap().pcie_replays = Some(90);
+        assert_eq!(w.take(grown.clone(), &h).len(), 1);
+        assert!(w.take(grown.clone(), &h).is_empty());
+        // GPU 2 not read this time: its last reading (90) stands for the next.
+        let mut gap = grown.clone();
+        gap[2] = None;
+        assert!(w.take(gap, &h).is_empty());
+        grown[2].as_mut().unwrap().pcie_replays = Some(95);
+        let f = w.take(grown, &h);
+        assert_eq!(f.len(), 1);
+        assert!(
+            f[0].reason.contains("rose from 90 to 95"),
+            "{}",
+            f[0].reason
+        );
+    }
+
+    /// A failure on a counter stops re-measuring, as one on an XID does; a counter shown within
+    /// its limit, or a warning, does not.
+    #[test]
+    fn a_failure_on_a_counter_is_never_re_measured() {
+        let f = after(|c| c.pcie_replays = Some(81), |_| {});
+        assert_eq!(
+            failed_under_load(&f),
+            Some("an error counted under load is never re-measured away")
+        );
+        let f = after(|c| c.remapped_rows.as_mut().unwrap().pending = true, |_| {});
+        assert!(failed_under_load(&f).is_some());
+        assert!(failed_under_load(&after(|c| c.pcie_replays = Some(2), |_| {})).is_none());
+        let warn = after(|c| c.retired_pages.as_mut().unwrap().pending = true, |_| {});
+        assert!(failed_under_load(&warn).is_none());
+        // A failure of the check's own on another metric is measured again.
+        let mut other = after(|c| c.pcie_replays = Some(81), |_| {});
+        other[0].metric = Some("h2d".into());
+        assert!(failed_under_load(&other).is_none());
     }
 }

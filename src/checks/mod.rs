@@ -214,10 +214,15 @@ pub fn peer_pairs(ctx: &Ctx) -> Result<usize, String> {
 }
 
 /// What is read again after a check that ran on the GPUs, as findings of that check: the
-/// processes that started on them ([`arrivals`]) and the XIDs they raised ([`during`]).
-pub fn after_gpu_check(ctx: &Ctx, backend: &mut dyn Backend) -> Vec<Finding> {
+/// processes that started on them ([`arrivals`]), and the XIDs they raised and the errors they
+/// counted ([`during`], against the counters `watch` read last).
+pub fn after_gpu_check(
+    ctx: &Ctx,
+    backend: &mut dyn Backend,
+    watch: &mut during::Watch,
+) -> Vec<Finding> {
     let mut out = arrivals::after_check(ctx, backend);
-    out.extend(during::after_check(ctx, backend));
+    out.extend(during::after_check(ctx, backend, watch));
     out
 }
 

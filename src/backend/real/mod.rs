@@ -614,6 +614,18 @@ impl Backend for RealBackend {
             .collect())
     }
 
+    fn error_counts(&mut self) -> Result<Vec<Option<crate::inventory::ErrorCounts>>, HwError> {
+        let _deadline = watchdog::Watchdog::start(
+            "reading the GPUs' error counters through NVML",
+            watchdog::NVML_LIMIT,
+        );
+        Ok(self
+            .devices
+            .iter()
+            .map(|d| Some(nvml::read_error_counts(self.nvml, d)))
+            .collect())
+    }
+
     fn gpu_processes(&mut self) -> Result<Vec<Option<Vec<crate::inventory::GpuProcess>>>, HwError> {
         let _deadline = watchdog::Watchdog::start(
             "reading the GPUs' processes through NVML",

@@ -2,8 +2,9 @@
 //! not answer becomes `None` plus a line in the notes ("gpu0 retired pages: not supported").
 
 use crate::inventory::{
-    normalize_bus_id, ComputeMode, EccCounts, FabricState, Gpu, GpuProcess, LinkRemote, LostGpu,
-    NvLink, NvLinkErrors, P2pStatus, PcieLink, RemappedRows, RemoteKind, RetiredPages,
+    normalize_bus_id, ComputeMode, EccCounts, ErrorCounts, FabricState, Gpu, GpuProcess,
+    LinkRemote, LostGpu, NvLink, NvLinkErrors, P2pStatus, PcieLink, RemappedRows, RemoteKind,
+    RetiredPages,
 };
 use crate::platform::{pci, NvmlVirt};
 use nvml_wrapper::bitmasks::device::ThrottleReasons;
@@ -506,6 +507,45 @@ fn remote_kind(nvml: &Nvml, d: &Device, link: u32) -> Option<RemoteKind> {
     })
 }
 
+/// A link's error counters (None: not read).
+fn link_errors(link: &nvml_wrapper::NvLink) -> NvLinkErrors {
+    let counter = |c| link.error_counter(c).ok();
+    NvLinkErrors {
+        replay: counter(ErrorCounter::DlReplay),
+        recovery: counter(ErrorCounter::DlRecovery),
+        crc_flit: counter(ErrorCounter::DlCrcFlit),
+        crc_data: counter(ErrorCounter::DlCrcData),
+    }
+}
+
+/// One GPU's error counters now, read as [`read_gpu`] and [`read_links`] read them; why one is
+/// not read is the inventory's to say, so no note is kept.
+pub fn read_error_counts(nvml: &Nvml, d: &Device) -> ErrorCounts {
+    let mut notes = Vec::new();
+    let mut q = Asker::new("", &mut notes);
+    let ecc_off = q
+        .ask("ecc mode", d.is_ecc_enabled())
+        .is_some_and(|e| !e.currently_enabled);
+    let mut nvlinks = Vec::new();
+    for l in 0..MAX_LINKS {
+        let link = d.link_wrapper_for(l);
+        match link.is_active() {
+            Ok(true) => nvlinks.push((l, link_errors(&link))),
+            Ok(false) => {}
+            Err(_) => break,
+        }
+    }
+    ErrorCounts {
+        ecc: ecc_counts(d, &mut q, ecc_off),
+        remapped_rows: q.ask("remapped rows", remapped_rows(nvml, d)),
+        retired_pages: retired_pages(d, &mut q),
+        pcie_replays: q
+            .ask("pcie replay counter", d.pcie_replay_counter())
+            .map(u64::from),
+        nvlinks,
+    }
+}
+
 /// Links 0..18 until NVML says there are no more.
 pub fn read_links(nvml: &Nvml, d: &Device, who: &str, notes: &mut Vec<String>) -> Vec<NvLink> {
     let mut out = Vec::new();
@@ -520,13 +560,7 @@ pub fn read_links(nvml: &Nvml, d: &Device, who: &str, notes: &mut Vec<String>) -
                 break;
             }
         };
-        let counter = |c| link.error_counter(c).ok();
-        let errors = NvLinkErrors {
-            replay: counter(ErrorCounter::DlReplay),
-            recovery: counter(ErrorCounter::DlRecovery),
-            crc_flit: counter(ErrorCounter::DlCrcFlit),
-            crc_data: counter(ErrorCounter::DlCrcData),
-        };
+        let errors = link_errors(&link);
         counters_missing |= active && errors == NvLinkErrors::default();
         out.push(NvLink {
             link: l,
