@@ -53,12 +53,10 @@ impl Watch {
     /// keeps the one before).
     fn take(&mut self, now: Vec<Option<ErrorCounts>>, h: &HealthCheck) -> Vec<Finding> {
         let out = counter_findings(&self.last, &now, h);
-        if self.last.len() < now.len() {
-            self.last.resize(now.len(), None);
-        }
-        for (i, c) in now.into_iter().enumerate() {
+        // A GPU the inventory did not list has no reading to compare with, now or later.
+        for (last, c) in self.last.iter_mut().zip(now) {
             if c.is_some() {
-                self.last[i] = c;
+                *last = c;
             }
         }
         out
