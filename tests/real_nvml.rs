@@ -1189,12 +1189,12 @@ fn an_mps_daemon_is_found_recorded_and_warned_about() {
     let daemon = node.env.path("nvidia-cuda-mps-control");
     std::fs::copy("/bin/sleep", &daemon).expect("copy sleep");
     // A test beside this one may fork while the copy is open for writing: the kernel then
-    // refuses to run it for a moment ("Text file busy").
-    let mut tries = 0;
+    // refuses to run it until that child has run its own program ("Text file busy"). The wait
+    // was one second, the likeliest cause of one failure under load whose message was not kept.
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
     let mut child = loop {
         match std::process::Command::new(&daemon).arg("60").spawn() {
-            Err(e) if e.raw_os_error() == Some(26) && tries < 50 => {
-                tries += 1;
+            Err(e) if e.raw_os_error() == Some(26) && std::time::Instant::now() < until => {
                 std::thread::sleep(std::time::Duration::from_millis(20));
             }
             r => break r.expect("start the stand-in daemon"),
