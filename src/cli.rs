@@ -127,6 +127,15 @@ pub enum Command {
         /// Trust this public key.
         #[arg(long, value_name = "KEY.pub")]
         pubkey: Option<PathBuf>,
+        /// Exit 0 only if the signatures verify and what they seal is a pass of real hardware:
+        /// otherwise the exit code of the verdict they seal (1 fail, 3 untestable, 5 incomplete,
+        /// 6 nothing judged, 7 partial), or 2 for simulated results. For a gate before a node
+        /// is taken into service.
+        #[arg(long)]
+        require_pass: bool,
+        /// With --require-pass, let a pass of a simulated node through (a rehearsal of the gate).
+        #[arg(long, requires = "require_pass")]
+        allow_simulated: bool,
     },
     /// Sign a report folder, or countersign one that is already signed.
     #[command(after_help = EXIT_CODES)]
@@ -603,7 +612,17 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             dir,
             allowed_signers,
             pubkey,
-        } => verify::cmd_verify(&dir, allowed_signers, pubkey),
+            require_pass,
+            allow_simulated,
+        } => verify::cmd_verify(
+            &dir,
+            allowed_signers,
+            pubkey,
+            verify::Require {
+                pass: require_pass,
+                allow_simulated,
+            },
+        ),
         Command::Sign {
             dir,
             key,

@@ -856,3 +856,63 @@ fn a_failed_first_signature_puts_back_every_file_it_replaced() {
     );
     assert!(!env.path("r/nodecert-manifest.txt.sig").exists());
 }
+
+/// `verify --require-pass` is a gate: 0 only where the signatures verify and seal a pass; the
+/// exit code of the sealed verdict where they seal another; 2 for simulated results unless
+/// `--allow-simulated`; 4 where they do not verify. Without it, a good signature is enough.
+#[test]
+fn require_pass_exits_with_the_code_of_what_the_signatures_seal() {
+    let env = Env::new();
+    env.cmd().args(["keygen", "--out", "k"]).assert().success();
+    for (out, inject, code) in [
+        ("passed", None, 0),
+        ("failed", Some("ecc-uncorrectable"), 1),
+    ] {
+        let mut c = env.cmd();
+        c.args([
+            "run",
+            "--simulate",
+            "h200-vm-1",
+            "-q",
+            "--sign-key",
+            "k",
+            "--out",
+            out,
+        ]);
+        if let Some(f) = inject {
+            c.args(["--inject", f]);
+        }
+        c.assert().code(code);
+    }
+    let verify = |dir: &str, extra: &[&str]| {
+        let mut c = env.cmd();
+        c.args(["verify", dir, "--pubkey", "k.pub"]).args(extra);
+        c.assert()
+    };
+    verify("passed", &[]).code(0);
+    verify("failed", &[]).code(0);
+    let a = verify("passed", &["--require-pass"]).code(2);
+    let err = String::from_utf8_lossy(&a.get_output().stderr).to_string();
+    assert_eq!(
+        err,
+        "error: --require-pass: the results are simulated, not a certification of real \
+         hardware (--allow-simulated lets a rehearsal through)\n"
+    );
+    verify("passed", &["--require-pass", "--allow-simulated"])
+        .code(0)
+        .stderr("");
+    let a = verify("failed", &["--require-pass", "--allow-simulated"]).code(1);
+    let err = String::from_utf8_lossy(&a.get_output().stderr).to_string();
+    assert_eq!(
+        err,
+        "error: --require-pass: the signatures seal FAIL, not a pass\n"
+    );
+    // --allow-simulated alone is a mistake, not a looser verify.
+    verify("passed", &["--allow-simulated"]).code(2);
+    // A signature that does not verify is 4 whatever it seals.
+    let ev = env
+        .read("passed/evidence.json")
+        .replace("\"h2d\"", "\"h2d \"");
+    env.write("passed/evidence.json", &ev);
+    verify("passed", &["--require-pass", "--allow-simulated"]).code(4);
+}

@@ -694,6 +694,21 @@ fn the_fleet_report_is_signed_verified_by_stock_openssh_and_refused_when_changed
     for (f, was) in exports.iter().zip(&written) {
         assert_eq!(&fs::read_to_string(env.path(f)).unwrap(), was, "{f}");
     }
+    // A gate on the fleet's signature: it verifies, but it seals a fleet that was not tested
+    // whole (5, as `fleet report` exits), while f1 seals a pass (simulated: 2 without
+    // --allow-simulated).
+    let gate = |dir: &str, extra: &[&str]| {
+        env.cmd()
+            .args(["verify", dir, "--pubkey", "key.pub", "--require-pass"])
+            .args(extra)
+            .output()
+            .unwrap()
+            .status
+            .code()
+    };
+    assert_eq!(gate("f3", &["--allow-simulated"]), Some(5));
+    assert_eq!(gate("f1", &["--allow-simulated"]), Some(0));
+    assert_eq!(gate("f1", &[]), Some(2));
     for page in ["f3/fleet.md", "f3/fleet.html"] {
         let text = fs::read_to_string(env.path(page)).unwrap();
         assert!(text.contains("signed as not tested"), "{page}: {text}");

@@ -102,18 +102,31 @@ fn the_real_evidence_signs_as_hardware_and_verifies() {
     let out = String::from_utf8_lossy(&verified.get_output().stdout).to_string();
     assert!(out.contains("VERIFIED"), "{out}");
     assert!(!out.contains("SIMULATED"), "{out}");
-    // A changed figure no longer verifies.
-    let ev = env
-        .read("report/evidence.json")
-        .replace("\"pass\"", "\"fail\"");
-    env.write("report/evidence.json", &ev);
+    // A pass of real hardware is what --require-pass lets through.
     env.cmd()
         .arg("verify")
         .arg(&dir)
         .arg("--pubkey")
         .arg(env.path("key.pub"))
+        .arg("--require-pass")
         .assert()
-        .code(4);
+        .code(0)
+        .stderr("");
+    // A changed figure no longer verifies, with --require-pass or without.
+    let ev = env
+        .read("report/evidence.json")
+        .replace("\"pass\"", "\"fail\"");
+    env.write("report/evidence.json", &ev);
+    for extra in [&[][..], &["--require-pass"][..]] {
+        env.cmd()
+            .arg("verify")
+            .arg(&dir)
+            .arg("--pubkey")
+            .arg(env.path("key.pub"))
+            .args(extra)
+            .assert()
+            .code(4);
+    }
 }
 
 #[test]

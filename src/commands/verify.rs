@@ -5,7 +5,62 @@ use crate::error::{exit, InputError, Result};
 use crate::sign;
 use std::path::{Path, PathBuf};
 
-pub fn cmd_verify(dir: &Path, allowed: Option<PathBuf>, pubkey: Option<PathBuf>) -> Result<u8> {
+/// What `verify` must find besides good signatures (`--require-pass`).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Require {
+    /// What the signatures seal must be a pass.
+    pub pass: bool,
+    /// A pass of a simulated node counts.
+    pub allow_simulated: bool,
+}
+
+/// What a verified folder's signatures seal: its verdict as this nodecert judges it, the exit
+/// code of that verdict, and whether its results are simulated.
+struct Sealed {
+    verdict: String,
+    code: u8,
+    simulated: bool,
+}
+
+/// The exit code under `require` of a folder whose signatures verified and seal `sealed`
+/// (`Err`: what it seals could not be read back as the bytes verified), saying why on stderr
+/// where it is not 0.
+fn required(require: Require, sealed: std::result::Result<Sealed, String>) -> u8 {
+    if !require.pass {
+        return exit::PASS;
+    }
+    let s = match sealed {
+        Ok(s) => s,
+        Err(why) => {
+            crate::errln!(
+                "error: --require-pass: cannot say what the signatures seal: {}",
+                crate::console::visible(&why)
+            );
+            return exit::VERIFY_FAILED;
+        }
+    };
+    if s.simulated && !require.allow_simulated {
+        crate::errln!(
+            "error: --require-pass: the results are simulated, not a certification of real \
+             hardware (--allow-simulated lets a rehearsal through)"
+        );
+        return exit::INVALID_INPUT;
+    }
+    if s.code != exit::PASS {
+        crate::errln!(
+            "error: --require-pass: the signatures seal {}, not a pass",
+            crate::console::visible(&s.verdict)
+        );
+    }
+    s.code
+}
+
+pub fn cmd_verify(
+    dir: &Path,
+    allowed: Option<PathBuf>,
+    pubkey: Option<PathBuf>,
+    require: Require,
+) -> Result<u8> {
     if !dir.is_dir() {
         return Err(InputError::Other(format!("{}: not a report folder", dir.display())).into());
     }
@@ -26,14 +81,17 @@ pub fn cmd_verify(dir: &Path, allowed: Option<PathBuf>, pubkey: Option<PathBuf>)
         crate::outln!("VERIFIED{sim}");
         // What the signatures vouch for, from the evidence bytes they name: a certificate that
         // verifies is not a pass, and one copied from another node verifies as well.
+        let mut sealed = Err("the manifest names neither a node's nor a fleet's report".into());
         if let Some(m) = r
             .manifest
             .as_ref()
             .filter(|m| m.kind == sign::ReportKind::Node)
         {
-            for line in certifies(dir, &m.evidence_sha256) {
+            let (lines, s) = certifies(dir, &m.evidence_sha256);
+            for line in lines {
                 crate::outln!("{}", crate::console::visible(&line));
             }
+            sealed = s;
         }
         // A fleet's signature seals what its report read, not each node's certificate: say
         // which node certificates were verified when it was made.
@@ -42,14 +100,24 @@ pub fn cmd_verify(dir: &Path, allowed: Option<PathBuf>, pubkey: Option<PathBuf>)
             .is_some_and(|m| m.kind == sign::ReportKind::Fleet)
         {
             match crate::fleet::FleetReport::read(dir) {
-                Ok(f) => crate::outln!("{}", crate::console::visible(&f.signature_scope())),
-                Err(e) => crate::outln!(
-                    "(cannot say which node certificates the fleet report verified: {})",
-                    crate::console::visible(&e)
-                ),
+                Ok(f) => {
+                    crate::outln!("{}", crate::console::visible(&f.signature_scope()));
+                    sealed = Ok(Sealed {
+                        verdict: f.verdict.label().to_string(),
+                        code: f.verdict.exit_code(),
+                        simulated: f.simulated,
+                    });
+                }
+                Err(e) => {
+                    crate::outln!(
+                        "(cannot say which node certificates the fleet report verified: {})",
+                        crate::console::visible(&e)
+                    );
+                    sealed = Err(e.to_string());
+                }
             }
         }
-        return Ok(exit::PASS);
+        return Ok(required(require, sealed));
     }
     crate::outln!("NOT VERIFIED{sim}");
     let why = if r.problems.is_empty() {
@@ -71,7 +139,7 @@ pub fn cmd_verify(dir: &Path, allowed: Option<PathBuf>, pubkey: Option<PathBuf>)
 /// the manifest names: the node (host, GPUs and their serials), the verdict its records give as
 /// this nodecert judges them (and the one the file states, where another), what it was signed as,
 /// and when it finished.
-fn certifies(dir: &Path, sealed: &str) -> Vec<String> {
+fn certifies(dir: &Path, sealed: &str) -> (Vec<String>, std::result::Result<Sealed, String>) {
     use sha2::Digest;
     let path = crate::evidence::Evidence::path_in(dir);
     // The file itself, never a link at its name, as the rest of verify reads the folder.
@@ -81,9 +149,10 @@ fn certifies(dir: &Path, sealed: &str) -> Vec<String> {
     let (ev, text) = match read {
         Ok(x) if hex::encode(sha2::Sha256::digest(x.1.as_bytes())) == sealed => x,
         Ok(_) => {
-            return vec!["certifies: not said: evidence.json changed since it was verified".into()]
+            let why = "evidence.json changed since it was verified".to_string();
+            return (vec![format!("certifies: not said: {why}")], Err(why));
         }
-        Err(e) => return vec![format!("certifies: not said: {e}")],
+        Err(e) => return (vec![format!("certifies: not said: {e}")], Err(e)),
     };
     let n = &ev.node;
     let serials: Vec<&str> = n
@@ -123,5 +192,10 @@ fn certifies(dir: &Path, sealed: &str) -> Vec<String> {
         Some(t) => format!("finished: {}", t.to_rfc3339()),
         None => "finished: never (the run did not finish)".into(),
     });
-    out
+    let sealed = Sealed {
+        verdict: ev.verdict.label().to_string(),
+        code: ev.verdict.exit_code(),
+        simulated: ev.simulated,
+    };
+    (out, Ok(sealed))
 }
