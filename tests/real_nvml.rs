@@ -883,6 +883,41 @@ fn an_xid_raised_during_the_run_is_filed_under_the_check_that_saw_it() {
     assert_eq!(code, 3);
 }
 
+/// A GPU without row remapping answers NOT_SUPPORTED, and its retired pages are its reading; a
+/// remap query that fails otherwise leaves the reading unread, whatever the retired pages say:
+/// "not available here", never "none pending".
+#[test]
+fn a_remap_query_that_fails_is_not_stood_in_for_by_retired_pages() {
+    let mut d = hgx_h200();
+    d["gpus"][2]["errors"] = json!({"nvmlDeviceGetRemappedRows": "unknown"});
+    d["gpus"][3]["errors"] = json!({"nvmlDeviceGetRemappedRows": "not_supported"});
+    let node = Node::new(&d);
+    let (_, ev) = node.run(HGX_SUITE);
+    let all = findings(&ev);
+    let remap = |gpu: &str| -> Vec<(String, String)> {
+        all.iter()
+            .filter(|f| f.0 == "health" && f.2 == gpu && f.3.contains("remapped rows"))
+            .map(|f| (f.1.clone(), f.3.clone()))
+            .collect()
+    };
+    assert_eq!(
+        remap("GPU 2"),
+        [(
+            "skip".to_string(),
+            "not available here: remapped rows and retired pages of GPU 2".to_string()
+        )],
+        "{all:#?}"
+    );
+    assert_eq!(
+        remap("GPU 3"),
+        [(
+            "pass".to_string(),
+            "GPU 3 remapped rows and retired pages: none pending or failed".to_string()
+        )],
+        "{all:#?}"
+    );
+}
+
 /// Counts a GPU raises once the run is under way (after the inventory read them) are read
 /// again after the next check that ran on the GPUs and filed under it: an uncorrectable ECC
 /// error, the row remap it leaves pending, and PCIe replays past the limit fail the run; the

@@ -306,7 +306,15 @@ pub fn read_gpu(
     }
     placement(&mut g, d, root, &mut q);
     g.ecc = ecc_counts(d, &mut q, g.ecc_enabled == Some(false));
-    g.remapped_rows = q.ask("remapped rows", remapped_rows(nvml, d));
+    let rows = remapped_rows(nvml, d);
+    // A GPU without row remapping (before Ampere) answers NOT_SUPPORTED, or an NVML that old
+    // lacks the call: its retired pages are its reading. Any other failure leaves the remap of
+    // a GPU that has one unread, and the retired pages (which such GPUs stopped counting, or do
+    // not answer) do not stand for it: the reading is not available.
+    if matches!(&rows, Err(e) if !remap_absent(e)) {
+        g.unavailable.push(crate::inventory::Reading::RemappedRows);
+    }
+    g.remapped_rows = q.ask("remapped rows", rows);
     g.retired_pages = retired_pages(d, &mut q);
     if let Some(what) = q.lost {
         lost.push(LostGpu {
@@ -404,6 +412,15 @@ fn ecc_counts(d: &Device, q: &mut Asker, ecc_off: bool) -> EccCounts {
         // Counters come from the driver: a sum must neither wrap (release) nor panic (debug).
         dram_errors: dram_c.zip(dram_u).map(|(c, u)| c.saturating_add(u)),
     }
+}
+
+/// Whether a failure of nvmlDeviceGetRemappedRows says the GPU has no row remapping (rather
+/// than that the reading failed).
+fn remap_absent(e: &NvmlError) -> bool {
+    matches!(
+        e,
+        NvmlError::NotSupported | NvmlError::FunctionNotFound | NvmlError::FailedToLoadSymbol(_)
+    )
 }
 
 /// nvmlDeviceGetRemappedRows through the raw library (the wrapper has no call for it).
