@@ -33,7 +33,8 @@
 #   6. ci/gpu_summary.py: what the inventory says against what the issue expects, each check's
 #      verdict, the ratio table (H2D, D2H, device copy >= 0.98 of PyTorch; GEMMs >= 0.97;
 #      training step <= 1.1x PyTorch's in fp32 and bf16; the whole suite < 60 s), and last the
-#      first-contact steps' exit statuses (health 0, sign 0, verify 0, hidden GPU 3).
+#      first-contact steps' exit statuses (health 0, sign 0, verify 0, verify --require-pass
+#      the suite's own exit, hidden GPU 3).
 # Exit status: 0 when every goal is met, 1 when one is missed, 2 when something could not run.
 # It never changes the GPU's clocks, power, persistence, MIG or compute mode.
 set -uo pipefail
@@ -187,12 +188,13 @@ smoke() {
     step keygen 20 "$bin" keygen --out "$keydir/throwaway-key"
     step sign 30 "$bin" sign "$out/report" --key "$keydir/throwaway-key"
     step verify 30 "$bin" verify "$out/report" --pubkey "$keydir/throwaway-key.pub"
+    step gate 30 "$bin" verify "$out/report" --pubkey "$keydir/throwaway-key.pub" --require-pass
     rm -rf "$keydir"
     step no-gpu 60 env CUDA_VISIBLE_DEVICES= "$bin" run suites/training-anchor.toml "${sim[@]}" \
         --out "$out/no-gpu"
 
     echo
-    for name in inventory suite frozen train no-nvls health sign verify no-gpu; do
+    for name in inventory suite frozen train no-nvls health sign verify gate no-gpu; do
         echo "== $name (exit $(cat "$out/$name.rc")): last lines"
         tail -n 30 "$out/$name.out"
         tail -n 10 "$out/$name.err"

@@ -7,8 +7,8 @@ lent GPU must show (issue 3; the model and suite from profile.json: an H200 or a
 check's verdict with its library and NCCL facts (issue 4), the training run's findings (issue 5), then the table of goals: nodecert's H2D, D2H and device-copy
 bandwidth against PyTorch's (>= 0.98), its GEMM rates (>= 0.97), the training step against
 PyTorch's (<= 1.1x) in fp32 and in bf16, the whole 1-GPU suite's wall time (< 60 s), and last
-the first-contact steps' exit statuses (health profile 0, sign 0, verify 0, a GPU hidden from
-CUDA 3).
+the first-contact steps' exit statuses (health profile 0, sign 0, verify 0, verify
+--require-pass the suite run's own exit, a GPU hidden from CUDA 3).
 
 Exit status: 0 when every goal is met, 1 when one is missed, 2 when a step left nothing to read.
 """
@@ -376,13 +376,15 @@ for name, want, what in [
     ("health", "0", "health-check --mode npd: OK"),
     ("sign", "0", "sign the suite's report"),
     ("verify", "0", "verify it with the signer's public key"),
+    # The gate a provider runs before hand-over exits as the run did: what it sealed.
+    ("gate", rc("suite"), "verify --require-pass: the suite's exit"),
     ("no-gpu", "3", "CUDA_VISIBLE_DEVICES empty: untestable"),
 ]:
     found = rc(name)
     if simulated:
         print(f"{what:44} {found:>3} {want:>3}  (dry run: not judged)")
         continue
-    met = found == want
+    met = found == want and found != "?"
     ok &= met
     print(f"{what:44} {found:>3} {want:>3}  {'met' if met else ('MISSING' if found == '?' else 'MISSED')}")
 if simulated:

@@ -187,7 +187,7 @@ class SummaryGoalsOnARealFolder(unittest.TestCase):
         shutil.copytree(real, self.dir, dirs_exist_ok=True)
         self.write("suite.wall_s", "30.0")
         self.reference(2.6)
-        for name, code in [("health", 0), ("sign", 0), ("verify", 0), ("no-gpu", 3)]:
+        for name, code in [("health", 0), ("sign", 0), ("verify", 0), ("gate", 0), ("no-gpu", 3)]:
             self.write(f"{name}.rc", f"{code}\n")
         self.fp8(1380.0)
 
@@ -227,7 +227,8 @@ class SummaryGoalsOnARealFolder(unittest.TestCase):
         row = self.row(rows, "bf16 MLP step ms")
         self.assertIn("1.021", row)  # 2.65 / 2.6
         self.assertIn("met", row)
-        for label in ("health-check", "sign the", "verify it", "CUDA_VISIBLE_DEVICES"):
+        for label in ("health-check", "sign the", "verify it", "verify --require-pass",
+                      "CUDA_VISIBLE_DEVICES"):
             self.assertTrue(self.row(rows, label).endswith("met"), out)
         # fp8 against that day's torch._scaled_mm (the only fp8 reference in the folder).
         row = self.row(rows, "fp8 GEMM TFLOP/s")
@@ -334,6 +335,17 @@ class SummaryGoalsOnARealFolder(unittest.TestCase):
         os.remove(os.path.join(self.dir, "sign.rc"))
         code, out, rows = self.summary()
         self.assertTrue(self.row(rows, "sign the").endswith("MISSING"), out)
+        self.assertEqual(code, 1, out)
+
+    def test_a_gate_that_exits_otherwise_than_the_run_misses(self):
+        # The run passed (0): a gate that says partial (7), or never ran, lies about it.
+        self.write("gate.rc", "7\n")
+        code, out, rows = self.summary()
+        self.assertTrue(self.row(rows, "verify --require-pass").endswith("MISSED"), out)
+        self.assertEqual(code, 1, out)
+        os.remove(os.path.join(self.dir, "gate.rc"))
+        code, out, rows = self.summary()
+        self.assertTrue(self.row(rows, "verify --require-pass").endswith("MISSING"), out)
         self.assertEqual(code, 1, out)
 
 
