@@ -530,34 +530,68 @@ impl ErrorCounts {
     /// The counters the inventory read of `g`: those the platform did not give (a reading a
     /// simulated node hides, or one the GPU listed unavailable) are `None`.
     pub fn of(g: &Gpu) -> ErrorCounts {
-        let given = |r: Reading| !g.unavailable.contains(&r);
         ErrorCounts {
-            ecc: if given(Reading::EccErrors) {
-                g.ecc.clone()
-            } else {
-                EccCounts::default()
-            },
-            remapped_rows: g
-                .remapped_rows
-                .clone()
-                .filter(|_| given(Reading::RemappedRows)),
-            retired_pages: g
-                .retired_pages
-                .clone()
-                .filter(|_| given(Reading::RemappedRows)),
-            pcie_replays: g
-                .pcie
-                .replay_counter
-                .filter(|_| given(Reading::PcieReplays)),
-            nvlinks: match given(Reading::NvlinkErrors) {
-                true => g
-                    .nvlinks
-                    .iter()
-                    .filter(|l| l.active)
-                    .map(|l| (l.link, l.errors.clone()))
-                    .collect(),
-                false => Vec::new(),
-            },
+            ecc: g.ecc.clone(),
+            remapped_rows: g.remapped_rows.clone(),
+            retired_pages: g.retired_pages.clone(),
+            pcie_replays: g.pcie.replay_counter,
+            nvlinks: g
+                .nvlinks
+                .iter()
+                .filter(|l| l.active)
+                .map(|l| (l.link, l.errors.clone()))
+                .collect(),
+        }
+        .without(&g.unavailable)
+    }
+
+    /// These counters with those of `hidden` readings left unread: what the start found not
+    /// available is not judged later either, whatever a later reading answers.
+    pub fn without(mut self, hidden: &[Reading]) -> ErrorCounts {
+        for r in hidden {
+            match r {
+                Reading::EccErrors => self.ecc = EccCounts::default(),
+                Reading::RemappedRows => {
+                    self.remapped_rows = None;
+                    self.retired_pages = None;
+                }
+                Reading::PcieReplays => self.pcie_replays = None,
+                Reading::NvlinkErrors => self.nvlinks.clear(),
+                _ => {}
+            }
+        }
+        self
+    }
+
+    /// Take what `now` read as the last known value, counter by counter: one `now` did not read
+    /// keeps the value read before it.
+    pub fn update(&mut self, now: ErrorCounts) {
+        let keep = |last: &mut Option<u64>, now: Option<u64>| *last = now.or(*last);
+        let (e, n) = (&mut self.ecc, now.ecc);
+        keep(&mut e.volatile_corrected, n.volatile_corrected);
+        keep(&mut e.volatile_uncorrected, n.volatile_uncorrected);
+        keep(&mut e.aggregate_corrected, n.aggregate_corrected);
+        keep(&mut e.aggregate_uncorrected, n.aggregate_uncorrected);
+        keep(&mut e.sram_corrected, n.sram_corrected);
+        keep(&mut e.sram_uncorrected, n.sram_uncorrected);
+        keep(&mut e.dram_errors, n.dram_errors);
+        if now.remapped_rows.is_some() {
+            self.remapped_rows = now.remapped_rows;
+        }
+        if now.retired_pages.is_some() {
+            self.retired_pages = now.retired_pages;
+        }
+        keep(&mut self.pcie_replays, now.pcie_replays);
+        for (link, n) in now.nvlinks {
+            match self.nvlinks.iter_mut().find(|(l, _)| *l == link) {
+                Some((_, e)) => {
+                    keep(&mut e.replay, n.replay);
+                    keep(&mut e.recovery, n.recovery);
+                    keep(&mut e.crc_flit, n.crc_flit);
+                    keep(&mut e.crc_data, n.crc_data);
+                }
+                None => self.nvlinks.push((link, n)),
+            }
         }
     }
 }

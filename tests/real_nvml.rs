@@ -943,8 +943,8 @@ fn errors_counted_during_the_run_are_filed_under_the_check_that_counted_them() {
                 "host_bandwidth",
                 "fail",
                 "GPU 5",
-                "GPU 5: uncorrectable ECC errors rose from 0 to 2 while this check ran, beyond \
-                 the limit of 0"
+                "GPU 5: uncorrectable ECC errors rose by 2 while this check ran, to 2, beyond the \
+                 limit of 0"
             ),
             (
                 "host_bandwidth",
@@ -957,7 +957,7 @@ fn errors_counted_during_the_run_are_filed_under_the_check_that_counted_them() {
                 "host_bandwidth",
                 "fail",
                 "GPU 5",
-                "GPU 5: PCIe replays rose from 0 to 300 while this check ran, beyond the limit of \
+                "GPU 5: PCIe replays rose by 300 while this check ran, to 300, beyond the limit of \
                  80"
             ),
         ],

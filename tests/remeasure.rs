@@ -320,15 +320,17 @@ fn an_error_counted_under_load_fails_its_check_once_and_is_never_measured_again(
         (
             "ecc-under-load:gpu=2",
             vec![
-                "GPU 2: uncorrectable ECC errors rose from 0 to 1 while this check ran, beyond \
-                 the limit of 0",
+                "GPU 2: uncorrectable ECC errors rose by 1 while this check ran, to 1, beyond the \
+                 limit of 0",
                 "GPU 2: a row remap became pending (the GPU must be reset before use) while this \
                  check ran",
             ],
         ),
         (
             "link-errors-under-load:gpu=1",
-            vec!["GPU 1: PCIe replays rose from 0 to 200 while this check ran, beyond the limit of 80"],
+            vec![
+                "GPU 1: PCIe replays rose by 200 while this check ran, to 200, beyond the limit of 80",
+            ],
         ),
     ] {
         let out = fault.split(':').next().unwrap();
@@ -347,4 +349,53 @@ fn an_error_counted_under_load_fails_its_check_once_and_is_never_measured_again(
             .collect();
         assert_eq!(named(&ev), want, "{fault}");
     }
+}
+
+/// On an NVSwitch node, NVLink errors counted under load are filed per link under the check
+/// that counted them, beside the PCIe replays.
+#[test]
+fn nvlink_errors_counted_under_load_name_their_link() {
+    let env = Env::new();
+    env.cmd()
+        .args(["run", "--simulate", "h100-sxm-8", "-q", "--out", "o"])
+        .args(["--inject", "link-errors-under-load:gpu=3"])
+        .assert()
+        .code(1);
+    let ev = read_json(&env.path("o/evidence.json"));
+    let hb = util::check_json(&ev, "host_bandwidth");
+    let under: Vec<(&str, &str, &str)> = hb["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| {
+            f["reason"]
+                .as_str()
+                .unwrap()
+                .contains("while this check ran")
+        })
+        .map(|f| {
+            (
+                f["status"].as_str().unwrap(),
+                f["metric"].as_str().unwrap(),
+                f["reason"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        under,
+        [
+            (
+                "fail",
+                "pcie_replays",
+                "GPU 3: PCIe replays rose by 200 while this check ran, to 200, beyond the limit \
+                 of 80"
+            ),
+            (
+                "fail",
+                "nvlink_errors",
+                "GPU 3 link 0: NVLink errors (replay, recovery, CRC) rose by 500 while this check \
+                 ran, to 500, beyond the limit of 100"
+            ),
+        ]
+    );
 }

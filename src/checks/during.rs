@@ -17,9 +17,10 @@
 //!
 //! A failure found this way is a fault of the GPU, which the same check measured again would not
 //! see again: it is never re-measured away. Where the suite has no health check, nothing is
-//! read. A backend that cannot read them, a GPU no source can see an XID on, or a counter not
-//! read at both ends of a check adds nothing: the health check's reading of the start names
-//! what is not available there.
+//! read. A backend that cannot read them, a GPU no source can see an XID on, or a counter the
+//! health check found not available adds nothing (the health check names what is not available
+//! at the start). A counter read before a check and not after it is not available here for that
+//! check, which is then partial: what it counted is not known, so it is not taken for nothing.
 
 use super::judge::finding;
 use super::Ctx;
@@ -32,62 +33,98 @@ use crate::suite::HealthCheck;
 const METRIC: &str = "xids";
 
 /// The error counters last read, by GPU index: the inventory's at the start, then each reading
-/// after a check that ran on the GPUs. What grew is judged against the last reading, so each
-/// error is filed under the check it was counted in, and under no later one.
+/// after a check that ran on the GPUs, counter by counter (one a reading missed keeps its last
+/// known value). What grew is judged against it, so each error is filed under the check it was
+/// counted in, and under no later one.
 #[derive(Debug, Clone, Default)]
 pub struct Watch {
     last: Vec<Option<ErrorCounts>>,
+    /// The readings the inventory found not available, by GPU index: not judged later either.
+    hidden: Vec<Vec<Reading>>,
 }
 
 impl Watch {
     /// The counters as the inventory read them.
     pub fn start(inv: &Inventory) -> Watch {
-        let mut last = vec![None; inv.gpus.iter().map(|g| g.index + 1).max().unwrap_or(0)];
+        let n = inv.gpus.iter().map(|g| g.index + 1).max().unwrap_or(0);
+        let mut w = Watch {
+            last: vec![None; n],
+            hidden: vec![Vec::new(); n],
+        };
         for g in &inv.gpus {
-            last[g.index] = Some(ErrorCounts::of(g));
+            w.last[g.index] = Some(ErrorCounts::of(g));
+            w.hidden[g.index] = g.unavailable.clone();
         }
-        Watch { last }
+        w
     }
 
-    /// Judge `now` against the last reading, then keep it as the last (a GPU not read now
-    /// keeps the one before).
+    /// Judge `now` against the last reading, then keep what it read as the last.
     fn take(&mut self, now: Vec<Option<ErrorCounts>>, h: &HealthCheck) -> Vec<Finding> {
+        let now: Vec<Option<ErrorCounts>> = now
+            .into_iter()
+            .zip(&self.hidden)
+            .map(|(c, hidden)| c.map(|c| c.without(hidden)))
+            .collect();
         let out = counter_findings(&self.last, &now, h);
         // A GPU the inventory did not list has no reading to compare with, now or later.
         for (last, c) in self.last.iter_mut().zip(now) {
-            if c.is_some() {
-                *last = c;
+            match (last.as_mut(), c) {
+                (Some(l), Some(c)) => l.update(c),
+                (None, Some(c)) => *last = Some(c),
+                (_, None) => {}
             }
         }
         out
     }
 }
 
-/// A counter that grew from `before` to `now`, both read: its finding, judged against `limit`
-/// (beyond it fails; within it is shown, not judged).
+/// How a reading counts errors that several of its counters count: the largest (the same
+/// errors counted twice, as the uncorrectable ECC counts) or the sum (an NVLink's kinds).
+#[derive(Clone, Copy)]
+enum Total {
+    Largest,
+    Sum,
+}
+
+/// The finding on counters of one reading (`pairs`: each counter before and now) where one read
+/// at both ends grew: how many more were counted, and the total now as the health check counts
+/// it, judged against `limit` (beyond it fails; within it is shown, not judged). A counter that
+/// fell (reset with the driver, or a link retrained) adds nothing, and takes nothing from
+/// another's growth.
 fn grew(
     sub: &Subject,
     r: Reading,
     what: &str,
-    (before, now): (Option<u64>, Option<u64>),
+    pairs: &[(Option<u64>, Option<u64>)],
+    total: Total,
     limit: u64,
 ) -> Option<Finding> {
-    let (b, n) = (before?, now?);
-    if n <= b {
+    let deltas = pairs
+        .iter()
+        .filter_map(|(b, n)| b.zip(*n))
+        .map(|(b, n)| n.saturating_sub(b));
+    let more = match total {
+        Total::Largest => deltas.max().unwrap_or(0),
+        Total::Sum => deltas.fold(0, u64::saturating_add),
+    };
+    if more == 0 {
         return None;
     }
+    let now = pairs.iter().filter_map(|(_, n)| *n);
+    let now = match total {
+        Total::Largest => now.max().unwrap_or(0),
+        Total::Sum => now.fold(0, u64::saturating_add),
+    };
     let who = sub.describe();
-    let found = format!("{n} {what} (+{} during this check)", n - b);
-    let f = if n > limit {
+    let found = format!("{now} {what} (+{more} during this check)");
+    let rose = format!("{who}: {what} rose by {more} while this check ran, to {now}");
+    let f = if now > limit {
         finding(
             Status::Fail,
             sub.clone(),
             found,
             format!("<= {limit}"),
-            format!(
-                "{who}: {what} rose from {b} to {n} while this check ran, beyond the limit of \
-                 {limit}"
-            ),
+            format!("{rose}, beyond the limit of {limit}"),
         )
     } else {
         finding(
@@ -95,10 +132,7 @@ fn grew(
             sub.clone(),
             found,
             "shown, not judged",
-            format!(
-                "{who}: {what} rose from {b} to {n} while this check ran, within the limit of \
-                 {limit}"
-            ),
+            format!("{rose}, within the limit of {limit}"),
         )
         .informational()
     };
@@ -133,21 +167,80 @@ fn raised(
     })
 }
 
-/// The larger of the counts read of the same errors: the health check's uncorrectable count
-/// (volatile, or SRAM lifetime), of the counters read at both ends only.
-fn uncorrectable(b: &ErrorCounts, n: &ErrorCounts) -> (Option<u64>, Option<u64>) {
-    let both = [
-        (b.ecc.volatile_uncorrected, n.ecc.volatile_uncorrected),
-        (b.ecc.sram_uncorrected, n.ecc.sram_uncorrected),
-    ]
-    .into_iter()
-    .filter_map(|(b, n)| b.zip(n));
-    let (b, n): (Vec<u64>, Vec<u64>) = both.unzip();
-    (b.into_iter().max(), n.into_iter().max())
+/// The counters `b` read and `n` did not, by reading: what was counted while the check ran is
+/// not known for them.
+fn unread_now(b: &ErrorCounts, n: &ErrorCounts) -> Vec<(Reading, Vec<String>)> {
+    let lost = |b: Option<u64>, n: Option<u64>| b.is_some() && n.is_none();
+    let named = |list: &[(&str, bool)]| -> Vec<String> {
+        list.iter()
+            .filter(|(_, l)| *l)
+            .map(|(n, _)| n.to_string())
+            .collect()
+    };
+    let (eb, en) = (&b.ecc, &n.ecc);
+    let mut out = vec![
+        (
+            Reading::EccErrors,
+            named(&[
+                (
+                    "uncorrectable ECC count (volatile)",
+                    lost(eb.volatile_uncorrected, en.volatile_uncorrected),
+                ),
+                (
+                    "SRAM uncorrectable count",
+                    lost(eb.sram_uncorrected, en.sram_uncorrected),
+                ),
+                (
+                    "SRAM correctable count",
+                    lost(eb.sram_corrected, en.sram_corrected),
+                ),
+                ("DRAM error count", lost(eb.dram_errors, en.dram_errors)),
+            ]),
+        ),
+        (
+            Reading::RemappedRows,
+            named(&[
+                (
+                    "remapped rows",
+                    b.remapped_rows.is_some() && n.remapped_rows.is_none(),
+                ),
+                (
+                    "retired pages",
+                    b.retired_pages.is_some() && n.retired_pages.is_none(),
+                ),
+            ]),
+        ),
+        (
+            Reading::PcieReplays,
+            named(&[("PCIe replay counter", lost(b.pcie_replays, n.pcie_replays))]),
+        ),
+    ];
+    let mut links = Vec::new();
+    for (link, lb) in &b.nvlinks {
+        let ln = n.nvlinks.iter().find(|(l, _)| l == link).map(|(_, e)| e);
+        let gone: Vec<&str> = [
+            ("replay", lb.replay, ln.and_then(|e| e.replay)),
+            ("recovery", lb.recovery, ln.and_then(|e| e.recovery)),
+            ("crc_flit", lb.crc_flit, ln.and_then(|e| e.crc_flit)),
+            ("crc_data", lb.crc_data, ln.and_then(|e| e.crc_data)),
+        ]
+        .into_iter()
+        .filter(|(_, b, n)| lost(*b, *n))
+        .map(|(name, _, _)| name)
+        .collect();
+        if !gone.is_empty() {
+            links.push(format!("link {link}'s {}", gone.join(", ")));
+        }
+    }
+    out.push((Reading::NvlinkErrors, links));
+    out.retain(|(_, names)| !names.is_empty());
+    out
 }
 
 /// The findings on the counters read now (`now`, by GPU index) that grew since `before`, held to
-/// the health check's limits. Nothing for a counter not read at both ends, or that did not grow.
+/// the health check's limits; and on those read before and not now (a GPU that stopped
+/// answering, a query that failed): not available here, so the check is partial, not a pass of
+/// what they would have counted.
 pub fn counter_findings(
     before: &[Option<ErrorCounts>],
     now: &[Option<ErrorCounts>],
@@ -155,10 +248,31 @@ pub fn counter_findings(
 ) -> Vec<Finding> {
     let mut out = Vec::new();
     for (gpu, (b, n)) in before.iter().zip(now).enumerate() {
-        let (Some(b), Some(n)) = (b, n) else {
+        let Some(b) = b else {
             continue;
         };
         let sub = Subject::gpu(gpu);
+        let who = sub.describe();
+        let n = match n {
+            Some(n) => n,
+            None => &ErrorCounts::default(),
+        };
+        for (r, names) in unread_now(b, n) {
+            out.push(
+                finding(
+                    Status::Skip,
+                    sub.clone(),
+                    "not available here",
+                    "read after this check",
+                    format!(
+                        "not available here: {} of {who} after this check (read before it): \
+                         what was counted while it ran is not judged",
+                        names.join(", ")
+                    ),
+                )
+                .on(r.key()),
+            );
+        }
         let (eb, en) = (&b.ecc, &n.ecc);
         out.extend(
             [
@@ -166,21 +280,27 @@ pub fn counter_findings(
                     &sub,
                     Reading::EccErrors,
                     "uncorrectable ECC errors",
-                    uncorrectable(b, n),
+                    &[
+                        (eb.volatile_uncorrected, en.volatile_uncorrected),
+                        (eb.sram_uncorrected, en.sram_uncorrected),
+                    ],
+                    Total::Largest,
                     h.max_uncorrectable,
                 ),
                 grew(
                     &sub,
                     Reading::EccErrors,
                     "SRAM correctable errors",
-                    (eb.sram_corrected, en.sram_corrected),
+                    &[(eb.sram_corrected, en.sram_corrected)],
+                    Total::Largest,
                     h.max_sram_correctable,
                 ),
                 grew(
                     &sub,
                     Reading::EccErrors,
                     "DRAM errors",
-                    (eb.dram_errors, en.dram_errors),
+                    &[(eb.dram_errors, en.dram_errors)],
+                    Total::Largest,
                     h.max_dram_errors,
                 ),
                 raised(
@@ -220,7 +340,8 @@ pub fn counter_findings(
                     &sub,
                     Reading::PcieReplays,
                     "PCIe replays",
-                    (b.pcie_replays, n.pcie_replays),
+                    &[(b.pcie_replays, n.pcie_replays)],
+                    Total::Largest,
                     h.max_pcie_replays,
                 ),
             ]
@@ -231,27 +352,18 @@ pub fn counter_findings(
             let Some((_, lb)) = b.nvlinks.iter().find(|(l, _)| l == link) else {
                 continue;
             };
-            // The counters read at both ends, summed as the health check sums them.
-            let pairs = [
-                (lb.replay, ln.replay),
-                (lb.recovery, ln.recovery),
-                (lb.crc_flit, ln.crc_flit),
-                (lb.crc_data, ln.crc_data),
-            ];
-            let (sb, sn) = pairs.iter().filter_map(|(b, n)| b.zip(*n)).fold(
-                (None, None),
-                |(sb, sn): (Option<u64>, Option<u64>), (b, n)| {
-                    (
-                        Some(sb.unwrap_or(0).saturating_add(b)),
-                        Some(sn.unwrap_or(0).saturating_add(n)),
-                    )
-                },
-            );
+            // Each kind compared on its own, the total summed as the health check sums it.
             out.extend(grew(
                 &Subject::link(gpu, *link),
                 Reading::NvlinkErrors,
                 "NVLink errors (replay, recovery, CRC)",
-                (sb, sn),
+                &[
+                    (lb.replay, ln.replay),
+                    (lb.recovery, ln.recovery),
+                    (lb.crc_flit, ln.crc_flit),
+                    (lb.crc_data, ln.crc_data),
+                ],
+                Total::Sum,
                 h.max_nvlink_errors,
             ));
         }
@@ -423,8 +535,9 @@ mod tests {
             .collect()
     }
 
-    /// A counter that grew beyond the health check's limit fails, naming how far it rose; one
-    /// that grew within it is shown, not judged; one that stood still says nothing.
+    /// A counter that grew beyond the health check's limit fails, naming how far it rose and
+    /// where it stands; one that grew within it is shown, not judged; one that stood still, or
+    /// that has no limit, says nothing.
     #[test]
     fn counters_that_grew_are_judged_against_the_health_limits() {
         assert!(after(|_| {}, |_| {}).is_empty());
@@ -434,8 +547,8 @@ mod tests {
             [(
                 Status::Fail,
                 false,
-                "GPU 1: uncorrectable ECC errors rose from 0 to 1 while this check ran, beyond \
-                 the limit of 0"
+                "GPU 1: uncorrectable ECC errors rose by 1 while this check ran, to 1, beyond the \
+                 limit of 0"
                     .into()
             )]
         );
@@ -444,7 +557,7 @@ mod tests {
             ("1 uncorrectable ECC errors (+1 during this check)", "<= 0")
         );
         assert_eq!(f[0].metric.as_deref(), Some("ecc_errors"));
-        // The SRAM count of the same errors: one finding, of the larger count.
+        // The SRAM count of the same errors: one finding, of the larger count and growth.
         let f = after(
             |c| {
                 c.ecc.volatile_uncorrected = Some(1);
@@ -453,7 +566,11 @@ mod tests {
             |h| h.max_uncorrectable = 1,
         );
         assert_eq!(brief(&f).len(), 1, "{f:#?}");
-        assert!(f[0].reason.contains("rose from 0 to 2"), "{}", f[0].reason);
+        assert!(
+            f[0].reason.contains("rose by 2 while this check ran, to 2"),
+            "{}",
+            f[0].reason
+        );
         assert_eq!(f[0].status, Status::Fail);
         // Within the limit: shown, not judged.
         let f = after(
@@ -465,8 +582,8 @@ mod tests {
             [(
                 Status::Pass,
                 true,
-                "GPU 1: uncorrectable ECC errors rose from 0 to 1 while this check ran, within \
-                 the limit of 1"
+                "GPU 1: uncorrectable ECC errors rose by 1 while this check ran, to 1, within the \
+                 limit of 1"
                     .into()
             )]
         );
@@ -478,7 +595,7 @@ mod tests {
         assert_eq!(f[0].metric.as_deref(), Some("pcie_replays"));
         assert!(f[0]
             .reason
-            .starts_with("GPU 1: PCIe replays rose from 0 to 81"));
+            .starts_with("GPU 1: PCIe replays rose by 81 while this check ran, to 81"));
         for (edit, limit, what) in [
             (
                 (|c: &mut ErrorCounts| c.ecc.sram_corrected = Some(10_001)) as fn(&mut ErrorCounts),
@@ -511,10 +628,38 @@ mod tests {
         .is_empty());
     }
 
-    /// A counter read at one end only is not compared (unread is not 0), and one that fell (the
-    /// volatile counts after a driver reload) did not grow.
+    /// A new uncorrectable error is seen where one count of it grew though the larger count
+    /// stood still (the SRAM lifetime count above the volatile one): the total is the health
+    /// check's, the larger, and the growth is the count's that grew.
     #[test]
-    fn a_counter_not_read_at_both_ends_or_that_fell_says_nothing() {
+    fn an_uncorrectable_error_is_seen_where_the_larger_count_stood_still() {
+        let mut b = clean();
+        b.ecc.sram_uncorrected = Some(2);
+        let mut n = b.clone();
+        n.ecc.volatile_uncorrected = Some(1);
+        let mut h = health();
+        h.max_uncorrectable = 2;
+        let f = counter_findings(&[Some(b.clone())], &[Some(n.clone())], &h);
+        assert_eq!(
+            brief(&f),
+            [(
+                Status::Pass,
+                true,
+                "GPU 0: uncorrectable ECC errors rose by 1 while this check ran, to 2, within the \
+                 limit of 2"
+                    .into()
+            )]
+        );
+        h.max_uncorrectable = 1;
+        let f = counter_findings(&[Some(b)], &[Some(n)], &h);
+        assert_eq!(f[0].status, Status::Fail);
+    }
+
+    /// A counter not compared (not read before, or that fell, as the volatile counts after a
+    /// driver reload) says nothing; one read before and not now is not available here, so the
+    /// check is partial, and a GPU not read at all now says so of each reading.
+    #[test]
+    fn a_counter_read_before_and_not_now_is_not_available_here() {
         let mut unread = clean();
         unread.pcie_replays = None;
         unread.ecc = Default::default();
@@ -523,10 +668,48 @@ mod tests {
         grown.ecc.volatile_uncorrected = Some(3);
         let h = health();
         assert!(counter_findings(&[Some(unread.clone())], &[Some(grown.clone())], &h).is_empty());
-        assert!(counter_findings(&[Some(grown.clone())], &[Some(unread)], &h).is_empty());
         assert!(counter_findings(&[None], &[Some(grown.clone())], &h).is_empty());
-        assert!(counter_findings(&[Some(clean())], &[None], &h).is_empty());
-        assert!(counter_findings(&[Some(grown)], &[Some(clean())], &h).is_empty());
+        assert!(counter_findings(&[Some(grown.clone())], &[Some(clean())], &h).is_empty());
+        let f = counter_findings(&[Some(grown.clone())], &[Some(unread)], &h);
+        assert_eq!(
+            brief(&f),
+            [
+                (
+                    Status::Skip,
+                    false,
+                    "not available here: uncorrectable ECC count (volatile), SRAM uncorrectable \
+                     count, SRAM correctable count, DRAM error count of GPU 0 after this check \
+                     (read before it): what was counted while it ran is not judged"
+                        .into()
+                ),
+                (
+                    Status::Skip,
+                    false,
+                    "not available here: PCIe replay counter of GPU 0 after this check (read \
+                     before it): what was counted while it ran is not judged"
+                        .into()
+                ),
+            ]
+        );
+        assert_eq!(f[0].metric.as_deref(), Some("ecc_errors"));
+        let f = counter_findings(&[Some(clean())], &[None], &h);
+        let what: Vec<&str> = f.iter().map(|x| x.metric.as_deref().unwrap()).collect();
+        assert_eq!(
+            what,
+            [
+                "ecc_errors",
+                "remapped_rows",
+                "pcie_replays",
+                "nvlink_errors"
+            ]
+        );
+        assert!(f.iter().all(|x| x.status == Status::Skip && !x.info));
+        assert!(f[1]
+            .reason
+            .starts_with("not available here: remapped rows, retired pages of GPU 0"));
+        assert!(f[3].reason.starts_with(
+            "not available here: link 4's replay, recovery, crc_flit, crc_data of GPU 0"
+        ));
     }
 
     /// A remap that became pending or failed fails where the suite fails one (and is shown
@@ -568,8 +751,9 @@ mod tests {
         assert!(counter_findings(&[Some(was.clone())], &[Some(was)], &health()).is_empty());
     }
 
-    /// An NVLink's errors are summed over the counters read at both ends and judged per link;
-    /// a link not read at the start, or not active now, is not compared.
+    /// An NVLink's errors are compared kind by kind and summed as the health check sums them,
+    /// per link: a kind that fell (a link retrained) takes nothing from another's growth; a
+    /// link not read at the start is not compared.
     #[test]
     fn nvlink_errors_that_grew_are_judged_per_link() {
         let f = after(
@@ -584,46 +768,92 @@ mod tests {
         assert_eq!((f[0].status, f[0].subject.link), (Status::Fail, Some(4)));
         assert_eq!(
             f[0].reason,
-            "GPU 1 link 4: NVLink errors (replay, recovery, CRC) rose from 0 to 101 while this \
-             check ran, beyond the limit of 100"
+            "GPU 1 link 4: NVLink errors (replay, recovery, CRC) rose by 101 while this check \
+             ran, to 101, beyond the limit of 100"
         );
         assert_eq!(f[0].metric.as_deref(), Some("nvlink_errors"));
         let f = after(|c| c.nvlinks[0].1.crc_data = Some(100), |_| {});
         assert_eq!((f[0].status, f[0].info), (Status::Pass, true));
-        // A counter read now only is left out of both sums.
+        // Replay reset from 90 to 0 while CRC rose by 60: 60 more, 60 in all.
+        let mut b = clean();
+        b.nvlinks[0].1.replay = Some(90);
+        let mut n = clean();
+        n.nvlinks[0].1.crc_flit = Some(60);
+        let f = counter_findings(&[Some(b)], &[Some(n.clone())], &health());
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert!(
+            f[0].reason
+                .contains("rose by 60 while this check ran, to 60, within"),
+            "{}",
+            f[0].reason
+        );
+        // A counter read now only is counted in the total, not in the growth.
         let mut b = clean();
         b.nvlinks[0].1.crc_flit = None;
         let mut n = clean();
         n.nvlinks[0].1.crc_flit = Some(1000);
         assert!(counter_findings(&[Some(b)], &[Some(n.clone())], &health()).is_empty());
-        // Another link number, or none read at the start: nothing to compare.
+        n.nvlinks[0].1.replay = Some(1);
+        let mut b = clean();
+        b.nvlinks[0].1.crc_flit = None;
+        let f = counter_findings(&[Some(b)], &[Some(n.clone())], &health());
+        assert_eq!(f[0].status, Status::Fail, "{f:#?}");
+        assert!(
+            f[0].reason
+                .contains("rose by 1 while this check ran, to 1001"),
+            "{}",
+            f[0].reason
+        );
+        // Another link number, or none read at the start: nothing to compare (the link read at
+        // the start and not now is not available).
         n.nvlinks[0].0 = 5;
-        assert!(counter_findings(&[Some(clean())], &[Some(n)], &health()).is_empty());
+        let f = counter_findings(&[Some(clean())], &[Some(n)], &health());
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].status, Status::Skip);
     }
 
-    /// Each reading is judged against the last one: an error is filed under the check it was
-    /// counted in and no later one, and a GPU not read keeps its last reading.
+    /// Each reading is judged against the last known values: an error is filed under the check
+    /// it was counted in and no later one; a counter a reading missed keeps its last value for
+    /// the next (so what it counted meanwhile is seen there); a reading the inventory found not
+    /// available is never judged.
     #[test]
     fn the_watch_files_an_error_once_under_the_check_that_counted_it() {
-        let inv: Inventory = crate::testutil::simulated("h100-sxm-8", &[]).node;
+        let mut inv: Inventory = crate::testutil::simulated("h100-sxm-8", &[]).node;
+        inv.gpus[5].unavailable.push(Reading::RemappedRows);
         let mut w = Watch::start(&inv);
         let h = health();
         let mut grown = w.last.clone();
         grown[2].as_mut().unwrap().pcie_replays = Some(90);
         assert_eq!(w.take(grown.clone(), &h).len(), 1);
         assert!(w.take(grown.clone(), &h).is_empty());
-        // GPU 2 not read this time: its last reading (90) stands for the next.
+        // GPU 2's replay counter not read this time: said, and its last value (90) stands.
         let mut gap = grown.clone();
-        gap[2] = None;
-        assert!(w.take(gap, &h).is_empty());
+        gap[2].as_mut().unwrap().pcie_replays = None;
+        let f = w.take(gap, &h);
+        assert_eq!((f.len(), f[0].status), (1, Status::Skip), "{f:#?}");
         grown[2].as_mut().unwrap().pcie_replays = Some(95);
-        let f = w.take(grown, &h);
+        let f = w.take(grown.clone(), &h);
         assert_eq!(f.len(), 1);
         assert!(
-            f[0].reason.contains("rose from 90 to 95"),
+            f[0].reason
+                .contains("rose by 5 while this check ran, to 95"),
             "{}",
             f[0].reason
         );
+        // A whole GPU not read: each of its readings said, its values kept.
+        let mut none = grown.clone();
+        none[3] = None;
+        assert_eq!(w.take(none, &h).len(), 4);
+        assert!(w.take(grown.clone(), &h).is_empty());
+        // GPU 5's remap, not available at the start, is not judged when a reading answers it.
+        let mut remap = grown.clone();
+        let g5 = remap[5].as_mut().unwrap();
+        assert_eq!(g5.remapped_rows, None);
+        g5.remapped_rows = Some(crate::inventory::RemappedRows {
+            pending: true,
+            ..Default::default()
+        });
+        assert!(w.take(remap, &h).is_empty());
     }
 
     /// A failure on a counter stops re-measuring, as one on an XID does; a counter shown within
