@@ -136,6 +136,14 @@ pub enum Command {
         /// With --require-pass, let a pass of a simulated node through (a rehearsal of the gate).
         #[arg(long, requires = "require_pass")]
         allow_simulated: bool,
+        /// With --require-pass, the certificate must be this host's (its evidence's host name):
+        /// a certificate copied from another node verifies as well (exit 2 otherwise).
+        #[arg(long, value_name = "NAME", requires = "require_pass")]
+        host: Option<String>,
+        /// With --require-pass, the certificate must be of this suite, by name (exit 2
+        /// otherwise).
+        #[arg(long, value_name = "NAME", requires = "require_pass")]
+        suite: Option<String>,
     },
     /// Sign a report folder, or countersign one that is already signed.
     #[command(after_help = EXIT_CODES)]
@@ -614,13 +622,17 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             pubkey,
             require_pass,
             allow_simulated,
+            host,
+            suite,
         } => verify::cmd_verify(
             &dir,
             allowed_signers,
             pubkey,
-            verify::Require {
+            &verify::Require {
                 pass: require_pass,
                 allow_simulated,
+                host,
+                suite,
             },
         ),
         Command::Sign {

@@ -907,8 +907,39 @@ fn require_pass_exits_with_the_code_of_what_the_signatures_seal() {
         err,
         "error: --require-pass: the signatures seal FAIL, not a pass\n"
     );
-    // --allow-simulated alone is a mistake, not a looser verify.
+    // --allow-simulated alone is a mistake, not a looser verify; so are --host and --suite.
     verify("passed", &["--allow-simulated"]).code(2);
+    verify("passed", &["--host", "sim-h200-vm"]).code(2);
+    verify("passed", &["--suite", "h200-vm-1"]).code(2);
+    // The certificate of another host, or of another suite, does not open the gate.
+    let gate = ["--require-pass", "--allow-simulated"];
+    verify(
+        "passed",
+        &[
+            &gate[..],
+            &["--host", "sim-h200-vm", "--suite", "h200-vm-1"],
+        ]
+        .concat(),
+    )
+    .code(0)
+    .stderr("");
+    let a = verify("passed", &[&gate[..], &["--host", "gpu-node-17"]].concat()).code(2);
+    assert_eq!(
+        String::from_utf8_lossy(&a.get_output().stderr),
+        "error: --require-pass: the certificate is of host sim-h200-vm, not gpu-node-17\n"
+    );
+    let a = verify("passed", &[&gate[..], &["--suite", "h200-sxm-8"]].concat()).code(2);
+    assert_eq!(
+        String::from_utf8_lossy(&a.get_output().stderr),
+        "error: --require-pass: the certificate is of suite h200-vm-1, not h200-sxm-8\n"
+    );
+    // What it certifies names the suite, beside the node.
+    let a = verify("passed", &[]).code(0);
+    let out = String::from_utf8_lossy(&a.get_output().stdout).to_string();
+    assert!(
+        out.contains("\nnode: sim-h200-vm (1x NVIDIA H200); GPU serials: SIM1652000000\nsuite: h200-vm-1 (sha256 "),
+        "{out}"
+    );
     // A signature that does not verify is 4 whatever it seals.
     let ev = env
         .read("passed/evidence.json")

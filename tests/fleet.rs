@@ -709,6 +709,8 @@ fn the_fleet_report_is_signed_verified_by_stock_openssh_and_refused_when_changed
     assert_eq!(gate("f3", &["--allow-simulated"]), Some(5));
     assert_eq!(gate("f1", &["--allow-simulated"]), Some(0));
     assert_eq!(gate("f1", &[]), Some(2));
+    // --host names a node; a fleet's report is none.
+    assert_eq!(gate("f1", &["--allow-simulated", "--host", "a1"]), Some(2));
     for page in ["f3/fleet.md", "f3/fleet.html"] {
         let text = fs::read_to_string(env.path(page)).unwrap();
         assert!(text.contains("signed as not tested"), "{page}: {text}");
@@ -1452,4 +1454,41 @@ fn a_slurm_job_whose_log_others_could_redirect_is_refused() {
         .assert()
         .code(0);
     assert!(shared.join("nodecert-fleet.sbatch").exists());
+}
+
+/// A fleet whose nodes all passed, one flagged as slower than its siblings, opens the
+/// `verify --require-pass` gate as `fleet report` exits (0), and says so on stderr.
+#[test]
+fn a_flagged_fleet_passes_the_gate_with_a_note() {
+    let env = Env::new();
+    env.cmd()
+        .args(["keygen", "--out", "key"])
+        .assert()
+        .success();
+    env.cmd()
+        .args(["fleet", "simulate", "--nodes", "5", "--node", "h200-vm-1"])
+        .args(["--inject", "n02:slow-compute:factor=0.85", "--out", "fs"])
+        .assert()
+        .code(0);
+    let fleet = read_json(&env.path("fs/fleet/fleet.json"));
+    assert_eq!(fleet["verdict"], "flagged");
+    env.cmd()
+        .args(["sign", "fs/fleet", "--key", "key"])
+        .assert()
+        .code(0);
+    env.cmd()
+        .args([
+            "verify",
+            "fs/fleet",
+            "--pubkey",
+            "key.pub",
+            "--require-pass",
+        ])
+        .args(["--allow-simulated"])
+        .assert()
+        .code(0)
+        .stderr(
+            "note: --require-pass: every node passed, and 1 was flagged as slower than its \
+             siblings (within its floors)\n",
+        );
 }

@@ -6,37 +6,54 @@ use crate::sign;
 use std::path::{Path, PathBuf};
 
 /// What `verify` must find besides good signatures (`--require-pass`).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Default)]
 pub struct Require {
     /// What the signatures seal must be a pass.
     pub pass: bool,
     /// A pass of a simulated node counts.
     pub allow_simulated: bool,
+    /// The host whose certificate it must be (a node's).
+    pub host: Option<String>,
+    /// The suite it must have been run with, by name.
+    pub suite: Option<String>,
 }
 
 /// What a verified folder's signatures seal: its verdict as this nodecert judges it, the exit
-/// code of that verdict, and whether its results are simulated.
+/// code of that verdict, whether its results are simulated, and what it is of.
 struct Sealed {
     verdict: String,
     code: u8,
     simulated: bool,
+    /// The node's host name; None for a fleet.
+    host: Option<String>,
+    /// The suite run, by name, where known.
+    suite: Option<String>,
+    /// A fleet's nodes that passed but were flagged as slower than their siblings.
+    flagged: usize,
 }
 
-/// The exit code under `require` of a folder whose signatures verified and seal `sealed`
-/// (`Err`: what it seals could not be read back as the bytes verified), saying why on stderr
-/// where it is not 0.
-fn required(require: Require, sealed: std::result::Result<Sealed, String>) -> u8 {
+/// Why what the signatures seal cannot be said: the exit code that says it (4: the sealed file
+/// changed since it was verified; 2: its bytes are the sealed ones, but this nodecert cannot
+/// read them), and the reason.
+struct Unsaid {
+    code: u8,
+    why: String,
+}
+
+/// The exit code under `require` of a folder whose signatures verified and seal `sealed`,
+/// saying why on stderr where it is not 0.
+fn required(require: &Require, sealed: std::result::Result<Sealed, Unsaid>) -> u8 {
     if !require.pass {
         return exit::PASS;
     }
     let s = match sealed {
         Ok(s) => s,
-        Err(why) => {
+        Err(u) => {
             crate::errln!(
                 "error: --require-pass: cannot say what the signatures seal: {}",
-                crate::console::visible(&why)
+                crate::console::visible(&u.why)
             );
-            return exit::VERIFY_FAILED;
+            return u.code;
         }
     };
     if s.simulated && !require.allow_simulated {
@@ -46,20 +63,86 @@ fn required(require: Require, sealed: std::result::Result<Sealed, String>) -> u8
         );
         return exit::INVALID_INPUT;
     }
+    let show = |v: &Option<String>| match v {
+        Some(x) => crate::console::visible(x),
+        None => "(not said)".to_string(),
+    };
+    if let Some(want) = &require.host {
+        if s.host.is_none() {
+            crate::errln!(
+                "error: --require-pass: --host names a node, and this is a fleet's report"
+            );
+            return exit::INVALID_INPUT;
+        }
+        if s.host.as_ref() != Some(want) {
+            crate::errln!(
+                "error: --require-pass: the certificate is of host {}, not {}",
+                show(&s.host),
+                crate::console::visible(want)
+            );
+            return exit::INVALID_INPUT;
+        }
+    }
+    if let Some(want) = &require.suite {
+        if s.suite.as_ref() != Some(want) {
+            crate::errln!(
+                "error: --require-pass: the certificate is of suite {}, not {}",
+                show(&s.suite),
+                crate::console::visible(want)
+            );
+            return exit::INVALID_INPUT;
+        }
+    }
     if s.code != exit::PASS {
         crate::errln!(
             "error: --require-pass: the signatures seal {}, not a pass",
             crate::console::visible(&s.verdict)
         );
+    } else if s.flagged > 0 {
+        crate::errln!(
+            "note: --require-pass: every node passed, and {} {} flagged as slower than {} \
+             siblings (within {} floors)",
+            s.flagged,
+            if s.flagged == 1 { "was" } else { "were" },
+            if s.flagged == 1 { "its" } else { "their" },
+            if s.flagged == 1 { "its" } else { "their" },
+        );
     }
     s.code
+}
+
+/// The fleet report a verified folder's signatures seal: fleet.json read without following a
+/// link, held to the digest the manifest names, then read as `fleet` commands read it.
+fn fleet_sealed(
+    dir: &Path,
+    sealed: &str,
+) -> std::result::Result<crate::fleet::FleetReport, Unsaid> {
+    use sha2::Digest;
+    let path = dir.join(crate::fleet::FLEET_FILE);
+    let text = crate::fsio::read::read_to_string_no_link(&path, crate::fsio::read::Kind::Fleet)
+        .map_err(|e| Unsaid {
+            code: exit::VERIFY_FAILED,
+            why: format!("cannot read {}: {e}", path.display()),
+        })?;
+    if hex::encode(sha2::Sha256::digest(text.as_bytes())) != sealed {
+        return Err(Unsaid {
+            code: exit::VERIFY_FAILED,
+            why: "fleet.json changed since it was verified".into(),
+        });
+    }
+    crate::fleet::FleetReport::from_text(&path, text)
+        .map(|(r, _)| r)
+        .map_err(|why| Unsaid {
+            code: exit::INVALID_INPUT,
+            why,
+        })
 }
 
 pub fn cmd_verify(
     dir: &Path,
     allowed: Option<PathBuf>,
     pubkey: Option<PathBuf>,
-    require: Require,
+    require: &Require,
 ) -> Result<u8> {
     if !dir.is_dir() {
         return Err(InputError::Other(format!("{}: not a report folder", dir.display())).into());
@@ -81,7 +164,10 @@ pub fn cmd_verify(
         crate::outln!("VERIFIED{sim}");
         // What the signatures vouch for, from the evidence bytes they name: a certificate that
         // verifies is not a pass, and one copied from another node verifies as well.
-        let mut sealed = Err("the manifest names neither a node's nor a fleet's report".into());
+        let mut sealed = Err(Unsaid {
+            code: exit::VERIFY_FAILED,
+            why: "the manifest names neither a node's nor a fleet's report".into(),
+        });
         if let Some(m) = r
             .manifest
             .as_ref()
@@ -95,27 +181,31 @@ pub fn cmd_verify(
         }
         // A fleet's signature seals what its report read, not each node's certificate: say
         // which node certificates were verified when it was made.
-        if r.manifest
+        if let Some(m) = r
+            .manifest
             .as_ref()
-            .is_some_and(|m| m.kind == sign::ReportKind::Fleet)
+            .filter(|m| m.kind == sign::ReportKind::Fleet)
         {
-            match crate::fleet::FleetReport::read(dir) {
+            sealed = match fleet_sealed(dir, &m.evidence_sha256) {
                 Ok(f) => {
                     crate::outln!("{}", crate::console::visible(&f.signature_scope()));
-                    sealed = Ok(Sealed {
+                    Ok(Sealed {
                         verdict: f.verdict.label().to_string(),
                         code: f.verdict.exit_code(),
                         simulated: f.simulated,
-                    });
+                        host: None,
+                        suite: f.suite.clone(),
+                        flagged: f.counts.get("flagged").copied().unwrap_or(0),
+                    })
                 }
-                Err(e) => {
+                Err(u) => {
                     crate::outln!(
                         "(cannot say which node certificates the fleet report verified: {})",
-                        crate::console::visible(&e)
+                        crate::console::visible(&u.why)
                     );
-                    sealed = Err(e.to_string());
+                    Err(u)
                 }
-            }
+            };
         }
         return Ok(required(require, sealed));
     }
@@ -139,20 +229,33 @@ pub fn cmd_verify(
 /// the manifest names: the node (host, GPUs and their serials), the verdict its records give as
 /// this nodecert judges them (and the one the file states, where another), what it was signed as,
 /// and when it finished.
-fn certifies(dir: &Path, sealed: &str) -> (Vec<String>, std::result::Result<Sealed, String>) {
+fn certifies(dir: &Path, sealed: &str) -> (Vec<String>, std::result::Result<Sealed, Unsaid>) {
     use sha2::Digest;
     let path = crate::evidence::Evidence::path_in(dir);
-    // The file itself, never a link at its name, as the rest of verify reads the folder.
+    // The file itself, never a link at its name, as the rest of verify reads the folder; its
+    // digest first: bytes other than the sealed ones are a signature's matter (4), the sealed
+    // bytes that this nodecert cannot read an input's (2).
     let read = crate::fsio::read::read_to_string_no_link(&path, crate::fsio::read::Kind::Evidence)
-        .map_err(|e| format!("cannot read {}: {e}", path.display()))
-        .and_then(|text| Ok((crate::evidence::Evidence::from_text(&path, &text)?, text)));
+        .map_err(|e| Unsaid {
+            code: exit::VERIFY_FAILED,
+            why: format!("cannot read {}: {e}", path.display()),
+        })
+        .and_then(|text| {
+            if hex::encode(sha2::Sha256::digest(text.as_bytes())) != sealed {
+                return Err(Unsaid {
+                    code: exit::VERIFY_FAILED,
+                    why: "evidence.json changed since it was verified".into(),
+                });
+            }
+            let ev = crate::evidence::Evidence::from_text(&path, &text).map_err(|e| Unsaid {
+                code: exit::INVALID_INPUT,
+                why: e.to_string(),
+            })?;
+            Ok((ev, text))
+        });
     let (ev, text) = match read {
-        Ok(x) if hex::encode(sha2::Sha256::digest(x.1.as_bytes())) == sealed => x,
-        Ok(_) => {
-            let why = "evidence.json changed since it was verified".to_string();
-            return (vec![format!("certifies: not said: {why}")], Err(why));
-        }
-        Err(e) => return (vec![format!("certifies: not said: {e}")], Err(e)),
+        Ok(x) => x,
+        Err(u) => return (vec![format!("certifies: not said: {}", u.why)], Err(u)),
     };
     let n = &ev.node;
     let serials: Vec<&str> = n
@@ -170,6 +273,11 @@ fn certifies(dir: &Path, sealed: &str) -> (Vec<String>, std::result::Result<Seal
             serials.join(", ")
         }
     )];
+    out.push(format!(
+        "suite: {} (sha256 {})",
+        ev.suite.name,
+        ev.suite.sha256.get(..12).unwrap_or(&ev.suite.sha256)
+    ));
     let stated = crate::evidence::stated_verdict_in(&path, &text)
         .ok()
         .flatten();
@@ -196,6 +304,9 @@ fn certifies(dir: &Path, sealed: &str) -> (Vec<String>, std::result::Result<Seal
         verdict: ev.verdict.label().to_string(),
         code: ev.verdict.exit_code(),
         simulated: ev.simulated,
+        host: Some(n.hostname.clone()),
+        suite: Some(ev.suite.name.clone()),
+        flagged: 0,
     };
     (out, Ok(sealed))
 }

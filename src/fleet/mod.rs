@@ -577,6 +577,15 @@ impl FleetReport {
             path.to_path_buf()
         };
         let text = read_text(&path)?;
+        Self::from_text(&path, text)
+    }
+
+    /// [`FleetReport::load`] of a text already read from `path` (as `verify` reads a signed
+    /// one: without following a link, and held to the digest the manifest names).
+    pub fn from_text(
+        path: &std::path::Path,
+        text: String,
+    ) -> Result<(FleetReport, String), String> {
         // The format first, from the same text (its other fields skipped, not built): a file of
         // another format or version is named as such, not as a missing field.
         #[derive(Deserialize)]
