@@ -483,19 +483,34 @@ pub struct NvLinkErrors {
     pub replay: Option<u64>,
     pub recovery: Option<u64>,
     pub crc_flit: Option<u64>,
+    /// Data CRC errors (NVLink 3 and before: Ampere; Hopper's links count ECC instead).
     pub crc_data: Option<u64>,
+    /// Data errors the link's ECC saw (NVLink 4 on: Hopper and later, where it takes the data
+    /// CRC counter's place). None: not read, or evidence written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ecc_data: Option<u64>,
 }
 
 impl NvLinkErrors {
-    /// The sum of the counters that were read, and the names of those that were not; None when
-    /// none was read (an unread counter is unknown, not 0).
-    pub fn read(&self) -> Option<(u64, Vec<&'static str>)> {
-        let all = [
+    /// The counters by name, the data errors as one: a link counts them by CRC (NVLink 3 and
+    /// before) or by ECC (NVLink 4 on), and one read of either is the reading.
+    pub fn kinds(&self) -> [(&'static str, Option<u64>); 4] {
+        let data = match (self.crc_data, self.ecc_data) {
+            (None, None) => None,
+            (c, e) => Some(c.unwrap_or(0).saturating_add(e.unwrap_or(0))),
+        };
+        [
             ("replay", self.replay),
             ("recovery", self.recovery),
             ("crc_flit", self.crc_flit),
-            ("crc_data", self.crc_data),
-        ];
+            ("data (crc_data or ecc_data)", data),
+        ]
+    }
+
+    /// The sum of the counters that were read, and the names of those that were not; None when
+    /// none was read (an unread counter is unknown, not 0).
+    pub fn read(&self) -> Option<(u64, Vec<&'static str>)> {
+        let all = self.kinds();
         let missing: Vec<&'static str> = all
             .iter()
             .filter(|(_, v)| v.is_none())
@@ -589,6 +604,7 @@ impl ErrorCounts {
                     keep(&mut e.recovery, n.recovery);
                     keep(&mut e.crc_flit, n.crc_flit);
                     keep(&mut e.crc_data, n.crc_data);
+                    keep(&mut e.ecc_data, n.ecc_data);
                 }
                 None => self.nvlinks.push((link, n)),
             }

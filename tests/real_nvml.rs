@@ -883,6 +883,47 @@ fn an_xid_raised_during_the_run_is_filed_under_the_check_that_saw_it() {
     assert_eq!(code, 3);
 }
 
+/// Hopper's links count data errors by ECC, not CRC: the counter is read (through the raw call
+/// the wrapper lacks), recorded, and judged with the others; a link that answers it and not the
+/// CRC one is read whole.
+#[test]
+fn nvlink_data_errors_counted_by_ecc_are_read_and_judged() {
+    let mut d = hgx_h200();
+    for g in [6, 7] {
+        for l in d["gpus"][g]["nvlinks"].as_array_mut().expect("links") {
+            l["errors"] = json!({"replay": 0, "recovery": 0, "crc_flit": 0, "ecc_data": 0});
+        }
+    }
+    d["gpus"][6]["nvlinks"][2]["errors"]["ecc_data"] = json!(150);
+    let node = Node::new(&d);
+    let inv = node.inventory();
+    assert_eq!(inv["gpus"][6]["nvlinks"][2]["errors"]["ecc_data"], 150);
+    assert_eq!(
+        inv["gpus"][6]["nvlinks"][2]["errors"]["crc_data"],
+        Value::Null
+    );
+    let (_, ev) = node.run(HGX_SUITE);
+    let all = findings(&ev);
+    let nvlink = |gpu: &str| -> Vec<(String, String)> {
+        all.iter()
+            .filter(|f| f.0 == "health" && f.2.starts_with(gpu) && f.3.contains("NVLink"))
+            .map(|f| (f.1.clone(), f.3.clone()))
+            .collect()
+    };
+    assert_eq!(
+        nvlink("GPU 6"),
+        [(
+            "fail".to_string(),
+            "GPU 6 link 2: 150 NVLink errors (replay, recovery, CRC)".to_string()
+        )],
+        "{all:#?}"
+    );
+    let g7 = nvlink("GPU 7");
+    assert_eq!(g7.len(), 1, "{g7:#?}");
+    assert_eq!(g7[0].0, "pass");
+    assert!(!g7[0].1.contains("not read"), "{g7:#?}");
+}
+
 /// A GPU without row remapping answers NOT_SUPPORTED, and its retired pages are its reading; a
 /// remap query that fails otherwise leaves the reading unread, whatever the retired pages say:
 /// "not available here", never "none pending".

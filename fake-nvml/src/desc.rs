@@ -228,6 +228,8 @@ pub struct LinkErrors {
     pub recovery: Option<u64>,
     pub crc_flit: Option<u64>,
     pub crc_data: Option<u64>,
+    /// NVML_NVLINK_ERROR_DL_ECC_DATA (NVLink 4 on).
+    pub ecc_data: Option<u64>,
 }
 
 #[derive(Debug, Default, Deserialize)]

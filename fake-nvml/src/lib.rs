@@ -962,6 +962,7 @@ pub unsafe extern "C" fn nvmlDeviceGetNvLinkErrorCounter(
             nvmlNvLinkErrorCounter_enum_NVML_NVLINK_ERROR_DL_RECOVERY => e.recovery,
             nvmlNvLinkErrorCounter_enum_NVML_NVLINK_ERROR_DL_CRC_FLIT => e.crc_flit,
             nvmlNvLinkErrorCounter_enum_NVML_NVLINK_ERROR_DL_CRC_DATA => e.crc_data,
+            nvmlNvLinkErrorCounter_enum_NVML_NVLINK_ERROR_DL_ECC_DATA => e.ecc_data,
             _ => None,
         }
     })

@@ -223,6 +223,7 @@ fn unread_now(b: &ErrorCounts, n: &ErrorCounts) -> Vec<(Reading, Vec<String>)> {
             ("recovery", lb.recovery, ln.and_then(|e| e.recovery)),
             ("crc_flit", lb.crc_flit, ln.and_then(|e| e.crc_flit)),
             ("crc_data", lb.crc_data, ln.and_then(|e| e.crc_data)),
+            ("ecc_data", lb.ecc_data, ln.and_then(|e| e.ecc_data)),
         ]
         .into_iter()
         .filter(|(_, b, n)| lost(*b, *n))
@@ -362,6 +363,7 @@ pub fn counter_findings(
                     (lb.recovery, ln.recovery),
                     (lb.crc_flit, ln.crc_flit),
                     (lb.crc_data, ln.crc_data),
+                    (lb.ecc_data, ln.ecc_data),
                 ],
                 Total::Sum,
                 h.max_nvlink_errors,
@@ -505,6 +507,7 @@ mod tests {
                     recovery: Some(0),
                     crc_flit: Some(0),
                     crc_data: Some(0),
+                    ecc_data: None,
                 },
             )],
         }
@@ -774,6 +777,30 @@ mod tests {
         assert_eq!(f[0].metric.as_deref(), Some("nvlink_errors"));
         let f = after(|c| c.nvlinks[0].1.crc_data = Some(100), |_| {});
         assert_eq!((f[0].status, f[0].info), (Status::Pass, true));
+        // Data errors counted by ECC (NVLink 4) are compared and summed with the rest.
+        let f = after(
+            |c| {
+                let e = &mut c.nvlinks[0].1;
+                e.ecc_data = Some(1);
+                e.crc_flit = Some(100);
+            },
+            |_| {},
+        );
+        let mut b = clean();
+        b.nvlinks[0].1.ecc_data = Some(0);
+        let mut n = b.clone();
+        n.nvlinks[0].1.ecc_data = Some(101);
+        // ECC not read at the start: only crc_flit's growth counts, the total counts both.
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert!(
+            f[0].reason
+                .contains("rose by 100 while this check ran, to 101, beyond"),
+            "{}",
+            f[0].reason
+        );
+        let f = counter_findings(&[Some(b)], &[Some(n)], &health());
+        assert_eq!(f[0].status, Status::Fail, "{f:#?}");
+        assert!(f[0].reason.contains("rose by 101"), "{}", f[0].reason);
         // Replay reset from 90 to 0 while CRC rose by 60: 60 more, 60 in all.
         let mut b = clean();
         b.nvlinks[0].1.replay = Some(90);

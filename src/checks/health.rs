@@ -989,6 +989,17 @@ mod tests {
             status(&f, "GPU 2 link 5", Reading::NvlinkErrors),
             vec![Status::Fail]
         );
+        // A Hopper link's data errors counted by ECC add up as the CRC ones do.
+        let f = judge("h100-sxm-8", |inv| {
+            let e = &mut inv.gpus[2].nvlinks[5].errors;
+            e.crc_data = None;
+            e.replay = Some(60);
+            e.ecc_data = Some(41);
+        });
+        assert_eq!(
+            status(&f, "GPU 2 link 5", Reading::NvlinkErrors),
+            vec![Status::Fail]
+        );
     }
 
     #[test]
@@ -1011,10 +1022,21 @@ mod tests {
         let ok = on(&f, "GPU 3", Reading::NvlinkErrors);
         assert_eq!(ok[0].status, Status::Pass);
         assert!(
-            ok[0].found.contains("link 7: crc_data not read"),
+            ok[0]
+                .found
+                .contains("link 7: data (crc_data or ecc_data) not read"),
             "{}",
             ok[0].found
         );
+        // Its data errors counted by ECC instead (NVLink 4): read, nothing said missing.
+        let f = judge("h100-sxm-8", |inv| {
+            let e = &mut inv.gpus[3].nvlinks[7].errors;
+            e.crc_data = None;
+            e.ecc_data = Some(0);
+        });
+        let ok = on(&f, "GPU 3", Reading::NvlinkErrors);
+        assert_eq!(ok[0].status, Status::Pass);
+        assert!(!ok[0].found.contains("not read"), "{}", ok[0].found);
         // A GPU whose links give no counter at all.
         let f = judge("h100-sxm-8", |inv| {
             inv.gpus[3]

@@ -525,14 +525,31 @@ fn remote_kind(nvml: &Nvml, d: &Device, link: u32) -> Option<RemoteKind> {
 }
 
 /// A link's error counters (None: not read).
-fn link_errors(link: &nvml_wrapper::NvLink) -> NvLinkErrors {
+fn link_errors(nvml: &Nvml, d: &Device, l: u32, link: &nvml_wrapper::NvLink) -> NvLinkErrors {
     let counter = |c| link.error_counter(c).ok();
     NvLinkErrors {
         replay: counter(ErrorCounter::DlReplay),
         recovery: counter(ErrorCounter::DlRecovery),
         crc_flit: counter(ErrorCounter::DlCrcFlit),
         crc_data: counter(ErrorCounter::DlCrcData),
+        ecc_data: link_ecc_data(nvml, d, l),
     }
+}
+
+/// nvml.h's NVML_NVLINK_ERROR_DL_ECC_DATA (nvmlNvLinkErrorCounter_t), which the wrapper does not
+/// export.
+const NVLINK_ERROR_DL_ECC_DATA: std::os::raw::c_uint = 4;
+
+/// NVML_NVLINK_ERROR_DL_ECC_DATA of one link, through the raw library (the wrapper's enum stops
+/// at the CRC counters): Hopper's links count data errors by ECC. None where NVML does not
+/// answer (before NVLink 4).
+fn link_ecc_data(nvml: &Nvml, d: &Device, l: u32) -> Option<u64> {
+    let f = nvml.lib().nvmlDeviceGetNvLinkErrorCounter.as_ref().ok()?;
+    let mut v = 0u64;
+    // Safety: a valid device handle, a link index NVML checks, a counter of nvml.h's enum and
+    // a live out-pointer.
+    nvml_try(unsafe { f(d.handle(), l, NVLINK_ERROR_DL_ECC_DATA, &mut v) }).ok()?;
+    Some(v)
 }
 
 /// One GPU's error counters now, read as [`read_gpu`] and [`read_links`] read them; why one is
@@ -547,7 +564,7 @@ pub fn read_error_counts(nvml: &Nvml, d: &Device) -> ErrorCounts {
     for l in 0..MAX_LINKS {
         let link = d.link_wrapper_for(l);
         match link.is_active() {
-            Ok(true) => nvlinks.push((l, link_errors(&link))),
+            Ok(true) => nvlinks.push((l, link_errors(nvml, d, l, &link))),
             Ok(false) => {}
             Err(_) => break,
         }
@@ -577,7 +594,7 @@ pub fn read_links(nvml: &Nvml, d: &Device, who: &str, notes: &mut Vec<String>) -
                 break;
             }
         };
-        let errors = link_errors(&link);
+        let errors = link_errors(nvml, d, l, &link);
         counters_missing |= active && errors == NvLinkErrors::default();
         out.push(NvLink {
             link: l,

@@ -810,6 +810,7 @@ impl Backend for SimBackend {
                             recovery: Some(0),
                             crc_flit: Some(0),
                             crc_data: Some(0),
+                            ecc_data: None,
                         },
                     });
                 }
@@ -836,6 +837,7 @@ impl Backend for SimBackend {
                                 recovery: Some(0),
                                 crc_flit: Some(0),
                                 crc_data: Some(0),
+                                ecc_data: None,
                             },
                         });
                         l += 1;
