@@ -444,6 +444,15 @@ pub enum FleetCommand {
         /// verdicts certify no hardware); --dry-run still shows it.
         #[arg(long)]
         allow_simulated: bool,
+        /// Act only on a fleet report signed by a signer of this OpenSSH allowed_signers file,
+        /// verified first (exit 4 otherwise): whoever can write an unsigned fleet.json chooses
+        /// which nodes are drained.
+        #[arg(long, value_name = "FILE", conflicts_with = "pubkey")]
+        allowed_signers: Option<PathBuf>,
+        /// Act only on a fleet report signed with this public key, verified first (exit 4
+        /// otherwise).
+        #[arg(long, value_name = "KEY.pub")]
+        pubkey: Option<PathBuf>,
     },
 }
 
@@ -815,6 +824,8 @@ fn fleet_dispatch(f: FleetCommand, args: &[String]) -> Result<u8> {
             k8s,
             dry_run,
             allow_simulated,
+            allowed_signers,
+            pubkey,
         } => fleet::cmd_drain(
             &path,
             if k8s {
@@ -824,6 +835,11 @@ fn fleet_dispatch(f: FleetCommand, args: &[String]) -> Result<u8> {
             },
             dry_run,
             allow_simulated,
+            &TrustArgs {
+                allowed_signers,
+                pubkey,
+            }
+            .trust(),
         ),
     }
 }

@@ -1492,3 +1492,93 @@ fn a_flagged_fleet_passes_the_gate_with_a_note() {
              siblings (within its floors)\n",
         );
 }
+
+/// `fleet drain --pubkey` (or `--allowed-signers`) acts only on a fleet report whose signature
+/// verifies, on the bytes it seals: another key, a changed fleet.json, or an unsigned report is
+/// refused (exit 4) and drains nothing. Without them a drain that runs warns that the report is
+/// not verified.
+#[test]
+fn a_drain_with_a_trusted_key_acts_only_on_a_fleet_report_that_verifies() {
+    let env = Env::new();
+    for k in ["key", "other"] {
+        env.cmd().args(["keygen", "--out", k]).assert().success();
+    }
+    for (name, fault) in [("a1", None), ("a2", Some("ecc-uncorrectable"))] {
+        let mut c = env.cmd();
+        c.args(["run", "--simulate", "h200-vm-1", "--node-name", name, "-q"])
+            .args(["--out", &format!("nodes/{name}")]);
+        if let Some(f) = fault {
+            c.args(["--inject", f]);
+        }
+        c.assert().code(if fault.is_some() { 1 } else { 0 });
+    }
+    env.cmd()
+        .args([
+            "fleet",
+            "report",
+            "nodes",
+            "--out",
+            "signed",
+            "--sign-key",
+            "key",
+        ])
+        .assert()
+        .code(1);
+    env.cmd()
+        .args(["fleet", "report", "nodes", "--out", "unsigned"])
+        .assert()
+        .code(1);
+    let drain = |fleet: &str, extra: &[&str]| {
+        let o = env
+            .cmd()
+            .args(["fleet", "drain", fleet, "--slurm", "--dry-run"])
+            .args(extra)
+            .output()
+            .unwrap();
+        (
+            o.status.code(),
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr).into_owned(),
+        )
+    };
+    let drains_a2 = |out: &str| {
+        out.lines()
+            .any(|l| l.starts_with("scontrol update NodeName=a2 State=DRAIN"))
+    };
+    for fleet in ["signed", "signed/fleet.json"] {
+        let (code, out, err) = drain(fleet, &["--pubkey", "key.pub"]);
+        assert_eq!(code, Some(0), "{out}{err}");
+        assert!(drains_a2(&out), "{out}");
+        assert_eq!(err, "");
+    }
+    for (fleet, key) in [("signed", "other.pub"), ("unsigned", "key.pub")] {
+        let (code, out, err) = drain(fleet, &["--pubkey", key]);
+        assert_eq!(code, Some(4), "{fleet} {key}: {out}{err}");
+        assert!(!out.contains("scontrol"), "{out}");
+        assert!(
+            err.starts_with("error: not draining: the fleet report does not verify: "),
+            "{err}"
+        );
+    }
+    // fleet.json changed after it was signed: a node's reason, the drain's own words.
+    let json = env.read("signed/fleet.json");
+    env.write("signed/fleet.json", &json.replacen("ECC", "EC C", 1));
+    assert_ne!(env.read("signed/fleet.json"), json);
+    let (code, out, _) = drain("signed", &["--pubkey", "key.pub"]);
+    assert_eq!(code, Some(4), "{out}");
+    assert!(!out.contains("scontrol"), "{out}");
+    // Unverified and run (not a dry run): said first.
+    let o = env
+        .cmd()
+        .args(["fleet", "drain", "unsigned", "--slurm"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.starts_with(
+            "warning: unsigned is not verified against a trusted signer: whoever can write it \
+             chooses which nodes are drained"
+        ),
+        "{err}"
+    );
+}

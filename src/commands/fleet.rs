@@ -816,8 +816,31 @@ pub fn cmd_drain(
     scheduler: Scheduler,
     dry_run: bool,
     allow_simulated: bool,
+    trust: &Trust,
 ) -> Result<u8> {
-    let r = FleetReport::read(fleet_path).map_err(input)?;
+    let r = match trust {
+        Trust::Untrusted => {
+            if !dry_run {
+                crate::errln!(
+                    "warning: {} is not verified against a trusted signer: whoever can write it \
+                     chooses which nodes are drained (--allowed-signers FILE or --pubkey KEY.pub \
+                     verifies its signature first)",
+                    crate::console::visible(&fleet_path.display().to_string())
+                );
+            }
+            FleetReport::read(fleet_path).map_err(input)?
+        }
+        trust => match verified_fleet(fleet_path, trust)? {
+            Ok(r) => r,
+            Err(why) => {
+                crate::errln!(
+                    "error: not draining: the fleet report does not verify: {}",
+                    crate::console::visible(&why)
+                );
+                return Ok(exit::VERIFY_FAILED);
+            }
+        },
+    };
     if r.simulated {
         if !dry_run && !allow_simulated {
             return Err(input(
@@ -882,6 +905,42 @@ pub fn cmd_drain(
     } else {
         exit::PASS
     })
+}
+
+/// The fleet report at `fleet_path` (fleet.json or its folder) once its folder verifies against
+/// `trust`: the bytes its signatures seal, read as `verify` reads them; `Err` says why not.
+fn verified_fleet(
+    fleet_path: &Path,
+    trust: &Trust,
+) -> Result<std::result::Result<FleetReport, String>> {
+    let dir = if fleet_path.is_dir() {
+        fleet_path
+    } else {
+        fleet_path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."))
+    };
+    let v = crate::sign::verify_dir(dir, trust).map_err(super::signer::sign_error)?;
+    if !v.ok() {
+        let why = if v.problems.is_empty() {
+            "a file or signature did not verify (`nodecert verify` names it)".to_string()
+        } else {
+            v.problems.join("; ")
+        };
+        return Ok(Err(why));
+    }
+    let Some(m) = v
+        .manifest
+        .as_ref()
+        .filter(|m| m.kind == crate::sign::ReportKind::Fleet)
+    else {
+        return Ok(Err(format!(
+            "{} holds a node's report, not a fleet's",
+            dir.display()
+        )));
+    };
+    Ok(super::verify::fleet_sealed(dir, &m.evidence_sha256).map_err(|u| u.why))
 }
 
 /// Write the fleet's baseline suite.

@@ -35,9 +35,9 @@ struct Sealed {
 /// Why what the signatures seal cannot be said: the exit code that says it (4: the sealed file
 /// changed since it was verified; 2: its bytes are the sealed ones, but this nodecert cannot
 /// read them), and the reason.
-struct Unsaid {
-    code: u8,
-    why: String,
+pub(crate) struct Unsaid {
+    pub(crate) code: u8,
+    pub(crate) why: String,
 }
 
 /// The exit code under `require` of a folder whose signatures verified and seal `sealed`,
@@ -113,7 +113,7 @@ fn required(require: &Require, sealed: std::result::Result<Sealed, Unsaid>) -> u
 
 /// The fleet report a verified folder's signatures seal: fleet.json read without following a
 /// link, held to the digest the manifest names, then read as `fleet` commands read it.
-fn fleet_sealed(
+pub(crate) fn fleet_sealed(
     dir: &Path,
     sealed: &str,
 ) -> std::result::Result<crate::fleet::FleetReport, Unsaid> {
