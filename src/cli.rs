@@ -140,10 +140,15 @@ pub enum Command {
         /// a certificate copied from another node verifies as well (exit 2 otherwise).
         #[arg(long, value_name = "NAME", requires = "require_pass")]
         host: Option<String>,
-        /// With --require-pass, the certificate must be of this suite, by name (exit 2
+        /// With --require-pass, the certificate must be of this suite, by name; an embedded
+        /// suite's name must be that embedded suite, not a file of the same name (exit 2
         /// otherwise).
         #[arg(long, value_name = "NAME", requires = "require_pass")]
         suite: Option<String>,
+        /// With --require-pass, the certificate's suite file must have this SHA-256 (as
+        /// `sha256sum` prints it; exit 2 otherwise).
+        #[arg(long, value_name = "HEX", requires = "require_pass")]
+        suite_sha256: Option<String>,
     },
     /// Sign a report folder, or countersign one that is already signed.
     #[command(after_help = EXIT_CODES)]
@@ -453,6 +458,10 @@ pub enum FleetCommand {
         /// otherwise).
         #[arg(long, value_name = "KEY.pub")]
         pubkey: Option<PathBuf>,
+        /// Act only on the report of this scheduler job (fleet.json's `job`): an older report,
+        /// signed as well, copied into the folder is refused (exit 2).
+        #[arg(long, value_name = "ID")]
+        job: Option<String>,
     },
 }
 
@@ -633,6 +642,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             allow_simulated,
             host,
             suite,
+            suite_sha256,
         } => verify::cmd_verify(
             &dir,
             allowed_signers,
@@ -642,6 +652,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
                 allow_simulated,
                 host,
                 suite,
+                suite_sha256,
             },
         ),
         Command::Sign {
@@ -826,6 +837,7 @@ fn fleet_dispatch(f: FleetCommand, args: &[String]) -> Result<u8> {
             allow_simulated,
             allowed_signers,
             pubkey,
+            job,
         } => fleet::cmd_drain(
             &path,
             if k8s {
@@ -840,6 +852,7 @@ fn fleet_dispatch(f: FleetCommand, args: &[String]) -> Result<u8> {
                 pubkey,
             }
             .trust(),
+            job.as_deref(),
         ),
     }
 }

@@ -493,12 +493,10 @@ pub struct NvLinkErrors {
 
 impl NvLinkErrors {
     /// The counters by name, the data errors as one: a link counts them by CRC (NVLink 3 and
-    /// before) or by ECC (NVLink 4 on), and one read of either is the reading.
+    /// before) or by ECC (NVLink 4 on). The CRC count where the link answers it (as before ECC
+    /// was read: a link answering both is not counted twice); the ECC count where it does not.
     pub fn kinds(&self) -> [(&'static str, Option<u64>); 4] {
-        let data = match (self.crc_data, self.ecc_data) {
-            (None, None) => None,
-            (c, e) => Some(c.unwrap_or(0).saturating_add(e.unwrap_or(0))),
-        };
+        let data = self.crc_data.or(self.ecc_data);
         [
             ("replay", self.replay),
             ("recovery", self.recovery),

@@ -933,6 +933,45 @@ fn require_pass_exits_with_the_code_of_what_the_signatures_seal() {
         String::from_utf8_lossy(&a.get_output().stderr),
         "error: --require-pass: the certificate is of suite h200-vm-1, not h200-sxm-8\n"
     );
+    // A suite file that takes an embedded suite's name is not that suite; its own digest names
+    // it.
+    env.write(
+        "mine.toml",
+        "format_version = 1\nname = \"h200-vm-1\"\nextends = \"base\"\n[node]\ngpu_count = 1\n",
+    );
+    env.cmd()
+        .args([
+            "run",
+            "mine.toml",
+            "--simulate",
+            "h200-vm-1",
+            "-q",
+            "--sign-key",
+            "k",
+        ])
+        .args(["--out", "mine"])
+        .assert()
+        .code(0);
+    let a = verify("mine", &[&gate[..], &["--suite", "h200-vm-1"]].concat()).code(2);
+    let err = String::from_utf8_lossy(&a.get_output().stderr).to_string();
+    assert!(
+        err.starts_with(
+            "error: --require-pass: the certificate's suite is named h200-vm-1 but was read from \
+             mine.toml, not the embedded suite of that name"
+        ),
+        "{err}"
+    );
+    let digest = sha256(&env.path("mine.toml"));
+    verify("mine", &[&gate[..], &["--suite-sha256", &digest]].concat())
+        .code(0)
+        .stderr("");
+    let a = verify(
+        "passed",
+        &[&gate[..], &["--suite-sha256", &digest]].concat(),
+    )
+    .code(2);
+    assert!(String::from_utf8_lossy(&a.get_output().stderr)
+        .starts_with("error: --require-pass: the certificate's suite has SHA-256 "),);
     // What it certifies names the suite, beside the node.
     let a = verify("passed", &[]).code(0);
     let out = String::from_utf8_lossy(&a.get_output().stdout).to_string();

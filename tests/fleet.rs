@@ -1505,13 +1505,16 @@ fn a_drain_with_a_trusted_key_acts_only_on_a_fleet_report_that_verifies() {
     }
     for (name, fault) in [("a1", None), ("a2", Some("ecc-uncorrectable"))] {
         let mut c = env.cmd();
+        // As tasks of job 42, which the node list names.
         c.args(["run", "--simulate", "h200-vm-1", "--node-name", name, "-q"])
-            .args(["--out", &format!("nodes/{name}")]);
+            .args(["--out", &format!("nodes/{name}")])
+            .env("SLURM_JOB_ID", "42");
         if let Some(f) = fault {
             c.args(["--inject", f]);
         }
         c.assert().code(if fault.is_some() { 1 } else { 0 });
     }
+    env.write("nodes/expected-nodes.txt", "# job: 42\na1\na2\n");
     env.cmd()
         .args([
             "fleet",
@@ -1551,6 +1554,18 @@ fn a_drain_with_a_trusted_key_acts_only_on_a_fleet_report_that_verifies() {
         assert!(drains_a2(&out), "{out}");
         assert_eq!(err, "");
     }
+    // The job named: this report's is 42; another job's drain refuses it (a report copied in
+    // from an earlier job verifies as well).
+    let (code, out, _) = drain("signed", &["--pubkey", "key.pub", "--job", "42"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(drains_a2(&out), "{out}");
+    let (code, out, err) = drain("signed", &["--pubkey", "key.pub", "--job", "41"]);
+    assert_eq!(code, Some(2), "{out}");
+    assert!(!out.contains("scontrol"), "{out}");
+    assert_eq!(
+        err,
+        "error: not draining: the fleet report is of job 42, not 41\n"
+    );
     for (fleet, key) in [("signed", "other.pub"), ("unsigned", "key.pub")] {
         let (code, out, err) = drain(fleet, &["--pubkey", key]);
         assert_eq!(code, Some(4), "{fleet} {key}: {out}{err}");
@@ -1560,6 +1575,19 @@ fn a_drain_with_a_trusted_key_acts_only_on_a_fleet_report_that_verifies() {
             "{err}"
         );
     }
+    // Another file beside the signed one is not what the signature seals.
+    fs::copy(
+        env.path("signed/fleet.json"),
+        env.path("signed/old-fleet.json"),
+    )
+    .unwrap();
+    let (code, out, err) = drain("signed/old-fleet.json", &["--pubkey", "key.pub"]);
+    assert_eq!(code, Some(4), "{out}");
+    assert!(
+        err.contains("is not the fleet.json a signature seals"),
+        "{err}"
+    );
+    fs::remove_file(env.path("signed/old-fleet.json")).unwrap();
     // fleet.json changed after it was signed: a node's reason, the drain's own words.
     let json = env.read("signed/fleet.json");
     env.write("signed/fleet.json", &json.replacen("ECC", "EC C", 1));

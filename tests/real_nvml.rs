@@ -932,6 +932,15 @@ fn a_remap_query_that_fails_is_not_stood_in_for_by_retired_pages() {
     let mut d = hgx_h200();
     d["gpus"][2]["errors"] = json!({"nvmlDeviceGetRemappedRows": "unknown"});
     d["gpus"][3]["errors"] = json!({"nvmlDeviceGetRemappedRows": "not_supported"});
+    // NOT_SUPPORTED where the GPU has row remapping all the same: a Hopper GPU, or any GPU with
+    // MIG on (NVML does not answer the remap then).
+    d["gpus"][4]["errors"] = json!({"nvmlDeviceGetRemappedRows": "not_supported"});
+    d["gpus"][4]["architecture"] = json!(9);
+    d["gpus"][5]["errors"] = json!({"nvmlDeviceGetRemappedRows": "not_supported"});
+    d["gpus"][5]["mig_mode"] = json!(1);
+    // A Volta GPU answers NOT_SUPPORTED: it has no row remapping, its retired pages stand.
+    d["gpus"][6]["errors"] = json!({"nvmlDeviceGetRemappedRows": "not_supported"});
+    d["gpus"][6]["architecture"] = json!(5);
     let node = Node::new(&d);
     let (_, ev) = node.run(HGX_SUITE);
     let all = findings(&ev);
@@ -949,14 +958,26 @@ fn a_remap_query_that_fails_is_not_stood_in_for_by_retired_pages() {
         )],
         "{all:#?}"
     );
-    assert_eq!(
-        remap("GPU 3"),
-        [(
-            "pass".to_string(),
-            "GPU 3 remapped rows and retired pages: none pending or failed".to_string()
-        )],
-        "{all:#?}"
-    );
+    for gpu in [3, 6] {
+        assert_eq!(
+            remap(&format!("GPU {gpu}")),
+            [(
+                "pass".to_string(),
+                format!("GPU {gpu} remapped rows and retired pages: none pending or failed")
+            )],
+            "{all:#?}"
+        );
+    }
+    for gpu in [4, 5] {
+        assert_eq!(
+            remap(&format!("GPU {gpu}")),
+            [(
+                "skip".to_string(),
+                format!("not available here: remapped rows and retired pages of GPU {gpu}")
+            )],
+            "{all:#?}"
+        );
+    }
 }
 
 /// Counts a GPU raises once the run is under way (after the inventory read them) are read

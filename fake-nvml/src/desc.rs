@@ -55,6 +55,9 @@ pub struct Gpu {
     pub pci_device_id: u32,
     pub memory_total_bytes: Option<u64>,
     pub persistence_mode: Option<bool>,
+    /// nvmlDeviceGetArchitecture's answer as nvml.h numbers it (7 Ampere, 8 Ada, 9 Hopper);
+    /// absent: NOT_SUPPORTED.
+    pub architecture: Option<u32>,
     /// Current MIG mode (0 off, 1 on).
     pub mig_mode: Option<u32>,
     /// The MIG mode at the next reset (absent: the current one).

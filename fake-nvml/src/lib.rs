@@ -53,6 +53,7 @@ pub const EXPORTED: &[&str] = &[
     "nvmlSystemGetProcessName",
     "nvmlDeviceGetEccMode",
     "nvmlDeviceGetCurrentClocksThrottleReasons",
+    "nvmlDeviceGetArchitecture",
     "nvmlDeviceGetClockInfo",
     "nvmlDeviceGetMaxClockInfo",
     "nvmlDeviceGetEnforcedPowerLimit",
@@ -675,6 +676,14 @@ pub unsafe extern "C" fn nvmlDeviceGetMaxPcieLinkWidth(
     read(d, "nvmlDeviceGetMaxPcieLinkWidth", out, |g| {
         pcie(g, |p| p.width_max)
     })
+}
+
+#[no_mangle]
+pub unsafe extern "C" fn nvmlDeviceGetArchitecture(
+    d: nvmlDevice_t,
+    out: *mut nvmlDeviceArchitecture_t,
+) -> nvmlReturn_t {
+    read(d, "nvmlDeviceGetArchitecture", out, |g| g.architecture)
 }
 
 #[no_mangle]

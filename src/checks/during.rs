@@ -66,7 +66,8 @@ impl Watch {
             .map(|(c, hidden)| c.map(|c| c.without(hidden)))
             .collect();
         let out = counter_findings(&self.last, &now, h);
-        // A GPU the inventory did not list has no reading to compare with, now or later.
+        // A GPU beyond the inventory's is never compared; one it listed without a reading is
+        // from its first reading on.
         for (last, c) in self.last.iter_mut().zip(now) {
             match (last.as_mut(), c) {
                 (Some(l), Some(c)) => l.update(c),
@@ -358,13 +359,11 @@ pub fn counter_findings(
                 &Subject::link(gpu, *link),
                 Reading::NvlinkErrors,
                 "NVLink errors (replay, recovery, CRC)",
-                &[
-                    (lb.replay, ln.replay),
-                    (lb.recovery, ln.recovery),
-                    (lb.crc_flit, ln.crc_flit),
-                    (lb.crc_data, ln.crc_data),
-                    (lb.ecc_data, ln.ecc_data),
-                ],
+                &lb.kinds()
+                    .iter()
+                    .zip(ln.kinds())
+                    .map(|((_, b), (_, n))| (*b, n))
+                    .collect::<Vec<_>>(),
                 Total::Sum,
                 h.max_nvlink_errors,
             ));
@@ -777,30 +776,38 @@ mod tests {
         assert_eq!(f[0].metric.as_deref(), Some("nvlink_errors"));
         let f = after(|c| c.nvlinks[0].1.crc_data = Some(100), |_| {});
         assert_eq!((f[0].status, f[0].info), (Status::Pass, true));
-        // Data errors counted by ECC (NVLink 4) are compared and summed with the rest.
-        let f = after(
-            |c| {
-                let e = &mut c.nvlinks[0].1;
-                e.ecc_data = Some(1);
-                e.crc_flit = Some(100);
-            },
-            |_| {},
-        );
-        let mut b = clean();
-        b.nvlinks[0].1.ecc_data = Some(0);
-        let mut n = b.clone();
-        n.nvlinks[0].1.ecc_data = Some(101);
-        // ECC not read at the start: only crc_flit's growth counts, the total counts both.
+        // Data errors counted by ECC (NVLink 4, which does not answer the CRC count) are
+        // compared and summed with the rest.
+        let hopper = |ecc: u64| {
+            let mut c = clean();
+            c.nvlinks[0].1.crc_data = None;
+            c.nvlinks[0].1.ecc_data = Some(ecc);
+            c
+        };
+        let f = counter_findings(&[Some(hopper(0))], &[Some(hopper(101))], &health());
         assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].status, Status::Fail, "{f:#?}");
         assert!(
             f[0].reason
-                .contains("rose by 100 while this check ran, to 101, beyond"),
+                .contains("rose by 101 while this check ran, to 101"),
             "{}",
             f[0].reason
         );
-        let f = counter_findings(&[Some(b)], &[Some(n)], &health());
-        assert_eq!(f[0].status, Status::Fail, "{f:#?}");
-        assert!(f[0].reason.contains("rose by 101"), "{}", f[0].reason);
+        // A link that answers both counts its data errors once, by CRC.
+        let f = after(
+            |c| {
+                let e = &mut c.nvlinks[0].1;
+                e.crc_data = Some(60);
+                e.ecc_data = Some(60);
+            },
+            |_| {},
+        );
+        assert!(
+            f[0].reason
+                .contains("rose by 60 while this check ran, to 60, within"),
+            "{}",
+            f[0].reason
+        );
         // Replay reset from 90 to 0 while CRC rose by 60: 60 more, 60 in all.
         let mut b = clean();
         b.nvlinks[0].1.replay = Some(90);
@@ -881,6 +888,53 @@ mod tests {
             ..Default::default()
         });
         assert!(w.take(remap, &h).is_empty());
+    }
+
+    /// Each reading the inventory found not available stays unjudged, whatever later readings
+    /// answer: the GPU's inventory still holds the counts it listed unavailable.
+    #[test]
+    fn readings_unavailable_at_the_start_are_never_judged() {
+        let mut inv: Inventory = crate::testutil::simulated("h100-sxm-8", &[]).node;
+        let readings = [
+            Reading::EccErrors,
+            Reading::RemappedRows,
+            Reading::PcieReplays,
+            Reading::NvlinkErrors,
+        ];
+        for (g, r) in readings.iter().enumerate() {
+            inv.gpus[g].unavailable.push(*r);
+        }
+        let now: Vec<Option<ErrorCounts>> = inv
+            .gpus
+            .iter()
+            .map(|g| {
+                let mut c = ErrorCounts::of(&crate::inventory::Gpu {
+                    unavailable: vec![],
+                    ..g.clone()
+                });
+                c.ecc.volatile_uncorrected = Some(5);
+                c.remapped_rows = Some(crate::inventory::RemappedRows {
+                    failure: true,
+                    ..Default::default()
+                });
+                c.pcie_replays = Some(500);
+                c.nvlinks[0].1.replay = Some(500);
+                Some(c)
+            })
+            .collect();
+        let f = Watch::start(&inv).take(now, &health());
+        // GPUs 4 to 7 count all four; GPUs 0 to 3 three each, the one they hide left out.
+        for (g, hidden) in readings.iter().enumerate() {
+            let on: Vec<&str> = f
+                .iter()
+                .filter(|x| x.subject.gpu == Some(g))
+                .map(|x| x.metric.as_deref().unwrap())
+                .collect();
+            assert_eq!(on.len(), 3, "GPU {g}: {on:?}");
+            assert!(!on.contains(&hidden.key()), "GPU {g}: {on:?}");
+            assert!(f.iter().all(|x| x.status != Status::Skip), "{f:#?}");
+        }
+        assert_eq!(f.iter().filter(|x| x.subject.gpu == Some(4)).count(), 4);
     }
 
     /// A failure on a counter stops re-measuring, as one on an XID does; a counter shown within

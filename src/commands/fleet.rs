@@ -817,6 +817,7 @@ pub fn cmd_drain(
     dry_run: bool,
     allow_simulated: bool,
     trust: &Trust,
+    job: Option<&str>,
 ) -> Result<u8> {
     let r = match trust {
         Trust::Untrusted => {
@@ -841,6 +842,17 @@ pub fn cmd_drain(
             }
         },
     };
+    // A report of another job (an older one copied into the folder) is not this drain's.
+    if let Some(want) = job {
+        if r.job.as_deref() != Some(want) {
+            crate::errln!(
+                "error: not draining: the fleet report is of job {}, not {}",
+                crate::console::visible(r.job.as_deref().unwrap_or("(none named)")),
+                crate::console::visible(want)
+            );
+            return Ok(exit::INVALID_INPUT);
+        }
+    }
     if r.simulated {
         if !dry_run && !allow_simulated {
             return Err(input(
@@ -916,6 +928,15 @@ fn verified_fleet(
     let dir = if fleet_path.is_dir() {
         fleet_path
     } else {
+        // The signature seals the folder's fleet.json: a file of another name is not what it
+        // seals, and would not be what the drain reads.
+        if fleet_path.file_name() != Some(std::ffi::OsStr::new(fleet::FLEET_FILE)) {
+            return Ok(Err(format!(
+                "{} is not the {} a signature seals: name the report's folder",
+                fleet_path.display(),
+                fleet::FLEET_FILE
+            )));
+        }
         fleet_path
             .parent()
             .filter(|p| !p.as_os_str().is_empty())

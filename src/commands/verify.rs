@@ -16,6 +16,8 @@ pub struct Require {
     pub host: Option<String>,
     /// The suite it must have been run with, by name.
     pub suite: Option<String>,
+    /// The suite it must have been run with, by the SHA-256 of its file.
+    pub suite_sha256: Option<String>,
 }
 
 /// What a verified folder's signatures seal: its verdict as this nodecert judges it, the exit
@@ -28,6 +30,10 @@ struct Sealed {
     host: Option<String>,
     /// The suite run, by name, where known.
     suite: Option<String>,
+    /// Where the suite came from: `embedded:NAME`, or its file (a node's; None for a fleet).
+    suite_origin: Option<String>,
+    /// The SHA-256 of the suite's file, where known.
+    suite_sha256: Option<String>,
     /// A fleet's nodes that passed but were flagged as slower than their siblings.
     flagged: usize,
 }
@@ -88,6 +94,30 @@ fn required(require: &Require, sealed: std::result::Result<Sealed, Unsaid>) -> u
             crate::errln!(
                 "error: --require-pass: the certificate is of suite {}, not {}",
                 show(&s.suite),
+                crate::console::visible(want)
+            );
+            return exit::INVALID_INPUT;
+        }
+        // A name is a field of the suite's file: one of the embedded suites' names must be that
+        // embedded suite, not a file that took its name.
+        let embedded = format!("embedded:{want}");
+        if crate::suite::load::embedded(want).is_some()
+            && s.suite_origin.as_ref().is_some_and(|o| *o != embedded)
+        {
+            crate::errln!(
+                "error: --require-pass: the certificate's suite is named {} but was read from {}, \
+                 not the embedded suite of that name (--suite-sha256 names a file's)",
+                crate::console::visible(want),
+                show(&s.suite_origin)
+            );
+            return exit::INVALID_INPUT;
+        }
+    }
+    if let Some(want) = &require.suite_sha256 {
+        if s.suite_sha256.as_ref() != Some(want) {
+            crate::errln!(
+                "error: --require-pass: the certificate's suite has SHA-256 {}, not {}",
+                show(&s.suite_sha256),
                 crate::console::visible(want)
             );
             return exit::INVALID_INPUT;
@@ -195,6 +225,8 @@ pub fn cmd_verify(
                         simulated: f.simulated,
                         host: None,
                         suite: f.suite.clone(),
+                        suite_origin: None,
+                        suite_sha256: f.suite_sha256.clone(),
                         flagged: f.counts.get("flagged").copied().unwrap_or(0),
                     })
                 }
@@ -306,6 +338,8 @@ fn certifies(dir: &Path, sealed: &str) -> (Vec<String>, std::result::Result<Seal
         simulated: ev.simulated,
         host: Some(n.hostname.clone()),
         suite: Some(ev.suite.name.clone()),
+        suite_origin: Some(ev.suite.origin.clone()),
+        suite_sha256: Some(ev.suite.sha256.clone()),
         flagged: 0,
     };
     (out, Ok(sealed))

@@ -14,6 +14,7 @@ use nvml_wrapper::enum_wrappers::device::{
     TopologyLevel,
 };
 use nvml_wrapper::enum_wrappers::nv_link::ErrorCounter;
+use nvml_wrapper::enums::device::DeviceArchitecture;
 use nvml_wrapper::error::{nvml_try, NvmlError};
 use nvml_wrapper::{Device, Nvml};
 use std::path::Path;
@@ -308,10 +309,12 @@ pub fn read_gpu(
     g.ecc = ecc_counts(d, &mut q, g.ecc_enabled == Some(false));
     let rows = remapped_rows(nvml, d);
     // A GPU without row remapping (before Ampere) answers NOT_SUPPORTED, or an NVML that old
-    // lacks the call: its retired pages are its reading. Any other failure leaves the remap of
-    // a GPU that has one unread, and the retired pages (which such GPUs stopped counting, or do
-    // not answer) do not stand for it: the reading is not available.
-    if matches!(&rows, Err(e) if !remap_absent(e)) {
+    // lacks the call: its retired pages are its reading. A GPU that has one (Ampere on) and
+    // answers so anyway, as NVML does with MIG on, or any other failure, leaves the remap unread,
+    // and the retired pages (which such GPUs stopped counting, or do not answer) do not stand
+    // for it: the reading is not available.
+    let remapper = g.mig_enabled == Some(true) || has_row_remapping(d.architecture());
+    if matches!(&rows, Err(e) if remapper || !remap_absent(e)) {
         g.unavailable.push(crate::inventory::Reading::RemappedRows);
     }
     g.remapped_rows = q.ask("remapped rows", rows);
@@ -412,6 +415,19 @@ fn ecc_counts(d: &Device, q: &mut Asker, ecc_off: bool) -> EccCounts {
         // Counters come from the driver: a sum must neither wrap (release) nor panic (debug).
         dram_errors: dram_c.zip(dram_u).map(|(c, u)| c.saturating_add(u)),
     }
+}
+
+/// Whether the GPU's architecture remaps rows (Ampere and later); an architecture not read says
+/// nothing.
+fn has_row_remapping(arch: Result<DeviceArchitecture, NvmlError>) -> bool {
+    matches!(
+        arch,
+        Ok(DeviceArchitecture::Ampere
+            | DeviceArchitecture::Ada
+            | DeviceArchitecture::Hopper
+            | DeviceArchitecture::Blackwell
+            | DeviceArchitecture::Unknown)
+    )
 }
 
 /// Whether a failure of nvmlDeviceGetRemappedRows says the GPU has no row remapping (rather
