@@ -979,6 +979,58 @@ impl Inventory {
 }
 
 #[cfg(test)]
+mod error_counts_tests {
+    use super::*;
+
+    fn link(replay: Option<u64>, crc_flit: Option<u64>) -> NvLinkErrors {
+        NvLinkErrors {
+            replay,
+            crc_flit,
+            ..Default::default()
+        }
+    }
+
+    /// A reading takes the place of the last one counter by counter, link by link: what it did
+    /// not read keeps its last value, a link it names alone changes, and a link new to it is
+    /// added.
+    #[test]
+    fn an_update_keeps_the_last_known_value_of_each_counter() {
+        let mut last = ErrorCounts {
+            pcie_replays: Some(3),
+            remapped_rows: Some(RemappedRows::default()),
+            nvlinks: vec![(0, link(Some(1), Some(2))), (1, link(Some(5), Some(6)))],
+            ..Default::default()
+        };
+        last.ecc.volatile_uncorrected = Some(1);
+        last.ecc.sram_corrected = Some(7);
+        let mut now = ErrorCounts {
+            pcie_replays: None,
+            remapped_rows: None,
+            retired_pages: Some(RetiredPages::default()),
+            nvlinks: vec![(1, link(Some(8), None)), (4, link(Some(0), Some(0)))],
+            ..Default::default()
+        };
+        now.ecc.volatile_uncorrected = Some(2);
+        last.update(now);
+        assert_eq!(last.pcie_replays, Some(3));
+        assert_eq!(last.remapped_rows, Some(RemappedRows::default()));
+        assert_eq!(last.retired_pages, Some(RetiredPages::default()));
+        assert_eq!(
+            (last.ecc.volatile_uncorrected, last.ecc.sram_corrected),
+            (Some(2), Some(7))
+        );
+        assert_eq!(
+            last.nvlinks,
+            [
+                (0, link(Some(1), Some(2))),
+                (1, link(Some(8), Some(6))),
+                (4, link(Some(0), Some(0)))
+            ]
+        );
+    }
+}
+
+#[cfg(test)]
 mod nvls_tests {
     use super::*;
 
