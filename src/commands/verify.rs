@@ -141,25 +141,38 @@ fn required(require: &Require, sealed: std::result::Result<Sealed, Unsaid>) -> u
     s.code
 }
 
+/// The text of the file at `path` that a verified folder's signatures seal (`sealed`: its
+/// digest): the file itself, never a link at its name, as the rest of verify reads the folder.
+/// Bytes other than the sealed ones are a signature's matter (4); the caller parses them after,
+/// and sealed bytes it cannot read are an input's (2).
+fn sealed_text(
+    path: &Path,
+    kind: crate::fsio::read::Kind,
+    sealed: &str,
+) -> std::result::Result<String, Unsaid> {
+    use sha2::Digest;
+    let text = crate::fsio::read::read_to_string_no_link(path, kind).map_err(|e| Unsaid {
+        code: exit::VERIFY_FAILED,
+        why: format!("cannot read {}: {e}", path.display()),
+    })?;
+    if hex::encode(sha2::Sha256::digest(text.as_bytes())) != sealed {
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        return Err(Unsaid {
+            code: exit::VERIFY_FAILED,
+            why: format!("{name} changed since it was verified"),
+        });
+    }
+    Ok(text)
+}
+
 /// The fleet report a verified folder's signatures seal: fleet.json read without following a
 /// link, held to the digest the manifest names, then read as `fleet` commands read it.
 pub(crate) fn fleet_sealed(
     dir: &Path,
     sealed: &str,
 ) -> std::result::Result<crate::fleet::FleetReport, Unsaid> {
-    use sha2::Digest;
     let path = dir.join(crate::fleet::FLEET_FILE);
-    let text = crate::fsio::read::read_to_string_no_link(&path, crate::fsio::read::Kind::Fleet)
-        .map_err(|e| Unsaid {
-            code: exit::VERIFY_FAILED,
-            why: format!("cannot read {}: {e}", path.display()),
-        })?;
-    if hex::encode(sha2::Sha256::digest(text.as_bytes())) != sealed {
-        return Err(Unsaid {
-            code: exit::VERIFY_FAILED,
-            why: "fleet.json changed since it was verified".into(),
-        });
-    }
+    let text = sealed_text(&path, crate::fsio::read::Kind::Fleet, sealed)?;
     crate::fleet::FleetReport::from_text(&path, text)
         .map(|(r, _)| r)
         .map_err(|why| Unsaid {
@@ -262,29 +275,14 @@ pub fn cmd_verify(
 /// this nodecert judges them (and the one the file states, where another), what it was signed as,
 /// and when it finished.
 fn certifies(dir: &Path, sealed: &str) -> (Vec<String>, std::result::Result<Sealed, Unsaid>) {
-    use sha2::Digest;
     let path = crate::evidence::Evidence::path_in(dir);
-    // The file itself, never a link at its name, as the rest of verify reads the folder; its
-    // digest first: bytes other than the sealed ones are a signature's matter (4), the sealed
-    // bytes that this nodecert cannot read an input's (2).
-    let read = crate::fsio::read::read_to_string_no_link(&path, crate::fsio::read::Kind::Evidence)
-        .map_err(|e| Unsaid {
-            code: exit::VERIFY_FAILED,
-            why: format!("cannot read {}: {e}", path.display()),
-        })
-        .and_then(|text| {
-            if hex::encode(sha2::Sha256::digest(text.as_bytes())) != sealed {
-                return Err(Unsaid {
-                    code: exit::VERIFY_FAILED,
-                    why: "evidence.json changed since it was verified".into(),
-                });
-            }
-            let ev = crate::evidence::Evidence::from_text(&path, &text).map_err(|e| Unsaid {
-                code: exit::INVALID_INPUT,
-                why: e.to_string(),
-            })?;
-            Ok((ev, text))
-        });
+    let read = sealed_text(&path, crate::fsio::read::Kind::Evidence, sealed).and_then(|text| {
+        let ev = crate::evidence::Evidence::from_text(&path, &text).map_err(|e| Unsaid {
+            code: exit::INVALID_INPUT,
+            why: e.to_string(),
+        })?;
+        Ok((ev, text))
+    });
     let (ev, text) = match read {
         Ok(x) => x,
         Err(u) => return (vec![format!("certifies: not said: {}", u.why)], Err(u)),
