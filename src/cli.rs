@@ -645,8 +645,11 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             suite_sha256,
         } => verify::cmd_verify(
             &dir,
-            allowed_signers,
-            pubkey,
+            &TrustArgs {
+                allowed_signers,
+                pubkey,
+            }
+            .trust(),
             &verify::Require {
                 pass: require_pass,
                 allow_simulated,

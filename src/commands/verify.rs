@@ -3,7 +3,7 @@
 use super::signer::sign_error;
 use crate::error::{exit, InputError, Result};
 use crate::sign;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// What `verify` must find besides good signatures (`--require-pass`).
 #[derive(Debug, Clone, Default)]
@@ -181,22 +181,12 @@ pub(crate) fn fleet_sealed(
         })
 }
 
-pub fn cmd_verify(
-    dir: &Path,
-    allowed: Option<PathBuf>,
-    pubkey: Option<PathBuf>,
-    require: &Require,
-) -> Result<u8> {
+pub fn cmd_verify(dir: &Path, trust: &sign::Trust, require: &Require) -> Result<u8> {
     if !dir.is_dir() {
         return Err(InputError::Other(format!("{}: not a report folder", dir.display())).into());
     }
-    let trust = match (allowed, pubkey) {
-        (Some(f), _) => sign::Trust::AllowedSigners(f),
-        (None, Some(k)) => sign::Trust::PublicKey(k),
-        (None, None) => sign::Trust::Untrusted,
-    };
     let untrusted = matches!(trust, sign::Trust::Untrusted);
-    let r = sign::verify_dir(dir, &trust).map_err(sign_error)?;
+    let r = sign::verify_dir(dir, trust).map_err(sign_error)?;
     crate::out!("{r}");
     let sim = if r.simulated == Some(true) {
         " (SIMULATED RESULTS: not a certification of real hardware)"
