@@ -42,6 +42,32 @@ pub fn context_refused_hint(r: sys::CUresult) -> &'static str {
     }
 }
 
+/// What a refused `cuInit` usually means on a node the driver lists GPUs on, for the error that
+/// reports it. These are states of the node's software, not of its GPUs or links: a run that
+/// meets one is untestable (exit 3), and the words say which service or library to look at.
+pub fn init_refused_hint(r: sys::CUresult) -> &'static str {
+    match r {
+        sys::CUresult::CUDA_ERROR_SYSTEM_NOT_READY => {
+            ": on a node whose GPUs are joined by NVSwitches, CUDA waits for the fabric manager \
+             to register every GPU with the fabric; it is not running or has not finished \
+             (`systemctl status nvidia-fabricmanager`, whose version must equal the driver's; \
+             `nodecert inventory` shows each GPU's fabric state)"
+        }
+        sys::CUresult::CUDA_ERROR_SYSTEM_DRIVER_MISMATCH => {
+            ": the CUDA driver library (libcuda.so.1) is of another version than the kernel \
+             module: a container's own libcuda, or a forward-compatibility package (cuda-compat) \
+             on LD_LIBRARY_PATH, that does not match the host's driver \
+             (`cat /proc/driver/nvidia/version` names the module's)"
+        }
+        sys::CUresult::CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE => {
+            ": a forward-compatibility libcuda (cuda-compat) is loaded, and this GPU or driver \
+             branch does not support it; use the host driver's libcuda.so.1 (remove the \
+             compat folder from LD_LIBRARY_PATH)"
+        }
+        _ => "",
+    }
+}
+
 /// Name the call that failed.
 pub fn ck<T>(call: &str, r: Result<T, DriverError>) -> Result<T, HwError> {
     r.map_err(|e| HwError::Call {
@@ -491,5 +517,28 @@ mod tests {
             context_refused_hint(sys::CUresult::CUDA_ERROR_NO_DEVICE),
             ""
         );
+    }
+
+    /// A refused cuInit names the service or library behind it: the fabric manager on an
+    /// NVSwitch node, a libcuda of another version than the kernel module, a compat package the
+    /// GPU does not take. Any other failure is reported in the driver's words alone.
+    #[test]
+    fn a_refused_init_names_the_software_behind_it() {
+        let h = init_refused_hint(sys::CUresult::CUDA_ERROR_SYSTEM_NOT_READY);
+        assert!(h.contains("nvidia-fabricmanager"), "{h}");
+        let h = init_refused_hint(sys::CUresult::CUDA_ERROR_SYSTEM_DRIVER_MISMATCH);
+        assert!(
+            h.contains("libcuda.so.1") && h.contains("kernel module"),
+            "{h}"
+        );
+        let h = init_refused_hint(sys::CUresult::CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE);
+        assert!(h.contains("cuda-compat"), "{h}");
+        for other in [
+            sys::CUresult::CUDA_ERROR_NO_DEVICE,
+            sys::CUresult::CUDA_ERROR_UNKNOWN,
+            sys::CUresult::CUDA_ERROR_DEVICE_UNAVAILABLE,
+        ] {
+            assert_eq!(init_refused_hint(other), "", "{other:?}");
+        }
     }
 }

@@ -390,7 +390,13 @@ impl Cuda {
             Err(e) if e.0 == sys::CUresult::CUDA_ERROR_NO_DEVICE => {
                 return Err(no_cuda_device(bus_ids.len(), &visible))
             }
-            r => driver::ck("cuInit", r)?,
+            Err(e) => {
+                return Err(HwError::Call {
+                    call: "cuInit".into(),
+                    detail: format!("{}{}", driver::describe(&e), driver::init_refused_hint(e.0)),
+                })
+            }
+            Ok(()) => {}
         }
         let count = driver::ck("cuDeviceGetCount", result::device::get_count())?.max(0) as usize;
         if count == 0 {
