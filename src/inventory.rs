@@ -505,6 +505,15 @@ impl NvLinkErrors {
         ]
     }
 
+    /// What the counters [`NvLinkErrors::kinds`] sums count, in a finding's words: the data
+    /// errors by CRC, or by ECC on a link that counts them so (NVLink 4 on).
+    pub fn words(&self) -> &'static str {
+        match (self.crc_data, self.ecc_data) {
+            (None, Some(_)) => "NVLink errors (replay, recovery, flit CRC, data ECC)",
+            _ => "NVLink errors (replay, recovery, CRC)",
+        }
+    }
+
     /// The sum of the counters that were read, and the names of those that were not; None when
     /// none was read (an unread counter is unknown, not 0).
     pub fn read(&self) -> Option<(u64, Vec<&'static str>)> {

@@ -358,7 +358,7 @@ pub fn counter_findings(
             out.extend(grew(
                 &Subject::link(gpu, *link),
                 Reading::NvlinkErrors,
-                "NVLink errors (replay, recovery, CRC)",
+                ln.words(),
                 &lb.kinds()
                     .iter()
                     .zip(ln.kinds())
@@ -788,8 +788,10 @@ mod tests {
         assert_eq!(f.len(), 1, "{f:#?}");
         assert_eq!(f[0].status, Status::Fail, "{f:#?}");
         assert!(
-            f[0].reason
-                .contains("rose by 101 while this check ran, to 101"),
+            f[0].reason.contains(
+                "NVLink errors (replay, recovery, flit CRC, data ECC) rose by 101 while this \
+                 check ran, to 101"
+            ),
             "{}",
             f[0].reason
         );

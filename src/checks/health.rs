@@ -626,10 +626,7 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu, mode: OtherProcesses) -> Vec<Finding> 
                             r,
                             format!("{errs} errors"),
                             format!("<= {}", h.max_nvlink_errors),
-                            format!(
-                                "{who} link {}: {errs} NVLink errors (replay, recovery, CRC)",
-                                l.link
-                            ),
+                            format!("{who} link {}: {errs} {}", l.link, l.errors.words()),
                         ));
                     }
                 }
@@ -989,7 +986,8 @@ mod tests {
             status(&f, "GPU 2 link 5", Reading::NvlinkErrors),
             vec![Status::Fail]
         );
-        // A Hopper link's data errors counted by ECC add up as the CRC ones do.
+        // A Hopper link's data errors counted by ECC add up as the CRC ones do, and are called
+        // what they are.
         let f = judge("h100-sxm-8", |inv| {
             let e = &mut inv.gpus[2].nvlinks[5].errors;
             e.crc_data = None;
@@ -999,6 +997,14 @@ mod tests {
         assert_eq!(
             status(&f, "GPU 2 link 5", Reading::NvlinkErrors),
             vec![Status::Fail]
+        );
+        let bad = on(&f, "GPU 2 link 5", Reading::NvlinkErrors);
+        assert!(
+            bad[0]
+                .reason
+                .ends_with("link 5: 101 NVLink errors (replay, recovery, flit CRC, data ECC)"),
+            "{}",
+            bad[0].reason
         );
     }
 
