@@ -923,6 +923,10 @@ fn require_pass_exits_with_the_code_of_what_the_signatures_seal() {
     )
     .code(0)
     .stderr("");
+    // A host name in other letters, or with the root's dot, is the same host.
+    verify("passed", &[&gate[..], &["--host", "SIM-H200-VM."]].concat())
+        .code(0)
+        .stderr("");
     let a = verify("passed", &[&gate[..], &["--host", "gpu-node-17"]].concat()).code(2);
     assert_eq!(
         String::from_utf8_lossy(&a.get_output().stderr),

@@ -80,7 +80,7 @@ fn required(require: &Require, sealed: std::result::Result<Sealed, Unsaid>) -> u
             );
             return exit::INVALID_INPUT;
         }
-        if s.host.as_ref() != Some(want) {
+        if !s.host.as_deref().is_some_and(|h| same_host(h, want)) {
             crate::errln!(
                 "error: --require-pass: the certificate is of host {}, not {}",
                 show(&s.host),
@@ -139,6 +139,15 @@ fn required(require: &Require, sealed: std::result::Result<Sealed, Unsaid>) -> u
         );
     }
     s.code
+}
+
+/// Whether the host names `a` and `b` name one host as DNS compares names: letters in either
+/// case, and a trailing dot (the root) or not. A short name is not its FQDN: `node1` could be
+/// `node1.rack1` or `node1.rack2`, and a gate must not choose.
+fn same_host(a: &str, b: &str) -> bool {
+    let a = a.strip_suffix('.').unwrap_or(a);
+    let b = b.strip_suffix('.').unwrap_or(b);
+    !a.is_empty() && a.eq_ignore_ascii_case(b)
 }
 
 /// The text of the file at `path` that a verified folder's signatures seal (`sealed`: its
@@ -331,4 +340,23 @@ fn certifies(dir: &Path, sealed: &str) -> (Vec<String>, std::result::Result<Seal
         flagged: 0,
     };
     (out, Ok(sealed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::same_host;
+
+    /// DNS names compare without regard to case or the root's dot; a short name is not an
+    /// FQDN, and nothing is the empty name.
+    #[test]
+    fn host_names_compare_as_dns_compares_them() {
+        assert!(same_host("gpu-node-17", "gpu-node-17"));
+        assert!(same_host("GPU-Node-17.example.com", "gpu-node-17.EXAMPLE.com."));
+        assert!(same_host("gpu-node-17.", "gpu-node-17"));
+        assert!(!same_host("gpu-node-17", "gpu-node-17.example.com"));
+        assert!(!same_host("gpu-node-17", "gpu-node-1"));
+        assert!(!same_host("gpu-node-17", "gpu-node-17x"));
+        assert!(!same_host("", ""));
+        assert!(!same_host(".", ""));
+    }
 }
