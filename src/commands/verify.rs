@@ -344,14 +344,52 @@ fn certifies(dir: &Path, sealed: &str) -> (Vec<String>, std::result::Result<Seal
 
 #[cfg(test)]
 mod tests {
-    use super::same_host;
+    use super::*;
+
+    /// Sealed evidence bytes that this nodecert cannot read (a newer format) are the input's
+    /// matter (2), bytes other than the sealed ones a signature's (4): the gate says which, and
+    /// neither passes.
+    #[test]
+    fn sealed_evidence_that_cannot_be_read_or_changed_is_no_pass() {
+        use sha2::Digest;
+        let d = tempfile::tempdir().unwrap();
+        let text = format!(
+            "{{\"format\": \"{}\", \"format_version\": 99}}",
+            crate::evidence::FORMAT_NAME
+        );
+        let path = crate::evidence::Evidence::path_in(d.path());
+        std::fs::write(&path, &text).unwrap();
+        let digest = hex::encode(sha2::Sha256::digest(text.as_bytes()));
+        let gate = Require {
+            pass: true,
+            allow_simulated: true,
+            ..Require::default()
+        };
+        let (lines, sealed) = certifies(d.path(), &digest);
+        assert!(lines[0].starts_with("certifies: not said: "), "{lines:?}");
+        assert!(lines[0].contains("99"), "{lines:?}");
+        assert_eq!(required(&gate, sealed), exit::INVALID_INPUT);
+        // Without --require-pass, good signatures are all verify was asked.
+        let (_, sealed) = certifies(d.path(), &digest);
+        assert_eq!(required(&Require::default(), sealed), exit::PASS);
+        // The same name, other bytes than the sealed ones.
+        let (lines, sealed) = certifies(d.path(), &"0".repeat(64));
+        assert!(
+            lines[0].contains("changed since it was verified"),
+            "{lines:?}"
+        );
+        assert_eq!(required(&gate, sealed), exit::VERIFY_FAILED);
+    }
 
     /// DNS names compare without regard to case or the root's dot; a short name is not an
     /// FQDN, and nothing is the empty name.
     #[test]
     fn host_names_compare_as_dns_compares_them() {
         assert!(same_host("gpu-node-17", "gpu-node-17"));
-        assert!(same_host("GPU-Node-17.example.com", "gpu-node-17.EXAMPLE.com."));
+        assert!(same_host(
+            "GPU-Node-17.example.com",
+            "gpu-node-17.EXAMPLE.com."
+        ));
         assert!(same_host("gpu-node-17.", "gpu-node-17"));
         assert!(!same_host("gpu-node-17", "gpu-node-17.example.com"));
         assert!(!same_host("gpu-node-17", "gpu-node-1"));
