@@ -19,8 +19,35 @@ pub fn list_text() -> String {
         s.push_str(&format!("  {name:<18} {d}\n"));
     }
     s.push_str("\nFaults (--inject NAME[:key=value,...]):\n");
+    // As wide as the longest name, so that every description starts in one column.
+    let w = sim::FaultKind::ALL
+        .iter()
+        .map(|k| k.name().len())
+        .max()
+        .unwrap_or(0);
     for k in sim::FaultKind::ALL {
-        s.push_str(&format!("  {:<20} {}\n", k.name(), k.describe()));
+        s.push_str(&format!("  {:<w$} {}\n", k.name(), k.describe()));
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    /// Every fault's description starts in one column, however long the longest name.
+    #[test]
+    fn fault_descriptions_start_in_one_column() {
+        let text = super::list_text();
+        let faults = text.split("Faults (").nth(1).unwrap();
+        let starts: Vec<usize> = faults
+            .lines()
+            .skip(1)
+            .filter(|l| !l.is_empty())
+            .map(|l| {
+                let name_end = 2 + l[2..].find(' ').unwrap();
+                name_end + l[name_end..].find(|c: char| c != ' ').unwrap()
+            })
+            .collect();
+        assert!(starts.len() > 10, "{faults}");
+        assert!(starts.iter().all(|&c| c == starts[0]), "{starts:?}");
+    }
 }
