@@ -149,6 +149,11 @@ pub enum Command {
         /// `sha256sum` prints it; exit 2 otherwise).
         #[arg(long, value_name = "HEX", requires = "require_pass")]
         suite_sha256: Option<String>,
+        /// Print one JSON document (format "nodecert-verify") instead of the text: the
+        /// signatures and digests, what they seal (verdict, host, GPU serials, suite), what
+        /// --require-pass concluded, and the exit code. Errors still go to stderr.
+        #[arg(long)]
+        json: bool,
     },
     /// Sign a report folder, or countersign one that is already signed.
     #[command(after_help = EXIT_CODES)]
@@ -643,6 +648,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
             host,
             suite,
             suite_sha256,
+            json,
         } => verify::cmd_verify(
             &dir,
             &TrustArgs {
@@ -657,6 +663,7 @@ fn dispatch(cli: Cli, args: &[String]) -> Result<u8> {
                 suite,
                 suite_sha256,
             },
+            json,
         ),
         Command::Sign {
             dir,

@@ -249,6 +249,39 @@ fn signed_run_round_trip_tamper_wrong_key_missing_file_countersign() {
             "file report.html: sha-256 mismatch",
         ))
         .stderr(predicate::str::contains("report.html"));
+    // In JSON: not verified, exit 4, the file's digest as it is, and nothing said as sealed.
+    let o = env
+        .cmd()
+        .args([
+            "verify",
+            "cert",
+            "--pubkey",
+            "ops.key.pub",
+            "--json",
+            "--require-pass",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(4));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (&v["verified"], &v["exit_code"]),
+        (&false.into(), &4.into())
+    );
+    let html = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["name"] == "report.html")
+        .unwrap();
+    assert_eq!(html["status"], "mismatch");
+    assert_eq!(html["actual"].as_str().unwrap().len(), 64);
+    assert_eq!(v["sealed"], serde_json::Value::Null);
+    assert_eq!(v["require"]["judged"], serde_json::Value::Null);
+    assert!(
+        v["problems"][0].as_str().unwrap().contains("report.html"),
+        "{v}"
+    );
     std::fs::copy(env.path("report.html.orig"), env.path("cert/report.html")).unwrap();
     env.cmd()
         .args(["verify", "cert", "--pubkey", "ops.key.pub"])
@@ -923,6 +956,55 @@ fn require_pass_exits_with_the_code_of_what_the_signatures_seal() {
     )
     .code(0)
     .stderr("");
+    // The same gate in JSON, for scripts: what is sealed (host, serials, suite, verdict) and
+    // what the gate concluded, with the exit code; stderr still says why.
+    let json = |dir: &str, extra: &[&str]| {
+        let o = env
+            .cmd()
+            .args(["verify", dir, "--pubkey", "k.pub", "--json"])
+            .args(extra)
+            .output()
+            .unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&o.stdout)
+            .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&o.stdout)));
+        assert_eq!(v["exit_code"].as_u64(), o.status.code().map(|c| c as u64));
+        (v, String::from_utf8_lossy(&o.stderr).to_string())
+    };
+    let (v, err) = json("passed", &[&gate[..], &["--host", "gpu-node-17"]].concat());
+    assert_eq!(v["format"], "nodecert-verify");
+    assert_eq!(v["format_version"], 1);
+    assert_eq!((&v["verified"], &v["exit_code"]), (&true.into(), &2.into()));
+    let sealed = &v["sealed"];
+    assert_eq!(sealed["kind"], "node");
+    assert_eq!(sealed["verdict"], "PASS");
+    assert_eq!(sealed["exit_code"], 0);
+    assert_eq!(sealed["simulated"], true);
+    assert_eq!(sealed["host"], "sim-h200-vm");
+    assert_eq!(sealed["suite"], "h200-vm-1");
+    assert_eq!(sealed["suite_origin"], "embedded:h200-vm-1");
+    assert_eq!(sealed["gpu_serials"].as_array().unwrap().len(), 1);
+    assert_eq!(v["require"]["host"], "gpu-node-17");
+    assert_eq!(v["require"]["judged"]["exit_code"], 2);
+    let said = v["require"]["judged"]["said"][0].as_str().unwrap();
+    assert_eq!(
+        said,
+        "error: --require-pass: the certificate is of host sim-h200-vm, not gpu-node-17"
+    );
+    assert_eq!(err, format!("{said}\n"));
+    assert_eq!(v["signatures"][0]["status"], "trusted");
+    assert_eq!(v["files"][0]["status"], "ok");
+    let (v, _) = json("failed", &gate);
+    assert_eq!(
+        (&v["exit_code"], &v["sealed"]["verdict"]),
+        (&1.into(), &"FAIL".into())
+    );
+    // Without --require-pass: no gate, exit 0 for any verified folder.
+    let (v, err) = json("failed", &[]);
+    assert_eq!(
+        (&v["exit_code"], &v["require"]),
+        (&0.into(), &serde_json::Value::Null)
+    );
+    assert_eq!(err, "");
     // A host name in other letters, or with the root's dot, is the same host.
     verify("passed", &[&gate[..], &["--host", "SIM-H200-VM."]].concat())
         .code(0)

@@ -711,6 +711,26 @@ fn the_fleet_report_is_signed_verified_by_stock_openssh_and_refused_when_changed
     assert_eq!(gate("f1", &[]), Some(2));
     // --host names a node; a fleet's report is none.
     assert_eq!(gate("f1", &["--allow-simulated", "--host", "a1"]), Some(2));
+    // The same in JSON: the fleet's verdict and what its signature covers, the gate's code.
+    let o = env
+        .cmd()
+        .args(["verify", "f3", "--pubkey", "key.pub", "--json"])
+        .args(["--require-pass", "--allow-simulated"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(5));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["verified"], true);
+    assert_eq!(v["exit_code"], 5);
+    assert_eq!(v["sealed"]["kind"], "fleet");
+    assert_eq!(v["sealed"]["host"], serde_json::Value::Null);
+    assert_eq!(v["sealed"]["gpu_serials"], serde_json::Value::Null);
+    assert_eq!(v["sealed"]["exit_code"], 5);
+    assert!(
+        v["sealed"]["scope"].as_str().unwrap().ends_with(f3_scope),
+        "{v}"
+    );
+    assert_eq!(v["require"]["judged"]["exit_code"], 5);
     for page in ["f3/fleet.md", "f3/fleet.html"] {
         let text = fs::read_to_string(env.path(page)).unwrap();
         assert!(text.contains("signed as not tested"), "{page}: {text}");

@@ -6,7 +6,7 @@ use crate::sign;
 use std::path::Path;
 
 /// What `verify` must find besides good signatures (`--require-pass`).
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct Require {
     /// What the signatures seal must be a pass.
     pub pass: bool,
@@ -21,21 +21,92 @@ pub struct Require {
 }
 
 /// What a verified folder's signatures seal: its verdict as this nodecert judges it, the exit
-/// code of that verdict, whether its results are simulated, and what it is of.
+/// code of that verdict, whether its results are simulated, and what it is of. Part of
+/// `verify --json`'s output, as named here.
+#[derive(Debug, Clone, serde::Serialize)]
 struct Sealed {
+    /// "node" or "fleet".
+    kind: &'static str,
     verdict: String,
-    code: u8,
+    /// The exit code of `verdict` (as `run` or `fleet report` would exit).
+    exit_code: u8,
+    /// The verdict the evidence file states where this nodecert judges its records otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stated_verdict: Option<String>,
+    /// Why the verdict is not a pass where its records say (what was not judged, not run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    shortfall: Option<String>,
     simulated: bool,
     /// The node's host name; None for a fleet.
     host: Option<String>,
+    /// The node's GPUs in a phrase ("8x NVIDIA H100 80GB HBM3"); None for a fleet.
+    gpus: Option<String>,
+    /// The serial of each of the node's GPUs, in nodecert's order (None: not read); None for a
+    /// fleet.
+    gpu_serials: Option<Vec<Option<String>>>,
     /// The suite run, by name, where known.
     suite: Option<String>,
     /// Where the suite came from: `embedded:NAME`, or its file (a node's; None for a fleet).
     suite_origin: Option<String>,
     /// The SHA-256 of the suite's file, where known.
     suite_sha256: Option<String>,
+    /// When the run finished (RFC 3339); None: it did not, or a fleet's.
+    finished_at: Option<String>,
     /// A fleet's nodes that passed but were flagged as slower than their siblings.
     flagged: usize,
+    /// What a fleet's signature covers (which node certificates it verified); None for a node.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    scope: Option<String>,
+}
+
+impl Sealed {
+    /// The lines `verify` prints about what is sealed.
+    fn lines(&self) -> Vec<String> {
+        if let Some(scope) = &self.scope {
+            return vec![scope.clone()];
+        }
+        let serials: Vec<&str> = self
+            .gpu_serials
+            .iter()
+            .flatten()
+            .map(|s| s.as_deref().unwrap_or("(not read)"))
+            .collect();
+        let mut out = vec![format!(
+            "node: {} ({}); GPU serials: {}",
+            self.host.as_deref().unwrap_or("(not said)"),
+            self.gpus.as_deref().unwrap_or("(not said)"),
+            if serials.is_empty() {
+                "none".into()
+            } else {
+                serials.join(", ")
+            }
+        )];
+        let sha = self.suite_sha256.as_deref().unwrap_or_default();
+        out.push(format!(
+            "suite: {} (sha256 {})",
+            self.suite.as_deref().unwrap_or("(not said)"),
+            sha.get(..12).unwrap_or(sha)
+        ));
+        let mut verdict = format!(
+            "verdict: {}{}",
+            self.verdict,
+            if self.simulated { " (SIMULATED)" } else { "" }
+        );
+        if let Some(s) = &self.stated_verdict {
+            verdict.push_str(&format!(
+                " as this nodecert judges its records (evidence.json states {s})"
+            ));
+        }
+        if let Some(why) = &self.shortfall {
+            verdict.push_str(&format!("; {why}"));
+        }
+        out.push(verdict);
+        out.push(match &self.finished_at {
+            Some(t) => format!("finished: {t}"),
+            None => "finished: never (the run did not finish)".into(),
+        });
+        out
+    }
 }
 
 /// Why what the signatures seal cannot be said: the exit code that says it (4: the sealed file
@@ -46,28 +117,52 @@ pub(crate) struct Unsaid {
     pub(crate) why: String,
 }
 
-/// The exit code under `require` of a folder whose signatures verified and seal `sealed`,
-/// saying why on stderr where it is not 0.
-fn required(require: &Require, sealed: std::result::Result<Sealed, Unsaid>) -> u8 {
+/// What `--require-pass` concluded: the exit code, and what it says on stderr (each line whole,
+/// "error: ..." or "note: ...").
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+struct Judged {
+    exit_code: u8,
+    said: Vec<String>,
+}
+
+impl Judged {
+    fn exit(code: u8, line: String) -> Judged {
+        Judged {
+            exit_code: code,
+            said: vec![line],
+        }
+    }
+}
+
+/// The exit code under `require` of a folder whose signatures verified and seal `sealed`, and
+/// why, where it is not 0.
+fn required(require: &Require, sealed: &std::result::Result<Sealed, Unsaid>) -> Judged {
+    let pass = Judged {
+        exit_code: exit::PASS,
+        said: vec![],
+    };
     if !require.pass {
-        return exit::PASS;
+        return pass;
     }
     let s = match sealed {
         Ok(s) => s,
         Err(u) => {
-            crate::errln!(
-                "error: --require-pass: cannot say what the signatures seal: {}",
-                crate::console::visible(&u.why)
-            );
-            return u.code;
+            return Judged::exit(
+                u.code,
+                format!(
+                    "error: --require-pass: cannot say what the signatures seal: {}",
+                    crate::console::visible(&u.why)
+                ),
+            )
         }
     };
+    let refuse = |line: String| Judged::exit(exit::INVALID_INPUT, line);
     if s.simulated && !require.allow_simulated {
-        crate::errln!(
+        return refuse(
             "error: --require-pass: the results are simulated, not a certification of real \
              hardware (--allow-simulated lets a rehearsal through)"
+                .into(),
         );
-        return exit::INVALID_INPUT;
     }
     let show = |v: &Option<String>| match v {
         Some(x) => crate::console::visible(x),
@@ -75,28 +170,25 @@ fn required(require: &Require, sealed: std::result::Result<Sealed, Unsaid>) -> u
     };
     if let Some(want) = &require.host {
         if s.host.is_none() {
-            crate::errln!(
-                "error: --require-pass: --host names a node, and this is a fleet's report"
+            return refuse(
+                "error: --require-pass: --host names a node, and this is a fleet's report".into(),
             );
-            return exit::INVALID_INPUT;
         }
         if !s.host.as_deref().is_some_and(|h| same_host(h, want)) {
-            crate::errln!(
+            return refuse(format!(
                 "error: --require-pass: the certificate is of host {}, not {}",
                 show(&s.host),
                 crate::console::visible(want)
-            );
-            return exit::INVALID_INPUT;
+            ));
         }
     }
     if let Some(want) = &require.suite {
         if s.suite.as_ref() != Some(want) {
-            crate::errln!(
+            return refuse(format!(
                 "error: --require-pass: the certificate is of suite {}, not {}",
                 show(&s.suite),
                 crate::console::visible(want)
-            );
-            return exit::INVALID_INPUT;
+            ));
         }
         // A name is a field of the suite's file: one of the embedded suites' names must be that
         // embedded suite, not a file that took its name.
@@ -104,41 +196,46 @@ fn required(require: &Require, sealed: std::result::Result<Sealed, Unsaid>) -> u
         if crate::suite::load::embedded(want).is_some()
             && s.suite_origin.as_ref().is_some_and(|o| *o != embedded)
         {
-            crate::errln!(
+            return refuse(format!(
                 "error: --require-pass: the certificate's suite is named {} but was read from {}, \
                  not the embedded suite of that name (--suite-sha256 names a file's)",
                 crate::console::visible(want),
                 show(&s.suite_origin)
-            );
-            return exit::INVALID_INPUT;
+            ));
         }
     }
     if let Some(want) = &require.suite_sha256 {
         if s.suite_sha256.as_ref() != Some(want) {
-            crate::errln!(
+            return refuse(format!(
                 "error: --require-pass: the certificate's suite has SHA-256 {}, not {}",
                 show(&s.suite_sha256),
                 crate::console::visible(want)
-            );
-            return exit::INVALID_INPUT;
+            ));
         }
     }
-    if s.code != exit::PASS {
-        crate::errln!(
-            "error: --require-pass: the signatures seal {}, not a pass",
-            crate::console::visible(&s.verdict)
-        );
-    } else if s.flagged > 0 {
-        crate::errln!(
-            "note: --require-pass: every node passed, and {} {} flagged as slower than {} \
-             siblings (within {} floors)",
-            s.flagged,
-            if s.flagged == 1 { "was" } else { "were" },
-            if s.flagged == 1 { "its" } else { "their" },
-            if s.flagged == 1 { "its" } else { "their" },
+    if s.exit_code != exit::PASS {
+        return Judged::exit(
+            s.exit_code,
+            format!(
+                "error: --require-pass: the signatures seal {}, not a pass",
+                crate::console::visible(&s.verdict)
+            ),
         );
     }
-    s.code
+    if s.flagged > 0 {
+        return Judged::exit(
+            exit::PASS,
+            format!(
+                "note: --require-pass: every node passed, and {} {} flagged as slower than {} \
+                 siblings (within {} floors)",
+                s.flagged,
+                if s.flagged == 1 { "was" } else { "were" },
+                if s.flagged == 1 { "its" } else { "their" },
+                if s.flagged == 1 { "its" } else { "their" },
+            ),
+        );
+    }
+    pass
 }
 
 /// Whether the host names `a` and `b` name one host as DNS compares names: letters in either
@@ -190,70 +287,79 @@ pub(crate) fn fleet_sealed(
         })
 }
 
-pub fn cmd_verify(dir: &Path, trust: &sign::Trust, require: &Require) -> Result<u8> {
+/// `verify --json`: the one document it prints, versioned as evidence is. What the signatures
+/// and digests are (the fields of [`sign::VerifyReport`]), what they seal, and what
+/// `--require-pass` made of it, with the exit code the command exits with.
+#[derive(serde::Serialize)]
+struct Output<'a> {
+    format: &'static str,
+    format_version: u32,
+    /// Every signature and digest as `verify` requires them (the "VERIFIED" line).
+    verified: bool,
+    /// The code `verify` exits with.
+    exit_code: u8,
+    #[serde(flatten)]
+    report: &'a sign::VerifyReport,
+    /// What the signatures seal; None where they did not verify, or it cannot be said.
+    sealed: Option<&'a Sealed>,
+    /// Why what they seal cannot be said, where they verified.
+    sealed_not_said: Option<&'a str>,
+    /// What `--require-pass` asked and concluded; None without it.
+    require: Option<RequireOut<'a>>,
+}
+
+#[derive(serde::Serialize)]
+struct RequireOut<'a> {
+    #[serde(flatten)]
+    asked: &'a Require,
+    /// None where the signatures did not verify (nothing was judged).
+    judged: Option<&'a Judged>,
+}
+
+/// The name and version of `verify --json`'s document.
+pub const JSON_FORMAT: &str = "nodecert-verify";
+pub const JSON_FORMAT_VERSION: u32 = 1;
+
+pub fn cmd_verify(dir: &Path, trust: &sign::Trust, require: &Require, json: bool) -> Result<u8> {
     if !dir.is_dir() {
         return Err(InputError::Other(format!("{}: not a report folder", dir.display())).into());
     }
     let untrusted = matches!(trust, sign::Trust::Untrusted);
     let r = sign::verify_dir(dir, trust).map_err(sign_error)?;
-    crate::out!("{r}");
-    let sim = if r.simulated == Some(true) {
-        " (SIMULATED RESULTS: not a certification of real hardware)"
+    // What the signatures vouch for, from the evidence bytes they name: a certificate that
+    // verifies is not a pass, and one copied from another node verifies as well.
+    let sealed = r.ok().then(|| what_is_sealed(dir, &r));
+    let judged = sealed.as_ref().map(|s| required(require, s));
+    let code = judged.as_ref().map_or(exit::VERIFY_FAILED, |j| j.exit_code);
+    if json {
+        let out = Output {
+            format: JSON_FORMAT,
+            format_version: JSON_FORMAT_VERSION,
+            verified: r.ok(),
+            exit_code: code,
+            report: &r,
+            sealed: sealed.as_ref().and_then(|s| s.as_ref().ok()),
+            sealed_not_said: sealed
+                .as_ref()
+                .and_then(|s| s.as_ref().err())
+                .map(|u| u.why.as_str()),
+            require: require.pass.then_some(RequireOut {
+                asked: require,
+                judged: judged.as_ref(),
+            }),
+        };
+        let text = serde_json::to_string_pretty(&out)
+            .map_err(|e| InputError::Other(format!("cannot write verify's JSON: {e}")))?;
+        crate::outln!("{}", crate::console::json_visible(&text));
     } else {
-        ""
-    };
-    if r.ok() {
-        crate::outln!("VERIFIED{sim}");
-        // What the signatures vouch for, from the evidence bytes they name: a certificate that
-        // verifies is not a pass, and one copied from another node verifies as well.
-        let mut sealed = Err(Unsaid {
-            code: exit::VERIFY_FAILED,
-            why: "the manifest names neither a node's nor a fleet's report".into(),
-        });
-        if let Some(m) = r
-            .manifest
-            .as_ref()
-            .filter(|m| m.kind == sign::ReportKind::Node)
-        {
-            let (lines, s) = certifies(dir, &m.evidence_sha256);
-            for line in lines {
-                crate::outln!("{}", crate::console::visible(&line));
-            }
-            sealed = s;
-        }
-        // A fleet's signature seals what its report read, not each node's certificate: say
-        // which node certificates were verified when it was made.
-        if let Some(m) = r
-            .manifest
-            .as_ref()
-            .filter(|m| m.kind == sign::ReportKind::Fleet)
-        {
-            sealed = match fleet_sealed(dir, &m.evidence_sha256) {
-                Ok(f) => {
-                    crate::outln!("{}", crate::console::visible(&f.signature_scope()));
-                    Ok(Sealed {
-                        verdict: f.verdict.label().to_string(),
-                        code: f.verdict.exit_code(),
-                        simulated: f.simulated,
-                        host: None,
-                        suite: f.suite.clone(),
-                        suite_origin: None,
-                        suite_sha256: f.suite_sha256.clone(),
-                        flagged: f.counts.get("flagged").copied().unwrap_or(0),
-                    })
-                }
-                Err(u) => {
-                    crate::outln!(
-                        "(cannot say which node certificates the fleet report verified: {})",
-                        crate::console::visible(&u.why)
-                    );
-                    Err(u)
-                }
-            };
-        }
-        return Ok(required(require, sealed));
+        show(&r, sealed.as_ref());
     }
-    crate::outln!("NOT VERIFIED{sim}");
+    if let Some(j) = &judged {
+        for line in &j.said {
+            crate::errln!("{line}");
+        }
+        return Ok(code);
+    }
     let why = if r.problems.is_empty() {
         "see above".to_string()
     } else {
@@ -266,80 +372,106 @@ pub fn cmd_verify(dir: &Path, trust: &sign::Trust, require: &Require) -> Result<
     if untrusted {
         crate::errln!("hint: say whom you trust with --allowed-signers FILE or --pubkey KEY.pub");
     }
-    Ok(exit::VERIFY_FAILED)
+    Ok(code)
+}
+
+/// `verify`'s text on stdout: the report of the signatures and digests, the VERIFIED or NOT
+/// VERIFIED line, and what the signatures seal where they verified.
+fn show(r: &sign::VerifyReport, sealed: Option<&std::result::Result<Sealed, Unsaid>>) {
+    crate::out!("{r}");
+    let sim = if r.simulated == Some(true) {
+        " (SIMULATED RESULTS: not a certification of real hardware)"
+    } else {
+        ""
+    };
+    let Some(sealed) = sealed else {
+        crate::outln!("NOT VERIFIED{sim}");
+        return;
+    };
+    crate::outln!("VERIFIED{sim}");
+    let fleet = r
+        .manifest
+        .as_ref()
+        .is_some_and(|m| m.kind == sign::ReportKind::Fleet);
+    let lines = match sealed {
+        Ok(s) => s.lines(),
+        // A fleet's signature seals what its report read, not each node's certificate.
+        Err(u) if fleet => vec![format!(
+            "(cannot say which node certificates the fleet report verified: {})",
+            u.why
+        )],
+        Err(u) => vec![format!("certifies: not said: {}", u.why)],
+    };
+    for line in lines {
+        crate::outln!("{}", crate::console::visible(&line));
+    }
+}
+
+/// What the signatures of a folder that verified seal: a node's evidence or a fleet's report,
+/// as the manifest says, read from the bytes it names.
+fn what_is_sealed(dir: &Path, r: &sign::VerifyReport) -> std::result::Result<Sealed, Unsaid> {
+    let Some(m) = r.manifest.as_ref() else {
+        return Err(Unsaid {
+            code: exit::VERIFY_FAILED,
+            why: "the manifest names neither a node's nor a fleet's report".into(),
+        });
+    };
+    match m.kind {
+        sign::ReportKind::Node => certifies(dir, &m.evidence_sha256),
+        sign::ReportKind::Fleet => fleet_sealed(dir, &m.evidence_sha256).map(|f| Sealed {
+            kind: "fleet",
+            verdict: f.verdict.label().to_string(),
+            exit_code: f.verdict.exit_code(),
+            stated_verdict: None,
+            shortfall: None,
+            simulated: f.simulated,
+            host: None,
+            gpus: None,
+            gpu_serials: None,
+            suite: f.suite.clone(),
+            suite_origin: None,
+            suite_sha256: f.suite_sha256.clone(),
+            finished_at: None,
+            flagged: f.counts.get("flagged").copied().unwrap_or(0),
+            scope: Some(f.signature_scope()),
+        }),
+    }
 }
 
 /// What a verified node folder certifies, read from its evidence when that is still the bytes
 /// the manifest names: the node (host, GPUs and their serials), the verdict its records give as
 /// this nodecert judges them (and the one the file states, where another), what it was signed as,
 /// and when it finished.
-fn certifies(dir: &Path, sealed: &str) -> (Vec<String>, std::result::Result<Sealed, Unsaid>) {
+fn certifies(dir: &Path, sealed: &str) -> std::result::Result<Sealed, Unsaid> {
     let path = crate::evidence::Evidence::path_in(dir);
-    let read = sealed_text(&path, crate::fsio::read::Kind::Evidence, sealed).and_then(|text| {
-        let ev = crate::evidence::Evidence::from_text(&path, &text).map_err(|e| Unsaid {
-            code: exit::INVALID_INPUT,
-            why: e.to_string(),
-        })?;
-        Ok((ev, text))
-    });
-    let (ev, text) = match read {
-        Ok(x) => x,
-        Err(u) => return (vec![format!("certifies: not said: {}", u.why)], Err(u)),
-    };
+    let text = sealed_text(&path, crate::fsio::read::Kind::Evidence, sealed)?;
+    let ev = crate::evidence::Evidence::from_text(&path, &text).map_err(|e| Unsaid {
+        code: exit::INVALID_INPUT,
+        why: e.to_string(),
+    })?;
     let n = &ev.node;
-    let serials: Vec<&str> = n
-        .gpus
-        .iter()
-        .map(|g| g.serial.as_deref().unwrap_or("(not read)"))
-        .collect();
-    let mut out = vec![format!(
-        "node: {} ({}); GPU serials: {}",
-        n.hostname,
-        n.summary(),
-        if serials.is_empty() {
-            "none".into()
-        } else {
-            serials.join(", ")
-        }
-    )];
-    out.push(format!(
-        "suite: {} (sha256 {})",
-        ev.suite.name,
-        ev.suite.sha256.get(..12).unwrap_or(&ev.suite.sha256)
-    ));
     let stated = crate::evidence::stated_verdict_in(&path, &text)
         .ok()
         .flatten();
-    let mut verdict = format!(
-        "verdict: {}{}",
-        ev.verdict.label(),
-        if ev.simulated { " (SIMULATED)" } else { "" }
-    );
-    if let Some(s) = stated.filter(|s| *s != ev.verdict) {
-        verdict.push_str(&format!(
-            " as this nodecert judges its records (evidence.json states {})",
-            s.label()
-        ));
-    }
-    if let Some(why) = ev.shortfall_text() {
-        verdict.push_str(&format!("; {why}"));
-    }
-    out.push(verdict);
-    out.push(match ev.finished_at {
-        Some(t) => format!("finished: {}", t.to_rfc3339()),
-        None => "finished: never (the run did not finish)".into(),
-    });
-    let sealed = Sealed {
+    Ok(Sealed {
+        kind: "node",
         verdict: ev.verdict.label().to_string(),
-        code: ev.verdict.exit_code(),
+        exit_code: ev.verdict.exit_code(),
+        stated_verdict: stated
+            .filter(|s| *s != ev.verdict)
+            .map(|s| s.label().to_string()),
+        shortfall: ev.shortfall_text(),
         simulated: ev.simulated,
         host: Some(n.hostname.clone()),
+        gpus: Some(n.summary()),
+        gpu_serials: Some(n.gpus.iter().map(|g| g.serial.clone()).collect()),
         suite: Some(ev.suite.name.clone()),
         suite_origin: Some(ev.suite.origin.clone()),
         suite_sha256: Some(ev.suite.sha256.clone()),
+        finished_at: ev.finished_at.map(|t| t.to_rfc3339()),
         flagged: 0,
-    };
-    (out, Ok(sealed))
+        scope: None,
+    })
 }
 
 #[cfg(test)]
@@ -365,20 +497,26 @@ mod tests {
             allow_simulated: true,
             ..Require::default()
         };
-        let (lines, sealed) = certifies(d.path(), &digest);
-        assert!(lines[0].starts_with("certifies: not said: "), "{lines:?}");
-        assert!(lines[0].contains("99"), "{lines:?}");
-        assert_eq!(required(&gate, sealed), exit::INVALID_INPUT);
-        // Without --require-pass, good signatures are all verify was asked.
-        let (_, sealed) = certifies(d.path(), &digest);
-        assert_eq!(required(&Require::default(), sealed), exit::PASS);
-        // The same name, other bytes than the sealed ones.
-        let (lines, sealed) = certifies(d.path(), &"0".repeat(64));
+        let sealed = certifies(d.path(), &digest);
+        let why = &sealed.as_ref().err().unwrap().why;
         assert!(
-            lines[0].contains("changed since it was verified"),
-            "{lines:?}"
+            why.contains("99 is newer than this nodecert reads"),
+            "{why}"
         );
-        assert_eq!(required(&gate, sealed), exit::VERIFY_FAILED);
+        let j = required(&gate, &sealed);
+        assert_eq!(j.exit_code, exit::INVALID_INPUT);
+        assert!(
+            j.said[0].starts_with("error: --require-pass: cannot say what the signatures seal: "),
+            "{j:?}"
+        );
+        // Without --require-pass, good signatures are all verify was asked.
+        let j = required(&Require::default(), &sealed);
+        assert_eq!((j.exit_code, j.said.len()), (exit::PASS, 0));
+        // The same name, other bytes than the sealed ones.
+        let sealed = certifies(d.path(), &"0".repeat(64));
+        let why = &sealed.as_ref().err().unwrap().why;
+        assert!(why.contains("changed since it was verified"), "{why}");
+        assert_eq!(required(&gate, &sealed).exit_code, exit::VERIFY_FAILED);
     }
 
     /// DNS names compare without regard to case or the root's dot; a short name is not an

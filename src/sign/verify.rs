@@ -49,6 +49,7 @@ pub struct FileCheck {
     pub name: String,
     /// Digest the manifest lists.
     pub expected: String,
+    #[serde(flatten)]
     pub status: FileStatus,
 }
 
@@ -76,6 +77,7 @@ pub struct SignatureCheck {
     pub fingerprint: Option<String>,
     /// Principals of the matching allowed_signers line.
     pub principal: Option<String>,
+    #[serde(flatten)]
     pub status: SigStatus,
 }
 
