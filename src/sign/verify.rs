@@ -84,6 +84,8 @@ pub struct SignatureCheck {
 /// Everything [`verify_dir`] found.
 #[derive(Debug, Clone, Serialize)]
 pub struct VerifyReport {
+    /// As text (`verify --json`): a name that is not UTF-8 is shown, not refused.
+    #[serde(serialize_with = "path_text")]
     pub dir: PathBuf,
     /// What the signatures were checked against.
     pub trust: String,
@@ -96,6 +98,10 @@ pub struct VerifyReport {
     pub problems: Vec<String>,
     /// Remarks that are not failures (unlisted files, untrusted signers).
     pub notes: Vec<String>,
+}
+
+fn path_text<S: serde::Serializer>(p: &Path, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&p.to_string_lossy())
 }
 
 impl VerifyReport {
@@ -638,4 +644,27 @@ pub fn verify_dir(dir: &Path, trust: &Trust) -> Result<VerifyReport, SignError> 
         });
     }
     Ok(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `verify --json` of a folder whose name is not UTF-8 shows the name, not an error.
+    #[test]
+    fn a_folder_name_that_is_not_utf8_serializes_as_text() {
+        use std::os::unix::ffi::OsStrExt;
+        let r = VerifyReport {
+            dir: PathBuf::from(std::ffi::OsStr::from_bytes(b"cert-\xff")),
+            trust: "none".into(),
+            manifest: None,
+            simulated: None,
+            files: vec![],
+            signatures: vec![],
+            problems: vec![],
+            notes: vec![],
+        };
+        let v = serde_json::to_value(&r).unwrap();
+        assert_eq!(v["dir"], "cert-\u{fffd}");
+    }
 }
