@@ -546,6 +546,9 @@ pub struct ErrorCounts {
     pub pcie_replays: Option<u64>,
     /// The error counters of each active NVLink, by link number.
     pub nvlinks: Vec<(u32, NvLinkErrors)>,
+    /// The NVLinks the reading found inactive, by number: a link's state, not a counter. One
+    /// that was active at the last reading went down in between.
+    pub links_down: Vec<u32>,
 }
 
 impl ErrorCounts {
@@ -563,6 +566,12 @@ impl ErrorCounts {
                 .filter(|l| l.active)
                 .map(|l| (l.link, l.errors.clone()))
                 .collect(),
+            links_down: g
+                .nvlinks
+                .iter()
+                .filter(|l| !l.active)
+                .map(|l| l.link)
+                .collect(),
         }
         .without(&g.unavailable)
     }
@@ -578,7 +587,10 @@ impl ErrorCounts {
                     self.retired_pages = None;
                 }
                 Reading::PcieReplays => self.pcie_replays = None,
-                Reading::NvlinkErrors => self.nvlinks.clear(),
+                Reading::NvlinkErrors => {
+                    self.nvlinks.clear();
+                    self.links_down.clear();
+                }
                 _ => {}
             }
         }
@@ -586,8 +598,12 @@ impl ErrorCounts {
     }
 
     /// Take what `now` read as the last known value, counter by counter: one `now` did not read
-    /// keeps the value read before it.
+    /// keeps the value read before it. A link `now` found down leaves the links whose counters
+    /// are compared (it is judged once, where it went down); one that comes up again is compared
+    /// from its first reading on.
     pub fn update(&mut self, now: ErrorCounts) {
+        self.nvlinks.retain(|(l, _)| !now.links_down.contains(l));
+        self.links_down = now.links_down;
         let keep = |last: &mut Option<u64>, now: Option<u64>| *last = now.or(*last);
         let (e, n) = (&mut self.ecc, now.ecc);
         keep(&mut e.volatile_corrected, n.volatile_corrected);
@@ -1036,6 +1052,19 @@ mod error_counts_tests {
                 (4, link(Some(0), Some(0)))
             ]
         );
+        // A link found down leaves the compared links; one that comes up joins them again.
+        last.update(ErrorCounts {
+            links_down: vec![1],
+            ..Default::default()
+        });
+        let links: Vec<u32> = last.nvlinks.iter().map(|(l, _)| *l).collect();
+        assert_eq!((links, last.links_down.clone()), (vec![0, 4], vec![1]));
+        last.update(ErrorCounts {
+            nvlinks: vec![(1, link(Some(0), Some(0)))],
+            ..Default::default()
+        });
+        let links: Vec<u32> = last.nvlinks.iter().map(|(l, _)| *l).collect();
+        assert_eq!((links, last.links_down.clone()), (vec![0, 4, 1], vec![]));
     }
 }
 

@@ -914,7 +914,7 @@ fn nvlink_data_errors_counted_by_ecc_are_read_and_judged() {
         nvlink("GPU 6"),
         [(
             "fail".to_string(),
-            "GPU 6 link 2: 150 NVLink errors (replay, recovery, CRC)".to_string()
+            "GPU 6 link 2: 150 NVLink errors (replay, recovery, flit CRC, data ECC)".to_string()
         )],
         "{all:#?}"
     );
@@ -1033,6 +1033,41 @@ fn errors_counted_during_the_run_are_filed_under_the_check_that_counted_them() {
     // No CUDA here: the bandwidth itself could not be measured, so the exit code says
     // untestable; the failures are in the evidence all the same (above).
     assert_eq!(code, 3);
+}
+
+/// An NVLink that NVML answers active when the node is read and inactive after a check went
+/// down under load: that check fails naming the link, once; the health check, which judged the
+/// start, does not.
+#[test]
+fn a_link_that_goes_down_during_the_run_fails_the_check_it_went_down_in() {
+    let mut d = hgx_h200();
+    d["gpus"][4]["errors_later"] = json!({"links_down": [3]});
+    let node = Node::new(&d);
+    let inv = node.inventory();
+    assert_eq!(inv["gpus"][4]["nvlinks"][3]["active"], true);
+    let suite = format!("{HGX_SUITE}\n[checks.host_bandwidth]\n[checks.p2p_bandwidth]\n");
+    let (_, ev) = node.run(&suite);
+    let all = findings(&ev);
+    let down: Vec<(&str, &str, &str)> = all
+        .iter()
+        .filter(|f| f.3.contains("went down"))
+        .map(|f| (f.0.as_str(), f.1.as_str(), f.3.as_str()))
+        .collect();
+    assert_eq!(
+        down,
+        [(
+            "host_bandwidth",
+            "fail",
+            "GPU 4 link 3: NVLink went down while this check ran (it was active when last read)"
+        )],
+        "{all:#?}"
+    );
+    // Not "not available here" for its counters either, then or after.
+    assert!(
+        !all.iter()
+            .any(|f| f.2.starts_with("GPU 4") && f.3.contains("link 3's")),
+        "{all:#?}"
+    );
 }
 
 /// Two H100 NVL bridge pairs (GPU 0-1 and 2-3, 12 links each, no NVSwitch). The first pair's

@@ -399,3 +399,36 @@ fn nvlink_errors_counted_under_load_name_their_link() {
         ]
     );
 }
+
+/// An NVLink that goes down under load fails the check it went down in, naming the link, and
+/// only that one: the later checks compare the links still up.
+#[test]
+fn an_nvlink_that_goes_down_under_load_fails_that_check_once() {
+    let env = Env::new();
+    env.cmd()
+        .args(["run", "--simulate", "h100-sxm-8", "-q", "--out", "o"])
+        .args(["--inject", "nvlink-down-under-load:gpu=2"])
+        .assert()
+        .code(1);
+    let ev = read_json(&env.path("o/evidence.json"));
+    let down: Vec<(String, String)> = ev["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|c| {
+            c["findings"].as_array().unwrap().iter().filter_map(|f| {
+                let reason = f["reason"].as_str().unwrap();
+                (reason.contains("link 0") && f["subject"]["gpu"] == 2)
+                    .then(|| (c["id"].as_str().unwrap().to_string(), reason.to_string()))
+            })
+        })
+        .collect();
+    assert_eq!(
+        down,
+        [(
+            "host_bandwidth".to_string(),
+            "GPU 2 link 0: NVLink went down while this check ran (it was active when last read)"
+                .to_string()
+        )]
+    );
+}

@@ -136,6 +136,10 @@ pub struct ErrorsLater {
     pub pcie_replay_counter: Option<u32>,
     /// nvmlDeviceGetRemappedRows' pending flag.
     pub remap_pending: Option<bool>,
+    /// NVLinks, by number, that nvmlDeviceGetNvLinkState answers inactive from their second
+    /// reading on: links that went down under load.
+    #[serde(default)]
+    pub links_down: Vec<u32>,
 }
 
 #[derive(Debug, Default, Deserialize)]

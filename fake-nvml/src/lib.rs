@@ -90,19 +90,19 @@ pub const EXPORTED: &[&str] = &[
 static NODE: OnceLock<Result<Node, String>> = OnceLock::new();
 
 /// How often each count of `errors_later` was read, by GPU and count.
-static READS: Mutex<BTreeMap<(usize, &'static str), u32>> = Mutex::new(BTreeMap::new());
+static READS: Mutex<BTreeMap<(usize, String), u32>> = Mutex::new(BTreeMap::new());
 
 /// The later value of a count of GPU `i` (`pick`, from its `errors_later`), where this is not
 /// the count's first reading; each call is a reading.
 fn later<T>(
     i: usize,
     g: &Gpu,
-    count: &'static str,
+    count: &str,
     pick: impl FnOnce(&ErrorsLater) -> Option<T>,
 ) -> Option<T> {
     let v = g.errors_later.as_ref().and_then(pick)?;
     let mut reads = READS.lock().ok()?;
-    let n = reads.entry((i, count)).or_insert(0);
+    let n = reads.entry((i, count.to_string())).or_insert(0);
     *n += 1;
     (*n > 1).then_some(v)
 }
@@ -943,8 +943,18 @@ pub unsafe extern "C" fn nvmlDeviceGetNvLinkState(
     l: c_uint,
     out: *mut nvmlEnableState_t,
 ) -> nvmlReturn_t {
+    // A link of `errors_later.links_down` answers inactive from its second reading on.
+    let down = match gpu(d, "nvmlDeviceGetNvLinkState") {
+        Ok((i, g)) if (l as usize) < g.nvlinks.len() => {
+            later(i, g, &format!("nvlink {l} state"), |e| {
+                e.links_down.contains(&l).then_some(())
+            })
+            .is_some()
+        }
+        _ => false,
+    };
     link(d, "nvmlDeviceGetNvLinkState", l, out, |k| {
-        Some(enabled(k.active))
+        Some(enabled(k.active && !down))
     })
 }
 

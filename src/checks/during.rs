@@ -217,7 +217,8 @@ fn unread_now(b: &ErrorCounts, n: &ErrorCounts) -> Vec<(Reading, Vec<String>)> {
         ),
     ];
     let mut links = Vec::new();
-    for (link, lb) in &b.nvlinks {
+    // A link found down is judged as such, not as counters unread.
+    for (link, lb) in b.nvlinks.iter().filter(|(l, _)| !n.links_down.contains(l)) {
         let ln = n.nvlinks.iter().find(|(l, _)| l == link).map(|(_, e)| e);
         let gone: Vec<&str> = [
             ("replay", lb.replay, ln.and_then(|e| e.replay)),
@@ -350,20 +351,51 @@ pub fn counter_findings(
             .into_iter()
             .flatten(),
         );
+        // A link active at the last reading and inactive now went down while the check ran:
+        // a fault of the link (its bandwidth lost, or traffic moved onto the others), whatever
+        // the check's own figures say.
+        for (link, _) in b.nvlinks.iter().filter(|(l, _)| n.links_down.contains(l)) {
+            let sub = Subject::link(gpu, *link);
+            out.push(
+                finding(
+                    Status::Fail,
+                    sub.clone(),
+                    "went down",
+                    "active, as when last read",
+                    format!(
+                        "{}: NVLink went down while this check ran (it was active when last \
+                         read)",
+                        sub.describe()
+                    ),
+                )
+                .on(Reading::NvlinkErrors.key()),
+            );
+        }
         for (link, ln) in &n.nvlinks {
             let Some((_, lb)) = b.nvlinks.iter().find(|(l, _)| l == link) else {
                 continue;
             };
-            // Each kind compared on its own, the total summed as the health check sums it.
+            // Each kind compared on its own, the total summed as the health check sums it. The
+            // data errors are compared only where both readings count them by one counter: a
+            // link that answered the CRC count before and not now (its ECC count in its place)
+            // has no growth to tell; its total now is still counted.
+            let same_data = lb.crc_data.is_some() == ln.crc_data.is_some();
+            let data = lb.kinds().len() - 1;
+            let pairs: Vec<(Option<u64>, Option<u64>)> = lb
+                .kinds()
+                .iter()
+                .zip(ln.kinds())
+                .enumerate()
+                .map(|(i, ((_, b), (_, n)))| match i == data && !same_data {
+                    true => (None, n),
+                    false => (*b, n),
+                })
+                .collect();
             out.extend(grew(
                 &Subject::link(gpu, *link),
                 Reading::NvlinkErrors,
                 ln.words(),
-                &lb.kinds()
-                    .iter()
-                    .zip(ln.kinds())
-                    .map(|((_, b), (_, n))| (*b, n))
-                    .collect::<Vec<_>>(),
+                &pairs,
                 Total::Sum,
                 h.max_nvlink_errors,
             ));
@@ -509,6 +541,7 @@ mod tests {
                     ecc_data: None,
                 },
             )],
+            links_down: vec![],
         }
     }
 
@@ -890,6 +923,85 @@ mod tests {
             ..Default::default()
         });
         assert!(w.take(remap, &h).is_empty());
+    }
+
+    /// An NVLink active at the last reading and found inactive now fails under the check it
+    /// went down in (not "not available here", as an unread counter would be), once: the next
+    /// reading compares the links still up, and one that comes back is compared again.
+    #[test]
+    fn a_link_that_goes_down_under_load_fails_once() {
+        let down = |c: &mut ErrorCounts| {
+            c.nvlinks.clear();
+            c.links_down = vec![4];
+        };
+        let f = after(down, |_| {});
+        assert_eq!(
+            brief(&f),
+            [(
+                Status::Fail,
+                false,
+                "GPU 1 link 4: NVLink went down while this check ran (it was active when last \
+                 read)"
+                    .to_string()
+            )]
+        );
+        assert_eq!(f[0].metric.as_deref(), Some("nvlink_errors"));
+        assert!(failed_under_load(&f).is_some());
+        // A link down already at the last reading is topology's matter, not a new fault.
+        let mut b = clean();
+        down(&mut b);
+        let mut n = clean();
+        down(&mut n);
+        assert!(counter_findings(&[Some(b)], &[Some(n)], &health()).is_empty());
+        // Through the watch: failed once, then nothing while it stays down; back up, compared.
+        let mut inv: Inventory = crate::testutil::simulated("h100-sxm-8", &[]).node;
+        inv.gpus.truncate(1);
+        let mut w = Watch::start(&inv);
+        let h = health();
+        let first = w.last[0].as_ref().unwrap().nvlinks[0].0;
+        let mut now = w.last.clone();
+        let g = now[0].as_mut().unwrap();
+        let (_, errs) = g.nvlinks.remove(0);
+        g.links_down.push(first);
+        let f = w.take(now.clone(), &h);
+        assert_eq!((f.len(), f[0].status), (1, Status::Fail), "{f:#?}");
+        assert!(w.take(now.clone(), &h).is_empty());
+        let g = now[0].as_mut().unwrap();
+        g.links_down.clear();
+        let mut more = errs.clone();
+        more.replay = more.replay.map(|r| r + 500);
+        g.nvlinks.insert(0, (first, more.clone()));
+        assert!(w.take(now.clone(), &h).is_empty(), "first reading back up");
+        let g = now[0].as_mut().unwrap();
+        g.nvlinks[0].1.replay = more.replay.map(|r| r + 200);
+        let f = w.take(now, &h);
+        assert_eq!((f.len(), f[0].status), (1, Status::Fail), "{f:#?}");
+    }
+
+    /// A link that counted its data errors by CRC before and answers only its ECC count now has
+    /// no data growth to tell (two counters are not one count), and the finding on what did
+    /// grow names the counters now read; its total now counts the ECC count.
+    #[test]
+    fn data_errors_counted_by_another_counter_now_are_not_compared() {
+        let mut b = clean();
+        b.nvlinks[0].1.crc_data = Some(0);
+        let mut n = clean();
+        n.nvlinks[0].1.crc_data = None;
+        n.nvlinks[0].1.ecc_data = Some(90);
+        let f = counter_findings(&[Some(b.clone())], &[Some(n.clone())], &health());
+        // Not growth: only the CRC count's loss is said (not available here).
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(f[0].status, Status::Skip, "{f:#?}");
+        assert!(f[0].reason.contains("link 4's crc_data"), "{}", f[0].reason);
+        n.nvlinks[0].1.replay = Some(20);
+        let f = counter_findings(&[Some(b)], &[Some(n)], &health());
+        let grew: Vec<&Finding> = f.iter().filter(|x| x.status != Status::Skip).collect();
+        assert_eq!(grew.len(), 1, "{f:#?}");
+        assert_eq!(
+            grew[0].reason,
+            "GPU 0 link 4: NVLink errors (replay, recovery, flit CRC, data ECC) rose by 20 while \
+             this check ran, to 110, beyond the limit of 100"
+        );
     }
 
     /// Each reading the inventory found not available stays unjudged, whatever later readings

@@ -577,11 +577,12 @@ pub fn read_error_counts(nvml: &Nvml, d: &Device) -> ErrorCounts {
         .ask("ecc mode", d.is_ecc_enabled())
         .is_some_and(|e| !e.currently_enabled);
     let mut nvlinks = Vec::new();
+    let mut links_down = Vec::new();
     for l in 0..MAX_LINKS {
         let link = d.link_wrapper_for(l);
         match link.is_active() {
             Ok(true) => nvlinks.push((l, link_errors(nvml, d, l, &link))),
-            Ok(false) => {}
+            Ok(false) => links_down.push(l),
             Err(_) => break,
         }
     }
@@ -593,6 +594,7 @@ pub fn read_error_counts(nvml: &Nvml, d: &Device) -> ErrorCounts {
             .ask("pcie replay counter", d.pcie_replay_counter())
             .map(u64::from),
         nvlinks,
+        links_down,
     }
 }
 

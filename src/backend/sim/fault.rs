@@ -72,10 +72,11 @@ pub enum FaultKind {
     XidUnderLoad,
     EccUnderLoad,
     LinkErrorsUnderLoad,
+    NvlinkDownUnderLoad,
 }
 
 impl FaultKind {
-    pub const ALL: [FaultKind; 36] = [
+    pub const ALL: [FaultKind; 37] = [
         FaultKind::GpuMissing,
         FaultKind::GpuLost,
         FaultKind::NvlinkDown,
@@ -112,6 +113,7 @@ impl FaultKind {
         FaultKind::XidUnderLoad,
         FaultKind::EccUnderLoad,
         FaultKind::LinkErrorsUnderLoad,
+        FaultKind::NvlinkDownUnderLoad,
     ];
 
     pub fn name(self) -> &'static str {
@@ -152,6 +154,7 @@ impl FaultKind {
             FaultKind::XidUnderLoad => "xid-under-load",
             FaultKind::EccUnderLoad => "ecc-under-load",
             FaultKind::LinkErrorsUnderLoad => "link-errors-under-load",
+            FaultKind::NvlinkDownUnderLoad => "nvlink-down-under-load",
         }
     }
 
@@ -267,6 +270,11 @@ impl FaultKind {
                 "a GPU's links retry under load: after the first check that ran on the GPUs its \
                  first active NVLink has counted 500 more CRC errors and its PCIe link 200 more \
                  replays (gpu=N)"
+            }
+            FaultKind::NvlinkDownUnderLoad => {
+                "a GPU's NVLink goes down under load: active when the node is read; after the \
+                 first check that ran on the GPUs NVML reports its first active link inactive \
+                 (gpu=N)"
             }
         }
     }

@@ -584,6 +584,10 @@ impl Backend for SimBackend {
                             }
                             c.pcie_replays = c.pcie_replays.map(|n| n.saturating_add(200));
                         }
+                        FaultKind::NvlinkDownUnderLoad if !c.nvlinks.is_empty() => {
+                            let (l, _) = c.nvlinks.remove(0);
+                            c.links_down.push(l);
+                        }
                         _ => {}
                     }
                 }
@@ -1544,9 +1548,13 @@ mod tests {
     /// unread, fault or not.
     #[test]
     fn errors_under_load_show_only_after_the_inventory() {
-        let faults = ["ecc-under-load:gpu=1", "link-errors-under-load:gpu=6"]
-            .map(|f| Fault::parse(f).unwrap())
-            .to_vec();
+        let faults = [
+            "ecc-under-load:gpu=1",
+            "link-errors-under-load:gpu=6",
+            "nvlink-down-under-load:gpu=2",
+        ]
+        .map(|f| Fault::parse(f).unwrap())
+        .to_vec();
         let mut b = SimBackend::new(load_node("h100-sxm-8").unwrap(), faults.clone(), 1).unwrap();
         let inv = b.inventory().unwrap();
         let start: Vec<ErrorCounts> = inv.gpus.iter().map(ErrorCounts::of).collect();
@@ -1560,7 +1568,10 @@ mod tests {
         assert_eq!(now[6].pcie_replays, Some(200));
         assert_eq!(now[6].nvlinks[0].1.crc_flit, Some(500));
         assert_eq!(now[6].nvlinks[1].1.crc_flit, Some(0));
-        for g in [0, 2, 7] {
+        assert!(start[2].links_down.is_empty());
+        assert_eq!(now[2].links_down, [start[2].nvlinks[0].0]);
+        assert_eq!(now[2].nvlinks[..], start[2].nvlinks[1..]);
+        for g in [0, 3, 7] {
             assert_eq!(now[g], start[g], "GPU {g}");
         }
         let mut node = load_node("h100-sxm-8").unwrap();
