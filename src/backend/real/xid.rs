@@ -62,10 +62,17 @@ pub fn since_boot_now() -> Option<f64> {
         .then(|| ts.tv_sec as f64 + ts.tv_nsec as f64 / 1e9)
 }
 
-/// Parse one kernel log line; None when it is not an NVRM XID line.
+/// Parse one kernel log line; None when it is not an NVRM XID line. The message must begin
+/// with the driver's words, after the line's timestamp if it has one: the kernel logs text that
+/// users choose inside its own messages (a program's path, as "process 'x' launched '/tmp/NVRM:
+/// Xid (...): 79'"), and such a line is not the driver's.
 pub fn parse_kernel_line(line: &str) -> Option<XidReport> {
-    let at = line.find("NVRM: Xid (")?;
-    let rest = &line[at + "NVRM: Xid (".len()..];
+    let body = match line.trim_start().strip_prefix('[') {
+        Some(rest) => rest.split_once(']')?.1,
+        None => line,
+    };
+    let at = line.len() - body.trim_start().len();
+    let rest = line[at..].strip_prefix("NVRM: Xid (")?;
     let (addr, after) = rest.split_once(')')?;
     // With MIG on, the driver adds the instances: "(PCI:0000:3b:00 GPU-I:05 GPU-CI:02)".
     let addr = addr
@@ -124,6 +131,8 @@ fn younger(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 pub fn attach(gpus: &mut [Gpu], reports: &[XidReport], now: Option<f64>) -> Vec<String> {
     let mut notes = Vec::new();
     #[allow(clippy::type_complexity)]
+    let mut outside: Vec<((Option<&str>, u32, &str), usize, &str)> = Vec::new();
+    #[allow(clippy::type_complexity)]
     let mut tally: Vec<(usize, u32, &'static str, usize, &str, Option<f64>)> = Vec::new();
     for r in reports {
         let gpu = gpus.iter().position(|g| {
@@ -131,10 +140,16 @@ pub fn attach(gpus: &mut [Gpu], reports: &[XidReport], now: Option<f64>) -> Vec<
                 || r.bus_id.as_deref().is_some_and(|b| b == g.pci_bus_id)
         });
         let Some(i) = gpu else {
-            notes.push(format!(
-                "xid {} ({}) names a GPU outside this inventory: {}",
-                r.code, r.source, r.text
-            ));
+            // One note a GPU, code and source, however many lines (an XID storm on a GPU
+            // nodecert does not list would be thousands).
+            let key = (r.bus_id.as_deref().or(r.uuid.as_deref()), r.code, r.source);
+            match outside.iter_mut().find(|o| o.0 == key) {
+                Some(o) => {
+                    o.1 += 1;
+                    o.2 = &r.text;
+                }
+                None => outside.push((key, 1, &r.text)),
+            }
             continue;
         };
         let age = age_of(r, now);
@@ -162,7 +177,14 @@ pub fn attach(gpus: &mut [Gpu], reports: &[XidReport], now: Option<f64>) -> Vec<
             age_s,
         });
     }
-    notes.dedup();
+    for ((_, code, source), n, text) in outside {
+        notes.push(match n {
+            1 => format!("xid {code} ({source}) names a GPU outside this inventory: {text}"),
+            n => format!(
+                "xid {code} ({source}) names a GPU outside this inventory, {n} times; last: {text}"
+            ),
+        });
+    }
     notes
 }
 
@@ -171,7 +193,11 @@ pub fn read_kernel_log() -> Result<String, String> {
     match read_kmsg() {
         Ok(t) => Ok(t),
         Err(kmsg) => read_dmesg().map_err(|dmesg| {
-            let restrict = std::fs::read_to_string("/proc/sys/kernel/dmesg_restrict").ok();
+            let restrict = crate::fsio::read::read_to_string(
+                std::path::Path::new("/proc/sys/kernel/dmesg_restrict"),
+                crate::fsio::read::Kind::System,
+            )
+            .ok();
             // SAFETY: geteuid has no preconditions.
             let root = unsafe { libc::geteuid() } == 0;
             format!(
@@ -208,7 +234,13 @@ fn read_kmsg() -> Result<String, String> {
     for _ in 0..1_000_000 {
         match f.read(&mut buf) {
             Ok(0) => break,
-            Ok(n) => push_record(&mut out, &buf[..n]),
+            Ok(n) => {
+                push_record(&mut out, &buf[..n]);
+                // Drained in halves, so that each byte is moved at most about twice.
+                if out.len() > 2 * KMSG_KEPT {
+                    keep_newest(&mut out, KMSG_KEPT);
+                }
+            }
             Err(e) if e.kind() == ErrorKind::WouldBlock => break,
             // EPIPE: records were overwritten while reading; the next read continues.
             Err(e) if e.raw_os_error() == Some(libc::EPIPE) => continue,
@@ -216,14 +248,40 @@ fn read_kmsg() -> Result<String, String> {
             Err(e) => return Err(e.to_string().to_lowercase()),
         }
     }
+    keep_newest(&mut out, KMSG_KEPT);
     Ok(out)
 }
 
-/// A /dev/kmsg record is "prio,seq,time,flags;message\n" followed by " KEY=value" lines.
+/// The most of the kernel log kept from /dev/kmsg, its newest lines: a log that holds more (a
+/// large `log_buf_len`, or a storm of messages refilling it while it is read) is cut at the
+/// front, where the oldest lines are, as `dmesg`'s limit keeps no part at all.
+const KMSG_KEPT: usize = 16 << 20;
+
+/// Cut `text` to at most `most` bytes, whole lines, keeping the last.
+fn keep_newest(text: &mut String, most: usize) {
+    if text.len() <= most {
+        return;
+    }
+    let from = text.len() - most;
+    // A line break is one byte: the byte after it begins a character.
+    let cut = text.as_bytes()[from..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(text.len(), |i| from + i + 1);
+    text.drain(..cut);
+}
+
+/// A /dev/kmsg record is "prio,seq,time,flags;message\n" followed by " KEY=value" lines. Only
+/// the kernel's own records are kept (facility 0, `prio >> 3`): what a process writes to
+/// /dev/kmsg is logged under another facility, and is not the driver's.
 fn push_record(out: &mut String, rec: &[u8]) {
     let text = String::from_utf8_lossy(rec);
     let first = text.lines().next().unwrap_or("");
     if let Some((head, msg)) = first.split_once(';') {
+        let prio = head.split(',').next().and_then(|p| p.parse::<u32>().ok());
+        if prio.is_none_or(|p| p >> 3 != 0) {
+            return;
+        }
         // "prio,seq,time,flags": time in microseconds since boot, written as dmesg does.
         if let Some(us) = head.split(',').nth(2).and_then(|t| t.parse::<u64>().ok()) {
             out.push_str(&format!("[{:>5}.{:06}] ", us / 1_000_000, us % 1_000_000));
@@ -403,6 +461,83 @@ mod tests {
         attach(&mut gpus, &[r[0].clone(), nvml], Some(99_999.0));
         assert_eq!(gpus[0].xids[1].age_s, Some(0.0));
         assert!(since_boot_now().is_some_and(|t| t > 0.0));
+    }
+
+    /// Only a message that begins with the driver's words is an XID: the kernel logs text that
+    /// users choose inside its own messages, and /dev/kmsg records a process wrote are not
+    /// the kernel's.
+    #[test]
+    fn an_xid_is_the_drivers_message_not_text_quoted_in_another() {
+        for line in [
+            "[ 12.5] process 'x' launched '/tmp/NVRM: Xid (PCI:0000:3b:00): 79, pid=1' with NULL argv",
+            "audit: NVRM: Xid (PCI:0000:3b:00): 79, pid=1",
+            "[ 12.5] audit: NVRM: Xid (PCI:0000:3b:00): 79, pid=1",
+            "[ 12.5 NVRM: Xid (PCI:0000:3b:00): 79, pid=1",
+        ] {
+            assert!(parse_kernel_line(line).is_none(), "{line}");
+        }
+        for line in [
+            "[ 12.5] NVRM: Xid (PCI:0000:3b:00): 79, pid=1",
+            "[12.5]NVRM: Xid (PCI:0000:3b:00): 79, pid=1",
+            "  NVRM: Xid (PCI:0000:3b:00): 79, pid=1",
+        ] {
+            let r = parse_kernel_line(line).expect(line);
+            assert_eq!((r.code, r.since_boot_s.is_some()), (79, line.contains('[')));
+        }
+        // A record a process wrote to /dev/kmsg (facility user, 1: prio 14) is not kept; the
+        // kernel's (facility 0: prio 0 to 7) is.
+        let mut out = String::new();
+        push_record(
+            &mut out,
+            b"14,1,5,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1\n",
+        );
+        push_record(&mut out, b"x,1,5,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1\n");
+        assert_eq!(out, "");
+        push_record(&mut out, b"3,1,5,-;NVRM: Xid (PCI:0000:3b:00): 79, pid=1\n");
+        assert_eq!(parse_kernel_log(&out).len(), 1);
+    }
+
+    /// XIDs on GPUs outside the inventory make one note a GPU, code and source, with a count.
+    #[test]
+    fn xids_outside_the_inventory_are_counted_not_listed() {
+        let line = |bus: &str, code: u32| {
+            format!("[ 1.0] NVRM: Xid (PCI:0000:{bus}:00): {code}, pid=1, x\n")
+        };
+        let mut log = String::new();
+        for _ in 0..1000 {
+            log.push_str(&line("aa", 13));
+            log.push_str(&line("bb", 13));
+        }
+        log.push_str(&line("aa", 31));
+        let mut gpus = vec![gpu(0, "0000:3b:00.0")];
+        let notes = attach(&mut gpus, &parse_kernel_log(&log), None);
+        assert_eq!(notes.len(), 3, "{notes:#?}");
+        assert!(
+            notes[0].starts_with(
+                "xid 13 (kernel log) names a GPU outside this inventory, 1000 times; last: NVRM: \
+                 Xid (PCI:0000:aa:00)"
+            ),
+            "{}",
+            notes[0]
+        );
+        assert_eq!(
+            notes[2],
+            "xid 31 (kernel log) names a GPU outside this inventory: NVRM: Xid (PCI:0000:aa:00): \
+             31, pid=1, x"
+        );
+    }
+
+    /// The kernel log kept is its newest whole lines, at most the bound.
+    #[test]
+    fn the_newest_lines_of_a_long_log_are_kept() {
+        let mut t = "é first\nsecond\nthird\n".to_string();
+        keep_newest(&mut t, 100);
+        assert_eq!(t, "é first\nsecond\nthird\n");
+        keep_newest(&mut t, 13);
+        assert_eq!(t, "third\n");
+        let mut t = "éééé".to_string();
+        keep_newest(&mut t, 3);
+        assert_eq!(t, "");
     }
 
     #[test]
