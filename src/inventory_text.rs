@@ -209,7 +209,7 @@ fn network(s: &mut String, inv: &Inventory) {
             ));
         }
     }
-    s.push_str(&format!("GPUDirect RDMA: {}\n", f.gdr.describe()));
+    s.push_str(&format!("GPUDirect RDMA: {}\n", visible(&f.gdr.describe())));
 }
 
 /// "available", "not available (GPU 0 reports no multicast support)" or "unknown (...)".
@@ -414,6 +414,30 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("no RDMA NIC"), "{text}");
+    }
+
+    /// The module versions GPUDirect RDMA names are read from sysfs (or a node file): they
+    /// reach the terminal shown, not as escapes it would act on.
+    #[test]
+    fn gpudirect_versions_reach_the_terminal_shown() {
+        let mut inv = sim_inventory("h200-vm-1", &[]);
+        inv.fabric = Some(crate::network::Fabric {
+            gdr: crate::network::Gdr {
+                peermem: Some("580\u{1b}]52;c;x\u{7}\u{202e}".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        });
+        let text = render(&inv, true);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("GPUDirect RDMA: "))
+            .unwrap();
+        assert!(
+            !line.contains('\u{1b}') && !line.contains('\u{7}') && !line.contains('\u{202e}'),
+            "{line:?}"
+        );
+        assert!(line.contains("580"), "{line:?}");
     }
 
     #[test]
