@@ -519,6 +519,125 @@ mod tests {
         assert_eq!(required(&gate, &sealed).exit_code, exit::VERIFY_FAILED);
     }
 
+    /// A node's certificate as a gate reads it: a pass of real hardware, host node-1, the
+    /// embedded suite h100-sxm-8.
+    fn node_pass() -> Sealed {
+        Sealed {
+            kind: "node",
+            verdict: "PASS".into(),
+            exit_code: exit::PASS,
+            stated_verdict: None,
+            shortfall: None,
+            simulated: false,
+            host: Some("node-1".into()),
+            gpus: Some("8x NVIDIA H100 80GB HBM3".into()),
+            gpu_serials: Some(vec![Some("1650".into())]),
+            suite: Some("h100-sxm-8".into()),
+            suite_origin: Some("embedded:h100-sxm-8".into()),
+            suite_sha256: Some("ab".repeat(32)),
+            finished_at: None,
+            flagged: 0,
+            scope: None,
+        }
+    }
+
+    /// Each thing the gate requires, on its own: what it passes, what it refuses and with which
+    /// code, and that it says why.
+    #[test]
+    fn the_gate_requires_each_thing_it_is_asked_and_says_why() {
+        let gate = |edit: &dyn Fn(&mut Require), sealed: &dyn Fn(&mut Sealed)| {
+            let mut r = Require {
+                pass: true,
+                ..Require::default()
+            };
+            edit(&mut r);
+            let mut s = node_pass();
+            sealed(&mut s);
+            required(&r, &Ok(s))
+        };
+        let none = |_: &mut Require| {};
+        let same = |_: &mut Sealed| {};
+        let pass = gate(&none, &same);
+        assert_eq!((pass.exit_code, pass.said.len()), (exit::PASS, 0));
+        // Simulated: refused unless allowed.
+        let sim = |s: &mut Sealed| s.simulated = true;
+        let j = gate(&none, &sim);
+        assert_eq!(j.exit_code, exit::INVALID_INPUT);
+        assert!(j.said[0].contains("simulated"), "{j:?}");
+        let allow = |r: &mut Require| r.allow_simulated = true;
+        assert_eq!(gate(&allow, &sim).exit_code, exit::PASS);
+        // Host: its own passes (as DNS compares), another's or a fleet's is refused.
+        let host = |r: &mut Require| r.host = Some("NODE-1.".into());
+        assert_eq!(gate(&host, &same).exit_code, exit::PASS);
+        let other = |r: &mut Require| r.host = Some("node-2".into());
+        let j = gate(&other, &same);
+        assert_eq!(j.exit_code, exit::INVALID_INPUT);
+        assert_eq!(
+            j.said,
+            ["error: --require-pass: the certificate is of host node-1, not node-2"]
+        );
+        let fleet = |s: &mut Sealed| s.host = None;
+        let j = gate(&host, &fleet);
+        assert_eq!(j.exit_code, exit::INVALID_INPUT);
+        assert!(j.said[0].contains("a fleet's report"), "{j:?}");
+        // Suite by name: its own passes, another is refused, and an embedded suite's name read
+        // from a file is not that suite.
+        let suite = |r: &mut Require| r.suite = Some("h100-sxm-8".into());
+        assert_eq!(gate(&suite, &same).exit_code, exit::PASS);
+        let other = |r: &mut Require| r.suite = Some("h200-sxm-8".into());
+        assert_eq!(gate(&other, &same).exit_code, exit::INVALID_INPUT);
+        let file = |s: &mut Sealed| s.suite_origin = Some("mine.toml".into());
+        let j = gate(&suite, &file);
+        assert_eq!(j.exit_code, exit::INVALID_INPUT);
+        assert!(j.said[0].contains("read from mine.toml"), "{j:?}");
+        // A suite name no embedded suite has is the file's own.
+        let mine = |s: &mut Sealed| {
+            s.suite = Some("mine".into());
+            s.suite_origin = Some("mine.toml".into());
+        };
+        let named = |r: &mut Require| r.suite = Some("mine".into());
+        assert_eq!(gate(&named, &mine).exit_code, exit::PASS);
+        // Suite by digest.
+        let sha = |r: &mut Require| r.suite_sha256 = Some("ab".repeat(32));
+        assert_eq!(gate(&sha, &same).exit_code, exit::PASS);
+        let other = |r: &mut Require| r.suite_sha256 = Some("cd".repeat(32));
+        let j = gate(&other, &same);
+        assert_eq!(j.exit_code, exit::INVALID_INPUT);
+        assert!(j.said[0].contains("SHA-256"), "{j:?}");
+        // Another verdict: its own code, whatever else holds.
+        let partial = |s: &mut Sealed| {
+            s.verdict = "PARTIAL".into();
+            s.exit_code = 7;
+        };
+        let j = gate(&none, &partial);
+        assert_eq!(
+            (j.exit_code, j.said.clone()),
+            (
+                7,
+                vec!["error: --require-pass: the signatures seal PARTIAL, not a pass".to_string()]
+            )
+        );
+        // A fleet that passed with flagged nodes: 0, with a note; one flagged node is "was".
+        let flagged = |n: usize| {
+            move |s: &mut Sealed| {
+                s.host = None;
+                s.flagged = n;
+            }
+        };
+        let j = gate(&none, &flagged(1));
+        assert_eq!(j.exit_code, exit::PASS);
+        assert_eq!(
+            j.said,
+            [
+                "note: --require-pass: every node passed, and 1 was flagged as slower than its \
+              siblings (within its floors)"
+            ]
+        );
+        let j = gate(&none, &flagged(2));
+        assert!(j.said[0].contains("2 were flagged"), "{j:?}");
+        assert_eq!(gate(&none, &flagged(0)).said.len(), 0);
+    }
+
     /// DNS names compare without regard to case or the root's dot; a short name is not an
     /// FQDN, and nothing is the empty name.
     #[test]
