@@ -538,6 +538,12 @@ mod tests {
         let mut t = "éééé".to_string();
         keep_newest(&mut t, 3);
         assert_eq!(t, "");
+        // A kernel log of the usual size (a ring buffer of a few MiB) is kept whole.
+        let line = "[ 1.0] NVRM: Xid (PCI:0000:3b:00): 13, pid=1, x\n";
+        let log = line.repeat((4 << 20) / line.len());
+        let mut t = log.clone();
+        keep_newest(&mut t, KMSG_KEPT);
+        assert_eq!(t.len(), log.len());
     }
 
     #[test]
