@@ -587,9 +587,12 @@ impl ErrorCounts {
                     self.retired_pages = None;
                 }
                 Reading::PcieReplays => self.pcie_replays = None,
+                // The links stay, their counters unread: a link's state is not a counter, and
+                // one that goes down is a fault whether or not its errors can be counted.
                 Reading::NvlinkErrors => {
-                    self.nvlinks.clear();
-                    self.links_down.clear();
+                    for (_, e) in &mut self.nvlinks {
+                        *e = NvLinkErrors::default();
+                    }
                 }
                 _ => {}
             }

@@ -976,6 +976,25 @@ mod tests {
         g.nvlinks[0].1.replay = more.replay.map(|r| r + 200);
         let f = w.take(now, &h);
         assert_eq!((f.len(), f[0].status), (1, Status::Fail), "{f:#?}");
+        // A GPU whose NVLink counters were not available at the start: its links' errors are
+        // never judged, and a link of it that goes down still fails.
+        let mut inv: Inventory = crate::testutil::simulated("h100-sxm-8", &[]).node;
+        inv.gpus.truncate(1);
+        inv.gpus[0].unavailable.push(Reading::NvlinkErrors);
+        let mut w = Watch::start(&inv);
+        let mut now = vec![Some(ErrorCounts::of(&crate::inventory::Gpu {
+            unavailable: vec![],
+            ..inv.gpus[0].clone()
+        }))];
+        let g = now[0].as_mut().unwrap();
+        g.nvlinks[1].1.replay = Some(5000);
+        assert!(w.take(now.clone(), &h).is_empty());
+        let g = now[0].as_mut().unwrap();
+        let (link, _) = g.nvlinks.remove(0);
+        g.links_down.push(link);
+        let f = w.take(now, &h);
+        assert_eq!(brief(&f).len(), 1, "{f:#?}");
+        assert!(f[0].reason.contains("went down"), "{f:#?}");
     }
 
     /// A link that counted its data errors by CRC before and answers only its ECC count now has
