@@ -1004,6 +1004,20 @@ fn require_pass_exits_with_the_code_of_what_the_signatures_seal() {
         (&v["exit_code"], &v["require"]),
         (&0.into(), &serde_json::Value::Null)
     );
+    // A folder whose name holds an ESC and a bidi override: the document holds them as JSON
+    // escapes, never as the characters a terminal would act on, and reads back as the name.
+    let odd = "passed\u{1b}]0;x\u{7}\u{202e}";
+    std::fs::rename(env.path("passed"), env.path(odd)).unwrap();
+    let o = env
+        .cmd()
+        .args(["verify", odd, "--pubkey", "k.pub", "--json"])
+        .output()
+        .unwrap();
+    std::fs::rename(env.path(odd), env.path("passed")).unwrap();
+    let out = String::from_utf8(o.stdout).unwrap();
+    assert!(!out.contains(['\u{1b}', '\u{7}', '\u{202e}']), "{out:?}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!((&v["dir"], &v["verified"]), (&odd.into(), &true.into()));
     assert_eq!(err, "");
     // A host name in other letters, or with the root's dot, is the same host.
     verify("passed", &[&gate[..], &["--host", "SIM-H200-VM."]].concat())
