@@ -26,7 +26,7 @@ use super::judge::finding;
 use super::Ctx;
 use crate::backend::Backend;
 use crate::evidence::{Finding, Status, Subject};
-use crate::inventory::{ErrorCounts, Inventory, Reading, XidEvent};
+use crate::inventory::{ErrorCounts, Inventory, NvLinkErrors, Reading, XidEvent};
 use crate::suite::HealthCheck;
 
 /// The metric the XID findings are filed under (the health check's reading of the same).
@@ -379,17 +379,19 @@ pub fn counter_findings(
             // data errors are compared only where both readings count them by one counter: a
             // link that answered the CRC count before and not now (its ECC count in its place)
             // has no growth to tell; its total now is still counted.
-            let same_data = lb.crc_data.is_some() == ln.crc_data.is_some();
-            let data = lb.kinds().len() - 1;
-            let pairs: Vec<(Option<u64>, Option<u64>)> = lb
+            let before = match lb.crc_data.is_some() == ln.crc_data.is_some() {
+                true => lb.clone(),
+                false => NvLinkErrors {
+                    crc_data: None,
+                    ecc_data: None,
+                    ..lb.clone()
+                },
+            };
+            let pairs: Vec<(Option<u64>, Option<u64>)> = before
                 .kinds()
                 .iter()
                 .zip(ln.kinds())
-                .enumerate()
-                .map(|(i, ((_, b), (_, n)))| match i == data && !same_data {
-                    true => (None, n),
-                    false => (*b, n),
-                })
+                .map(|((_, b), (_, n))| (*b, n))
                 .collect();
             out.extend(grew(
                 &Subject::link(gpu, *link),
