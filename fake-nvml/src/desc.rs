@@ -140,6 +140,10 @@ pub struct ErrorsLater {
     /// reading on: links that went down under load.
     #[serde(default)]
     pub links_down: Vec<u32>,
+    /// Functions (by C name) that answer on this GPU as described at their first call and fail
+    /// from their second on: a counter that stops answering mid-run.
+    #[serde(default)]
+    pub errors: BTreeMap<String, Failure>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -316,7 +320,13 @@ impl Node {
         let named = node
             .errors
             .keys()
-            .chain(node.gpus.iter().flat_map(|g| g.errors.keys()));
+            .chain(node.gpus.iter().flat_map(|g| g.errors.keys()))
+            .chain(
+                node.gpus
+                    .iter()
+                    .filter_map(|g| g.errors_later.as_ref())
+                    .flat_map(|l| l.errors.keys()),
+            );
         for f in named {
             if !exported.contains(&f.as_str()) {
                 return Err(format!("errors: {f} is not a function this fake answers"));

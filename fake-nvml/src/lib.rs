@@ -162,8 +162,13 @@ fn gpu(d: nvmlDevice_t, func: &str) -> Result<(usize, &'static Gpu), nvmlReturn_
     if g.lost.is_some() {
         return Err(GPU_IS_LOST);
     }
-    match g.errors.get(func) {
-        Some(f) => Err(code(*f)),
+    if let Some(f) = g.errors.get(func) {
+        return Err(code(*f));
+    }
+    match later(i, g, &format!("call {func}"), |l| {
+        l.errors.get(func).copied()
+    }) {
+        Some(f) => Err(code(f)),
         None => Ok((i, g)),
     }
 }
