@@ -104,9 +104,10 @@ fn problem_text(c: &CheckRecord, status: Status) -> String {
 }
 
 /// Test cases that fail because of what the run left undone: one per promised check that never
-/// ran, one for a run that never closed its evidence, one for a run that judged nothing, one per
-/// check of a partial run that missed readings. A CI dashboard must not show an unfinished,
-/// empty or partial run as green. (classname, name, message)
+/// ran, one for a run that never closed its evidence, one per promised check that ran and could
+/// not make its judgement here (its `unjudged`: a fabric whose other nodes never came), one for a
+/// run that judged nothing, one per check of a partial run that missed readings. A CI dashboard
+/// must not show an unfinished, empty or partial run as green. (classname, name, message)
 fn run_shortfall(ev: &Evidence) -> Vec<(String, String, String)> {
     let mut out: Vec<(String, String, String)> = ev
         .missing_checks()
@@ -124,6 +125,14 @@ fn run_shortfall(ev: &Evidence) -> Vec<(String, String, String)> {
             "nodecert.run".into(),
             "complete".into(),
             "the run did not finish (its evidence was never closed)".into(),
+        ));
+    }
+    // Its own test case shows only a skip: the promise it left unkept fails here.
+    for (id, why) in ev.unjudged() {
+        out.push((
+            "nodecert.unjudged".into(),
+            id.to_string(),
+            format!("{id} could not make the judgement the suite promised: {why}"),
         ));
     }
     if ev.assess() == crate::evidence::Verdict::NothingJudged {
@@ -311,5 +320,29 @@ mod tests {
         for file in [&x, &y] {
             assert!(crate::export::is_previous_output(&Junit, file));
         }
+    }
+
+    /// A promised check that ran and could not make its judgement (a fabric whose other nodes
+    /// never came) leaves the run incomplete: its own case shows a skip, so the file fails on a
+    /// case of its own, and counts it.
+    #[test]
+    fn a_promise_left_unjudged_is_a_failing_case() {
+        let mut ev = crate::testutil::simulated("h100-sxm-8", &[]);
+        let x = render(&ev);
+        assert!(x.contains(r#"failures="0""#), "{x}");
+        let c = ev.checks.iter_mut().find(|c| c.id == "topology").unwrap();
+        c.status = Status::Skip;
+        c.unjudged = Some("the other nodes never came <in 60 s>".into());
+        assert_eq!(ev.assess(), crate::evidence::Verdict::Incomplete);
+        let x = render(&ev);
+        assert!(
+            x.contains(r#"<testcase classname="nodecert.unjudged" name="topology" time="0.000">"#),
+            "{x}"
+        );
+        assert!(x.contains(
+            r#"message="topology could not make the judgement the suite promised: the other nodes never came &lt;in 60 s&gt;""#
+        ));
+        assert!(x.contains(r#"<failure type="incomplete""#), "{x}");
+        assert!(x.contains(r#"failures="1""#), "{x}");
     }
 }
