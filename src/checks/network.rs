@@ -229,6 +229,7 @@ impl Check for Network {
             out.push(x);
         }
         out.extend(count(&nics, &unknown, expect));
+        out.extend(no_rate(&nics, &unknown, expect));
         for n in &nics {
             out.extend(ports(n, expect));
         }
@@ -271,6 +272,45 @@ fn not_read(expect: &NetworkExpect, why: &str) -> Vec<Finding> {
         ));
     }
     out
+}
+
+/// The suite's `rate_gbps` where no fabric NIC is there to hold to it (each port's rate is judged
+/// in [`ports`]) and the suite states no count (whose finding, [`count`], says the same): a
+/// fabric stated at a rate and no NIC of it fails, as a GPU with no fabric NIC to reach does;
+/// where devices whose link layer cannot be read may be the fabric's, the rate is not available
+/// here.
+fn no_rate(nics: &[&Nic], unknown: &[&Nic], expect: &NetworkExpect) -> Vec<Finding> {
+    let (Some(r), true, None) = (expect.rate_gbps, nics.is_empty(), expect.nic_count) else {
+        return vec![];
+    };
+    let expected = format!(">= {} Gb/s", super::judge::fmt_num(r));
+    if !unknown.is_empty() {
+        let unread: Vec<&str> = unknown.iter().map(|n| n.name.as_str()).collect();
+        return vec![na(
+            Subject::node(),
+            expected,
+            format!(
+                "the fabric's rate: no fabric NIC was found, and {} whose link layer cannot be \
+                 read ({}) may be the fabric's",
+                unread.len(),
+                unread.join(", ")
+            ),
+        )];
+    }
+    let layer = expect
+        .link_layer
+        .map(|l| format!(" {}", l.kernel_name()))
+        .unwrap_or_default();
+    vec![finding(
+        Status::Fail,
+        Subject::node(),
+        "no NIC",
+        expected,
+        format!(
+            "no{layer} RDMA NIC of the fabric to hold to the suite's {} Gb/s",
+            super::judge::fmt_num(r)
+        ),
+    )]
 }
 
 /// The count of fabric NICs against `nic_count`. Devices whose layer is unknown (`unknown`) are
@@ -812,6 +852,52 @@ mod tests {
         // The inherited gpu_nic_path then finds no NIC for any GPU.
         assert_eq!(f.len(), 9, "{f:?}");
         assert_eq!(f[8], "GPU 7 has no fabric NIC to reach");
+        // A rate stated with no count and no NIC of the fabric to hold to it fails (the count,
+        // where stated, says so already); where devices whose layer cannot be read may be the
+        // fabric's, it is not available here. A NIC there is judged port by port.
+        let rate = |extra: &str| {
+            format!(
+                "format_version = 1\nname = \"t\"\nextends = \"base\"\n[network]\n\
+                 link_layer = \"infiniband\"\nrate_gbps = 400.0\n{extra}"
+            )
+        };
+        let none = judge(&inv, &rate("exclude = [\"mlx5_*\"]\n"), None);
+        assert_eq!(
+            failed(&none),
+            ["no InfiniBand RDMA NIC of the fabric to hold to the suite's 400 Gb/s"]
+        );
+        assert_eq!(
+            none.iter().filter(|x| x.expected == ">= 400 Gb/s").count(),
+            1
+        );
+        let counted = judge(&inv, &rate("exclude = [\"mlx5_*\"]\nnic_count = 1\n"), None);
+        assert_eq!(
+            failed(&counted),
+            ["no InfiniBand RDMA NIC is visible; the suite asks for 1"]
+        );
+        let mut unread = inv.clone();
+        for n in &mut unread.fabric.as_mut().unwrap().nics {
+            for p in &mut n.ports {
+                p.link_layer = None;
+            }
+        }
+        let all = judge(&unread, &rate(""), None);
+        assert!(failed(&all).is_empty(), "{all:#?}");
+        let na: Vec<&Finding> = all.iter().filter(|x| x.expected == ">= 400 Gb/s").collect();
+        assert_eq!(na.len(), 1, "{na:#?}");
+        assert_eq!(na[0].status, Status::Skip);
+        assert!(
+            na[0].reason.starts_with(
+                "not available here: the fabric's rate: no fabric NIC was found, and 9 whose \
+                 link layer cannot be read (mlx5_0, "
+            ),
+            "{}",
+            na[0].reason
+        );
+        let ib = judge(&inv, &rate(""), None);
+        assert!(failed(&ib).is_empty(), "{ib:#?}");
+        let ports = ib.iter().filter(|x| x.expected == ">= 400 Gb/s").count();
+        assert_eq!(ports, 8, "{ib:#?}");
     }
 
     #[test]
