@@ -135,6 +135,19 @@ impl Observer for Console {
             self.tag()
         );
     }
+
+    fn after_checks(&mut self, r: &CheckRecord) {
+        if self.quiet {
+            return;
+        }
+        crate::errln!(
+            "[end] {:<32} {:>5}  {}{}",
+            visible(&r.title),
+            paint(r.status, self.tty && self.color),
+            visible(&r.summary),
+            self.tag()
+        );
+    }
 }
 
 /// `s` as it may reach a terminal: control characters (ESC, CR, line breaks, C1 codes) and

@@ -31,7 +31,12 @@ use std::path::Path;
 /// were not available), and a GPU's unavailable readings may name `xid_history`. Only evidence
 /// that holds either is written as version 6; a nodecert that reads only up to 5 refuses it
 /// rather than fail on, or misread, a verdict it does not know.
-pub const FORMAT_VERSION: u32 = 6;
+///
+/// 7: the record [`CLOSING_RECORD`] (what the reading after the last check found) counts toward
+/// a partial verdict where it left readings unjudged (a counter read before it and not then). Only
+/// evidence whose verdict is partial through that record is written as version 7; a nodecert
+/// that reads only up to 6 would compute PASS from it, and refuses it instead.
+pub const FORMAT_VERSION: u32 = 7;
 /// The version written for evidence that needs nothing newer.
 pub const BASE_FORMAT_VERSION: u32 = 3;
 /// The version a record with `unjudged` needs.
@@ -41,6 +46,12 @@ pub const METHOD_FORMAT_VERSION: u32 = 5;
 /// The first format whose verdict may be "partial", and whose GPUs may name the reading
 /// "xid_history" unavailable.
 pub const PARTIAL_FORMAT_VERSION: u32 = 6;
+/// The version a partial verdict needs where the record [`CLOSING_RECORD`] makes it partial.
+pub const CLOSING_FORMAT_VERSION: u32 = 7;
+/// The id of the record of what the reading after the last check found (`checks::during`):
+/// present only where it found something to judge. Never promised by a suite, it still counts
+/// toward the verdict: its failures fail the run, and readings it left unjudged make it partial.
+pub const CLOSING_RECORD: &str = "after-checks";
 pub const FORMAT_NAME: &str = "nodecert-evidence";
 /// File name of the evidence in a report folder.
 pub const EVIDENCE_FILE: &str = "evidence.json";
@@ -849,7 +860,8 @@ pub struct CheckRecord {
     /// Stable key: "host_bandwidth", "collective.all_reduce".
     pub id: String,
     /// Check kind: topology, virtualization, health, host_bandwidth, p2p_bandwidth,
-    /// p2p_latency, collective, training.
+    /// p2p_latency, collective, compute, training, network, fabric, baseline; and "watch" for
+    /// the record of what the reading after the last check found (`checks::during`).
     pub kind: String,
     pub title: String,
     pub status: Status,
@@ -1180,12 +1192,13 @@ impl Evidence {
     }
 
     /// Promised checks that judged with readings missing (their coverage is partial), with how
-    /// many of how many readings they had.
+    /// many of how many readings they had; and the record of the reading after the last check
+    /// ([`CLOSING_RECORD`]) where it left readings unjudged.
     pub fn partial_checks(&self) -> Vec<(&str, Coverage)> {
         let promised = self.promised();
         self.checks
             .iter()
-            .filter(|c| promised.contains(&c.id))
+            .filter(|c| promised.contains(&c.id) || c.id == CLOSING_RECORD)
             .filter_map(|c| {
                 c.coverage
                     .filter(|x| x.partial())
@@ -1238,7 +1251,13 @@ impl Evidence {
                 g.unavailable
                     .contains(&crate::inventory::Reading::XidHistory)
             });
-        if self.verdict == Verdict::Partial || xid_history {
+        let closing_partial = self
+            .checks
+            .iter()
+            .any(|c| c.id == CLOSING_RECORD && c.partial());
+        if self.verdict == Verdict::Partial && closing_partial {
+            CLOSING_FORMAT_VERSION
+        } else if self.verdict == Verdict::Partial || xid_history {
             PARTIAL_FORMAT_VERSION
         } else if self.names_a_method() {
             METHOD_FORMAT_VERSION
@@ -1314,17 +1333,30 @@ impl Evidence {
         if self.assess() != Verdict::Partial {
             return None;
         }
-        let partial = self.partial_checks();
+        let (closing, partial): (Vec<_>, Vec<_>) = self
+            .partial_checks()
+            .into_iter()
+            .partition(|(id, _)| *id == CLOSING_RECORD);
         let what: Vec<String> = partial
             .iter()
             .map(|(id, c)| format!("{id} ({} of {} judged)", c.available, c.total))
             .collect();
-        Some(format!(
-            "partial: {} of {} promised checks left readings unjudged: {}",
-            partial.len(),
-            self.promised().len(),
-            what.join(", ")
-        ))
+        let mut said = Vec::new();
+        if !partial.is_empty() {
+            said.push(format!(
+                "{} of {} promised checks left readings unjudged: {}",
+                partial.len(),
+                self.promised().len(),
+                what.join(", ")
+            ));
+        }
+        if let Some((_, c)) = closing.first() {
+            said.push(format!(
+                "the reading after the checks left readings unjudged ({} of {} judged)",
+                c.available, c.total
+            ));
+        }
+        Some(format!("partial: {}", said.join("; ")))
     }
 
     pub fn check(&self, id: &str) -> Option<&CheckRecord> {
@@ -2117,6 +2149,46 @@ mod tests {
             total: 4,
         });
         assert_eq!(whole.assess(), Verdict::Pass);
+        // The closing reading's record, never promised, makes the run partial where it left
+        // readings unjudged, and such evidence is of version 7 (a reader of 6 would compute
+        // PASS from it); one that judged every reading it took, or a record of another id that
+        // no suite promised, does not.
+        let mut closing = whole.clone();
+        let mut record = closing.checks[0].clone();
+        record.id = CLOSING_RECORD.into();
+        record.coverage = Some(Coverage {
+            available: 0,
+            total: 2,
+        });
+        closing.checks.push(record);
+        assert_eq!(closing.assess(), Verdict::Partial);
+        assert_eq!(
+            closing.shortfall_text().unwrap(),
+            "partial: the reading after the checks left readings unjudged (0 of 2 judged)"
+        );
+        closing.update_verdict();
+        assert_eq!(closing.format_version, CLOSING_FORMAT_VERSION);
+        let mut both = closing.clone();
+        both.checks[2].coverage = partial.checks[2].coverage;
+        assert_eq!(
+            both.shortfall_text().unwrap(),
+            format!(
+                "partial: 1 of {n} promised checks left readings unjudged: {} (3 of 4 judged); \
+                 the reading after the checks left readings unjudged (0 of 2 judged)",
+                both.checks[2].id
+            )
+        );
+        let mut stranger = closing.clone();
+        stranger.checks.last_mut().unwrap().id = "not-promised".into();
+        assert_eq!(stranger.assess(), Verdict::Pass);
+        let mut held = closing.clone();
+        held.checks.last_mut().unwrap().coverage = Some(Coverage {
+            available: 2,
+            total: 2,
+        });
+        held.update_verdict();
+        assert_eq!(held.assess(), Verdict::Pass);
+        assert!(held.version_needed() < PARTIAL_FORMAT_VERSION);
         let mut and_failed = partial.clone();
         and_failed.checks[0].status = Status::Fail;
         assert_eq!(and_failed.assess(), Verdict::Fail);

@@ -16,6 +16,8 @@ pub trait Observer {
     /// starts now.
     fn remeasuring(&mut self, _attempt: u32, _allowed: u32, _missed: &str) {}
     fn check_finished(&mut self, _record: &CheckRecord) {}
+    /// The closing reading found something ([`checks::during::closing_reading`]): its record.
+    fn after_checks(&mut self, _record: &CheckRecord) {}
 }
 
 /// An observer that says nothing.
@@ -70,6 +72,8 @@ pub fn run(
     let total = list.len();
     // The error counters as the inventory read them: what grows under a check is its own.
     let mut watch = checks::during::Watch::start(&ev.node);
+    // A call that timed out may still hold the driver: NVML is not read again after it.
+    let mut timed_out = false;
     if let Some(d) = report {
         // Before any check: the inventory alone may need a newer version (xid_history).
         ev.settle_format_version();
@@ -106,21 +110,23 @@ pub fn run(
                     let t_attempt = Instant::now();
                     let mut prog = |d: usize, t: usize| observer.progress(d, t);
                     let outcome = match check.measure(&ctx, backend, &mut prog) {
-                        Err(e) => Outcome {
-                            missed: false,
-                            status: Status::Error,
-                            summary: format!("could not measure: {e}"),
-                            measured: checks::Measured::default(),
-                            // A job that started on a GPU may be why (its memory taken);
-                            // not after a timeout, whose stuck call NVML may wait behind.
-                            findings: match check.runs_on_gpus()
-                                && !matches!(e, crate::error::HwError::Timeout { .. })
-                            {
-                                true => checks::after_gpu_check(&ctx, backend, &mut watch),
-                                false => vec![],
-                            },
-                            coverage: None,
-                        },
+                        Err(e) => {
+                            let timeout = matches!(e, crate::error::HwError::Timeout { .. });
+                            timed_out |= timeout;
+                            Outcome {
+                                missed: false,
+                                status: Status::Error,
+                                summary: format!("could not measure: {e}"),
+                                measured: checks::Measured::default(),
+                                // A job that started on a GPU may be why (its memory taken);
+                                // not after a timeout, whose stuck call NVML may wait behind.
+                                findings: match check.runs_on_gpus() && !timeout {
+                                    true => checks::after_gpu_check(&ctx, backend, &mut watch),
+                                    false => vec![],
+                                },
+                                coverage: None,
+                            }
+                        }
                         Ok(mut m) => {
                             // Only where figures were taken on the GPUs (not a fabric check
                             // whose other nodes never came), numbers or not: a job that started
@@ -217,6 +223,16 @@ pub fn run(
         if let Some(d) = report {
             ev.write(d)?;
         }
+    }
+    // What was raised or counted after the last reading: a record of its own, where it found
+    // anything to judge.
+    let closing = match timed_out {
+        true => None,
+        false => checks::during::closing_reading(&suite.suite.checks, backend, &mut watch),
+    };
+    if let Some(record) = closing {
+        observer.after_checks(&record);
+        ev.checks.push(record);
     }
     ev.finished_at = Some(Utc::now());
     ev.state = RunState::Complete;

@@ -19,6 +19,8 @@ struct Faulty {
     host_copy_fails: bool,
     /// Every host and device copy's timer gives no number.
     copies_give_nan: bool,
+    /// How often the XIDs raised since the last reading were read.
+    xid_readings: u32,
 }
 
 /// Samples whose every value is not a number, as from a timer that gave no time.
@@ -38,6 +40,7 @@ impl Faulty {
             started_on: None,
             host_copy_fails: false,
             copies_give_nan: false,
+            xid_readings: 0,
         }
     }
 }
@@ -133,6 +136,13 @@ impl Backend for Faulty {
     }
     fn training(&mut self, c: &TrainingCheck) -> Result<TrainingRun, HwError> {
         self.inner.training(c)
+    }
+    fn xids_since(&mut self) -> Result<Vec<Option<Vec<nodecert::inventory::XidEvent>>>, HwError> {
+        self.xid_readings += 1;
+        self.inner.xids_since()
+    }
+    fn error_counts(&mut self) -> Result<Vec<Option<nodecert::inventory::ErrorCounts>>, HwError> {
+        self.inner.error_counts()
     }
     fn gpu_processes(
         &mut self,
@@ -309,4 +319,32 @@ fn a_hung_child_without_nvls_is_an_error_exit_3_never_a_slow_link() {
         ar.summary
     );
     assert_eq!(nodecert::cli::exit_for(&ev), 3);
+}
+
+/// After a call timed out (one that may be stuck in the driver, which NVML may wait behind),
+/// the XIDs and counters are not read again at the end of the run either; otherwise they are,
+/// once after the check on the GPUs and once after the last check.
+#[test]
+fn no_closing_reading_after_a_timeout() {
+    let loaded = nodecert::suite::load::load_source(nodecert::config::Source {
+        name: "t.toml".into(),
+        text: "format_version = 1\nname = \"t\"\nextends = \"base\"\n[checks.topology]\n\
+               enabled = false\n[checks.host_bandwidth]\n"
+            .into(),
+    })
+    .unwrap();
+    let mut b = Faulty::new(false, false);
+    let ev = run_all(&loaded, &mut b);
+    assert_eq!(
+        ev.check("host_bandwidth").unwrap().status,
+        nodecert::evidence::Status::Pass
+    );
+    assert_eq!(b.xid_readings, 2);
+    let mut b = Faulty::new(false, true);
+    let ev = run_all(&loaded, &mut b);
+    assert_eq!(
+        ev.check("host_bandwidth").unwrap().status,
+        nodecert::evidence::Status::Error
+    );
+    assert_eq!(b.xid_readings, 0);
 }

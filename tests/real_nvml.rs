@@ -883,6 +883,74 @@ fn an_xid_raised_during_the_run_is_filed_under_the_check_that_saw_it() {
     assert_eq!(code, 3);
 }
 
+/// An XID raised after the last reading of a check (here no check runs on the GPUs, so after
+/// the node was read) is read once more when the checks are done and filed under a record of its
+/// own: the run fails, and the health check, which judged the start, does not name it. A node
+/// that raised nothing gets no such record.
+#[test]
+fn an_xid_raised_after_the_last_reading_is_filed_by_the_closing_reading() {
+    let mut d = hgx_h200();
+    let (code, ev) = Node::new(&d).run(HGX_SUITE);
+    assert_eq!(code, 0, "{:#?}", findings(&ev));
+    assert!(!ev["checks"]
+        .as_array()
+        .expect("checks")
+        .iter()
+        .any(|c| c["id"] == "after-checks"));
+
+    d["gpus"][3]["xid_events_later"] = json!([79]);
+    let (code, ev) = Node::new(&d).run(HGX_SUITE);
+    assert_eq!(code, 1);
+    assert_eq!(ev["verdict"], "fail");
+    let checks = ev["checks"].as_array().expect("checks");
+    let last = checks.last().expect("a record");
+    assert_eq!(
+        (&last["id"], &last["kind"], &last["status"]),
+        (&json!("after-checks"), &json!("watch"), &json!("fail"))
+    );
+    assert_eq!(
+        last["summary"],
+        "GPU 3: XID 79 (nvml event) raised since the last reading, before the run ended, which \
+         fails a node"
+    );
+    assert_eq!(last["findings"].as_array().expect("findings").len(), 1);
+    assert!(
+        !findings(&ev)
+            .iter()
+            .any(|f| f.0 == "health" && f.3.contains("XID 79")),
+        "{:#?}",
+        findings(&ev)
+    );
+}
+
+/// A counter read when the node was read and not at the end of the run (here GPU 2's PCIe
+/// replay counter stops answering) is not taken for nothing: the closing reading's record is
+/// partial, so is the run (exit 7), and the evidence is of the version that says so.
+#[test]
+fn a_counter_that_stops_answering_by_the_end_makes_the_run_partial() {
+    let mut d = hgx_h200();
+    d["gpus"][2]["errors_later"] = json!({"errors": {"nvmlDeviceGetPcieReplayCounter": "unknown"}});
+    let (code, ev) = Node::new(&d).run(HGX_SUITE);
+    assert_eq!(code, 7, "{:#?}", findings(&ev));
+    assert_eq!(ev["verdict"], "partial");
+    assert_eq!(ev["format_version"], 7);
+    let last = ev["checks"]
+        .as_array()
+        .expect("checks")
+        .last()
+        .expect("a record");
+    assert_eq!(
+        (&last["id"], &last["status"]),
+        (&json!("after-checks"), &json!("skip"))
+    );
+    assert_eq!(
+        last["summary"],
+        "skipped: not available here: PCIe replay counter of GPU 2 at the end of the run (read \
+         at the last reading): what was counted since is not judged"
+    );
+    assert_eq!(last["coverage"], json!({"available": 0, "total": 1}));
+}
+
 /// Hopper's links count data errors by ECC, not CRC: the counter is read (through the raw call
 /// the wrapper lacks), recorded, and judged with the others; a link that answers it and not the
 /// CRC one is read whole.

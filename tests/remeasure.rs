@@ -291,6 +291,137 @@ fn an_xid_raised_under_load_is_never_measured_again() {
         .map(|c| c["id"].as_str().unwrap())
         .collect();
     assert_eq!(naming, ["host_bandwidth"]);
+    // Told once: the closing reading after the last check finds nothing more.
+    assert!(!checks.iter().any(|c| c["id"] == "after-checks"));
+}
+
+/// Where no check reads the GPUs after the XID was raised or the error counted (here none runs
+/// on them at all), the reading after the last check finds it: the run fails under a record of
+/// its own, last, that says when; without the fault the same run passes with no such record.
+#[test]
+fn what_is_raised_after_the_last_reading_fails_the_run_under_a_record_of_its_own() {
+    let env = Env::new();
+    env.write(
+        "s.toml",
+        "format_version = 1\nname = \"late\"\nextends = \"base\"\n\
+         [checks.topology]\nenabled = false\n",
+    );
+    let clean = run(&env, "s.toml", &[], "clean", 0);
+    assert!(!clean["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["id"] == "after-checks"));
+
+    let ev = run(
+        &env,
+        "s.toml",
+        &["xid-under-load:gpu=1,code=79", "ecc-under-load:gpu=2"],
+        "late",
+        1,
+    );
+    assert_eq!(ev["verdict"], "fail");
+    let checks = ev["checks"].as_array().unwrap();
+    let last = checks.last().unwrap();
+    assert_eq!(
+        (&last["id"], &last["status"]),
+        (&"after-checks".into(), &"fail".into())
+    );
+    let reasons: Vec<&str> = last["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["status"] == "fail")
+        .map(|f| f["reason"].as_str().unwrap())
+        .collect();
+    assert!(
+        reasons.contains(
+            &"GPU 1: XID 79 (nvml event) raised since the last reading, before the run ended, \
+              which fails a node"
+        ),
+        "{reasons:#?}"
+    );
+    assert!(
+        reasons.contains(
+            &"GPU 2: uncorrectable ECC errors rose by 1 since the last reading, before the run \
+              ended, to 1, beyond the limit of 0"
+        ),
+        "{reasons:#?}"
+    );
+    // Only that record names them: the health check judged the start.
+    let naming: Vec<&str> = checks
+        .iter()
+        .filter(|c| {
+            c["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f["reason"].as_str().unwrap().contains("XID 79"))
+        })
+        .map(|c| c["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(naming, ["after-checks"]);
+    // The console says so after the last check, and the certificate shows it.
+    let out = env
+        .cmd()
+        .args([
+            "run",
+            "--simulate",
+            "l40s-pcie-4",
+            "s.toml",
+            "--out",
+            "shown",
+        ])
+        .args(["--inject", "xid-under-load:gpu=1,code=79"])
+        .assert()
+        .code(1);
+    let err = String::from_utf8_lossy(&out.get_output().stderr).to_string();
+    assert!(
+        err.lines()
+            .any(|l| l.starts_with("[end] XIDs, counters after the checks")
+                && l.contains("FAIL")
+                && l.contains("GPU 1: XID 79")
+                && l.ends_with("[SIMULATED]")),
+        "{err}"
+    );
+    assert!(env
+        .read("shown/report.md")
+        .contains("XIDs, counters after the checks"));
+
+    // A counter that grew within its limit is shown, not judged: alone, no record (it would read
+    // as a skipped check); beyond the limit, the run fails.
+    let ev = run(
+        &env,
+        "s.toml",
+        &["link-errors-under-load:gpu=3"],
+        "beyond",
+        1,
+    );
+    let last = ev["checks"].as_array().unwrap().last().unwrap().clone();
+    assert_eq!(
+        (&last["id"], &last["status"]),
+        (&"after-checks".into(), &"fail".into())
+    );
+    assert!(last["summary"].as_str().unwrap().starts_with(
+        "GPU 3: PCIe replays rose by 200 since the last reading, before the run ended"
+    ));
+    env.write(
+        "within.toml",
+        "format_version = 1\nname = \"late\"\nextends = \"base\"\n\
+         [checks.topology]\nenabled = false\n[checks.health]\nmax_pcie_replays = 1000\n",
+    );
+    let ev = run(
+        &env,
+        "within.toml",
+        &["link-errors-under-load:gpu=3"],
+        "within",
+        0,
+    );
+    assert!(!ev["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c["id"] == "after-checks"));
 }
 
 /// An error counted under load (an uncorrectable ECC error and the remap it leaves pending,

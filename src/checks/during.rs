@@ -32,10 +32,48 @@ use crate::suite::HealthCheck;
 /// The metric the XID findings are filed under (the health check's reading of the same).
 const METRIC: &str = "xids";
 
+/// What a reading covers, and so how its findings say when: the check just ended, or the time
+/// after the last reading of the run and before its end ([`closing_reading`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Span {
+    /// The check that just ended: what the reading finds was raised or counted while it ran.
+    Check,
+    /// Once more after the last check: what was raised or counted since the last reading (after
+    /// the last check that ran on the GPUs, or the node's reading where none did).
+    AfterChecks,
+}
+
+impl Span {
+    /// When what a reading finds happened, as a finding's reason says it.
+    fn when(self) -> &'static str {
+        match self {
+            Span::Check => "while this check ran",
+            Span::AfterChecks => "since the last reading, before the run ended",
+        }
+    }
+
+    /// The same, short, as a finding's figure says it.
+    fn during(self) -> &'static str {
+        match self {
+            Span::Check => "during this check",
+            Span::AfterChecks => "after the checks",
+        }
+    }
+
+    /// When the reading was taken.
+    fn read(self) -> &'static str {
+        match self {
+            Span::Check => "after this check",
+            Span::AfterChecks => "at the end of the run",
+        }
+    }
+}
+
 /// The error counters last read, by GPU index: the inventory's at the start, then each reading
-/// after a check that ran on the GPUs, counter by counter (one a reading missed keeps its last
-/// known value). What grew is judged against it, so each error is filed under the check it was
-/// counted in, and under no later one.
+/// after a check that ran on the GPUs and the one after the last check, counter by counter (one
+/// a reading missed keeps its last known value). What grew is judged against it, so each error
+/// is filed under the check it was counted in (or the closing reading's record), and under no
+/// later one.
 #[derive(Debug, Clone, Default)]
 pub struct Watch {
     last: Vec<Option<ErrorCounts>>,
@@ -58,14 +96,43 @@ impl Watch {
         w
     }
 
+    /// The GPUs whose XIDs the inventory could read and `now` (a reading of them, by GPU index)
+    /// could not (the event set failed mid-run, and the kernel log cannot be read): not
+    /// available here, so what was raised in `span` is not taken for nothing.
+    fn xids_lost(&self, now: &[Option<Vec<XidEvent>>], span: Span) -> Vec<Finding> {
+        let mut out = Vec::new();
+        for (gpu, hidden) in self.hidden.iter().enumerate() {
+            let known = self.last.get(gpu).is_some_and(Option::is_some);
+            if !known || hidden.contains(&Reading::Xids) || matches!(now.get(gpu), Some(Some(_))) {
+                continue;
+            }
+            out.push(
+                finding(
+                    Status::Skip,
+                    Subject::gpu(gpu),
+                    "not available here",
+                    format!("read {}", span.read()),
+                    format!(
+                        "not available here: XID events of GPU {gpu} {}: what was raised {} is \
+                         not judged",
+                        span.read(),
+                        span.when()
+                    ),
+                )
+                .on(METRIC),
+            );
+        }
+        out
+    }
+
     /// Judge `now` against the last reading, then keep what it read as the last.
-    fn take(&mut self, now: Vec<Option<ErrorCounts>>, h: &HealthCheck) -> Vec<Finding> {
+    fn take(&mut self, now: Vec<Option<ErrorCounts>>, h: &HealthCheck, span: Span) -> Vec<Finding> {
         let now: Vec<Option<ErrorCounts>> = now
             .into_iter()
             .zip(&self.hidden)
             .map(|(c, hidden)| c.map(|c| c.without(hidden)))
             .collect();
-        let out = counter_findings(&self.last, &now, h);
+        let out = counter_findings(&self.last, &now, h, span);
         // A GPU beyond the inventory's is never compared; one it listed without a reading is
         // from its first reading on.
         for (last, c) in self.last.iter_mut().zip(now) {
@@ -99,6 +166,7 @@ fn grew(
     pairs: &[(Option<u64>, Option<u64>)],
     total: Total,
     limit: u64,
+    span: Span,
 ) -> Option<Finding> {
     let deltas = pairs
         .iter()
@@ -117,8 +185,8 @@ fn grew(
         Total::Sum => now.fold(0, u64::saturating_add),
     };
     let who = sub.describe();
-    let found = format!("{now} {what} (+{more} during this check)");
-    let rose = format!("{who}: {what} rose by {more} while this check ran, to {now}");
+    let found = format!("{now} {what} (+{more} {})", span.during());
+    let rose = format!("{who}: {what} rose by {more} {}, to {now}", span.when());
     let f = if now > limit {
         finding(
             Status::Fail,
@@ -149,6 +217,7 @@ fn raised(
     status: Status,
     found: &str,
     reason: &str,
+    span: Span,
 ) -> Option<Finding> {
     if before? || !now? {
         return None;
@@ -159,7 +228,10 @@ fn raised(
         sub.clone(),
         found,
         format!("no {found}"),
-        format!("{}: {reason} while this check ran", sub.describe()),
+        match span {
+            Span::Check => format!("{}: {reason} while this check ran", sub.describe()),
+            Span::AfterChecks => format!("{}: {}, {reason}", sub.describe(), span.when()),
+        },
     )
     .on(Reading::RemappedRows.key());
     Some(match status {
@@ -168,8 +240,8 @@ fn raised(
     })
 }
 
-/// The counters `b` read and `n` did not, by reading: what was counted while the check ran is
-/// not known for them.
+/// The counters `b` read and `n` did not, by reading: what was counted between the two readings
+/// is not known for them.
 fn unread_now(b: &ErrorCounts, n: &ErrorCounts) -> Vec<(Reading, Vec<String>)> {
     let lost = |b: Option<u64>, n: Option<u64>| b.is_some() && n.is_none();
     let named = |list: &[(&str, bool)]| -> Vec<String> {
@@ -242,12 +314,13 @@ fn unread_now(b: &ErrorCounts, n: &ErrorCounts) -> Vec<(Reading, Vec<String>)> {
 
 /// The findings on the counters read now (`now`, by GPU index) that grew since `before`, held to
 /// the health check's limits; and on those read before and not now (a GPU that stopped
-/// answering, a query that failed): not available here, so the check is partial, not a pass of
-/// what they would have counted.
+/// answering, a query that failed): not available here, so the check (or the closing reading's
+/// record, `span`) is partial, not a pass of what they would have counted.
 pub fn counter_findings(
     before: &[Option<ErrorCounts>],
     now: &[Option<ErrorCounts>],
     h: &HealthCheck,
+    span: Span,
 ) -> Vec<Finding> {
     let mut out = Vec::new();
     for (gpu, (b, n)) in before.iter().zip(now).enumerate() {
@@ -266,11 +339,18 @@ pub fn counter_findings(
                     Status::Skip,
                     sub.clone(),
                     "not available here",
-                    "read after this check",
+                    format!("read {}", span.read()),
                     format!(
-                        "not available here: {} of {who} after this check (read before it): \
-                         what was counted while it ran is not judged",
-                        names.join(", ")
+                        "not available here: {} of {who} {}: what was counted {} is not judged",
+                        names.join(", "),
+                        match span {
+                            Span::Check => "after this check (read before it)",
+                            Span::AfterChecks => "at the end of the run (read at the last reading)",
+                        },
+                        match span {
+                            Span::Check => "while it ran",
+                            Span::AfterChecks => "since",
+                        }
                     ),
                 )
                 .on(r.key()),
@@ -289,6 +369,7 @@ pub fn counter_findings(
                     ],
                     Total::Largest,
                     h.max_uncorrectable,
+                    span,
                 ),
                 grew(
                     &sub,
@@ -297,6 +378,7 @@ pub fn counter_findings(
                     &[(eb.sram_corrected, en.sram_corrected)],
                     Total::Largest,
                     h.max_sram_correctable,
+                    span,
                 ),
                 grew(
                     &sub,
@@ -305,6 +387,7 @@ pub fn counter_findings(
                     &[(eb.dram_errors, en.dram_errors)],
                     Total::Largest,
                     h.max_dram_errors,
+                    span,
                 ),
                 raised(
                     &sub,
@@ -316,6 +399,7 @@ pub fn counter_findings(
                     Status::Pass,
                     "remap pending",
                     "a row remap became pending (the GPU must be reset before use)",
+                    span,
                 ),
                 raised(
                     &sub,
@@ -327,6 +411,7 @@ pub fn counter_findings(
                     Status::Pass,
                     "remap failed",
                     "a row remap failed (the GPU is out of spare rows)",
+                    span,
                 ),
                 raised(
                     &sub,
@@ -338,6 +423,7 @@ pub fn counter_findings(
                     Status::Warn,
                     "page retirement pending",
                     "a page retirement became pending (reset needed)",
+                    span,
                 ),
                 grew(
                     &sub,
@@ -346,6 +432,7 @@ pub fn counter_findings(
                     &[(b.pcie_replays, n.pcie_replays)],
                     Total::Largest,
                     h.max_pcie_replays,
+                    span,
                 ),
             ]
             .into_iter()
@@ -362,11 +449,16 @@ pub fn counter_findings(
                     sub.clone(),
                     "went down",
                     "active, as when last read",
-                    format!(
-                        "{}: NVLink went down while this check ran (it was active when last \
-                         read)",
-                        sub.describe()
-                    ),
+                    match span {
+                        Span::Check => format!(
+                            "{}: NVLink went down while this check ran (it was active when last \
+                             read)",
+                            sub.describe()
+                        ),
+                        Span::AfterChecks => {
+                            format!("{}: NVLink went down {}", sub.describe(), span.when())
+                        }
+                    },
                 )
                 .on(Reading::NvlinkErrors.key()),
             );
@@ -400,15 +492,16 @@ pub fn counter_findings(
                 &pairs,
                 Total::Sum,
                 h.max_nvlink_errors,
+                span,
             ));
         }
     }
     out
 }
 
-/// The findings on `now`, the XIDs each GPU raised during the check (by GPU index), held to
+/// The findings on `now`, the XIDs each GPU raised in `span` (by GPU index), held to
 /// `fail_xids`.
-pub fn findings(now: &[Option<Vec<XidEvent>>], fail_xids: &[u32]) -> Vec<Finding> {
+pub fn findings(now: &[Option<Vec<XidEvent>>], fail_xids: &[u32], span: Span) -> Vec<Finding> {
     let mut out = Vec::new();
     for (gpu, events) in now.iter().enumerate() {
         for x in events.iter().flatten() {
@@ -420,9 +513,10 @@ pub fn findings(now: &[Option<Vec<XidEvent>>], fail_xids: &[u32]) -> Vec<Finding
                     format!("XID {}", x.code),
                     "no XID",
                     format!(
-                        "GPU {gpu}: XID {} ({}) raised while this check ran{}",
+                        "GPU {gpu}: XID {} ({}) raised {}{}",
                         x.code,
                         x.source,
+                        span.when(),
                         if fatal { ", which fails a node" } else { "" }
                     ),
                 )
@@ -461,18 +555,73 @@ pub fn failed_under_load(findings: &[Finding]) -> Option<&'static str> {
 /// (nothing where the suite has no health check, or where a call of the check's may be stuck
 /// in the driver).
 pub fn after_check(ctx: &Ctx, backend: &mut dyn Backend, watch: &mut Watch) -> Vec<Finding> {
+    read(&ctx.suite.checks, backend, watch, Span::Check)
+}
+
+/// The reading after the last check: the XIDs raised and the counters that grew since the last
+/// reading (after the last check that ran on the GPUs, or the node's reading where none ran or
+/// the last gave no figures), judged as after a check, and filed under a record of their own
+/// ([`crate::evidence::CLOSING_RECORD`]). An XID that reaches the kernel log a moment after the
+/// training run's reading, or one raised while the network check runs, is not left out of the
+/// verdict. `None` where it finds nothing to judge (a counter that grew within its limit alone
+/// is not a judgement), or reads nothing (no health check, a backend that cannot read them, a
+/// CUDA call still stuck). The runner does not call it after a call timed out.
+pub fn closing_reading(
+    checks: &crate::suite::Checks,
+    backend: &mut dyn Backend,
+    watch: &mut Watch,
+) -> Option<crate::evidence::CheckRecord> {
+    let started_at = chrono::Utc::now();
+    let t0 = std::time::Instant::now();
+    let findings = read(checks, backend, watch, Span::AfterChecks);
+    // Only what was judged, or could not be: a record of information alone would read as a
+    // skipped check.
+    if findings.iter().all(|f| f.info) {
+        return None;
+    }
+    let (status, summary, coverage) = crate::runner::summarize_with_coverage(&findings);
+    Some(crate::evidence::CheckRecord {
+        id: crate::evidence::CLOSING_RECORD.into(),
+        kind: "watch".into(),
+        title: "XIDs, counters after the checks".into(),
+        status,
+        summary,
+        plan: vec![],
+        metrics: vec![],
+        facts: vec![],
+        findings,
+        coverage,
+        started_at,
+        duration_s: t0.elapsed().as_secs_f64(),
+        unjudged: None,
+        remeasure: None,
+    })
+}
+
+/// Read the XIDs raised and the counters grown since the last reading, and judge them as the
+/// health check of `checks` judges them; nothing where it has none.
+fn read(
+    checks: &crate::suite::Checks,
+    backend: &mut dyn Backend,
+    watch: &mut Watch,
+    span: Span,
+) -> Vec<Finding> {
     if crate::backend::cuda::thread_abandoned() {
         return Vec::new();
     }
-    let Some(h) = ctx.suite.checks.health.as_ref().filter(|h| h.enabled) else {
+    let Some(h) = checks.health.as_ref().filter(|h| h.enabled) else {
         return Vec::new();
     };
     let mut out = match backend.xids_since() {
-        Ok(now) => findings(&now, &h.fail_xids),
+        Ok(now) => {
+            let mut out = watch.xids_lost(&now, span);
+            out.extend(findings(&now, &h.fail_xids, span));
+            out
+        }
         Err(_) => Vec::new(),
     };
     if let Ok(now) = backend.error_counts() {
-        out.extend(watch.take(now, h));
+        out.extend(watch.take(now, h, span));
     }
     out
 }
@@ -480,6 +629,15 @@ pub fn after_check(ctx: &Ctx, backend: &mut dyn Backend, watch: &mut Watch) -> V
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The counters' findings as after a check.
+    fn counter_findings(
+        before: &[Option<ErrorCounts>],
+        now: &[Option<ErrorCounts>],
+        h: &HealthCheck,
+    ) -> Vec<Finding> {
+        super::counter_findings(before, now, h, Span::Check)
+    }
 
     fn xid(code: u32) -> XidEvent {
         XidEvent {
@@ -495,7 +653,7 @@ mod tests {
     #[test]
     fn xids_raised_during_a_check_are_judged_as_health_judges_them() {
         let now = vec![Some(vec![]), None, Some(vec![xid(48), xid(31)])];
-        let f = findings(&now, &[48, 79]);
+        let f = findings(&now, &[48, 79], Span::Check);
         assert_eq!(f.len(), 2, "{f:#?}");
         assert_eq!((f[0].status, f[0].subject.gpu), (Status::Fail, Some(2)));
         assert_eq!(
@@ -508,7 +666,7 @@ mod tests {
             "GPU 2: XID 31 (nvml event) raised while this check ran"
         );
         assert!(f.iter().all(|x| x.metric.as_deref() == Some("xids")));
-        assert!(findings(&now[..2], &[48]).is_empty());
+        assert!(findings(&now[..2], &[48], Span::Check).is_empty());
         assert!(failed_under_load(&f).is_some());
         assert!(failed_under_load(&f[1..]).is_none());
     }
@@ -564,6 +722,69 @@ mod tests {
         );
         assert!(f.iter().all(|x| x.subject.gpu == Some(1)), "{f:#?}");
         f
+    }
+
+    /// The closing reading judges as after a check and says when: since the last reading,
+    /// before the run ended (the figures "after the checks", a counter not read then "at the
+    /// end of the run").
+    #[test]
+    fn the_closing_reading_says_its_findings_came_after_the_checks() {
+        let f = findings(&[Some(vec![xid(79)])], &[79], Span::AfterChecks);
+        assert_eq!(
+            brief(&f),
+            [(
+                Status::Fail,
+                false,
+                "GPU 0: XID 79 (nvml event) raised since the last reading, before the run \
+                 ended, which fails a node"
+                    .to_string()
+            )]
+        );
+        let mut n = clean();
+        n.ecc.volatile_uncorrected = Some(1);
+        n.remapped_rows.as_mut().unwrap().pending = true;
+        n.pcie_replays = None;
+        n.nvlinks.clear();
+        n.links_down = vec![4];
+        let f = super::counter_findings(&[Some(clean())], &[Some(n)], &health(), Span::AfterChecks);
+        assert_eq!(
+            brief(&f),
+            [
+                (
+                    Status::Skip,
+                    false,
+                    "not available here: PCIe replay counter of GPU 0 at the end of the run \
+                     (read at the last reading): what was counted since is not judged"
+                        .to_string()
+                ),
+                (
+                    Status::Fail,
+                    false,
+                    "GPU 0: uncorrectable ECC errors rose by 1 since the last reading, before \
+                     the run ended, to 1, beyond the limit of 0"
+                        .to_string()
+                ),
+                (
+                    Status::Fail,
+                    false,
+                    "GPU 0: since the last reading, before the run ended, a row remap became \
+                     pending (the GPU must be reset before use)"
+                        .to_string()
+                ),
+                (
+                    Status::Fail,
+                    false,
+                    "GPU 0 link 4: NVLink went down since the last reading, before the run \
+                     ended"
+                        .to_string()
+                ),
+            ]
+        );
+        assert_eq!(
+            f[1].found,
+            "1 uncorrectable ECC errors (+1 after the checks)"
+        );
+        assert_eq!(f[0].expected, "read at the end of the run");
     }
 
     fn brief(f: &[Finding]) -> Vec<(Status, bool, String)> {
@@ -883,6 +1104,43 @@ mod tests {
         assert_eq!(f[0].status, Status::Skip);
     }
 
+    /// A GPU whose XIDs the inventory could read and a later reading could not (its event set
+    /// failed and the kernel log cannot be read) is not available here for that span, each time;
+    /// one the inventory could not read either is the health check's to say, and one read is
+    /// nothing to say.
+    #[test]
+    fn xids_that_could_be_read_at_the_start_and_not_now_are_not_available() {
+        let mut inv: Inventory = crate::testutil::simulated("h100-sxm-8", &[]).node;
+        inv.gpus.truncate(3);
+        inv.gpus[1].unavailable.push(Reading::Xids);
+        let w = Watch::start(&inv);
+        let now = vec![Some(vec![]), None, None];
+        let f = w.xids_lost(&now, Span::Check);
+        assert_eq!(
+            brief(&f),
+            [(
+                Status::Skip,
+                false,
+                "not available here: XID events of GPU 2 after this check: what was raised while \
+                 this check ran is not judged"
+                    .to_string()
+            )]
+        );
+        assert_eq!(
+            (f[0].subject.gpu, f[0].metric.as_deref()),
+            (Some(2), Some("xids"))
+        );
+        let f = w.xids_lost(&now[..2], Span::AfterChecks);
+        assert_eq!(
+            brief(&f)[0].2,
+            "not available here: XID events of GPU 2 at the end of the run: what was raised \
+             since the last reading, before the run ended is not judged"
+        );
+        assert!(w
+            .xids_lost(&[Some(vec![]), None, Some(vec![])], Span::Check)
+            .is_empty());
+    }
+
     /// Each reading is judged against the last known values: an error is filed under the check
     /// it was counted in and no later one; a counter a reading missed keeps its last value for
     /// the next (so what it counted meanwhile is seen there); a reading the inventory found not
@@ -895,15 +1153,15 @@ mod tests {
         let h = health();
         let mut grown = w.last.clone();
         grown[2].as_mut().unwrap().pcie_replays = Some(90);
-        assert_eq!(w.take(grown.clone(), &h).len(), 1);
-        assert!(w.take(grown.clone(), &h).is_empty());
+        assert_eq!(w.take(grown.clone(), &h, Span::Check).len(), 1);
+        assert!(w.take(grown.clone(), &h, Span::Check).is_empty());
         // GPU 2's replay counter not read this time: said, and its last value (90) stands.
         let mut gap = grown.clone();
         gap[2].as_mut().unwrap().pcie_replays = None;
-        let f = w.take(gap, &h);
+        let f = w.take(gap, &h, Span::Check);
         assert_eq!((f.len(), f[0].status), (1, Status::Skip), "{f:#?}");
         grown[2].as_mut().unwrap().pcie_replays = Some(95);
-        let f = w.take(grown.clone(), &h);
+        let f = w.take(grown.clone(), &h, Span::Check);
         assert_eq!(f.len(), 1);
         assert!(
             f[0].reason
@@ -914,8 +1172,8 @@ mod tests {
         // A whole GPU not read: each of its readings said, its values kept.
         let mut none = grown.clone();
         none[3] = None;
-        assert_eq!(w.take(none, &h).len(), 4);
-        assert!(w.take(grown.clone(), &h).is_empty());
+        assert_eq!(w.take(none, &h, Span::Check).len(), 4);
+        assert!(w.take(grown.clone(), &h, Span::Check).is_empty());
         // GPU 5's remap, not available at the start, is not judged when a reading answers it.
         let mut remap = grown.clone();
         let g5 = remap[5].as_mut().unwrap();
@@ -924,7 +1182,7 @@ mod tests {
             pending: true,
             ..Default::default()
         });
-        assert!(w.take(remap, &h).is_empty());
+        assert!(w.take(remap, &h, Span::Check).is_empty());
     }
 
     /// An NVLink active at the last reading and found inactive now fails under the check it
@@ -965,18 +1223,21 @@ mod tests {
         let g = now[0].as_mut().unwrap();
         let (_, errs) = g.nvlinks.remove(0);
         g.links_down.push(first);
-        let f = w.take(now.clone(), &h);
+        let f = w.take(now.clone(), &h, Span::Check);
         assert_eq!((f.len(), f[0].status), (1, Status::Fail), "{f:#?}");
-        assert!(w.take(now.clone(), &h).is_empty());
+        assert!(w.take(now.clone(), &h, Span::Check).is_empty());
         let g = now[0].as_mut().unwrap();
         g.links_down.clear();
         let mut more = errs.clone();
         more.replay = more.replay.map(|r| r + 500);
         g.nvlinks.insert(0, (first, more.clone()));
-        assert!(w.take(now.clone(), &h).is_empty(), "first reading back up");
+        assert!(
+            w.take(now.clone(), &h, Span::Check).is_empty(),
+            "first reading back up"
+        );
         let g = now[0].as_mut().unwrap();
         g.nvlinks[0].1.replay = more.replay.map(|r| r + 200);
-        let f = w.take(now, &h);
+        let f = w.take(now, &h, Span::Check);
         assert_eq!((f.len(), f[0].status), (1, Status::Fail), "{f:#?}");
         // A GPU whose NVLink counters were not available at the start: its links' errors are
         // never judged, and a link of it that goes down still fails.
@@ -990,11 +1251,11 @@ mod tests {
         }))];
         let g = now[0].as_mut().unwrap();
         g.nvlinks[1].1.replay = Some(5000);
-        assert!(w.take(now.clone(), &h).is_empty());
+        assert!(w.take(now.clone(), &h, Span::Check).is_empty());
         let g = now[0].as_mut().unwrap();
         let (link, _) = g.nvlinks.remove(0);
         g.links_down.push(link);
-        let f = w.take(now, &h);
+        let f = w.take(now, &h, Span::Check);
         assert_eq!(brief(&f).len(), 1, "{f:#?}");
         assert!(f[0].reason.contains("went down"), "{f:#?}");
     }
@@ -1057,7 +1318,7 @@ mod tests {
                 Some(c)
             })
             .collect();
-        let f = Watch::start(&inv).take(now, &health());
+        let f = Watch::start(&inv).take(now, &health(), Span::Check);
         // GPUs 4 to 7 count all four; GPUs 0 to 3 three each, the one they hide left out.
         for (g, hidden) in readings.iter().enumerate() {
             let on: Vec<&str> = f

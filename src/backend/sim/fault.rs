@@ -257,24 +257,25 @@ impl FaultKind {
                  through an MPS server (nodecert's own work goes around it)"
             }
             FaultKind::XidUnderLoad => {
-                "a GPU raises an XID under load: absent when the node was read, seen after the \
-                 first check that ran on the GPUs (gpu=N, code=C; default 48, a double-bit ECC \
-                 error)"
+                "a GPU raises an XID under load: absent when the node was read, seen at the \
+                 next reading: after the first check that ran on the GPUs, or at the end of \
+                 the run where none did (gpu=N, code=C; default 48, a double-bit ECC error)"
             }
             FaultKind::EccUnderLoad => {
                 "a GPU's memory takes an uncorrectable ECC error under load: its counts are clean \
-                 when the node is read; after the first check that ran on the GPUs one more \
-                 uncorrectable error is counted and a row remap is pending (gpu=N)"
+                 when the node is read; from the next reading on (after the first check that \
+                 ran on the GPUs, or at the end of the run) one more uncorrectable error is \
+                 counted and a row remap is pending (gpu=N)"
             }
             FaultKind::LinkErrorsUnderLoad => {
-                "a GPU's links retry under load: after the first check that ran on the GPUs its \
-                 first active NVLink has counted 500 more CRC errors and its PCIe link 200 more \
-                 replays (gpu=N)"
+                "a GPU's links retry under load: from the next reading on (after the first check \
+                 that ran on the GPUs, or at the end of the run) its first active NVLink has \
+                 counted 500 more CRC errors and its PCIe link 200 more replays (gpu=N)"
             }
             FaultKind::NvlinkDownUnderLoad => {
-                "a GPU's NVLink goes down under load: active when the node is read; after the \
-                 first check that ran on the GPUs NVML reports its first active link inactive \
-                 (gpu=N)"
+                "a GPU's NVLink goes down under load: active when the node is read; from the next \
+                 reading on (after the first check that ran on the GPUs, or at the end of the \
+                 run) NVML reports its first active link inactive (gpu=N)"
             }
         }
     }
