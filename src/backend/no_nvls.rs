@@ -646,7 +646,15 @@ mod tests {
                     .ok()
                     .and_then(|p| p.trim().parse::<u32>().ok())
                 {
-                    *seen2.lock().unwrap() = Some(live_children().contains(&pid));
+                    // The child may write its pid before the parent, back from spawn, lists it
+                    // (a loaded machine): listed at any time in the second it sleeps.
+                    let t1 = Instant::now();
+                    let mut listed = live_children().contains(&pid);
+                    while !listed && t1.elapsed() < Duration::from_millis(500) {
+                        std::thread::sleep(Duration::from_millis(5));
+                        listed = live_children().contains(&pid);
+                    }
+                    *seen2.lock().unwrap() = Some(listed);
                     return;
                 }
                 std::thread::sleep(Duration::from_millis(5));
