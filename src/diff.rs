@@ -596,7 +596,10 @@ pub fn hardware_changes(old: &Inventory, new: &Inventory) -> Vec<HardwareChange>
         "nvswitches",
         old.nvswitches.map_or("n/a".into(), |n| n.to_string()),
         new.nvswitches.map_or("n/a".into(), |n| n.to_string()),
-        new.nvswitches.unwrap_or(0) < old.nvswitches.unwrap_or(0),
+        // Fewer where both are known; a count not known is a change only.
+        old.nvswitches
+            .zip(new.nvswitches)
+            .is_some_and(|(o, n)| n < o),
     );
     push(
         node(),
@@ -717,9 +720,13 @@ pub fn hardware_changes(old: &Inventory, new: &Inventory) -> Vec<HardwareChange>
             push(
                 format!("GPU {} <-> GPU {}{was}", np.a, np.b),
                 "nvlink",
-                op.topo_label(),
-                np.topo_label(),
-                np.nvlinks < op.nvlinks,
+                old.pair_label(op.a, op.b),
+                new.pair_label(np.a, np.b),
+                // Fewer links is worse where both counts are known; one not known is a change
+                // only (the run that could not read it says so itself).
+                np.nvlinks < op.nvlinks
+                    && old.links_known(op.a, op.b)
+                    && new.links_known(np.a, np.b),
             );
         }
     }
@@ -1253,6 +1260,35 @@ mod tests {
         assert!(nv
             .iter()
             .any(|h| h.subject == "GPU 2 <-> GPU 5 (was GPU 3 <-> GPU 6)"));
+        // A GPU whose link state the new run could not read: its pairs' links are not known,
+        // a change ("?") but not a loss of links.
+        let mut unread = healthy.node.clone();
+        unread.gpus[6]
+            .unavailable
+            .push(crate::inventory::Reading::NvlinkState);
+        for p in unread.pairs.iter_mut().filter(|p| p.a == 6 || p.b == 6) {
+            p.nvlinks = 0;
+        }
+        let nv: Vec<HardwareChange> = hardware_changes(&healthy.node, &unread)
+            .into_iter()
+            .filter(|h| h.what == "nvlink")
+            .collect();
+        assert_eq!(nv.len(), 7, "{nv:?}");
+        assert!(nv.iter().all(|h| h.new == "?" && !h.worse), "{nv:?}");
+        unread.nvswitches = None;
+        let sw: Vec<HardwareChange> = hardware_changes(&healthy.node, &unread)
+            .into_iter()
+            .filter(|h| h.what == "nvswitches")
+            .collect();
+        assert_eq!(
+            (sw.len(), sw[0].new.as_str(), sw[0].worse),
+            (1, "n/a", false)
+        );
+        let mut fewer = healthy.node.clone();
+        fewer.nvswitches = Some(3);
+        assert!(hardware_changes(&healthy.node, &fewer)
+            .iter()
+            .any(|h| h.what == "nvswitches" && h.worse));
         let r = d
             .regressions
             .iter()

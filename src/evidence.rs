@@ -33,9 +33,11 @@ use std::path::Path;
 /// rather than fail on, or misread, a verdict it does not know.
 ///
 /// 7: the record [`CLOSING_RECORD`] (what the reading after the last check found) counts toward
-/// a partial verdict where it left readings unjudged (a counter read before it and not then). Only
-/// evidence whose verdict is partial through that record is written as version 7; a nodecert
-/// that reads only up to 6 would compute PASS from it, and refuses it instead.
+/// a partial verdict where it left readings unjudged (a counter read before it and not then),
+/// and a GPU's unavailable readings may name `nvlink_state`. Only evidence whose verdict is
+/// partial through that record, or that names `nvlink_state`, is written as version 7; a
+/// nodecert that reads only up to 6 would compute PASS from the one and fail on the other's
+/// word, and refuses both instead.
 pub const FORMAT_VERSION: u32 = 7;
 /// The version written for evidence that needs nothing newer.
 pub const BASE_FORMAT_VERSION: u32 = 3;
@@ -46,7 +48,8 @@ pub const METHOD_FORMAT_VERSION: u32 = 5;
 /// The first format whose verdict may be "partial", and whose GPUs may name the reading
 /// "xid_history" unavailable.
 pub const PARTIAL_FORMAT_VERSION: u32 = 6;
-/// The version a partial verdict needs where the record [`CLOSING_RECORD`] makes it partial.
+/// The version a partial verdict needs where the record [`CLOSING_RECORD`] makes it partial, and
+/// a GPU that names the reading `nvlink_state` unavailable.
 pub const CLOSING_FORMAT_VERSION: u32 = 7;
 /// The id of the record of what the reading after the last check found (`checks::during`):
 /// present only where it found something to judge. Never promised by a suite, it still counts
@@ -1255,7 +1258,11 @@ impl Evidence {
             .checks
             .iter()
             .any(|c| c.id == CLOSING_RECORD && c.partial());
-        if self.verdict == Verdict::Partial && closing_partial {
+        let nvlink_state = self.node.gpus.iter().any(|g| {
+            g.unavailable
+                .contains(&crate::inventory::Reading::NvlinkState)
+        });
+        if (self.verdict == Verdict::Partial && closing_partial) || nvlink_state {
             CLOSING_FORMAT_VERSION
         } else if self.verdict == Verdict::Partial || xid_history {
             PARTIAL_FORMAT_VERSION

@@ -217,6 +217,9 @@ pub enum Reading {
     PcieReplays,
     /// The error counters of the GPU's NVLinks.
     NvlinkErrors,
+    /// Which of the GPU's NVLinks are active (NVML's link state): without it, the links read are
+    /// not all there are, and the counts between GPUs are not known.
+    NvlinkState,
     /// The current clock-throttle reasons.
     ThrottleReasons,
     /// The GPU temperature.
@@ -228,7 +231,7 @@ pub enum Reading {
 }
 
 impl Reading {
-    pub const ALL: [Reading; 12] = [
+    pub const ALL: [Reading; 13] = [
         Reading::DriverVersion,
         Reading::EccMode,
         Reading::EccErrors,
@@ -237,6 +240,7 @@ impl Reading {
         Reading::XidHistory,
         Reading::PcieReplays,
         Reading::NvlinkErrors,
+        Reading::NvlinkState,
         Reading::ThrottleReasons,
         Reading::Temperature,
         Reading::Vbios,
@@ -254,6 +258,7 @@ impl Reading {
             Reading::XidHistory => "xid_history",
             Reading::PcieReplays => "pcie_replays",
             Reading::NvlinkErrors => "nvlink_errors",
+            Reading::NvlinkState => "nvlink_state",
             Reading::ThrottleReasons => "throttle_reasons",
             Reading::Temperature => "temperature",
             Reading::Vbios => "vbios",
@@ -272,11 +277,31 @@ impl Reading {
             Reading::XidHistory => "XID events logged before the run",
             Reading::PcieReplays => "PCIe replay counter",
             Reading::NvlinkErrors => "NVLink error counters",
+            Reading::NvlinkState => "NVLink state",
             Reading::ThrottleReasons => "throttle reasons",
             Reading::Temperature => "temperature",
             Reading::Vbios => "VBIOS version",
             Reading::Processes => "processes",
         }
+    }
+}
+
+#[cfg(test)]
+mod pair_label_tests {
+    /// A pair is labelled as `nvidia-smi topo -m` prints it, except where either GPU's link
+    /// state was not read (or there is no such pair): "?".
+    #[test]
+    fn a_pair_of_a_gpu_whose_link_state_was_not_read_is_unknown() {
+        let mut inv = crate::testutil::simulated("h100-sxm-8", &[]).node;
+        assert_eq!(inv.pair_label(1, 2), "NV18");
+        assert_eq!(inv.pair_label(2, 1), "NV18");
+        assert_eq!(inv.pair_label(2, 9), "?");
+        inv.gpus[2].unavailable.push(super::Reading::NvlinkState);
+        assert!(!inv.links_known(1, 2) && !inv.links_known(2, 7));
+        assert!(inv.links_known(1, 3));
+        assert_eq!(inv.pair_label(1, 2), "?");
+        assert_eq!(inv.pair_label(2, 1), "?");
+        assert_eq!(inv.pair_label(1, 3), "NV18");
     }
 }
 
@@ -294,7 +319,10 @@ impl Gpu {
                 self.ecc.volatile_uncorrected.is_some() || self.ecc.sram_uncorrected.is_some()
             }
             Reading::RemappedRows => self.remapped_rows.is_some() || self.retired_pages.is_some(),
-            Reading::Xids | Reading::XidHistory | Reading::ThrottleReasons => true,
+            Reading::Xids
+            | Reading::XidHistory
+            | Reading::ThrottleReasons
+            | Reading::NvlinkState => true,
             Reading::PcieReplays => self.pcie.replay_counter.is_some(),
             Reading::NvlinkErrors => self
                 .nvlinks
@@ -740,6 +768,25 @@ impl Inventory {
     pub fn pair(&self, a: usize, b: usize) -> Option<&GpuPair> {
         let (a, b) = if a < b { (a, b) } else { (b, a) };
         self.pairs.iter().find(|p| p.a == a && p.b == b)
+    }
+
+    /// Whether the links between GPUs `a` and `b` are known: neither names its NVLink state
+    /// unavailable (the links it has are then not all read, and its pairs' counts not known).
+    pub fn links_known(&self, a: usize, b: usize) -> bool {
+        ![a, b].iter().any(|i| {
+            self.gpus
+                .iter()
+                .any(|g| g.index == *i && g.unavailable.contains(&Reading::NvlinkState))
+        })
+    }
+
+    /// How GPUs `a` and `b` connect, as `nvidia-smi topo -m` prints it ([`GpuPair::topo_label`]);
+    /// "?" where the inventory has no such pair or its links are not known.
+    pub fn pair_label(&self, a: usize, b: usize) -> String {
+        match self.pair(a, b) {
+            Some(p) if self.links_known(a, b) => p.topo_label(),
+            _ => "?".into(),
+        }
     }
 
     /// Ordered pairs (src, dst) of distinct GPUs.

@@ -64,9 +64,7 @@ pub fn render(inv: &Inventory, simulated: bool) -> String {
                 let cell = if i == j {
                     "X".to_string()
                 } else {
-                    inv.pair(i, j)
-                        .map(|p| p.topo_label())
-                        .unwrap_or_else(|| "?".into())
+                    inv.pair_label(i, j)
                 };
                 s.push_str(&format!("{cell:<6}"));
             }
@@ -82,8 +80,21 @@ pub fn render(inv: &Inventory, simulated: bool) -> String {
             .iter()
             .map(|g| g.nvlinks.iter().filter(|l| !l.active).count())
             .sum();
+        let unread: Vec<String> = inv
+            .gpus
+            .iter()
+            .filter(|g| {
+                g.unavailable
+                    .contains(&crate::inventory::Reading::NvlinkState)
+            })
+            .map(|g| format!("GPU {}", g.index))
+            .collect();
         s.push_str(&format!(
-            "NVLinks: {links} active, {down} inactive; NVSwitches: {}\n",
+            "NVLinks: {links} active, {down} inactive{}; NVSwitches: {}\n",
+            match unread.is_empty() {
+                true => String::new(),
+                false => format!(" (the state of {}'s not read)", unread.join(", ")),
+            },
             inv.nvswitches
                 .map(|x| x.to_string())
                 .unwrap_or_else(|| "n/a".into())
@@ -285,7 +296,11 @@ fn pcie_reading(p: &crate::inventory::PcieLink) -> String {
 
 /// Each GPU's links, grouped by where they lead.
 fn links(s: &mut String, inv: &Inventory) {
-    if inv.gpus.iter().all(|g| g.nvlinks.is_empty()) {
+    let unread = |g: &crate::inventory::Gpu| {
+        g.unavailable
+            .contains(&crate::inventory::Reading::NvlinkState)
+    };
+    if inv.gpus.iter().all(|g| g.nvlinks.is_empty() && !unread(g)) {
         return;
     }
     s.push_str("\nLinks:\n");
@@ -317,17 +332,23 @@ fn links(s: &mut String, inv: &Inventory) {
             })
             .collect();
         let version = g.nvlinks.iter().find_map(|l| l.version);
+        let unread = unread(g);
         s.push_str(&format!(
-            "  GPU {}: {}{}\n",
+            "  GPU {}: {}{}{}\n",
             g.index,
-            if parts.is_empty() {
-                "no NVLink".to_string()
-            } else {
-                parts.join(", ")
+            match (parts.is_empty(), unread) {
+                (true, true) => "link state not available".to_string(),
+                (true, false) => "no NVLink".to_string(),
+                (false, _) => parts.join(", "),
             },
             version
                 .map(|v| format!(" (NVLink {v})"))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            if unread && !parts.is_empty() {
+                "; the state of its other links not available"
+            } else {
+                ""
+            }
         ));
     }
 }
@@ -438,6 +459,48 @@ mod tests {
             "{line:?}"
         );
         assert!(line.contains("580"), "{line:?}");
+    }
+
+    /// A GPU whose link state was not read is not shown as one without NVLink: its line says
+    /// so, and its pairs' cells are unknown.
+    #[test]
+    fn a_gpu_whose_link_state_was_not_read_is_not_shown_without_nvlink() {
+        let mut inv = sim_inventory("h100-sxm-8", &[]);
+        crate::backend::sim::hide_for_tests(
+            &mut inv.gpus[3],
+            crate::inventory::Reading::NvlinkState,
+        );
+        let text = render(&inv, true);
+        assert!(
+            text.contains("  GPU 3: link state not available\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("NVLinks: 126 active, 0 inactive (the state of GPU 3's not read); "),
+            "{text}"
+        );
+        assert!(
+            text.contains("  GPU 4: 18 to NVSwitch (NVLink 4)\n"),
+            "{text}"
+        );
+        let row = text.lines().find(|l| l.starts_with("GPU3  ")).unwrap();
+        assert_eq!(
+            row.split_whitespace().filter(|c| *c == "?").count(),
+            7,
+            "{row}"
+        );
+        crate::backend::sim::hide_for_tests(
+            &mut inv.gpus[4],
+            crate::inventory::Reading::NvlinkState,
+        );
+        inv.gpus[4].nvlinks = sim_inventory("h100-sxm-8", &[]).gpus[4].nvlinks[..2].to_vec();
+        let text = render(&inv, true);
+        assert!(
+            text.contains(
+                "  GPU 4: 2 to NVSwitch (NVLink 4); the state of its other links not available\n"
+            ),
+            "{text}"
+        );
     }
 
     #[test]

@@ -951,6 +951,66 @@ fn a_counter_that_stops_answering_by_the_end_makes_the_run_partial() {
     assert_eq!(last["coverage"], json!({"available": 0, "total": 1}));
 }
 
+/// A GPU whose NVLink state NVML does not answer (an error that is not "no such link") is not
+/// a GPU without NVLink: its pairs' link counts and the NVSwitch count are not available here,
+/// the run is partial (exit 7), not failed as links down, and the evidence names `nvlink_state`
+/// (format 7).
+#[test]
+fn a_link_state_nvml_does_not_answer_is_not_a_missing_link() {
+    let mut d = hgx_h200();
+    d["gpus"][2]["errors"] = json!({"nvmlDeviceGetNvLinkState": "unknown"});
+    let node = Node::new(&d);
+    let inv = node.inventory();
+    assert_eq!(inv["gpus"][2]["unavailable"], json!(["nvlink_state"]));
+    assert_eq!(inv["gpus"][2]["nvlinks"], json!([]));
+    assert_eq!(
+        inv["gpus"][3]["nvlinks"].as_array().expect("links").len(),
+        18
+    );
+    assert_eq!(inv["nvswitches"], Value::Null);
+    assert!(
+        inv["unavailable"]
+            .as_array()
+            .expect("notes")
+            .iter()
+            .any(|n| n
+                .as_str()
+                .unwrap_or("")
+                .starts_with("gpu2 nvlink 0: state not read")),
+        "{:#?}",
+        inv["unavailable"]
+    );
+    let (code, ev) = node.run(HGX_SUITE);
+    assert_eq!(code, 7, "{:#?}", failures(&ev));
+    assert_eq!(ev["verdict"], "partial");
+    assert_eq!(ev["format_version"], 7);
+    let all = findings(&ev);
+    let topo: Vec<&(String, String, String, String)> = all
+        .iter()
+        .filter(|f| f.0 == "topology" && f.1 == "skip")
+        .collect();
+    // GPU 2's pairs with each of the 7 others, and the NVSwitch.
+    assert_eq!(topo.len(), 8, "{topo:#?}");
+    assert!(
+        topo.iter().any(|f| f.3
+            == "GPU 0 - GPU 2: not available here: the NVLink state of GPU 2 (the links between \
+                them are not known)"),
+        "{topo:#?}"
+    );
+    assert!(topo
+        .iter()
+        .any(|f| f.3 == "NVSwitch presence: not available here"));
+    assert!(
+        all.iter().any(|f| f.0 == "health"
+            && f.1 == "skip"
+            && f.3
+                == "not available here: NVLink error counters of GPU 2 (its NVLink state could \
+                    not be read, so not every link's counters were)"),
+        "{all:#?}"
+    );
+    assert!(failures(&ev).is_empty(), "{:#?}", failures(&ev));
+}
+
 /// Hopper's links count data errors by ECC, not CRC: the counter is read (through the raw call
 /// the wrapper lacks), recorded, and judged with the others; a link that answers it and not the
 /// CRC one is read whole.

@@ -177,3 +177,70 @@ fn node_files_without_the_key_still_load_and_a_bad_reading_is_refused() {
         .to_string();
     assert!(e.contains("GPU 1 is not one of 0..0"), "{e}");
 }
+
+/// A node whose GPU does not answer its NVLink state shows no link for it, and its link state is
+/// named unavailable: its pairs' link counts and the NVSwitch count are not available here (never
+/// failed as links down), its counters are not judged as those of a GPU without NVLink, and the
+/// run is partial. Where no GPU answers, whether NVLink survived is not available either.
+#[test]
+fn a_gpu_whose_nvlink_state_is_not_given_is_not_a_gpu_without_nvlink() {
+    let ev = run(
+        "h100-sxm-8",
+        "h100-sxm-8",
+        "[[unavailable]]\nreadings = [\"nvlink_state\"]\ngpus = [3]\n",
+    );
+    assert!(ev.node.gpus[3].nvlinks.is_empty());
+    assert_eq!(ev.node.nvswitches, None);
+    assert_eq!(ev.node.gpus[4].nvlinks.len(), 18);
+    let topo = ev.check("topology").unwrap();
+    let skipped: Vec<&str> = topo
+        .findings
+        .iter()
+        .filter(|f| f.status == Status::Skip)
+        .map(|f| f.reason.as_str())
+        .collect();
+    assert_eq!(skipped.len(), 9, "{skipped:#?}");
+    assert!(skipped.contains(&"NVSwitch count: not available here"));
+    assert!(skipped.contains(
+        &"GPU 3 - GPU 7: not available here: the NVLink state of GPU 3 (the links between them \
+          are not known)"
+    ));
+    assert!(topo.findings.iter().all(|f| f.status != Status::Fail));
+    let h = ev.check("health").unwrap();
+    assert!(h.findings.iter().any(|f| f.status == Status::Skip
+        && f.reason
+            == "not available here: NVLink error counters of GPU 3 (its NVLink state could not \
+                be read, so not every link's counters were)"));
+    assert_eq!(ev.verdict, nodecert::evidence::Verdict::Partial);
+    assert_eq!(
+        ev.format_version,
+        nodecert::evidence::CLOSING_FORMAT_VERSION
+    );
+    // The certificate does not say every pair is linked as expected: 7 were not compared.
+    let r = nodecert::report::render(&ev, None, &Default::default()).unwrap();
+    for page in [&r.markdown, &r.html] {
+        assert!(!page.contains("Every GPU pair is linked as the suite expects"));
+        assert!(
+            page.contains("7 GPU pair(s) not compared: not available here (the NVLink state"),
+            "{page}"
+        );
+    }
+
+    let ev = run(
+        "h100-sxm-8",
+        "h100-sxm-8",
+        "[[unavailable]]\nreadings = [\"nvlink_state\"]\n",
+    );
+    let v = ev.check("virtualization").unwrap();
+    assert!(
+        v.findings.iter().any(|f| f.status == Status::Skip
+            && f.reason.starts_with(
+                "whether NVLink survived: not available here: no link was seen active, and the \
+                 NVLink state of GPU 0, GPU 1"
+            )),
+        "{:#?}",
+        v.findings
+    );
+    assert!(v.findings.iter().all(|f| f.status != Status::Fail));
+    assert_eq!(ev.verdict, nodecert::evidence::Verdict::Partial);
+}

@@ -604,7 +604,20 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu, mode: OtherProcesses) -> Vec<Finding> 
         None => na(sub, r, limit),
     });
 
-    // NVLink: a GPU without links has no counters to give and none to judge.
+    // NVLink: a GPU without links has no counters to give and none to judge; one whose link
+    // state could not be read may have links with counters no one read (those read are judged).
+    if g.unavailable.contains(&Reading::NvlinkState) {
+        let mut f = na(
+            sub,
+            Reading::NvlinkErrors,
+            format!("<= {} per link", h.max_nvlink_errors),
+        );
+        f.reason = format!(
+            "{} (its NVLink state could not be read, so not every link's counters were)",
+            f.reason
+        );
+        out.push(f);
+    }
     let r = Reading::NvlinkErrors;
     let active: Vec<_> = g.nvlinks.iter().filter(|l| l.active).collect();
     if !active.is_empty() {

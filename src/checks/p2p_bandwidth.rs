@@ -34,11 +34,12 @@ pub fn convention(name: &str) -> Option<Convention> {
 }
 
 /// How a pair connects, as `nvidia-smi topo -m` prints it (NV18, PXB, SYS...): the class of
-/// pairs it is compared with by the outlier rule. "?" when the inventory does not say.
+/// pairs it is compared with by the outlier rule. "?" when the inventory does not say, and for a
+/// pair of a GPU whose NVLink state could not be read (its PCIe path is not how it connects if
+/// it has links no one saw): held to the check's own bounds, not to a PCIe class's.
 pub fn path_class(ctx: &Ctx, s: &Subject) -> String {
     ctx.inventory
-        .pair(s.gpu.unwrap_or(0), s.peer.unwrap_or(0))
-        .map_or_else(|| "?".to_string(), |p| p.topo_label())
+        .pair_label(s.gpu.unwrap_or(0), s.peer.unwrap_or(0))
 }
 
 impl P2pBandwidth {
@@ -206,6 +207,32 @@ impl Check for P2pBandwidth {
             // figure, by the check-wide one otherwise; the typical rule takes each group apart.
             let mut groups: BTreeMap<Option<PathClass>, Vec<f64>> = BTreeMap::new();
             for (who, class, v) in &items {
+                // A pair of a GPU whose NVLink state could not be read has no known class: held
+                // to the check-wide limit where that is every class's, not judged where the
+                // suite judges class by class, and in no group.
+                if let Some(unread) = unread_links(ctx, who) {
+                    match classes_with_limits(c, name) {
+                        None => {
+                            out.extend(judge(who, human, *v, "GB/s", limit).map(|f| f.on(name)))
+                        }
+                        Some(stated) => out.push(
+                            finding(
+                                Status::Skip,
+                                who.clone(),
+                                format!("{} GB/s", fmt_num(*v)),
+                                format!("a limit for its path class ({stated})"),
+                                format!(
+                                    "not available here: {}: {human} not judged: the suite states \
+                                     limits by path class ({stated}), and this pair's is not known \
+                                     (the NVLink state of {unread} could not be read)",
+                                    who.describe()
+                                ),
+                            )
+                            .on(name),
+                        ),
+                    }
+                    continue;
+                }
                 let (key, limit) = limit_for(c, name, class, limit);
                 let what = match key {
                     Some(k) => format!("{human} ({} pair)", k.label()),
@@ -235,8 +262,10 @@ impl Check for P2pBandwidth {
                 groups.entry(key).or_default().push(*v);
             }
             if let Some(pct) = c.outlier_pct {
+                let (known, left_out) = known_classes(ctx, &items, human);
+                out.extend(left_out.map(|f| f.on(name)));
                 out.extend(
-                    outliers_by_class(&items, pct, true, human, "GB/s")
+                    outliers_by_class(&known, pct, true, human, "GB/s")
                         .into_iter()
                         .map(|f| f.on(name)),
                 );
@@ -256,6 +285,55 @@ impl Check for P2pBandwidth {
         }
         out
     }
+}
+
+/// The GPUs of pair `who` whose NVLink state could not be read ("GPU 2", "GPU 2 and GPU 5"):
+/// the pair's links, and so its path class, are not known. None where both were read.
+pub fn unread_links(ctx: &Ctx, who: &Subject) -> Option<String> {
+    let unread: Vec<String> = [who.gpu, who.peer]
+        .into_iter()
+        .flatten()
+        .filter(|i| !ctx.inventory.links_known(*i, *i))
+        .map(|i| format!("GPU {i}"))
+        .collect();
+    (!unread.is_empty()).then(|| unread.join(" and "))
+}
+
+/// The pairs of `items` (pair, path class, figure) whose path class is known, for the outlier
+/// rule, which compares pairs of one class; and where some are not (a GPU whose NVLink state
+/// could not be read), the finding that says those were not compared (`what`: the figure).
+pub fn known_classes(
+    ctx: &Ctx,
+    items: &[(Subject, String, f64)],
+    what: &str,
+) -> (Vec<(Subject, String, f64)>, Option<Finding>) {
+    let (unknown, known): (Vec<_>, Vec<_>) = items
+        .iter()
+        .cloned()
+        .partition(|(who, _, _)| unread_links(ctx, who).is_some());
+    let gpus: std::collections::BTreeSet<usize> = unknown
+        .iter()
+        .flat_map(|(who, _, _)| [who.gpu, who.peer])
+        .flatten()
+        .filter(|i| !ctx.inventory.links_known(*i, *i))
+        .collect();
+    let left_out = (!unknown.is_empty()).then(|| {
+        let gpus: Vec<String> = gpus.iter().map(|i| format!("GPU {i}")).collect();
+        finding(
+            Status::Skip,
+            Subject::node(),
+            "not available here",
+            "compared with the pairs of its path class",
+            format!(
+                "not available here: the {what} of {} pair{} not compared with the pairs of \
+                 their path class: the NVLink state of {} could not be read",
+                unknown.len(),
+                if unknown.len() == 1 { "" } else { "s" },
+                gpus.join(", ")
+            ),
+        )
+    });
+    (known, left_out)
 }
 
 /// The path classes `[checks.p2p_bandwidth.by_path]` states a limit for `metric` for ("NV18,
@@ -397,6 +475,70 @@ mod tests {
             .into_iter()
             .filter(|f| f.metric.as_deref() == Some("p2p_read") && f.status != Status::Pass)
             .collect()
+    }
+
+    /// A pair of a GPU whose NVLink state could not be read has no known path class: it may
+    /// have links no one saw. Where the suite judges the figure class by class it is not judged
+    /// (never held to the SYS floor it may not be of); where one limit holds every class, that
+    /// limit judges it; the outlier rule leaves it out, and says so.
+    #[test]
+    fn a_pair_whose_links_were_not_all_read_is_judged_only_where_its_class_does_not_matter() {
+        let judge = |unread: bool, cfg: &str| {
+            let (suite, mut inv, m) =
+                crate::testutil::pcie_box("p2p_read", "GB/s", true, |_, _| 20.0);
+            if unread {
+                inv.gpus[2]
+                    .unavailable
+                    .push(crate::inventory::Reading::NvlinkState);
+            }
+            let ctx = crate::testutil::ctx(&suite, &inv);
+            assert_eq!(
+                path_class(&ctx, &Subject::pair(0, 2)),
+                if unread { "?" } else { "SYS" }
+            );
+            assert_eq!(path_class(&ctx, &Subject::pair(0, 1)), "NODE");
+            let cfg: P2pBandwidthCheck = toml::from_str(cfg).unwrap();
+            P2pBandwidth(cfg)
+                .evaluate(&ctx, &m)
+                .into_iter()
+                .filter(|f| f.metric.as_deref() == Some("p2p_read") && f.status != Status::Pass)
+                .collect::<Vec<Finding>>()
+        };
+        let pairs = |f: &[Finding], s: Status| {
+            let mut p: Vec<(usize, usize)> = f
+                .iter()
+                .filter(|x| x.status == s && x.subject.peer.is_some())
+                .map(|x| (x.subject.gpu.unwrap(), x.subject.peer.unwrap()))
+                .collect();
+            p.sort();
+            p
+        };
+        // Every pair at 20: the NODE pairs (0-1, 2-3) miss the wide 24, the SYS pairs hold 18.
+        let read = judge(false, BY_PATH);
+        assert_eq!(pairs(&read, Status::Fail), [(0, 1), (1, 0), (2, 3), (3, 2)]);
+        let f = judge(true, BY_PATH);
+        assert_eq!(pairs(&f, Status::Fail), [(0, 1), (1, 0)]);
+        assert_eq!(
+            pairs(&f, Status::Skip),
+            [(0, 2), (1, 2), (2, 0), (2, 1), (2, 3), (3, 2)]
+        );
+        assert!(f.iter().any(|x| x.reason
+            == "not available here: GPU 0 -> GPU 2: peer read not judged: the suite states \
+                limits by path class (SYS), and this pair's is not known (the NVLink state of \
+                GPU 2 could not be read)"));
+        // One limit for every class: it judges those pairs too.
+        let wide = "read = { fail_below = 24.0 }\n";
+        assert_eq!(pairs(&judge(true, wide), Status::Fail).len(), 12);
+        // The outlier rule compares the others and says which it left out.
+        let outliers = "read = { fail_below = 1.0 }\noutlier_pct = 10.0\n";
+        assert!(judge(false, outliers).is_empty());
+        let f = judge(true, outliers);
+        assert_eq!(f.len(), 1, "{f:#?}");
+        assert_eq!(
+            f[0].reason,
+            "not available here: the peer read of 6 pairs not compared with the pairs of their \
+             path class: the NVLink state of GPU 2 could not be read"
+        );
     }
 
     const BY_PATH: &str = "read = { fail_below = 24.0 }\n\

@@ -95,8 +95,10 @@ impl Check for P2pLatency {
             judge(who, "latency", *v, "us", &self.0.latency_us).map(|f| f.on("latency"))
         }));
         if let Some(pct) = self.0.outlier_pct {
+            let (known, left_out) = super::p2p_bandwidth::known_classes(ctx, &classed, "latency");
+            out.extend(left_out.map(|f| f.on("latency")));
             out.extend(
-                outliers_by_class(&classed, pct, false, "latency", "us")
+                outliers_by_class(&known, pct, false, "latency", "us")
                     .into_iter()
                     .map(|f| f.on("latency")),
             );

@@ -170,6 +170,36 @@ impl Check for Topology {
             };
             let sub = Subject::between(p.a, p.b);
             let who = sub.describe();
+            let expected = if want == 0 {
+                "no NVLink".to_string()
+            } else {
+                format!("NV{want}")
+            };
+            // A GPU whose link state could not be read has links the count does not know of.
+            let unread: Vec<String> = [p.a, p.b]
+                .into_iter()
+                .filter(|i| {
+                    inv.gpus.get(*i).is_some_and(|g| {
+                        g.unavailable
+                            .contains(&crate::inventory::Reading::NvlinkState)
+                    })
+                })
+                .map(|i| format!("GPU {i}"))
+                .collect();
+            if !unread.is_empty() {
+                out.push(finding(
+                    Status::Skip,
+                    sub.clone(),
+                    "not available here",
+                    expected,
+                    format!(
+                        "{who}: not available here: the NVLink state of {} (the links between \
+                         them are not known)",
+                        unread.join(" and ")
+                    ),
+                ));
+                continue;
+            }
             let found = p.topo_label();
             let ok = p.nvlinks == want;
             let reason = if ok {
@@ -204,11 +234,7 @@ impl Check for Topology {
                 if ok { Status::Pass } else { Status::Fail },
                 sub.clone(),
                 found,
-                if want == 0 {
-                    "no NVLink".to_string()
-                } else {
-                    format!("NV{want}")
-                },
+                expected,
                 reason,
             ));
         }

@@ -216,12 +216,38 @@ impl Check for Virtualization {
                 }
             }
         }
-        let expects_nvlink = inv
+        let linked: Vec<&crate::inventory::GpuPair> = inv
             .pairs
             .iter()
-            .any(|p| ctx.suite.topology.expected_links(p.a, p.b).unwrap_or(0) > 0);
+            .filter(|p| ctx.suite.topology.expected_links(p.a, p.b).unwrap_or(0) > 0)
+            .collect();
+        let expects_nvlink = !linked.is_empty();
         let any_active = inv.gpus.iter().any(|g| g.nvlinks.iter().any(|l| l.active));
-        if n > 1 && expects_nvlink && !any_active {
+        // No link seen, and every pair the suite expects linked has a GPU whose link state could
+        // not be read: not known, not down. One pair of two GPUs read whole shows it down.
+        let unread: Vec<String> = inv
+            .gpus
+            .iter()
+            .filter(|g| {
+                g.unavailable
+                    .contains(&crate::inventory::Reading::NvlinkState)
+            })
+            .map(|g| format!("GPU {}", g.index))
+            .collect();
+        let proven = linked.iter().any(|p| inv.links_known(p.a, p.b));
+        if n > 1 && expects_nvlink && !any_active && !proven {
+            out.push(finding(
+                Status::Skip,
+                Subject::node(),
+                "not available here",
+                "NVLink between GPUs",
+                format!(
+                    "whether NVLink survived: not available here: no link was seen active, and \
+                     the NVLink state of {} could not be read",
+                    unread.join(", ")
+                ),
+            ));
+        } else if n > 1 && expects_nvlink && !any_active {
             out.push(finding(
                 Status::Fail,
                 Subject::node(),
@@ -434,6 +460,32 @@ mod tests {
             down[0].2,
             "topology downgraded to PCIe: the suite expects NVLink but no link is active"
         );
+        // No link seen where GPU 0's link state was not read: a pair of two GPUs read whole
+        // still shows NVLink down; where every GPU's state was not read, it is not known.
+        let unread = |gpus: usize| {
+            judged(None, move |inv| {
+                for g in &mut inv.gpus {
+                    g.nvlinks.clear();
+                }
+                for g in inv.gpus.iter_mut().take(gpus) {
+                    g.unavailable.push(crate::inventory::Reading::NvlinkState);
+                }
+            })
+        };
+        let f = unread(1);
+        assert_eq!(
+            f.iter().filter(|x| x.1 == Status::Fail).count(),
+            1,
+            "{f:#?}"
+        );
+        let f = unread(8);
+        assert!(f.iter().all(|x| x.1 != Status::Fail), "{f:#?}");
+        let na: Vec<&(String, Status, String)> = f.iter().filter(|x| x.1 == Status::Skip).collect();
+        assert_eq!(na.len(), 1, "{f:#?}");
+        assert!(na[0].2.starts_with(
+            "whether NVLink survived: not available here: no link was seen active, and the \
+             NVLink state of GPU 0, GPU 1, GPU 2"
+        ));
         // One active link is enough to rule that out.
         let f = judged(None, |inv| {
             for g in inv.gpus.iter_mut().skip(1) {

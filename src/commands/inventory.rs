@@ -82,6 +82,24 @@ fn not_freezable(inv: &crate::inventory::Inventory) -> Option<String> {
     if let Some(why) = crate::suite::freeze::hidden_in_values(inv) {
         return Some(why);
     }
+    // Links not all read: the suite would expect the pairs of that GPU with the links it saw.
+    let unread: Vec<String> = inv
+        .gpus
+        .iter()
+        .filter(|g| {
+            g.unavailable
+                .contains(&crate::inventory::Reading::NvlinkState)
+        })
+        .map(|g| format!("GPU {}", g.index))
+        .collect();
+    if !unread.is_empty() {
+        return Some(format!(
+            "the NVLink state of {} could not be read, and a suite written now would expect {} \
+             pairs with the links seen; see the inventory's notes",
+            unread.join(", "),
+            if unread.len() == 1 { "its" } else { "their" }
+        ));
+    }
     // NICs that did not answer are unknown: a suite written now would state no fabric.
     let no = inv.fabric.as_ref()?.no_answer.as_ref()?;
     Some(format!(
@@ -114,6 +132,21 @@ mod tests {
                 "{}; a suite written now would expect no NIC",
                 no.describe()
             ))
+        );
+    }
+
+    #[test]
+    fn a_node_whose_link_state_was_not_read_is_not_frozen() {
+        let node = crate::backend::sim::load_node("h100-sxm-8").unwrap();
+        let mut b = crate::backend::sim::SimBackend::new(node, vec![], 1).unwrap();
+        let mut inv = b.inventory().unwrap();
+        inv.gpus[5]
+            .unavailable
+            .push(crate::inventory::Reading::NvlinkState);
+        assert_eq!(
+            not_freezable(&inv).unwrap(),
+            "the NVLink state of GPU 5 could not be read, and a suite written now would expect \
+             its pairs with the links seen; see the inventory's notes"
         );
     }
 

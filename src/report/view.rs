@@ -73,7 +73,11 @@ pub struct Topology {
     pub mismatches: usize,
     /// Whether any pair was compared with the suite: it states the links of some pair, and the
     /// topology check ran. Without, "every pair is linked as the suite expects" says nothing.
+    /// False too where some pair whose links the suite states is not known (`unknown`).
     pub compared: bool,
+    /// Pairs whose links the suite states and that are not known: a GPU of each could not
+    /// have its NVLink state read (not available here, never "as expected").
+    pub unknown: usize,
     /// One line per mismatching pair: "GPU1 <-> GPU4: found NV12, expected NV18".
     pub mismatch_list: Vec<String>,
     /// The RDMA NICs, as columns after the GPUs' (empty when the NICs were not read).
@@ -747,6 +751,7 @@ pub fn build(ev: &Evidence) -> View {
         ..Default::default()
     };
     let mut compared = false;
+    let mut unknown = 0;
     for g in &inv.gpus {
         let cells = (0..n)
             .map(|j| {
@@ -758,7 +763,9 @@ pub fn build(ev: &Evidence) -> View {
                     };
                 }
                 let p = inv.pair(g.index, j);
-                let found = p.map(|p| p.topo_label()).unwrap_or_else(|| "?".into());
+                let found = inv.pair_label(g.index, j);
+                // A pair whose links are not known is no mismatch: not available, not wrong.
+                let p = p.filter(|_| inv.links_known(g.index, j));
                 let want = topo_exp.expected_links(g.index, j);
                 let expected = match want {
                     Some(0) => "PCIe".to_string(),
@@ -769,6 +776,9 @@ pub fn build(ev: &Evidence) -> View {
                     (Some(k), Some(p)) => p.nvlinks != k,
                     _ => false,
                 };
+                if want.is_some() && !inv.links_known(g.index, j) && g.index < j {
+                    unknown += 1;
+                }
                 compared |= want.is_some() && p.is_some();
                 TopoCell {
                     found,
@@ -802,7 +812,9 @@ pub fn build(ev: &Evidence) -> View {
     }
     // The mismatches count halves: each pair shows twice.
     topology.mismatches /= 2;
-    topology.compared = compared && ev.check("topology").is_some();
+    let judged = ev.check("topology").is_some();
+    topology.unknown = if judged { unknown } else { 0 };
+    topology.compared = compared && judged && unknown == 0;
     if let Some(f) = &inv.fabric {
         topology.nic_labels = f.nics.iter().map(|n| n.name.clone()).collect();
         topology.nic_rows = nic_rows(f, n);
@@ -1337,7 +1349,7 @@ fn p2p_matrix(ev: &Evidence, metric: &str, title: &str) -> Option<Matrix> {
     let expected_for = |a: usize, b: usize| {
         ev.node
             .pair(a, b)
-            .and_then(|p| crate::suite::PathClass::parse(&p.topo_label()))
+            .and_then(|_| crate::suite::PathClass::parse(&ev.node.pair_label(a, b)))
             .and_then(|k| by_path.iter().find(|(c, _)| *c == k).map(|x| x.1))
             .unwrap_or(expected)
     };

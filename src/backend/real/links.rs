@@ -47,6 +47,13 @@ pub fn pair_nvlinks(gpus: &[Gpu], a: usize, b: usize) -> u32 {
 /// not count, whatever NVML remembers of its address. None when some active link's far end could
 /// not be identified and no switch was seen.
 pub fn count_nvswitches(gpus: &[Gpu]) -> Option<u32> {
+    // A GPU whose links were not all read may reach switches none of the others does.
+    if gpus.iter().any(|g| {
+        g.unavailable
+            .contains(&crate::inventory::Reading::NvlinkState)
+    }) {
+        return None;
+    }
     let links = gpus.iter().flat_map(|g| &g.nvlinks).filter(|l| l.active);
     let switches: BTreeSet<&str> = links
         .clone()

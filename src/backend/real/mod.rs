@@ -342,7 +342,11 @@ impl RealBackend {
         let mut lost = self.lost_at_open.clone();
         for (i, d) in self.devices.iter().enumerate() {
             let mut g = nvml::read_gpu(i, d, self.nvml, root, &mut notes, &mut lost);
-            g.nvlinks = nvml::read_links(self.nvml, d, &format!("gpu{i}"), &mut notes);
+            let links = nvml::read_links(self.nvml, d, &format!("gpu{i}"), &mut notes);
+            g.nvlinks = links.links;
+            if links.state_unread {
+                g.unavailable.push(crate::inventory::Reading::NvlinkState);
+            }
             g.nvls = crate::inventory::Nvls {
                 multicast: self.multicast.get(i).copied().flatten(),
                 fabric: nvml::fabric_state(self.nvml, d, &format!("gpu{i}"), &mut notes),
@@ -494,10 +498,21 @@ impl RealBackend {
                 let who = format!("gpu{a}-gpu{b}");
                 let (p2p, pcie_path) =
                     nvml::read_pair(self.nvml, &self.devices[a], &self.devices[b], &who, notes);
+                // Not counted from links not all read (as the simulator leaves it): 0, and the
+                // GPU's `nvlink_state` says the count is not known.
+                let unread = [a, b].iter().any(|i| {
+                    gpus.get(*i).is_some_and(|g| {
+                        g.unavailable
+                            .contains(&crate::inventory::Reading::NvlinkState)
+                    })
+                });
                 pairs.push(GpuPair {
                     a,
                     b,
-                    nvlinks: links::pair_nvlinks(gpus, a, b),
+                    nvlinks: match unread {
+                        true => 0,
+                        false => links::pair_nvlinks(gpus, a, b),
+                    },
                     pcie_path,
                     p2p,
                 });

@@ -599,17 +599,23 @@ pub fn read_error_counts(nvml: &Nvml, d: &Device) -> ErrorCounts {
 }
 
 /// Links 0..18 until NVML says there are no more.
-pub fn read_links(nvml: &Nvml, d: &Device, who: &str, notes: &mut Vec<String>) -> Vec<NvLink> {
+pub fn read_links(nvml: &Nvml, d: &Device, who: &str, notes: &mut Vec<String>) -> Links {
     let mut out = Vec::new();
     let mut counters_missing = false;
     for l in 0..MAX_LINKS {
         let link = d.link_wrapper_for(l);
         let active = match link.is_active() {
             Ok(a) => a,
+            // The first link past the GPU's last (none on a GPU without NVLink).
             Err(NvmlError::NotSupported | NvmlError::InvalidArg) => break,
+            // Any other answer (the GPU lost, the driver failing) says nothing of this link or
+            // of those after it: the links read are not all there are.
             Err(e) => {
-                notes.push(format!("{who} nvlink {l}: {}", why(&e)));
-                break;
+                notes.push(format!("{who} nvlink {l}: state not read ({})", why(&e)));
+                return Links {
+                    links: out,
+                    state_unread: true,
+                };
             }
         };
         let errors = link_errors(nvml, d, l, &link);
@@ -635,7 +641,19 @@ pub fn read_links(nvml: &Nvml, d: &Device, who: &str, notes: &mut Vec<String>) -
     if counters_missing {
         notes.push(format!("{who} nvlink error counters: not reported"));
     }
-    out
+    Links {
+        links: out,
+        state_unread: false,
+    }
+}
+
+/// A GPU's NVLinks as [`read_links`] read them.
+pub struct Links {
+    /// The links read, in order, up to the first that answered no state.
+    pub links: Vec<NvLink>,
+    /// A link's state could not be read (not the end of the GPU's links): the links read are
+    /// not all there are.
+    pub state_unread: bool,
 }
 
 /// Peer access as NVML reports it, and the PCIe path, for one pair.

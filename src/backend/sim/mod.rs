@@ -911,9 +911,18 @@ impl Backend for SimBackend {
             }
         }
         let mut pairs = Vec::new();
+        // Counted from the links, as a real node counts them: none seen of a GPU whose link state
+        // is hidden.
+        let state_hidden = |i: usize| {
+            gpus.get(i)
+                .is_some_and(|g: &Gpu| g.unavailable.contains(&Reading::NvlinkState))
+        };
         for a in 0..n {
             for b in (a + 1)..n {
-                let links = self.pair_links(a, b);
+                let links = match state_hidden(a) || state_hidden(b) {
+                    true => 0,
+                    false => self.pair_links(a, b),
+                };
                 let p2p = self.p2p_enabled(a, b);
                 pairs.push(GpuPair {
                     a,
@@ -999,6 +1008,9 @@ impl Backend for SimBackend {
             socket: daemon,
             pid: daemon.then_some(MPS_DAEMON_PID),
         });
+        let links_unread = gpus
+            .iter()
+            .any(|g| g.unavailable.contains(&Reading::NvlinkState));
         Ok(Inventory {
             fabric,
             lost_gpus,
@@ -1009,7 +1021,8 @@ impl Backend for SimBackend {
             nvml_version: Some(format!("sim.{}", node.driver_version)),
             gpus,
             pairs,
-            nvswitches: Some(if node.links.nvswitch {
+            // Counted from the links' far ends: not known where a GPU's links were not read.
+            nvswitches: (!links_unread).then_some(if node.links.nvswitch {
                 node.links.nvswitches
             } else {
                 0
@@ -1327,6 +1340,9 @@ fn hide(g: &mut Gpu, r: Reading) {
             .nvlinks
             .iter_mut()
             .for_each(|l| l.errors = NvLinkErrors::default()),
+        // The links read before the state failed are dropped too: what a platform that does not
+        // give the state leaves is no link, as a real one that fails at the first.
+        Reading::NvlinkState => g.nvlinks.clear(),
         Reading::ThrottleReasons => g.throttle_reasons.clear(),
         Reading::Temperature => g.temperature_c = None,
         Reading::Vbios => g.vbios = None,
@@ -1336,7 +1352,7 @@ fn hide(g: &mut Gpu, r: Reading) {
     // Fields that cannot be None say it in the list.
     if matches!(
         r,
-        Reading::Xids | Reading::XidHistory | Reading::ThrottleReasons
+        Reading::Xids | Reading::XidHistory | Reading::ThrottleReasons | Reading::NvlinkState
     ) && !g.unavailable.contains(&r)
     {
         g.unavailable.push(r);
