@@ -605,19 +605,11 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu, mode: OtherProcesses) -> Vec<Finding> 
     });
 
     // NVLink: a GPU without links has no counters to give and none to judge; one whose link
-    // state could not be read may have links with counters no one read (those read are judged).
-    if g.unavailable.contains(&Reading::NvlinkState) {
-        let mut f = na(
-            sub,
-            Reading::NvlinkErrors,
-            format!("<= {} per link", h.max_nvlink_errors),
-        );
-        f.reason = format!(
-            "{} (its NVLink state could not be read, so not every link's counters were)",
-            f.reason
-        );
-        out.push(f);
-    }
+    // state could not be read may have links with counters no one read (those read are judged):
+    // one finding says what was not read.
+    let state_unread = g.unavailable.contains(&Reading::NvlinkState);
+    let state_why = " (its NVLink state could not be read, so not every link's counters were)";
+    let mut said = false;
     let r = Reading::NvlinkErrors;
     let active: Vec<_> = g.nvlinks.iter().filter(|l| l.active).collect();
     if !active.is_empty() {
@@ -650,6 +642,10 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu, mode: OtherProcesses) -> Vec<Finding> 
             if unread.len() < active.len() {
                 f.reason = format!("{} (links {})", f.reason, unread.join(", "));
             }
+            if state_unread {
+                f.reason.push_str(state_why);
+            }
+            said = true;
             out.push(f);
         } else if p.is_empty() {
             let mut f = ok(
@@ -665,6 +661,11 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu, mode: OtherProcesses) -> Vec<Finding> 
             out.push(f);
         }
         out.extend(p);
+    }
+    if state_unread && !said {
+        let mut f = na(sub, r, format!("<= {} per link", h.max_nvlink_errors));
+        f.reason.push_str(state_why);
+        out.push(f);
     }
 
     let r = Reading::ThrottleReasons;

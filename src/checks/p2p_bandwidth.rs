@@ -207,15 +207,25 @@ impl Check for P2pBandwidth {
             // figure, by the check-wide one otherwise; the typical rule takes each group apart.
             let mut groups: BTreeMap<Option<PathClass>, Vec<f64>> = BTreeMap::new();
             for (who, class, v) in &items {
-                // A pair of a GPU whose NVLink state could not be read has no known class: held
-                // to the check-wide limit where that is every class's, not judged where the
-                // suite judges class by class, and in no group.
+                // A pair of a GPU whose NVLink state could not be read has no known class: its
+                // PCIe path, or NVLink of any count. Judged where every limit it could be held to
+                // says the same, not judged otherwise; in the check-wide group where the suite
+                // states nothing of this figure by class.
                 if let Some(unread) = unread_links(ctx, who) {
-                    match classes_with_limits(c, name) {
-                        None => {
-                            out.extend(judge(who, human, *v, "GB/s", limit).map(|f| f.on(name)))
+                    let verdicts: Vec<Option<Finding>> = possible_limits(ctx, c, name, who, limit)
+                        .into_iter()
+                        .map(|l| judge(who, human, *v, "GB/s", l))
+                        .collect();
+                    let status = |f: &Option<Finding>| f.as_ref().map(|f| f.status);
+                    let agree = verdicts.windows(2).all(|w| status(&w[0]) == status(&w[1]));
+                    if c.by_path.values().all(|p| p.for_metric(name).is_none()) {
+                        groups.entry(None).or_default().push(*v);
+                    }
+                    match (agree, classes_with_limits(c, name)) {
+                        (true, _) | (false, None) => {
+                            out.extend(verdicts.into_iter().next().flatten().map(|f| f.on(name)))
                         }
-                        Some(stated) => out.push(
+                        (false, Some(stated)) => out.push(
                             finding(
                                 Status::Skip,
                                 who.clone(),
@@ -285,6 +295,32 @@ impl Check for P2pBandwidth {
         }
         out
     }
+}
+
+/// The limits of `metric` a pair of unknown links (`who`) could be held to: its PCIe path's
+/// class's (or the check-wide one), and each NVLink class's the suite states, with the
+/// check-wide one for an NVLink count it states nothing of.
+fn possible_limits<'a>(
+    ctx: &Ctx,
+    c: &'a P2pBandwidthCheck,
+    metric: &str,
+    who: &Subject,
+    wide: &'a Limit,
+) -> Vec<&'a Limit> {
+    let pcie = ctx
+        .inventory
+        .pair(who.gpu.unwrap_or(0), who.peer.unwrap_or(0))
+        .and_then(|p| p.pcie_path.clone())
+        .unwrap_or_default();
+    let mut out = vec![limit_for(c, metric, &pcie, wide).1, wide];
+    for (k, _) in c
+        .by_path
+        .iter()
+        .filter(|(k, _)| matches!(k, PathClass::Nvlink(_)))
+    {
+        out.push(limit_for(c, metric, &k.label(), wide).1);
+    }
+    out
 }
 
 /// The GPUs of pair `who` whose NVLink state could not be read ("GPU 2", "GPU 2 and GPU 5"):
@@ -477,10 +513,11 @@ mod tests {
             .collect()
     }
 
-    /// A pair of a GPU whose NVLink state could not be read has no known path class: it may
-    /// have links no one saw. Where the suite judges the figure class by class it is not judged
-    /// (never held to the SYS floor it may not be of); where one limit holds every class, that
-    /// limit judges it; the outlier rule leaves it out, and says so.
+    /// A pair of a GPU whose NVLink state could not be read has no known path class: its PCIe
+    /// path, or links no one saw. It is judged where every limit it could be held to says the
+    /// same (a NODE pair below the check-wide floor, which no class lifts; any pair where one
+    /// limit holds every class), not judged where they differ (a SYS pair between the SYS floor
+    /// and the check-wide one); the outlier rule leaves it out, and says so.
     #[test]
     fn a_pair_whose_links_were_not_all_read_is_judged_only_where_its_class_does_not_matter() {
         let judge = |unread: bool, cfg: &str| {
@@ -517,11 +554,32 @@ mod tests {
         let read = judge(false, BY_PATH);
         assert_eq!(pairs(&read, Status::Fail), [(0, 1), (1, 0), (2, 3), (3, 2)]);
         let f = judge(true, BY_PATH);
-        assert_eq!(pairs(&f, Status::Fail), [(0, 1), (1, 0)]);
+        assert_eq!(pairs(&f, Status::Fail), [(0, 1), (1, 0), (2, 3), (3, 2)]);
+        assert_eq!(pairs(&f, Status::Skip), [(0, 2), (1, 2), (2, 0), (2, 1)]);
+        // An NVLink class stated too: a SYS pair at 20 is below its floor of 300 as well.
+        let nv = format!("{BY_PATH}[by_path.NV18]\nread = {{ fail_below = 300.0 }}\n");
+        let with_nv = judge(true, &nv);
         assert_eq!(
-            pairs(&f, Status::Skip),
-            [(0, 2), (1, 2), (2, 0), (2, 1), (2, 3), (3, 2)]
+            pairs(&with_nv, Status::Skip),
+            [(0, 2), (1, 2), (2, 0), (2, 1)]
         );
+        let low = |v: f64| {
+            let (suite, mut inv, m) =
+                crate::testutil::pcie_box("p2p_read", "GB/s", true, move |_, _| v);
+            inv.gpus[2]
+                .unavailable
+                .push(crate::inventory::Reading::NvlinkState);
+            let ctx = crate::testutil::ctx(&suite, &inv);
+            let cfg: P2pBandwidthCheck = toml::from_str(&nv).unwrap();
+            P2pBandwidth(cfg)
+                .evaluate(&ctx, &m)
+                .into_iter()
+                .filter(|f| f.subject == Subject::pair(0, 2).of_metric("p2p_read"))
+                .map(|f| f.status)
+                .collect::<Vec<Status>>()
+        };
+        // Below every floor it could be held to: failed whatever its class.
+        assert_eq!(low(2.0), [Status::Fail]);
         assert!(f.iter().any(|x| x.reason
             == "not available here: GPU 0 -> GPU 2: peer read not judged: the suite states \
                 limits by path class (SYS), and this pair's is not known (the NVLink state of \

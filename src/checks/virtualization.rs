@@ -473,9 +473,11 @@ mod tests {
             })
         };
         let f = unread(1);
-        assert_eq!(
-            f.iter().filter(|x| x.1 == Status::Fail).count(),
-            1,
+        let down: Vec<&(String, Status, String)> =
+            f.iter().filter(|x| x.1 == Status::Fail).collect();
+        assert_eq!(down.len(), 1, "{f:#?}");
+        assert!(
+            down[0].2.starts_with("topology downgraded to PCIe"),
             "{f:#?}"
         );
         let f = unread(8);

@@ -78,6 +78,9 @@ pub struct Topology {
     /// Pairs whose links the suite states and that are not known: a GPU of each could not
     /// have its NVLink state read (not available here, never "as expected").
     pub unknown: usize,
+    /// Where `unknown`: whether the other pairs were compared, and so are linked as expected
+    /// where there is no mismatch.
+    pub others_compared: bool,
     /// One line per mismatching pair: "GPU1 <-> GPU4: found NV12, expected NV18".
     pub mismatch_list: Vec<String>,
     /// The RDMA NICs, as columns after the GPUs' (empty when the NICs were not read).
@@ -814,6 +817,7 @@ pub fn build(ev: &Evidence) -> View {
     topology.mismatches /= 2;
     let judged = ev.check("topology").is_some();
     topology.unknown = if judged { unknown } else { 0 };
+    topology.others_compared = compared && judged;
     topology.compared = compared && judged && unknown == 0;
     if let Some(f) = &inv.fabric {
         topology.nic_labels = f.nics.iter().map(|n| n.name.clone()).collect();
