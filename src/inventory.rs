@@ -302,6 +302,7 @@ mod pair_label_tests {
         assert_eq!(inv.pair_label(1, 2), "?");
         assert_eq!(inv.pair_label(2, 1), "?");
         assert_eq!(inv.pair_label(1, 3), "NV18");
+        assert_eq!(inv.links_unread(), ["GPU 2"]);
     }
 }
 
@@ -778,6 +779,15 @@ impl Inventory {
                 .iter()
                 .any(|g| g.index == *i && g.unavailable.contains(&Reading::NvlinkState))
         })
+    }
+
+    /// The GPUs whose NVLink state could not be read, as "GPU 3".
+    pub fn links_unread(&self) -> Vec<String> {
+        self.gpus
+            .iter()
+            .filter(|g| g.unavailable.contains(&Reading::NvlinkState))
+            .map(|g| format!("GPU {}", g.index))
+            .collect()
     }
 
     /// How GPUs `a` and `b` connect, as `nvidia-smi topo -m` prints it ([`GpuPair::topo_label`]);

@@ -80,15 +80,7 @@ pub fn render(inv: &Inventory, simulated: bool) -> String {
             .iter()
             .map(|g| g.nvlinks.iter().filter(|l| !l.active).count())
             .sum();
-        let unread: Vec<String> = inv
-            .gpus
-            .iter()
-            .filter(|g| {
-                g.unavailable
-                    .contains(&crate::inventory::Reading::NvlinkState)
-            })
-            .map(|g| format!("GPU {}", g.index))
-            .collect();
+        let unread = inv.links_unread();
         s.push_str(&format!(
             "NVLinks: {links} active, {down} inactive{}; NVSwitches: {}\n",
             match unread.is_empty() {

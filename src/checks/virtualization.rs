@@ -225,15 +225,7 @@ impl Check for Virtualization {
         let any_active = inv.gpus.iter().any(|g| g.nvlinks.iter().any(|l| l.active));
         // No link seen, and every pair the suite expects linked has a GPU whose link state could
         // not be read: not known, not down. One pair of two GPUs read whole shows it down.
-        let unread: Vec<String> = inv
-            .gpus
-            .iter()
-            .filter(|g| {
-                g.unavailable
-                    .contains(&crate::inventory::Reading::NvlinkState)
-            })
-            .map(|g| format!("GPU {}", g.index))
-            .collect();
+        let unread = inv.links_unread();
         let proven = linked.iter().any(|p| inv.links_known(p.a, p.b));
         if n > 1 && expects_nvlink && !any_active && !proven {
             out.push(finding(

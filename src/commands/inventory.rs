@@ -83,15 +83,7 @@ fn not_freezable(inv: &crate::inventory::Inventory) -> Option<String> {
         return Some(why);
     }
     // Links not all read: the suite would expect the pairs of that GPU with the links it saw.
-    let unread: Vec<String> = inv
-        .gpus
-        .iter()
-        .filter(|g| {
-            g.unavailable
-                .contains(&crate::inventory::Reading::NvlinkState)
-        })
-        .map(|g| format!("GPU {}", g.index))
-        .collect();
+    let unread = inv.links_unread();
     if !unread.is_empty() {
         return Some(format!(
             "the NVLink state of {} could not be read, and a suite written now would expect {} \
