@@ -37,6 +37,21 @@ fn run(env: &Env, suite: &str, faults: &[&str], out: &str, code: i32) -> serde_j
     read_json(&env.path(&format!("{out}/evidence.json")))
 }
 
+/// The ids of the records with a finding whose reason contains `text`, in order.
+fn naming<'a>(checks: &'a [serde_json::Value], text: &str) -> Vec<&'a str> {
+    checks
+        .iter()
+        .filter(|c| {
+            c["findings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|f| f["reason"].as_str().unwrap().contains(text))
+        })
+        .map(|c| c["id"].as_str().unwrap())
+        .collect()
+}
+
 fn p2p(ev: &serde_json::Value) -> &serde_json::Value {
     util::check_json(ev, "p2p_bandwidth")
 }
@@ -279,18 +294,7 @@ fn an_xid_raised_under_load_is_never_measured_again() {
         .any(|f| f["status"] == "fail"
             && f["reason"]
                 == "GPU 2: XID 48 (nvml event) raised while this check ran, which fails a node"));
-    let naming: Vec<&str> = checks
-        .iter()
-        .filter(|c| {
-            c["findings"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|f| f["reason"].as_str().unwrap().contains("raised while"))
-        })
-        .map(|c| c["id"].as_str().unwrap())
-        .collect();
-    assert_eq!(naming, ["host_bandwidth"]);
+    assert_eq!(naming(checks, "raised while"), ["host_bandwidth"]);
     // Told once: the closing reading after the last check finds nothing more.
     assert!(!checks.iter().any(|c| c["id"] == "after-checks"));
 }
@@ -349,18 +353,7 @@ fn what_is_raised_after_the_last_reading_fails_the_run_under_a_record_of_its_own
         "{reasons:#?}"
     );
     // Only that record names them: the health check judged the start.
-    let naming: Vec<&str> = checks
-        .iter()
-        .filter(|c| {
-            c["findings"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .any(|f| f["reason"].as_str().unwrap().contains("XID 79"))
-        })
-        .map(|c| c["id"].as_str().unwrap())
-        .collect();
-    assert_eq!(naming, ["after-checks"]);
+    assert_eq!(naming(checks, "XID 79"), ["after-checks"]);
     // The console says so after the last check, and the certificate shows it.
     let out = env
         .cmd()
