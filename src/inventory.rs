@@ -303,6 +303,13 @@ mod pair_label_tests {
         assert_eq!(inv.pair_label(2, 1), "?");
         assert_eq!(inv.pair_label(1, 3), "NV18");
         assert_eq!(inv.links_unread(), ["GPU 2"]);
+        assert_eq!(inv.links_unread_in(1, 2).as_deref(), Some("GPU 2"));
+        assert_eq!(inv.links_unread_in(1, 3), None);
+        inv.gpus[5].unavailable.push(super::Reading::NvlinkState);
+        assert_eq!(
+            inv.links_unread_in(5, 2).as_deref(),
+            Some("GPU 5 and GPU 2")
+        );
     }
 }
 
@@ -771,21 +778,37 @@ impl Inventory {
         self.pairs.iter().find(|p| p.a == a && p.b == b)
     }
 
-    /// Whether the links between GPUs `a` and `b` are known: neither names its NVLink state
-    /// unavailable (the links it has are then not all read, and its pairs' counts not known).
+    /// Whether GPU `i`'s NVLink state was read ([`Gpu::gives`]): where it was not, the links it
+    /// has are not all read, and its pairs' counts are not known. A GPU the inventory does not
+    /// list has nothing unread to say.
+    pub fn link_state_read(&self, i: usize) -> bool {
+        self.gpus
+            .iter()
+            .find(|g| g.index == i)
+            .is_none_or(|g| g.gives(Reading::NvlinkState))
+    }
+
+    /// Whether the links between GPUs `a` and `b` are known: both had their NVLink state read.
     pub fn links_known(&self, a: usize, b: usize) -> bool {
-        ![a, b].iter().any(|i| {
-            self.gpus
-                .iter()
-                .any(|g| g.index == *i && g.unavailable.contains(&Reading::NvlinkState))
-        })
+        self.link_state_read(a) && self.link_state_read(b)
+    }
+
+    /// Of GPUs `a` and `b`, those whose NVLink state could not be read, as "GPU 2" or "GPU 2
+    /// and GPU 5"; None where the links between them are known.
+    pub fn links_unread_in(&self, a: usize, b: usize) -> Option<String> {
+        let unread: Vec<String> = [a, b]
+            .into_iter()
+            .filter(|i| !self.link_state_read(*i))
+            .map(|i| format!("GPU {i}"))
+            .collect();
+        (!unread.is_empty()).then(|| unread.join(" and "))
     }
 
     /// The GPUs whose NVLink state could not be read, as "GPU 3".
     pub fn links_unread(&self) -> Vec<String> {
         self.gpus
             .iter()
-            .filter(|g| g.unavailable.contains(&Reading::NvlinkState))
+            .filter(|g| !g.gives(Reading::NvlinkState))
             .map(|g| format!("GPU {}", g.index))
             .collect()
     }

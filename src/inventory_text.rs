@@ -288,10 +288,7 @@ fn pcie_reading(p: &crate::inventory::PcieLink) -> String {
 
 /// Each GPU's links, grouped by where they lead.
 fn links(s: &mut String, inv: &Inventory) {
-    let unread = |g: &crate::inventory::Gpu| {
-        g.unavailable
-            .contains(&crate::inventory::Reading::NvlinkState)
-    };
+    let unread = |g: &crate::inventory::Gpu| !g.gives(crate::inventory::Reading::NvlinkState);
     if inv.gpus.iter().all(|g| g.nvlinks.is_empty() && !unread(g)) {
         return;
     }

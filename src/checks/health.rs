@@ -607,7 +607,7 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu, mode: OtherProcesses) -> Vec<Finding> 
     // NVLink: a GPU without links has no counters to give and none to judge; one whose link
     // state could not be read may have links with counters no one read (those read are judged):
     // one finding says what was not read.
-    let state_unread = g.unavailable.contains(&Reading::NvlinkState);
+    let state_unread = !g.gives(Reading::NvlinkState);
     let state_why = " (its NVLink state could not be read, so not every link's counters were)";
     let mut said = false;
     let r = Reading::NvlinkErrors;

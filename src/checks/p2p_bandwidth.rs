@@ -326,13 +326,8 @@ fn possible_limits<'a>(
 /// The GPUs of pair `who` whose NVLink state could not be read ("GPU 2", "GPU 2 and GPU 5"):
 /// the pair's links, and so its path class, are not known. None where both were read.
 pub fn unread_links(ctx: &Ctx, who: &Subject) -> Option<String> {
-    let unread: Vec<String> = [who.gpu, who.peer]
-        .into_iter()
-        .flatten()
-        .filter(|i| !ctx.inventory.links_known(*i, *i))
-        .map(|i| format!("GPU {i}"))
-        .collect();
-    (!unread.is_empty()).then(|| unread.join(" and "))
+    ctx.inventory
+        .links_unread_in(who.gpu.unwrap_or(0), who.peer.unwrap_or(0))
 }
 
 /// The pairs of `items` (pair, path class, figure) whose path class is known, for the outlier
@@ -351,7 +346,7 @@ pub fn known_classes(
         .iter()
         .flat_map(|(who, _, _)| [who.gpu, who.peer])
         .flatten()
-        .filter(|i| !ctx.inventory.links_known(*i, *i))
+        .filter(|i| !ctx.inventory.link_state_read(*i))
         .collect();
     let left_out = (!unknown.is_empty()).then(|| {
         let gpus: Vec<String> = gpus.iter().map(|i| format!("GPU {i}")).collect();

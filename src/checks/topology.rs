@@ -176,26 +176,15 @@ impl Check for Topology {
                 format!("NV{want}")
             };
             // A GPU whose link state could not be read has links the count does not know of.
-            let unread: Vec<String> = [p.a, p.b]
-                .into_iter()
-                .filter(|i| {
-                    inv.gpus.get(*i).is_some_and(|g| {
-                        g.unavailable
-                            .contains(&crate::inventory::Reading::NvlinkState)
-                    })
-                })
-                .map(|i| format!("GPU {i}"))
-                .collect();
-            if !unread.is_empty() {
+            if let Some(unread) = inv.links_unread_in(p.a, p.b) {
                 out.push(finding(
                     Status::Skip,
                     sub.clone(),
                     "not available here",
                     expected,
                     format!(
-                        "{who}: not available here: the NVLink state of {} (the links between \
-                         them are not known)",
-                        unread.join(" and ")
+                        "{who}: not available here: the NVLink state of {unread} (the links \
+                         between them are not known)"
                     ),
                 ));
                 continue;

@@ -1,7 +1,7 @@
 //! NVLink arithmetic over what NVML reported per link: which GPU a link reaches, how many
 //! links join a pair, how many NVSwitches there are.
 
-use crate::inventory::{Gpu, RemoteKind};
+use crate::inventory::{Gpu, Reading, RemoteKind};
 use std::collections::BTreeSet;
 
 /// Fill in `remote.gpu` (the CUDA ordinal) for links whose far end is a GPU of this node, and
@@ -33,7 +33,14 @@ fn active_to_switch(g: &Gpu) -> u32 {
 /// Active NVLinks between two GPUs: direct links from `a` to `b`, plus, when both reach the
 /// NVSwitch fabric, the smaller of their switch link counts (as `nvidia-smi topo -m` shows
 /// NV18 on an HGX board).
+///
+/// 0 where either GPU's NVLink state could not be read: its links were not all read, and its
+/// `nvlink_state` says the count is not known.
 pub fn pair_nvlinks(gpus: &[Gpu], a: usize, b: usize) -> u32 {
+    let unread = |i: usize| gpus.get(i).is_some_and(|g| !g.gives(Reading::NvlinkState));
+    if unread(a) || unread(b) {
+        return 0;
+    }
     let direct = gpus[a]
         .nvlinks
         .iter()
@@ -48,10 +55,7 @@ pub fn pair_nvlinks(gpus: &[Gpu], a: usize, b: usize) -> u32 {
 /// not be identified and no switch was seen.
 pub fn count_nvswitches(gpus: &[Gpu]) -> Option<u32> {
     // A GPU whose links were not all read may reach switches none of the others does.
-    if gpus.iter().any(|g| {
-        g.unavailable
-            .contains(&crate::inventory::Reading::NvlinkState)
-    }) {
+    if gpus.iter().any(|g| !g.gives(Reading::NvlinkState)) {
         return None;
     }
     let links = gpus.iter().flat_map(|g| &g.nvlinks).filter(|l| l.active);
@@ -110,6 +114,13 @@ mod tests {
         let gpus = vec![gpu("0000:18:00.0", g0), gpu("0000:2a:00.0", g1)];
         assert_eq!(pair_nvlinks(&gpus, 0, 1), 16);
         assert_eq!(count_nvswitches(&gpus), Some(4));
+        // A GPU whose link state could not be read: neither its pairs' count nor the switches
+        // are known.
+        let mut unread = gpus.clone();
+        unread[1].unavailable.push(Reading::NvlinkState);
+        assert_eq!(pair_nvlinks(&unread, 0, 1), 0);
+        assert_eq!(pair_nvlinks(&unread, 1, 0), 0);
+        assert_eq!(count_nvswitches(&unread), None);
     }
 
     #[test]

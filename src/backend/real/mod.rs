@@ -498,21 +498,10 @@ impl RealBackend {
                 let who = format!("gpu{a}-gpu{b}");
                 let (p2p, pcie_path) =
                     nvml::read_pair(self.nvml, &self.devices[a], &self.devices[b], &who, notes);
-                // Not counted from links not all read (as the simulator leaves it): 0, and the
-                // GPU's `nvlink_state` says the count is not known.
-                let unread = [a, b].iter().any(|i| {
-                    gpus.get(*i).is_some_and(|g| {
-                        g.unavailable
-                            .contains(&crate::inventory::Reading::NvlinkState)
-                    })
-                });
                 pairs.push(GpuPair {
                     a,
                     b,
-                    nvlinks: match unread {
-                        true => 0,
-                        false => links::pair_nvlinks(gpus, a, b),
-                    },
+                    nvlinks: links::pair_nvlinks(gpus, a, b),
                     pcie_path,
                     p2p,
                 });

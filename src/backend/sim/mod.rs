@@ -915,7 +915,7 @@ impl Backend for SimBackend {
         // is hidden.
         let state_hidden = |i: usize| {
             gpus.get(i)
-                .is_some_and(|g: &Gpu| g.unavailable.contains(&Reading::NvlinkState))
+                .is_some_and(|g: &Gpu| !g.gives(Reading::NvlinkState))
         };
         for a in 0..n {
             for b in (a + 1)..n {
@@ -1008,9 +1008,7 @@ impl Backend for SimBackend {
             socket: daemon,
             pid: daemon.then_some(MPS_DAEMON_PID),
         });
-        let links_unread = gpus
-            .iter()
-            .any(|g| g.unavailable.contains(&Reading::NvlinkState));
+        let links_unread = gpus.iter().any(|g| !g.gives(Reading::NvlinkState));
         Ok(Inventory {
             fabric,
             lost_gpus,
