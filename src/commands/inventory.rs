@@ -69,7 +69,7 @@ pub fn cmd_inventory(
 }
 
 /// Why a suite must not be frozen from `inv`: it would expect the node in a broken shape.
-fn not_freezable(inv: &crate::inventory::Inventory) -> Option<String> {
+pub fn not_freezable(inv: &crate::inventory::Inventory) -> Option<String> {
     if !inv.lost_gpus.is_empty() {
         // The suite would expect the broken shape, and its per-GPU lists would be shifted.
         let lost: Vec<String> = inv.lost_gpus.iter().map(|l| l.label()).collect();

@@ -69,7 +69,11 @@ pub(crate) fn base_env() -> Environment<'static> {
         }
     });
     env.set_formatter(format_value);
-    env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
+    // A field printed or looped over must be there; one only tested (`{% if ev.simulation %}`)
+    // may be absent, as optional fields are in evidence written without them (an older
+    // version, a hand-edited file): such evidence renders instead of failing as the embedded
+    // templates' error (found by fuzzing, fuzz/fuzz_targets/evidence.rs).
+    env.set_undefined_behavior(minijinja::UndefinedBehavior::SemiStrict);
     // Errors point at their place (line and byte range), in release builds too.
     env.set_debug(true);
     env.set_fuel(Some(FUEL));
@@ -618,6 +622,34 @@ pub fn render_diff(d: &crate::diff::Diff) -> Result<Rendered, String> {
 mod tests {
     use super::*;
     use crate::testutil::simulated;
+
+    /// Evidence that reads renders: a simulated run's file without its simulation record (an
+    /// optional field, absent from the JSON) still renders, and still says SIMULATED, on both
+    /// pages (found by fuzzing: the embedded templates failed on `ev.simulation`).
+    #[test]
+    fn evidence_without_an_optional_field_renders() {
+        let mut ev = simulated("h200-vm-1", &[]);
+        ev.simulation = None;
+        let text = ev.to_json().unwrap();
+        assert!(
+            !text.contains("\"simulation\""),
+            "the field is absent, not null"
+        );
+        let back = Evidence::from_text(std::path::Path::new("e.json"), &text).unwrap();
+        assert!(back.simulated);
+        let r = render(&back, None, &Signing::default()).unwrap();
+        assert!(r.html.contains("SIMULATED RESULTS"));
+        assert!(r.markdown.contains("SIMULATED RESULTS"));
+        // Printing a field that is not there is still an error, at its place.
+        let env = base_env();
+        let e = env
+            .render_str(
+                "{{ ev.nothing_here }}",
+                minijinja::context! { ev => Serde(&back) },
+            )
+            .unwrap_err();
+        assert!(e.to_string().contains("undefined"), "{e}");
+    }
 
     /// A chain of operators that would overflow the template engine's stack is refused before
     /// it is parsed, at its line and column; a tag ends outside a string as the lexer reads it.

@@ -1702,6 +1702,20 @@ mod tests {
         assert!(msg.contains("a GPU is on node 7"), "{msg}");
     }
 
+    /// A NUMA node's CPU list must be one: it becomes each GPU's affinity, and a suite frozen
+    /// from the inventory must load (found by fuzzing: "16-K1,144-159" reached the suite).
+    #[test]
+    fn a_numa_cpu_list_that_is_not_one_is_refused_at_its_key() {
+        let mut node = load_node("a100-sxm-80gb-8").unwrap();
+        node.validate().unwrap();
+        for bad in ["16-K1,144-159", "", "3-1", "x"] {
+            node.gpu.numa_cpus[2] = bad.into();
+            let (at, msg) = node.validate().unwrap_err();
+            assert_eq!(at, "gpu.numa_cpus[2]", "{bad:?}");
+            assert!(msg.contains("is not a CPU list"), "{msg}");
+        }
+    }
+
     #[test]
     fn faults_parse() {
         let f = Fault::parse("nvlink-down:gpu=2,peer=5").unwrap();

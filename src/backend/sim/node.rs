@@ -331,6 +331,20 @@ impl SimNode {
                 format!("at most {} NUMA nodes", MAX_NUMA_NODE + 1),
             );
         }
+        // A CPU list as the kernel writes it: the inventory gives it as each GPU's affinity,
+        // and a suite frozen from it must load (found by fuzzing, fuzz/fuzz_targets/node.rs).
+        if let Some((i, c)) = self
+            .gpu
+            .numa_cpus
+            .iter()
+            .enumerate()
+            .find(|(_, c)| crate::platform::numa::parse_cpulist(c).is_none())
+        {
+            return bad(
+                &format!("gpu.numa_cpus[{i}]"),
+                format!("{c:?} is not a CPU list (expected e.g. \"0-55,112-167\")"),
+            );
+        }
         if self.gpu.memory_bytes == 0 {
             return bad(
                 "gpu.memory_bytes",
