@@ -121,6 +121,21 @@ impl Check for Health {
         if let Some(min) = driver_min {
             let r = Reading::DriverVersion;
             match &inv.driver_version {
+                // A version that does not read as numbers is unknown, not old.
+                Some(v) if version_at_least(v, min).is_none() => out.push(
+                    finding(
+                        Status::Skip,
+                        Subject::node(),
+                        format!("driver {v}"),
+                        format!(">= {min}"),
+                        format!(
+                            "not available here: the driver's version {} does not read as \
+                             numbers (550.54.15), so it cannot be held to {min}",
+                            crate::console::visible(&format!("{v:?}"))
+                        ),
+                    )
+                    .on(r.key()),
+                ),
                 Some(v) => {
                     let good = version_at_least(v, min).unwrap_or(false);
                     out.push(if good {
@@ -478,25 +493,47 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu, mode: OtherProcesses) -> Vec<Finding> 
     if g.gives(r) {
         let mut p = Vec::new();
         if let Some(rows) = &g.remapped_rows {
-            if rows.pending && h.fail_on_remap_pending {
-                p.push(bad(
-                    Status::Fail,
-                    sub,
-                    r,
+            // One the suite does not fail on is still said, as a warning: never "none pending".
+            for (seen, fails, option, found, expected, what) in [
+                (
+                    rows.pending,
+                    h.fail_on_remap_pending,
+                    "fail_on_remap_pending",
                     "remap pending",
                     "no pending remap",
-                    format!("{who}: a row remap is pending: the GPU must be reset before use"),
-                ));
-            }
-            if rows.failure && h.fail_on_remap_failure {
-                p.push(bad(
-                    Status::Fail,
-                    sub,
-                    r,
+                    "a row remap is pending: the GPU must be reset before use",
+                ),
+                (
+                    rows.failure,
+                    h.fail_on_remap_failure,
+                    "fail_on_remap_failure",
                     "remap failed",
                     "no failed remap",
-                    format!("{who}: a row remap failed: the GPU is out of spare rows"),
-                ));
+                    "a row remap failed: the GPU is out of spare rows",
+                ),
+            ] {
+                if !seen {
+                    continue;
+                }
+                p.push(if fails {
+                    bad(
+                        Status::Fail,
+                        sub,
+                        r,
+                        found,
+                        expected,
+                        format!("{who}: {what}"),
+                    )
+                } else {
+                    bad(
+                        Status::Warn,
+                        sub,
+                        r,
+                        found,
+                        expected,
+                        format!("{who}: {what} (a warning: the suite sets {option} = false)"),
+                    )
+                });
             }
         }
         if g.retired_pages.as_ref().is_some_and(|x| x.pending) {
@@ -1304,6 +1341,54 @@ mod tests {
             }),
             vec![Status::Fail]
         );
+        // A suite that does not fail on them still hears of them, as a warning naming the
+        // option; never "none pending".
+        let off = |r: RemappedRows| {
+            judge_with(
+                "h100-sxm-8",
+                |c| {
+                    c.fail_on_remap_pending = false;
+                    c.fail_on_remap_failure = false;
+                },
+                move |inv| inv.gpus[5].remapped_rows = Some(r),
+            )
+        };
+        let f = off(RemappedRows {
+            pending: true,
+            failure: true,
+            ..Default::default()
+        });
+        assert_eq!(
+            status(&f, "GPU 5", Reading::RemappedRows),
+            vec![Status::Warn, Status::Warn]
+        );
+        let text: Vec<&str> = f
+            .iter()
+            .filter(|x| x.metric.as_deref() == Some(Reading::RemappedRows.key()))
+            .filter(|x| x.subject.describe() == "GPU 5")
+            .map(|x| x.reason.as_str())
+            .collect();
+        assert!(
+            text[0].contains("a row remap is pending")
+                && text[0].contains("fail_on_remap_pending = false"),
+            "{text:?}"
+        );
+        assert!(
+            text[1].contains("a row remap failed")
+                && text[1].contains("fail_on_remap_failure = false"),
+            "{text:?}"
+        );
+        assert!(!f
+            .iter()
+            .any(|x| x.subject.describe() == "GPU 5" && x.found.contains("none pending")));
+        assert_eq!(
+            status(
+                &off(RemappedRows::default()),
+                "GPU 5",
+                Reading::RemappedRows
+            ),
+            vec![Status::Pass]
+        );
         let f = judge("a100-sxm-80gb-8", |inv| {
             inv.gpus[5].retired_pages = Some(RetiredPages {
                 pending: true,
@@ -1348,6 +1433,10 @@ mod tests {
         assert_eq!(drv(Some("535.104")), vec![Status::Pass]);
         assert_eq!(drv(Some("535.86")), vec![Status::Fail]);
         assert_eq!(drv(None), vec![Status::Skip]);
+        // A version that does not read as numbers is unknown, not older: never a Fail.
+        for odd in ["R550-open", "", "550.x"] {
+            assert_eq!(drv(Some(odd)), vec![Status::Skip], "{odd:?}");
+        }
     }
 
     #[test]
