@@ -491,7 +491,17 @@ fn replica_finding(hashes: &[&Fact], gpus: usize) -> Finding {
     let odd_facts: Vec<&&Fact> = hashes.iter().filter(|h| hash_of(h) != first).collect();
     let odd: Vec<String> = odd_facts.iter().map(|h| h.subject.describe()).collect();
     let odd_ids: Option<Vec<usize>> = odd_facts.iter().map(|h| h.subject.gpu).collect();
-    if odd.is_empty() {
+    if hashes.len() == 1 {
+        // One replica agrees with itself: said, not counted as a judgement that held.
+        finding(
+            Status::Pass,
+            Subject::node(),
+            "1 replica",
+            expected,
+            "one replica: no other to compare its parameters with".to_string(),
+        )
+        .informational()
+    } else if odd.is_empty() {
         finding(
             Status::Pass,
             Subject::node(),
@@ -550,6 +560,16 @@ mod tests {
         let f = judge_replicas(&[A, A, B], 3);
         assert_eq!(f.status, Status::Fail);
         assert_eq!(f.subject.describe(), "GPU 2");
+    }
+
+    /// One replica has nothing to be compared with: said, never a judgement that held.
+    #[test]
+    fn one_replica_is_information_not_a_pass() {
+        let f = judge_replicas(&[A], 1);
+        assert!(!f.is_judgement(), "{f:?}");
+        assert_eq!(f.status, Status::Pass);
+        assert!(f.reason.contains("no other to compare"), "{}", f.reason);
+        assert!(judge_replicas(&[A, A], 2).is_judgement());
     }
 
     #[test]
