@@ -529,8 +529,9 @@ pub struct ExportArgs {
     #[arg(long, value_name = "FILE")]
     pub prometheus: Option<PathBuf>,
     /// Let --junit and --prometheus replace a file in a signed report folder, or a file that is
-    /// not an earlier output of the same kind (a suite, someone's notes); and let `render`
-    /// write its pages into a folder that holds another run's evidence or a fleet report.
+    /// not an earlier output of the same kind (a suite, someone's notes); let `render` write its
+    /// pages into a folder that holds another run's evidence; and let `run` and `render` replace
+    /// an evidence.json or a page there that nodecert did not write.
     #[arg(long)]
     pub force: bool,
 }
@@ -557,7 +558,11 @@ pub struct SimArgs {
 
 /// Parse, run, and return the exit code. Errors are printed here; a result that could not be
 /// printed (a full disk) turns a 0 into 3 (see [`crate::stdio`]).
-pub fn main_with_args(args: Vec<String>) -> u8 {
+///
+/// Arguments are taken as the system gives them: a path that is not UTF-8 (a folder another
+/// tool named) is a path clap reads, or a value it refuses in words (exit 2), never a panic.
+/// The command line the evidence records shows such bytes as U+FFFD.
+pub fn main_with_args(args: Vec<std::ffi::OsString>) -> u8 {
     crate::stdio::finish(run(args))
 }
 
@@ -571,7 +576,7 @@ fn error_lines(e: &clap::Error) -> Vec<String> {
         .collect()
 }
 
-fn run(args: Vec<String>) -> u8 {
+fn run(args: Vec<std::ffi::OsString>) -> u8 {
     let cli = match Cli::try_parse_from(&args) {
         Ok(c) => c,
         Err(e) => {
@@ -594,6 +599,10 @@ fn run(args: Vec<String>) -> u8 {
         }
     };
     let simulating = cli.command.simulates();
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
     match dispatch(cli, &args) {
         Ok(code) => code,
         Err(e) => {

@@ -10,7 +10,7 @@ fn main() -> std::process::ExitCode {
     nodecert::platform::mps::go_around();
     // And before CUDA too: settings made for training jobs would change what it measures.
     nodecert::platform::cuda_env::set_aside();
-    let code = nodecert::cli::main_with_args(std::env::args().collect());
+    let code = nodecert::cli::main_with_args(std::env::args_os().collect());
     if nodecert::backend::cuda::thread_abandoned() {
         // A measurement hung and its thread is stuck inside the driver. Evidence and reports are
         // written; leave now, without the C library's exit handlers (libcuda's and NCCL's could

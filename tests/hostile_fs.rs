@@ -658,3 +658,175 @@ fn a_failed_template_still_prints_its_commands_on_lines_of_their_own() {
     );
     assert_shown_not_obeyed("run", &err);
 }
+
+/// A folder whose name is not UTF-8 (`fleet report /shared/*` where a node's tool named one so)
+/// is a path like any other: written into, or refused in words, never a panic (exit 101).
+#[test]
+fn a_name_that_is_not_utf8_is_a_path_never_a_panic() {
+    use std::ffi::OsStr;
+    use std::os::unix::ffi::OsStrExt;
+    let env = Env::new();
+    let odd = env.path("").join(OsStr::from_bytes(b"node-\xff"));
+    let o = env
+        .cmd()
+        .args(["run", "--simulate", "h200-vm-1", "-q", "--out"])
+        .arg(&odd)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(odd.join("evidence.json").is_file());
+    let ev = util::read_json(&odd.join("evidence.json"));
+    let recorded = ev["environment"]["command_line"].to_string();
+    assert!(recorded.contains("node-\u{fffd}"), "{recorded}");
+    for args in [
+        vec![OsStr::new("verify"), OsStr::from_bytes(b"gone-\xff")],
+        vec![
+            OsStr::new("render"),
+            OsStr::from_bytes(b"gone-\xff/evidence.json"),
+        ],
+        vec![
+            OsStr::new("run"),
+            OsStr::from_bytes(b"suite-\xff.toml"),
+            OsStr::new("--simulate"),
+            OsStr::new("h200-vm-1"),
+        ],
+    ] {
+        let o = env.cmd().args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{args:?}: {}", stderr(&o));
+    }
+}
+
+/// A folder chosen by mistake: files of the report's names that nodecert did not write (notes
+/// in report.md, another tool's evidence.json) are not replaced, before the run, exit 2; with
+/// --force they are. A link there is refused before the run too, whatever the flags.
+#[test]
+fn a_report_folder_holding_files_nodecert_did_not_write_is_refused_before_the_run() {
+    let env = Env::new();
+    for (name, text) in [
+        ("report.md", "# my precious notes\n"),
+        ("report.html", "<html>mine</html>"),
+        ("evidence.json", "{\"mine\": 1}"),
+    ] {
+        let dir = format!("other-{}", name.replace('.', "-"));
+        env.write(&format!("{dir}/{name}"), text);
+        let o = run_sim(&env, &["--out", &dir]);
+        assert_eq!(o.status.code(), Some(2), "{name}: {}", stderr(&o));
+        assert!(
+            stderr(&o).contains("exists and is not a file nodecert wrote"),
+            "{name}: {}",
+            stderr(&o)
+        );
+        assert_eq!(env.read(&format!("{dir}/{name}")), text, "{name} untouched");
+        if name != "evidence.json" {
+            assert!(
+                !env.path(&format!("{dir}/evidence.json")).exists(),
+                "nothing ran"
+            );
+        }
+        let o = run_sim(&env, &["--out", &dir, "--force"]);
+        assert_eq!(o.status.code(), Some(0), "{name}: {}", stderr(&o));
+        assert_ne!(env.read(&format!("{dir}/{name}")), text);
+    }
+    // A run into its own folder again replaces its own files, as always.
+    let o = run_sim(&env, &["--out", "other-report-md"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // A link at a page: refused before the run, even with --force; the file it names untouched.
+    let victim = env.write("victim.txt", "precious");
+    std::fs::create_dir(env.path("linked")).unwrap();
+    symlink(&victim, env.path("linked/report.html")).unwrap();
+    for extra in [&[][..], &["--force"][..]] {
+        let mut args = vec!["--out", "linked"];
+        args.extend(extra);
+        let o = run_sim(&env, &args);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("symbolic link"), "{}", stderr(&o));
+        assert!(
+            !env.path("linked/evidence.json").exists(),
+            "refused before the run"
+        );
+    }
+    assert_eq!(env.read("victim.txt"), "precious");
+    // render and diff: pages of someone's are not replaced either.
+    let o = run_sim(&env, &["--out", "r"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    env.write("pages/report.md", "notes");
+    let o = env
+        .cmd()
+        .args(["render", "r/evidence.json", "--out", "pages"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(env.read("pages/report.md"), "notes");
+    let o = env
+        .cmd()
+        .args(["render", "r/evidence.json", "--out", "pages", "--force"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Pages nodecert rendered with its own templates are replaced by the next render.
+    let o = env
+        .cmd()
+        .args(["render", "r/evidence.json", "--out", "pages"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    env.write("d/diff.md", "notes");
+    let o = env
+        .cmd()
+        .args(["diff", "r", "r", "--out", "d"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert_eq!(env.read("d/diff.md"), "notes");
+    std::fs::remove_file(env.path("d/diff.md")).unwrap();
+    let o = env
+        .cmd()
+        .args(["diff", "r", "r", "--out", "d"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let o = env
+        .cmd()
+        .args(["diff", "r", "r", "--out", "d"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "a diff replaces its own pages: {}",
+        stderr(&o)
+    );
+}
+
+/// No page outlives the evidence it was rendered from: a run into a folder that held a PASS,
+/// whose export is refused after its checks, leaves its own FAIL evidence and its own pages
+/// (README: "the evidence and reports of the run are kept"), never the earlier run's PASS.
+#[test]
+fn a_refused_export_after_the_run_leaves_this_runs_pages_not_the_last_ones() {
+    let env = Env::new();
+    let o = run_sim(&env, &["--out", "r"]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(env.read("r/report.md").contains("PASS"));
+    // Both exports at one file: the second is refused after the run, when the first wrote it.
+    let o = run_sim(
+        &env,
+        &[
+            "--out",
+            "r",
+            "--inject",
+            "ecc-uncorrectable:gpu=0",
+            "--junit",
+            "same.out",
+            "--prometheus",
+            "same.out",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let ev = util::read_json(&env.path("r/evidence.json"));
+    assert_eq!(ev["verdict"], "fail");
+    let md = env.read("r/report.md");
+    assert!(md.contains("— **FAIL"), "{md}");
+    assert!(!md.contains("— **PASS"), "{md}");
+    assert!(env.read("r/report.html").contains("— FAIL"));
+}

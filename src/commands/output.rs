@@ -119,6 +119,89 @@ impl ExportArgs {
 /// The report files a report folder holds beside its evidence.
 pub const REPORT_FILES: [&str; 2] = ["report.html", "report.md"];
 
+/// What of a file is read to tell whether nodecert wrote it.
+const HEAD: u64 = 4096;
+
+/// Whether `head`, the start of the file `name`, is what nodecert writes under that name with
+/// its own templates (a page of `--templates` of the user's carries no such mark: it is
+/// replaced beside nodecert evidence, or with `--force`).
+fn is_own_output(name: &str, head: &str) -> bool {
+    match name {
+        crate::evidence::EVIDENCE_FILE => {
+            head.contains(&format!("\"format\": \"{}\"", crate::evidence::FORMAT_NAME))
+                || head.contains(&format!("\"format\":\"{}\"", crate::evidence::FORMAT_NAME))
+        }
+        "report.html" => head.contains("<meta name=\"nodecert-format-version\""),
+        "report.md" => head.contains("# nodecert certificate: "),
+        "diff.html" => head.contains("<title>") && head.contains("nodecert diff: "),
+        "diff.md" => head.contains("# nodecert diff: "),
+        _ => false,
+    }
+}
+
+/// Before a command writes the files `names` into the folder it holds (`dir`, shown as `out`),
+/// and before any work: each must be absent or a regular file (a link, a FIFO or a device is
+/// refused now, not after a long run), and one that nodecert did not write is not replaced
+/// unless `force` (`--force`): evidence.json must be nodecert evidence, and a page must stand
+/// beside nodecert evidence or carry the mark of nodecert's own templates. A folder chosen by
+/// mistake (someone's notes in report.md) is refused, exit 2.
+pub(crate) fn check_own_files(dir: &Dir, out: &Path, names: &[&str], force: bool) -> Result<()> {
+    let refuse = |name: &str, why: String| -> Result<()> {
+        Err(InputError::Other(format!(
+            "{}: {why}; choose another --out{}",
+            crate::console::visible(&out.join(name).display().to_string()),
+            if force {
+                ""
+            } else {
+                ", or add --force to replace it"
+            }
+        ))
+        .into())
+    };
+    let head = |name: &str| -> Result<Option<String>> {
+        match dir.exists(name.as_ref()) {
+            Ok(false) => return Ok(None),
+            Ok(true) => {}
+            Err(e) => return Err(dir_error(out, e)),
+        }
+        let read = dir.open_file(name.as_ref()).and_then(|f| {
+            let mut b = Vec::new();
+            std::io::Read::read_to_end(&mut std::io::Read::take(f, HEAD), &mut b).map(|_| b)
+        });
+        match read {
+            Ok(b) => Ok(Some(String::from_utf8_lossy(&b).into_owned())),
+            Err(e) => Err(InputError::Other(format!(
+                "{}: {e}; nodecert writes only regular files, never through a link: choose \
+                 another --out",
+                crate::console::visible(&out.join(name).display().to_string())
+            ))
+            .into()),
+        }
+    };
+    let evidence = crate::evidence::EVIDENCE_FILE;
+    let theirs = head(evidence)?;
+    let beside_evidence = theirs
+        .as_deref()
+        .is_some_and(|h| is_own_output(evidence, h));
+    for &name in names {
+        let Some(h) = (if name == evidence {
+            theirs.clone()
+        } else {
+            head(name)?
+        }) else {
+            continue;
+        };
+        if force || h.is_empty() {
+            continue;
+        }
+        let own = is_own_output(name, &h) || (name != evidence && beside_evidence);
+        if !own {
+            refuse(name, "exists and is not a file nodecert wrote".into())?;
+        }
+    }
+    Ok(())
+}
+
 /// Render the reports of `ev` and write them into `dir`. A template that fails is invalid
 /// input (exit 2), named with its file, line and column.
 pub fn write_reports(

@@ -36,6 +36,7 @@ pub fn cmd_render(
         another_report(&out, &path, text.as_bytes())?;
     }
     let dir = open_report_dir(&out, Some(sign::ReportKind::Node))?;
+    super::output::check_own_files(&dir, &out, &super::output::REPORT_FILES, export.force)?;
     write_reports(&ev, &dir, &pages, &Default::default())?;
     let tag = crate::console::simulated_tag(ev.simulated);
     crate::outln!(

@@ -118,6 +118,19 @@ pub fn cmd_run(
     // Held until the run ends: no other nodecert writes here meanwhile.
     let dir = open_report_dir(out, Some(crate::sign::ReportKind::Node))?;
     let evidence_path = out.join(crate::evidence::EVIDENCE_FILE);
+    // Before the run: the folder's own files are nodecert's or refused (a link there, or
+    // someone's notes in report.md), and an earlier run's pages are removed, so that no page
+    // outlives the evidence it was rendered from: a run that stops early (an export refused,
+    // the node lost, the process killed) leaves its own evidence and no page saying PASS.
+    let mut own = vec![crate::evidence::EVIDENCE_FILE];
+    own.extend(REPORT_FILES);
+    super::output::check_own_files(&dir, out, &own, export.force)?;
+    for name in REPORT_FILES {
+        dir.remove(name.as_ref()).map_err(|source| Error::Write {
+            path: out.join(name),
+            source,
+        })?;
+    }
     let mut console = crate::console::Console::new(quiet, simrec.is_some());
     let color = console.color();
     if !quiet {
@@ -204,7 +217,24 @@ pub fn cmd_run(
     // Before the pages and the signature: an export into the report folder itself is then not
     // refused as a file of a signed folder (it is not listed in the manifest either way), and
     // an export that fails leaves no page naming a signature.
-    let exported = export.write(&ev, out, None)?;
+    let exported = match export.write(&ev, out, None) {
+        Ok(p) => p,
+        Err(e) => {
+            // The run is complete and its evidence saved; its pages are written too, naming no
+            // signature (nothing is signed), and the error is the export's.
+            let unsigned = match signer {
+                None => Ok(rendered),
+                Some(_) => pages.render(&ev, &Default::default()),
+            };
+            if let Ok(r) = unsigned {
+                write_rendered(&dir, r)?;
+            }
+            if !quiet {
+                crate::out!("{}", crate::console::summary(&ev, color));
+            }
+            return Err(e);
+        }
+    };
     let signed = match signer {
         None => {
             write_rendered(&dir, rendered)?;

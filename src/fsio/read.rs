@@ -113,6 +113,17 @@ pub fn open(path: &Path, follow: bool) -> io::Result<File> {
     regular(fd)
 }
 
+/// Open the regular file `name` in the folder open as `at`, never through a link.
+pub(crate) fn open_in_fd(at: libc::c_int, name: &OsStr) -> io::Result<File> {
+    let fd = open_at(
+        at,
+        name,
+        libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW,
+    )
+    .map_err(link_error)?;
+    regular(fd)
+}
+
 /// Open the regular file `rel` ('/'-separated, no '..') under the folder `dir`, following no
 /// symbolic link below `dir`.
 pub fn open_in(dir: &Path, rel: &str) -> io::Result<File> {

@@ -299,6 +299,12 @@ impl Dir {
         }
     }
 
+    /// Open the regular file `name` here for reading, through this folder and never through a
+    /// link: what a command reads of the folder it holds is what is in it.
+    pub fn open_file(&self, name: &OsStr) -> io::Result<File> {
+        super::read::open_in_fd(self.fd.as_raw_fd(), name)
+    }
+
     /// Whether `name` exists here (as anything, links not followed).
     pub fn exists(&self, name: &OsStr) -> io::Result<bool> {
         Ok(self.stat(name)?.is_some())
