@@ -1620,6 +1620,15 @@ impl Evidence {
         // exports would show one of them, the verdict the other).
         let mut ids = std::collections::HashSet::new();
         for c in &self.checks {
+            // Ids are nodecert's own ("collective.all_reduce", "after-checks"): they reach file
+            // names, taints and drain reasons, so one that could carry anything else is refused.
+            if !is_check_id(&c.id) {
+                return Err(format!(
+                    "a check record's id {} is not a check id (1 to 64 lowercase letters, digits, \
+                     '_', '.' or '-')",
+                    crate::console::visible(&format!("{:?}", c.id))
+                ));
+            }
             if !ids.insert(c.id.as_str()) {
                 return Err(format!(
                     "two records of the check {}",
@@ -1640,6 +1649,15 @@ impl Evidence {
         }
         Ok(())
     }
+}
+
+/// Whether `id` has the form of the ids nodecert gives its check records: 1 to 64 of lowercase
+/// ASCII letters, digits, '_', '.' and '-'.
+pub fn is_check_id(id: &str) -> bool {
+    (1..=64).contains(&id.len())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b"_.-".contains(&b))
 }
 
 /// Parse evidence text; an error says "line:column: invalid evidence: " and names the field by
@@ -1859,6 +1877,25 @@ mod tests {
         partial.format_version = PARTIAL_FORMAT_VERSION - 1;
         partial.verdict = Verdict::Pass;
         assert!(read(&partial).is_ok());
+    }
+
+    /// A record's id is one of nodecert's form: one that carries an escape, a line break or a
+    /// capital (edited in) is refused, as it would reach drain reasons and taints.
+    #[test]
+    fn a_check_id_of_another_form_is_refused() {
+        let p = Path::new("r/evidence.json");
+        let ev = crate::testutil::simulated("h200-vm-1", &[]);
+        let every: Vec<&str> = ev.checks.iter().map(|c| c.id.as_str()).collect();
+        assert!(every.iter().all(|id| is_check_id(id)), "{every:?}");
+        assert!(is_check_id("collective.all_reduce") && is_check_id(CLOSING_RECORD));
+        assert!(is_check_id(&"a".repeat(64)) && !is_check_id(&"a".repeat(65)));
+        for bad in ["topology\u{1b}[2J", "Health", "a b", "", "a/b", "health\n"] {
+            let mut odd = ev.clone();
+            odd.checks[0].id = bad.into();
+            let e = Evidence::from_text(p, &odd.to_json().unwrap()).unwrap_err();
+            assert!(e.contains("is not a check id"), "{bad:?}: {e}");
+            assert!(!e.contains('\u{1b}') && !e.contains('\n'), "{e}");
+        }
     }
 
     /// Two records of one check, or two figures of one metric and subject, are refused: the

@@ -892,7 +892,12 @@ pub fn cmd_drain(
     };
     let mut failed = 0;
     for args in &plan {
-        let shown: Vec<String> = args.iter().map(|a| fleet::slurm::sh(a)).collect();
+        // Quoted for a shell, then shown as it may reach a terminal: a reason carries text from
+        // a node's evidence.
+        let shown: Vec<String> = args
+            .iter()
+            .map(|a| crate::console::visible(&fleet::slurm::sh(a)))
+            .collect();
         crate::outln!("{program} {}{tag}", shown.join(" "));
         if dry_run {
             continue;

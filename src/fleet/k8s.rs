@@ -181,6 +181,18 @@ pub fn manifests(job: &Job) -> Result<Value, String> {
     Ok(json!({ "apiVersion": "v1", "kind": "List", "items": items }))
 }
 
+/// A check id as a taint's value, which Kubernetes holds to a label value's form (at most 63
+/// characters of letters, digits, '-', '_' and '.', a letter or digit at each end): None where
+/// the id (read from fleet.json, which anyone may have edited) is not a check id.
+fn taint_value(id: &str) -> Option<String> {
+    if !crate::evidence::is_check_id(id) {
+        return None;
+    }
+    let v = id.replace('.', "-");
+    let v = v.trim_matches(|c: char| !c.is_ascii_alphanumeric());
+    (!v.is_empty() && v.len() <= 63).then(|| v.to_string())
+}
+
 /// The kubectl calls that take the fleet's bad nodes out of service (a NoSchedule taint naming
 /// the failed check) and label every node with its verdict; a node that now passes loses the
 /// taint nodecert gave it.
@@ -200,7 +212,7 @@ pub fn drain_plan(r: &FleetReport) -> Vec<Vec<String>> {
             let what = n
                 .failed_checks
                 .first()
-                .map(|c| c.replace('.', "-"))
+                .and_then(|c| taint_value(c))
                 .unwrap_or_else(|| n.verdict.key().replace('_', "-"));
             out.push(vec![
                 "taint".into(),
@@ -319,5 +331,43 @@ mod tests {
             n.unlisted = true;
         }
         assert!(drain_plan(&r).is_empty());
+    }
+
+    /// A failed check's id reaches kubectl as a taint value only in a label value's form: an
+    /// id edited into fleet.json (a line break, an escape, a space) gives the verdict instead.
+    #[test]
+    fn a_taint_names_the_check_only_when_its_id_is_a_check_id() {
+        let taint = |id: &str| {
+            let mut r = crate::fleet::judge::judge(vec![], &[], 10.0);
+            let mut n = blank("n1");
+            n.verdict = NodeVerdict::Fail;
+            n.failed_checks = vec![id.into()];
+            r.nodes.push(n);
+            drain_plan(&r)[0][3].clone()
+        };
+        assert_eq!(
+            taint("p2p_bandwidth"),
+            "nodecert.io/failed=p2p_bandwidth:NoSchedule"
+        );
+        assert_eq!(
+            taint("after-checks"),
+            "nodecert.io/failed=after-checks:NoSchedule"
+        );
+        assert_eq!(taint("-x."), "nodecert.io/failed=x:NoSchedule");
+        for bad in [
+            "topology\u{1b}[2J\n# H",
+            "Topology",
+            "a b",
+            "",
+            "_",
+            &"x".repeat(65),
+        ] {
+            assert_eq!(taint(bad), "nodecert.io/failed=fail:NoSchedule", "{bad:?}");
+        }
+        assert_eq!(taint(&"x".repeat(64)), "nodecert.io/failed=fail:NoSchedule");
+        assert_eq!(
+            taint(&"x".repeat(63)),
+            format!("nodecert.io/failed={}:NoSchedule", "x".repeat(63))
+        );
     }
 }
