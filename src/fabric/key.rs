@@ -97,13 +97,22 @@ impl JobKey {
                  as {me}): a key someone else wrote proves nothing"
             )
         };
-        let link = std::fs::symlink_metadata(path)
-            .map_err(|e| format!("cannot read the job key {shown}: {e}"))?;
-        if link.file_type().is_symlink() && !trusted(link.uid()) {
-            return Err(foreign("its link", link.uid()));
-        }
-        let f = crate::fsio::read::open(path, true)
-            .map_err(|e| format!("cannot read the job key {shown}: {e}"))?;
+        // Every link on the way is checked and followed through the descriptor it was checked
+        // on: a name swapped between a check and an open could not lead elsewhere.
+        use crate::fsio::read::TrustedOpenError;
+        let f = crate::fsio::read::open_trusting_links(path, &trusted).map_err(|e| match e {
+            TrustedOpenError::ForeignLink {
+                uid, last: true, ..
+            } => foreign("its link", uid),
+            TrustedOpenError::ForeignLink { link, uid, .. } => foreign(
+                &format!(
+                    "the link {} on its way",
+                    crate::console::visible(&link.display().to_string())
+                ),
+                uid,
+            ),
+            TrustedOpenError::Io(e) => format!("cannot read the job key {shown}: {e}"),
+        })?;
         let meta = f
             .metadata()
             .map_err(|e| format!("cannot read the job key {shown}: {e}"))?;

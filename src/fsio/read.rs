@@ -113,6 +113,155 @@ pub fn open(path: &Path, follow: bool) -> io::Result<File> {
     regular(fd)
 }
 
+/// Why [`open_trusting_links`] did not open a file.
+#[derive(Debug)]
+pub enum TrustedOpenError {
+    /// The link `link` (the path as walked so far) belongs to `uid`, a user not trusted;
+    /// `last`: it is the last name of the path given (not a link on the way).
+    ForeignLink {
+        link: std::path::PathBuf,
+        uid: u32,
+        last: bool,
+    },
+    Io(io::Error),
+}
+
+impl From<io::Error> for TrustedOpenError {
+    fn from(e: io::Error) -> Self {
+        TrustedOpenError::Io(e)
+    }
+}
+
+/// The owner, type, device and inode of the open file `fd` (an O_PATH one included).
+fn fstat(fd: &OwnedFd) -> io::Result<libc::stat> {
+    // SAFETY: zeroed stat is a valid out-parameter; valid fd.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
+    Ok(st)
+}
+
+/// The target of the link `fd` (opened O_PATH|O_NOFOLLOW): read through that descriptor, so it
+/// is the target of the link whose owner was checked, whatever is at its name now.
+fn read_link_fd(fd: &OwnedFd) -> io::Result<std::ffi::OsString> {
+    use std::os::unix::ffi::OsStringExt;
+    let mut buf = vec![0u8; 4096];
+    // SAFETY: an empty C string and a buffer of buf.len() bytes.
+    let n = unsafe {
+        libc::readlinkat(
+            fd.as_raw_fd(),
+            c"".as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    };
+    let n = usize::try_from(n).map_err(|_| io::Error::last_os_error())?;
+    if n >= buf.len() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "a link whose target is longer than 4095 bytes",
+        ));
+    }
+    buf.truncate(n);
+    Ok(std::ffi::OsString::from_vec(buf))
+}
+
+/// Open the regular file at `path` for reading, following only the links whose owner `trusted`
+/// accepts, wherever they are on the way (a link to a folder included). The path is walked one
+/// name at a time, as the kernel walks it, through the descriptors of the folders entered, and
+/// each link is read through the descriptor its owner was checked on: nothing can be swapped
+/// between the check and the open (a file others may rename in a shared folder, swapped for a
+/// link of theirs to a file of ours, is not read).
+pub fn open_trusting_links(
+    path: &Path,
+    trusted: &dyn Fn(u32) -> bool,
+) -> Result<File, TrustedOpenError> {
+    use std::collections::VecDeque;
+    use std::path::{Component, PathBuf};
+    let names = |p: &Path| -> Vec<std::ffi::OsString> {
+        p.components()
+            .filter_map(|c| match c {
+                Component::Normal(n) => Some(n.to_os_string()),
+                Component::ParentDir => Some("..".into()),
+                _ => None,
+            })
+            .collect()
+    };
+    let root = |abs: bool| {
+        open_at(
+            libc::AT_FDCWD,
+            OsStr::new(if abs { "/" } else { "." }),
+            libc::O_PATH | libc::O_DIRECTORY,
+        )
+    };
+    let mut at = root(path.is_absolute())?;
+    let mut walked = PathBuf::from(if path.is_absolute() { "/" } else { "" });
+    let mut pending: VecDeque<std::ffi::OsString> = names(path).into();
+    if pending.is_empty() {
+        return Err(io::Error::new(io::ErrorKind::InvalidInput, "names no file").into());
+    }
+    let mut links = 0;
+    while let Some(name) = pending.pop_front() {
+        walked.push(&name);
+        let fd = open_at(at.as_raw_fd(), &name, libc::O_PATH | libc::O_NOFOLLOW)?;
+        let st = fstat(&fd)?;
+        match st.st_mode & libc::S_IFMT {
+            libc::S_IFLNK => {
+                if !trusted(st.st_uid) {
+                    return Err(TrustedOpenError::ForeignLink {
+                        link: walked,
+                        uid: st.st_uid,
+                        last: pending.is_empty() && links == 0,
+                    });
+                }
+                links += 1;
+                if links > super::write::MAX_LINKS {
+                    return Err(io::Error::from_raw_os_error(libc::ELOOP).into());
+                }
+                let target = PathBuf::from(read_link_fd(&fd)?);
+                if target.is_absolute() {
+                    at = root(true)?;
+                }
+                for n in names(&target).into_iter().rev() {
+                    pending.push_front(n);
+                }
+            }
+            libc::S_IFDIR if !pending.is_empty() => at = fd,
+            _ if pending.is_empty() => {
+                // The last name: opened for reading without following a link, and it must be
+                // the file just looked at.
+                let f = open_at(
+                    at.as_raw_fd(),
+                    &name,
+                    libc::O_RDONLY | libc::O_NONBLOCK | libc::O_NOCTTY | libc::O_NOFOLLOW,
+                )
+                .map_err(link_error)?;
+                let now = fstat(&f)?;
+                if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino) {
+                    return Err(io::Error::new(
+                        io::ErrorKind::InvalidInput,
+                        "was replaced while it was opened",
+                    )
+                    .into());
+                }
+                return Ok(regular(f)?);
+            }
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotADirectory,
+                    format!("{} is not a folder", walked.display()),
+                )
+                .into())
+            }
+        }
+    }
+    // A link to "/" or "." last: the path names a folder.
+    Err(io::Error::new(
+        io::ErrorKind::InvalidInput,
+        "is a folder, not a regular file; nodecert reads only regular files",
+    )
+    .into())
+}
+
 /// Open the regular file `name` in the folder open as `at`, never through a link.
 pub(crate) fn open_in_fd(at: libc::c_int, name: &OsStr) -> io::Result<File> {
     let fd = open_at(
@@ -221,6 +370,83 @@ mod tests {
     use std::time::{Duration, Instant};
 
     use crate::testutil::mkfifo;
+
+    /// Links are followed wherever they are on the way, each only where its owner is trusted;
+    /// what is not a regular file, or leads nowhere, is an error, never a panic.
+    #[test]
+    fn open_trusting_links_follows_trusted_links_and_names_a_foreign_one() {
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path();
+        std::fs::create_dir_all(d.join("a/b")).unwrap();
+        std::fs::write(d.join("a/b/key"), "k").unwrap();
+        symlink("a/b", d.join("tob")).unwrap();
+        symlink("../b/key", d.join("a/b/rel")).unwrap();
+        symlink(d.join("tob/rel"), d.join("chain")).unwrap();
+        symlink("/", d.join("root")).unwrap();
+        symlink(".", d.join("here")).unwrap();
+        symlink("nowhere", d.join("dangling")).unwrap();
+        symlink("loop", d.join("loop")).unwrap();
+        mkfifo(&d.join("fifo"));
+        let all = |_: u32| true;
+        let read = |p: &Path, trusted: &dyn Fn(u32) -> bool| {
+            open_trusting_links(p, trusted).map(|mut f| {
+                let mut s = String::new();
+                f.read_to_string(&mut s).unwrap();
+                s
+            })
+        };
+        for p in [
+            "a/b/key",
+            "tob/key",
+            "a/b/rel",
+            "chain",
+            "a/../a/b/key",
+            "here/chain",
+        ] {
+            assert_eq!(read(&d.join(p), &all).unwrap(), "k", "{p}");
+        }
+        // Relative to the working folder too.
+        let rel = d.join("a/b/key").strip_prefix("/").unwrap().to_path_buf();
+        let up = "../".repeat(std::env::current_dir().unwrap().components().count());
+        assert_eq!(read(&Path::new(&up).join(rel), &all).unwrap(), "k");
+        let me = crate::fsio::trust::euid();
+        let not_me = move |uid: u32| uid != me;
+        assert_eq!(
+            read(&d.join("a/b/key"), &not_me).unwrap(),
+            "k",
+            "no link on the way"
+        );
+        match read(&d.join("chain"), &not_me) {
+            Err(TrustedOpenError::ForeignLink { link, uid, last }) => {
+                assert_eq!((link, uid, last), (d.join("chain"), me, true));
+            }
+            other => panic!("{other:?}"),
+        }
+        match read(&d.join("tob/key"), &not_me) {
+            Err(TrustedOpenError::ForeignLink { link, last, .. }) => {
+                assert_eq!((link, last), (d.join("tob"), false));
+            }
+            other => panic!("{other:?}"),
+        }
+        for (p, says) in [
+            ("root", "is a folder"),
+            ("here", "is a folder"),
+            ("a", "a folder"),
+            ("fifo", "not a regular file"),
+            ("a/b/key/x", "is not a folder"),
+            ("dangling", "No such file"),
+            ("loop", "Too many levels"),
+        ] {
+            match read(&d.join(p), &all) {
+                Err(TrustedOpenError::Io(e)) => assert!(e.to_string().contains(says), "{p}: {e}"),
+                other => panic!("{p}: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            read(Path::new(""), &all),
+            Err(TrustedOpenError::Io(_))
+        ));
+    }
 
     #[test]
     fn a_fifo_is_refused_at_once() {
