@@ -689,15 +689,21 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu, mode: OtherProcesses) -> Vec<Finding> 
                 sub,
                 r,
                 format!("{} active links within limits", active.len()),
-                limit,
+                limit.clone(),
             );
             if !partly.is_empty() {
-                f.found = format!("{} ({})", f.found, partly.join("; "));
-                f.reason = format!("{}; {}", f.reason, partly.join("; "));
+                f.found = format!("{} (of the counters read)", f.found);
+                f.reason = format!("{} (of the counters read)", f.reason);
             }
             out.push(f);
         }
         out.extend(p);
+        // A counter a link did not give is unknown, not 0: the errors it counts were not judged.
+        if !partly.is_empty() {
+            let mut f = na(sub, r, limit);
+            f.reason = format!("{}: {}", f.reason, partly.join("; "));
+            out.push(f);
+        }
     }
     if state_unread && !said {
         let mut f = na(sub, r, format!("<= {} per link", h.max_nvlink_errors));
@@ -1072,19 +1078,36 @@ mod tests {
             na[0].reason,
             "not available here: NVLink error counters of GPU 3 (links 7)"
         );
-        // A link with some counters is judged on those, and says which were not read.
+        // A link with some counters is judged on those, and the counters it did not give are
+        // not available (the check is partial), never taken as none.
         let f = judge("h100-sxm-8", |inv| {
             inv.gpus[3].nvlinks[7].errors.crc_data = None;
         });
         let ok = on(&f, "GPU 3", Reading::NvlinkErrors);
-        assert_eq!(ok[0].status, Status::Pass);
+        assert_eq!(
+            ok.iter().map(|x| x.status).collect::<Vec<_>>(),
+            [Status::Pass, Status::Skip]
+        );
         assert!(
-            ok[0]
-                .found
-                .contains("link 7: data (crc_data or ecc_data) not read"),
+            ok[0].found.ends_with("(of the counters read)"),
             "{}",
             ok[0].found
         );
+        assert_eq!(
+            ok[1].reason,
+            "not available here: NVLink error counters of GPU 3: link 7: data (crc_data or \
+             ecc_data) not read"
+        );
+        let (_, _, coverage) = crate::runner::summarize_with_coverage(&f);
+        assert!(coverage.is_some_and(|c| c.partial()));
+        // Errors on the counters read still fail it.
+        let f = judge("h100-sxm-8", |inv| {
+            let e = &mut inv.gpus[3].nvlinks[7].errors;
+            e.crc_data = None;
+            e.replay = Some(500);
+        });
+        let x = on(&f, "GPU 3 link 7", Reading::NvlinkErrors);
+        assert_eq!(x[0].status, Status::Fail);
         // Its data errors counted by ECC instead (NVLink 4): read, nothing said missing.
         let f = judge("h100-sxm-8", |inv| {
             let e = &mut inv.gpus[3].nvlinks[7].errors;
@@ -1092,8 +1115,9 @@ mod tests {
             e.ecc_data = Some(0);
         });
         let ok = on(&f, "GPU 3", Reading::NvlinkErrors);
+        assert_eq!(ok.len(), 1);
         assert_eq!(ok[0].status, Status::Pass);
-        assert!(!ok[0].found.contains("not read"), "{}", ok[0].found);
+        assert!(!ok[0].found.contains("counters read"), "{}", ok[0].found);
         // A GPU whose links give no counter at all.
         let f = judge("h100-sxm-8", |inv| {
             inv.gpus[3]
