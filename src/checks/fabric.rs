@@ -876,12 +876,18 @@ pub fn evaluate(cfg: &FabricCheck, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
                 "",
                 format!("{who} is in a slow pair, but the figures cannot say whether it is at fault: {}", text(f)),
             ),
+            // No node is at fault, and none reaches the suite's floors across it: the fabric
+            // this node was handed over with does not do what the suite promises, so no node
+            // of the job passes (a warning alone left every node PASS).
             FABRIC_FAULT => finding(
-                Status::Warn,
+                Status::Fail,
                 f.subject.clone(),
                 "fabric-wide",
                 "",
-                format!("the fabric as a whole: {}", text(f)),
+                format!(
+                    "the fabric as a whole: {}; no node is at fault, and none passes across it",
+                    text(f)
+                ),
             ),
             NODE_FAULT => {
                 let mut x = finding(
@@ -1424,12 +1430,13 @@ mod tests {
         let out = job(3, &[0, 1, 2], &[all, all, all], 30.0);
         for (rank, r) in out {
             let f = r.unwrap();
-            assert!(failed(&f).is_empty(), "rank {rank}: {:#?}", failed(&f));
+            // Every node fails, for the fabric's reason alone: none is named at fault.
+            let fails = failed(&f);
+            assert_eq!(fails.len(), 1, "rank {rank}: {fails:#?}");
             assert!(
-                f.iter()
-                    .any(|x| x.status == Status::Warn
-                        && x.reason.starts_with("the fabric as a whole")),
-                "rank {rank}: {f:#?}"
+                fails[0].starts_with("the fabric as a whole")
+                    && fails[0].ends_with("no node is at fault, and none passes across it"),
+                "rank {rank}: {fails:#?}"
             );
             assert!(f
                 .iter()
@@ -1668,13 +1675,25 @@ mod tests {
             "link n1 - n3 is below the fabric floor while each node reaches it with others"
         ));
         assert!(w[1].starts_with("node n1 is in a slow pair, but the figures cannot say whether it is at fault: two nodes only"));
-        // A fabric-wide verdict warns every node.
+        // A fabric-wide verdict fails every node: none reaches the floors across the fabric.
         let f = facts(vec![Fact::new(
             FABRIC_FAULT,
             Subject::node(),
             text("no pair reaches 300"),
         )]);
-        assert_eq!(warns(&f), ["the fabric as a whole: no pair reaches 300"]);
+        assert!(warns(&f).is_empty(), "{f:#?}");
+        let fails: Vec<&str> = f
+            .iter()
+            .filter(|x| x.status == Status::Fail)
+            .map(|x| x.reason.as_str())
+            .collect();
+        assert_eq!(
+            fails,
+            [
+                "the fabric as a whole: no pair reaches 300; no node is at fault, and none passes \
+              across it"
+            ]
+        );
         // Without its rank the node knows nothing to judge.
         assert!(evaluate(&c, &ctx, &Measured::default()).is_empty());
     }
