@@ -38,7 +38,11 @@ use std::path::Path;
 /// partial through that record, or that names `nvlink_state`, is written as version 7; a
 /// nodecert that reads only up to 6 would compute PASS from the one and fail on the other's
 /// word, and refuses both instead.
-pub const FORMAT_VERSION: u32 = 7;
+///
+/// 8: a GPU's unavailable readings may name `model` or `memory` (a name or size NVML did not
+/// give, shown as "unknown GPU" and 0 bytes). Only evidence that names either is written as
+/// version 8; a nodecert that reads only up to 7 would fail on the word, and refuses it instead.
+pub const FORMAT_VERSION: u32 = 8;
 /// The version written for evidence that needs nothing newer.
 pub const BASE_FORMAT_VERSION: u32 = 3;
 /// The version a record with `unjudged` needs.
@@ -51,6 +55,8 @@ pub const PARTIAL_FORMAT_VERSION: u32 = 6;
 /// The version a partial verdict needs where the record [`CLOSING_RECORD`] makes it partial, and
 /// a GPU that names the reading `nvlink_state` unavailable.
 pub const CLOSING_FORMAT_VERSION: u32 = 7;
+/// The version a GPU that names the reading `model` or `memory` unavailable needs.
+pub const IDENTITY_FORMAT_VERSION: u32 = 8;
 /// The id of the record of what the reading after the last check found (`checks::during`):
 /// present only where it found something to judge. Never promised by a suite, it still counts
 /// toward the verdict: its failures fail the run, and readings it left unjudged make it partial.
@@ -1262,7 +1268,17 @@ impl Evidence {
             g.unavailable
                 .contains(&crate::inventory::Reading::NvlinkState)
         });
-        if (self.verdict == Verdict::Partial && closing_partial) || nvlink_state {
+        let identity = self.node.gpus.iter().any(|g| {
+            g.unavailable.iter().any(|r| {
+                matches!(
+                    r,
+                    crate::inventory::Reading::Model | crate::inventory::Reading::Memory
+                )
+            })
+        });
+        if identity {
+            IDENTITY_FORMAT_VERSION
+        } else if (self.verdict == Verdict::Partial && closing_partial) || nvlink_state {
             CLOSING_FORMAT_VERSION
         } else if self.verdict == Verdict::Partial || xid_history {
             PARTIAL_FORMAT_VERSION

@@ -228,10 +228,16 @@ pub enum Reading {
     Vbios,
     /// The processes on the GPU.
     Processes,
+    /// The GPU's model name (NVML's `nvmlDeviceGetName`): without it the suite's model is not
+    /// judged, never failed against "unknown GPU".
+    Model,
+    /// The GPU's memory size: without it the suite's memory floor is not judged, never failed
+    /// against 0 bytes.
+    Memory,
 }
 
 impl Reading {
-    pub const ALL: [Reading; 13] = [
+    pub const ALL: [Reading; 15] = [
         Reading::DriverVersion,
         Reading::EccMode,
         Reading::EccErrors,
@@ -245,6 +251,8 @@ impl Reading {
         Reading::Temperature,
         Reading::Vbios,
         Reading::Processes,
+        Reading::Model,
+        Reading::Memory,
     ];
 
     /// The key a node file uses: "nvlink_errors".
@@ -263,6 +271,8 @@ impl Reading {
             Reading::Temperature => "temperature",
             Reading::Vbios => "vbios",
             Reading::Processes => "processes",
+            Reading::Model => "model",
+            Reading::Memory => "memory",
         }
     }
 
@@ -282,6 +292,8 @@ impl Reading {
             Reading::Temperature => "temperature",
             Reading::Vbios => "VBIOS version",
             Reading::Processes => "processes",
+            Reading::Model => "model name",
+            Reading::Memory => "memory size",
         }
     }
 }
@@ -330,7 +342,9 @@ impl Gpu {
             Reading::Xids
             | Reading::XidHistory
             | Reading::ThrottleReasons
-            | Reading::NvlinkState => true,
+            | Reading::NvlinkState
+            | Reading::Model => true,
+            Reading::Memory => self.memory_bytes > 0,
             Reading::PcieReplays => self.pcie.replay_counter.is_some(),
             Reading::NvlinkErrors => self
                 .nvlinks

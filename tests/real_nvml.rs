@@ -951,6 +951,38 @@ fn a_counter_that_stops_answering_by_the_end_makes_the_run_partial() {
     assert_eq!(last["coverage"], json!({"available": 0, "total": 1}));
 }
 
+/// A GPU whose name or memory size NVML does not answer is not "unknown GPU" of 0 bytes failing
+/// the suite's model and memory floor: both are not available here, the run is partial (exit 7),
+/// not failed, and the evidence names `model` and `memory` (format 8).
+#[test]
+fn a_name_or_memory_size_nvml_does_not_answer_is_unknown_not_wrong() {
+    let mut d = hgx_h200();
+    d["gpus"][2]["errors"] = json!({"nvmlDeviceGetName": "unknown"});
+    d["gpus"][5]["errors"] = json!({"nvmlDeviceGetMemoryInfo_v2": "unknown"});
+    let node = Node::new(&d);
+    let inv = node.inventory();
+    assert_eq!(inv["gpus"][2]["unavailable"], json!(["model"]));
+    assert_eq!(inv["gpus"][2]["name"], "unknown GPU");
+    assert_eq!(inv["gpus"][5]["unavailable"], json!(["memory"]));
+    assert_eq!(inv["gpus"][5]["memory_bytes"], 0);
+    let (code, ev) = node.run(HGX_SUITE);
+    assert_eq!(code, 7, "{:#?}", failures(&ev));
+    assert_eq!(ev["verdict"], "partial");
+    assert_eq!(ev["format_version"], 8);
+    assert!(failures(&ev).is_empty(), "{:#?}", failures(&ev));
+    let all = findings(&ev);
+    for want in [
+        "not available here: model name of GPU 2",
+        "not available here: memory size of GPU 5",
+    ] {
+        assert!(
+            all.iter()
+                .any(|f| f.0 == "topology" && f.1 == "skip" && f.3 == want),
+            "{want}: {all:#?}"
+        );
+    }
+}
+
 /// A GPU whose NVLink state NVML does not answer (an error that is not "no such link") is not
 /// a GPU without NVLink: its pairs' link counts and the NVSwitch count are not available here,
 /// the run is partial (exit 7), not failed as links down, and the evidence names `nvlink_state`

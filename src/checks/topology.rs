@@ -6,7 +6,7 @@ use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
 use crate::error::HwError;
 use crate::evidence::{Finding, Status, Subject};
-use crate::inventory::{ComputeMode, Gpu, Inventory, PcieLink};
+use crate::inventory::{ComputeMode, Gpu, Inventory, PcieLink, Reading};
 use crate::suite::{MigExpect, PairPath, PciePath};
 
 pub struct Topology;
@@ -92,7 +92,9 @@ impl Check for Topology {
         for g in &inv.gpus {
             let who = format!("GPU {}", g.index);
             let sub = Subject::gpu(g.index);
-            if let Some(model) = &exp.gpu_model {
+            if let (Some(model), false) = (&exp.gpu_model, g.gives(Reading::Model)) {
+                out.push(unread(&sub, Reading::Model, format!("a {model}")));
+            } else if let Some(model) = &exp.gpu_model {
                 let ok = g.name.to_lowercase().contains(&model.to_lowercase());
                 out.push(finding(
                     if ok { Status::Pass } else { Status::Fail },
@@ -107,7 +109,10 @@ impl Check for Topology {
                 ));
             }
             // A floor of 0 GiB holds every GPU: no judgement (the suite's load cautions).
-            if let Some(min) = exp.memory_gib_min.filter(|m| *m > 0.0) {
+            let memory_min = exp.memory_gib_min.filter(|m| *m > 0.0);
+            if let (Some(min), false) = (memory_min, g.gives(Reading::Memory)) {
+                out.push(unread(&sub, Reading::Memory, format!(">= {min} GiB")));
+            } else if let Some(min) = memory_min {
                 let gib = g.memory_bytes as f64 / (1u64 << 30) as f64;
                 let ok = gib >= min;
                 out.push(finding(
@@ -311,6 +316,19 @@ impl Check for Topology {
         }
         out
     }
+}
+
+/// A reading of the GPU's identity the platform did not give: its judgement is not available
+/// here (the run is partial), never a failure against "unknown GPU" or 0 bytes.
+fn unread(sub: &Subject, r: Reading, expected: String) -> Finding {
+    finding(
+        Status::Skip,
+        sub.clone(),
+        "not available here",
+        expected,
+        format!("not available here: {} of {}", r.describe(), sub.describe()),
+    )
+    .on(r.key())
 }
 
 /// A GPU's CPU affinity against the CPU list the suite states, compared as sets. A list that
@@ -847,6 +865,36 @@ mod tests {
                 "GPU 3",
                 "GPU 3 has 78.5 GiB of memory, expected at least 79 GiB"
             )
+        );
+        // A model or a size NVML did not give is not available here, never a failure against
+        // "unknown GPU" or 0 bytes; one GPU's unknown does not hide the others' judgements.
+        let f = h100(
+            |_| {},
+            |inv| {
+                crate::backend::sim::hide_for_tests(&mut inv.gpus[4], Reading::Model);
+                crate::backend::sim::hide_for_tests(&mut inv.gpus[5], Reading::Memory);
+                inv.gpus[6].memory_bytes = 1 << 30;
+            },
+        );
+        assert_eq!(
+            f,
+            vec![
+                (
+                    "GPU 4".to_string(),
+                    Status::Skip,
+                    "not available here: model name of GPU 4".to_string()
+                ),
+                (
+                    "GPU 5".to_string(),
+                    Status::Skip,
+                    "not available here: memory size of GPU 5".to_string()
+                ),
+                (
+                    "GPU 6".to_string(),
+                    Status::Fail,
+                    "GPU 6 has 1.0 GiB of memory, expected at least 79 GiB".to_string()
+                ),
+            ]
         );
         // A literal NUMA id that differs.
         let f = h100(|_| {}, |inv| inv.gpus[6].numa_node = Some(0));

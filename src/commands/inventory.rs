@@ -82,6 +82,21 @@ pub fn not_freezable(inv: &crate::inventory::Inventory) -> Option<String> {
     if let Some(why) = crate::suite::freeze::hidden_in_values(inv) {
         return Some(why);
     }
+    // A model or memory size not read: the suite would expect "unknown GPU" or 0 GiB.
+    use crate::inventory::Reading;
+    let unknown: Vec<String> = inv
+        .gpus
+        .iter()
+        .filter(|g| !g.gives(Reading::Model) || !g.gives(Reading::Memory))
+        .map(|g| format!("GPU {}", g.index))
+        .collect();
+    if !unknown.is_empty() {
+        return Some(format!(
+            "the model or memory size of {} could not be read, and a suite written now would \
+             expect it unknown; see the inventory's notes",
+            unknown.join(", ")
+        ));
+    }
     // Links not all read: the suite would expect the pairs of that GPU with the links it saw.
     let unread = inv.links_unread();
     if !unread.is_empty() {
@@ -104,6 +119,24 @@ pub fn not_freezable(inv: &crate::inventory::Inventory) -> Option<String> {
 mod tests {
     use super::*;
     use crate::backend::Backend;
+
+    /// A model or memory size not read would be frozen as "unknown GPU" or 0 GiB: refused.
+    #[test]
+    fn a_node_whose_model_or_memory_was_not_read_is_not_frozen() {
+        use crate::inventory::Reading;
+        for r in [Reading::Model, Reading::Memory] {
+            let node = crate::backend::sim::load_node("h100-sxm-8").unwrap();
+            let mut b = crate::backend::sim::SimBackend::new(node, vec![], 1).unwrap();
+            let mut inv = b.inventory().unwrap();
+            assert_eq!(not_freezable(&inv), None);
+            crate::backend::sim::hide_for_tests(&mut inv.gpus[6], r);
+            let why = not_freezable(&inv).unwrap();
+            assert!(
+                why.starts_with("the model or memory size of GPU 6 could not be read"),
+                "{why}"
+            );
+        }
+    }
 
     #[test]
     fn a_node_whose_nics_did_not_answer_is_not_frozen() {

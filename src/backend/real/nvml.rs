@@ -267,11 +267,10 @@ pub fn read_gpu(
     let throttle = q
         .ask("throttle reasons", d.current_throttle_reasons())
         .map(throttle_names);
+    let name = q.ask("name", d.name());
     let mut g = Gpu {
         index,
-        name: q
-            .ask("name", d.name())
-            .unwrap_or_else(|| "unknown GPU".into()),
+        name: name.clone().unwrap_or_else(|| "unknown GPU".into()),
         uuid: q.ask("uuid", d.uuid()).unwrap_or_default(),
         serial: q.ask("serial", d.serial()),
         vbios: q.ask("vbios", d.vbios_version()),
@@ -304,6 +303,14 @@ pub fn read_gpu(
         // Unread is not "not throttled".
         g.unavailable
             .push(crate::inventory::Reading::ThrottleReasons);
+    }
+    // A name or a size NVML did not give is unknown: "unknown GPU" and 0 bytes are what the
+    // inventory shows, never what a suite's model or memory floor is held to.
+    if name.is_none() {
+        g.unavailable.push(crate::inventory::Reading::Model);
+    }
+    if memory.is_none() {
+        g.unavailable.push(crate::inventory::Reading::Memory);
     }
     placement(&mut g, d, root, &mut q);
     g.ecc = ecc_counts(d, &mut q, g.ecc_enabled == Some(false));

@@ -1346,11 +1346,19 @@ fn hide(g: &mut Gpu, r: Reading) {
         Reading::Vbios => g.vbios = None,
         // The memory in use stays: it is what shows a process the list does not.
         Reading::Processes => g.processes = None,
+        // As the real backend shows a name or size NVML did not give.
+        Reading::Model => g.name = "unknown GPU".into(),
+        Reading::Memory => g.memory_bytes = 0,
     }
     // Fields that cannot be None say it in the list.
     if matches!(
         r,
-        Reading::Xids | Reading::XidHistory | Reading::ThrottleReasons | Reading::NvlinkState
+        Reading::Xids
+            | Reading::XidHistory
+            | Reading::ThrottleReasons
+            | Reading::NvlinkState
+            | Reading::Model
+            | Reading::Memory
     ) && !g.unavailable.contains(&r)
     {
         g.unavailable.push(r);
