@@ -393,7 +393,7 @@ pub fn simulate(
         .collect::<Result<Vec<_>, _>>()?;
     let mut b = SimBackend::new(load_node(node)?, faults, seed)?;
     let inv = b.inventory()?;
-    crate::checks::check_evidence_size(&loaded, inv.gpus.len())?;
+    crate::checks::check_suite_fits(&loaded, inv.gpus.len())?;
     let rec = b.record();
     let ev = new_evidence(&loaded, &b, inv, Some(rec), Environment::default());
     run(&loaded, &mut b, ev, None, &mut Silent).map_err(|e| Error::Write {

@@ -173,6 +173,30 @@ impl Check for Collective {
         format!("NCCL {}", self.op)
     }
 
+    fn does_not_fit(&self, gpus: usize) -> Option<(crate::config::KeyPath, String)> {
+        let c = &self.cfg;
+        let sweep = size_sweep(c.min_size.0, c.max_size.0, c.factor);
+        let (moving, _) = moving_sizes(self.op, gpus, &sweep);
+        if gpus < 2 || !moving.is_empty() {
+            return None;
+        }
+        // The smallest size that moves data over this many ranks.
+        let need = (1..=40)
+            .map(|p| 1u64 << p)
+            .find(|&s| !moving_sizes(self.op, gpus, &[s]).0.is_empty())
+            .unwrap_or(u64::MAX);
+        Some((
+            crate::suite::collective_path(self.op, "max_size"),
+            format!(
+                "no size of the sweep ({} to {}) moves data over {gpus} ranks (under 16 bytes \
+                 a rank, nothing moves): raise max_size to at least {}",
+                format_bytes(c.min_size.0),
+                format_bytes(c.max_size.0),
+                format_bytes(need)
+            ),
+        ))
+    }
+
     fn plan(&self, ctx: &Ctx) -> Result<Vec<String>, String> {
         let n = ctx.inventory.gpus.len();
         if n == 0 {

@@ -130,6 +130,11 @@ pub trait Check {
     fn kind(&self) -> &'static str;
     /// Human title.
     fn title(&self) -> String;
+    /// Why the suite's settings for this check cannot run on a node of `gpus` GPUs (the key,
+    /// and what to change): invalid input before the run. None for nearly every check.
+    fn does_not_fit(&self, _gpus: usize) -> Option<(crate::config::KeyPath, String)> {
+        None
+    }
     /// What this check will do on this node, or why it cannot run here (a skip, not a failure).
     fn plan(&self, ctx: &Ctx) -> Result<Vec<String>, String>;
     /// Take the measurements. Hardware errors end this check (as an error), not the run.
@@ -200,6 +205,20 @@ pub fn check_evidence_size(loaded: &LoadedSuite, gpus: usize) -> Result<(), Inpu
              `render`, `diff` and `[baseline]` read back: lower it"
         ),
     ))
+}
+
+/// Refuse, before anything runs, a suite that cannot be run as stated on a node of `gpus`
+/// GPUs: one whose evidence could not be read back ([`check_evidence_size`]), or a collective
+/// whose whole sweep moves nothing over that many ranks (under 16 bytes a rank), which would
+/// otherwise end the check as an error of the node (exit 3) for what is the suite's (exit 2).
+pub fn check_suite_fits(loaded: &LoadedSuite, gpus: usize) -> Result<(), InputError> {
+    check_evidence_size(loaded, gpus)?;
+    for c in from_suite(loaded) {
+        if let Some(why) = c.does_not_fit(gpus) {
+            return Err(crate::config::error_at(&loaded.chain, &why.0, why.1));
+        }
+    }
+    Ok(())
 }
 
 /// Peer checks need two GPUs: the GPU count, or why this node has no peer pairs to measure.
@@ -418,6 +437,42 @@ mod tests {
             let loaded = crate::suite::load::load(name).unwrap();
             check_evidence_size(&loaded, crate::suite::MAX_GPUS)
                 .unwrap_or_else(|e| panic!("{name}: {e}"));
+        }
+    }
+
+    /// A collective whose whole sweep moves nothing over the node's ranks is the suite's
+    /// mistake, refused before the run at its key (exit 2), never the node's error (exit 3).
+    #[test]
+    fn a_sweep_that_moves_nothing_on_this_node_is_refused_at_its_key() {
+        let src = crate::config::Source {
+            name: "tiny.toml".into(),
+            text: "format_version = 1\nname = \"tiny\"\n[checks.collective.all_to_all]\n\
+                   min_size = \"64B\"\nmax_size = \"64B\"\n"
+                .into(),
+        };
+        let loaded = crate::suite::load::load_source(src).unwrap();
+        // 64 bytes over 2 or 4 ranks moves 16 bytes a rank or more; over 8 ranks, 8.
+        for gpus in [1, 2, 4] {
+            assert!(check_suite_fits(&loaded, gpus).is_ok(), "{gpus}");
+        }
+        let e = check_suite_fits(&loaded, 8).unwrap_err().to_string();
+        assert_eq!(
+            crate::error::Error::Input(check_suite_fits(&loaded, 8).unwrap_err()).exit_code(),
+            2
+        );
+        assert!(
+            e.starts_with(
+                "tiny.toml:5:1: checks.collective.all_to_all.max_size: no size of the sweep (64 B \
+                 to 64 B) moves data over 8 ranks"
+            ),
+            "{e}"
+        );
+        assert!(e.ends_with("raise max_size to at least 128 B"), "{e}");
+        // Every shipped suite fits the node it is for.
+        for (name, _) in crate::suite::load::EMBEDDED {
+            let loaded = crate::suite::load::load(name).unwrap();
+            let n = loaded.suite.node.gpu_count.unwrap_or(1);
+            check_suite_fits(&loaded, n).unwrap_or_else(|e| panic!("{name}: {e}"));
         }
     }
 

@@ -65,6 +65,8 @@ pub fn cmd_check(suite: &str, simulate: Option<String>) -> Result<u8> {
         }
         None => expected_inventory(s),
     };
+    // What cannot run as stated on this node is invalid input here, as `run` refuses it.
+    crate::checks::check_suite_fits(&loaded, inv.gpus.len())?;
     crate::outln!(
         "plan on {} ({}):",
         visible(&inv.hostname),

@@ -114,7 +114,7 @@ pub fn cmd_run(
     if fabric {
         enable_fabric(&mut loaded)?;
     }
-    crate::checks::check_evidence_size(&loaded, inv.gpus.len())?;
+    crate::checks::check_suite_fits(&loaded, inv.gpus.len())?;
     // Held until the run ends: no other nodecert writes here meanwhile.
     let dir = open_report_dir(out, Some(crate::sign::ReportKind::Node))?;
     let evidence_path = out.join(crate::evidence::EVIDENCE_FILE);
