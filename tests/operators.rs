@@ -93,7 +93,7 @@ fn evidence_format_versions_are_checked_with_their_place() {
             "1.0",
             "invalid type: floating point `1.0`, expected a whole number from 1 to",
         ),
-        ("8", "8 is newer than this nodecert reads"),
+        ("9", "9 is newer than this nodecert reads"),
         // Once truncated to 32 bits, this read as version 1.
         ("4294967297", "4294967297 is newer than this nodecert reads"),
         ("\"2\"", "invalid type: string \"2\""),

@@ -421,15 +421,25 @@ impl Check for Collective {
         // The figure the floors apply to: NCCL's choice, or the pass with NVLS forced off.
         let mut judged = "busbw";
         match (c.nvls, ctx.inventory.nvls()) {
-            // The cause, not a bus bandwidth that only follows from it.
+            // Whether NVLS is there was not read: that requirement is not available here (never
+            // a failure of a node whose NVLS may well be fine), and NCCL's own figure is still
+            // held to the floors, which a node without NVLS misses.
             (Some(NvlsRequirement::Required), A::Unknown(why)) => {
-                out.push(nvls_required(
-                    op,
-                    "NVLS availability unknown",
-                    format!("NVLS required but its availability is unknown: {why}"),
-                ));
-                return out;
+                out.push(
+                    finding(
+                        Status::Skip,
+                        Subject::op(op),
+                        "not available here",
+                        "NVLink SHARP required",
+                        format!(
+                            "not available here: whether NVLS is available ({why}), which the \
+                             suite requires; the bus bandwidth is judged as NCCL measured it"
+                        ),
+                    )
+                    .on("nvls"),
+                );
             }
+            // The cause, not a bus bandwidth that only follows from it.
             (Some(NvlsRequirement::Required), A::Unavailable(why)) => {
                 out.push(nvls_required(
                     op,
@@ -761,6 +771,57 @@ mod tests {
                 (moved != size).then_some(FactValue::Count(896))
             );
         }
+    }
+
+    /// NVLS required where whether it is there was not read: not available here (the run is
+    /// partial), and the figure measured is still judged against the floors, which can fail it.
+    #[test]
+    fn nvls_required_but_unknown_is_not_available_and_the_floors_still_judge() {
+        use crate::backend::sim::{load_node, SimBackend};
+        let ev = crate::testutil::simulated("h100-sxm-8", &[]);
+        let mut inv = ev.node.clone();
+        inv.gpus[3].nvls.multicast = None;
+        assert!(matches!(
+            inv.nvls(),
+            crate::inventory::NvlsAvailability::Unknown(_)
+        ));
+        let ctx = crate::testutil::ctx(&ev.suite.resolved, &inv);
+        let mut b = SimBackend::new(load_node("h100-sxm-8").unwrap(), vec![], 3).unwrap();
+        let judge = |floor: f64, b: &mut SimBackend| {
+            let check = Collective {
+                op: CollectiveOp::AllReduce,
+                cfg: toml::from_str(&format!(
+                    "min_size = \"1GiB\"\nmax_size = \"1GiB\"\nnvls = \"required\"\n\
+                     min_busbw_gbps = {{ \"1GiB\" = {floor} }}"
+                ))
+                .unwrap(),
+            };
+            let m = check.measure(&ctx, b, &mut |_, _| {}).unwrap();
+            check.evaluate(&ctx, &m)
+        };
+        let f = judge(100.0, &mut b);
+        let nvls: Vec<&Finding> = f
+            .iter()
+            .filter(|x| x.metric.as_deref() == Some("nvls"))
+            .collect();
+        assert_eq!(nvls.len(), 1, "{f:#?}");
+        assert_eq!(nvls[0].status, Status::Skip);
+        assert!(
+            nvls[0].reason.starts_with(
+                "not available here: whether NVLS is available (GPU 3: multicast support not read)"
+            ),
+            "{}",
+            nvls[0].reason
+        );
+        assert!(f.iter().all(|x| x.status != Status::Fail), "{f:#?}");
+        assert!(
+            f.iter()
+                .any(|x| x.status == Status::Pass && x.is_judgement()),
+            "{f:#?}"
+        );
+        // A floor the figure misses fails it, whatever NVLS is.
+        let f = judge(10_000.0, &mut b);
+        assert!(f.iter().any(|x| x.status == Status::Fail), "{f:#?}");
     }
 
     #[test]
