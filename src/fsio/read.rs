@@ -225,7 +225,8 @@ pub fn open_trusting_links(
                     pending.push_front(n);
                 }
             }
-            libc::S_IFDIR if !pending.is_empty() => at = fd,
+            // A folder last: the walk ends in it, and the path names no file (below).
+            libc::S_IFDIR => at = fd,
             _ if pending.is_empty() => {
                 // The last name: opened for reading without following a link, and it must be
                 // the file just looked at.
@@ -254,7 +255,7 @@ pub fn open_trusting_links(
             }
         }
     }
-    // A link to "/" or "." last: the path names a folder.
+    // A folder last, or a link to "/" or "." last: the path names a folder.
     Err(io::Error::new(
         io::ErrorKind::InvalidInput,
         "is a folder, not a regular file; nodecert reads only regular files",
