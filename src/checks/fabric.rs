@@ -40,6 +40,9 @@ const JOB_DATA: &str = "job_data";
 const NODE_FAULT: &str = "node_fault";
 const LINK_FAULT: &str = "link_fault";
 const FABRIC_FAULT: &str = "fabric_fault";
+/// The key of the finding that fails a node for a fabric-wide verdict (no node at fault):
+/// `fleet drain` takes no node out of service for it alone.
+pub const FABRIC_WIDE_FINDING: &str = "fabric_wide";
 const UNDECIDED: &str = "undecided";
 const PACE: &str = "pace";
 /// Why the fabric was not measured on this node, when another node (or the platform) is the
@@ -888,7 +891,8 @@ pub fn evaluate(cfg: &FabricCheck, ctx: &Ctx, m: &Measured) -> Vec<Finding> {
                     "the fabric as a whole: {}; no node is at fault, and none passes across it",
                     text(f)
                 ),
-            ),
+            )
+            .on(FABRIC_WIDE_FINDING),
             NODE_FAULT => {
                 let mut x = finding(
                     Status::Pass,

@@ -917,6 +917,20 @@ pub fn cmd_drain(
             crate::console::simulated_tag(r.simulated)
         );
     }
+    let fabric: Vec<&str> = r
+        .nodes
+        .iter()
+        .filter(|n| n.fabric_wide_only)
+        .map(|n| n.name.as_str())
+        .collect();
+    if !fabric.is_empty() {
+        crate::outln!(
+            "not drained: {} failed only for the fabric as a whole (no node at fault): fix the \
+             fabric (a switch, routing, or a setting every node shares) and run again{}",
+            crate::console::visible(&fabric.join(", ")),
+            crate::console::simulated_tag(r.simulated)
+        );
+    }
     Ok(if failed > 0 {
         exit::NODE_UNTESTABLE
     } else {

@@ -345,6 +345,7 @@ pub fn blank(name: &str) -> NodeResult {
         failed_checks: Vec::new(),
         signature: SignatureState::Unsigned,
         unlisted: false,
+        fabric_wide_only: false,
     }
 }
 
@@ -524,6 +525,20 @@ fn summarize_with(
     result.gpu_model = ev.node.gpus.first().map(|g| g.name.clone());
     result.simulated = ev.simulated;
     result.job = ev.environment.job.clone();
+    // Every check that failed or erred did so for the fabric-wide finding alone.
+    let bad = |st: Status| matches!(st, Status::Fail | Status::Error);
+    let failed: Vec<&crate::evidence::CheckRecord> =
+        ev.checks.iter().filter(|c| bad(c.status)).collect();
+    result.fabric_wide_only = own == crate::evidence::Verdict::Fail
+        && !failed.is_empty()
+        && failed.iter().all(|c| {
+            let why: Vec<&crate::evidence::Finding> =
+                c.findings.iter().filter(|f| bad(f.status)).collect();
+            !why.is_empty()
+                && why.iter().all(|f| {
+                    f.metric.as_deref() == Some(crate::checks::fabric::FABRIC_WIDE_FINDING)
+                })
+        });
     // Why, worst first: the failures, then the checks that never ran, then what is only to
     // investigate (a drain's or a rerun's reason is the first).
     let mut to_investigate = Vec::new();
@@ -679,6 +694,50 @@ fn same_figure(metric: &crate::evidence::Subject, finding: &crate::evidence::Sub
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A node whose only failure is the fabric-wide finding is marked so (not drained by
+    /// `fleet drain`); any other failure beside it, or an error, makes it an ordinary failure.
+    #[test]
+    fn a_node_failed_only_for_the_fabric_as_a_whole_is_marked() {
+        use crate::checks::judge::finding;
+        use crate::evidence::{CheckRecord, Finding};
+        let base = crate::testutil::simulated("h200-vm-1", &[]);
+        let with = |extra: Vec<Finding>, status: Status| {
+            let mut ev = base.clone();
+            let mut c: CheckRecord = ev.checks[0].clone();
+            c.id = "fabric".into();
+            c.kind = "fabric".into();
+            c.status = status;
+            c.findings = extra;
+            ev.checks.push(c);
+            ev.update_verdict();
+            let mut keys = Keys::default();
+            summarize(blank("n1"), &ev, &mut keys)
+                .result
+                .fabric_wide_only
+        };
+        let wide = || {
+            finding(
+                Status::Fail,
+                Subject::node(),
+                "fabric-wide",
+                "",
+                "the fabric as a whole",
+            )
+            .on(crate::checks::fabric::FABRIC_WIDE_FINDING)
+        };
+        assert!(with(vec![wide()], Status::Fail));
+        let other = finding(Status::Fail, Subject::node(), "slow", "", "node n1 is slow");
+        assert!(!with(vec![wide(), other], Status::Fail));
+        assert!(!with(vec![], Status::Error));
+        let mut ev = base.clone();
+        ev.update_verdict();
+        assert!(
+            !summarize(blank("n1"), &ev, &mut Keys::default())
+                .result
+                .fabric_wide_only
+        );
+    }
 
     /// The evidence read must be the bytes whose signature was verified; an unsigned folder
     /// has none to be held to.

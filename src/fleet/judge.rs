@@ -560,6 +560,7 @@ mod tests {
             failed_checks: vec![],
             signature: SignatureState::Unsigned,
             unlisted: false,
+            fabric_wide_only: false,
         };
         NodeSummary {
             result,

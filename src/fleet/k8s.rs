@@ -204,6 +204,7 @@ pub fn drain_plan(r: &FleetReport) -> Vec<Vec<String>> {
         // taint or untaint.
         if n.verdict == NodeVerdict::NotTested
             || n.unlisted
+            || n.fabric_wide_only
             || crate::commands::check_node_name(&n.name).is_err()
         {
             continue;
@@ -365,6 +366,16 @@ mod tests {
             assert_eq!(taint(bad), "nodecert.io/failed=fail:NoSchedule", "{bad:?}");
         }
         assert_eq!(taint(&"x".repeat(64)), "nodecert.io/failed=fail:NoSchedule");
+        // A node failed only for the fabric as a whole is neither tainted nor labelled.
+        let mut r = crate::fleet::judge::judge(vec![], &[], 10.0);
+        let mut n = blank("n1");
+        n.verdict = NodeVerdict::Fail;
+        n.failed_checks = vec!["fabric".into()];
+        n.fabric_wide_only = true;
+        r.nodes.push(n);
+        assert!(drain_plan(&r).is_empty());
+        r.nodes[0].fabric_wide_only = false;
+        assert_eq!(drain_plan(&r).len(), 2);
         assert_eq!(
             taint(&"x".repeat(63)),
             format!("nodecert.io/failed={}:NoSchedule", "x".repeat(63))

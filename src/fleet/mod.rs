@@ -398,6 +398,11 @@ pub struct NodeResult {
     /// folder): shown, but never drained, tainted or resumed by `fleet drain`.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub unlisted: bool,
+    /// Failed only for the fabric as a whole (no node at fault, none passing across it): its
+    /// certificate fails, but `fleet drain` does not take it out of service for that alone
+    /// (single-node work runs as well as ever; the fabric is what to fix).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub fabric_wide_only: bool,
 }
 
 /// A figure across the fleet: one point per node, for the report's strip charts.

@@ -288,7 +288,9 @@ pub fn drain_plan(r: &FleetReport, current: &[(String, String)]) -> Vec<Vec<Stri
         // Only host names reach scontrol ("gpu[001-512]" would name 512 nodes), and only the
         // job's own nodes: a folder any node of the job could put beside theirs names no node
         // to take out of service or to put back.
-        if n.unlisted || crate::commands::check_node_name(&n.name).is_err() {
+        // A node failed only for the fabric as a whole is left as it is (neither drained
+        // nor resumed): no node is at fault, and the fabric is what to fix.
+        if n.unlisted || n.fabric_wide_only || crate::commands::check_node_name(&n.name).is_err() {
             continue;
         }
         let why = reason_of(&n.name);
@@ -507,6 +509,23 @@ mod tests {
         assert_eq!(
             got,
             ["update NodeName=n6 State=DRAIN Reason=nodecert: refused: "]
+        );
+        // A node failed only for the fabric as a whole is left as it is: not drained, and one
+        // nodecert drained before is not resumed either.
+        for n in r.nodes.iter_mut() {
+            n.unlisted = false;
+            n.fabric_wide_only = ["n1", "n2"].contains(&n.name.as_str());
+        }
+        let got = plan(&r, &[("n2", "nodecert: fabric FAIL")]);
+        assert_eq!(
+            got,
+            ["update NodeName=n6 State=DRAIN Reason=nodecert: refused: "]
+        );
+        r.nodes[0].fabric_wide_only = false;
+        let got = plan(&r, &[("n2", "nodecert: fabric FAIL")]);
+        assert_eq!(
+            got[0],
+            "update NodeName=n1 State=DRAIN Reason=nodecert: topology FAIL"
         );
     }
 
