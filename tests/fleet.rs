@@ -1630,3 +1630,41 @@ fn a_drain_with_a_trusted_key_acts_only_on_a_fleet_report_that_verifies() {
         "{err}"
     );
 }
+
+/// A fleet report's folder chosen by mistake keeps its files: a fleet.md of someone's (no
+/// nodecert fleet.json beside it) is refused before anything is read, exit 2; the fleet's own
+/// folder is written again as always.
+#[test]
+fn fleet_report_refuses_a_folder_holding_files_nodecert_did_not_write() {
+    let env = Env::new();
+    env.cmd()
+        .args(["fleet", "simulate", "--nodes", "2", "--node", "h200-vm-1"])
+        .args(["--out", "fs"])
+        .assert()
+        .code(0);
+    env.write("notes/fleet.md", "# my fleet notes\n");
+    let o = env
+        .cmd()
+        .args(["fleet", "report", "fs/n01", "fs/n02", "--out", "notes"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("fleet.md: exists and is not a file nodecert wrote"),
+        "{err}"
+    );
+    assert_eq!(env.read("notes/fleet.md"), "# my fleet notes\n");
+    assert!(!env.path("notes/fleet.json").exists());
+    // Its own folder again: every file replaced, nothing refused.
+    env.cmd()
+        .args(["fleet", "report", "fs/n01", "fs/n02", "--out", "fs/fleet"])
+        .assert()
+        .code(0);
+    // And a page of its own beside no fleet.json (removed) carries nodecert's mark.
+    fs::remove_file(env.path("fs/fleet/fleet.json")).unwrap();
+    env.cmd()
+        .args(["fleet", "report", "fs/n01", "fs/n02", "--out", "fs/fleet"])
+        .assert()
+        .code(0);
+}

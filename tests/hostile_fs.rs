@@ -764,6 +764,43 @@ fn a_report_folder_holding_files_nodecert_did_not_write_is_refused_before_the_ru
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    // Pages rendered from the user's --templates carry no mark: rendered there again, they are
+    // replaced as the user's own.
+    std::fs::create_dir(env.path("tpl")).unwrap();
+    for t in ["report.html.j2", "report.md.j2"] {
+        let text = std::fs::read_to_string(format!("{}/templates/{t}", env!("CARGO_MANIFEST_DIR")))
+            .unwrap()
+            .replace("nodecert-format-version", "my-format-version")
+            .replace("# nodecert certificate: ", "# my certificate: ");
+        env.write(&format!("tpl/{t}"), &text);
+    }
+    for _ in 0..2 {
+        let o = env
+            .cmd()
+            .args([
+                "render",
+                "r/evidence.json",
+                "--out",
+                "site",
+                "--templates",
+                "tpl",
+            ])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    }
+    assert!(env.read("site/report.md").contains("# my certificate: "));
+    // A folder whose evidence.json is a link to the evidence being rendered: render reads it
+    // (the path given), and its pages are written beside it.
+    std::fs::create_dir(env.path("l")).unwrap();
+    symlink(env.path("r/evidence.json"), env.path("l/evidence.json")).unwrap();
+    let o = env
+        .cmd()
+        .args(["render", "l/evidence.json"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert!(env.path("l/report.md").is_file());
     // Pages nodecert rendered with its own templates are replaced by the next render.
     let o = env
         .cmd()

@@ -19,7 +19,7 @@ pub fn cmd_diff(old: &Path, new: &Path, out: &Path, tolerance_pct: f64) -> Resul
     d.new.source = new_path.display().to_string();
     let r = crate::report::render_diff(&d).map_err(Error::Render)?;
     let dir = open_report_dir(out, None)?;
-    super::output::check_own_files(&dir, out, &["diff.html", "diff.md"], false)?;
+    super::output::check_own_files(&dir, out, &["diff.html", "diff.md"], None)?;
     write_files(&dir, [("diff.html", r.html), ("diff.md", r.markdown)])?;
     // A comparison with a simulated run says so on every line.
     let wrote = format!(

@@ -74,6 +74,9 @@ pub fn report(
     // it reads, instead of writing there what it read while the first was writing.
     let created = std::fs::symlink_metadata(out).is_err();
     let dir = open_report_dir(out, Some(crate::sign::ReportKind::Fleet))?;
+    // The fleet's own files there are nodecert's or refused, before anything is read: a
+    // folder chosen by mistake keeps its files.
+    super::output::check_own_files_beside(&dir, out, FLEET_FILES[0], &FLEET_FILES, None)?;
     let written = report_in(
         &dir,
         inputs,

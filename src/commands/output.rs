@@ -135,29 +135,46 @@ fn is_own_output(name: &str, head: &str) -> bool {
         "report.md" => head.contains("# nodecert certificate: "),
         "diff.html" => head.contains("<title>") && head.contains("nodecert diff: "),
         "diff.md" => head.contains("# nodecert diff: "),
+        "fleet.json" => {
+            head.contains(&format!("\"format\": \"{}\"", crate::fleet::FORMAT))
+                || head.contains(&format!("\"format\":\"{}\"", crate::fleet::FORMAT))
+        }
+        "fleet.html" => head.contains("<title>") && head.contains("nodecert fleet: "),
+        "fleet.md" => head.contains("# nodecert fleet: "),
+        "fleet-junit.xml" => {
+            head.contains("<testsuites name=\"") && (head.contains("nodecert fleet\""))
+        }
+        "fleet.prom" => head.starts_with("# HELP nodecert_"),
         _ => false,
     }
 }
 
 /// Before a command writes the files `names` into the folder it holds (`dir`, shown as `out`),
 /// and before any work: each must be absent or a regular file (a link, a FIFO or a device is
-/// refused now, not after a long run), and one that nodecert did not write is not replaced
-/// unless `force` (`--force`): evidence.json must be nodecert evidence, and a page must stand
-/// beside nodecert evidence or carry the mark of nodecert's own templates. A folder chosen by
-/// mistake (someone's notes in report.md) is refused, exit 2.
-pub(crate) fn check_own_files(dir: &Dir, out: &Path, names: &[&str], force: bool) -> Result<()> {
-    let refuse = |name: &str, why: String| -> Result<()> {
-        Err(InputError::Other(format!(
-            "{}: {why}; choose another --out{}",
-            crate::console::visible(&out.join(name).display().to_string()),
-            if force {
-                ""
-            } else {
-                ", or add --force to replace it"
-            }
-        ))
-        .into())
-    };
+/// refused now, not after a long run), and one that nodecert did not write is not replaced:
+/// evidence.json must be nodecert evidence, and a page must stand beside nodecert evidence or
+/// carry the mark of nodecert's own templates. A folder chosen by mistake (someone's notes in
+/// report.md) is refused, exit 2. `force`: whether `--force` was given, None for a command
+/// that has no such flag.
+pub(crate) fn check_own_files(
+    dir: &Dir,
+    out: &Path,
+    names: &[&str],
+    force: Option<bool>,
+) -> Result<()> {
+    check_own_files_beside(dir, out, crate::evidence::EVIDENCE_FILE, names, force)
+}
+
+/// [`check_own_files`] of a folder whose evidence is `evidence` (`evidence.json` of a node's
+/// report, `fleet.json` of a fleet's): its other files are nodecert's beside it.
+pub(crate) fn check_own_files_beside(
+    dir: &Dir,
+    out: &Path,
+    evidence: &str,
+    names: &[&str],
+    force: Option<bool>,
+) -> Result<()> {
+    let shown = |name: &str| crate::console::visible(&out.join(name).display().to_string());
     let head = |name: &str| -> Result<Option<String>> {
         match dir.exists(name.as_ref()) {
             Ok(false) => return Ok(None),
@@ -170,16 +187,18 @@ pub(crate) fn check_own_files(dir: &Dir, out: &Path, names: &[&str], force: bool
         });
         match read {
             Ok(b) => Ok(Some(String::from_utf8_lossy(&b).into_owned())),
-            Err(e) => Err(InputError::Other(format!(
-                "{}: {e}; nodecert writes only regular files, never through a link: choose \
-                 another --out",
-                crate::console::visible(&out.join(name).display().to_string())
-            ))
-            .into()),
+            Err(e) => {
+                Err(InputError::Other(format!("{}: {e}: choose another --out", shown(name))).into())
+            }
         }
     };
-    let evidence = crate::evidence::EVIDENCE_FILE;
-    let theirs = head(evidence)?;
+    // The folder's evidence, where this command does not write it, only says whether the
+    // pages stand beside nodecert evidence: one that cannot be read (a link to the evidence
+    // being rendered) is no evidence beside them, not an error.
+    let theirs = match head(evidence) {
+        Err(_) if !names.contains(&evidence) => None,
+        r => r?,
+    };
     let beside_evidence = theirs
         .as_deref()
         .is_some_and(|h| is_own_output(evidence, h));
@@ -191,12 +210,20 @@ pub(crate) fn check_own_files(dir: &Dir, out: &Path, names: &[&str], force: bool
         }) else {
             continue;
         };
-        if force || h.is_empty() {
+        if force == Some(true) || h.is_empty() {
             continue;
         }
-        let own = is_own_output(name, &h) || (name != evidence && beside_evidence);
-        if !own {
-            refuse(name, "exists and is not a file nodecert wrote".into())?;
+        if !(is_own_output(name, &h) || (name != evidence && beside_evidence)) {
+            return Err(InputError::Other(format!(
+                "{}: exists and is not a file nodecert wrote; choose another --out{}",
+                shown(name),
+                if force.is_some() {
+                    ", or add --force to replace it"
+                } else {
+                    ""
+                }
+            ))
+            .into());
         }
     }
     Ok(())

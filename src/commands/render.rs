@@ -36,7 +36,14 @@ pub fn cmd_render(
         another_report(&out, &path, text.as_bytes())?;
     }
     let dir = open_report_dir(&out, Some(sign::ReportKind::Node))?;
-    super::output::check_own_files(&dir, &out, &super::output::REPORT_FILES, export.force)?;
+    // Pages rendered from the user's --templates carry no mark nodecert can read: with
+    // --templates, the pages there are replaced as the user's own (never through a link).
+    super::output::check_own_files(
+        &dir,
+        &out,
+        &super::output::REPORT_FILES,
+        Some(export.force || templates.is_some()),
+    )?;
     write_reports(&ev, &dir, &pages, &Default::default())?;
     let tag = crate::console::simulated_tag(ev.simulated);
     crate::outln!(

@@ -124,7 +124,7 @@ pub fn cmd_run(
     // the node lost, the process killed) leaves its own evidence and no page saying PASS.
     let mut own = vec![crate::evidence::EVIDENCE_FILE];
     own.extend(REPORT_FILES);
-    super::output::check_own_files(&dir, out, &own, export.force)?;
+    super::output::check_own_files(&dir, out, &own, Some(export.force))?;
     for name in REPORT_FILES {
         dir.remove(name.as_ref()).map_err(|source| Error::Write {
             path: out.join(name),
