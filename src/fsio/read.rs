@@ -201,8 +201,25 @@ pub fn open_trusting_links(
     }
     let mut links = 0;
     while let Some(name) = pending.pop_front() {
-        walked.push(&name);
-        let fd = open_at(at.as_raw_fd(), &name, libc::O_PATH | libc::O_NOFOLLOW)?;
+        // The path as resolved so far, for messages.
+        if name == ".." && matches!(walked.components().next_back(), Some(Component::Normal(_))) {
+            walked.pop();
+        } else {
+            walked.push(&name);
+        }
+        // As a folder first: an automount point (an autofs home) is mounted only when looked
+        // up as a folder; O_PATH alone would give the empty mount point. What is not a folder
+        // (a link, the file) is then looked at as itself.
+        let fd = match open_at(
+            at.as_raw_fd(),
+            &name,
+            libc::O_PATH | libc::O_NOFOLLOW | libc::O_DIRECTORY,
+        ) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOTDIR) => {
+                open_at(at.as_raw_fd(), &name, libc::O_PATH | libc::O_NOFOLLOW)?
+            }
+            r => r?,
+        };
         let st = fstat(&fd)?;
         match st.st_mode & libc::S_IFMT {
             libc::S_IFLNK => {
@@ -210,7 +227,7 @@ pub fn open_trusting_links(
                     return Err(TrustedOpenError::ForeignLink {
                         link: walked,
                         uid: st.st_uid,
-                        last: pending.is_empty() && links == 0,
+                        last: pending.is_empty(),
                     });
                 }
                 links += 1;
@@ -220,6 +237,9 @@ pub fn open_trusting_links(
                 let target = PathBuf::from(read_link_fd(&fd)?);
                 if target.is_absolute() {
                     at = root(true)?;
+                    walked = PathBuf::from("/");
+                } else {
+                    walked.pop();
                 }
                 for n in names(&target).into_iter().rev() {
                     pending.push_front(n);
@@ -426,6 +446,28 @@ mod tests {
         match read(&d.join("tob/key"), &not_me) {
             Err(TrustedOpenError::ForeignLink { link, last, .. }) => {
                 assert_eq!((link, last), (d.join("tob"), false));
+            }
+            other => panic!("{other:?}"),
+        }
+        // The link named is where it is, the path resolved so far: after an absolute link the
+        // walk starts again at "/", after a relative one in the link's folder.
+        fn first_only(calls: &std::cell::Cell<u32>) -> impl Fn(u32) -> bool + '_ {
+            move |_| {
+                calls.set(calls.get() + 1);
+                calls.get() == 1
+            }
+        }
+        let calls = std::cell::Cell::new(0);
+        match read(&d.join("chain"), &first_only(&calls)) {
+            Err(TrustedOpenError::ForeignLink { link, last, .. }) => {
+                assert_eq!((link, last), (d.join("tob"), false));
+            }
+            other => panic!("{other:?}"),
+        }
+        let calls = std::cell::Cell::new(0);
+        match read(&d.join("tob/rel"), &first_only(&calls)) {
+            Err(TrustedOpenError::ForeignLink { link, last, .. }) => {
+                assert_eq!((link, last), (d.join("a/b/rel"), true));
             }
             other => panic!("{other:?}"),
         }
