@@ -625,7 +625,19 @@ pub fn hardware_changes(old: &Inventory, new: &Inventory) -> Vec<HardwareChange>
             false,
         );
         push(who.clone(), "serial", opt(&o.serial), opt(&n.serial), false);
-        push(who.clone(), "model", o.name.clone(), n.name.clone(), false);
+        // A name or size one run did not read is shown so, never as a change of hardware.
+        use crate::inventory::Reading;
+        let read = |g: &crate::inventory::Gpu, r: Reading, text: String| match g.gives(r) {
+            true => text,
+            false => "not read".to_string(),
+        };
+        push(
+            who.clone(),
+            "model",
+            read(o, Reading::Model, o.name.clone()),
+            read(n, Reading::Model, n.name.clone()),
+            false,
+        );
         push(who.clone(), "vbios", opt(&o.vbios), opt(&n.vbios), false);
         push(
             who.clone(),
@@ -641,12 +653,21 @@ pub fn hardware_changes(old: &Inventory, new: &Inventory) -> Vec<HardwareChange>
             n.index.to_string(),
             false,
         );
+        let both = o.gives(Reading::Memory) && n.gives(Reading::Memory);
         push(
             who.clone(),
             "memory",
-            crate::units::format_bytes(o.memory_bytes),
-            crate::units::format_bytes(n.memory_bytes),
-            n.memory_bytes < o.memory_bytes,
+            read(
+                o,
+                Reading::Memory,
+                crate::units::format_bytes(o.memory_bytes),
+            ),
+            read(
+                n,
+                Reading::Memory,
+                crate::units::format_bytes(n.memory_bytes),
+            ),
+            both && n.memory_bytes < o.memory_bytes,
         );
         // Modes that decide whether the GPU can be measured whole, where both runs read them
         // (evidence older than the reading, or a driver that did not answer, says nothing).
@@ -849,6 +870,29 @@ mod tests {
             remeasure: None,
             unjudged: None,
         }
+    }
+
+    /// A model or memory size one run did not read is shown as not read, never a change of
+    /// hardware for the worse ("140 GiB -> 0 B").
+    #[test]
+    fn a_model_or_memory_not_read_is_not_a_hardware_change_for_the_worse() {
+        use crate::inventory::Reading;
+        let old = crate::testutil::simulated("h200-vm-1", &[]);
+        let mut new = old.clone();
+        crate::backend::sim::hide_for_tests(&mut new.node.gpus[0], Reading::Memory);
+        crate::backend::sim::hide_for_tests(&mut new.node.gpus[0], Reading::Model);
+        let d = compare(&old, &new, 5.0);
+        let row = |what: &str| d.hardware.iter().find(|h| h.what == what).cloned();
+        let memory = row("memory").expect("memory shown");
+        assert_eq!((memory.new.as_str(), memory.worse), ("not read", false));
+        let model = row("model").expect("model shown");
+        assert_eq!((model.new.as_str(), model.worse), ("not read", false));
+        assert!(!d.hardware.iter().any(|h| h.worse), "{:#?}", d.hardware);
+        // Read on both sides and smaller: worse, as before.
+        let mut less = old.clone();
+        less.node.gpus[0].memory_bytes /= 2;
+        let d = compare(&old, &less, 5.0);
+        assert!(d.hardware.iter().any(|h| h.what == "memory" && h.worse));
     }
 
     fn finding(status: Status, subject: &str, metric: &str) -> Finding {
