@@ -180,9 +180,10 @@ impl Check for Collective {
         if gpus < 2 || !moving.is_empty() {
             return None;
         }
-        // The smallest size that moves data over this many ranks.
-        let need = (1..=40)
-            .map(|p| 1u64 << p)
+        // The smallest size of the sweep's own steps (min_size x factor^k) that moves data over
+        // this many ranks: a max_size the sweep reaches.
+        let need = size_sweep(c.min_size.0, u64::MAX, c.factor)
+            .into_iter()
             .find(|&s| !moving_sizes(self.op, gpus, &[s]).0.is_empty())
             .unwrap_or(u64::MAX);
         Some((

@@ -130,7 +130,7 @@ impl Check for Health {
                         format!(">= {min}"),
                         format!(
                             "not available here: the driver's version {} does not read as \
-                             numbers (550.54.15), so it cannot be held to {min}",
+                             numbers like 550.54.15, so it cannot be held to {min}",
                             crate::console::visible(&format!("{v:?}"))
                         ),
                     )

@@ -468,6 +468,16 @@ mod tests {
             "{e}"
         );
         assert!(e.ends_with("raise max_size to at least 128 B"), "{e}");
+        // The size advised is one the sweep reaches (min_size x factor^k): from 3 B, 192 B.
+        let src = crate::config::Source {
+            name: "odd.toml".into(),
+            text: "format_version = 1\nname = \"odd\"\n[checks.collective.all_to_all]\n\
+                   min_size = \"3B\"\nmax_size = \"100B\"\n"
+                .into(),
+        };
+        let loaded = crate::suite::load::load_source(src).unwrap();
+        let e = check_suite_fits(&loaded, 8).unwrap_err().to_string();
+        assert!(e.ends_with("raise max_size to at least 192 B"), "{e}");
         // Every shipped suite fits the node it is for.
         for (name, _) in crate::suite::load::EMBEDDED {
             let loaded = crate::suite::load::load(name).unwrap();
