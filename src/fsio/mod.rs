@@ -28,6 +28,19 @@ pub(crate) fn kind_of(mode: libc::mode_t) -> &'static str {
     }
 }
 
+/// The names the kernel looks up, one at a time, to walk `p`: its normal components and '..'
+/// ("/" and "." are where the walk starts or stays).
+pub(crate) fn walk_names(p: &Path) -> Vec<std::ffi::OsString> {
+    use std::path::Component;
+    p.components()
+        .filter_map(|c| match c {
+            Component::Normal(n) => Some(n.to_os_string()),
+            Component::ParentDir => Some("..".into()),
+            _ => None,
+        })
+        .collect()
+}
+
 pub(crate) fn cstr(s: &std::ffi::OsStr) -> io::Result<std::ffi::CString> {
     use std::os::unix::ffi::OsStrExt;
     std::ffi::CString::new(s.as_bytes())

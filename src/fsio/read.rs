@@ -177,15 +177,7 @@ pub fn open_trusting_links(
 ) -> Result<File, TrustedOpenError> {
     use std::collections::VecDeque;
     use std::path::{Component, PathBuf};
-    let names = |p: &Path| -> Vec<std::ffi::OsString> {
-        p.components()
-            .filter_map(|c| match c {
-                Component::Normal(n) => Some(n.to_os_string()),
-                Component::ParentDir => Some("..".into()),
-                _ => None,
-            })
-            .collect()
-    };
+    let names = super::walk_names;
     let root = |abs: bool| {
         open_at(
             libc::AT_FDCWD,

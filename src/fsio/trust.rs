@@ -40,17 +40,9 @@ pub fn safe_parent(parent: &Path, uid: u32) -> bool {
 pub fn others_can_redirect_in(dir: &Path, uid: u32) -> Option<String> {
     use super::write::MAX_LINKS;
     use std::collections::VecDeque;
-    use std::path::{Component, PathBuf};
+    use std::path::PathBuf;
     let trusted = |owner: u32| trusted_owner(owner, uid);
-    let names = |p: &Path| -> Vec<std::ffi::OsString> {
-        p.components()
-            .filter_map(|c| match c {
-                Component::Normal(n) => Some(n.to_os_string()),
-                Component::ParentDir => Some("..".into()),
-                _ => None,
-            })
-            .collect()
-    };
+    let names = super::walk_names;
     let abs = match std::path::absolute(dir) {
         Ok(a) => a,
         Err(e) => return Some(format!("{}: {e}", dir.display())),
