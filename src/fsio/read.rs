@@ -496,6 +496,29 @@ mod tests {
         assert!(e.to_string().contains("FIFO"), "{e}");
     }
 
+    /// What a command reads of the folder it holds: a regular file only, never through a link,
+    /// and a FIFO refused at once (not waited on for a writer).
+    #[test]
+    fn a_folders_own_file_is_read_through_it_never_through_a_link() {
+        let t = tempfile::tempdir().unwrap();
+        let dir = crate::fsio::write::Dir::open(t.path()).unwrap();
+        std::fs::write(t.path().join("report.md"), "mine").unwrap();
+        let mut s = String::new();
+        dir.open_file("report.md".as_ref())
+            .unwrap()
+            .read_to_string(&mut s)
+            .unwrap();
+        assert_eq!(s, "mine");
+        symlink(t.path().join("report.md"), t.path().join("link.md")).unwrap();
+        let e = dir.open_file("link.md".as_ref()).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        mkfifo(&t.path().join("fifo"));
+        let start = Instant::now();
+        let e = dir.open_file("fifo".as_ref()).unwrap_err();
+        assert!(e.to_string().contains("FIFO"), "{e}");
+        assert!(start.elapsed() < Duration::from_secs(2));
+    }
+
     #[test]
     fn a_device_is_refused() {
         let e = read(Path::new("/dev/zero"), Kind::Evidence).unwrap_err();
