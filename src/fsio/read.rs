@@ -481,6 +481,20 @@ mod tests {
             read(Path::new(""), &all),
             Err(TrustedOpenError::Io(_))
         ));
+        // As many links as the kernel follows (40) are followed; one more is too many.
+        let mut next = d.join("a/b/key");
+        for i in 0..41 {
+            let l = d.join(format!("hop{i}"));
+            symlink(&next, &l).unwrap();
+            next = l;
+        }
+        assert_eq!(read(&d.join("hop39"), &all).unwrap(), "k");
+        match read(&d.join("hop40"), &all) {
+            Err(TrustedOpenError::Io(e)) => {
+                assert!(e.to_string().contains("Too many levels"), "{e}")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
