@@ -302,6 +302,17 @@ impl Reading {
 mod pair_label_tests {
     /// A pair is labelled as `nvidia-smi topo -m` prints it, except where either GPU's link
     /// state was not read (or there is no such pair): "?".
+    /// A GPU of 0 bytes (evidence written before `memory` was a reading) gives no memory size.
+    #[test]
+    fn a_memory_of_zero_bytes_is_not_a_reading() {
+        let mut g = crate::testutil::simulated("h200-vm-1", &[]).node.gpus[0].clone();
+        assert!(g.gives(super::Reading::Memory) && g.gives(super::Reading::Model));
+        g.memory_bytes = 1;
+        assert!(g.gives(super::Reading::Memory));
+        g.memory_bytes = 0;
+        assert!(!g.gives(super::Reading::Memory));
+    }
+
     #[test]
     fn a_pair_of_a_gpu_whose_link_state_was_not_read_is_unknown() {
         let mut inv = crate::testutil::simulated("h100-sxm-8", &[]).node;

@@ -174,10 +174,11 @@ impl Check for Collective {
     }
 
     fn does_not_fit(&self, gpus: usize) -> Option<(crate::config::KeyPath, String)> {
+        // One rank too: its data check needs a size that moves something.
         let c = &self.cfg;
         let sweep = size_sweep(c.min_size.0, c.max_size.0, c.factor);
         let (moving, _) = moving_sizes(self.op, gpus, &sweep);
-        if gpus < 2 || !moving.is_empty() {
+        if gpus == 0 || !moving.is_empty() {
             return None;
         }
         // The smallest size of the sweep's own steps (min_size x factor^k) that moves data over
@@ -189,10 +190,11 @@ impl Check for Collective {
         Some((
             crate::suite::collective_path(self.op, "max_size"),
             format!(
-                "no size of the sweep ({} to {}) moves data over {gpus} ranks (under 16 bytes \
+                "no size of the sweep ({} to {}) moves data over {gpus} rank{} (under 16 bytes \
                  a rank, nothing moves): raise max_size to at least {}",
                 format_bytes(c.min_size.0),
                 format_bytes(c.max_size.0),
+                if gpus == 1 { "" } else { "s" },
                 format_bytes(need)
             ),
         ))

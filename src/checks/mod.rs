@@ -452,9 +452,20 @@ mod tests {
         };
         let loaded = crate::suite::load::load_source(src).unwrap();
         // 64 bytes over 2 or 4 ranks moves 16 bytes a rank or more; over 8 ranks, 8.
-        for gpus in [1, 2, 4] {
+        for gpus in [0, 1, 2, 4] {
             assert!(check_suite_fits(&loaded, gpus).is_ok(), "{gpus}");
         }
+        // One rank's data check needs a size that moves something too: 8 B moves nothing.
+        let src = crate::config::Source {
+            name: "one.toml".into(),
+            text: "format_version = 1\nname = \"one\"\n[checks.collective.all_to_all]\n\
+                   min_size = \"8B\"\nmax_size = \"8B\"\n"
+                .into(),
+        };
+        let one = crate::suite::load::load_source(src).unwrap();
+        let e = check_suite_fits(&one, 1).unwrap_err().to_string();
+        assert!(e.contains("moves data over 1 rank (under"), "{e}");
+        assert!(e.ends_with("raise max_size to at least 16 B"), "{e}");
         let e = check_suite_fits(&loaded, 8).unwrap_err().to_string();
         assert_eq!(
             crate::error::Error::Input(check_suite_fits(&loaded, 8).unwrap_err()).exit_code(),
