@@ -896,6 +896,12 @@ mod tests {
                 ),
             ]
         );
+        // A floor of 0 GiB judges nothing, so it asks for no reading either.
+        let f = h100(
+            |s| s.node.memory_gib_min = Some(0.0),
+            |inv| crate::backend::sim::hide_for_tests(&mut inv.gpus[5], Reading::Memory),
+        );
+        assert_eq!(f, vec![]);
         // A literal NUMA id that differs.
         let f = h100(|_| {}, |inv| inv.gpus[6].numa_node = Some(0));
         assert_eq!(f[0].2, "GPU 6 is on NUMA node 0, expected 1");
