@@ -7,7 +7,7 @@
 //! VMs often do not. Nothing unknown is counted as healthy: an unread counter is not 0, unread
 //! throttle reasons are not "not throttled", and a check that missed a reading is a partial one.
 
-use super::judge::finding;
+use super::judge::{finding, not_available as na};
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
 use crate::error::HwError;
@@ -34,19 +34,6 @@ fn fmt_age(s: f64) -> String {
     } else {
         format!("{s:.0} s")
     }
-}
-
-/// A reading the platform did not give: "not available here: NVLink error counters of GPU 3".
-fn na(sub: &Subject, r: Reading, expected: impl Into<String>) -> Finding {
-    let who = sub.describe();
-    finding(
-        Status::Skip,
-        sub.clone(),
-        "not available here",
-        expected,
-        format!("not available here: {} of {who}", r.describe()),
-    )
-    .on(r.key())
 }
 
 /// A reading within its limit.
@@ -515,25 +502,14 @@ fn gpu_findings(h: &HealthCheck, g: &Gpu, mode: OtherProcesses) -> Vec<Finding> 
                 if !seen {
                     continue;
                 }
-                p.push(if fails {
-                    bad(
-                        Status::Fail,
-                        sub,
-                        r,
-                        found,
-                        expected,
-                        format!("{who}: {what}"),
-                    )
-                } else {
-                    bad(
+                let (status, why) = match fails {
+                    true => (Status::Fail, format!("{who}: {what}")),
+                    false => (
                         Status::Warn,
-                        sub,
-                        r,
-                        found,
-                        expected,
                         format!("{who}: {what} (a warning: the suite sets {option} = false)"),
-                    )
-                });
+                    ),
+                };
+                p.push(bad(status, sub, r, found, expected, why));
             }
         }
         if g.retired_pages.as_ref().is_some_and(|x| x.pending) {

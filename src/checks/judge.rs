@@ -349,6 +349,23 @@ fn outliers_among(
     out
 }
 
+/// A reading of `sub` the platform did not give, which a judgement needed (`expected`): "not
+/// available here: {reading} of {subject}", keyed by the reading. Never a pass or a failure.
+pub fn not_available(
+    sub: &Subject,
+    r: crate::inventory::Reading,
+    expected: impl Into<String>,
+) -> Finding {
+    finding(
+        Status::Skip,
+        sub.clone(),
+        "not available here",
+        expected,
+        format!("not available here: {} of {}", r.describe(), sub.describe()),
+    )
+    .on(r.key())
+}
+
 pub fn finding(
     status: Status,
     subject: Subject,

@@ -1,7 +1,7 @@
 //! Topology: GPU count, model and memory; NVLinks between each pair; NVSwitch; PCIe link of each
 //! GPU; NUMA affinity. Judged from the inventory, which is the measurement.
 
-use super::judge::{finding, gpu_list};
+use super::judge::{finding, gpu_list, not_available};
 use super::{Check, Ctx, Measured, Progress};
 use crate::backend::Backend;
 use crate::error::HwError;
@@ -93,7 +93,7 @@ impl Check for Topology {
             let who = format!("GPU {}", g.index);
             let sub = Subject::gpu(g.index);
             if let (Some(model), false) = (&exp.gpu_model, g.gives(Reading::Model)) {
-                out.push(unread(&sub, Reading::Model, format!("a {model}")));
+                out.push(not_available(&sub, Reading::Model, format!("a {model}")));
             } else if let Some(model) = &exp.gpu_model {
                 let ok = g.name.to_lowercase().contains(&model.to_lowercase());
                 out.push(finding(
@@ -111,7 +111,11 @@ impl Check for Topology {
             // A floor of 0 GiB holds every GPU: no judgement (the suite's load cautions).
             let memory_min = exp.memory_gib_min.filter(|m| *m > 0.0);
             if let (Some(min), false) = (memory_min, g.gives(Reading::Memory)) {
-                out.push(unread(&sub, Reading::Memory, format!(">= {min} GiB")));
+                out.push(not_available(
+                    &sub,
+                    Reading::Memory,
+                    format!(">= {min} GiB"),
+                ));
             } else if let Some(min) = memory_min {
                 let gib = g.memory_bytes as f64 / (1u64 << 30) as f64;
                 let ok = gib >= min;
@@ -316,19 +320,6 @@ impl Check for Topology {
         }
         out
     }
-}
-
-/// A reading of the GPU's identity the platform did not give: its judgement is not available
-/// here (the run is partial), never a failure against "unknown GPU" or 0 bytes.
-fn unread(sub: &Subject, r: Reading, expected: String) -> Finding {
-    finding(
-        Status::Skip,
-        sub.clone(),
-        "not available here",
-        expected,
-        format!("not available here: {} of {}", r.describe(), sub.describe()),
-    )
-    .on(r.key())
 }
 
 /// A GPU's CPU affinity against the CPU list the suite states, compared as sets. A list that

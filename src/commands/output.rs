@@ -78,13 +78,7 @@ impl ExportArgs {
             ));
         }
         if let Ok(f) = crate::fsio::read::open(path, false) {
-            let head = crate::fsio::read::read_limited(
-                std::io::Read::take(f, 4096),
-                4096,
-                "the start of a file",
-            )
-            .unwrap_or_default();
-            let head = String::from_utf8_lossy(&head);
+            let head = read_head(f).unwrap_or_default();
             if !head.is_empty() && !crate::export::is_previous_output(e, &head) {
                 return refuse(format!(
                     "exists and is not an earlier {flag} output; add --force to replace it"
@@ -122,29 +116,39 @@ pub const REPORT_FILES: [&str; 2] = ["report.html", "report.md"];
 /// What of a file is read to tell whether nodecert wrote it.
 const HEAD: u64 = 4096;
 
+/// The start of the file `f` (at most [`HEAD`] bytes), as text.
+fn read_head(f: std::fs::File) -> std::io::Result<String> {
+    let mut b = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::Read::take(f, HEAD), &mut b)?;
+    Ok(String::from_utf8_lossy(&b).into_owned())
+}
+
+/// Whether `head`, the start of a JSON file as nodecert writes it (pretty or compact), states
+/// the format `format`.
+fn states_format(head: &str, format: &str) -> bool {
+    head.contains(&format!("\"format\": \"{format}\""))
+        || head.contains(&format!("\"format\":\"{format}\""))
+}
+
 /// Whether `head`, the start of the file `name`, is what nodecert writes under that name with
 /// its own templates (a page of `--templates` of the user's carries no such mark: it is
 /// replaced beside nodecert evidence, or with `--force`).
 fn is_own_output(name: &str, head: &str) -> bool {
     match name {
-        crate::evidence::EVIDENCE_FILE => {
-            head.contains(&format!("\"format\": \"{}\"", crate::evidence::FORMAT_NAME))
-                || head.contains(&format!("\"format\":\"{}\"", crate::evidence::FORMAT_NAME))
-        }
+        crate::evidence::EVIDENCE_FILE => states_format(head, crate::evidence::FORMAT_NAME),
         "report.html" => head.contains("<meta name=\"nodecert-format-version\""),
         "report.md" => head.contains("# nodecert certificate: "),
         "diff.html" => head.contains("<title>") && head.contains("nodecert diff: "),
         "diff.md" => head.contains("# nodecert diff: "),
-        "fleet.json" => {
-            head.contains(&format!("\"format\": \"{}\"", crate::fleet::FORMAT))
-                || head.contains(&format!("\"format\":\"{}\"", crate::fleet::FORMAT))
-        }
+        "fleet.json" => states_format(head, crate::fleet::FORMAT),
         "fleet.html" => head.contains("<title>") && head.contains("nodecert fleet: "),
         "fleet.md" => head.contains("# nodecert fleet: "),
         "fleet-junit.xml" => {
-            head.contains("<testsuites name=\"") && (head.contains("nodecert fleet\""))
+            head.contains("<testsuites name=\"") && head.contains("nodecert fleet\"")
         }
-        "fleet.prom" => head.starts_with("# HELP nodecert_"),
+        "fleet.prom" => {
+            crate::export::is_previous_output(&crate::export::prometheus::Prometheus, head)
+        }
         _ => false,
     }
 }
@@ -181,12 +185,8 @@ pub(crate) fn check_own_files_beside(
             Ok(true) => {}
             Err(e) => return Err(dir_error(out, e)),
         }
-        let read = dir.open_file(name.as_ref()).and_then(|f| {
-            let mut b = Vec::new();
-            std::io::Read::read_to_end(&mut std::io::Read::take(f, HEAD), &mut b).map(|_| b)
-        });
-        match read {
-            Ok(b) => Ok(Some(String::from_utf8_lossy(&b).into_owned())),
+        match dir.open_file(name.as_ref()).and_then(read_head) {
+            Ok(h) => Ok(Some(h)),
             Err(e) => {
                 Err(InputError::Other(format!("{}: {e}: choose another --out", shown(name))).into())
             }

@@ -67,9 +67,7 @@ fn not_regular(mode: libc::mode_t) -> io::Error {
 
 /// Open `fd`'s file if it is a regular file, in blocking mode again.
 fn regular(fd: OwnedFd) -> io::Result<File> {
-    // SAFETY: zeroed stat is a valid out-parameter; valid fd.
-    let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    cvt(unsafe { libc::fstat(fd.as_raw_fd(), &mut st) })?;
+    let st = fstat(&fd)?;
     if st.st_mode & libc::S_IFMT != libc::S_IFREG {
         return Err(not_regular(st.st_mode));
     }
