@@ -327,7 +327,13 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
     let lock = super::output::lock_dir(
         crate::fsio::write::Dir::open_trusted(dir).map_err(|e| super::output::dir_error(dir, e))?,
     )?;
-    let (r, text) = FleetReport::load(dir).map_err(input)?;
+    // fleet.json through the folder held, whatever its path names meanwhile, never through a
+    // link: what is judged signable is what is signed beside it.
+    let path = dir.join(fleet::FLEET_FILE);
+    let text = lock
+        .read_to_string(fleet::FLEET_FILE.as_ref(), crate::fsio::read::Kind::Fleet)
+        .map_err(|e| input(format!("cannot read {}: {e}", path.display())))?;
+    let (r, text) = FleetReport::from_text(&path, text).map_err(input)?;
     if r.verdict.is_shortfall() && !allow_incomplete {
         return Err(Error::Refused {
             message: not_signed(&r, dir),
@@ -339,7 +345,7 @@ pub fn cmd_sign(dir: &Path, signer: &Signer, allow_incomplete: bool) -> Result<u
     let checked = hex::encode(sha2::Sha256::digest(text.as_bytes()));
     // The first signature is the one made where no signature is: a manifest already there
     // seals nothing and is written again, over the fleet report's files.
-    let first = crate::sign::signatures_in(dir)
+    let first = crate::sign::signatures_in_folder(&lock)
         .map_err(super::signer::sign_error)?
         .is_empty();
     if !first && signed_as.is_some() {

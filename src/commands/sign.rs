@@ -32,10 +32,16 @@ pub fn cmd_sign(
     // no link of another user (root's and the signer's own links are followed).
     let lock = lock_dir(Dir::open_trusted(dir).map_err(|e| dir_error(dir, e))?)?;
     // Read as render does: a file whose records disagree (simulated) is refused here. Read
-    // once: what is judged signable below is the bytes signed, or nothing is.
-    let path = crate::evidence::Evidence::path_in(dir);
-    let (ev, text) = crate::evidence::Evidence::read_text(&path)
-        .map_err(|e| Error::Input(InputError::Other(e)))?;
+    // once, through the folder held (whatever its path names meanwhile), never through a link:
+    // what is judged signable below is the bytes signed, or nothing is.
+    let path = dir.join(crate::evidence::EVIDENCE_FILE);
+    let text = lock
+        .read_to_string(
+            crate::evidence::EVIDENCE_FILE.as_ref(),
+            crate::fsio::read::Kind::Evidence,
+        )
+        .map_err(|e| InputError::Other(format!("cannot read {}: {e}", path.display())))?;
+    let ev = crate::evidence::Evidence::from_text(&path, &text).map_err(InputError::Other)?;
     let checked = hex::encode(sha2::Sha256::digest(text.as_bytes()));
     // The verdict the file states may differ from the one its records give (`ev.verdict`): an
     // older nodecert called PASS what this one calls PARTIAL, and a version-1 file said PASS of
@@ -61,7 +67,7 @@ pub fn cmd_sign(
     // The first signature is the one made where no signature is: a manifest already there
     // (left by a signature that never finished, or written by someone else) seals nothing and
     // is written again, over the folder's own files.
-    let first = sign::signatures_in(dir)
+    let first = sign::signatures_in_folder(&lock)
         .map_err(super::signer::sign_error)?
         .is_empty();
     if let Some(v) = ev.shortfall() {
@@ -136,7 +142,8 @@ pub fn cmd_sign(
         signer.sign(&lock, &checked)
     })();
     let info = super::output::restore_on_error(saved, &lock, signed)?;
-    let simulated = crate::fsio::read::open(&info.manifest, false)
+    let simulated = lock
+        .open_file(sign::MANIFEST_FILE.as_ref())
         .and_then(|f| crate::fsio::read::read_limited(f, 4 << 20, "a manifest"))
         .ok()
         .and_then(|b| String::from_utf8(b).ok())

@@ -685,6 +685,11 @@ fn read_text(path: &std::path::Path) -> Result<String, String> {
 /// is simulated when any of its nodes is), so that editing one field cannot make simulated
 /// figures a certification of hardware.
 pub fn simulated_status(path: &std::path::Path) -> Result<bool, String> {
+    simulated_status_of(read_text(path)?.as_bytes())
+}
+
+/// [`simulated_status`] of the bytes of a fleet.json already read.
+pub fn simulated_status_of(bytes: &[u8]) -> Result<bool, String> {
     #[derive(Deserialize)]
     struct Node {
         #[serde(default)]
@@ -697,8 +702,7 @@ pub fn simulated_status(path: &std::path::Path) -> Result<bool, String> {
         #[serde(default)]
         nodes: Vec<Node>,
     }
-    let text = read_text(path)?;
-    let f: Flags = serde_json::from_str(&text).map_err(|e| format!("not a fleet report: {e}"))?;
+    let f: Flags = serde_json::from_slice(bytes).map_err(|e| format!("not a fleet report: {e}"))?;
     let top = match f.simulated {
         Some(serde_json::Value::Bool(b)) => b,
         Some(_) => return Err("top-level \"simulated\" is not a boolean".into()),

@@ -365,6 +365,11 @@ pub fn read_to_string_no_link(path: &Path, kind: Kind) -> io::Result<String> {
     text(read_limited(open(path, false)?, kind.limit(), kind.name())?)
 }
 
+/// The text of the open file `f`, read as `kind`.
+pub fn file_to_string(f: File, kind: Kind) -> io::Result<String> {
+    text(read_limited(f, kind.limit(), kind.name())?)
+}
+
 fn text(bytes: Vec<u8>) -> io::Result<String> {
     String::from_utf8(bytes).map_err(|_| {
         io::Error::new(

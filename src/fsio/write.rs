@@ -222,6 +222,29 @@ impl Dir {
         &self.path
     }
 
+    /// A path that names this very folder for reading whatever its own path names now:
+    /// `/proc/self/fd/N` of the open handle, the kernel's link to the folder itself. What a
+    /// command reads of the folder it holds (the files it signs) is then what it writes beside,
+    /// even if the folder's path is swapped for another folder and back in between. Where /proc
+    /// is not mounted (or names something else), the folder's path.
+    pub fn read_root(&self) -> PathBuf {
+        use std::os::unix::fs::MetadataExt;
+        let proc = PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()));
+        // SAFETY: a valid fd and a zeroed stat buffer.
+        let mut st: libc::stat = unsafe { std::mem::zeroed() };
+        let fstat = cvt(unsafe { libc::fstat(self.fd.as_raw_fd(), &mut st) });
+        match (fstat, std::fs::metadata(&proc)) {
+            (Ok(_), Ok(m)) if m.dev() == st.st_dev as u64 && m.ino() == st.st_ino as u64 => proc,
+            _ => self.path.clone(),
+        }
+    }
+
+    /// The text of the regular file `name` here, read as `kind` through this folder and never
+    /// through a link ([`Dir::open_file`]).
+    pub fn read_to_string(&self, name: &OsStr, kind: super::read::Kind) -> io::Result<String> {
+        super::read::file_to_string(self.open_file(name)?, kind)
+    }
+
     /// Whether the path this folder was opened by still names it (the same device and inode,
     /// links the operator chose followed). Writes go through the open folder whatever its path
     /// names now; this refuses to go on when the folder was renamed away or another put in its
@@ -562,6 +585,45 @@ mod tests {
     }
 
     use crate::testutil::mkfifo;
+
+    /// What a command reads of the folder it holds is in that folder, whatever its path names
+    /// later: moved away and another folder put at its path, the folder held is still read
+    /// (and no longer written, since its path no longer names it).
+    #[test]
+    fn the_read_root_reads_the_folder_held() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("report");
+        std::fs::create_dir(&p).unwrap();
+        std::fs::write(p.join("evidence.json"), "judged").unwrap();
+        let d = Dir::open(&p).unwrap();
+        assert_eq!(
+            std::fs::read_to_string(d.read_root().join("evidence.json")).unwrap(),
+            "judged"
+        );
+        std::fs::rename(&p, t.path().join("moved")).unwrap();
+        std::fs::create_dir(&p).unwrap();
+        std::fs::write(p.join("evidence.json"), "forged").unwrap();
+        let root = d.read_root();
+        assert_ne!(root, p);
+        assert_eq!(
+            std::fs::read_to_string(root.join("evidence.json")).unwrap(),
+            "judged"
+        );
+        let kind = super::super::read::Kind::Evidence;
+        assert_eq!(
+            d.read_to_string("evidence.json".as_ref(), kind).unwrap(),
+            "judged"
+        );
+        assert!(d.check_in_place().is_err());
+        // Through the folder, never a link in it.
+        std::fs::remove_file(t.path().join("moved/evidence.json")).unwrap();
+        symlink(
+            p.join("evidence.json"),
+            t.path().join("moved/evidence.json"),
+        )
+        .unwrap();
+        assert!(d.read_to_string("evidence.json".as_ref(), kind).is_err());
+    }
 
     /// What this process created is undone only while the name still holds it: a file moved
     /// in over it since stays.

@@ -300,17 +300,25 @@ fn sha256_of(f: fs::File, budget: &mut u64) -> io::Result<String> {
 /// Whether a folder's evidence file is simulated: for a node, from all the records of its
 /// evidence.json ([`crate::evidence::simulated_status`]); for a fleet, from fleet.json, whose
 /// flag must agree with its nodes' ([`crate::fleet::simulated_status`]).
-pub(super) fn evidence_simulated(kind: ReportKind, path: &Path) -> Result<Option<bool>, SignError> {
+/// The file is read in `dir` without following a link.
+pub(super) fn evidence_simulated(kind: ReportKind, dir: Place) -> Result<Option<bool>, SignError> {
+    let name = kind.evidence_file();
+    let path = &dir.shown(name);
+    let read_as = match kind {
+        ReportKind::Fleet => crate::fsio::read::Kind::Fleet,
+        ReportKind::Node => crate::fsio::read::Kind::Evidence,
+    };
+    let bytes = crate::fsio::read::open_in(dir.read, name)
+        .and_then(|f| crate::fsio::read::read_limited(f, read_as.limit(), read_as.name()))
+        .map_err(io_err("read", path))?;
     if kind == ReportKind::Fleet {
-        return crate::fleet::simulated_status(path)
+        return crate::fleet::simulated_status_of(&bytes)
             .map(Some)
             .map_err(|reason| SignError::Evidence {
                 path: path.to_path_buf(),
                 reason,
             });
     }
-    let bytes = crate::fsio::read::read(path, crate::fsio::read::Kind::Evidence)
-        .map_err(io_err("read", path))?;
     let v: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| SignError::Evidence {
         path: path.to_path_buf(),
         reason: format!("not valid json: {e}"),
@@ -323,10 +331,10 @@ pub(super) fn evidence_simulated(kind: ReportKind, path: &Path) -> Result<Option
     })
 }
 
-pub(super) fn existing_signatures(dir: &Path) -> Result<Vec<String>, SignError> {
+pub(super) fn existing_signatures(dir: Place) -> Result<Vec<String>, SignError> {
     let mut out = Vec::new();
-    for entry in fs::read_dir(dir).map_err(io_err("list", dir))? {
-        let entry = entry.map_err(io_err("list", dir))?;
+    for entry in fs::read_dir(dir.read).map_err(io_err("list", dir.shown))? {
+        let entry = entry.map_err(io_err("list", dir.shown))?;
         if let Some(name) = entry.file_name().to_str() {
             if is_signature_name(name) {
                 out.push(name.to_string());

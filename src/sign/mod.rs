@@ -107,7 +107,43 @@ pub use manifest::{sha256_in, Manifest};
 /// The signature files of the folder `dir` (`nodecert-manifest.txt.sig`, then the
 /// countersignatures by number): none means it was never signed, whatever manifest is there.
 pub fn signatures_in(dir: &Path) -> Result<Vec<String>, SignError> {
-    manifest::existing_signatures(dir)
+    manifest::existing_signatures(Place::at(dir))
+}
+
+/// [`signatures_in`] of a folder a command holds open: listed through its handle.
+pub fn signatures_in_folder(folder: &crate::fsio::write::Dir) -> Result<Vec<String>, SignError> {
+    manifest::existing_signatures(Place::new(&folder.read_root(), folder.path()))
+}
+
+/// A report folder as it is read and as messages name it. A command that holds the folder open
+/// (to sign it) reads it through its handle (`read`: [`crate::fsio::write::Dir::read_root`]),
+/// so that what it reads is what it writes beside whatever the folder's path names meanwhile;
+/// messages still name the path the user gave (`shown`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Place<'a> {
+    read: &'a Path,
+    shown: &'a Path,
+}
+
+impl<'a> Place<'a> {
+    pub(crate) fn new(read: &'a Path, shown: &'a Path) -> Place<'a> {
+        Place { read, shown }
+    }
+
+    /// A folder read by the path messages name.
+    pub(crate) fn at(dir: &'a Path) -> Place<'a> {
+        Place::new(dir, dir)
+    }
+
+    /// `rel` of the folder, to read.
+    fn read(&self, rel: &str) -> PathBuf {
+        self.read.join(rel)
+    }
+
+    /// `rel` of the folder, as messages name it.
+    fn shown(&self, rel: &str) -> PathBuf {
+        self.shown.join(rel)
+    }
 }
 pub use signing::{
     sign_dir, sign_dir_in, write_manifest, write_manifest_in, ManifestMeta, SignatureInfo,
@@ -285,15 +321,15 @@ fn read_limited(path: &Path, limit: u64, what: &'static str) -> Result<Vec<u8>, 
         .map_err(io_err(what, path))
 }
 
-/// `read_limited` for the file `rel` of a report folder: no symbolic link below `dir` is followed.
+/// `read_limited` for the file `rel` of a report folder: no symbolic link below it is followed.
 fn read_limited_in(
-    dir: &Path,
+    dir: Place,
     rel: &str,
     limit: u64,
     what: &'static str,
 ) -> Result<Vec<u8>, SignError> {
-    let path = dir.join(rel);
-    crate::fsio::read::open_in(dir, rel)
+    let path = dir.shown(rel);
+    crate::fsio::read::open_in(dir.read, rel)
         .and_then(|f| crate::fsio::read::read_limited(f, limit, "this file"))
         .map_err(io_err(what, &path))
 }

@@ -58,14 +58,17 @@ fn open_dir(dir: &Path) -> Result<Dir, SignError> {
     Dir::open_trusted(dir).map_err(io_err("open", dir))
 }
 
-/// [`write_manifest`] into a folder already open (and locked, for a command): written through
-/// its handle, and only while its path still names it ([`Dir::check_in_place`]).
+/// [`write_manifest`] into a folder already open (and locked, for a command): the files are
+/// read through its handle ([`Dir::read_root`]), and the manifest written through it, only
+/// while its path still names it ([`Dir::check_in_place`]).
 pub fn write_manifest_in(
     folder: &Dir,
     files: &[&str],
     meta: &ManifestMeta,
 ) -> Result<PathBuf, SignError> {
     let dir = folder.path();
+    let root = folder.read_root();
+    let at = Place::new(&root, dir);
     let manifest_path = dir.join(MANIFEST_FILE);
     let mut seen = BTreeSet::new();
     for name in files {
@@ -92,14 +95,14 @@ pub fn write_manifest_in(
             reason: "nodecert version is empty or contains control characters".into(),
         });
     }
-    if let Some(sig) = existing_signatures(dir)?.first() {
+    if let Some(sig) = existing_signatures(at)?.first() {
         return Err(SignError::Manifest {
             path: manifest_path,
             reason: format!("already signed ({sig}); a signed manifest is never rewritten"),
         });
     }
     let evidence_path = dir.join(primary);
-    let from_evidence = evidence_simulated(kind, &evidence_path)?;
+    let from_evidence = evidence_simulated(kind, at)?;
     let simulated = match (meta.simulated, from_evidence) {
         (Some(a), Some(b)) if a != b => {
             return Err(SignError::Evidence {
@@ -120,7 +123,7 @@ pub fn write_manifest_in(
     let mut budget = kind.read_budget();
     for name in files {
         let p = dir.join(name);
-        let h = sha256_in(dir, name, &mut budget).map_err(io_err("read", &p))?;
+        let h = sha256_in(&root, name, &mut budget).map_err(io_err("read", &p))?;
         entries.push((name.to_string(), h));
     }
     let evidence_sha256 = entries
@@ -172,24 +175,31 @@ pub fn sign_dir_in(
     checked: Option<&str>,
 ) -> Result<SignatureInfo, SignError> {
     let dir = folder.path();
+    let root = folder.read_root();
+    let at = Place::new(&root, dir);
     let private = read_signing_key(key)?;
     let fingerprint = private.fingerprint(HashAlg::Sha256).to_string();
     let manifest_path = dir.join(MANIFEST_FILE);
     let mut manifest_written = false;
-    if !manifest_path.exists() {
-        if let Some(sig) = existing_signatures(dir)?.first() {
+    let here = |name: &str| folder.exists(name.as_ref()).map_err(io_err("read", dir));
+    if !here(MANIFEST_FILE)? {
+        if let Some(sig) = existing_signatures(at)?.first() {
             return Err(SignError::Manifest {
                 path: manifest_path,
                 reason: format!("missing, but {sig} exists"),
             });
         }
-        let kind = ReportKind::of_folder(dir);
-        let present: Vec<&str> = kind
-            .default_files()
-            .iter()
-            .copied()
-            .filter(|f| *f == kind.evidence_file() || dir.join(f).exists())
-            .collect();
+        let kind = if !here(EVIDENCE_FILE)? && here(crate::fleet::FLEET_FILE)? {
+            ReportKind::Fleet
+        } else {
+            ReportKind::Node
+        };
+        let mut present: Vec<&str> = Vec::new();
+        for f in kind.default_files().iter().copied() {
+            if f == kind.evidence_file() || here(f)? {
+                present.push(f);
+            }
+        }
         write_manifest_in(folder, &present, &ManifestMeta::default())?;
         manifest_written = true;
     }
@@ -246,8 +256,9 @@ fn seal(
     checked: Option<&str>,
 ) -> Result<(PathBuf, u32), SignError> {
     let dir = folder.path();
+    let root = folder.read_root();
     let manifest_path = dir.join(MANIFEST_FILE);
-    let (report, manifest) = inspect(dir, &LoadedTrust::None)?;
+    let (report, manifest) = inspect(Place::new(&root, dir), &LoadedTrust::None)?;
     if !report.problems.is_empty() {
         return Err(SignError::NotSignable {
             dir: dir.to_path_buf(),
@@ -428,6 +439,50 @@ mod tests {
         );
         let again = sign_dir_in(&open_dir(d.path()).unwrap(), &other, Some(&digest(judged)));
         assert!(again.unwrap().countersignature);
+    }
+
+    /// A signer reads the folder it holds, whatever its path names meanwhile: someone who may
+    /// rename entries of its parent and swaps in a folder of their own (for as long as the
+    /// files are read) does not have their evidence's digest sealed. Messages still name the
+    /// folder by the path the signer gave.
+    #[test]
+    fn the_folder_held_is_read_whatever_its_path_names() {
+        let t = tempfile::tempdir().unwrap();
+        let p = t.path().join("report");
+        std::fs::create_dir(&p).unwrap();
+        std::fs::write(p.join(EVIDENCE_FILE), "{\"simulated\": false}\n").unwrap();
+        let held = open_dir(&p).unwrap();
+        write_manifest_in(&held, &[EVIDENCE_FILE], &ManifestMeta::default()).unwrap();
+        let manifest = std::fs::read(p.join(MANIFEST_FILE)).unwrap();
+        std::fs::rename(&p, t.path().join("moved")).unwrap();
+        std::fs::create_dir(&p).unwrap();
+        std::fs::write(
+            p.join(EVIDENCE_FILE),
+            "{\"simulated\": false, \"forged\": 1}\n",
+        )
+        .unwrap();
+        std::fs::write(p.join(MANIFEST_FILE), &manifest).unwrap();
+        let root = held.read_root();
+        let (r, m) = inspect(Place::new(&root, held.path()), &LoadedTrust::None).unwrap();
+        assert!(r.problems.is_empty(), "{:?}", r.problems);
+        assert_eq!(m.as_deref(), Some(&manifest[..]));
+        assert_eq!(r.dir, p);
+        // By its path, the forged folder is what would have been read.
+        let (r, _) = inspect(Place::at(&p), &LoadedTrust::None).unwrap();
+        assert!(
+            r.problems.iter().any(|x| x.contains("sha-256 mismatch")),
+            "{:?}",
+            r.problems
+        );
+        // An unreadable file is named by the path given, not by the handle's.
+        std::fs::remove_file(t.path().join("moved").join(EVIDENCE_FILE)).unwrap();
+        let e = evidence_simulated(ReportKind::Node, Place::new(&root, &p)).unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains(&p.join(EVIDENCE_FILE).display().to_string()),
+            "{text}"
+        );
+        assert!(!text.contains("/proc/"), "{text}");
     }
 
     /// A signature refused after the manifest was written (here: a problem the check of the

@@ -307,13 +307,15 @@ fn verifiable(sig: &SshSig) -> Result<(), String> {
     }
 }
 
-fn check_signature(path: &Path, manifest: Option<&[u8]>, trust: &LoadedTrust) -> SignatureCheck {
-    let file = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+fn check_signature(
+    at: Place,
+    name: &str,
+    manifest: Option<&[u8]>,
+    trust: &LoadedTrust,
+) -> SignatureCheck {
+    let path = &at.shown(name);
     let mut check = SignatureCheck {
-        file,
+        file: name.to_string(),
         fingerprint: None,
         principal: None,
         status: SigStatus::Invalid {
@@ -325,7 +327,7 @@ fn check_signature(path: &Path, manifest: Option<&[u8]>, trust: &LoadedTrust) ->
         c
     };
     // A signature file of the folder: a link out of it is not followed.
-    let bytes = match crate::fsio::read::open(path, false)
+    let bytes = match crate::fsio::read::open(&at.read(name), false)
         .and_then(|f| crate::fsio::read::read_limited(f, MAX_SIGNATURE_BYTES, "this file"))
         .map_err(io_err("read", path))
     {
@@ -414,9 +416,10 @@ fn check_signature(path: &Path, manifest: Option<&[u8]>, trust: &LoadedTrust) ->
 /// Check manifest, files and signatures; everything except the final
 /// "at least one trusted signature" rule. Returns the manifest bytes read.
 pub(super) fn inspect(
-    dir: &Path,
+    at: Place,
     trust: &LoadedTrust,
 ) -> Result<(VerifyReport, Option<Vec<u8>>), SignError> {
+    let dir = at.shown;
     let mut r = VerifyReport {
         dir: dir.to_path_buf(),
         trust: trust.describe(),
@@ -431,7 +434,7 @@ pub(super) fn inspect(
     // A name that is not UTF-8 can be neither listed nor a signature: a file the manifest does
     // not cover, said as the others are.
     let mut not_utf8: Vec<String> = Vec::new();
-    for entry in fs::read_dir(dir).map_err(io_err("list", dir))? {
+    for entry in fs::read_dir(at.read).map_err(io_err("list", dir))? {
         let entry = entry.map_err(io_err("list", dir))?;
         let name = entry.file_name();
         match name.to_str() {
@@ -445,7 +448,7 @@ pub(super) fn inspect(
     entries.sort();
     not_utf8.sort();
 
-    let manifest_bytes = match read_limited_in(dir, MANIFEST_FILE, MAX_MANIFEST_BYTES, "read") {
+    let manifest_bytes = match read_limited_in(at, MANIFEST_FILE, MAX_MANIFEST_BYTES, "read") {
         Ok(b) => Some(b),
         Err(SignError::Io { source, .. }) if source.kind() == io::ErrorKind::NotFound => {
             r.problems.push(format!("{MANIFEST_FILE}: missing"));
@@ -472,7 +475,7 @@ pub(super) fn inspect(
     if let Some(m) = &r.manifest {
         let mut budget = m.kind.read_budget();
         for (name, expected) in &m.files {
-            let status = match sha256_in(dir, name, &mut budget) {
+            let status = match sha256_in(at.read, name, &mut budget) {
                 Ok(h) if h == *expected => FileStatus::Ok,
                 Ok(actual) => {
                     r.problems.push(format!(
@@ -504,7 +507,7 @@ pub(super) fn inspect(
             .iter()
             .any(|f| f.name == primary && f.status == FileStatus::Ok)
         {
-            match evidence_simulated(m.kind, &dir.join(primary)) {
+            match evidence_simulated(m.kind, at) {
                 Ok(Some(b)) if b != m.simulated => r.problems.push(format!(
                     "{primary}: says simulated: {b} but {MANIFEST_FILE} says simulated: {}",
                     m.simulated
@@ -593,7 +596,7 @@ pub(super) fn inspect(
     // it as one claims a party that does not exist.
     let mut first_by_key: BTreeMap<String, String> = BTreeMap::new();
     for name in &sig_names {
-        let mut c = check_signature(&dir.join(name), manifest_bytes.as_deref(), trust);
+        let mut c = check_signature(at, name, manifest_bytes.as_deref(), trust);
         if let (SigStatus::Trusted | SigStatus::Untrusted { .. }, Some(fp)) =
             (&c.status, &c.fingerprint)
         {
@@ -629,7 +632,7 @@ so it is not a countersignature; remove it",
 /// wrong with the directory's contents is in the report.
 pub fn verify_dir(dir: &Path, trust: &Trust) -> Result<VerifyReport, SignError> {
     let trust = LoadedTrust::load(trust)?;
-    let (mut r, _) = inspect(dir, &trust)?;
+    let (mut r, _) = inspect(Place::at(dir), &trust)?;
     if r.signatures.is_empty() {
         r.problems.push(format!(
             "{SIGNATURE_FILE}: missing (the report is not signed)"
