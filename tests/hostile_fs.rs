@@ -839,6 +839,71 @@ fn a_report_folder_holding_files_nodecert_did_not_write_is_refused_before_the_ru
 /// No page outlives the evidence it was rendered from: a run into a folder that held a PASS,
 /// whose export is refused after its checks, leaves its own FAIL evidence and its own pages
 /// (README: "the evidence and reports of the run are kept"), never the earlier run's PASS.
+/// A file someone puts at a page's name while the run goes on (the run removed the earlier
+/// pages before its first check, so it is not nodecert's) is left as it is: the run keeps its
+/// evidence, writes no page, says why, and exits 2; with `--force` the page is written.
+#[test]
+fn a_page_that_appears_while_the_run_goes_on_is_not_replaced() {
+    use std::io::Write;
+    let env = Env::new();
+    for attempt in 0..3 {
+        let out = env.path(&format!("r{attempt}"));
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_nodecert"))
+            .args(["run", "--simulate", "h100-sxm-8", "-q", "--out"])
+            .arg(&out)
+            .current_dir(env.dir.path())
+            .env_clear()
+            .env("NO_COLOR", "1")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // The evidence is written after the first check; the training run takes seconds more.
+        let start = std::time::Instant::now();
+        while !out.join("evidence.json").exists() && start.elapsed() < QUICK {
+            std::thread::sleep(Duration::from_millis(2));
+        }
+        let put = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(out.join("report.md"));
+        let mut f = match put {
+            Ok(f) => f,
+            // The run wrote its pages first: it finished before the file could be put there.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                child.wait_with_output().unwrap();
+                continue;
+            }
+            Err(e) => panic!("{e}"),
+        };
+        f.write_all(b"my notes\n").unwrap();
+        drop(f);
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+        assert_eq!(
+            std::fs::read_to_string(out.join("report.md")).unwrap(),
+            "my notes\n"
+        );
+        assert!(!out.join("report.html").exists());
+        assert!(
+            stderr(&o).contains("report.md: appeared while the run went on"),
+            "{}",
+            stderr(&o)
+        );
+        assert!(stderr(&o).contains("nodecert render"), "{}", stderr(&o));
+        let ev = util::read_json(&out.join("evidence.json"));
+        assert_eq!(ev["verdict"], "pass");
+        // The same run with --force over the same folder replaces it.
+        let o = run_sim(&env, &["--out", out.to_str().unwrap(), "--force"]);
+        assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+        assert!(std::fs::read_to_string(out.join("report.md"))
+            .unwrap()
+            .contains("# nodecert certificate: "));
+        return;
+    }
+    panic!("three runs wrote their pages before a file could be put at report.md");
+}
+
 #[test]
 fn a_refused_export_after_the_run_leaves_this_runs_pages_not_the_last_ones() {
     let env = Env::new();

@@ -178,20 +178,7 @@ pub(crate) fn check_own_files_beside(
     names: &[&str],
     force: Option<bool>,
 ) -> Result<()> {
-    let shown = |name: &str| crate::console::visible(&out.join(name).display().to_string());
-    let head = |name: &str| -> Result<Option<String>> {
-        match dir.exists(name.as_ref()) {
-            Ok(false) => return Ok(None),
-            Ok(true) => {}
-            Err(e) => return Err(dir_error(out, e)),
-        }
-        match dir.open_file(name.as_ref()).and_then(read_head) {
-            Ok(h) => Ok(Some(h)),
-            Err(e) => {
-                Err(InputError::Other(format!("{}: {e}: choose another --out", shown(name))).into())
-            }
-        }
-    };
+    let head = file_head(dir, out);
     // The folder's evidence, where this command does not write it, only says whether the
     // pages stand beside nodecert evidence: one that cannot be read (a link to the evidence
     // being rendered) is no evidence beside them, not an error.
@@ -216,7 +203,7 @@ pub(crate) fn check_own_files_beside(
         if !(is_own_output(name, &h) || (name != evidence && beside_evidence)) {
             return Err(InputError::Other(format!(
                 "{}: exists and is not a file nodecert wrote; choose another --out{}",
-                shown(name),
+                shown(out, name),
                 if force.is_some() {
                     ", or add --force to replace it"
                 } else {
@@ -225,6 +212,60 @@ pub(crate) fn check_own_files_beside(
             ))
             .into());
         }
+    }
+    Ok(())
+}
+
+fn shown(out: &Path, name: &str) -> String {
+    crate::console::visible(&out.join(name).display().to_string())
+}
+
+/// The start of the file `name` of the folder held (`dir`, shown as `out`), through the
+/// folder and never a link: None where nothing is there, an error where something is that is
+/// not a regular file (or cannot be read).
+fn file_head<'a>(dir: &'a Dir, out: &'a Path) -> impl Fn(&str) -> Result<Option<String>> + 'a {
+    move |name: &str| {
+        match dir.exists(name.as_ref()) {
+            Ok(false) => return Ok(None),
+            Ok(true) => {}
+            Err(e) => return Err(dir_error(out, e)),
+        }
+        match dir.open_file(name.as_ref()).and_then(read_head) {
+            Ok(h) => Ok(Some(h)),
+            Err(e) => Err(InputError::Other(format!(
+                "{}: {e}: choose another --out",
+                shown(out, name)
+            ))
+            .into()),
+        }
+    }
+}
+
+/// Just before `run` writes its pages, whose earlier ones it removed before its first check:
+/// a page there now appeared during the run, and is replaced only where it carries the mark of
+/// nodecert's own templates (or with `--force`, `force`). Someone's file that appeared beside
+/// this run's evidence is left as it is (exit 2), and the run's evidence is kept.
+pub(crate) fn check_pages_unclaimed(dir: &Dir, out: &Path, force: bool) -> Result<()> {
+    let head = file_head(dir, out);
+    for name in REPORT_FILES {
+        let Some(h) = head(name)? else { continue };
+        if force || h.is_empty() || is_own_output(name, &h) {
+            continue;
+        }
+        let evidence = shown(out, crate::evidence::EVIDENCE_FILE);
+        return Err(InputError::Lines(vec![
+            format!(
+                "{}: appeared while the run went on, and is not a file nodecert wrote: it is \
+                 left as it is, and this run's pages are not written (nor signed)",
+                shown(out, name)
+            ),
+            format!(
+                "the run finished and its evidence is kept in {evidence}; render its pages \
+                 elsewhere with:"
+            ),
+            format!("  nodecert render {evidence} --out DIR"),
+        ])
+        .into());
     }
     Ok(())
 }

@@ -191,13 +191,8 @@ pub fn cmd_run(
     let rendered = match pages.render(&ev, &signing) {
         Ok(r) => r,
         Err(e) => {
-            // The run is complete and its evidence saved; only its pages are missing.
-            for name in REPORT_FILES {
-                dir.remove(name.as_ref()).map_err(|source| Error::Write {
-                    path: out.join(name),
-                    source,
-                })?;
-            }
+            // The run is complete and its evidence saved; only its pages are missing (an
+            // earlier run's went before the first check; what is there now is not nodecert's).
             let exported = export.write(&ev, out, None)?;
             if !quiet {
                 crate::out!("{}", crate::console::summary(&ev, color));
@@ -214,6 +209,9 @@ pub fn cmd_run(
             ));
         }
     };
+    // The pages are written only where no one's file appeared at their names while the run
+    // went on (the earlier run's were removed before it); nothing is signed otherwise.
+    let unclaimed = || super::output::check_pages_unclaimed(&dir, out, export.force);
     // Before the pages and the signature: an export into the report folder itself is then not
     // refused as a file of a signed folder (it is not listed in the manifest either way), and
     // an export that fails leaves no page naming a signature.
@@ -227,6 +225,7 @@ pub fn cmd_run(
                 Some(_) => pages.render(&ev, &Default::default()),
             };
             if let Ok(r) = unsigned {
+                unclaimed()?;
                 write_rendered(&dir, r)?;
             }
             if !quiet {
@@ -235,6 +234,12 @@ pub fn cmd_run(
             return Err(e);
         }
     };
+    if let Err(e) = unclaimed() {
+        if !quiet {
+            crate::out!("{}", crate::console::summary(&ev, color));
+        }
+        return Err(e);
+    }
     let signed = match signer {
         None => {
             write_rendered(&dir, rendered)?;
