@@ -787,6 +787,10 @@ pub struct Virtualization {
     pub iommu_groups: Option<u32>,
     /// PCIe bridges above the GPUs with ACS redirection enabled (bare metal only).
     pub acs_enabled_bridges: Vec<String>,
+    /// PCIe bridges above the GPUs whose ACS could not be read (bare metal only; their extended
+    /// config space needs root): not known to be off.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub acs_unknown_bridges: Vec<String>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -375,10 +375,22 @@ fn virtualization(s: &mut String, inv: &Inventory) {
             .map(|h| format!(" ({})", visible(h)))
             .unwrap_or_default(),
         or_na(v.iommu_groups),
-        if v.acs_enabled_bridges.is_empty() {
-            "none".to_string()
-        } else {
-            visible(&v.acs_enabled_bridges.join(", "))
+        match (
+            v.acs_enabled_bridges.is_empty(),
+            v.acs_unknown_bridges.is_empty()
+        ) {
+            (true, true) => "none".to_string(),
+            (false, true) => visible(&v.acs_enabled_bridges.join(", ")),
+            // Not read is not known to be off.
+            (on, false) => format!(
+                "{}; not readable (needs root): {}",
+                if on {
+                    "none of those read".to_string()
+                } else {
+                    visible(&v.acs_enabled_bridges.join(", "))
+                },
+                visible(&v.acs_unknown_bridges.join(", "))
+            ),
         }
     ));
     for w in &v.witnesses {
@@ -502,6 +514,31 @@ mod tests {
         let mut inv = sim_inventory("l40s-pcie-4", &["xid:gpu=2,code=79"]);
         inv.virtualization.acs_enabled_bridges = vec!["0000:17:08.0".into()];
         insta::assert_snapshot!(render(&inv, true));
+    }
+
+    /// A bridge whose ACS could not be read is said so, never counted among those without.
+    #[test]
+    fn acs_not_read_is_not_none() {
+        let mut inv = sim_inventory("l40s-pcie-4", &[]);
+        inv.virtualization.acs_unknown_bridges = vec!["0000:17:08.0".into()];
+        let text = render(&inv, true);
+        assert!(
+            text.contains(
+                "bridges with ACS redirect: none of those read; not readable (needs root): \
+                 0000:17:08.0\n"
+            ),
+            "{text}"
+        );
+        inv.virtualization.acs_enabled_bridges = vec!["0000:16:01.0".into()];
+        let text = render(&inv, true);
+        assert!(
+            text.contains(
+                "bridges with ACS redirect: 0000:16:01.0; not readable (needs root): 0000:17:08.0\n"
+            ),
+            "{text}"
+        );
+        inv.virtualization.acs_unknown_bridges.clear();
+        assert!(render(&inv, true).contains("bridges with ACS redirect: 0000:16:01.0\n"));
     }
 
     #[test]

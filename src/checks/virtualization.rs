@@ -265,6 +265,20 @@ impl Check for Virtualization {
                     format!("PCIe ACS is enabled on bridge {b} above the GPUs: peer traffic is routed through the root complex (slow or hanging P2P)"),
                 ));
             }
+            // Not read is not known to be off: as non-root, a bridge's extended config space
+            // (where ACS is) reads as zeros.
+            for b in &v.acs_unknown_bridges {
+                out.push(finding(
+                    Status::Skip,
+                    Subject::bridge(b),
+                    "not available here",
+                    "ACS disabled on bare metal",
+                    format!(
+                        "not available here: PCIe ACS of bridge {b} above the GPUs (its \
+                         extended config space needs root)"
+                    ),
+                ));
+            }
         }
         out
     }
@@ -502,6 +516,26 @@ mod tests {
         };
         assert_eq!(acs(VirtMode::BareMetal), ["bridge 0000:16:00.0"]);
         assert!(acs(VirtMode::Passthrough).is_empty());
+        // ACS that could not be read (as non-root) is not known to be off: not available here
+        // on bare metal, never a pass; in a VM it is not asked.
+        let unknown = |mode: VirtMode| {
+            judged(None, move |inv| {
+                inv.virtualization.mode = mode;
+                inv.virtualization.acs_unknown_bridges = vec!["0000:16:00.0".into()];
+            })
+        };
+        let f = unknown(VirtMode::BareMetal);
+        let na: Vec<_> = f.iter().filter(|x| x.1 == Status::Skip).collect();
+        assert_eq!(na.len(), 1, "{f:#?}");
+        assert_eq!(na[0].0, "bridge 0000:16:00.0");
+        assert_eq!(
+            na[0].2,
+            "not available here: PCIe ACS of bridge 0000:16:00.0 above the GPUs (its extended \
+             config space needs root)"
+        );
+        assert!(f.iter().all(|x| x.1 != Status::Warn && x.1 != Status::Fail));
+        let f = unknown(VirtMode::Passthrough);
+        assert!(f.iter().all(|x| x.1 == Status::Pass), "{f:#?}");
     }
     use crate::inventory::Inventory;
     use crate::platform::{hypervisor::Cpuid, NvmlVirt};

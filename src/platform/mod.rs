@@ -240,6 +240,7 @@ pub fn decide(mut e: Evidence, nvml: Option<NvmlVirt>) -> Virtualization {
         witnesses: e.witnesses,
         iommu_groups: None,
         acs_enabled_bridges: vec![],
+        acs_unknown_bridges: vec![],
     }
 }
 
@@ -259,9 +260,14 @@ pub fn virtualization(
         notes.push("iommu groups: /sys/kernel not readable".into());
     }
     if v.mode == VirtMode::BareMetal {
-        let (bridges, acs_notes) = pci::acs_redirecting_bridges(root, gpu_bus_ids);
+        let (bridges, unread) = pci::acs_redirecting_bridges(root, gpu_bus_ids);
         v.acs_enabled_bridges = bridges;
-        notes.extend(acs_notes);
+        notes.extend(
+            unread.iter().map(|b| {
+                format!("bridge {b} acs: extended config space not readable (needs root)")
+            }),
+        );
+        v.acs_unknown_bridges = unread;
     }
     (v, notes)
 }

@@ -124,27 +124,25 @@ pub fn bridges_above(root: &Path, bus_id: &str) -> Vec<(String, PathBuf)> {
         .collect()
 }
 
-/// Bridges above the given GPUs with ACS redirection on, and notes on those that could not
-/// be read.
+/// Bridges above the given GPUs with ACS redirection on, and those whose ACS could not be read
+/// (their extended config space needs root): by bus id, each once.
 pub fn acs_redirecting_bridges(root: &Path, gpus: &[String]) -> (Vec<String>, Vec<String>) {
     let mut on = Vec::new();
-    let mut notes = Vec::new();
+    let mut unread = Vec::new();
     for gpu in gpus {
         for (bdf, dir) in bridges_above(root, gpu) {
             match system_bytes(&dir.join("config")).map(|b| parse_acs(&b)) {
                 Some(a) if a.redirects() => on.push(bdf),
-                Some(Acs::NotReadable) | None => notes.push(format!(
-                    "bridge {bdf} acs: extended config space not readable (needs root)"
-                )),
+                Some(Acs::NotReadable) | None => unread.push(bdf),
                 Some(_) => {}
             }
         }
     }
-    for v in [&mut on, &mut notes] {
+    for v in [&mut on, &mut unread] {
         v.sort();
         v.dedup();
     }
-    (on, notes)
+    (on, unread)
 }
 
 #[cfg(test)]

@@ -109,6 +109,7 @@ fn bare_metal_finds_acs_bridges_and_iommu_groups() {
     assert_eq!(v.hypervisor, None);
     assert_eq!(v.iommu_groups, Some(3));
     assert_eq!(v.acs_enabled_bridges, vec!["0000:18:08.0".to_string()]);
+    assert_eq!(v.acs_unknown_bridges, vec!["0000:a0:01.0".to_string()]);
     assert_eq!(
         notes,
         vec!["bridge 0000:a0:01.0 acs: extended config space not readable (needs root)"]

@@ -1031,6 +1031,7 @@ impl Backend for SimBackend {
                 witnesses,
                 iommu_groups: node.virtualization.iommu_groups,
                 acs_enabled_bridges: vec![],
+                acs_unknown_bridges: vec![],
             },
             unavailable,
         })
