@@ -498,6 +498,43 @@ fn check_prints_the_plan_without_running() {
     );
 }
 
+/// A suite that cannot run as stated on the node is refused by `check` as `run` refuses it
+/// (exit 2, at its key), and is never called valid first.
+#[test]
+fn check_never_calls_valid_a_suite_that_cannot_run_on_the_node() {
+    let env = Env::new();
+    let suite = env.write(
+        "tiny.toml",
+        "format_version = 1\nname = \"tiny\"\n\
+         [checks.collective.all_to_all]\nmin_size = \"8B\"\nmax_size = \"64B\"\n",
+    );
+    let a = env
+        .cmd()
+        .args([
+            "check",
+            &suite.display().to_string(),
+            "--simulate",
+            "h100-sxm-8",
+        ])
+        .assert()
+        .code(2);
+    let text = util::out_text(&a);
+    assert!(text.contains("raise max_size to at least 128 B"), "{text}");
+    assert!(!text.lines().any(|l| l == "valid."), "{text}");
+    // On one GPU the same suite moves data: valid.
+    let a = env
+        .cmd()
+        .args([
+            "check",
+            &suite.display().to_string(),
+            "--simulate",
+            "h200-vm-1",
+        ])
+        .assert()
+        .code(0);
+    assert!(util::out_text(&a).lines().any(|l| l == "valid."));
+}
+
 /// A floor of 0 loads but judges nothing: `check` and `run` name it at its line, a simulated
 /// run's line says simulated, and the figure it bounds is not counted as a judgement.
 #[test]

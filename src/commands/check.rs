@@ -51,10 +51,6 @@ pub fn cmd_check(suite: &str, simulate: Option<String>) -> Result<u8> {
                 .join(" -> ")
         );
     }
-    crate::outln!("valid.");
-    for c in &loaded.cautions {
-        crate::outln!("caution: {}", visible(c));
-    }
     // Expand against a node: the simulated one if given, else the suite's own expectations.
     let simulated = simulate.is_some();
     let inv = match simulate {
@@ -67,6 +63,11 @@ pub fn cmd_check(suite: &str, simulate: Option<String>) -> Result<u8> {
     };
     // What cannot run as stated on this node is invalid input here, as `run` refuses it.
     crate::checks::check_suite_fits(&loaded, inv.gpus.len())?;
+    // Valid only once it is known to run as stated on that node.
+    crate::outln!("valid.");
+    for c in &loaded.cautions {
+        crate::outln!("caution: {}", visible(c));
+    }
     crate::outln!(
         "plan on {} ({}):",
         visible(&inv.hostname),
