@@ -158,8 +158,10 @@ pub fn judge(
 
 /// The in-node outlier rule: each item must be within `pct` percent of the node's median, on
 /// the bad side only (`higher_is_better`: bandwidth; otherwise latency). Catches the slow but
-/// otherwise healthy GPU that passes every absolute floor. Returns failing items only; a figure
-/// that is not a number (NaN, infinite) cannot be within anything and fails too.
+/// otherwise healthy GPU that passes every absolute floor. Returns a failure per item out of
+/// line (a figure that is not a number, NaN or infinite, cannot be within anything and fails
+/// too), or one pass for the node where every item is within; where one figure was measured
+/// there is nothing to compare it with, and that is said (information, not a judgement).
 pub fn outliers(
     items: &[(Subject, f64)],
     pct: f64,
@@ -173,7 +175,7 @@ pub fn outliers(
 /// The outlier rule within each class of like items (GPU pairs of one path class: NV18, NODE,
 /// SYS...): a pair is compared with pairs that travel the same way, so that the slower but
 /// healthy cross-socket pairs of a PCIe box are not taken for faulty ones. A class of one item
-/// has nothing to be compared with.
+/// has nothing to be compared with (said, as information).
 pub fn outliers_by_class(
     items: &[(Subject, String, f64)],
     pct: f64,
@@ -305,12 +307,30 @@ fn outliers_among(
         .filter(|v| v.is_finite())
         .collect();
     if vals.len() < 2 {
+        if let ([(subject, v)], true) = (items, out.is_empty()) {
+            out.push(Finding {
+                status: Status::Pass,
+                subject: subject.clone(),
+                found: format!("{} {unit}", fmt_num(*v)).trim_end().to_string(),
+                expected: format!("within {}% of {median}", fmt_num(pct)),
+                reason: format!(
+                    "{}: {what} is the only figure, so the outlier rule ({}% of {median}) has \
+                     nothing to compare it with",
+                    subject.describe(),
+                    fmt_num(pct)
+                ),
+                metric: None,
+                info: true,
+                limit: None,
+            });
+        }
         return out;
     }
     let med = crate::evidence::median(&vals);
     if med <= 0.0 {
         return out;
     }
+    let failed = out.len();
     out.extend(
         items
             .iter()
@@ -346,6 +366,23 @@ fn outliers_among(
                 })
             }),
     );
+    if out.len() == failed && failed == 0 {
+        let within = format!(
+            "within {}% of {median} {}",
+            fmt_num(pct),
+            with_unit(&fmt_num(med), unit)
+        );
+        out.push(Finding {
+            status: Status::Pass,
+            subject: Subject::node(),
+            found: format!("{} of {} within", vals.len(), vals.len()),
+            expected: within.clone(),
+            reason: format!("node: {what}: all {} {within} (outlier rule)", vals.len()),
+            metric: None,
+            info: false,
+            limit: None,
+        });
+    }
     out
 }
 
@@ -462,8 +499,19 @@ mod tests {
         );
     }
 
+    /// The failures among an outlier rule's findings.
+    fn fails(f: Vec<Finding>) -> Vec<Finding> {
+        f.into_iter().filter(|x| x.status == Status::Fail).collect()
+    }
+
+    /// Whether the outlier rule held: one judgement of the node, a pass, and no failure.
+    fn held(f: &[Finding]) -> bool {
+        matches!(f, [x] if x.status == Status::Pass && !x.info && x.subject == Subject::node())
+    }
+
     /// The outlier rule: exactly `pct` from the median is within it; two figures are enough to
-    /// compare; one is not.
+    /// compare; one is not (said, as information). Where it held, the node passes it (a
+    /// judgement that could have failed); where it failed, nothing passes.
     #[test]
     fn the_outlier_rule_at_its_edges() {
         let items = |v: &[f64]| -> Vec<(Subject, f64)> {
@@ -473,21 +521,45 @@ mod tests {
                 .collect()
         };
         // Median 100: 90 and 110 are exactly 10% away.
-        assert!(outliers(&items(&[90.0, 100.0, 110.0]), 10.0, true, "x", "u").is_empty());
-        assert!(outliers(&items(&[90.0, 100.0, 110.0]), 10.0, false, "x", "u").is_empty());
+        let f = outliers(&items(&[90.0, 100.0, 110.0]), 10.0, true, "x", "u");
+        assert!(held(&f), "{f:#?}");
         assert_eq!(
-            outliers(&items(&[89.0, 100.0, 111.0]), 10.0, true, "x", "u").len(),
-            1
+            f[0].reason,
+            "node: x: all 3 within 10.0% of the node median 100 u (outlier rule)"
         );
-        assert_eq!(
-            outliers(&items(&[89.0, 100.0, 111.0]), 10.0, false, "x", "u").len(),
-            1
-        );
+        assert!(held(&outliers(
+            &items(&[90.0, 100.0, 110.0]),
+            10.0,
+            false,
+            "x",
+            "u"
+        )));
+        for higher_is_better in [true, false] {
+            let f = outliers(
+                &items(&[89.0, 100.0, 111.0]),
+                10.0,
+                higher_is_better,
+                "x",
+                "u",
+            );
+            assert_eq!(f.len(), 1, "{f:#?}");
+            assert_eq!(f[0].status, Status::Fail);
+        }
         // Two figures: median 80, 60 is 25% below.
         let two = outliers(&items(&[100.0, 60.0]), 10.0, true, "x", "u");
         assert_eq!(two.len(), 1);
+        assert_eq!(two[0].status, Status::Fail);
         assert_eq!(two[0].subject, Subject::gpu(1));
-        assert!(outliers(&items(&[60.0]), 10.0, true, "x", "u").is_empty());
+        let one = outliers(&items(&[60.0]), 10.0, true, "x", "u");
+        assert_eq!(one.len(), 1, "{one:#?}");
+        assert!(one[0].info && one[0].status == Status::Pass, "{one:#?}");
+        assert_eq!(one[0].subject, Subject::gpu(0));
+        assert_eq!(
+            one[0].reason,
+            "GPU 0: x is the only figure, so the outlier rule (10.0% of the node median) has \
+             nothing to compare it with"
+        );
+        assert!(outliers(&[], 10.0, true, "x", "u").is_empty());
     }
 
     #[test]
@@ -627,13 +699,24 @@ mod tests {
     #[test]
     fn the_outlier_rule_compares_pairs_of_one_path_class() {
         // 17% apart, more than the 15% rule: healthy, because each class agrees with itself.
-        assert!(outliers_by_class(&pcie_box(None), 15.0, true, "peer read", "GB/s").is_empty());
+        let f = outliers_by_class(&pcie_box(None), 15.0, true, "peer read", "GB/s");
+        assert_eq!(f.len(), 2, "{f:#?}");
+        assert!(f.iter().all(|x| x.status == Status::Pass && !x.info));
+        assert!(f[0]
+            .reason
+            .contains("all 8 within 15.0% of the median of NODE pairs 26.0 GB/s"));
+        assert!(f[1]
+            .reason
+            .contains("all 4 within 15.0% of the median of SYS pairs 21.6 GB/s"));
         // Taken as one population, the slower class would have been called faulty.
         let flat: Vec<(Subject, f64)> =
             pcie_box(None).into_iter().map(|(s, _, v)| (s, v)).collect();
         assert_eq!(outliers(&flat, 15.0, true, "peer read", "GB/s").len(), 4);
-        // A slow pair in its class is still caught, against its own class's median.
-        let f = outliers_by_class(&pcie_box(Some((9, 0.8))), 15.0, true, "peer read", "GB/s");
+        // A slow pair in its class is still caught, against its own class's median; the other
+        // class still holds.
+        let all = outliers_by_class(&pcie_box(Some((9, 0.8))), 15.0, true, "peer read", "GB/s");
+        assert_eq!(all.len(), 2, "{all:#?}");
+        let f = fails(all);
         assert_eq!(f.len(), 1, "{f:#?}");
         assert_eq!(f[0].subject, Subject::pair(9, 12));
         assert!(
@@ -654,6 +737,7 @@ mod tests {
             .collect();
         let f = outliers_by_class(&one, 10.0, true, "peer read", "GB/s");
         assert_eq!(f.len(), 1);
+        assert_eq!(f[0].status, Status::Fail);
         assert!(
             f[0].reason.contains("the node median of 380 GB/s"),
             "{}",
@@ -664,9 +748,17 @@ mod tests {
             .into_iter()
             .map(|(s, c, v)| (s, c, 40.0 / v))
             .collect();
-        let f = outliers_by_class(&lat, 15.0, false, "latency", "us");
+        let f = fails(outliers_by_class(&lat, 15.0, false, "latency", "us"));
         assert_eq!(f.len(), 1, "{f:#?}");
         assert_eq!(f[0].subject, Subject::pair(2, 12));
+        // A class of one pair has nothing to compare with: said, not judged.
+        let mut lone = pcie_box(None);
+        lone.truncate(9);
+        let f = outliers_by_class(&lone, 15.0, true, "peer read", "GB/s");
+        assert_eq!(f.len(), 2, "{f:#?}");
+        assert!(held(&f[..1]), "{f:#?}");
+        assert!(f[1].info && f[1].subject == Subject::pair(8, 12), "{f:#?}");
+        assert!(f[1].reason.contains("(15.0% of the median of SYS pairs)"));
     }
 
     #[test]
@@ -793,16 +885,16 @@ mod tests {
             .map(|i| (Subject::gpu(i), if i == 2 { 80.0 } else { 55.0 }))
             .collect();
         // A fast GPU is no bandwidth outlier, but the same spread is one for a latency.
-        assert!(outliers(&items, 10.0, true, "h2d", "GB/s").is_empty());
-        assert_eq!(
-            outliers(&items, 10.0, false, "latency", "us")[0].subject,
-            Subject::gpu(2)
-        );
+        assert!(held(&outliers(&items, 10.0, true, "h2d", "GB/s")));
+        let f = outliers(&items, 10.0, false, "latency", "us");
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].subject, Subject::gpu(2));
         // Just inside the rule is not an outlier.
         let near: Vec<(Subject, f64)> = (0..4)
             .map(|i| (Subject::gpu(i), if i == 0 { 50.0 } else { 55.0 }))
             .collect();
-        assert!(outliers(&near, 10.0, true, "h2d", "GB/s").is_empty());
+        assert!(held(&outliers(&near, 10.0, true, "h2d", "GB/s")));
+        assert_eq!(fails(outliers(&near, 9.0, true, "h2d", "GB/s")).len(), 1);
         assert_eq!(outliers(&near, 9.0, true, "h2d", "GB/s").len(), 1);
     }
 }
