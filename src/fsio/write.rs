@@ -225,17 +225,29 @@ impl Dir {
     /// A path that names this very folder for reading whatever its own path names now:
     /// `/proc/self/fd/N` of the open handle, the kernel's link to the folder itself. What a
     /// command reads of the folder it holds (the files it signs) is then what it writes beside,
-    /// even if the folder's path is swapped for another folder and back in between. Where /proc
-    /// is not mounted (or names something else), the folder's path.
-    pub fn read_root(&self) -> PathBuf {
+    /// even if the folder's path is swapped for another folder and back in between. An error
+    /// where /proc is not mounted (or its link does not name this folder): reading by path
+    /// instead would give that up unseen.
+    pub fn read_root(&self) -> io::Result<PathBuf> {
+        self.read_root_in(Path::new("/proc/self/fd"))
+    }
+
+    /// [`Dir::read_root`] with the process's descriptors under `fds`.
+    fn read_root_in(&self, fds: &Path) -> io::Result<PathBuf> {
         use std::os::unix::fs::MetadataExt;
-        let proc = PathBuf::from(format!("/proc/self/fd/{}", self.fd.as_raw_fd()));
+        let proc = fds.join(self.fd.as_raw_fd().to_string());
         // SAFETY: a valid fd and a zeroed stat buffer.
         let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        let fstat = cvt(unsafe { libc::fstat(self.fd.as_raw_fd(), &mut st) });
-        match (fstat, std::fs::metadata(&proc)) {
-            (Ok(_), Ok(m)) if m.dev() == st.st_dev as u64 && m.ino() == st.st_ino as u64 => proc,
-            _ => self.path.clone(),
+        cvt(unsafe { libc::fstat(self.fd.as_raw_fd(), &mut st) })?;
+        match std::fs::metadata(&proc) {
+            Ok(m) if m.dev() == st.st_dev as u64 && m.ino() == st.st_ino as u64 => Ok(proc),
+            _ => Err(io::Error::other(format!(
+                "{} cannot be read through the folder nodecert holds ({} does not name it: is \
+                 /proc mounted?), and reading it by its path would let someone who swaps the \
+                 folder choose what is read",
+                self.path.display(),
+                proc.display()
+            ))),
         }
     }
 
@@ -597,13 +609,23 @@ mod tests {
         std::fs::write(p.join("evidence.json"), "judged").unwrap();
         let d = Dir::open(&p).unwrap();
         assert_eq!(
-            std::fs::read_to_string(d.read_root().join("evidence.json")).unwrap(),
+            std::fs::read_to_string(d.read_root().unwrap().join("evidence.json")).unwrap(),
             "judged"
         );
+        // Where /proc is not there (or names another folder), no path is offered instead.
+        let e = d.read_root_in(&t.path().join("no-proc")).unwrap_err();
+        assert!(e.to_string().contains("is /proc mounted?"), "{e}");
+        std::fs::create_dir(t.path().join("fds")).unwrap();
+        symlink(
+            t.path(),
+            t.path().join("fds").join(d.fd.as_raw_fd().to_string()),
+        )
+        .unwrap();
+        assert!(d.read_root_in(&t.path().join("fds")).is_err());
         std::fs::rename(&p, t.path().join("moved")).unwrap();
         std::fs::create_dir(&p).unwrap();
         std::fs::write(p.join("evidence.json"), "forged").unwrap();
-        let root = d.read_root();
+        let root = d.read_root().unwrap();
         assert_ne!(root, p);
         assert_eq!(
             std::fs::read_to_string(root.join("evidence.json")).unwrap(),

@@ -472,6 +472,10 @@ mod tests {
         assert_eq!(kind(), ReportKind::Fleet);
         std::fs::write(d.path().join(EVIDENCE_FILE), "{}").unwrap();
         assert_eq!(kind(), ReportKind::Node, "both: a node's");
+        // A dangling link named evidence.json is there, as the signature finds it.
+        std::fs::remove_file(d.path().join(EVIDENCE_FILE)).unwrap();
+        std::os::unix::fs::symlink("gone", d.path().join(EVIDENCE_FILE)).unwrap();
+        assert_eq!(kind(), ReportKind::Node, "a link there: a node's");
         std::fs::remove_file(d.path().join("fleet.json")).unwrap();
         assert_eq!(kind(), ReportKind::Node);
         assert_eq!(ReportKind::Fleet.evidence_file(), "fleet.json");

@@ -104,15 +104,17 @@ pub use commands::{digest_check_command, verify_command, verify_command_for};
 pub use keys::{key_fingerprint, keygen, signing_key_info, KeyInfo};
 pub use manifest::{sha256_in, Manifest};
 
-/// The signature files of the folder `dir` (`nodecert-manifest.txt.sig`, then the
-/// countersignatures by number): none means it was never signed, whatever manifest is there.
-pub fn signatures_in(dir: &Path) -> Result<Vec<String>, SignError> {
-    manifest::existing_signatures(Place::at(dir))
+/// The signature files of a folder a command holds open (`nodecert-manifest.txt.sig`, then the
+/// countersignatures by number), listed through its handle: none means it was never signed,
+/// whatever manifest is there.
+pub fn signatures_in_folder(folder: &crate::fsio::write::Dir) -> Result<Vec<String>, SignError> {
+    let root = read_root(folder)?;
+    manifest::existing_signatures(Place::new(&root, folder.path()))
 }
 
-/// [`signatures_in`] of a folder a command holds open: listed through its handle.
-pub fn signatures_in_folder(folder: &crate::fsio::write::Dir) -> Result<Vec<String>, SignError> {
-    manifest::existing_signatures(Place::new(&folder.read_root(), folder.path()))
+/// [`crate::fsio::write::Dir::read_root`] of a folder being signed.
+fn read_root(folder: &crate::fsio::write::Dir) -> Result<PathBuf, SignError> {
+    folder.read_root().map_err(io_err("read", folder.path()))
 }
 
 /// A report folder as it is read and as messages name it. A command that holds the folder open
@@ -220,9 +222,11 @@ impl ReportKind {
 
     /// The kind of the folder `dir`: a fleet's where it holds `fleet.json` and no
     /// `evidence.json`, a node's otherwise (so a folder with neither is told that its
-    /// `evidence.json` is missing).
+    /// `evidence.json` is missing). Names are looked at, links there not followed, as the
+    /// signature reads them.
     pub fn of_folder(dir: &Path) -> ReportKind {
-        if !dir.join(EVIDENCE_FILE).exists() && dir.join(crate::fleet::FLEET_FILE).exists() {
+        let here = |name: &str| dir.join(name).symlink_metadata().is_ok();
+        if !here(EVIDENCE_FILE) && here(crate::fleet::FLEET_FILE) {
             ReportKind::Fleet
         } else {
             ReportKind::Node

@@ -67,7 +67,7 @@ pub fn write_manifest_in(
     meta: &ManifestMeta,
 ) -> Result<PathBuf, SignError> {
     let dir = folder.path();
-    let root = folder.read_root();
+    let root = read_root(folder)?;
     let at = Place::new(&root, dir);
     let manifest_path = dir.join(MANIFEST_FILE);
     let mut seen = BTreeSet::new();
@@ -175,7 +175,7 @@ pub fn sign_dir_in(
     checked: Option<&str>,
 ) -> Result<SignatureInfo, SignError> {
     let dir = folder.path();
-    let root = folder.read_root();
+    let root = read_root(folder)?;
     let at = Place::new(&root, dir);
     let private = read_signing_key(key)?;
     let fingerprint = private.fingerprint(HashAlg::Sha256).to_string();
@@ -256,7 +256,7 @@ fn seal(
     checked: Option<&str>,
 ) -> Result<(PathBuf, u32), SignError> {
     let dir = folder.path();
-    let root = folder.read_root();
+    let root = read_root(folder)?;
     let manifest_path = dir.join(MANIFEST_FILE);
     let (report, manifest) = inspect(Place::new(&root, dir), &LoadedTrust::None)?;
     if !report.problems.is_empty() {
@@ -462,7 +462,7 @@ mod tests {
         )
         .unwrap();
         std::fs::write(p.join(MANIFEST_FILE), &manifest).unwrap();
-        let root = held.read_root();
+        let root = held.read_root().unwrap();
         let (r, m) = inspect(Place::new(&root, held.path()), &LoadedTrust::None).unwrap();
         assert!(r.problems.is_empty(), "{:?}", r.problems);
         assert_eq!(m.as_deref(), Some(&manifest[..]));
