@@ -836,9 +836,6 @@ fn a_report_folder_holding_files_nodecert_did_not_write_is_refused_before_the_ru
     );
 }
 
-/// No page outlives the evidence it was rendered from: a run into a folder that held a PASS,
-/// whose export is refused after its checks, leaves its own FAIL evidence and its own pages
-/// (README: "the evidence and reports of the run are kept"), never the earlier run's PASS.
 /// A file someone puts at a page's name while the run goes on (the run removed the earlier
 /// pages before its first check, so it is not nodecert's) is left as it is: the run keeps its
 /// evidence, writes no page, says why, and exits 2; with `--force` the page is written.
@@ -886,7 +883,9 @@ fn a_page_that_appears_while_the_run_goes_on_is_not_replaced() {
         );
         assert!(!out.join("report.html").exists());
         assert!(
-            stderr(&o).contains("report.md: appeared while the run went on"),
+            stderr(&o).contains(
+                "report.md is not a file nodecert wrote, and appeared while the run went on"
+            ),
             "{}",
             stderr(&o)
         );
@@ -904,6 +903,9 @@ fn a_page_that_appears_while_the_run_goes_on_is_not_replaced() {
     panic!("three runs wrote their pages before a file could be put at report.md");
 }
 
+/// No page outlives the evidence it was rendered from: a run into a folder that held a PASS,
+/// whose export is refused after its checks, leaves its own FAIL evidence and its own pages
+/// (README: "the evidence and reports of the run are kept"), never the earlier run's PASS.
 #[test]
 fn a_refused_export_after_the_run_leaves_this_runs_pages_not_the_last_ones() {
     let env = Env::new();

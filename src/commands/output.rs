@@ -242,32 +242,49 @@ fn file_head<'a>(dir: &'a Dir, out: &'a Path) -> impl Fn(&str) -> Result<Option<
 }
 
 /// Just before `run` writes its pages, whose earlier ones it removed before its first check:
-/// a page there now appeared during the run, and is replaced only where it carries the mark of
-/// nodecert's own templates (or with `--force`, `force`). Someone's file that appeared beside
-/// this run's evidence is left as it is (exit 2), and the run's evidence is kept.
+/// a page there now appeared during the run, and is replaced only where it is a regular file
+/// that carries the mark of nodecert's own templates (or with `--force`, `force`). Someone's
+/// file that appeared beside this run's evidence is left as it is (exit 2), and the run's
+/// evidence is kept. A manifest, which the run refused to find before it started, appeared
+/// too: what someone else listed is not signed.
 pub(crate) fn check_pages_unclaimed(dir: &Dir, out: &Path, force: bool) -> Result<()> {
-    let head = file_head(dir, out);
+    let mut appeared = Vec::new();
     for name in REPORT_FILES {
-        let Some(h) = head(name)? else { continue };
-        if force || h.is_empty() || is_own_output(name, &h) {
-            continue;
+        match dir.exists(name.as_ref()) {
+            Ok(false) => continue,
+            Ok(true) => {}
+            Err(e) => return Err(dir_error(out, e)),
         }
-        let evidence = shown(out, crate::evidence::EVIDENCE_FILE);
-        return Err(InputError::Lines(vec![
-            format!(
-                "{}: appeared while the run went on, and is not a file nodecert wrote: it is \
-                 left as it is, and this run's pages are not written (nor signed)",
-                shown(out, name)
-            ),
-            format!(
-                "the run finished and its evidence is kept in {evidence}; render its pages \
-                 elsewhere with:"
-            ),
-            format!("  nodecert render {evidence} --out DIR"),
-        ])
-        .into());
+        match dir.open_file(name.as_ref()).and_then(read_head) {
+            Ok(h) if force || h.is_empty() || is_own_output(name, &h) => {}
+            Ok(_) => appeared.push(format!("{} is not a file nodecert wrote", shown(out, name))),
+            Err(e) => appeared.push(format!("{}: {e}", shown(out, name))),
+        }
     }
-    Ok(())
+    // A signature without a manifest is never signed beside (the signature refuses it).
+    if dir
+        .exists(crate::sign::MANIFEST_FILE.as_ref())
+        .unwrap_or(true)
+    {
+        let m = shown(out, crate::sign::MANIFEST_FILE);
+        appeared.push(format!("{m} is not a file this run wrote"));
+    }
+    let Some(first) = appeared.first() else {
+        return Ok(());
+    };
+    let evidence = shown(out, crate::evidence::EVIDENCE_FILE);
+    Err(InputError::Lines(vec![
+        format!(
+            "{first}, and appeared while the run went on: it is left as it is, and this run's \
+             pages are not written (nor signed)"
+        ),
+        format!(
+            "the run finished and its evidence is kept in {evidence}; render its pages \
+             elsewhere with:"
+        ),
+        format!("  nodecert render {evidence} --out DIR"),
+    ])
+    .into())
 }
 
 /// Render the reports of `ev` and write them into `dir`. A template that fails is invalid
@@ -549,5 +566,57 @@ mod tests {
             .to_string();
         assert!(e.contains("is the evidence being read"), "{e}");
         assert_eq!(std::fs::read_to_string(&read).unwrap(), "{}");
+    }
+
+    /// Just before `run` writes its pages: a page that appeared meanwhile is refused unless it
+    /// is nodecert's (its templates' mark, or empty) or `--force` is given, and then only a
+    /// regular file; a manifest that appeared is refused even with `--force`.
+    /// Nothing there is touched.
+    #[test]
+    fn what_appeared_where_the_pages_go_is_refused_unless_nodecert_s() {
+        let t = tempfile::tempdir().unwrap();
+        let out = t.path();
+        let d = Dir::open(out).unwrap();
+        let check = |force: bool| check_pages_unclaimed(&d, out, force).map_err(|e| e.to_string());
+        check(false).unwrap();
+        let md = out.join("report.md");
+        for own in ["", "# nodecert certificate: PASS\n"] {
+            std::fs::write(&md, own).unwrap();
+            check(false).unwrap();
+        }
+        std::fs::write(&md, "my notes\n").unwrap();
+        let e = check(false).unwrap_err();
+        assert!(
+            e.contains(
+                "report.md is not a file nodecert wrote, and appeared while the run went on"
+            ),
+            "{e}"
+        );
+        assert!(e.contains("nodecert render "), "{e}");
+        check(true).unwrap();
+        assert_eq!(std::fs::read_to_string(&md).unwrap(), "my notes\n");
+        std::fs::remove_file(&md).unwrap();
+        // Not a regular file: refused even with --force, and left as it is.
+        let html = out.join("report.html");
+        crate::testutil::mkfifo(&html);
+        for force in [false, true] {
+            let e = check(force).unwrap_err();
+            assert!(e.contains("report.html: "), "{e}");
+        }
+        std::fs::remove_file(&html).unwrap();
+        std::os::unix::fs::symlink(out.join("elsewhere"), &html).unwrap();
+        assert!(check(true).is_err());
+        std::fs::remove_file(&html).unwrap();
+        // A manifest nodecert did not write here; a stray signature is the signature's to
+        // refuse (it would sign beside no manifest of its own).
+        std::fs::write(out.join(sign::MANIFEST_FILE), "theirs").unwrap();
+        let e = check(true).unwrap_err();
+        assert!(
+            e.contains("nodecert-manifest.txt is not a file this run wrote"),
+            "{e}"
+        );
+        std::fs::remove_file(out.join(sign::MANIFEST_FILE)).unwrap();
+        std::fs::write(out.join("nodecert-manifest.txt.sig"), "theirs").unwrap();
+        check(false).unwrap();
     }
 }

@@ -224,9 +224,13 @@ pub fn cmd_run(
                 None => Ok(rendered),
                 Some(_) => pages.render(&ev, &Default::default()),
             };
+            // The export's error is the one told; a page someone put here meanwhile is said
+            // beside it, and left as it is.
             if let Ok(r) = unsigned {
-                unclaimed()?;
-                write_rendered(&dir, r)?;
+                match unclaimed() {
+                    Ok(()) => write_rendered(&dir, r)?,
+                    Err(p) => crate::errln!("{}", crate::console::visible(&p.to_string())),
+                }
             }
             if !quiet {
                 crate::out!("{}", crate::console::summary(&ev, color));
