@@ -265,8 +265,8 @@ impl Check for Virtualization {
                     format!("PCIe ACS is enabled on bridge {b} above the GPUs: peer traffic is routed through the root complex (slow or hanging P2P)"),
                 ));
             }
-            // Not read is not known to be off: as non-root, a bridge's extended config space
-            // (where ACS is) reads as zeros.
+            // Not read is not known to be off: as non-root, the kernel gives only the first 64
+            // bytes of a bridge's config space, and ACS is in the extended space beyond.
             for b in &v.acs_unknown_bridges {
                 out.push(finding(
                     Status::Skip,

@@ -50,7 +50,8 @@ pub fn iommu_groups(root: &Path) -> Option<u32> {
 /// What a device's config space says about ACS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Acs {
-    /// Only the first 256 bytes (or fewer) could be read: extended capabilities need root.
+    /// The extended config space (where ACS is) could not be read: as non-root the kernel
+    /// gives only the first 64 bytes (128 of a CardBus bridge).
     NotReadable,
     /// The device has no ACS capability.
     Absent,
@@ -76,6 +77,12 @@ fn u16_at(b: &[u8], off: usize) -> Option<u16> {
 /// Find the ACS capability in a config space image (the sysfs `config` file).
 pub fn parse_acs(config: &[u8]) -> Acs {
     if config.len() < 0x104 {
+        // As root, the kernel gives 256 bytes of a device without an extended config space:
+        // a conventional PCI device (no PCI Express capability) has no ACS; a PCI Express one
+        // on a platform that cannot reach its extended space (no ECAM) is not known.
+        if config.len() >= 0x100 && !has_pcie_capability(config) {
+            return Acs::Absent;
+        }
         return Acs::NotReadable;
     }
     let mut off = 0x100usize;
@@ -97,6 +104,28 @@ pub fn parse_acs(config: &[u8]) -> Acs {
         off = next;
     }
     Acs::Absent
+}
+
+/// Whether the standard capability list (status bit 4, pointer at 0x34) of a config space image
+/// holds the PCI Express capability (id 0x10).
+fn has_pcie_capability(config: &[u8]) -> bool {
+    const PCIE_CAP_ID: u8 = 0x10;
+    if config.get(0x06).is_none_or(|s| s & 0x10 == 0) {
+        return false;
+    }
+    let mut at = config.get(0x34).map_or(0, |p| usize::from(p & 0xfc));
+    // At most 48 capabilities fit after the header; the bound guards against loops.
+    for _ in 0..48 {
+        if at < 0x40 {
+            return false;
+        }
+        match (config.get(at), config.get(at + 1)) {
+            (Some(&PCIE_CAP_ID), _) => return true,
+            (Some(_), Some(next)) => at = usize::from(next & 0xfc),
+            _ => return false,
+        }
+    }
+    false
 }
 
 /// "0000:3b:00.0" shaped: domain:bus:device.function in hex.
@@ -165,6 +194,28 @@ mod tests {
         assert!(parse_acs(&config_with_acs(ACS_P2P_COMPLETION_REDIRECT)).redirects());
         assert!(!parse_acs(&config_with_acs(0x01)).redirects());
         assert_eq!(parse_acs(&[0u8; 64]), Acs::NotReadable);
+        // Root's 256 bytes of a device with no extended space: a conventional PCI bridge has
+        // no ACS; a PCI Express one (capability 0x10 in the list from 0x34) is not known.
+        assert_eq!(parse_acs(&[0u8; 256]), Acs::Absent);
+        let mut pcie = [0u8; 256];
+        pcie[0x06] = 0x10;
+        pcie[0x34] = 0x40;
+        pcie[0x40] = 0x01; // power management, then
+        pcie[0x41] = 0x60;
+        pcie[0x60] = 0x10; // PCI Express
+        assert_eq!(parse_acs(&pcie), Acs::NotReadable);
+        assert_eq!(parse_acs(&pcie[..64]), Acs::NotReadable);
+        // Without the status bit, or with the list ending first, there is no such capability.
+        let mut no_list = pcie;
+        no_list[0x06] = 0;
+        assert_eq!(parse_acs(&no_list), Acs::Absent);
+        let mut ends = pcie;
+        ends[0x41] = 0;
+        assert_eq!(parse_acs(&ends), Acs::Absent);
+        // A list that loops is read a bounded number of times.
+        let mut looped = pcie;
+        looped[0x41] = 0x40;
+        assert_eq!(parse_acs(&looped), Acs::Absent);
         assert_eq!(parse_acs(&[0u8; 4096]), Acs::Absent);
     }
 
