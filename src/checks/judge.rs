@@ -327,10 +327,28 @@ fn outliers_among(
         return out;
     }
     let med = crate::evidence::median(&vals);
+    let within = format!(
+        "within {}% of {median} {}",
+        fmt_num(pct),
+        with_unit(&fmt_num(med), unit)
+    );
     if med <= 0.0 {
+        // No figure to hold the others to: not judged, never a pass.
+        out.push(Finding {
+            status: Status::Skip,
+            subject: Subject::node(),
+            found: with_unit(&fmt_num(med), unit),
+            expected: within,
+            reason: format!(
+                "node: {what}: the outlier rule is not judged: {median} is {}",
+                with_unit(&fmt_num(med), unit)
+            ),
+            metric: None,
+            info: false,
+            limit: None,
+        });
         return out;
     }
-    let failed = out.len();
     out.extend(
         items
             .iter()
@@ -366,23 +384,27 @@ fn outliers_among(
                 })
             }),
     );
-    if out.len() == failed && failed == 0 {
-        let within = format!(
-            "within {}% of {median} {}",
-            fmt_num(pct),
-            with_unit(&fmt_num(med), unit)
-        );
-        out.push(Finding {
-            status: Status::Pass,
-            subject: Subject::node(),
-            found: format!("{} of {} within", vals.len(), vals.len()),
-            expected: within.clone(),
-            reason: format!("node: {what}: all {} {within} (outlier rule)", vals.len()),
-            metric: None,
-            info: false,
-            limit: None,
-        });
-    }
+    // The node's judgement of the rule: a pass where every figure is within; where some are
+    // not, those fail and the node's line is information, so that the rule is seen to have
+    // been applied either way (and `diff` finds the same finding in both runs).
+    let out_of_line = out.len();
+    out.push(Finding {
+        status: Status::Pass,
+        subject: Subject::node(),
+        found: format!("{} of {} within", items.len() - out_of_line, items.len()),
+        expected: within.clone(),
+        reason: if out_of_line == 0 {
+            format!("node: {what}: all {} {within} (outlier rule)", items.len())
+        } else {
+            format!(
+                "node: {what}: {out_of_line} of {} not {within} (outlier rule: they fail)",
+                items.len()
+            )
+        },
+        metric: None,
+        info: out_of_line > 0,
+        limit: None,
+    });
     out
 }
 
@@ -504,6 +526,19 @@ mod tests {
         f.into_iter().filter(|x| x.status == Status::Fail).collect()
     }
 
+    /// Whether the outlier rule failed `n` items: `n` failures, then the node's line saying
+    /// so, which is information (the failures are the judgements).
+    fn failed(f: &[Finding], n: usize) -> bool {
+        let Some((node, items)) = f.split_last() else {
+            return false;
+        };
+        items.len() == n
+            && items.iter().all(|x| x.status == Status::Fail && !x.info)
+            && node.info
+            && node.subject == Subject::node()
+            && node.reason.ends_with("(outlier rule: they fail)")
+    }
+
     /// Whether the outlier rule held: one judgement of the node, a pass, and no failure.
     fn held(f: &[Finding]) -> bool {
         matches!(f, [x] if x.status == Status::Pass && !x.info && x.subject == Subject::node())
@@ -542,13 +577,15 @@ mod tests {
                 "x",
                 "u",
             );
-            assert_eq!(f.len(), 1, "{f:#?}");
-            assert_eq!(f[0].status, Status::Fail);
+            assert!(failed(&f, 1), "{f:#?}");
         }
         // Two figures: median 80, 60 is 25% below.
         let two = outliers(&items(&[100.0, 60.0]), 10.0, true, "x", "u");
-        assert_eq!(two.len(), 1);
-        assert_eq!(two[0].status, Status::Fail);
+        assert!(failed(&two, 1), "{two:#?}");
+        assert_eq!(
+            two[1].reason,
+            "node: x: 1 of 2 not within 10.0% of the node median 80.0 u (outlier rule: they fail)"
+        );
         assert_eq!(two[0].subject, Subject::gpu(1));
         let one = outliers(&items(&[60.0]), 10.0, true, "x", "u");
         assert_eq!(one.len(), 1, "{one:#?}");
@@ -711,11 +748,12 @@ mod tests {
         // Taken as one population, the slower class would have been called faulty.
         let flat: Vec<(Subject, f64)> =
             pcie_box(None).into_iter().map(|(s, _, v)| (s, v)).collect();
-        assert_eq!(outliers(&flat, 15.0, true, "peer read", "GB/s").len(), 4);
+        assert!(failed(&outliers(&flat, 15.0, true, "peer read", "GB/s"), 4));
         // A slow pair in its class is still caught, against its own class's median; the other
         // class still holds.
         let all = outliers_by_class(&pcie_box(Some((9, 0.8))), 15.0, true, "peer read", "GB/s");
-        assert_eq!(all.len(), 2, "{all:#?}");
+        assert_eq!(all.len(), 3, "{all:#?}");
+        assert!(held(&all[..1]) && failed(&all[1..], 1), "{all:#?}");
         let f = fails(all);
         assert_eq!(f.len(), 1, "{f:#?}");
         assert_eq!(f[0].subject, Subject::pair(9, 12));
@@ -736,8 +774,7 @@ mod tests {
             })
             .collect();
         let f = outliers_by_class(&one, 10.0, true, "peer read", "GB/s");
-        assert_eq!(f.len(), 1);
-        assert_eq!(f[0].status, Status::Fail);
+        assert!(failed(&f, 1), "{f:#?}");
         assert!(
             f[0].reason.contains("the node median of 380 GB/s"),
             "{}",
@@ -845,8 +882,9 @@ mod tests {
             .map(|i| (Subject::gpu(i), if i == 5 { 33.0 } else { 55.0 }))
             .collect();
         let f = outliers(&items, 10.0, true, "h2d", "GB/s");
-        assert_eq!(f.len(), 1);
+        assert!(failed(&f, 1), "{f:#?}");
         assert_eq!(f[0].subject, Subject::gpu(5));
+        assert_eq!(f[1].found, "7 of 8 within");
         let lat: Vec<(Subject, f64)> = (0..4)
             .map(|i| (Subject::pair(i, 9), if i == 2 { 9.0 } else { 2.5 }))
             .collect();
@@ -864,7 +902,7 @@ mod tests {
                 .collect();
             for higher in [true, false] {
                 let f = outliers(&items, 10.0, higher, "h2d", "GB/s");
-                assert_eq!(f.len(), 1, "{bad} {higher}: {f:?}");
+                assert!(failed(&f, 1), "{bad} {higher}: {f:?}");
                 assert_eq!(f[0].status, Status::Fail);
                 assert_eq!(f[0].subject, Subject::gpu(1));
                 assert!(
@@ -887,14 +925,34 @@ mod tests {
         // A fast GPU is no bandwidth outlier, but the same spread is one for a latency.
         assert!(held(&outliers(&items, 10.0, true, "h2d", "GB/s")));
         let f = outliers(&items, 10.0, false, "latency", "us");
-        assert_eq!(f.len(), 1);
+        assert!(failed(&f, 1), "{f:#?}");
         assert_eq!(f[0].subject, Subject::gpu(2));
         // Just inside the rule is not an outlier.
         let near: Vec<(Subject, f64)> = (0..4)
             .map(|i| (Subject::gpu(i), if i == 0 { 50.0 } else { 55.0 }))
             .collect();
         assert!(held(&outliers(&near, 10.0, true, "h2d", "GB/s")));
-        assert_eq!(fails(outliers(&near, 9.0, true, "h2d", "GB/s")).len(), 1);
-        assert_eq!(outliers(&near, 9.0, true, "h2d", "GB/s").len(), 1);
+        assert!(failed(&outliers(&near, 9.0, true, "h2d", "GB/s"), 1));
+    }
+
+    /// A median of 0 (or less) holds the figures to nothing: the rule is not judged, and says
+    /// so, never a pass.
+    #[test]
+    fn the_outlier_rule_against_a_median_of_zero_is_not_judged() {
+        let items: Vec<(Subject, f64)> = [0.0, 0.0, 50.0]
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (Subject::pair(i, 9), *v))
+            .collect();
+        for higher in [true, false] {
+            let f = outliers(&items, 20.0, higher, "latency", "us");
+            assert_eq!(f.len(), 1, "{f:#?}");
+            assert_eq!((f[0].status, f[0].info), (Status::Skip, false));
+            assert_eq!(f[0].subject, Subject::node());
+            assert_eq!(
+                f[0].reason,
+                "node: latency: the outlier rule is not judged: the node median is 0 us"
+            );
+        }
     }
 }
