@@ -441,6 +441,33 @@ mod tests {
         assert!(again.unwrap().countersignature);
     }
 
+    /// The signatures of a folder held, listed through its handle: the first, then the
+    /// countersignatures by number; other files are none of them.
+    #[test]
+    fn the_signatures_of_a_folder_held_are_listed_in_order() {
+        let d = folder("{}");
+        let held = open_dir(d.path()).unwrap();
+        assert!(super::super::signatures_in_folder(&held)
+            .unwrap()
+            .is_empty());
+        for name in [
+            "nodecert-manifest.txt.10.sig",
+            SIGNATURE_FILE,
+            "nodecert-manifest.txt.2.sig",
+            "nodecert-manifest.txt.sig.bak",
+        ] {
+            std::fs::write(d.path().join(name), "x").unwrap();
+        }
+        assert_eq!(
+            super::super::signatures_in_folder(&held).unwrap(),
+            [
+                SIGNATURE_FILE,
+                "nodecert-manifest.txt.2.sig",
+                "nodecert-manifest.txt.10.sig"
+            ]
+        );
+    }
+
     /// A signer reads the folder it holds, whatever its path names meanwhile: someone who may
     /// rename entries of its parent and swaps in a folder of their own (for as long as the
     /// files are read) does not have their evidence's digest sealed. Messages still name the
