@@ -459,6 +459,41 @@ mod tests {
         }
     }
 
+    /// The evidence file is read as its kind: a node's evidence whose records disagree on
+    /// whether it is simulated is refused, and so is a fleet whose flag disagrees with its
+    /// nodes'; each as the other kind would pass.
+    #[test]
+    fn the_evidence_file_is_read_as_its_kind() {
+        let d = tempfile::tempdir().unwrap();
+        let at = Place::at(d.path());
+        let node = |text: &str| {
+            std::fs::write(d.path().join(EVIDENCE_FILE), text).unwrap();
+            evidence_simulated(ReportKind::Node, at)
+        };
+        assert_eq!(
+            node("{\"simulated\": true, \"backend\": {\"simulated\": true}}").unwrap(),
+            Some(true)
+        );
+        let e = node("{\"simulated\": false, \"backend\": {\"simulated\": true}}").unwrap_err();
+        assert!(matches!(e, SignError::Evidence { .. }), "{e}");
+        let fleet = |text: &str| {
+            std::fs::write(d.path().join("fleet.json"), text).unwrap();
+            evidence_simulated(ReportKind::Fleet, at)
+        };
+        assert_eq!(
+            fleet("{\"simulated\": true, \"nodes\": [{\"name\": \"n1\", \"simulated\": true}]}")
+                .unwrap(),
+            Some(true)
+        );
+        let e =
+            fleet("{\"simulated\": false, \"nodes\": [{\"name\": \"n1\", \"simulated\": true}]}")
+                .unwrap_err();
+        assert!(
+            e.to_string().contains("its node \"n1\" is simulated"),
+            "{e}"
+        );
+    }
+
     #[test]
     fn a_folder_is_a_fleets_only_when_it_holds_fleet_json_and_no_evidence_json() {
         let d = tempfile::tempdir().unwrap();

@@ -189,11 +189,9 @@ pub fn sign_dir_in(
                 reason: format!("missing, but {sig} exists"),
             });
         }
-        let kind = if !here(EVIDENCE_FILE)? && here(crate::fleet::FLEET_FILE)? {
-            ReportKind::Fleet
-        } else {
-            ReportKind::Node
-        };
+        // A name that cannot be looked at is not there: the evidence file it leaves missing
+        // is then told.
+        let kind = ReportKind::of_names(|name| here(name).unwrap_or(false));
         let mut present: Vec<&str> = Vec::new();
         for f in kind.default_files().iter().copied() {
             if f == kind.evidence_file() || here(f)? {
@@ -422,6 +420,15 @@ mod tests {
         let d = folder(judged);
         let info = sign_dir_in(&open_dir(d.path()).unwrap(), &key, Some(&digest(judged))).unwrap();
         assert!(info.manifest_written && !info.countersignature);
+        // The manifest it wrote lists the node's files that are there, the evidence first.
+        let text = std::fs::read_to_string(d.path().join(MANIFEST_FILE)).unwrap();
+        let listed: Vec<String> = Manifest::parse(&text)
+            .unwrap()
+            .files
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect();
+        assert_eq!(listed, [EVIDENCE_FILE, "report.md"]);
 
         // A countersignature by another key, of a file that is not what it judged: refused,
         // and the manifest the first signature sealed is kept.
