@@ -159,9 +159,10 @@ pub fn judge(
 /// The in-node outlier rule: each item must be within `pct` percent of the node's median, on
 /// the bad side only (`higher_is_better`: bandwidth; otherwise latency). Catches the slow but
 /// otherwise healthy GPU that passes every absolute floor. Returns a failure per item out of
-/// line (a figure that is not a number, NaN or infinite, cannot be within anything and fails
-/// too), or one pass for the node where every item is within; where one figure was measured
-/// there is nothing to compare it with, and that is said (information, not a judgement).
+/// line (a figure that is not a number, NaN or infinite, or that is 0 or less, cannot be within
+/// anything and fails too) and the node's line: a pass where every item is within, information
+/// where some failed (they are the judgements). Where one figure was measured there is nothing
+/// to compare it with, and that is said (information, not a judgement).
 pub fn outliers(
     items: &[(Subject, f64)],
     pct: f64,
@@ -333,43 +334,51 @@ fn outliers_among(
         with_unit(&fmt_num(med), unit)
     );
     if med <= 0.0 {
-        // No figure to hold the others to: not judged, never a pass.
-        out.push(Finding {
-            status: Status::Skip,
-            subject: Subject::node(),
-            found: with_unit(&fmt_num(med), unit),
-            expected: within,
-            reason: format!(
-                "node: {what}: the outlier rule is not judged: {median} is {}",
-                with_unit(&fmt_num(med), unit)
-            ),
-            metric: None,
-            info: false,
-            limit: None,
-        });
-        return out;
-    }
-    out.extend(
-        items
-            .iter()
-            .filter(|(_, v)| v.is_finite())
-            .filter_map(|(subject, v)| {
-                let dev = (v - med) / med * 100.0;
-                let bad = if higher_is_better {
-                    dev < -pct
-                } else {
-                    dev > pct
-                };
-                bad.then(|| Finding {
+        // Half the figures or more are 0 (or less): no bandwidth, and no latency, is; each
+        // such figure fails, as one below a positive median would.
+        out.extend(
+            items
+                .iter()
+                .filter(|(_, v)| v.is_finite() && *v <= 0.0)
+                .map(|(subject, v)| Finding {
                     status: Status::Fail,
                     subject: subject.clone(),
-                    found: format!("{} {unit}", fmt_num(*v)),
-                    expected: format!(
-                        "within {}% of {median} {} {unit}",
-                        fmt_num(pct),
-                        fmt_num(med)
-                    ),
+                    found: with_unit(&fmt_num(*v), unit),
+                    expected: within.clone(),
                     reason: format!(
+                        "{}: {what} is {}, which leaves {median} at {} (outlier rule: nothing \
+                         to compare with)",
+                        subject.describe(),
+                        with_unit(&fmt_num(*v), unit),
+                        with_unit(&fmt_num(med), unit)
+                    ),
+                    metric: None,
+                    info: false,
+                    limit: None,
+                }),
+        );
+    } else {
+        out.extend(
+            items
+                .iter()
+                .filter(|(_, v)| v.is_finite())
+                .filter_map(|(subject, v)| {
+                    let dev = (v - med) / med * 100.0;
+                    let bad = if higher_is_better {
+                        dev < -pct
+                    } else {
+                        dev > pct
+                    };
+                    bad.then(|| Finding {
+                        status: Status::Fail,
+                        subject: subject.clone(),
+                        found: format!("{} {unit}", fmt_num(*v)),
+                        expected: format!(
+                            "within {}% of {median} {} {unit}",
+                            fmt_num(pct),
+                            fmt_num(med)
+                        ),
+                        reason: format!(
                     "{}: {what} {} {unit} is {:.1}% {} {median} of {} {unit} (outlier rule: {}%)",
                     subject.describe(),
                     fmt_num(*v),
@@ -378,12 +387,13 @@ fn outliers_among(
                     fmt_num(med),
                     fmt_num(pct)
                 ),
-                    metric: None,
-                    info: false,
-                    limit: None,
-                })
-            }),
-    );
+                        metric: None,
+                        info: false,
+                        limit: None,
+                    })
+                }),
+        );
+    }
     // The node's judgement of the rule: a pass where every figure is within; where some are
     // not, those fail and the node's line is information, so that the rule is seen to have
     // been applied either way (and `diff` finds the same finding in both runs).
@@ -935,24 +945,28 @@ mod tests {
         assert!(failed(&outliers(&near, 9.0, true, "h2d", "GB/s"), 1));
     }
 
-    /// A median of 0 (or less) holds the figures to nothing: the rule is not judged, and says
-    /// so, never a pass.
+    /// A median of 0 (or less) holds the figures to nothing: each figure of 0 or less fails
+    /// (no bandwidth, and no latency, is 0), whichever side is the bad one, never a pass.
     #[test]
-    fn the_outlier_rule_against_a_median_of_zero_is_not_judged() {
-        let items: Vec<(Subject, f64)> = [0.0, 0.0, 50.0]
+    fn figures_of_zero_that_make_the_median_fail() {
+        let items: Vec<(Subject, f64)> = [0.0, -1.0, 50.0]
             .iter()
             .enumerate()
             .map(|(i, v)| (Subject::pair(i, 9), *v))
             .collect();
         for higher in [true, false] {
             let f = outliers(&items, 20.0, higher, "latency", "us");
-            assert_eq!(f.len(), 1, "{f:#?}");
-            assert_eq!((f[0].status, f[0].info), (Status::Skip, false));
-            assert_eq!(f[0].subject, Subject::node());
+            assert!(failed(&f, 2), "{f:#?}");
+            assert_eq!(
+                (&f[0].subject, &f[1].subject),
+                (&Subject::pair(0, 9), &Subject::pair(1, 9))
+            );
             assert_eq!(
                 f[0].reason,
-                "node: latency: the outlier rule is not judged: the node median is 0 us"
+                "GPU 0 -> GPU 9: latency is 0 us, which leaves the node median at 0 us (outlier \
+                 rule: nothing to compare with)"
             );
+            assert_eq!(f[2].found, "1 of 3 within");
         }
     }
 }

@@ -229,7 +229,7 @@ pub fn cmd_run(
             if let Ok(r) = unsigned {
                 match unclaimed() {
                     Ok(()) => write_rendered(&dir, r)?,
-                    Err(p) => crate::errln!("{}", crate::console::visible(&p.to_string())),
+                    Err(p) => crate::errln!("error: {}", p.console_text()),
                 }
             }
             if !quiet {

@@ -64,7 +64,8 @@ fn seconds(v: f64) -> String {
 fn finding_line(f: &Finding) -> String {
     format!(
         "[{}] {}: found {}, expected {}: {}",
-        f.status.label(),
+        // Information is no judgement: its status says nothing.
+        if f.info { "INFO" } else { f.status.label() },
         f.subject.describe(),
         f.found,
         f.expected,
@@ -311,6 +312,11 @@ mod tests {
         assert!(x.contains(r#"<testcase classname="nodecert.p2p_bandwidth" name="p2p_bandwidth""#));
         assert!(x.contains(r#"<property name="simulated" value="true"/>"#));
         assert!(x.contains("[FAIL] GPU 1 -&gt; GPU 4: found 2"));
+        // The outlier rule's line of the node where it failed is information, said as such.
+        assert!(
+            x.contains("[INFO] node: found 54 of 56 within, expected within 10.0% of the node"),
+            "{x}"
+        );
         // Its name says simulated; a measured run's does not. Either is nodecert's own file.
         assert!(x.contains(r#"<testsuites name="[SIMULATED] nodecert" "#));
         let mut real = ev.clone();

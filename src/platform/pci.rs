@@ -80,7 +80,7 @@ pub fn parse_acs(config: &[u8]) -> Acs {
         // As root, the kernel gives 256 bytes of a device without an extended config space:
         // a conventional PCI device (no PCI Express capability) has no ACS; a PCI Express one
         // on a platform that cannot reach its extended space (no ECAM) is not known.
-        if config.len() >= 0x100 && !has_pcie_capability(config) {
+        if config.len() >= 0x100 && has_pcie_capability(config) == Some(false) {
             return Acs::Absent;
         }
         return Acs::NotReadable;
@@ -107,25 +107,37 @@ pub fn parse_acs(config: &[u8]) -> Acs {
 }
 
 /// Whether the standard capability list (status bit 4, pointer at 0x34) of a config space image
-/// holds the PCI Express capability (id 0x10).
-fn has_pcie_capability(config: &[u8]) -> bool {
+/// holds the PCI Express capability (id 0x10). None where the image does not say: a device
+/// that answers all ones (gone, or an error response), or a list that does not end cleanly (a
+/// pointer into the header, a loop).
+fn has_pcie_capability(config: &[u8]) -> Option<bool> {
     const PCIE_CAP_ID: u8 = 0x10;
-    if config.get(0x06).is_none_or(|s| s & 0x10 == 0) {
-        return false;
+    let vendor = u16_at(config, 0)?;
+    if vendor == 0xffff {
+        return None;
     }
-    let mut at = config.get(0x34).map_or(0, |p| usize::from(p & 0xfc));
+    // A CardBus bridge (header type 2) is conventional PCI, with its list elsewhere.
+    if config.get(0x0e)? & 0x7f == 2 {
+        return Some(false);
+    }
+    if config.get(0x06)? & 0x10 == 0 {
+        return Some(false);
+    }
+    let mut at = usize::from(config.get(0x34)? & 0xfc);
     // At most 48 capabilities fit after the header; the bound guards against loops.
     for _ in 0..48 {
+        if at == 0 {
+            return Some(false);
+        }
         if at < 0x40 {
-            return false;
+            return None;
         }
-        match (config.get(at), config.get(at + 1)) {
-            (Some(&PCIE_CAP_ID), _) => return true,
-            (Some(_), Some(next)) => at = usize::from(next & 0xfc),
-            _ => return false,
+        if *config.get(at)? == PCIE_CAP_ID {
+            return Some(true);
         }
+        at = usize::from(config.get(at + 1)? & 0xfc);
     }
-    false
+    None
 }
 
 /// "0000:3b:00.0" shaped: domain:bus:device.function in hex.
@@ -196,8 +208,11 @@ mod tests {
         assert_eq!(parse_acs(&[0u8; 64]), Acs::NotReadable);
         // Root's 256 bytes of a device with no extended space: a conventional PCI bridge has
         // no ACS; a PCI Express one (capability 0x10 in the list from 0x34) is not known.
-        assert_eq!(parse_acs(&[0u8; 256]), Acs::Absent);
-        let mut pcie = [0u8; 256];
+        let mut conventional = [0u8; 256];
+        conventional[0] = 0x86; // a vendor that answers (0x8086)
+        conventional[1] = 0x80;
+        assert_eq!(parse_acs(&conventional), Acs::Absent);
+        let mut pcie = conventional;
         pcie[0x06] = 0x10;
         pcie[0x34] = 0x40;
         pcie[0x40] = 0x01; // power management, then
@@ -212,10 +227,20 @@ mod tests {
         let mut ends = pcie;
         ends[0x41] = 0;
         assert_eq!(parse_acs(&ends), Acs::Absent);
-        // A list that loops is read a bounded number of times.
+        // A list that does not end cleanly (it loops, or points into the header), or a device
+        // that answers all ones, does not say: not known, never taken for no ACS.
         let mut looped = pcie;
         looped[0x41] = 0x40;
-        assert_eq!(parse_acs(&looped), Acs::Absent);
+        looped[0x60] = 0x01;
+        assert_eq!(parse_acs(&looped), Acs::NotReadable);
+        let mut into_header = pcie;
+        into_header[0x41] = 0x20;
+        assert_eq!(parse_acs(&into_header), Acs::NotReadable);
+        assert_eq!(parse_acs(&[0xffu8; 256]), Acs::NotReadable);
+        // A CardBus bridge (header type 2) is conventional PCI.
+        let mut cardbus = pcie;
+        cardbus[0x0e] = 0x82;
+        assert_eq!(parse_acs(&cardbus), Acs::Absent);
         assert_eq!(parse_acs(&[0u8; 4096]), Acs::Absent);
     }
 

@@ -189,9 +189,11 @@ pub fn sign_dir_in(
                 reason: format!("missing, but {sig} exists"),
             });
         }
-        // A name that cannot be looked at is not there: the evidence file it leaves missing
-        // is then told.
-        let kind = ReportKind::of_names(|name| here(name).unwrap_or(false));
+        let (evidence, fleet) = (here(EVIDENCE_FILE)?, here(crate::fleet::FLEET_FILE)?);
+        let kind = ReportKind::of_names(|name| match name {
+            EVIDENCE_FILE => evidence,
+            _ => name == crate::fleet::FLEET_FILE && fleet,
+        });
         let mut present: Vec<&str> = Vec::new();
         for f in kind.default_files().iter().copied() {
             if f == kind.evidence_file() || here(f)? {
