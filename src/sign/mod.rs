@@ -225,12 +225,14 @@ impl ReportKind {
     /// `evidence.json` is missing). Names are looked at, links there not followed, as the
     /// signature reads them.
     pub fn of_folder(dir: &Path) -> ReportKind {
-        ReportKind::of_names(|name| dir.join(name).symlink_metadata().is_ok())
+        let here = |name: &str| dir.join(name).symlink_metadata().is_ok();
+        ReportKind::of_presence(here(EVIDENCE_FILE), here(crate::fleet::FLEET_FILE))
     }
 
-    /// [`ReportKind::of_folder`] of a folder where `here` says whether a name is there.
-    pub(crate) fn of_names(here: impl Fn(&str) -> bool) -> ReportKind {
-        if !here(EVIDENCE_FILE) && here(crate::fleet::FLEET_FILE) {
+    /// [`ReportKind::of_folder`] of a folder that holds `evidence.json` or not (`evidence`),
+    /// and `fleet.json` or not (`fleet`).
+    pub(crate) fn of_presence(evidence: bool, fleet: bool) -> ReportKind {
+        if !evidence && fleet {
             ReportKind::Fleet
         } else {
             ReportKind::Node

@@ -189,11 +189,7 @@ pub fn sign_dir_in(
                 reason: format!("missing, but {sig} exists"),
             });
         }
-        let (evidence, fleet) = (here(EVIDENCE_FILE)?, here(crate::fleet::FLEET_FILE)?);
-        let kind = ReportKind::of_names(|name| match name {
-            EVIDENCE_FILE => evidence,
-            _ => name == crate::fleet::FLEET_FILE && fleet,
-        });
+        let kind = ReportKind::of_presence(here(EVIDENCE_FILE)?, here(crate::fleet::FLEET_FILE)?);
         let mut present: Vec<&str> = Vec::new();
         for f in kind.default_files().iter().copied() {
             if f == kind.evidence_file() || here(f)? {
