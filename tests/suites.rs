@@ -715,21 +715,22 @@ fn a_suite_whose_evidence_could_not_be_read_back_is_refused_before_the_run() {
         "big.toml",
         "format_version = 1\nname = \"big\"\nextends = \"h100-sxm-8\"\n[checks.p2p_bandwidth]\niterations = 100000\n",
     );
-    // The suite itself is valid; on a node of 8 GPUs (the one it states, which `check` plans
-    // on) its evidence would not read back: check says so too, at the key, and `check` on a
-    // node of 1 GPU, which records no pair, plans it.
+    // The suite itself loads; on a node of 8 GPUs (the one it states, which `check` plans on)
+    // its evidence would not read back: check says so, at the key, and never calls it valid;
+    // `check` on a node of 1 GPU, which records no pair, calls it valid and plans it.
     env.cmd()
         .args(["check", "big.toml"])
         .assert()
         .code(2)
-        .stdout(predicate::str::contains("valid."))
+        .stdout(predicate::str::contains("valid.").not())
         .stderr(predicate::str::contains(
             "big.toml:5:1: `checks.p2p_bandwidth.iterations`",
         ));
     env.cmd()
         .args(["check", "big.toml", "--simulate", "h200-vm-1"])
         .assert()
-        .code(0);
+        .code(0)
+        .stdout(predicate::str::contains("valid."));
     env.cmd()
         .args([
             "run",
