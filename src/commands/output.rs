@@ -220,24 +220,24 @@ fn shown(out: &Path, name: &str) -> String {
     crate::console::visible(&out.join(name).display().to_string())
 }
 
-/// The start of the file `name` of the folder held (`dir`, shown as `out`), through the
-/// folder and never a link: None where nothing is there, an error where something is that is
-/// not a regular file (or cannot be read).
+/// The start of the file `name` of the folder held (`dir`, shown as `out`), through the folder
+/// and never a link: None where nothing is there; the error of reading it where something is
+/// that is not a regular file (or cannot be read). An error looking at the folder is the
+/// command's.
+fn head_of(dir: &Dir, out: &Path, name: &str) -> Result<Option<std::io::Result<String>>> {
+    match dir.exists(name.as_ref()) {
+        Ok(false) => Ok(None),
+        Ok(true) => Ok(Some(dir.open_file(name.as_ref()).and_then(read_head))),
+        Err(e) => Err(dir_error(out, e)),
+    }
+}
+
+/// [`head_of`], where something that cannot be read is refused: choose another --out.
 fn file_head<'a>(dir: &'a Dir, out: &'a Path) -> impl Fn(&str) -> Result<Option<String>> + 'a {
     move |name: &str| {
-        match dir.exists(name.as_ref()) {
-            Ok(false) => return Ok(None),
-            Ok(true) => {}
-            Err(e) => return Err(dir_error(out, e)),
-        }
-        match dir.open_file(name.as_ref()).and_then(read_head) {
-            Ok(h) => Ok(Some(h)),
-            Err(e) => Err(InputError::Other(format!(
-                "{}: {e}: choose another --out",
-                shown(out, name)
-            ))
-            .into()),
-        }
+        head_of(dir, out, name)?.transpose().map_err(|e| {
+            InputError::Other(format!("{}: {e}: choose another --out", shown(out, name))).into()
+        })
     }
 }
 
@@ -248,28 +248,26 @@ fn file_head<'a>(dir: &'a Dir, out: &'a Path) -> impl Fn(&str) -> Result<Option<
 /// evidence is kept. A manifest, which the run refused to find before it started, appeared
 /// too: what someone else listed is not signed.
 pub(crate) fn check_pages_unclaimed(dir: &Dir, out: &Path, force: bool) -> Result<()> {
-    let mut appeared = Vec::new();
+    let mut first = None;
     for name in REPORT_FILES {
-        match dir.exists(name.as_ref()) {
-            Ok(false) => continue,
-            Ok(true) => {}
-            Err(e) => return Err(dir_error(out, e)),
-        }
-        match dir.open_file(name.as_ref()).and_then(read_head) {
-            Ok(h) if force || h.is_empty() || is_own_output(name, &h) => {}
-            Ok(_) => appeared.push(format!("{} is not a file nodecert wrote", shown(out, name))),
-            Err(e) => appeared.push(format!("{}: {e}", shown(out, name))),
-        }
+        first = match head_of(dir, out, name)? {
+            None => continue,
+            Some(Ok(h)) if force || h.is_empty() || is_own_output(name, &h) => continue,
+            Some(Ok(_)) => Some(format!("{} is not a file nodecert wrote", shown(out, name))),
+            Some(Err(e)) => Some(format!("{}: {e}", shown(out, name))),
+        };
+        break;
     }
     // A signature without a manifest is never signed beside (the signature refuses it).
-    if dir
-        .exists(crate::sign::MANIFEST_FILE.as_ref())
-        .unwrap_or(true)
+    if first.is_none()
+        && dir
+            .exists(crate::sign::MANIFEST_FILE.as_ref())
+            .unwrap_or(true)
     {
         let m = shown(out, crate::sign::MANIFEST_FILE);
-        appeared.push(format!("{m} is not a file this run wrote"));
+        first = Some(format!("{m} is not a file this run wrote"));
     }
-    let Some(first) = appeared.first() else {
+    let Some(first) = first else {
         return Ok(());
     };
     let evidence = shown(out, crate::evidence::EVIDENCE_FILE);
