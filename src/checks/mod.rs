@@ -444,25 +444,24 @@ mod tests {
     /// mistake, refused before the run at its key (exit 2), never the node's error (exit 3).
     #[test]
     fn a_sweep_that_moves_nothing_on_this_node_is_refused_at_its_key() {
-        let src = crate::config::Source {
-            name: "tiny.toml".into(),
-            text: "format_version = 1\nname = \"tiny\"\n[checks.collective.all_to_all]\n\
-                   min_size = \"64B\"\nmax_size = \"64B\"\n"
-                .into(),
+        // The suite `name` whose all_to_all sweeps min..max.
+        let sweep = |name: &str, min: &str, max: &str| {
+            let src = crate::config::Source {
+                name: format!("{name}.toml"),
+                text: format!(
+                    "format_version = 1\nname = \"{name}\"\n[checks.collective.all_to_all]\n\
+                     min_size = \"{min}\"\nmax_size = \"{max}\"\n"
+                ),
+            };
+            crate::suite::load::load_source(src).unwrap()
         };
-        let loaded = crate::suite::load::load_source(src).unwrap();
+        let loaded = sweep("tiny", "64B", "64B");
         // 64 bytes over 2 or 4 ranks moves 16 bytes a rank or more; over 8 ranks, 8.
         for gpus in [0, 1, 2, 4] {
             assert!(check_suite_fits(&loaded, gpus).is_ok(), "{gpus}");
         }
         // One rank's data check needs a size that moves something too: 8 B moves nothing.
-        let src = crate::config::Source {
-            name: "one.toml".into(),
-            text: "format_version = 1\nname = \"one\"\n[checks.collective.all_to_all]\n\
-                   min_size = \"8B\"\nmax_size = \"8B\"\n"
-                .into(),
-        };
-        let one = crate::suite::load::load_source(src).unwrap();
+        let one = sweep("one", "8B", "8B");
         let e = check_suite_fits(&one, 1).unwrap_err().to_string();
         assert!(e.contains("moves data over 1 rank (under"), "{e}");
         assert!(e.ends_with("raise max_size to at least 16 B"), "{e}");
@@ -480,13 +479,7 @@ mod tests {
         );
         assert!(e.ends_with("raise max_size to at least 128 B"), "{e}");
         // The size advised is one the sweep reaches (min_size x factor^k): from 3 B, 192 B.
-        let src = crate::config::Source {
-            name: "odd.toml".into(),
-            text: "format_version = 1\nname = \"odd\"\n[checks.collective.all_to_all]\n\
-                   min_size = \"3B\"\nmax_size = \"100B\"\n"
-                .into(),
-        };
-        let loaded = crate::suite::load::load_source(src).unwrap();
+        let loaded = sweep("odd", "3B", "100B");
         let e = check_suite_fits(&loaded, 8).unwrap_err().to_string();
         assert!(e.ends_with("raise max_size to at least 192 B"), "{e}");
         // Every shipped suite fits the node it is for.
